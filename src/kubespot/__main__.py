@@ -1,0 +1,5 @@
+"""``python -m kubespot``."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""JSON admin routes served next to moto, for processes that only reach the server over HTTP.
+
+The sandbox drives moto from another process than the one that runs it, so the Python accessors
+of ``MotoServer`` are out of its reach. These routes expose the same operations:
+
+``GET /_kubespot/health``
+    ``{"ok": true, "extensions": [...]}``.
+``GET /_kubespot/autoscaling/lifecycle-actions[?region=r]``
+    every lifecycle action with its result, completion and heartbeats (``LifecycleAction.to_dict``).
+``POST /_kubespot/autoscaling/lifecycle-actions``
+    body ``{"AutoScalingGroupName", "InstanceId", "LifecycleHookName"?, "LifecycleTransition"?,
+    "Emit"? (default true), "DecrementDesiredCapacity"?, "Region"?}``; starts a lifecycle action
+    (see ``extensions.lifecycle.start_action``) and answers it, token included. 400 when the group,
+    instance or hook is unknown.
+
+Everything else goes to moto unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qs
+
+from moto.core.models import DEFAULT_ACCOUNT_ID
+
+from kubespot.sim.awssim import extensions
+from kubespot.sim.awssim.extensions import lifecycle
+
+__all__ = ["PREFIX", "AdminMiddleware"]
+
+PREFIX = "/_kubespot/"
+
+_StartResponse = Callable[..., Any]
+_WSGIApp = Callable[[dict[str, Any], _StartResponse], Iterable[bytes]]
+
+
+class AdminMiddleware:
+    """WSGI middleware answering ``/_kubespot/...`` and passing the rest to moto."""
+
+    def __init__(self, app: _WSGIApp, *, default_region: str) -> None:
+        self._app = app
+        self._region = default_region
+
+    def __call__(self, environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO", ""))
+        if not path.startswith(PREFIX):
+            return self._app(environ, start_response)
+        try:
+            status, body = self._route(environ, path[len(PREFIX) :].rstrip("/"))
+        except lifecycle.LifecycleActionError as exc:
+            status, body = 400, {"error": str(exc)}
+        except (ValueError, KeyError) as exc:
+            status, body = 400, {"error": f"bad request: {exc}"}
+        payload = json.dumps(body).encode()
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}[status]
+        start_response(
+            f"{status} {reason}",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))],
+        )
+        return [payload]
+
+    def _route(self, environ: dict[str, Any], route: str) -> tuple[int, Any]:
+        method = str(environ.get("REQUEST_METHOD", "GET"))
+        if route == "health":
+            return 200, {"ok": True, "extensions": extensions.installed()}
+        if route == "autoscaling/lifecycle-actions":
+            if method == "GET":
+                query = parse_qs(str(environ.get("QUERY_STRING", "")))
+                region = query.get("region", [self._region])[0]
+                actions = lifecycle.list_actions(DEFAULT_ACCOUNT_ID, region)
+                return 200, {"LifecycleActions": [a.to_dict() for a in actions]}
+            if method == "POST":
+                request = _read_json(environ)
+                action = lifecycle.start_action(
+                    DEFAULT_ACCOUNT_ID,
+                    str(request.get("Region", self._region)),
+                    str(request["AutoScalingGroupName"]),
+                    str(request["InstanceId"]),
+                    lifecycle_hook_name=request.get("LifecycleHookName"),
+                    transition=str(request.get("LifecycleTransition", lifecycle.TERMINATING)),
+                    emit=bool(request.get("Emit", True)),
+                    decrement_desired_capacity=bool(request.get("DecrementDesiredCapacity", False)),
+                )
+                return 200, action.to_dict()
+            return 405, {"error": f"{method} not allowed"}
+        return 404, {"error": f"no route {route!r}"}
+
+
+def _read_json(environ: dict[str, Any]) -> dict[str, Any]:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    raw = environ["wsgi.input"].read(length) if length else b"{}"
+    data = json.loads(raw or b"{}")
+    if not isinstance(data, dict):
+        raise ValueError("body must be a JSON object")
+    return data

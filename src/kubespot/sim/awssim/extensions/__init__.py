@@ -1,0 +1,40 @@
+"""kubespot's extensions to moto, installed by ``MotoServer.start()``.
+
+Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim.md``):
+
+- ``sqs_depth``: ReceiveMessage / DeleteMessage / ChangeMessageVisibility no longer walk (and
+  re-walk) the whole queue, so a queue 2 000 deep still serves hundreds of receive+delete a second.
+- ``events_account``: the event EventBridge delivers to an SQS target carries ``account``.
+- ``lifecycle``: Auto Scaling lifecycle actions (tokens, ``Terminating:Wait``), plus
+  ``CompleteLifecycleAction`` and ``RecordLifecycleActionHeartbeat``; PutLifecycleHook keeps its
+  notification target and metadata.
+- ``spot_prices``: DescribeSpotPriceHistory answers from an on-demand price table at a discount.
+
+Installation patches moto's classes in this process, once; calling ``install_all`` again is a no-op.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from kubespot.sim.awssim.extensions import events_account, lifecycle, spot_prices, sqs_depth
+
+__all__ = ["install_all", "installed"]
+
+_lock = threading.Lock()
+_installed: list[str] = []
+
+
+def install_all() -> None:
+    """Install every extension into moto (idempotent, thread-safe)."""
+    with _lock:
+        if _installed:
+            return
+        for module in (sqs_depth, events_account, lifecycle, spot_prices):
+            module.install()
+            _installed.append(module.__name__.rsplit(".", 1)[-1])
+
+
+def installed() -> list[str]:
+    """Names of the installed extensions, in installation order."""
+    return list(_installed)

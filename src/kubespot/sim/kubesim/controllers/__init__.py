@@ -1,0 +1,110 @@
+"""The controllers a cluster runs, simulated in-process on the store's event stream.
+
+Each controller subscribes to store events (synchronously, so it must only note work) and does its
+work in asyncio tasks; it writes through the same ``Store`` the HTTP API uses, so clients see every
+change as ordinary watch events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from ..resources import ResourceType
+from ..store import Store, WatchEvent
+
+log = logging.getLogger("kubespot.sim.kubesim.controllers")
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Timings of the simulated cluster. Defaults are fast so tests and the sandbox stay quick."""
+
+    #: Seconds from binding until a pod runs and is Ready, unless its annotation says otherwise.
+    pod_start_seconds: float = 1.0
+    #: Seconds between node lease renewals (the kubelet heartbeat; upstream default 10 s).
+    lease_renew_seconds: float = 10.0
+    #: Seconds between node status heartbeats (upstream: 10 s when changed, else every 5 min).
+    node_status_seconds: float = 60.0
+    #: Seconds without a heartbeat before a node's Ready turns Unknown (kube-controller-manager's
+    #: --node-monitor-grace-period; 40 s upstream until 1.32).
+    node_monitor_grace_seconds: float = 40.0
+    #: Run the scheduler (bind pending pods to nodes that fit).
+    scheduler: bool = True
+    #: Run the kubelets (pod start, graceful termination, node heartbeat).
+    kubelet: bool = True
+    #: Run workload controllers (ReplicaSet, Deployment, DaemonSet, StatefulSet) and the GC.
+    workloads: bool = True
+
+
+class Controller:
+    """Base class: holds the store and config, and owns the tasks it starts."""
+
+    name = "controller"
+
+    def __init__(self, store: Store, config: ControllerConfig) -> None:
+        self.store = store
+        self.config = config
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def rt(self, group: str, version: str, plural: str) -> ResourceType:
+        rt = self.store.registry.lookup(group, version, plural)
+        assert rt is not None, (group, version, plural)
+        return rt
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: task failed", self.name, exc_info=task.exception())
+
+    def on_event(self, ev: WatchEvent) -> None:
+        """Called synchronously for every store event; override to note work."""
+
+    def start(self) -> None:
+        """Subscribe and start background loops; override and call super()."""
+        self.store.add_listener(self.on_event)
+
+    async def stop(self) -> None:
+        self.store.remove_listener(self.on_event)
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+class ControllerManager:
+    """Starts and stops the enabled controllers."""
+
+    def __init__(self, store: Store, config: ControllerConfig) -> None:
+        self.store = store
+        self.config = config
+        self.controllers: list[Controller] = []
+
+    def start(self) -> None:
+        for cls in _enabled(self.config):
+            ctrl = cls(self.store, self.config)
+            ctrl.start()
+            self.controllers.append(ctrl)
+
+    async def stop(self) -> None:
+        for ctrl in reversed(self.controllers):
+            await ctrl.stop()
+        self.controllers.clear()
+
+
+def _enabled(config: ControllerConfig) -> list[type[Controller]]:
+    # Imported here so each controller module can import this package's base class.
+    from . import registry
+
+    return registry.enabled(config)

@@ -1,0 +1,622 @@
+"""Simulated kubelets: pod start, graceful termination, node Ready and lease heartbeat.
+
+One controller plays the kubelet of every Node. All of its work is driven by one timer heap served by
+one task, so 5 000 nodes and 100 000 pods cost heap entries, not tasks: store events only push
+entries (``on_event`` must not write), and due entries are processed in batches.
+
+What each simulated kubelet does, and the upstream behaviour it follows:
+
+- **Pod start.** A pod bound to this node (``spec.nodeName``) and still ``Pending`` runs after its
+  start delay (annotation ``conventions.START_SECONDS``, else ``ControllerConfig.pod_start_seconds``):
+  phase ``Running``, ``startTime``, a unique ``podIP`` (the host's IP for ``hostNetwork`` pods),
+  ``hostIP``, the conditions PodReadyToStartContainers/Initialized/ContainersReady/Ready/PodScheduled
+  True and running, ready container statuses sorted by name, as the kubelet's status manager writes.
+  A pod bound to a node that does not exist or whose kubelet is stopped stays ``Pending``.
+- **Graceful termination.** When a pod gets ``metadata.deletionTimestamp`` the kubelet "sends
+  SIGTERM": the container exits after ``min(shutdown, deletionGracePeriodSeconds)``, shutdown being
+  annotation ``conventions.SHUTDOWN_SECONDS`` or ``DEFAULT_SHUTDOWN_SECONDS``. A container still
+  running when the grace period ends is SIGKILLed (exit code 137, reason Error); one that exits in
+  time reports exit code 0 (Completed). Since Kubernetes 1.27 the kubelet moves a deleted pod to a
+  terminal phase (Succeeded when every container exited 0, else Failed) with Ready False before it
+  confirms the deletion with a grace-0 delete; kubesim writes that status, then deletes. A later
+  delete that shortens the grace period moves the deadline earlier, never later (upstream's kubelet
+  restarts ``killPod`` with the shorter grace). A pod whose containers never started is removed at
+  once. Pods on a stopped kubelet are not terminated: they stay Terminating, as on a real vanished
+  instance, until the node is deleted or the pod force-deleted.
+- **Heartbeat.** Every node gets a ``coordination.k8s.io/v1`` Lease in ``kube-node-lease``
+  (holderIdentity = node name, leaseDurationSeconds 40, owned by the Node) renewed every
+  ``lease_renew_seconds``, and its Ready/MemoryPressure/DiskPressure/PIDPressure conditions posted with
+  a fresh ``lastHeartbeatTime`` every ``node_status_seconds``. Each node keeps a fixed phase inside
+  the period (derived from its name) so thousands of nodes do not renew in the same tick. A node that
+  appears without status (created through the API) is "registered" at once: addresses, capacity,
+  allocatable and nodeInfo are filled in where missing, and it turns Ready.
+- **Cordon** (``spec.unschedulable``) does not affect the kubelet: its pods keep running.
+
+To simulate an instance that vanished, call :meth:`KubeletController.stop_node`: its heartbeats stop
+and it neither starts nor terminates pods; ``NodeLifecycleController`` then turns the node's Ready
+condition ``Unknown`` after the node monitor grace period. :meth:`KubeletController.start_node`
+brings it back. In tests, find the controller with :func:`kubelet_of`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import itertools
+import logging
+import math
+import uuid
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .. import conventions, errors
+from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
+from . import Controller, ControllerConfig, ControllerManager
+
+log = logging.getLogger("kubespot.sim.kubesim.kubelet")
+
+LEASE_NAMESPACE = "kube-node-lease"
+#: Upstream kubelet's lease duration (``nodeLeaseDurationSeconds``, default 40).
+LEASE_DURATION_SECONDS = 40
+#: Exit code of a container killed with SIGKILL at the end of its grace period (128 + 9).
+SIGKILL_EXIT_CODE = 137
+
+_START, _KILL, _LEASE, _STATUS = 0, 1, 2, 3
+# Entries processed before yielding to the event loop, so a burst of expiries does not stall the API.
+_BATCH = 500
+# Pod IPs come from 100.64.0.0/10 (the range EKS custom networking uses for pods); the generator
+# takes node and pod IPs from 10.0.0.0/8, and IPs seen at start-up are skipped anyway.
+_POD_IP_FIRST = (100 << 24) | (64 << 16) | 2
+_POD_IP_LAST = (100 << 24) | (127 << 16) | (255 << 8) | 254
+_NODE_IP_FIRST = (172 << 24) | (16 << 16) | 10
+
+_NODE_CONDITIONS = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
+# What a node registered through the API without status reports (a small general-purpose instance).
+_DEFAULT_CAPACITY = {"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "20Gi"}
+
+
+def micro_time(ts: float) -> str:
+    """A ``MicroTime`` (Lease renewTime): RFC 3339 with microseconds."""
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def set_condition(
+    conds: list[Obj],
+    type_: str,
+    status: str,
+    now: str,
+    reason: str | None = None,
+    message: str | None = None,
+    *,
+    heartbeat: bool = False,
+) -> bool:
+    """Set one condition in place; ``lastTransitionTime`` changes only when the status does.
+
+    Returns whether anything other than the heartbeat changed.
+    """
+    for c in conds:
+        if c.get("type") == type_:
+            break
+    else:
+        c = {"type": type_}
+        conds.append(c)
+    changed = c.get("status") != status or c.get("reason") != reason or c.get("message") != message
+    if c.get("status") != status or "lastTransitionTime" not in c:
+        c["lastTransitionTime"] = now
+    c["status"] = status
+    for k, v in (("reason", reason), ("message", message)):
+        if v is None:
+            c.pop(k, None)
+        else:
+            c[k] = v
+    if heartbeat:
+        c["lastHeartbeatTime"] = now
+    else:
+        c.setdefault("lastProbeTime", None)
+    return changed
+
+
+def internal_ip(node: Obj) -> str | None:
+    for a in (node.get("status") or {}).get("addresses") or []:
+        if a.get("type") == "InternalIP":
+            return str(a.get("address"))
+    return None
+
+
+def _seconds(annotations: dict[str, Any] | None, key: str, default: float) -> float:
+    raw = (annotations or {}).get(key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return default
+    return value if math.isfinite(value) and value >= 0 else default
+
+
+def _ip_str(ip: int) -> str:
+    return f"{ip >> 24}.{(ip >> 16) & 255}.{(ip >> 8) & 255}.{ip & 255}"
+
+
+def _ip_int(text: str) -> int | None:
+    parts = text.split(".")
+    if len(parts) != 4:
+        return None
+    try:
+        a, b, c, d = (int(p) for p in parts)
+    except ValueError:
+        return None
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+@dataclass(slots=True)
+class _Kill:
+    """A terminating pod: its container exits at ``exit_at`` unless SIGKILLed at ``kill_at`` first."""
+
+    exit_at: float
+    kill_at: float
+    started: bool
+
+    @property
+    def deadline(self) -> float:
+        return min(self.exit_at, self.kill_at)
+
+
+@dataclass(slots=True)
+class _NodeState:
+    phase: float  # fraction of each heartbeat period at which this node beats
+    gen: int = 0  # bumped to invalidate queued heartbeat entries
+
+
+class KubeletController(Controller):
+    """Every node's kubelet, on one timer heap. See the module docstring."""
+
+    name = "kubelet"
+
+    def __init__(self, store: Store, config: ControllerConfig) -> None:
+        super().__init__(store, config)
+        self.pod_rt = self.rt("", "v1", "pods")
+        self.node_rt = self.rt("", "v1", "nodes")
+        self.lease_rt = self.rt("coordination.k8s.io", "v1", "leases")
+        self._heap: list[tuple[float, int, int, Any, int]] = []
+        self._seq = itertools.count()
+        self._wake = asyncio.Event()
+        self._next_wake = math.inf
+        self._nodes: dict[str, _NodeState] = {}
+        self._stopped: set[str] = set()
+        self._starting: dict[ObjKey, tuple[float, float]] = {}  # key -> (deadline, wall time noticed)
+        self._killing: dict[ObjKey, _Kill] = {}
+        self._parked: dict[str, set[ObjKey]] = {}  # node -> pods waiting for its kubelet
+        self._ips_used: set[int] = set()
+        self._next_pod_ip = _POD_IP_FIRST
+        self._next_node_ip = _NODE_IP_FIRST
+
+    # -- public API ------------------------------------------------------------------------------
+
+    def stop_node(self, name: str) -> None:
+        """Simulate the node's instance vanishing (spot reclaim, termination).
+
+        Lease renewals and status heartbeats stop, and pods on the node are neither started nor
+        terminated any more. The Node object stays; ``NodeLifecycleController`` marks it Ready
+        ``Unknown`` (reason ``NodeStatusUnknown``) once the node monitor grace period passes without a
+        heartbeat. Stopping a node that does not exist yet applies when it appears.
+        """
+        self._stopped.add(name)
+        st = self._nodes.get(name)
+        if st is not None:
+            st.gen += 1
+
+    def start_node(self, name: str) -> None:
+        """Restart a stopped kubelet: it posts status and renews its lease at once, and resumes pods."""
+        if name not in self._stopped:
+            return
+        self._stopped.discard(name)
+        st = self._nodes.get(name)
+        if st is not None:
+            st.gen += 1
+            now = self._now()
+            self._push(now, _STATUS, name, st.gen)
+            self._push(now, _LEASE, name, st.gen)
+            self._resume_parked(name)
+
+    def is_running(self, name: str) -> bool:
+        """Whether ``name`` has a live kubelet (the node exists and is not stopped)."""
+        return name in self._nodes and name not in self._stopped
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        super().start()
+        for node in self.store.iter_objects(self.node_rt):
+            self._add_node(node)
+            ip = _ip_int(internal_ip(node) or "")
+            if ip is not None:
+                self._ips_used.add(ip)
+        for pod in self.store.iter_objects(self.pod_rt):
+            pod_ip = (pod.get("status") or {}).get("podIP")
+            if isinstance(pod_ip, str) and pod_ip.startswith("100."):
+                ip = _ip_int(pod_ip)
+                if ip is not None:
+                    self._ips_used.add(ip)
+            self._consider(pod)
+        self.spawn(self._run())
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def _push(self, when: float, kind: int, key: Any, token: int = 0) -> None:
+        heapq.heappush(self._heap, (when, next(self._seq), kind, key, token))
+        if when < self._next_wake:
+            self._wake.set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._wake.clear()
+            self._next_wake = -math.inf  # entries pushed while processing must not be missed
+            now = loop.time()
+            done = 0
+            while self._heap and self._heap[0][0] <= now and done < _BATCH:
+                when, _seq, kind, key, token = heapq.heappop(self._heap)
+                done += 1
+                try:
+                    self._fire(when, kind, key, token)
+                except Exception:
+                    log.exception("kubelet: timer %s for %s failed", kind, key)
+            if self._heap and self._heap[0][0] <= loop.time():
+                await asyncio.sleep(0)
+                continue
+            handle = None
+            if self._heap:
+                self._next_wake = self._heap[0][0]
+                handle = loop.call_at(self._next_wake, self._wake.set)
+            else:
+                self._next_wake = math.inf
+            try:
+                await self._wake.wait()
+            finally:
+                if handle is not None:
+                    handle.cancel()
+
+    def _fire(self, when: float, kind: int, key: Any, token: int) -> None:
+        if kind == _START:
+            if self._starting.get(key, (None, 0.0))[0] == when:
+                self._start_pod(key)
+        elif kind == _KILL:
+            k = self._killing.get(key)
+            if k is not None and k.deadline <= when:
+                self._kill_pod(key, k)
+        else:
+            st = self._nodes.get(key)
+            if st is None or st.gen != token or key in self._stopped:
+                return
+            period = self.config.lease_renew_seconds if kind == _LEASE else self.config.node_status_seconds
+            now = self._now()
+            nxt = when + period
+            self._push(nxt if nxt > now else now + period, kind, key, token)
+            if kind == _LEASE:
+                self._renew_lease(key)
+            else:
+                self._post_status(key)
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def on_event(self, ev: WatchEvent) -> None:
+        if ev.rkey == POD_KEY:
+            if ev.type == "DELETED":
+                meta = ev.obj["metadata"]
+                key = (meta.get("namespace", ""), meta["name"])
+                self._starting.pop(key, None)
+                self._killing.pop(key, None)
+            else:
+                self._consider(ev.obj)
+        elif ev.rkey == NODE_KEY:
+            name = ev.obj["metadata"]["name"]
+            if ev.type == "DELETED":
+                st = self._nodes.pop(name, None)
+                if st is not None:
+                    st.gen += 1
+            elif name not in self._nodes:
+                self._add_node(ev.obj)
+                self._resume_parked(name)
+
+    def _add_node(self, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        st = _NodeState(phase=zlib.crc32(name.encode()) / 2**32)
+        self._nodes[name] = st
+        if name in self._stopped:
+            return
+        now = self._now()
+        status = node.get("status") or {}
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+        )
+        registered = ready and internal_ip(node) is not None and bool(status.get("allocatable"))
+        self._push(
+            now + (st.phase * self.config.node_status_seconds if registered else 0.0), _STATUS, name, st.gen
+        )
+        self._push(now + st.phase * self.config.lease_renew_seconds, _LEASE, name, st.gen)
+
+    def _resume_parked(self, node: str) -> None:
+        for ns, name in self._parked.pop(node, ()):
+            pod = self.store.find(self.pod_rt, ns, name)
+            if pod is not None:
+                self._consider(pod)
+
+    def _consider(self, pod: Obj) -> None:
+        """Note what this pod needs from its kubelet (start or termination); never writes."""
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        if not node:
+            return
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        phase = (pod.get("status") or {}).get("phase")
+        if meta.get("deletionTimestamp"):
+            self._starting.pop(key, None)
+            self._note_kill(key, pod, phase)
+        elif phase == "Pending" and key not in self._starting and key not in self._parked.get(node, ()):
+            delay = _seconds(
+                meta.get("annotations"), conventions.START_SECONDS, self.config.pod_start_seconds
+            )
+            when = self._now() + delay
+            self._starting[key] = (when, self.store.clock())
+            self._push(when, _START, key)
+
+    def _note_kill(self, key: ObjKey, pod: Obj, phase: str | None) -> None:
+        meta = pod["metadata"]
+        now = self._now()
+        kill_at = now + float(meta.get("deletionGracePeriodSeconds") or 0)
+        k = self._killing.get(key)
+        if k is None:
+            started = phase == "Running"
+            shutdown = _seconds(
+                meta.get("annotations"), conventions.SHUTDOWN_SECONDS, conventions.DEFAULT_SHUTDOWN_SECONDS
+            )
+            k = _Kill(exit_at=now + (shutdown if started else 0.0), kill_at=kill_at, started=started)
+            self._killing[key] = k
+            self._push(k.deadline, _KILL, key)
+        elif kill_at < k.kill_at:
+            before = k.deadline
+            k.kill_at = kill_at
+            if k.deadline < before:
+                self._push(k.deadline, _KILL, key)
+
+    def _park(self, node: str, key: ObjKey) -> None:
+        self._parked.setdefault(node, set()).add(key)
+
+    # -- pods ------------------------------------------------------------------------------------
+
+    def _alloc_pod_ip(self) -> str:
+        while True:
+            ip = self._next_pod_ip
+            self._next_pod_ip = ip + 1 if ip < _POD_IP_LAST else _POD_IP_FIRST
+            if ip not in self._ips_used and ip & 255 not in (0, 255):
+                return _ip_str(ip)
+
+    def _start_pod(self, key: ObjKey) -> None:
+        _deadline, noticed = self._starting.pop(key)
+        pod = self.store.find(self.pod_rt, key[0], key[1])
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        spec = pod.get("spec") or {}
+        node_name = spec.get("nodeName")
+        if not node_name or (pod.get("status") or {}).get("phase") != "Pending":
+            return
+        node = self.store.find(self.node_rt, None, node_name)
+        if node is None or not self.is_running(node_name):
+            self._park(node_name, key)
+            return
+        host_ip = internal_ip(node) or ""
+        pod_ip = host_ip if spec.get("hostNetwork") else self._alloc_pod_ip()
+        now = rfc3339(self.store.clock())
+        start_time = rfc3339(noticed)
+
+        def run(o: Obj) -> None:
+            st = o.setdefault("status", {})
+            st["phase"] = "Running"
+            st.setdefault("startTime", start_time)
+            st["hostIP"] = host_ip
+            st["hostIPs"] = [{"ip": host_ip}]
+            st["podIP"] = pod_ip
+            st["podIPs"] = [{"ip": pod_ip}]
+            conds = st.setdefault("conditions", [])
+            for type_ in (
+                "PodReadyToStartContainers",
+                "Initialized",
+                "Ready",
+                "ContainersReady",
+                "PodScheduled",
+            ):
+                set_condition(conds, type_, "True", now)
+            o_spec = o.get("spec") or {}
+            st["containerStatuses"] = [
+                _container_status(c, {"running": {"startedAt": now}}, ready=True)
+                for c in sorted(o_spec.get("containers") or [], key=lambda c: str(c.get("name", "")))
+            ]
+            inits = o_spec.get("initContainers") or []
+            if inits:
+                st["initContainerStatuses"] = [
+                    _container_status(c, {"running": {"startedAt": now}}, ready=True)
+                    if c.get("restartPolicy") == "Always"
+                    else _container_status(
+                        c,
+                        {
+                            "terminated": {
+                                "exitCode": 0,
+                                "reason": "Completed",
+                                "startedAt": start_time,
+                                "finishedAt": now,
+                            }
+                        },
+                        ready=True,
+                    )
+                    for c in inits
+                ]
+
+        self.store.mutate(self.pod_rt, key[0], key[1], run)
+
+    def _kill_pod(self, key: ObjKey, k: _Kill) -> None:
+        pod = self.store.find(self.pod_rt, key[0], key[1])
+        if pod is None:
+            self._killing.pop(key, None)
+            return
+        node_name = (pod.get("spec") or {}).get("nodeName") or ""
+        if not self.is_running(node_name):
+            # No kubelet to confirm: the pod stays Terminating, as on a vanished instance.
+            self._killing.pop(key, None)
+            self._park(node_name, key)
+            return
+        self._killing.pop(key, None)
+        phase = (pod.get("status") or {}).get("phase")
+        if k.started and phase not in ("Succeeded", "Failed"):
+            exit_code = 0 if k.exit_at <= k.kill_at else SIGKILL_EXIT_CODE
+            now = rfc3339(self.store.clock())
+
+            def terminated(o: Obj) -> None:
+                st = o.setdefault("status", {})
+                names = []
+                for cs in st.get("containerStatuses") or []:
+                    running = (cs.get("state") or {}).get("running") or {}
+                    cs["state"] = {
+                        "terminated": {
+                            "exitCode": exit_code,
+                            "reason": "Completed" if exit_code == 0 else "Error",
+                            "startedAt": running.get("startedAt", now),
+                            "finishedAt": now,
+                            "containerID": cs.get("containerID", ""),
+                        }
+                    }
+                    cs["ready"] = False
+                    cs["started"] = False
+                    names.append(str(cs.get("name", "")))
+                succeeded = exit_code == 0
+                st["phase"] = "Succeeded" if succeeded else "Failed"
+                conds = st.setdefault("conditions", [])
+                unready = f"containers with unready status: [{' '.join(names)}]"
+                set_condition(conds, "PodReadyToStartContainers", "False", now)
+                for type_ in ("Ready", "ContainersReady"):
+                    if succeeded:
+                        set_condition(conds, type_, "False", now, "PodCompleted")
+                    else:
+                        set_condition(conds, type_, "False", now, "ContainersNotReady", unready)
+
+            self.store.mutate(self.pod_rt, key[0], key[1], terminated)
+        self.store.delete(self.pod_rt, key[0], key[1], grace_period_seconds=0)
+
+    # -- node heartbeat --------------------------------------------------------------------------
+
+    def _renew_lease(self, name: str) -> None:
+        now = micro_time(self.store.clock())
+        try:
+            if self.store.find(self.lease_rt, LEASE_NAMESPACE, name) is None:
+                node = self.store.find(self.node_rt, None, name)
+                if node is None:
+                    return
+                self.store.create(
+                    self.lease_rt,
+                    {
+                        "apiVersion": "coordination.k8s.io/v1",
+                        "kind": "Lease",
+                        "metadata": {
+                            "name": name,
+                            "namespace": LEASE_NAMESPACE,
+                            "ownerReferences": [
+                                {
+                                    "apiVersion": "v1",
+                                    "kind": "Node",
+                                    "name": name,
+                                    "uid": node["metadata"].get("uid", ""),
+                                }
+                            ],
+                        },
+                        "spec": {
+                            "holderIdentity": name,
+                            "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+                            "renewTime": now,
+                        },
+                    },
+                )
+                return
+
+            def renew(o: Obj) -> None:
+                spec = o.setdefault("spec", {})
+                spec["holderIdentity"] = name
+                spec["leaseDurationSeconds"] = LEASE_DURATION_SECONDS
+                spec["renewTime"] = now
+
+            self.store.mutate(self.lease_rt, LEASE_NAMESPACE, name, renew)
+        except errors.ApiError as exc:
+            # e.g. kube-node-lease was deleted: a real kubelet keeps retrying, and so does this one.
+            log.debug("kubelet %s: lease renewal failed: %s", name, exc.message)
+
+    def _post_status(self, name: str) -> None:
+        node = self.store.find(self.node_rt, None, name)
+        if node is None:
+            return
+        now = rfc3339(self.store.clock())
+        node_ip = internal_ip(node)
+        if node_ip is None:
+            node_ip = _ip_str(self._next_node_ip)
+            self._next_node_ip += 1
+
+        def beat(o: Obj) -> None:
+            st = o.setdefault("status", {})
+            if internal_ip(o) is None:
+                st.setdefault("addresses", []).extend(
+                    [{"type": "InternalIP", "address": node_ip}, {"type": "Hostname", "address": name}]
+                )
+            st.setdefault("capacity", dict(_DEFAULT_CAPACITY))
+            st.setdefault("allocatable", dict(st["capacity"]))
+            st.setdefault(
+                "nodeInfo",
+                {
+                    "architecture": "amd64",
+                    "bootID": str(uuid.uuid4()),
+                    "containerRuntimeVersion": "containerd://1.7.0",
+                    "kernelVersion": "6.1.0",
+                    "kubeProxyVersion": "v1.32.0-kubesim",
+                    "kubeletVersion": "v1.32.0-kubesim",
+                    "machineID": uuid.uuid4().hex,
+                    "operatingSystem": "linux",
+                    "osImage": "kubesim",
+                    "systemUUID": str(uuid.uuid4()),
+                },
+            )
+            st.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 10250}})
+            conds = st.setdefault("conditions", [])
+            for type_, status, reason, message in _NODE_CONDITIONS:
+                set_condition(conds, type_, status, now, reason, message, heartbeat=True)
+
+        self.store.mutate(self.node_rt, None, name, beat)
+
+
+def _container_status(c: Obj, state: Obj, *, ready: bool) -> Obj:
+    image = str(c.get("image", ""))
+    return {
+        "containerID": f"containerd://{uuid.uuid4().hex}{uuid.uuid4().hex}",
+        "image": image,
+        "imageID": f"{image.rsplit(':', 1)[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
+        "lastState": {},
+        "name": c.get("name", ""),
+        "ready": ready,
+        "restartCount": 0,
+        "started": "running" in state,
+        "state": state,
+    }
+
+
+def kubelet_of(controllers: ControllerManager) -> KubeletController:
+    """The running ``KubeletController`` of a ``KubeSim`` (``kubelet_of(sim.controllers)``)."""
+    for c in controllers.controllers:
+        if isinstance(c, KubeletController):
+            return c
+    raise LookupError("the kubelet controller is not running (ControllerConfig.kubelet is False)")

@@ -1,0 +1,434 @@
+"""Node lifecycle: node health from heartbeats, taint-based eviction and pod garbage collection.
+
+Three kube-controller-manager loops that act on nodes, in one controller:
+
+- **Node monitor** (upstream's node lifecycle controller). A node is healthy while its kubelet renews
+  its Lease in ``kube-node-lease`` or posts status. After ``node_monitor_grace_seconds`` (upstream's
+  ``--node-monitor-grace-period``, 40 s) without either, its Ready, MemoryPressure, DiskPressure and
+  PIDPressure conditions become ``Unknown`` with reason ``NodeStatusUnknown`` and message "Kubelet
+  stopped posting node status.", ``lastHeartbeatTime`` is left as it was, and the node's pods are
+  marked Ready False (upstream's ``MarkPodsNotReady``). The controller also owns the condition taints:
+  Ready False -> ``node.kubernetes.io/not-ready``, Unknown -> ``node.kubernetes.io/unreachable``,
+  each with effects NoSchedule (TaintNodesByCondition) and NoExecute (taint-based eviction, with
+  ``timeAdded``); they are removed when the node is Ready again.
+- **Taint eviction** (upstream's NoExecuteTaintManager). A pod on a node with NoExecute taints it does
+  not tolerate is deleted (gracefully, with a ``DisruptionTarget`` condition, reason
+  ``DeletionByTaintManager``, as upstream since 1.26). If every taint is tolerated, the smallest
+  ``tolerationSeconds`` among the tolerations used (the first matching one per taint) delays the
+  eviction, counted from when the controller first saw the pod tainted; tolerations without
+  ``tolerationSeconds`` tolerate for ever. Removing the taints cancels pending evictions. Pods that
+  lack a NoExecute toleration for not-ready/unreachable are treated as carrying one for 300 s, the
+  toleration upstream's DefaultTolerationSeconds admission plugin adds to every pod.
+- **Pod GC**. When a Node is deleted its pods are force-deleted (grace 0: no kubelet will confirm;
+  upstream's PodGC also does this for orphans, after a 40 s quarantine kubesim skips). Terminating
+  pods on a node that is not Ready and carries the ``node.kubernetes.io/out-of-service`` taint are
+  force-deleted too (upstream's out-of-service handling, GA in 1.28; upstream polls every 20 s,
+  kubesim reacts to the event).
+
+All store writes happen in the worker task or timer callbacks; ``on_event`` only notes work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from .. import errors
+from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
+from . import Controller, ControllerConfig
+from .kubelet import LEASE_NAMESPACE, set_condition
+from .scheduler import NOT_READY_TAINT_KEY, TERMINAL_PHASES, UNREACHABLE_TAINT_KEY, ready_status, tolerates
+
+log = logging.getLogger("kubespot.sim.kubesim.nodelifecycle")
+
+OUT_OF_SERVICE_TAINT_KEY = "node.kubernetes.io/out-of-service"
+#: What upstream's DefaultTolerationSeconds admission plugin gives pods for not-ready/unreachable.
+DEFAULT_TOLERATION_SECONDS = 300
+NODE_STATUS_UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
+_LEASE_KEY = ("coordination.k8s.io", "leases")
+_MANAGED_TAINTS = (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY)
+_NODE_CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
+_YIELD_EVERY = 500
+
+
+def _noexec_taints(node: Obj) -> list[Obj]:
+    return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"]
+
+
+def _heartbeat(node: Obj | None) -> str | None:
+    for c in ((node or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return str(c.get("lastHeartbeatTime"))
+    return None
+
+
+def _desired_condition_taints(node: Obj) -> list[tuple[str, str]] | None:
+    """The (key, effect) taints the Ready condition calls for; None when the node reports no Ready."""
+    status = ready_status(node)
+    if status is None:
+        return None
+    if status == "True":
+        return []
+    key = UNREACHABLE_TAINT_KEY if status == "Unknown" else NOT_READY_TAINT_KEY
+    return [(key, "NoExecute"), (key, "NoSchedule")]
+
+
+def _condition_taints(node: Obj) -> list[tuple[str, str]]:
+    return sorted(
+        (str(t.get("key")), str(t.get("effect")))
+        for t in (node.get("spec") or {}).get("taints") or []
+        if t.get("key") in _MANAGED_TAINTS
+    )
+
+
+def _out_of_service(node: Obj) -> bool:
+    return ready_status(node) != "True" and any(
+        t.get("key") == OUT_OF_SERVICE_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
+    )
+
+
+def effective_tolerations(spec: Obj) -> list[Obj]:
+    """The pod's tolerations plus those DefaultTolerationSeconds admission would have added."""
+    tolerations = list(spec.get("tolerations") or [])
+    for key in _MANAGED_TAINTS:
+        has = any(
+            (t.get("key") in (key, "", None)) and (t.get("effect") in ("NoExecute", "", None))
+            for t in tolerations
+        )
+        if not has:
+            tolerations.append(
+                {
+                    "key": key,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+                }
+            )
+    return tolerations
+
+
+def toleration_time(taints: list[Obj], tolerations: list[Obj]) -> float | None:
+    """Seconds until eviction: 0 for an untolerated taint, None for "tolerated for ever".
+
+    Upstream's ``getMinTolerationTime`` over the first toleration matching each taint.
+    """
+    least: float | None = None
+    for taint in taints:
+        used = next((t for t in tolerations if tolerates(t, taint)), None)
+        if used is None:
+            return 0.0
+        seconds = used.get("tolerationSeconds")
+        if seconds is None:
+            continue
+        value = max(0.0, float(seconds))
+        least = value if least is None else min(least, value)
+    return least
+
+
+class NodeLifecycleController(Controller):
+    """See the module docstring."""
+
+    name = "nodelifecycle"
+
+    def __init__(self, store: Store, config: ControllerConfig) -> None:
+        super().__init__(store, config)
+        self.pod_rt = self.rt("", "v1", "pods")
+        self.node_rt = self.rt("", "v1", "nodes")
+        self._last_seen: dict[str, float] = {}  # node -> loop time of its latest heartbeat
+        self._noexec: dict[str, list[Obj]] = {}
+        self._oos: set[str] = set()  # not-Ready nodes tainted out-of-service
+        self._dirty_nodes: set[str] = set()
+        self._dirty_pods: set[ObjKey] = set()
+        self._deleted_nodes: set[str] = set()
+        self._evictions: dict[ObjKey, asyncio.TimerHandle] = {}
+        self._wake = asyncio.Event()
+        #: Counters for tests and benchmarks.
+        self.taint_evictions = 0
+        self.force_deleted = 0
+
+    def start(self) -> None:
+        super().start()
+        now = asyncio.get_running_loop().time()
+        for node in self.store.iter_objects(self.node_rt):
+            name = node["metadata"]["name"]
+            # Upstream gives every node a full grace period from the controller's start.
+            self._last_seen[name] = now
+            self._note_node(name, node, force=True)
+        self.spawn(self._worker())
+        self.spawn(self._monitor())
+
+    async def stop(self) -> None:
+        for handle in self._evictions.values():
+            handle.cancel()
+        self._evictions.clear()
+        await super().stop()
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def on_event(self, ev: WatchEvent) -> None:
+        if ev.rkey == POD_KEY:
+            self._on_pod(ev)
+        elif ev.rkey == NODE_KEY:
+            name = ev.obj["metadata"]["name"]
+            if ev.type == "DELETED":
+                self._last_seen.pop(name, None)
+                self._noexec.pop(name, None)
+                self._oos.discard(name)
+                self._deleted_nodes.add(name)
+                self._wake.set()
+                return
+            if ev.type == "ADDED" or _heartbeat(ev.old) != _heartbeat(ev.obj):
+                self._last_seen[name] = asyncio.get_running_loop().time()
+            self._note_node(name, ev.obj, force=ev.type == "ADDED")
+        elif ev.rkey == _LEASE_KEY and ev.type != "DELETED":
+            meta = ev.obj["metadata"]
+            name = meta["name"]
+            if meta.get("namespace") != LEASE_NAMESPACE or name not in self._last_seen:
+                return
+            renew = (ev.obj.get("spec") or {}).get("renewTime")
+            if ev.old is None or renew != (ev.old.get("spec") or {}).get("renewTime"):
+                self._last_seen[name] = asyncio.get_running_loop().time()
+
+    def _note_node(self, name: str, node: Obj, *, force: bool) -> None:
+        noexec = _noexec_taints(node)
+        changed = noexec != self._noexec.get(name, [])
+        if noexec:
+            self._noexec[name] = noexec
+        else:
+            self._noexec.pop(name, None)
+        oos = _out_of_service(node)
+        if oos != (name in self._oos):
+            changed = True
+            if oos:
+                self._oos.add(name)
+            else:
+                self._oos.discard(name)
+        desired = _desired_condition_taints(node)
+        if force or changed or (desired is not None and sorted(desired) != _condition_taints(node)):
+            self._dirty_nodes.add(name)
+            self._wake.set()
+
+    def _on_pod(self, ev: WatchEvent) -> None:
+        meta = ev.obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        if ev.type == "DELETED":
+            handle = self._evictions.pop(key, None)
+            if handle is not None:
+                handle.cancel()
+            return
+        node = (ev.obj.get("spec") or {}).get("nodeName")
+        if not node:
+            return
+        if node in self._noexec:
+            old_spec = (ev.old or {}).get("spec") or {}
+            if (
+                ev.old is None
+                or old_spec.get("nodeName") != node
+                or old_spec.get("tolerations") != (ev.obj.get("spec") or {}).get("tolerations")
+            ):
+                self._dirty_pods.add(key)
+                self._wake.set()
+        if meta.get("deletionTimestamp") and node in self._oos:
+            self._dirty_pods.add(key)
+            self._wake.set()
+
+    # -- work ------------------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._work()
+            except Exception:
+                log.exception("nodelifecycle: work failed")
+
+    async def _work(self) -> None:
+        deleted, self._deleted_nodes = self._deleted_nodes, set()
+        for name in deleted:
+            await self._gc_orphans(name)
+        nodes, self._dirty_nodes = self._dirty_nodes, set()
+        for i, name in enumerate(sorted(nodes)):
+            if i and i % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            self._process_node(name)
+        pods, self._dirty_pods = self._dirty_pods, set()
+        for i, key in enumerate(sorted(pods)):
+            if i and i % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            pod = self.store.find(self.pod_rt, key[0], key[1])
+            if pod is not None:
+                self._process_pod(key, pod)
+
+    async def _gc_orphans(self, name: str) -> None:
+        if self.store.find(self.node_rt, None, name) is not None:
+            return  # recreated meanwhile
+        for i, pod in enumerate(self.store.pods_on_node(name)):
+            if i and i % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            self._force_delete(pod)
+
+    def _force_delete(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        try:
+            self.store.delete(self.pod_rt, meta.get("namespace"), meta["name"], grace_period_seconds=0)
+            self.force_deleted += 1
+        except errors.ApiError as exc:
+            log.debug("nodelifecycle: force delete of %s failed: %s", meta["name"], exc.message)
+
+    def _process_node(self, name: str) -> None:
+        node = self.store.find(self.node_rt, None, name)
+        if node is None:
+            return
+        self._reconcile_condition_taints(node)
+        if name in self._noexec or name in self._oos or self._evictions:
+            for pod in self.store.pods_on_node(name):
+                meta = pod["metadata"]
+                self._process_pod((meta.get("namespace", ""), meta["name"]), pod)
+
+    def _process_pod(self, key: ObjKey, pod: Obj) -> None:
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName") or ""
+        if pod["metadata"].get("deletionTimestamp"):
+            self._cancel(key)
+            if node in self._oos:
+                self._force_delete(pod)
+            return
+        taints = self._noexec.get(node)
+        if not taints or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            self._cancel(key)
+            return
+        seconds = toleration_time(taints, effective_tolerations(spec))
+        if seconds is None:
+            self._cancel(key)
+        elif seconds <= 0:
+            self._cancel(key)
+            self._evict(key)
+        elif key not in self._evictions:
+            loop = asyncio.get_running_loop()
+            self._evictions[key] = loop.call_later(seconds, self._evict, key)
+
+    def _cancel(self, key: ObjKey) -> None:
+        handle = self._evictions.pop(key, None)
+        if handle is not None:
+            handle.cancel()
+
+    def _evict(self, key: ObjKey) -> None:
+        self._evictions.pop(key, None)
+        pod = self.store.find(self.pod_rt, key[0], key[1])
+        if pod is None or pod["metadata"].get("deletionTimestamp"):
+            return
+        if not self._noexec.get((pod.get("spec") or {}).get("nodeName") or ""):
+            return
+        now = rfc3339(self.store.clock())
+
+        def disruption(o: Obj) -> None:
+            conds = o.setdefault("status", {}).setdefault("conditions", [])
+            set_condition(
+                conds,
+                "DisruptionTarget",
+                "True",
+                now,
+                "DeletionByTaintManager",
+                "Taint manager: deleting due to NoExecute taint",
+            )
+
+        try:
+            self.store.mutate(self.pod_rt, key[0], key[1], disruption)
+            self.store.delete(self.pod_rt, key[0], key[1])
+            self.taint_evictions += 1
+        except errors.ApiError as exc:
+            log.debug("nodelifecycle: eviction of %s/%s failed: %s", key[0], key[1], exc.message)
+
+    def _reconcile_condition_taints(self, node: Obj) -> None:
+        desired = _desired_condition_taints(node)
+        if desired is None or sorted(desired) == _condition_taints(node):
+            return
+        now = rfc3339(self.store.clock())
+
+        def retaint(o: Obj) -> None:
+            spec = o.setdefault("spec", {})
+            kept = [t for t in spec.get("taints") or [] if t.get("key") not in _MANAGED_TAINTS]
+            for key, effect in desired:
+                taint: Obj = {"key": key, "effect": effect}
+                if effect == "NoExecute":
+                    taint["timeAdded"] = now
+                kept.append(taint)
+            if kept:
+                spec["taints"] = kept
+            else:
+                spec.pop("taints", None)
+
+        self.store.mutate(self.node_rt, None, node["metadata"]["name"], retaint)
+
+    # -- node monitor ----------------------------------------------------------------------------
+
+    async def _monitor(self) -> None:
+        grace = self.config.node_monitor_grace_seconds
+        # Upstream checks every --node-monitor-period (5 s); short test graces need a faster look.
+        period = min(5.0, max(0.05, grace / 4))
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(period)
+            now = loop.time()
+            stale = [name for name, seen in self._last_seen.items() if now - seen > grace]
+            for name in stale:
+                try:
+                    self._mark_unknown(name)
+                except Exception:
+                    log.exception("nodelifecycle: marking %s unknown failed", name)
+
+    def _mark_unknown(self, name: str) -> None:
+        node = self.store.find(self.node_rt, None, name)
+        if node is None:
+            self._last_seen.pop(name, None)
+            return
+        if ready_status(node) == "Unknown":
+            return
+        now = rfc3339(self.store.clock())
+
+        def unknown(o: Obj) -> None:
+            conds = o.setdefault("status", {}).setdefault("conditions", [])
+            present = {c.get("type") for c in conds}
+            for type_ in _NODE_CONDITION_TYPES:
+                if type_ == "Ready" or type_ in present:
+                    heartbeat = next(
+                        (c.get("lastHeartbeatTime") for c in conds if c.get("type") == type_), None
+                    )
+                    set_condition(
+                        conds,
+                        type_,
+                        "Unknown",
+                        now,
+                        "NodeStatusUnknown",
+                        NODE_STATUS_UNKNOWN_MESSAGE,
+                        heartbeat=True,
+                    )
+                    # The heartbeat is the kubelet's last one, not now: upstream leaves it untouched.
+                    for c in conds:
+                        if c.get("type") == type_:
+                            if heartbeat is None:
+                                c.pop("lastHeartbeatTime", None)
+                            else:
+                                c["lastHeartbeatTime"] = heartbeat
+
+        self.store.mutate(self.node_rt, None, name, unknown)
+        log.info("nodelifecycle: node %s stopped posting status; Ready Unknown", name)
+        for pod in self.store.pods_on_node(name):
+            self._mark_pod_not_ready(pod, now)
+
+    def _mark_pod_not_ready(self, pod: Obj, now: str) -> None:
+        if not any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (pod.get("status") or {}).get("conditions") or []
+        ):
+            return
+        meta = pod["metadata"]
+
+        def not_ready(o: Obj) -> None:
+            set_condition(o.setdefault("status", {}).setdefault("conditions", []), "Ready", "False", now)
+
+        try:
+            self.store.mutate(self.pod_rt, meta.get("namespace"), meta["name"], not_ready)
+        except errors.ApiError as exc:
+            log.debug("nodelifecycle: marking %s not ready failed: %s", meta["name"], exc.message)

@@ -1,0 +1,437 @@
+"""ReplicaSet controller: keeps ``spec.replicas`` pods running, plus helpers the workload controllers share.
+
+Pods count when they are owned by the ReplicaSet (a controller ownerReference with its uid) and are
+active: not terminating and not finished. Terminating pods do not count, so an eviction gets its
+replacement at once, as upstream's ``FilterActivePods``. Orphan pods are not adopted (kubesim's
+generator and clients always create pods through a controller or as bare pods).
+
+Work is keyed by ``(namespace, name)`` and coalesced in a ``WorkQueue``: a burst of pod events for
+one ReplicaSet syncs it once per loop tick. Pods are found through an owner-uid index maintained from
+store events, so a sync costs O(pods of that ReplicaSet), never O(cluster).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+import orjson
+
+from .. import errors
+from ..resources import ResourceType
+from ..selectors import LabelSelector, SelectorError, label_selector_from_dict
+from ..store import POD_KEY, Obj, ObjKey, Store, WatchEvent, deep_copy, parse_rfc3339
+from . import Controller, ControllerConfig
+
+log = logging.getLogger("kubespot.sim.kubesim.controllers")
+
+K = TypeVar("K", bound=Hashable)
+
+RS_KEY = ("apps", "replicasets")
+#: Most pods one sync creates; the rest follow on the next tick (upstream uses slow-start batches).
+CREATE_BURST = 500
+#: Keys a work loop handles before yielding, so a start-up resync does not starve the HTTP server.
+YIELD_EVERY = 200
+
+
+# -- shared helpers ---------------------------------------------------------------------------------
+
+
+class WorkQueue(Generic[K]):
+    """A set of dirty keys drained by one task; adding a key twice before it runs syncs it once."""
+
+    def __init__(self, name: str, handler: Callable[[K], None], *, batch_delay: float = 0.0) -> None:
+        self.name = name
+        self._handler = handler
+        self._batch_delay = batch_delay
+        self._dirty: dict[K, None] = {}
+        self._wake = asyncio.Event()
+        self._timers: dict[K, asyncio.TimerHandle] = {}
+
+    def add(self, key: K) -> None:
+        self._dirty[key] = None
+        self._wake.set()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Sync ``key`` after ``delay`` seconds; an earlier pending recheck wins."""
+        loop = asyncio.get_running_loop()
+        current = self._timers.get(key)
+        if current is not None and current.when() <= loop.time() + delay:
+            return
+        if current is not None:
+            current.cancel()
+
+        def fire() -> None:
+            self._timers.pop(key, None)
+            self.add(key)
+
+        self._timers[key] = loop.call_later(max(0.0, delay), fire)
+
+    def __len__(self) -> int:
+        return len(self._dirty)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self._wake.wait()
+                if self._batch_delay:
+                    await asyncio.sleep(self._batch_delay)
+                self._wake.clear()
+                batch, self._dirty = self._dirty, {}
+                for i, key in enumerate(batch):
+                    try:
+                        self._handler(key)
+                    except errors.ApiError as exc:
+                        # Another writer got there first (e.g. a client deleted the object): retry later.
+                        log.debug("%s: sync %s: %s", self.name, key, exc.message)
+                        self.add_after(key, 0.5)
+                    except Exception:
+                        log.exception("%s: sync %s failed", self.name, key)
+                        self.add_after(key, 1.0)
+                    if (i + 1) % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
+        finally:
+            for timer in self._timers.values():
+                timer.cancel()
+            self._timers.clear()
+
+
+def controller_ref(obj: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The ownerReference with ``controller: true``, if any."""
+    if not obj:
+        return None
+    for ref in obj.get("metadata", {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref  # type: ignore[no-any-return]
+    return None
+
+
+def controller_uid(obj: Mapping[str, Any] | None) -> str | None:
+    ref = controller_ref(obj)
+    return str(ref["uid"]) if ref is not None and ref.get("uid") else None
+
+
+def owner_reference(owner: Obj, *, block: bool = True) -> Obj:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": block,
+    }
+
+
+def is_terminating(obj: Mapping[str, Any]) -> bool:
+    return bool(obj["metadata"].get("deletionTimestamp"))
+
+
+def is_finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def is_active(pod: Mapping[str, Any]) -> bool:
+    """Upstream ``IsPodActive``: neither terminating nor finished."""
+    return not is_terminating(pod) and not is_finished(pod)
+
+
+def _ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return cond  # type: ignore[no-any-return]
+    return None
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    cond = _ready_condition(pod)
+    return cond is not None and cond.get("status") == "True"
+
+
+def available_in(pod: Mapping[str, Any], min_ready_seconds: int, now: float) -> float | None:
+    """Seconds until a Ready pod becomes available (0: available now); None when not Ready."""
+    cond = _ready_condition(pod)
+    if cond is None or cond.get("status") != "True":
+        return None
+    if min_ready_seconds <= 0:
+        return 0.0
+    since = cond.get("lastTransitionTime")
+    if not since:
+        return 0.0
+    try:
+        left = parse_rfc3339(str(since)) + min_ready_seconds - now
+    except ValueError:
+        return 0.0
+    return max(0.0, left)
+
+
+def template_hash(template: Any, collision_count: int = 0) -> str:
+    """A deterministic, label-safe hash of a pod template (upstream: fnv32a + SafeEncodeString).
+
+    The ``pod-template-hash`` label itself is left out, so a template hashes the same before and
+    after the Deployment controller labels it.
+    """
+    tmpl = deep_copy(template) if template is not None else {}
+    labels = (tmpl.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict):
+        labels.pop("pod-template-hash", None)
+    data = orjson.dumps(tmpl, option=orjson.OPT_SORT_KEYS) + str(collision_count).encode()
+    digest = hashlib.sha256(data).digest()
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"  # no vowels, as upstream: no accidental words
+    return "".join(alphabet[b % len(alphabet)] for b in digest[:10])
+
+
+def selector_of(obj: Mapping[str, Any]) -> LabelSelector:
+    try:
+        return label_selector_from_dict((obj.get("spec") or {}).get("selector"))
+    except SelectorError:
+        return label_selector_from_dict(None)
+
+
+def pod_from_template(owner: Obj, template: Mapping[str, Any] | None) -> Obj:
+    """A new pod for ``owner``: template labels/annotations/spec, a controller ownerReference."""
+    tmpl = deep_copy(template or {})
+    tmeta = tmpl.get("metadata") or {}
+    meta: Obj = {
+        "namespace": owner["metadata"]["namespace"],
+        "labels": dict(tmeta.get("labels") or {}),
+        "ownerReferences": [owner_reference(owner)],
+    }
+    if tmeta.get("annotations"):
+        meta["annotations"] = dict(tmeta["annotations"])
+    if tmeta.get("finalizers"):
+        meta["finalizers"] = list(tmeta["finalizers"])
+    spec = tmpl.get("spec") or {}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def create_generated(store: Store, rt: ResourceType, obj: Obj, attempts: int = 5) -> Obj:
+    """Create with ``generateName``, retrying the (rare) random-suffix collision."""
+    for i in range(attempts):
+        candidate = obj if i == attempts - 1 else deep_copy(obj)
+        try:
+            return store.create(rt, candidate)
+        except errors.ApiError as exc:
+            if exc.code != 409 or i == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def delete_quietly(store: Store, rt: ResourceType, namespace: str, name: str) -> None:
+    """Delete if still there; a 404 means someone else got there first, which is fine."""
+    try:
+        store.delete(rt, namespace, name)
+    except errors.ApiError as exc:
+        if exc.code != 404:
+            raise
+
+
+class OwnerIndex:
+    """Controller-owner uid -> keys of the objects it controls, for one resource kind."""
+
+    def __init__(self, owner_kind: str) -> None:
+        self.owner_kind = owner_kind
+        self._by_owner: dict[str, set[ObjKey]] = {}
+
+    def _owner_uid(self, obj: Mapping[str, Any] | None) -> str | None:
+        ref = controller_ref(obj)
+        if ref is None or ref.get("kind") != self.owner_kind or not ref.get("uid"):
+            return None
+        return str(ref["uid"])
+
+    def build(self, objs: Iterable[Obj]) -> None:
+        self._by_owner.clear()
+        for obj in objs:
+            self.apply("ADDED", obj, None)
+
+    def apply(self, type_: str, obj: Obj, old: Obj | None) -> tuple[str | None, str | None]:
+        """Update from one event; returns (old owner uid, new owner uid)."""
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        before = self._owner_uid(old) if type_ != "ADDED" else None
+        after = self._owner_uid(obj) if type_ != "DELETED" else None
+        if type_ == "DELETED":
+            before = self._owner_uid(obj)
+        if before is not None and before != after:
+            bucket = self._by_owner.get(before)
+            if bucket is not None:
+                bucket.discard(key)
+                if not bucket:
+                    del self._by_owner[before]
+        if after is not None:
+            self._by_owner.setdefault(after, set()).add(key)
+        return before, after
+
+    def keys(self, owner_uid: str) -> list[ObjKey]:
+        return list(self._by_owner.get(owner_uid, ()))
+
+    def objects(self, store: Store, rt: ResourceType, owner_uid: str) -> list[Obj]:
+        """Current objects controlled by ``owner_uid`` (stale keys are skipped)."""
+        out: list[Obj] = []
+        for ns, name in self._by_owner.get(owner_uid, ()):
+            obj = store.find(rt, ns, name)
+            if obj is not None and controller_uid(obj) == owner_uid:
+                out.append(obj)
+        return out
+
+
+def owner_name(obj: Mapping[str, Any] | None, kind: str) -> str | None:
+    ref = controller_ref(obj)
+    if ref is None or ref.get("kind") != kind:
+        return None
+    return str(ref.get("name", "")) or None
+
+
+def int_or_percent(value: Any, total: int, *, round_up: bool) -> int:
+    """Upstream ``GetScaledValueFromIntOrPercent``."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise ValueError(f"invalid value {value!r}")
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text.endswith("%"):
+        pct = int(text[:-1])
+        scaled = pct * total
+        return -(-scaled // 100) if round_up else scaled // 100
+    return int(text)
+
+
+# -- the controller ---------------------------------------------------------------------------------
+
+
+def _deletion_rank(pod: Obj) -> tuple[int, int, int, float]:
+    """Sort key: pods to delete first sort first (upstream ``ActivePods`` ordering, simplified)."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(str(status.get("phase")), 0)
+    restarts = sum(int(c.get("restartCount", 0)) for c in status.get("containerStatuses") or ())
+    try:
+        created = parse_rfc3339(str(pod["metadata"].get("creationTimestamp")))
+    except ValueError:
+        created = 0.0
+    return (
+        1 if spec.get("nodeName") else 0,
+        phase_rank,
+        1 if is_ready(pod) else 0,
+        -created - restarts * 1e-3,
+    )
+
+
+class ReplicaSetController(Controller):
+    name = "replicaset"
+
+    def __init__(self, store: Store, config: ControllerConfig) -> None:
+        super().__init__(store, config)
+        self.rs_rt = self.rt("apps", "v1", "replicasets")
+        self.pod_rt = self.rt("", "v1", "pods")
+        self.pods = OwnerIndex("ReplicaSet")
+        self.queue: WorkQueue[ObjKey] = WorkQueue("replicaset", self.sync)
+
+    def start(self) -> None:
+        super().start()
+        self.pods.build(self.store.iter_objects(self.pod_rt))
+        for rs in self.store.iter_objects(self.rs_rt):
+            self.queue.add((rs["metadata"]["namespace"], rs["metadata"]["name"]))
+        self.spawn(self.queue.run())
+
+    def on_event(self, ev: WatchEvent) -> None:
+        if ev.rkey == POD_KEY:
+            before, after = self.pods.apply(ev.type, ev.obj, ev.old)
+            if before is None and after is None:
+                return
+            ns = ev.obj["metadata"].get("namespace", "")
+            for obj in (ev.old, ev.obj):
+                name = owner_name(obj, "ReplicaSet")
+                if name:
+                    self.queue.add((ns, name))
+        elif ev.rkey == RS_KEY:
+            meta = ev.obj["metadata"]
+            if ev.type != "DELETED":
+                self.queue.add((meta["namespace"], meta["name"]))
+
+    def sync(self, key: ObjKey) -> None:
+        ns, name = key
+        rs = self.store.find(self.rs_rt, ns, name)
+        if rs is None:
+            return
+        uid = rs["metadata"]["uid"]
+        spec = rs.get("spec") or {}
+        pods = self.pods.objects(self.store, self.pod_rt, uid)
+        active = [p for p in pods if is_active(p)]
+        # Failed pods are removed so they stop holding names and resources, as upstream's PodGC would.
+        for p in pods:
+            if is_finished(p) and not is_terminating(p) and (p.get("status") or {}).get("phase") == "Failed":
+                delete_quietly(self.store, self.pod_rt, ns, p["metadata"]["name"])
+        if not is_terminating(rs):
+            want = int(spec.get("replicas", 1))
+            diff = want - len(active)
+            if diff > 0:
+                for _ in range(min(diff, CREATE_BURST)):
+                    pod = pod_from_template(rs, spec.get("template"))
+                    pod["metadata"]["generateName"] = f"{name}-"
+                    active.append(create_generated(self.store, self.pod_rt, pod))
+                if diff > CREATE_BURST:
+                    self.queue.add(key)
+            elif diff < 0:
+                victims = sorted(active, key=_deletion_rank)[:-diff]
+                for p in victims:
+                    delete_quietly(self.store, self.pod_rt, ns, p["metadata"]["name"])
+                gone = {id(p) for p in victims}
+                active = [p for p in active if id(p) not in gone]
+        self._update_status(rs, active)
+
+    def _update_status(self, rs: Obj, active: list[Obj]) -> None:
+        spec = rs.get("spec") or {}
+        min_ready = int(spec.get("minReadySeconds", 0))
+        now = self.store.clock()
+        tmpl_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        ready = available = fully = 0
+        recheck: float | None = None
+        for p in active:
+            labels = p["metadata"].get("labels") or {}
+            if all(labels.get(k) == v for k, v in tmpl_labels.items()):
+                fully += 1
+            left = available_in(p, min_ready, now)
+            if left is None:
+                continue
+            ready += 1
+            if left <= 0:
+                available += 1
+            else:
+                recheck = left if recheck is None else min(recheck, left)
+        status = {
+            "replicas": len(active),
+            "fullyLabeledReplicas": fully,
+            "readyReplicas": ready,
+            "availableReplicas": available,
+            "observedGeneration": rs["metadata"].get("generation", 1),
+        }
+        meta = rs["metadata"]
+        if recheck is not None:
+            self.queue.add_after((meta["namespace"], meta["name"]), recheck + 0.01)
+        write_status(self.store, self.rs_rt, rs, status)
+
+
+def write_status(
+    store: Store, rt: ResourceType, obj: Obj, fields: Mapping[str, Any], drop: Iterable[str] = ()
+) -> Obj:
+    """Merge ``fields`` into ``obj``'s status; writes (one MODIFIED event) only when something changed."""
+    current = obj.get("status") or {}
+    dropped = [k for k in drop if k in current]
+    if not dropped and all(current.get(k) == v for k, v in fields.items()):
+        return obj
+
+    def apply(o: Obj) -> None:
+        st = o.setdefault("status", {})
+        if not isinstance(st, dict):
+            st = o["status"] = {}
+        for k in dropped:
+            st.pop(k, None)
+        st.update(deep_copy(dict(fields)))
+
+    meta = obj["metadata"]
+    return store.mutate(rt, meta.get("namespace"), meta["name"], apply)

@@ -1,0 +1,620 @@
+"""Simulated kube-scheduler: binds pending pods to nodes that fit.
+
+Pods without ``spec.nodeName`` whose ``schedulerName`` is ``default-scheduler`` are queued (highest
+priority first, then oldest) and scheduled in batched passes a few milliseconds after the events that
+queued them. The filters are upstream's default plugins, in upstream's order, and a node fails on the
+first one that rejects it (``RunFilterPlugins`` stops at the first failure):
+
+1. NodeUnschedulable: a cordoned node (``spec.unschedulable``) admits only pods tolerating
+   ``node.kubernetes.io/unschedulable:NoSchedule`` -- "node(s) were unschedulable".
+2. TaintToleration: every ``NoSchedule`` and ``NoExecute`` taint must be tolerated
+   (``PreferNoSchedule`` only affects scoring upstream and is ignored here) -- "node(s) had
+   untolerated taint {key: value}". A node whose Ready condition is not True counts as carrying
+   ``node.kubernetes.io/not-ready`` (``unreachable`` when Unknown) ``:NoSchedule``, the taint
+   upstream's node lifecycle controller puts on it.
+3. NodeAffinity: ``nodeSelector`` and ``requiredDuringSchedulingIgnoredDuringExecution``
+   ``nodeSelectorTerms`` (terms ORed; expressions and fields ANDed; In, NotIn, Exists, DoesNotExist,
+   Gt, Lt; ``matchFields`` on ``metadata.name``) -- "node(s) didn't match Pod's node
+   affinity/selector". DaemonSet pods pin themselves to a node this way and need nothing else.
+4. NodeResourcesFit: pod count, cpu and memory requests (the larger of the containers' sum and the
+   largest init container, plus overhead; limits stand in for missing requests as API defaulting
+   does) against allocatable minus the requests of the node's non-terminal pods -- "Too many pods",
+   "Insufficient cpu", "Insufficient memory".
+
+Like upstream (``numFeasibleNodesToFind``) a pass stops searching once it has found enough feasible
+nodes (all nodes below 100, else an adaptive 50 - nodes/125 percent, at least 5 % and 100 nodes),
+starting where the previous pod's search stopped. Feasible nodes are scored by LeastAllocated over
+cpu and memory, counting 100m / 200Mi for containers without requests as upstream's scorer does;
+ties go to the first node found, so results are deterministic (upstream breaks ties at random).
+Inter-pod affinity, topology spread, ports, volumes and preemption are not simulated.
+
+A pod that fits nowhere gets ``PodScheduled=False``, reason ``Unschedulable`` and upstream's
+``FitError`` message, e.g. ``0/5 nodes are available: 2 node(s) had untolerated taint {a: b}, 3
+Insufficient cpu. preemption: 0/5 nodes are available: 2 Preemption is not helpful for scheduling, 3
+No preemption victims found for incoming pod.`` It is retried when a node changes in a way that
+matters or a pod frees resources.
+
+Cost: node usage is kept per node and updated from pod events; which nodes pass the resource-free
+filters (1-3) is cached per distinct pod shape and recomputed only after a relevant node change; and
+within a pass, a shape that failed is not re-evaluated for the next pod of the same shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import orjson
+
+from .. import errors
+from ..quantity import QuantityError, to_int, to_milli
+from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
+from . import Controller, ControllerConfig
+from .kubelet import set_condition
+
+log = logging.getLogger("kubespot.sim.kubesim.scheduler")
+
+DEFAULT_SCHEDULER = "default-scheduler"
+UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+REASON_UNSCHEDULABLE = "node(s) were unschedulable"
+REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+PREEMPTION_NO_VICTIMS = "No preemption victims found for incoming pod"
+
+# Upstream's defaults for scoring containers that request nothing (schedutil.DefaultMilliCPURequest...).
+_NONZERO_MILLI_CPU = 100
+_NONZERO_MEMORY = 200 * 1024 * 1024
+_DEBOUNCE_SECONDS = 0.01
+_YIELD_EVERY = 200
+# Like upstream's podMaxInUnschedulablePodsDuration, but shorter: a safety net for missed changes.
+_FLUSH_UNSCHEDULABLE_SECONDS = 30.0
+
+
+# -- taints and tolerations (shared with the taint manager in nodelifecycle.py) ------------------------
+
+
+def tolerates(toleration: Obj, taint: Obj) -> bool:
+    """Upstream's ``Toleration.ToleratesTaint``: empty effect/key match any; Exists ignores the value."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.get("key"):
+        return False
+    op = toleration.get("operator") or "Equal"
+    if op == "Exists":
+        return True
+    return op == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def first_untolerated(taints: Iterable[Obj], tolerations: list[Obj]) -> Obj | None:
+    for taint in taints:
+        if not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+def taint_reason(taint: Obj) -> str:
+    return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+
+
+def ready_status(node: Obj) -> str | None:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return str(c.get("status"))
+    return None
+
+
+# -- requests ----------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _milli(value: str | int | float) -> int:
+    try:
+        return max(0, to_milli(value))
+    except QuantityError:
+        return 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _units(value: str | int | float) -> int:
+    try:
+        return max(0, to_int(value))
+    except QuantityError:
+        return 0
+
+
+def _container_requests(c: Obj) -> tuple[int, int, int, int]:
+    res = c.get("resources") or {}
+    req = res.get("requests") or {}
+    lim = res.get("limits") or {}
+    cpu_q = req.get("cpu", lim.get("cpu"))
+    mem_q = req.get("memory", lim.get("memory"))
+    cpu = _milli(cpu_q) if cpu_q is not None else 0
+    mem = _units(mem_q) if mem_q is not None else 0
+    return (
+        cpu,
+        mem,
+        cpu if cpu_q is not None else _NONZERO_MILLI_CPU,
+        mem if mem_q is not None else _NONZERO_MEMORY,
+    )
+
+
+def pod_requests(spec: Obj) -> tuple[int, int, int, int]:
+    """(cpu millis, memory bytes, and the same with upstream's non-zero defaults for scoring)."""
+    total = [0, 0, 0, 0]
+    for c in spec.get("containers") or []:
+        for i, v in enumerate(_container_requests(c)):
+            total[i] += v
+    for c in spec.get("initContainers") or []:
+        for i, v in enumerate(_container_requests(c)):
+            total[i] = max(total[i], v)
+    overhead = spec.get("overhead") or {}
+    if overhead:
+        cpu, mem = _milli(overhead.get("cpu", 0)), _units(overhead.get("memory", 0))
+        total = [total[0] + cpu, total[1] + mem, total[2] + cpu, total[3] + mem]
+    return total[0], total[1], total[2], total[3]
+
+
+# -- node affinity -----------------------------------------------------------------------------------
+
+
+def _match_expr(expr: Obj, values_of: dict[str, str]) -> bool:
+    key = expr.get("key", "")
+    op = expr.get("operator")
+    values = expr.get("values") or []
+    present = key in values_of
+    value = values_of.get(key)
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt"):
+        if not present or len(values) != 1:
+            return False
+        try:
+            have, want = int(str(value)), int(str(values[0]))
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def term_matches(term: Obj, name: str, labels: dict[str, str]) -> bool:
+    """One nodeSelectorTerm; an empty term matches no node, as upstream."""
+    exprs = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not exprs and not fields:
+        return False
+    if not all(_match_expr(e, labels) for e in exprs):
+        return False
+    return all(f.get("key") == "metadata.name" and _match_expr(f, {"metadata.name": name}) for f in fields)
+
+
+# -- state -------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Usage:
+    """Requests of the non-terminal pods bound to one node name."""
+
+    cpu: int = 0
+    mem: int = 0
+    pods: int = 0
+    nz_cpu: int = 0
+    nz_mem: int = 0
+
+
+@dataclass(slots=True)
+class _NodeInfo:
+    name: str
+    labels: dict[str, str]
+    taints: list[Obj]  # NoSchedule and NoExecute only, plus the synthetic not-ready taint
+    unschedulable: bool
+    alloc_cpu: int
+    alloc_mem: int
+    alloc_pods: int
+    usage: _Usage
+
+    def same_shape(self, other: _NodeInfo) -> bool:
+        return (
+            self.labels == other.labels
+            and self.taints == other.taints
+            and self.unschedulable == other.unschedulable
+            and self.alloc_cpu == other.alloc_cpu
+            and self.alloc_mem == other.alloc_mem
+            and self.alloc_pods == other.alloc_pods
+        )
+
+
+@dataclass(slots=True)
+class _Shape:
+    """What scheduling depends on, shared by every pending pod with the same spec essentials."""
+
+    cpu: int
+    mem: int
+    nz_cpu: int
+    nz_mem: int
+    node_selector: dict[str, str]
+    terms: list[Obj] | None  # None: no required node affinity
+    tolerations: list[Obj]
+    version: int = -1  # node-set version the cached static filtering is for
+    feasible: list[str] = field(default_factory=list)
+    static_reasons: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class _Pending:
+    priority: int
+    seq: int
+    shape_key: bytes
+
+
+def _node_info(node: Obj, usage: _Usage) -> _NodeInfo:
+    meta, spec = node["metadata"], node.get("spec") or {}
+    taints = [t for t in spec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+    ready = ready_status(node)
+    if ready != "True":
+        key = UNREACHABLE_TAINT_KEY if ready == "Unknown" else NOT_READY_TAINT_KEY
+        if not any(t.get("key") == key and t.get("effect") == "NoSchedule" for t in taints):
+            taints.append({"key": key, "effect": "NoSchedule"})
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return _NodeInfo(
+        name=meta["name"],
+        labels=dict(meta.get("labels") or {}),
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable")),
+        alloc_cpu=_milli(alloc.get("cpu", 0)),
+        alloc_mem=_units(alloc.get("memory", 0)),
+        alloc_pods=_units(alloc.get("pods", 0)),
+        usage=usage,
+    )
+
+
+def num_feasible_nodes_to_find(num_all: int) -> int:
+    """Upstream's ``numFeasibleNodesToFind`` with the default percentageOfNodesToScore (adaptive)."""
+    if num_all < 100:
+        return num_all
+    pct = max(5, 50 - num_all // 125)
+    return max(100, num_all * pct // 100)
+
+
+class SchedulerController(Controller):
+    """See the module docstring."""
+
+    name = "scheduler"
+
+    def __init__(self, store: Store, config: ControllerConfig) -> None:
+        super().__init__(store, config)
+        self.pod_rt = self.rt("", "v1", "pods")
+        self.node_rt = self.rt("", "v1", "nodes")
+        self._nodes: dict[str, _NodeInfo] = {}
+        self._usage: dict[str, _Usage] = {}
+        self._placed: dict[ObjKey, tuple[str, int, int, int, int]] = {}
+        self._pending: dict[ObjKey, _Pending] = {}
+        self._unschedulable: dict[ObjKey, _Pending] = {}
+        self._shapes: dict[bytes, _Shape] = {}
+        self._version = 0
+        self._sorted_names: list[str] = []
+        self._sorted_version = -1
+        self._retry = False
+        self._kick = asyncio.Event()
+        self._seq = itertools.count()
+        self._next_start = 0
+        #: Counters for tests and benchmarks.
+        self.bound = 0
+        self.passes = 0
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        super().start()
+        for node in self.store.iter_objects(self.node_rt):
+            self._on_node(node)
+        for pod in self.store.iter_objects(self.pod_rt):
+            self._on_pod(pod, None)
+        self.spawn(self._loop())
+        self.spawn(self._flush_loop())
+
+    def on_event(self, ev: WatchEvent) -> None:
+        if ev.rkey == POD_KEY:
+            if ev.type == "DELETED":
+                meta = ev.obj["metadata"]
+                key = (meta.get("namespace", ""), meta["name"])
+                self._unplace(key)
+                self._pending.pop(key, None)
+                self._unschedulable.pop(key, None)
+            else:
+                self._on_pod(ev.obj, ev.old)
+        elif ev.rkey == NODE_KEY:
+            if ev.type == "DELETED":
+                if self._nodes.pop(ev.obj["metadata"]["name"], None) is not None:
+                    self._version += 1
+            else:
+                self._on_node(ev.obj)
+
+    def _on_node(self, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        usage = self._usage.setdefault(name, _Usage())
+        info = _node_info(node, usage)
+        old = self._nodes.get(name)
+        if old is not None and old.same_shape(info):
+            return  # a heartbeat: nothing scheduling depends on changed
+        self._nodes[name] = info
+        self._version += 1
+        self._wake_retry()
+
+    def _on_pod(self, pod: Obj, old: Obj | None) -> None:
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        terminal = (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+        if node:
+            self._pending.pop(key, None)
+            self._unschedulable.pop(key, None)
+            if terminal:
+                self._unplace(key)
+            elif key not in self._placed:
+                self._place(key, node, spec)
+            return
+        if (
+            meta.get("deletionTimestamp")
+            or terminal
+            or spec.get("schedulerName", DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER
+        ):
+            self._pending.pop(key, None)
+            self._unschedulable.pop(key, None)
+            return
+        if key in self._pending or key in self._unschedulable:
+            if old is None or old.get("spec") == spec:
+                return
+            self._unschedulable.pop(key, None)  # the spec changed (e.g. a toleration added): try again
+        self._pending[key] = _Pending(int(spec.get("priority") or 0), next(self._seq), self._shape_key(spec))
+        self._kick.set()
+
+    def _place(self, key: ObjKey, node: str, spec: Obj) -> None:
+        cpu, mem, nz_cpu, nz_mem = pod_requests(spec)
+        u = self._usage.setdefault(node, _Usage())
+        u.cpu += cpu
+        u.mem += mem
+        u.nz_cpu += nz_cpu
+        u.nz_mem += nz_mem
+        u.pods += 1
+        self._placed[key] = (node, cpu, mem, nz_cpu, nz_mem)
+
+    def _unplace(self, key: ObjKey) -> None:
+        placed = self._placed.pop(key, None)
+        if placed is None:
+            return
+        node, cpu, mem, nz_cpu, nz_mem = placed
+        u = self._usage[node]
+        u.cpu -= cpu
+        u.mem -= mem
+        u.nz_cpu -= nz_cpu
+        u.nz_mem -= nz_mem
+        u.pods -= 1
+        self._wake_retry()
+
+    def _wake_retry(self) -> None:
+        if self._unschedulable:
+            self._retry = True
+            self._kick.set()
+
+    def _shape_key(self, spec: Obj) -> bytes:
+        cpu, mem, nz_cpu, nz_mem = pod_requests(spec)
+        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+        terms = None if affinity is None else list(affinity.get("nodeSelectorTerms") or [])
+        selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
+        tolerations = list(spec.get("tolerations") or [])
+        key = orjson.dumps(
+            [cpu, mem, nz_cpu, nz_mem, selector, terms, tolerations], option=orjson.OPT_SORT_KEYS
+        )
+        if key not in self._shapes:
+            self._shapes[key] = _Shape(cpu, mem, nz_cpu, nz_mem, selector, terms, tolerations)
+        return key
+
+    # -- passes ----------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            await self._kick.wait()
+            await asyncio.sleep(_DEBOUNCE_SECONDS)
+            self._kick.clear()
+            try:
+                await self._pass()
+            except Exception:
+                log.exception("scheduler: pass failed")
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(_FLUSH_UNSCHEDULABLE_SECONDS)
+            self._wake_retry()
+
+    async def _pass(self) -> None:
+        self.passes += 1
+        if self._retry:
+            self._retry = False
+            self._pending.update(self._unschedulable)
+            self._unschedulable.clear()
+        if not self._pending:
+            return
+        batch = sorted(self._pending.items(), key=lambda kv: (-kv[1].priority, kv[1].seq))
+        self._pending.clear()
+        failed: dict[bytes, str] = {}
+        for i, (key, pending) in enumerate(batch):
+            if i and i % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            pod = self.store.find(self.pod_rt, key[0], key[1])
+            if (
+                pod is None
+                or (pod.get("spec") or {}).get("nodeName")
+                or pod["metadata"].get("deletionTimestamp")
+            ):
+                continue
+            if key in self._pending or key in self._unschedulable:
+                continue  # re-queued by an event while this pass yielded
+            shape = self._shapes.get(pending.shape_key)
+            if shape is None:  # forgotten while yielding; recompute
+                pending.shape_key = self._shape_key(pod.get("spec") or {})
+                shape = self._shapes[pending.shape_key]
+            message = failed.get(pending.shape_key)
+            if message is None:
+                node, message = self._pick(shape)
+                if node is not None:
+                    try:
+                        self._bind(key, node)
+                    except errors.ApiError as exc:
+                        log.debug("scheduler: binding %s/%s failed: %s", key[0], key[1], exc.message)
+                    continue
+                failed[pending.shape_key] = message
+            self._unschedulable[key] = pending
+            self._mark_unschedulable(key, pod, message)
+        if not self._pending and not self._unschedulable:
+            self._shapes.clear()
+
+    def _static(self, shape: _Shape) -> _Shape:
+        """Refresh the shape's resource-independent filtering (filters 1-3) if nodes changed."""
+        if shape.version == self._version:
+            return shape
+        if self._sorted_version != self._version:
+            self._sorted_names = sorted(self._nodes)
+            self._sorted_version = self._version
+        feasible: list[str] = []
+        reasons: Counter[str] = Counter()
+        tolerate_cordon = any(tolerates(t, UNSCHEDULABLE_TAINT) for t in shape.tolerations)
+        for name in self._sorted_names:
+            n = self._nodes[name]
+            if n.unschedulable and not tolerate_cordon:
+                reasons[REASON_UNSCHEDULABLE] += 1
+                continue
+            taint = first_untolerated(n.taints, shape.tolerations) if n.taints else None
+            if taint is not None:
+                reasons[taint_reason(taint)] += 1
+                continue
+            if any(n.labels.get(k) != v for k, v in shape.node_selector.items()) or (
+                shape.terms is not None and not any(term_matches(t, name, n.labels) for t in shape.terms)
+            ):
+                reasons[REASON_AFFINITY] += 1
+                continue
+            feasible.append(name)
+        shape.feasible, shape.static_reasons, shape.version = feasible, reasons, self._version
+        return shape
+
+    def _pick(self, shape: _Shape) -> tuple[str | None, str]:
+        num_all = len(self._nodes)
+        if num_all == 0:
+            return None, "no nodes available to schedule pods"
+        self._static(shape)
+        feasible = shape.feasible
+        want = num_feasible_nodes_to_find(num_all)
+        found: list[_NodeInfo] = []
+        fit_reasons: Counter[str] = Counter()
+        resource_failed = 0
+        total = len(feasible)
+        start = self._next_start % total if total else 0
+        processed = 0
+        for i in range(total):
+            n = self._nodes[feasible[(start + i) % total]]
+            processed += 1
+            u = n.usage
+            failed = False
+            if u.pods + 1 > n.alloc_pods:
+                fit_reasons["Too many pods"] += 1
+                failed = True
+            if shape.cpu > 0 and u.cpu + shape.cpu > n.alloc_cpu:
+                fit_reasons["Insufficient cpu"] += 1
+                failed = True
+            if shape.mem > 0 and u.mem + shape.mem > n.alloc_mem:
+                fit_reasons["Insufficient memory"] += 1
+                failed = True
+            if failed:
+                resource_failed += 1
+                continue
+            found.append(n)
+            if len(found) >= want:
+                break
+        if total:
+            self._next_start = (start + processed) % total
+        if found:
+            best, best_score = found[0], -1
+            for n in found:
+                score = (
+                    _free_score(n.alloc_cpu, n.usage.nz_cpu + shape.nz_cpu)
+                    + _free_score(n.alloc_mem, n.usage.nz_mem + shape.nz_mem)
+                ) // 2
+                if score > best_score:
+                    best, best_score = n, score
+            return best.name, ""
+        reasons = shape.static_reasons + fit_reasons
+        histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
+        message = f"0/{num_all} nodes are available: {histogram}."
+        preemption: Counter[str] = Counter()
+        if num_all - resource_failed:
+            preemption[PREEMPTION_NOT_HELPFUL] = num_all - resource_failed
+        if resource_failed:
+            preemption[PREEMPTION_NO_VICTIMS] = resource_failed
+        hist = ", ".join(sorted(f"{count} {reason}" for reason, count in preemption.items()))
+        return None, f"{message} preemption: 0/{num_all} nodes are available: {hist}."
+
+    def _bind(self, key: ObjKey, node: str) -> None:
+        """What a ``pods/binding`` create does: set nodeName and PodScheduled True in one write."""
+        now = rfc3339(self.store.clock())
+
+        def bind(o: Obj) -> None:
+            o["spec"]["nodeName"] = node
+            set_condition(
+                o.setdefault("status", {}).setdefault("conditions", []), "PodScheduled", "True", now
+            )
+
+        self.store.mutate(self.pod_rt, key[0], key[1], bind)
+        self.bound += 1
+
+    def _mark_unschedulable(self, key: ObjKey, pod: Obj, message: str) -> None:
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if (
+                c.get("type") == "PodScheduled"
+                and c.get("status") == "False"
+                and c.get("reason") == "Unschedulable"
+                and c.get("message") == message
+            ):
+                return  # upstream skips the write when the condition is unchanged
+        now = rfc3339(self.store.clock())
+
+        def mark(o: Obj) -> None:
+            conds = o.setdefault("status", {}).setdefault("conditions", [])
+            set_condition(conds, "PodScheduled", "False", now, "Unschedulable", message)
+
+        try:
+            self.store.mutate(self.pod_rt, key[0], key[1], mark)
+        except errors.ApiError as exc:
+            log.debug("scheduler: status of %s/%s not written: %s", key[0], key[1], exc.message)
+
+
+def _free_score(alloc: int, requested: int) -> int:
+    if alloc <= 0 or requested > alloc:
+        return 0
+    return (alloc - requested) * 100 // alloc
+
+
+def pending_reason(pod: Obj) -> str | None:
+    """The PodScheduled=False message of a pod, if any (for tests and tools)."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return str(c.get("message", ""))
+    return None

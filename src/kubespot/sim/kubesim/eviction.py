@@ -1,0 +1,505 @@
+"""The policy/v1 Eviction subresource (``POST .../pods/<name>/eviction``), as the API server does it.
+
+Mirrors ``pkg/registry/core/pod/storage/eviction.go`` of kubernetes/kubernetes:
+
+- pods that already finished, are still Pending, or are terminating (``canIgnorePDB``) are deleted
+  without looking at any PodDisruptionBudget;
+- otherwise the PDBs of the pod's namespace whose selector matches the pod are found (nil selector:
+  none, ``{}``: all); more than one is a 500, none means plain deletion;
+- with one PDB, a pod that is not Ready may skip the budget (``unhealthyPodEvictionPolicy``
+  ``AlwaysAllow``, or the default ``IfHealthyBudget`` when ``currentHealthy >= desiredHealthy > 0``);
+  every other pod goes through ``checkAndDecrement``, which trusts the PDB's *status* as the
+  disruption controller last wrote it (nothing is recomputed here, as upstream), refuses with 429
+  while the status is stale or ``disruptionsAllowed`` is 0, and otherwise writes the decremented
+  status plus a ``disruptedPods`` entry *before* the pod is deleted;
+- the pod then gets the ``DisruptionTarget`` condition and is deleted gracefully.
+
+Finding the PDBs is on the hot path (drains evict thousands of pods a second), so the budgets are
+indexed per namespace with their selectors compiled once; an eviction costs O(PDBs in the namespace).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from . import errors
+from .errors import ApiError
+from .resources import ResourceType
+from .selectors import LabelSelector, SelectorError, label_selector_from_dict
+from .store import Obj, Store, WatchEvent, rfc3339
+
+PDB_KEY: Final = ("policy", "poddisruptionbudgets")
+ACCEPTED_VERSIONS: Final = ("policy/v1", "policy/v1beta1")
+
+#: Upstream ``MaxDisruptedPodSize``: evictions the PDB controller has not confirmed yet.
+MAX_DISRUPTED_POD_SIZE: Final = 2000
+#: Upstream ``policyv1.DisruptionBudgetCause``.
+DISRUPTION_BUDGET_CAUSE: Final = "DisruptionBudget"
+VIOLATION_MESSAGE: Final = "Cannot evict pod as it would violate the pod's disruption budget."
+MULTIPLE_PDBS_MESSAGE: Final = (
+    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+)
+#: Retry-After upstream suggests while a budget's status is older than its spec.
+STALE_BUDGET_RETRY_SECONDS: Final = 10
+
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+EVICTION_REASON: Final = "EvictionByEvictionAPI"
+EVICTION_CONDITION_MESSAGE: Final = "Eviction API: evicting"
+
+_SUCCESS: Final[dict[str, Any]] = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "metadata": {},
+    "status": "Success",
+    "code": 201,
+}
+
+
+class _StatusWithoutReason(ApiError):
+    """A failure ``Status`` with no ``reason``, as upstream reports a ``metav1.Status`` a REST
+    handler returned instead of an error (the 500 for several PDBs carries only code and message)."""
+
+    def status(self) -> dict[str, Any]:
+        body = super().status()
+        body.pop("reason", None)
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class _DeleteOptions:
+    grace_period_seconds: int | None
+    uid: str | None
+    resource_version: str | None
+    dry_run: bool
+
+    def preconditions(self) -> dict[str, Any] | None:
+        pre = {k: v for k, v in (("uid", self.uid), ("resourceVersion", self.resource_version)) if v}
+        return pre or None
+
+
+def evict(
+    store: Store, namespace: str, name: str, body: Any, *, dry_run: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Evict pod ``namespace/name`` for the Eviction ``body``; returns the ``Status`` of the 201.
+
+    ``dry_run`` is the request's ``dryRun`` query parameter (a list, as upstream's CreateOptions).
+    Raises ``ApiError`` with upstream's code, reason, message and causes on every refusal.
+    """
+    opts = _parse(namespace, name, body, list(dry_run))
+    pod_rt = _rt(store, "", "v1", "pods")
+    pod = store.get(pod_rt, namespace, name)
+
+    if _can_ignore_pdb(pod):
+        _add_condition_and_delete(store, pod_rt, pod, opts)
+        return dict(_SUCCESS)
+
+    pdb_rt = _rt(store, "policy", "v1", "poddisruptionbudgets")
+    pdbs = _index_for(store, pdb_rt).matching(store, pdb_rt, namespace, pod["metadata"].get("labels"))
+    if len(pdbs) > 1:
+        raise _StatusWithoutReason(500, MULTIPLE_PDBS_MESSAGE)
+    if pdbs:
+        pdb = pdbs[0]
+        if not _skips_budget(pod, pdb):
+            _check_and_decrement(store, pdb_rt, pdb, name, opts.dry_run)
+    _add_condition_and_delete(store, pod_rt, pod, opts)
+    return dict(_SUCCESS)
+
+
+# -- request parsing --------------------------------------------------------------------------------
+
+
+def _parse(namespace: str, name: str, body: Any, query_dry_run: list[str]) -> _DeleteOptions:
+    """Decode and validate the Eviction as the API server's create handler does."""
+    if not isinstance(body, dict):
+        raise errors.bad_request(
+            "the object provided is unrecognized (must be of type Eviction): "
+            f"json: cannot unmarshal {_json_type(body)} into Go value of type policy.Eviction"
+        )
+    api_version = body.get("apiVersion") or "policy/v1"
+    kind = body.get("kind") or "Eviction"
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        raise _cannot_handle("policy/v1", "Eviction", "apiVersion/kind must be strings")
+    if kind != "Eviction":
+        source = api_version.rpartition("/")[2]
+        raise _cannot_handle(
+            source, kind, f"converting ({source}.{kind}) to (policy.Eviction): unknown conversion"
+        )
+    if api_version not in ACCEPTED_VERSIONS:
+        raise _cannot_handle(
+            api_version,
+            kind,
+            f'no kind "Eviction" is registered for version "{api_version}" in scheme '
+            '"pkg/api/legacyscheme/scheme.go:30"',
+        )
+    version = api_version.rpartition("/")[2]
+    meta = body.get("metadata")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        raise _unmarshal(version, meta, "metadata", "v1.ObjectMeta")
+    if meta.get("namespace") not in (None, "", namespace):
+        raise errors.bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    if meta.get("name", "") != name:
+        raise errors.bad_request("name in URL does not match name in Eviction object")
+
+    raw = body.get("deleteOptions")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise _unmarshal(version, raw, "deleteOptions", "v1.DeleteOptions")
+    grace = raw.get("gracePeriodSeconds")
+    if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool)):
+        raise _unmarshal(version, grace, "deleteOptions.gracePeriodSeconds", "int64")
+    pre = raw.get("preconditions")
+    if pre is None:
+        pre = {}
+    if not isinstance(pre, dict):
+        raise _unmarshal(version, pre, "deleteOptions.preconditions", "v1.Preconditions")
+    uid, rv = pre.get("uid"), pre.get("resourceVersion")
+    for field, value in (("uid", uid), ("resourceVersion", rv)):
+        if value is not None and not isinstance(value, str):
+            raise _unmarshal(version, value, f"deleteOptions.preconditions.{field}", "string")
+    body_dry_run = raw.get("dryRun")
+    if body_dry_run is None:
+        body_dry_run = []
+    if not isinstance(body_dry_run, list) or not all(isinstance(v, str) for v in body_dry_run):
+        raise _unmarshal(version, body_dry_run, "deleteOptions.dryRun", "[]string")
+
+    _validate_dry_run("CreateOptions", query_dry_run)
+    # propagateDryRun: the query's dryRun fills an absent body value; two different ones are an error.
+    if body_dry_run and query_dry_run and body_dry_run != query_dry_run:
+        raise ApiError(
+            500,
+            "Non-matching dry-run options in request and content: "
+            f"[{' '.join(query_dry_run)}] and [{' '.join(body_dry_run)}]",
+            reason="Unknown",
+        )
+    effective = body_dry_run or query_dry_run
+    _validate_dry_run("DeleteOptions", effective)
+    return _DeleteOptions(grace, uid or None, rv or None, bool(effective))
+
+
+def _validate_dry_run(kind: str, values: list[str]) -> None:
+    if any(v != "All" for v in values):
+        shown = ", ".join(f'"{v}"' for v in values)
+        why = f'Unsupported value: []string{{{shown}}}: supported values: "All"'
+        details = {
+            "kind": kind,
+            "group": "meta.k8s.io",
+            "causes": [
+                {
+                    "reason": "FieldValueNotSupported",
+                    "field": "dryRun",
+                    "message": why,
+                }
+            ],
+        }
+        raise ApiError(
+            422, f'{kind}.meta.k8s.io "" is invalid: dryRun: {why}', reason="Invalid", details=details
+        )
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"
+
+
+def _cannot_handle(version: str, kind: str, why: str) -> ApiError:
+    return errors.bad_request(f'{kind} in version "{version}" cannot be handled as a Eviction: {why}')
+
+
+def _unmarshal(version: str, value: Any, field: str, go_type: str) -> ApiError:
+    return _cannot_handle(
+        version,
+        "Eviction",
+        f"json: cannot unmarshal {_json_type(value)} into Go struct field Eviction.{field} of type {go_type}",
+    )
+
+
+# -- decisions --------------------------------------------------------------------------------------
+
+
+def _can_ignore_pdb(pod: Obj) -> bool:
+    """Upstream ``canIgnorePDB``: finished, not yet started, or already terminating."""
+    phase = (pod.get("status") or {}).get("phase")
+    return phase in ("Succeeded", "Failed", "Pending") or bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def _is_ready(pod: Obj) -> bool:
+    """``podutil.IsPodReady``: the Ready condition is True (what the PDB controller counts as healthy)."""
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+def _skips_budget(pod: Obj, pdb: Obj) -> bool:
+    """A not-Ready pod is already a disruption: it may go without consuming ``disruptionsAllowed``."""
+    if _is_ready(pod):
+        return False
+    if (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy") == "AlwaysAllow":
+        return True
+    status = pdb.get("status") or {}
+    desired = int(status.get("desiredHealthy") or 0)
+    return int(status.get("currentHealthy") or 0) >= desired and desired > 0
+
+
+def _check_and_decrement(store: Store, pdb_rt: ResourceType, pdb: Obj, pod_name: str, dry_run: bool) -> None:
+    """Upstream ``checkAndDecrement``: refuse on the PDB's recorded status, else take one disruption."""
+    meta = pdb["metadata"]
+    pdb_name = meta["name"]
+    status = pdb.get("status") or {}
+    if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
+        raise _too_many_requests(
+            f"The disruption budget {pdb_name} is still being processed by the server.",
+            STALE_BUDGET_RETRY_SECONDS,
+        )
+    allowed = int(status.get("disruptionsAllowed") or 0)
+    if allowed < 0:
+        raise _pdb_forbidden(pdb_name, "pdb disruptions allowed is negative")
+    if len(status.get("disruptedPods") or {}) > MAX_DISRUPTED_POD_SIZE:
+        raise _pdb_forbidden(
+            pdb_name, "DisruptedPods map too big - too many evictions not confirmed by PDB controller"
+        )
+    if allowed == 0:
+        raise _too_many_requests(
+            f"The disruption budget {pdb_name} needs {int(status.get('desiredHealthy') or 0)} healthy pods "
+            f"and has {int(status.get('currentHealthy') or 0)} currently",
+            0,
+        )
+    if dry_run:
+        return
+    now = rfc3339(store.clock())
+
+    def take_one(obj: Obj) -> None:
+        st = obj.setdefault("status", {})
+        st["disruptionsAllowed"] = allowed - 1
+        if allowed - 1 == 0:
+            _set_disruption_allowed_condition(st, now)
+        disrupted = st.get("disruptedPods")
+        if not isinstance(disrupted, dict):
+            disrupted = st["disruptedPods"] = {}
+        # Tells the disruption controller this pod is going, so it stops counting it as healthy
+        # before the pod's own delete shows up.
+        disrupted[pod_name] = now
+
+    store.mutate(pdb_rt, meta.get("namespace"), pdb_name, take_one)
+
+
+def _set_disruption_allowed_condition(status: dict[str, Any], now: str) -> None:
+    """``pdbhelper.UpdateDisruptionAllowedCondition`` for a budget that just reached zero."""
+    conds = status.get("conditions")
+    if not isinstance(conds, list):
+        conds = status["conditions"] = []
+    new = {
+        "type": "DisruptionAllowed",
+        "status": "False",
+        "reason": "InsufficientPods",
+        "message": "",
+        "lastTransitionTime": now,
+    }
+    if status.get("observedGeneration"):
+        new["observedGeneration"] = status["observedGeneration"]
+    for i, cond in enumerate(conds):
+        if isinstance(cond, dict) and cond.get("type") == "DisruptionAllowed":
+            if cond.get("status") == new["status"] and cond.get("lastTransitionTime"):
+                new["lastTransitionTime"] = cond["lastTransitionTime"]
+            conds[i] = new
+            return
+    conds.append(new)
+
+
+def _add_condition_and_delete(store: Store, pod_rt: ResourceType, pod: Obj, opts: _DeleteOptions) -> None:
+    """Upstream ``addConditionAndDeletePod``: mark the pod ``DisruptionTarget``, then delete it."""
+    meta = pod["metadata"]
+    ns, name = meta.get("namespace"), meta["name"]
+    if opts.dry_run:
+        store.delete(
+            pod_rt,
+            ns,
+            name,
+            grace_period_seconds=opts.grace_period_seconds,
+            preconditions=opts.preconditions(),
+            dry_run=True,
+        )
+        return
+    # The preconditions are checked against the pod as read, then hold by construction: nothing else
+    # runs between this check, the condition write and the delete.
+    if opts.uid and opts.uid != meta.get("uid"):
+        raise _pod_conflict(
+            name,
+            f"the UID in the precondition ({opts.uid}) does not match the UID in record "
+            f"({meta.get('uid')}). The object might have been deleted and then recreated",
+        )
+    if opts.resource_version and opts.resource_version != meta.get("resourceVersion"):
+        raise _pod_conflict(
+            name,
+            f"the ResourceVersion in the precondition ({opts.resource_version}) does not match the "
+            f"ResourceVersion in record ({meta.get('resourceVersion')}). The object might have been modified",
+        )
+    now = rfc3339(store.clock())
+
+    def mark(obj: Obj) -> None:
+        status = obj.setdefault("status", {})
+        conds = status.get("conditions")
+        if not isinstance(conds, list):
+            conds = status["conditions"] = []
+        new = {
+            "type": DISRUPTION_TARGET,
+            "status": "True",
+            "lastProbeTime": None,
+            "lastTransitionTime": now,
+            "reason": EVICTION_REASON,
+            "message": EVICTION_CONDITION_MESSAGE,
+        }
+        for i, cond in enumerate(conds):
+            if isinstance(cond, dict) and cond.get("type") == DISRUPTION_TARGET:
+                if cond.get("status") == "True" and cond.get("lastTransitionTime"):
+                    new["lastTransitionTime"] = cond["lastTransitionTime"]
+                conds[i] = new
+                return
+        conds.append(new)
+
+    store.mutate(pod_rt, ns, name, mark)
+    store.delete(pod_rt, ns, name, grace_period_seconds=opts.grace_period_seconds)
+
+
+# -- errors -----------------------------------------------------------------------------------------
+
+
+def _too_many_requests(cause: str, retry_after: int) -> ApiError:
+    details: dict[str, Any] = {"causes": [{"reason": DISRUPTION_BUDGET_CAUSE, "message": cause}]}
+    if retry_after > 0:
+        details["retryAfterSeconds"] = retry_after
+    return ApiError(
+        429, VIOLATION_MESSAGE, reason="TooManyRequests", details=details, retry_after=retry_after or None
+    )
+
+
+def _pdb_forbidden(pdb_name: str, why: str) -> ApiError:
+    # Upstream names the resource policy.Resource("poddisruptionbudget"), singular.
+    return ApiError(
+        403,
+        f'poddisruptionbudget.policy "{pdb_name}" is forbidden: {why}',
+        reason="Forbidden",
+        details={"name": pdb_name, "group": "policy", "kind": "poddisruptionbudget"},
+    )
+
+
+def _pod_conflict(name: str, why: str) -> ApiError:
+    # Upstream builds this conflict with the group resource {Resource: "Pod"}, hence "on Pod".
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on Pod "{name}": {why}',
+        reason="Conflict",
+        details={"name": name, "kind": "Pod"},
+    )
+
+
+def _rt(store: Store, group: str, version: str, plural: str) -> ResourceType:
+    rt = store.registry.lookup(group, version, plural)
+    if rt is None:
+        raise ApiError(404, "the server could not find the requested resource")
+    return rt
+
+
+# -- the per-namespace PDB index --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Budget:
+    selector_source: Any
+    selector: LabelSelector
+
+
+def _compile(pdb: Obj) -> _Budget:
+    source = (pdb.get("spec") or {}).get("selector")
+    try:
+        selector = label_selector_from_dict(source) if source is None or isinstance(source, Mapping) else None
+    except (SelectorError, AttributeError, TypeError):
+        selector = None
+    # An unparsable selector matches no pod, as upstream skips such a PDB.
+    return _Budget(source, selector if selector is not None else label_selector_from_dict(None))
+
+
+class _PdbIndex:
+    """PDB selectors by namespace and name, kept current from the store's event stream.
+
+    Objects loaded in bulk (``Store.load``) emit no events, so the index also compares its size with
+    the PDB table (O(1)) and rebuilds when they differ.
+    """
+
+    def __init__(self, store: Store, pdb_rt: ResourceType) -> None:
+        self._by_ns: dict[str, dict[str, _Budget]] = {}
+        self._count = 0
+        self._rebuild(store, pdb_rt)
+        store.add_listener(self._on_event)
+
+    def _rebuild(self, store: Store, pdb_rt: ResourceType) -> None:
+        self._by_ns.clear()
+        self._count = 0
+        for pdb in store.iter_objects(pdb_rt):
+            meta = pdb["metadata"]
+            self._by_ns.setdefault(meta.get("namespace", ""), {})[meta["name"]] = _compile(pdb)
+            self._count += 1
+
+    def _on_event(self, ev: WatchEvent) -> None:
+        if ev.rkey != PDB_KEY:
+            return
+        meta = ev.obj["metadata"]
+        ns, name = meta.get("namespace", ""), meta["name"]
+        bucket = self._by_ns.get(ns)
+        if ev.type == "DELETED":
+            if bucket is not None and bucket.pop(name, None) is not None:
+                self._count -= 1
+                if not bucket:
+                    del self._by_ns[ns]
+            return
+        bucket = self._by_ns.setdefault(ns, {})
+        known = bucket.get(name)
+        source = (ev.obj.get("spec") or {}).get("selector")
+        if known is not None and known.selector_source == source:
+            return  # status writes (every eviction makes one) leave the compiled selector valid
+        if known is None:
+            self._count += 1
+        bucket[name] = _compile(ev.obj)
+
+    def matching(
+        self, store: Store, pdb_rt: ResourceType, namespace: str, labels: Mapping[str, str] | None
+    ) -> list[Obj]:
+        """The current PDB objects of ``namespace`` whose selector matches ``labels``, by name."""
+        if self._count != len(store.table(pdb_rt)):
+            self._rebuild(store, pdb_rt)
+        bucket = self._by_ns.get(namespace)
+        if not bucket:
+            return []
+        out: list[Obj] = []
+        for name in sorted(n for n, b in bucket.items() if b.selector.matches(labels)):
+            pdb = store.find(pdb_rt, namespace, name)
+            if pdb is not None:
+                out.append(pdb)
+        return out
+
+
+_INDEXES: weakref.WeakKeyDictionary[Store, _PdbIndex] = weakref.WeakKeyDictionary()
+
+
+def _index_for(store: Store, pdb_rt: ResourceType) -> _PdbIndex:
+    index = _INDEXES.get(store)
+    if index is None:
+        index = _INDEXES[store] = _PdbIndex(store, pdb_rt)
+    return index

@@ -1,0 +1,722 @@
+"""The object store: every object kubesim serves, its resourceVersion, and the watch event stream.
+
+Ownership rules that keep it fast without copying on every read:
+- an object handed to a write method (``create``, ``update``, ``replace``) is adopted by the store;
+- an object returned by the store is shared and must never be mutated (copy it with ``deep_copy``).
+
+One global resourceVersion counter orders every write, as etcd's revision does upstream. A bounded
+history of events lets a watch resume from an older resourceVersion; asking for one older than the
+history answers 410 Gone, which is how clients learn to re-list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from . import errors
+from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic_merge
+from .resources import Registry, ResourceType, types_from_crd
+from .selectors import FieldSelector, LabelSelector
+
+Obj = dict[str, Any]
+ObjKey = tuple[str, str]  # (namespace or "", name)
+RKey = tuple[str, str]  # (group, plural)
+
+PATCH_MERGE = "application/merge-patch+json"
+PATCH_STRATEGIC = "application/strategic-merge-patch+json"
+PATCH_JSON = "application/json-patch+json"
+PATCH_APPLY = "application/apply-patch+yaml"
+
+POD_KEY: RKey = ("", "pods")
+NODE_KEY: RKey = ("", "nodes")
+NAMESPACE_KEY: RKey = ("", "namespaces")
+CRD_KEY: RKey = ("apiextensions.k8s.io", "customresourcedefinitions")
+
+DEFAULT_HISTORY = 200_000
+WATCH_QUEUE_LIMIT = 200_000
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+
+def deep_copy(obj: Any) -> Any:
+    """A deep copy of JSON data; orjson round-trips are several times faster than ``copy.deepcopy``."""
+    return orjson.loads(orjson.dumps(obj))
+
+
+def rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(slots=True)
+class WatchEvent:
+    """One change. ``old`` is the object before the change (None for ADDED)."""
+
+    rv: int
+    type: str
+    rkey: RKey
+    obj: Obj
+    old: Obj | None
+    _line: bytes | None = None
+
+    def line(self) -> bytes:
+        """The JSON line a watch client receives, encoded once however many watchers get it."""
+        if self._line is None:
+            self._line = orjson.dumps({"type": self.type, "object": self.obj}) + b"\n"
+        return self._line
+
+
+@dataclass(eq=False)
+class Watcher:
+    """A client watch: filtered events queued for one HTTP response stream."""
+
+    rt: ResourceType
+    namespace: str | None
+    labels: LabelSelector | None
+    fields: FieldSelector | None
+    queue: asyncio.Queue[tuple[str, Obj, bytes | None] | None] = field(default_factory=asyncio.Queue)
+    closed: bool = False
+
+    def _selected(self, obj: Obj | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj["metadata"]
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        if self.labels is not None and not self.labels.matches(meta.get("labels")):
+            return False
+        return self.fields is None or self.fields.matches(obj)
+
+    def offer(self, ev: WatchEvent) -> None:
+        """Queue ``ev`` if selected; an object leaving the selection is a DELETED, entering it an ADDED."""
+        if self.closed:
+            return
+        now_in = ev.type != "DELETED" and self._selected(ev.obj)
+        was_in = self._selected(ev.old) if ev.type != "ADDED" else False
+        if ev.type == "DELETED":
+            now_in, was_in = False, self._selected(ev.obj)
+            if was_in:
+                self._put("DELETED", ev.obj, ev.line())
+            return
+        if now_in and was_in:
+            self._put(ev.type, ev.obj, ev.line())
+        elif now_in:
+            self._put("ADDED", ev.obj, ev.line() if ev.type == "ADDED" else None)
+        elif was_in:
+            self._put("DELETED", ev.obj, None)
+
+    def _put(self, type_: str, obj: Obj, line: bytes | None) -> None:
+        if self.queue.qsize() >= WATCH_QUEUE_LIMIT:
+            # A watcher this far behind is dropped, as the upstream cacher does; the client re-lists.
+            self.close()
+            return
+        self.queue.put_nowait((type_, obj, line))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
+
+
+Listener = Callable[[WatchEvent], None]
+
+
+class Store:
+    """All objects, keyed by resource, namespace and name."""
+
+    def __init__(
+        self,
+        registry: Registry | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        history: int = DEFAULT_HISTORY,
+    ) -> None:
+        self.registry = registry or Registry()
+        self.clock = clock
+        self._rv = 1
+        self._tables: dict[RKey, dict[ObjKey, Obj]] = {}
+        self._pods_by_node: dict[str, dict[ObjKey, Obj]] = {}
+        self._history: deque[WatchEvent] = deque(maxlen=history)
+        self._compacted_rv = 0
+        self._watchers: dict[RKey, set[Watcher]] = {}
+        self._listeners: list[Listener] = []
+        for ns in SYSTEM_NAMESPACES:
+            self._insert(self._rt(NAMESPACE_KEY), _namespace(ns, self.clock()))
+
+    # -- lookups ---------------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def _rt(self, rkey: RKey) -> ResourceType:
+        for rt in self.registry.all_types():
+            if rt.key == rkey:
+                return rt
+        raise KeyError(rkey)
+
+    def table(self, rt: ResourceType) -> dict[ObjKey, Obj]:
+        return self._tables.setdefault(rt.key, {})
+
+    def find(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
+        return self.table(rt).get((namespace or "", name))
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj:
+        obj = self.find(rt, namespace, name)
+        if obj is None:
+            raise errors.not_found(rt, name)
+        return obj
+
+    def pods_on_node(self, node: str) -> list[Obj]:
+        return list(self._pods_by_node.get(node, {}).values())
+
+    def iter_objects(self, rt: ResourceType, namespace: str | None = None) -> Iterator[Obj]:
+        for (ns, _name), obj in self.table(rt).items():
+            if namespace is None or ns == namespace:
+                yield obj
+
+    def list(
+        self,
+        rt: ResourceType,
+        namespace: str | None = None,
+        *,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> list[Obj]:
+        """Matching objects sorted by namespace and name (the order continue tokens rely on)."""
+        node = fields.exact("spec.nodeName") if fields is not None and rt.key == POD_KEY else None
+        if node is not None:
+            candidates: Iterable[tuple[ObjKey, Obj]] = self._pods_by_node.get(node, {}).items()
+        else:
+            candidates = self.table(rt).items()
+        out: list[tuple[ObjKey, Obj]] = []
+        for key, obj in candidates:
+            if namespace is not None and key[0] != namespace:
+                continue
+            if labels is not None and not labels.matches(obj["metadata"].get("labels")):
+                continue
+            if fields is not None and not fields.matches(obj):
+                continue
+            out.append((key, obj))
+        out.sort(key=lambda kv: kv[0])
+        return [obj for _k, obj in out]
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _index(self, rt: ResourceType, key: ObjKey, obj: Obj | None, old: Obj | None) -> None:
+        if rt.key != POD_KEY:
+            return
+        old_node = (old or {}).get("spec", {}).get("nodeName") if old else None
+        new_node = obj.get("spec", {}).get("nodeName") if obj else None
+        if old_node and old_node != new_node:
+            bucket = self._pods_by_node.get(old_node)
+            if bucket is not None:
+                bucket.pop(key, None)
+                if not bucket:
+                    del self._pods_by_node[old_node]
+        if new_node and obj is not None:
+            self._pods_by_node.setdefault(new_node, {})[key] = obj
+
+    def _insert(self, rt: ResourceType, obj: Obj) -> Obj:
+        meta = obj["metadata"]
+        rv = self._next_rv()
+        meta["resourceVersion"] = str(rv)
+        key = (meta.get("namespace", ""), meta["name"])
+        self.table(rt)[key] = obj
+        self._index(rt, key, obj, None)
+        return obj
+
+    def _emit(self, rt: ResourceType, type_: str, obj: Obj, old: Obj | None) -> None:
+        ev = WatchEvent(int(obj["metadata"]["resourceVersion"]), type_, rt.key, obj, old)
+        self._record(ev)
+        for w in self._watchers.get(rt.key, ()):
+            w.offer(ev)
+        for listener in self._listeners:
+            listener(ev)
+
+    def _stamp_new(self, rt: ResourceType, obj: Obj, namespace: str | None) -> Obj:
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        if rt.namespaced:
+            ns = namespace or meta.get("namespace") or "default"
+            if meta.get("namespace") not in (None, "", ns):
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name"):
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise errors.invalid(rt, "", "metadata.name", "Required value: name or generateName is required")
+            meta["name"] = prefix + uuid.uuid4().hex[:5]
+        _validate_name(rt, meta["name"])
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        meta["uid"] = meta.get("uid") or str(uuid.uuid4())
+        meta["creationTimestamp"] = meta.get("creationTimestamp") or rfc3339(self.clock())
+        for server_owned in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+            meta.pop(server_owned, None)
+        meta.pop("managedFields", None)
+        if "spec" in obj and rt.group not in ("",) or rt.key == CRD_KEY:
+            meta.setdefault("generation", 1)
+        _apply_defaults(rt, obj)
+        return obj
+
+    def create(self, rt: ResourceType, obj: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:
+        """Create ``obj`` (adopted). 409 AlreadyExists, 404 when the namespace does not exist."""
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request was in an unknown format")
+        self._stamp_new(rt, obj, namespace)
+        meta = obj["metadata"]
+        if rt.namespaced:
+            ns_obj = self.find(self._rt(NAMESPACE_KEY), None, meta["namespace"])
+            if ns_obj is None:
+                raise errors.not_found(self._rt(NAMESPACE_KEY), meta["namespace"])
+            if ns_obj["metadata"].get("deletionTimestamp"):
+                raise errors.ApiError(
+                    403,
+                    f'{rt.plural} "{meta["name"]}" is forbidden: unable to create new content in namespace '
+                    f"{meta['namespace']} because it is being terminated",
+                    reason="Forbidden",
+                )
+        if self.find(rt, meta.get("namespace"), meta["name"]) is not None:
+            raise errors.already_exists(rt, meta["name"])
+        if rt.key == CRD_KEY:
+            self._register_crd(obj)
+        if dry_run:
+            return obj
+        self._insert(rt, obj)
+        self._emit(rt, "ADDED", obj, None)
+        return obj
+
+    def load(self, objects: Iterable[Obj]) -> int:
+        """Bulk insert at start-up. Events go to the history only (nobody listens yet), so a watch
+        from any loaded object's resourceVersion resumes as it would against etcd. Returns the count."""
+        n = 0
+        for obj in objects:
+            rt = self.registry.by_kind(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+            if rt is None:
+                raise ValueError(f"kubesim does not serve {obj.get('apiVersion')} {obj.get('kind')}")
+            meta = obj.setdefault("metadata", {})
+            if self.find(rt, meta.get("namespace"), meta.get("name", "")) is not None:
+                if rt.key == NAMESPACE_KEY:
+                    continue
+                raise ValueError(f"duplicate {rt.kind} {meta.get('namespace')}/{meta.get('name')}")
+            self._stamp_new(rt, obj, meta.get("namespace"))
+            if rt.key == CRD_KEY:
+                self._register_crd(obj)
+            self._insert(rt, obj)
+            self._record(WatchEvent(self._rv, "ADDED", rt.key, obj, None))
+            n += 1
+        return n
+
+    def _record(self, ev: WatchEvent) -> None:
+        if len(self._history) == self._history.maxlen:
+            self._compacted_rv = self._history[0].rv
+        self._history.append(ev)
+
+    def replace(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        obj: Obj,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        """PUT semantics: optimistic concurrency on ``metadata.resourceVersion`` when it is given."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+            raise errors.bad_request("the body of the request was in an unknown format")
+        old = self.get(rt, namespace, name)
+        meta = obj.setdefault("metadata", {})
+        if meta.get("name", name) != name:
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
+        if rt.namespaced and meta.get("namespace", namespace) != namespace:
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        want_rv = meta.get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt, name)
+        return self._commit(rt, old, obj, subresource=subresource, dry_run=dry_run)
+
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        patch_type: str,
+        body: Any,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        old = self.get(rt, namespace, name)
+        try:
+            if patch_type == PATCH_MERGE:
+                new = merge_patch(old, body)
+            elif patch_type == PATCH_STRATEGIC:
+                if rt.group not in ("", "apps", "policy", "coordination.k8s.io", "events.k8s.io") or (
+                    not supports_strategic_merge(rt.kind)
+                ):
+                    raise errors.ApiError(
+                        415,
+                        f"the body of the request was in an unknown format - accepted media types include: "
+                        f"{PATCH_JSON}, {PATCH_MERGE}, {PATCH_APPLY}",
+                    )
+                new = strategic_merge_patch(old, body, kind=rt.kind)
+            elif patch_type == PATCH_JSON:
+                new = json_patch(old, body)
+            else:
+                raise errors.ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - accepted media types include: "
+                    f"{PATCH_JSON}, {PATCH_MERGE}, {PATCH_STRATEGIC}",
+                )
+        except PatchError as exc:
+            raise errors.ApiError(exc.code, exc.message) from None
+        if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
+            raise errors.bad_request("the patch produced an object that is not a Kubernetes object")
+        new_meta = new["metadata"]
+        if new_meta.get("name") != name or (rt.namespaced and new_meta.get("namespace") != namespace):
+            raise errors.bad_request("metadata.name and metadata.namespace cannot be changed by a patch")
+        # A resourceVersion in the patch is a precondition, as upstream: it is how clients
+        # compare-and-set with a patch.
+        want_rv = new_meta.get("resourceVersion")
+        if want_rv != old["metadata"]["resourceVersion"]:
+            raise errors.conflict(rt, name)
+        return self._commit(rt, old, new, subresource=subresource, dry_run=dry_run)
+
+    def mutate(self, rt: ResourceType, namespace: str | None, name: str, fn: Callable[[Obj], None]) -> Obj:
+        """In-process read-modify-write for the simulated controllers (no conflict is possible)."""
+        old = self.get(rt, namespace, name)
+        new = deep_copy(old)
+        fn(new)
+        return self._commit(rt, old, new, subresource="*", dry_run=False)
+
+    def _commit(self, rt: ResourceType, old: Obj, new: Obj, *, subresource: str | None, dry_run: bool) -> Obj:
+        old_meta = old["metadata"]
+        if subresource in (None, "status") and rt.has_status:
+            if subresource == "status":
+                # A status write changes only status (and labels/annotations are kept from old).
+                status = new.get("status")
+                new = {k: v for k, v in old.items() if k != "status"}
+                if status is not None:
+                    new["status"] = status
+                new["metadata"] = dict(old_meta)
+            elif "status" in old:
+                new["status"] = old["status"]
+            else:
+                new.pop("status", None)
+        meta = new.setdefault("metadata", {})
+        for keep in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace"):
+            if keep in old_meta:
+                meta[keep] = old_meta[keep]
+            else:
+                meta.pop(keep, None)
+        meta["name"] = old_meta["name"]
+        meta.pop("managedFields", None)
+        new["apiVersion"] = rt.api_version
+        new["kind"] = rt.kind
+        if "generation" in old_meta:
+            meta["generation"] = old_meta["generation"] + (1 if new.get("spec") != old.get("spec") else 0)
+        if old_meta.get("deletionTimestamp") and meta.get("finalizers") and (
+            set(meta["finalizers"]) - set(old_meta.get("finalizers") or [])
+        ):
+            raise errors.invalid(
+                rt, meta["name"], "metadata.finalizers",
+                "Forbidden: no new finalizers can be added if the object is being deleted",
+            )
+        if new == old:
+            return old
+        if dry_run:
+            return new
+        if rt.key == CRD_KEY:
+            self._register_crd(new)
+        key = (old_meta.get("namespace", ""), old_meta["name"])
+        meta["resourceVersion"] = str(self._next_rv())
+        if old_meta.get("deletionTimestamp") and not meta.get("finalizers") and _deletion_complete(rt, new):
+            return self._remove(rt, key, new)
+        self.table(rt)[key] = new
+        self._index(rt, key, new, old)
+        self._emit(rt, "MODIFIED", new, old)
+        return new
+
+    def _remove(self, rt: ResourceType, key: ObjKey, obj: Obj) -> Obj:
+        table = self.table(rt)
+        old = table.pop(key, None)
+        self._index(rt, key, None, old)
+        if rt.key == CRD_KEY:
+            spec = obj.get("spec") or {}
+            names = spec.get("names") or {}
+            self.registry.remove_group_resource(str(spec.get("group", "")), str(names.get("plural", "")))
+        self._emit(rt, "DELETED", obj, old)
+        return obj
+
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        grace_period_seconds: int | None = None,
+        preconditions: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        """Delete, gracefully for scheduled pods and for objects holding finalizers.
+
+        Upstream's rules: a pod that is not bound to a node or has finished is removed at once; a
+        running pod gets ``deletionTimestamp`` = now + grace and stays until its kubelet confirms
+        with a grace-0 delete; a later delete may shorten the grace period but never extend it.
+        """
+        old = self.get(rt, namespace, name)
+        old_meta = old["metadata"]
+        if preconditions:
+            if preconditions.get("uid") and preconditions["uid"] != old_meta.get("uid"):
+                raise errors.conflict(
+                    rt, name,
+                    f"Precondition failed: UID in precondition: {preconditions['uid']}, "
+                    f"UID in object meta: {old_meta.get('uid')}",
+                )
+            want_rv = preconditions.get("resourceVersion")
+            if want_rv and want_rv != old_meta["resourceVersion"]:
+                raise errors.conflict(
+                    rt, name,
+                    f"Precondition failed: ResourceVersion in precondition: {want_rv}, "
+                    f"ResourceVersion in object meta: {old_meta['resourceVersion']}",
+                )
+        if rt.key == NAMESPACE_KEY and name in SYSTEM_NAMESPACES[:3]:
+            raise errors.ApiError(403, f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                                  reason="Forbidden")
+        grace = 0
+        if rt.key == POD_KEY:
+            spec = old.get("spec") or {}
+            grace = int(spec.get("terminationGracePeriodSeconds", 30))
+            if grace_period_seconds is not None:
+                grace = max(0, int(grace_period_seconds))
+            phase = (old.get("status") or {}).get("phase")
+            if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+                grace = 0
+            current = old_meta.get("deletionGracePeriodSeconds")
+            if current is not None:
+                grace = min(grace, int(current))
+        if dry_run:
+            return old
+        key = (old_meta.get("namespace", ""), old_meta["name"])
+        finalizers = old_meta.get("finalizers") or []
+        if rt.key == NAMESPACE_KEY:
+            finalizers = list(finalizers) + ["kubesim/namespace-content"]
+        if grace == 0 and not finalizers:
+            removed = deep_copy(old)
+            removed["metadata"]["resourceVersion"] = str(self._next_rv())
+            removed["metadata"].setdefault("deletionTimestamp", rfc3339(self.clock()))
+            removed["metadata"]["deletionGracePeriodSeconds"] = 0
+            return self._remove(rt, key, removed)
+        if old_meta.get("deletionTimestamp") and old_meta.get("deletionGracePeriodSeconds") == grace:
+            return old  # nothing changes: repeated deletes are idempotent
+        new = deep_copy(old)
+        meta = new["metadata"]
+        meta["deletionTimestamp"] = rfc3339(self.clock() + grace)
+        meta["deletionGracePeriodSeconds"] = grace
+        if rt.key == NAMESPACE_KEY:
+            new.setdefault("status", {})["phase"] = "Terminating"
+        meta["resourceVersion"] = str(self._next_rv())
+        self.table(rt)[key] = new
+        self._index(rt, key, new, old)
+        self._emit(rt, "MODIFIED", new, old)
+        return new
+
+    def finish_namespace(self, name: str) -> None:
+        """Remove a terminating namespace once its content is gone (called by the namespace controller)."""
+        rt = self._rt(NAMESPACE_KEY)
+        obj = self.find(rt, None, name)
+        if obj is not None and obj["metadata"].get("deletionTimestamp"):
+            removed = deep_copy(obj)
+            removed["metadata"]["resourceVersion"] = str(self._next_rv())
+            self._remove(rt, ("", name), removed)
+
+    # -- CRDs ------------------------------------------------------------------------------------
+
+    def _register_crd(self, crd: Obj) -> None:
+        try:
+            types = types_from_crd(crd)
+        except (KeyError, TypeError) as exc:
+            raise errors.invalid(
+                self._rt(CRD_KEY), crd["metadata"].get("name", ""), "spec", f"Required value: {exc}"
+            ) from None
+        for t in types:
+            self.registry.add(t)
+        status = crd.setdefault("status", {})
+        names = (crd.get("spec") or {}).get("names") or {}
+        status["acceptedNames"] = names
+        status["storedVersions"] = [
+            v["name"] for v in (crd.get("spec") or {}).get("versions") or [] if v.get("storage")
+        ]
+        now = rfc3339(self.clock())
+        status["conditions"] = [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "lastTransitionTime": now,
+             "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+             "lastTransitionTime": now, "message": "the initial names have been accepted"},
+        ]
+
+    # -- watch -----------------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        """In-process subscribers (the simulated controllers) see every event synchronously."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def compact(self) -> None:
+        """Forget the event history, as etcd compaction does: older watches must re-list (410)."""
+        if self._history:
+            self._compacted_rv = self._history[-1].rv
+        self._history.clear()
+
+    def watch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        *,
+        labels: LabelSelector | None,
+        fields: FieldSelector | None,
+        since: str | None,
+    ) -> Watcher:
+        """Register a watcher; ``since`` None/"" /"0" starts with ADDED events for current objects."""
+        w = Watcher(rt, namespace, labels, fields)
+        if since in (None, "", "0"):
+            for obj in self.list(rt, namespace, labels=labels, fields=fields):
+                w.queue.put_nowait(("ADDED", obj, None))
+        else:
+            try:
+                from_rv = int(since)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{since}"') from None
+            if from_rv < self._compacted_rv:
+                raise errors.gone(f"too old resource version: {from_rv} ({self._compacted_rv})")
+            for ev in self._iter_history_after(from_rv):
+                if ev.rkey == rt.key:
+                    w.offer(ev)
+        self._watchers.setdefault(rt.key, set()).add(w)
+        return w
+
+    def _iter_history_after(self, rv: int) -> Iterator[WatchEvent]:
+        if not self._history or self._history[-1].rv <= rv:
+            return
+        # History is ordered by rv: skip from the right end, since resumes are usually recent.
+        idx = len(self._history)
+        while idx > 0 and self._history[idx - 1].rv > rv:
+            idx -= 1
+        for i in range(idx, len(self._history)):
+            yield self._history[i]
+
+    def unwatch(self, w: Watcher) -> None:
+        w.close()
+        self._watchers.get(w.rt.key, set()).discard(w)
+
+    def drop_watches(self, rt: ResourceType | None = None) -> int:
+        """Close watch streams (fault injection: a dropped connection); returns how many."""
+        n = 0
+        for rkey, ws in self._watchers.items():
+            if rt is not None and rkey != rt.key:
+                continue
+            for w in list(ws):
+                w.close()
+                n += 1
+            ws.clear()
+        return n
+
+
+def _deletion_complete(rt: ResourceType, obj: Obj) -> bool:
+    """A terminating pod is removed only by its kubelet's grace-0 delete; other kinds when finalizers clear."""
+    if rt.key == POD_KEY:
+        return obj["metadata"].get("deletionGracePeriodSeconds") == 0
+    return True
+
+
+def _namespace(name: str, now: float) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": rfc3339(now),
+                     "labels": {"kubernetes.io/metadata.name": name}},
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+
+
+def _validate_name(rt: ResourceType, name: Any) -> None:
+    if not isinstance(name, str) or not name or len(name) > 253:
+        raise errors.invalid(rt, str(name), "metadata.name", "Invalid value: must be a non-empty string")
+    ok = all(c.islower() or c.isdigit() or c in "-." for c in name) and name[0].isalnum() and name[-1].isalnum()
+    if not ok:
+        raise errors.invalid(
+            rt, name, "metadata.name",
+            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
+            "characters, '-' or '.', and must start and end with an alphanumeric character",
+        )
+
+
+def _apply_defaults(rt: ResourceType, obj: Obj) -> None:
+    """The API defaults the simulated controllers and clients rely on."""
+    if rt.key == POD_KEY:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("terminationGracePeriodSeconds", 30)
+        spec.setdefault("restartPolicy", "Always")
+        spec.setdefault("schedulerName", "default-scheduler")
+        spec.setdefault("dnsPolicy", "ClusterFirst")
+        if "priority" not in spec:
+            spec["priority"] = _PRIORITY_CLASSES.get(str(spec.get("priorityClassName", "")), 0)
+        status = obj.setdefault("status", {})
+        status.setdefault("phase", "Pending")
+        status.setdefault("qosClass", _qos_class(spec))
+    elif rt.key == NAMESPACE_KEY:
+        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        obj.setdefault("status", {}).setdefault("phase", "Active")
+        obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+    elif rt.key in (("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets")):
+        obj.setdefault("spec", {}).setdefault("replicas", 1)
+
+
+def _qos_class(spec: Obj) -> str:
+    containers = spec.get("containers") or []
+    if not containers:
+        return "BestEffort"
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        any_set = any_set or bool(req) or bool(lim)
+        for r in ("cpu", "memory"):
+            if r not in lim or (r in req and req[r] != lim[r]):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"

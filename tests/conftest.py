@@ -1,0 +1,1 @@
+pytest_plugins = ["kubespot.sim.awssim.pytest_plugin"]

@@ -1,0 +1,169 @@
+"""EC2 through boto3 over HTTP: instances, tags, CreateFleet, instance types, spot prices.
+
+What moto does (5.2.5): RunInstances on-demand and spot (``InstanceLifecycle: spot``) with a
+default VPC, subnets in every zone, private IP and ``ip-…ec2.internal`` PrivateDnsName;
+DescribeInstances by ids and filters (tags, state; *not* ``instance-lifecycle``, which
+answers 500); CreateTags/DeleteTags;
+CreateFleet ``instant`` honouring the spot/on-demand split; DescribeInstanceTypes with vCPU,
+memory, network and architecture for ~1 400 types, and per-zone offerings. Gaps: CreateFleet
+launches every unit from the *first* override (no allocation strategy, no price ranking) and
+never fails for capacity (no ``InsufficientInstanceCapacity`` errors); instances never get spot
+interruptions by themselves; DescribeSpotPriceHistory returns a constant 0.00001 unless kubespot's
+``spot_prices`` extension has an on-demand table (then 25-45 % of on-demand per type and zone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from botocore.parsers import ResponseParserError
+
+from kubespot.sim.awssim import MotoServer
+from kubespot.sim.awssim.extensions import spot_prices
+
+AMI = "ami-12c6146b"  # one of moto's built-in AMIs
+
+
+def _tags(instance: Any) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+
+
+def test_run_instances_spot_and_on_demand_describe_and_tags(aws: MotoServer) -> None:
+    """Spot vs on-demand lifecycle, tags at launch and later, PrivateDnsName, filters by tag."""
+    ec2 = aws.client("ec2")
+    tag_spec = [
+        {"ResourceType": "instance", "Tags": [{"Key": "kubernetes.io/cluster/demo", "Value": "owned"}]}
+    ]
+    spot = ec2.run_instances(
+        ImageId=AMI,
+        MinCount=2,
+        MaxCount=2,
+        InstanceType="m5.large",
+        InstanceMarketOptions={"MarketType": "spot"},
+        TagSpecifications=tag_spec,  # type: ignore[arg-type]
+    )["Instances"]
+    on_demand = ec2.run_instances(ImageId=AMI, MinCount=1, MaxCount=1, InstanceType="c5.xlarge")["Instances"]
+    ids = [i["InstanceId"] for i in spot + on_demand]
+
+    ec2.create_tags(Resources=[ids[0]], Tags=[{"Key": "aws-node-termination-handler/managed", "Value": ""}])
+    described = [i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
+    by_id = {i["InstanceId"]: i for i in described}
+    assert set(by_id) == set(ids)
+    for instance_id in ids[:2]:
+        assert by_id[instance_id].get("InstanceLifecycle") == "spot"
+        assert _tags(by_id[instance_id])["kubernetes.io/cluster/demo"] == "owned"
+    assert "InstanceLifecycle" not in by_id[ids[2]]
+    assert _tags(by_id[ids[0]])["aws-node-termination-handler/managed"] == ""
+    for instance in described:
+        assert instance["PrivateDnsName"].endswith(".ec2.internal")
+        assert instance["PrivateIpAddress"]
+        assert instance["Placement"]["AvailabilityZone"].startswith(aws.region)
+        assert instance["State"]["Name"] == "running"
+
+    tagged = ec2.describe_instances(
+        Filters=[{"Name": "tag-key", "Values": ["aws-node-termination-handler/managed"]}]
+    )["Reservations"]
+    assert [i["InstanceId"] for r in tagged for i in r["Instances"]] == [ids[0]]
+    # Gap: moto does not implement the ``instance-lifecycle`` filter (HTTP 500, an HTML page).
+    with pytest.raises((ClientError, ResponseParserError)):
+        ec2.describe_instances(Filters=[{"Name": "instance-lifecycle", "Values": ["spot"]}])
+
+    ec2.terminate_instances(InstanceIds=[ids[2]])
+    state = ec2.describe_instances(InstanceIds=[ids[2]])["Reservations"][0]["Instances"][0]["State"]
+    assert state["Name"] in ("shutting-down", "terminated")
+
+
+def test_create_fleet_instant_with_overrides(aws: MotoServer) -> None:
+    """CreateFleet instant: spot/on-demand split honoured; only the first override is used (gap)."""
+    ec2 = aws.client("ec2")
+    template_id = ec2.create_launch_template(LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": AMI})[
+        "LaunchTemplate"
+    ]["LaunchTemplateId"]
+    subnets = ec2.describe_subnets()["Subnets"]
+    overrides = [
+        {"InstanceType": itype, "SubnetId": subnet["SubnetId"]}
+        for itype in ("c5.large", "m5.large")
+        for subnet in subnets[:2]
+    ]
+    fleet = ec2.create_fleet(
+        Type="instant",
+        LaunchTemplateConfigs=[
+            {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template_id, "Version": "$Latest"},
+                "Overrides": overrides,  # type: ignore[typeddict-item]
+            }
+        ],
+        TargetCapacitySpecification={
+            "TotalTargetCapacity": 3,
+            "OnDemandTargetCapacity": 1,
+            "SpotTargetCapacity": 2,
+            "DefaultTargetCapacityType": "spot",
+        },
+        SpotOptions={"AllocationStrategy": "price-capacity-optimized"},
+        OnDemandOptions={"AllocationStrategy": "lowest-price"},
+    )
+    assert not fleet.get("Errors")
+    launched = fleet["Instances"]
+    by_lifecycle: dict[str, list[str]] = {}
+    for group in launched:
+        by_lifecycle.setdefault(group["Lifecycle"], []).extend(group["InstanceIds"])
+        assert group["InstanceType"] == "c5.large"  # first override, whatever the strategy (gap)
+    assert len(by_lifecycle["spot"]) == 2
+    assert len(by_lifecycle["on-demand"]) == 1
+    instance_ids = [i for ids in by_lifecycle.values() for i in ids]
+    described = ec2.describe_instances(InstanceIds=instance_ids)["Reservations"]
+    assert sum(len(r["Instances"]) for r in described) == 3
+
+
+def test_describe_instance_types_and_offerings(aws: MotoServer) -> None:
+    """Instance type facts a provisioner needs: vCPU, memory (MiB), ENIs, IPs per ENI, arch."""
+    ec2 = aws.client("ec2")
+    types = ec2.describe_instance_types(InstanceTypes=["m5.large", "c6g.xlarge"])["InstanceTypes"]
+    by_name = {t["InstanceType"]: t for t in types}
+    m5 = by_name["m5.large"]
+    assert m5["VCpuInfo"]["DefaultVCpus"] == 2
+    assert m5["MemoryInfo"]["SizeInMiB"] == 8192
+    assert m5["NetworkInfo"]["MaximumNetworkInterfaces"] == 3
+    assert m5["NetworkInfo"]["Ipv4AddressesPerInterface"] == 10
+    assert "x86_64" in m5["ProcessorInfo"]["SupportedArchitectures"]
+    assert "arm64" in by_name["c6g.xlarge"]["ProcessorInfo"]["SupportedArchitectures"]
+
+    offerings = ec2.describe_instance_type_offerings(
+        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": ["m5.large"]}]
+    )["InstanceTypeOfferings"]
+    assert {o["Location"] for o in offerings} >= {f"{aws.region}a", f"{aws.region}b"}
+
+
+@pytest.fixture
+def price_table() -> Iterator[dict[str, float]]:
+    table = {"m5.large": 0.096, "c5.large": 0.085}
+    spot_prices.configure(table)
+    yield table
+    spot_prices.configure({})
+
+
+def test_spot_price_history_placeholder_without_table(aws: MotoServer) -> None:
+    """Stock behaviour (no on-demand table): one constant placeholder price for every offering."""
+    spot_prices.configure({})
+    ec2 = aws.client("ec2")
+    history = ec2.describe_spot_price_history(InstanceTypes=["m5.large"])["SpotPriceHistory"]
+    assert history
+    assert {h["SpotPrice"] for h in history} == {"0.00001"}
+
+
+def test_spot_price_history_from_on_demand_table(aws: MotoServer, price_table: dict[str, float]) -> None:
+    """With the spot_prices extension: per (type, zone) prices at 25-45 % of on-demand, stable."""
+    ec2 = aws.client("ec2")
+    history = ec2.describe_spot_price_history(InstanceTypes=["m5.large", "c5.large"])["SpotPriceHistory"]
+    zones = {h["AvailabilityZone"] for h in history}
+    assert len(zones) >= 3
+    for entry in history:
+        ondemand = price_table[entry["InstanceType"]]
+        assert 0.25 * ondemand <= float(entry["SpotPrice"]) <= 0.45 * ondemand
+    again = ec2.describe_spot_price_history(InstanceTypes=["m5.large", "c5.large"])["SpotPriceHistory"]
+    assert [h["SpotPrice"] for h in again] == [h["SpotPrice"] for h in history]
+    m5_prices = {h["SpotPrice"] for h in history if h["InstanceType"] == "m5.large"}
+    assert len(m5_prices) > 1  # zones differ, as they do on AWS

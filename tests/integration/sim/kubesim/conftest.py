@@ -1,0 +1,189 @@
+"""Shared fixture for kubesim controller tests: a KubeSim with fast timings and an HTTP helper.
+
+``cluster`` starts a ``KubeSim`` in the test's event loop with the scheduler, kubelets and node
+lifecycle running on sub-second timings (workload controllers off, so only the controllers under test
+write), and yields a ``Cluster``: aiohttp calls against ``sim.url`` plus in-process reads for
+assertions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from kubespot.sim.kubesim.app import KubeSim
+from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.controllers.kubelet import KubeletController, kubelet_of
+from kubespot.sim.kubesim.store import WatchEvent
+
+Obj = dict[str, Any]
+
+FAST_CONTROLLERS = ControllerConfig(
+    pod_start_seconds=0.05,
+    lease_renew_seconds=0.1,
+    node_status_seconds=0.2,
+    node_monitor_grace_seconds=0.6,
+    workloads=False,
+)
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+class Cluster:
+    """HTTP helpers for one running KubeSim."""
+
+    def __init__(self, sim: KubeSim, http: aiohttp.ClientSession) -> None:
+        self.sim = sim
+        self.http = http
+        self.events: list[tuple[float, WatchEvent]] = []
+        sim.store.add_listener(lambda ev: self.events.append((time.monotonic(), ev)))
+
+    @property
+    def kubelet(self) -> KubeletController:
+        return kubelet_of(self.sim.controllers)
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+        expect: int | None = None,
+    ) -> Obj:
+        async with self.http.request(method, path, json=body, headers=headers) as r:
+            data: Obj = await r.json()
+            if expect is not None:
+                assert r.status == expect, (method, path, r.status, data)
+            else:
+                assert r.status < 300, (method, path, r.status, data)
+            return data
+
+    async def patch(self, path: str, body: Obj) -> Obj:
+        return await self.call("PATCH", path, body, headers=MERGE)
+
+    async def create_node(
+        self,
+        name: str,
+        *,
+        cpu: str = "4",
+        memory: str = "8Gi",
+        pods: str = "110",
+        labels: dict[str, str] | None = None,
+        taints: list[Obj] | None = None,
+        unschedulable: bool = False,
+        wait_ready: bool = True,
+    ) -> Obj:
+        spec: Obj = {}
+        if taints:
+            spec["taints"] = taints
+        if unschedulable:
+            spec["unschedulable"] = True
+        resources = {"cpu": cpu, "memory": memory, "pods": pods}
+        body = {
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+            "spec": spec,
+            "status": {"capacity": dict(resources), "allocatable": dict(resources)},
+        }
+        node = await self.call("POST", "/api/v1/nodes", body)
+        if (node.get("status") or {}).get("allocatable") != resources:
+            await self.patch(f"/api/v1/nodes/{name}/status", {"status": {"allocatable": resources}})
+        if wait_ready:
+            await self.until(lambda: self.node_ready(name) == "True")
+        return node
+
+    async def create_pod(
+        self,
+        name: str,
+        *,
+        ns: str = "default",
+        cpu: str | None = None,
+        memory: str | None = None,
+        node_name: str | None = None,
+        annotations: dict[str, str] | None = None,
+        grace: int | None = None,
+        **spec_extra: Any,
+    ) -> Obj:
+        requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+        container: Obj = {"name": "app", "image": "nginx:1.27"}
+        if requests:
+            container["resources"] = {"requests": requests}
+        spec: Obj = {"containers": [container], **spec_extra}
+        if node_name:
+            spec["nodeName"] = node_name
+        if grace is not None:
+            spec["terminationGracePeriodSeconds"] = grace
+        meta: Obj = {"name": name}
+        if annotations:
+            meta["annotations"] = annotations
+        return await self.call("POST", f"/api/v1/namespaces/{ns}/pods", {"metadata": meta, "spec": spec})
+
+    async def delete_pod(self, name: str, *, ns: str = "default", grace: int | None = None) -> Obj:
+        body = {"gracePeriodSeconds": grace} if grace is not None else None
+        return await self.call("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}", body)
+
+    def pod(self, name: str, ns: str = "default") -> Obj | None:
+        return self.sim.store.find(self.sim.store.registry.lookup("", "v1", "pods"), ns, name)  # type: ignore[arg-type]
+
+    def node(self, name: str) -> Obj | None:
+        return self.sim.store.find(self.sim.store.registry.lookup("", "v1", "nodes"), None, name)  # type: ignore[arg-type]
+
+    @staticmethod
+    def condition(obj: Obj | None, type_: str, field: str = "status") -> Any:
+        return condition(obj, type_, field)
+
+    async def get_or_none(self, path: str) -> Obj | None:
+        async with self.http.get(path) as r:
+            if r.status == 404:
+                return None
+            data: Obj = await r.json()
+            assert r.status == 200, (path, r.status, data)
+            return data
+
+    def node_ready(self, name: str) -> str | None:
+        return condition(self.node(name), "Ready")
+
+    def phase(self, name: str, ns: str = "default") -> str | None:
+        pod = self.pod(name, ns)
+        return None if pod is None else (pod.get("status") or {}).get("phase")
+
+    def deleted_at(self, name: str, ns: str = "default") -> float | None:
+        """Monotonic time of the pod's DELETED event, if it happened."""
+        for t, ev in self.events:
+            meta = ev.obj["metadata"]
+            if (
+                ev.type == "DELETED"
+                and ev.rkey == ("", "pods")
+                and meta["name"] == name
+                and meta.get("namespace") == ns
+            ):
+                return t
+        return None
+
+    async def until(self, predicate: Callable[[], Any], timeout: float = 8.0) -> Any:
+        """Wait for ``predicate()`` (synchronous) to return something truthy."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"condition not met within {timeout}s (last: {result!r})")
+            await asyncio.sleep(0.02)
+
+
+def condition(obj: Obj | None, type_: str, field: str = "status") -> Any:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return c.get(field)
+    return None
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    async with KubeSim(controllers=FAST_CONTROLLERS) as sim, aiohttp.ClientSession(sim.url) as http:
+        yield Cluster(sim, http)

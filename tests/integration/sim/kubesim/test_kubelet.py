@@ -1,0 +1,166 @@
+"""The simulated kubelet over real HTTP: pod start, graceful termination, heartbeats.
+
+Upstream behaviour relied on (https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/):
+- a bound pod runs once its containers start: phase Running, podIP/hostIP, Ready conditions True;
+- on delete the API server sets deletionTimestamp/deletionGracePeriodSeconds, the kubelet sends
+  SIGTERM, SIGKILLs after the grace period and confirms with a grace-0 delete; since 1.27 the pod
+  first reaches a terminal phase; a second delete may only shorten the grace period;
+- kubelets renew a Lease in kube-node-lease (leaseDurationSeconds 40) and post node conditions;
+- cordoning (spec.unschedulable) never evicts running pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kubespot.sim.kubesim import conventions
+from kubespot.sim.kubesim.store import parse_rfc3339
+
+SHUTDOWN = conventions.SHUTDOWN_SECONDS
+
+
+async def test_bound_pod_runs_with_unique_ips_and_ready_conditions(cluster: Any) -> None:
+    node = await cluster.create_node("n1")
+    await cluster.create_pod("a", node_name="n1")
+    await cluster.create_pod("b", node_name="n1")
+    await cluster.until(lambda: cluster.phase("a") == "Running" and cluster.phase("b") == "Running")
+    a = await cluster.call("GET", "/api/v1/namespaces/default/pods/a")
+    b = cluster.pod("b")
+    host_ip = next(
+        x["address"] for x in cluster.node("n1")["status"]["addresses"] if x["type"] == "InternalIP"
+    )
+    assert node["metadata"]["name"] == "n1"
+    assert a["status"]["hostIP"] == host_ip
+    assert a["status"]["podIP"] and a["status"]["podIP"] != b["status"]["podIP"]
+    assert a["status"]["startTime"]
+    for type_ in ("Initialized", "ContainersReady", "Ready", "PodScheduled"):
+        assert cluster.condition(a, type_) == "True", type_
+    (cs,) = a["status"]["containerStatuses"]
+    assert cs["ready"] is True and "running" in cs["state"] and cs["name"] == "app"
+
+
+async def test_start_delay_annotation_is_honoured(cluster: Any) -> None:
+    await cluster.create_node("n1")
+    t0 = time.monotonic()
+    await cluster.create_pod("slow", node_name="n1", annotations={conventions.START_SECONDS: "0.6"})
+    await asyncio.sleep(0.2)
+    assert cluster.phase("slow") == "Pending"  # never early
+    await cluster.until(lambda: cluster.phase("slow") == "Running")
+    assert time.monotonic() - t0 >= 0.55
+
+
+async def test_pod_on_missing_node_stays_pending_until_the_node_exists(cluster: Any) -> None:
+    await cluster.create_pod("orphan", node_name="later")
+    await asyncio.sleep(0.4)
+    assert cluster.phase("orphan") == "Pending"
+    await cluster.create_node("later")
+    await cluster.until(lambda: cluster.phase("orphan") == "Running")
+
+
+async def test_graceful_delete_waits_for_shutdown_then_removes(cluster: Any) -> None:
+    """SIGTERM handled in 0.5 s (< 30 s grace): exit 0, phase Succeeded, then removal."""
+    await cluster.create_node("n1")
+    await cluster.create_pod("web", node_name="n1", annotations={SHUTDOWN: "0.5"})
+    await cluster.until(lambda: cluster.phase("web") == "Running")
+    t0 = time.monotonic()
+    deleted = await cluster.delete_pod("web")
+    assert deleted["metadata"]["deletionTimestamp"]
+    assert deleted["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert cluster.pod("web") is not None  # still there, terminating
+    await cluster.until(lambda: cluster.pod("web") is None)
+    gone = cluster.deleted_at("web")
+    assert gone is not None and 0.45 <= gone - t0 < 5.0
+    finals = [
+        ev.obj for _t, ev in cluster.events if ev.type == "MODIFIED" and ev.obj["metadata"]["name"] == "web"
+    ]
+    last = finals[-1]
+    assert last["status"]["phase"] == "Succeeded"
+    assert cluster.condition(last, "Ready") == "False"
+    assert last["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+
+
+async def test_grace_period_shorter_than_shutdown_kills(cluster: Any) -> None:
+    await cluster.create_node("n1")
+    await cluster.create_pod("stubborn", node_name="n1", annotations={SHUTDOWN: "60"})
+    await cluster.until(lambda: cluster.phase("stubborn") == "Running")
+    t0 = time.monotonic()
+    await cluster.delete_pod("stubborn", grace=1)
+    await asyncio.sleep(0.5)
+    assert cluster.pod("stubborn") is not None
+    await cluster.until(lambda: cluster.pod("stubborn") is None)
+    assert 0.95 <= cluster.deleted_at("stubborn") - t0 < 6.0
+    last = [
+        ev.obj
+        for _t, ev in cluster.events
+        if ev.type == "MODIFIED" and ev.obj["metadata"]["name"] == "stubborn"
+    ][-1]
+    terminated = last["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == 137 and terminated["reason"] == "Error"
+    assert last["status"]["phase"] == "Failed"
+
+
+async def test_shortened_grace_period_moves_the_deadline_earlier(cluster: Any) -> None:
+    await cluster.create_node("n1")
+    await cluster.create_pod("p", node_name="n1", annotations={SHUTDOWN: "60"})
+    await cluster.until(lambda: cluster.phase("p") == "Running")
+    await cluster.delete_pod("p", grace=20)
+    await asyncio.sleep(0.2)
+    assert cluster.pod("p") is not None
+    t0 = time.monotonic()
+    again = await cluster.delete_pod("p", grace=1)
+    assert again["metadata"]["deletionGracePeriodSeconds"] == 1
+    await cluster.until(lambda: cluster.pod("p") is None, timeout=6.0)
+    assert cluster.deleted_at("p") - t0 < 6.0
+    # A later, longer grace period must not extend it (the store keeps the shorter one).
+    await cluster.create_pod("q", node_name="n1", annotations={SHUTDOWN: "60"})
+    await cluster.until(lambda: cluster.phase("q") == "Running")
+    await cluster.delete_pod("q", grace=1)
+    longer = await cluster.delete_pod("q", grace=30)
+    assert longer["metadata"]["deletionGracePeriodSeconds"] == 1
+    await cluster.until(lambda: cluster.pod("q") is None, timeout=6.0)
+
+
+async def test_unstarted_pod_is_removed_at_once_on_delete(cluster: Any) -> None:
+    await cluster.create_node("n1")
+    await cluster.create_pod(
+        "cold", node_name="n1", annotations={conventions.START_SECONDS: "30", SHUTDOWN: "30"}
+    )
+    await asyncio.sleep(0.1)
+    await cluster.delete_pod("cold")
+    await cluster.until(lambda: cluster.pod("cold") is None, timeout=3.0)
+
+
+async def test_node_lease_and_status_heartbeats(cluster: Any) -> None:
+    await cluster.create_node("n1")
+    path = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"
+    lease = None
+    for _ in range(100):
+        lease = await cluster.get_or_none(path)
+        if lease:
+            break
+        await asyncio.sleep(0.05)
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == "n1"
+    assert lease["spec"]["leaseDurationSeconds"] == 40
+    assert lease["metadata"]["ownerReferences"][0]["kind"] == "Node"
+    first = lease["spec"]["renewTime"]
+    hb0 = cluster.condition(cluster.node("n1"), "Ready", "lastHeartbeatTime")
+    await asyncio.sleep(1.3)
+    renewed = await cluster.call("GET", path)
+    assert renewed["spec"]["renewTime"] > first
+    hb1 = cluster.condition(cluster.node("n1"), "Ready", "lastHeartbeatTime")
+    assert parse_rfc3339(hb1) > parse_rfc3339(hb0)
+    assert cluster.condition(cluster.node("n1"), "Ready") == "True"
+
+
+async def test_cordoned_node_keeps_running_its_pods(cluster: Any) -> None:
+    await cluster.create_node("n1")
+    await cluster.create_pod("keep", node_name="n1")
+    await cluster.until(lambda: cluster.phase("keep") == "Running")
+    await cluster.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
+    await asyncio.sleep(0.5)
+    pod = cluster.pod("keep")
+    assert pod["status"]["phase"] == "Running" and not pod["metadata"].get("deletionTimestamp")
+    assert cluster.condition(cluster.node("n1"), "Ready") == "True"

@@ -1,0 +1,102 @@
+"""The layering rules of docs/architecture.md, checked on every module (including future ones).
+
+import-linter checks the contracts in `.importlinter`; the AST walk below enforces the rules that
+must hold for packages that do not exist yet, so a new package cannot slip past them.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "kubespot"
+
+#: Third-party packages only one product package may import (DESIGN.md: only kube/ talks to the
+#: Kubernetes client library, only aws/ to the AWS SDK).
+ADAPTER_ONLY = {
+    "lightkube": "kube",
+    "kubernetes": "kube",
+    "boto3": "aws",
+    "botocore": "aws",
+    "aiobotocore": "aws",
+}
+#: Never in product code: these are simulator and test dependencies.
+SIM_ONLY = ("moto", "aiohttp")
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    pkg = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+    if path.name == "__init__.py":
+        pkg = pkg.rsplit(".", 1)[0] + "._"
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: -node.level]
+                out.append(".".join([*base, node.module] if node.module else base))
+            elif node.module:
+                out.append(node.module)
+    return out
+
+
+def _modules() -> list[tuple[Path, str, list[str]]]:
+    rows = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).parts
+        rows.append((path, rel[0] if len(rel) > 1 else path.stem, _imports(path)))
+    return rows
+
+
+def test_simulators_and_product_never_import_each_other() -> None:
+    bad = []
+    for path, top, imports in _modules():
+        for name in imports:
+            if top == "sim" and name.startswith("kubespot.") and not name.startswith("kubespot.sim"):
+                bad.append(f"{path}: simulator imports product module {name}")
+            if top not in ("sim", "cli") and name.startswith("kubespot.sim"):
+                bad.append(f"{path}: product imports simulator module {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_adapter_libraries_stay_in_their_adapter() -> None:
+    bad = []
+    for path, top, imports in _modules():
+        if top == "sim":
+            continue
+        for name in imports:
+            root = name.split(".")[0]
+            if root in ADAPTER_ONLY and top != ADAPTER_ONLY[root]:
+                bad.append(f"{path}: {root} may only be imported in kubespot.{ADAPTER_ONLY[root]}")
+            if root in SIM_ONLY:
+                bad.append(f"{path}: {root} is a simulator dependency, not for product code")
+    assert not bad, "\n".join(bad)
+
+
+def test_model_imports_nothing_of_ours() -> None:
+    bad = [f"{p}: {n}" for p, top, imps in _modules() if top == "model"
+           for n in imps if n.startswith("kubespot.") and not n.startswith("kubespot.model")]
+    assert not bad, "\n".join(bad)
+
+
+def test_sources_and_actions_never_import_each_other() -> None:
+    bad = []
+    for path, top, imports in _modules():
+        for name in imports:
+            if top == "sources" and name.startswith("kubespot.actions"):
+                bad.append(f"{path}: {name}")
+            if top == "actions" and name.startswith("kubespot.sources"):
+                bad.append(f"{path}: {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_import_linter_contracts_hold() -> None:
+    exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert exe, "import-linter is a dev dependency; run scripts/bootstrap"
+    res = subprocess.run([exe, "--no-cache"], capture_output=True, text=True, cwd=SRC.parents[1])
+    assert res.returncode == 0, res.stdout + res.stderr
