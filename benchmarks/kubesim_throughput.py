@@ -34,12 +34,28 @@ def _rss_mib(pid: int) -> tuple[float, float]:
     return rss / 1024, hwm / 1024
 
 
-def start_server(nodes: int, pods_per_node: int, kubeconfig: Path) -> tuple[subprocess.Popen[str], str, float]:
+def start_server(
+    nodes: int, pods_per_node: int, kubeconfig: Path
+) -> tuple[subprocess.Popen[str], str, float]:
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kubespot", "kubesim", "--nodes", str(nodes), "--pods-per-node",
-         str(pods_per_node), "--kubeconfig-out", str(kubeconfig), "--pod-start-seconds", "0.5"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "kubespot",
+            "kubesim",
+            "--nodes",
+            str(nodes),
+            "--pods-per-node",
+            str(pods_per_node),
+            "--kubeconfig-out",
+            str(kubeconfig),
+            "--pod-start-seconds",
+            "0.5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -55,9 +71,12 @@ async def _list_pods(session: aiohttp.ClientSession, url: str) -> list[dict[str,
         return list(orjson.loads(await resp.read())["items"])
 
 
-async def bench_gets(session: aiohttp.ClientSession, url: str, pods: list[dict[str, Any]], seconds: float,
-                     concurrency: int) -> tuple[float, int]:
-    paths = [f"{url}/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}" for p in pods]
+async def bench_gets(
+    session: aiohttp.ClientSession, url: str, pods: list[dict[str, Any]], seconds: float, concurrency: int
+) -> tuple[float, int]:
+    paths = [
+        f"{url}/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}" for p in pods
+    ]
     done = 0
     errors = 0
     deadline = time.monotonic() + seconds
@@ -78,9 +97,11 @@ async def bench_gets(session: aiohttp.ClientSession, url: str, pods: list[dict[s
     return done / (time.monotonic() - started), errors
 
 
-async def bench_evictions(session: aiohttp.ClientSession, url: str, pods: list[dict[str, Any]], seconds: float,
-                          concurrency: int) -> dict[str, float]:
+async def bench_evictions(
+    session: aiohttp.ClientSession, url: str, pods: list[dict[str, Any]], seconds: float, concurrency: int
+) -> dict[str, float]:
     """Evict pods that no budget protects (DaemonSet and bare pods first), one request each."""
+
     def unprotected(p: dict[str, Any]) -> bool:
         owners = p["metadata"].get("ownerReferences") or []
         return not owners or owners[0].get("kind") == "DaemonSet"
@@ -96,10 +117,14 @@ async def bench_evictions(session: aiohttp.ClientSession, url: str, pods: list[d
             p = targets[next_idx]
             next_idx += 1
             ns, name = p["metadata"]["namespace"], p["metadata"]["name"]
-            body = orjson.dumps({"apiVersion": "policy/v1", "kind": "Eviction",
-                                 "metadata": {"name": name, "namespace": ns}})
-            async with session.post(f"{url}/api/v1/namespaces/{ns}/pods/{name}/eviction", data=body,
-                                    headers={"Content-Type": "application/json"}) as resp:
+            body = orjson.dumps(
+                {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
+            )
+            async with session.post(
+                f"{url}/api/v1/namespaces/{ns}/pods/{name}/eviction",
+                data=body,
+                headers={"Content-Type": "application/json"},
+            ) as resp:
                 await resp.read()
                 key = str(resp.status) if resp.status in (201, 429) else "other"
                 counts[key] += 1
@@ -107,11 +132,18 @@ async def bench_evictions(session: aiohttp.ClientSession, url: str, pods: list[d
     started = time.monotonic()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     took = time.monotonic() - started
-    return {"evictions_per_s": counts["201"] / took, "eviction_requests_per_s": sum(counts.values()) / took,
-            "evicted": counts["201"], "eviction_429": counts["429"], "eviction_other": counts["other"]}
+    return {
+        "evictions_per_s": counts["201"] / took,
+        "eviction_requests_per_s": sum(counts.values()) / took,
+        "evicted": counts["201"],
+        "eviction_429": counts["429"],
+        "eviction_other": counts["other"],
+    }
 
 
-async def bench_watch(session: aiohttp.ClientSession, url: str, resource_version: str | None) -> tuple[float, int]:
+async def bench_watch(
+    session: aiohttp.ClientSession, url: str, resource_version: str | None
+) -> tuple[float, int]:
     """Events per second a pod watch delivers to a client that parses every line.
 
     With no resourceVersion the watch starts with one ADDED event per existing pod (upstream's
@@ -123,8 +155,9 @@ async def bench_watch(session: aiohttp.ClientSession, url: str, resource_version
     started = time.monotonic()
     events = 0
     last = started
-    async with session.get(f"{url}/api/v1/pods", params=params,
-                           timeout=aiohttp.ClientTimeout(total=None, sock_read=2.0)) as resp:
+    async with session.get(
+        f"{url}/api/v1/pods", params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=2.0)
+    ) as resp:
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
             async for line in resp.content:
                 if line.strip():
@@ -174,7 +207,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods-per-node", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of the GET and eviction phases")

@@ -25,11 +25,15 @@ class Cluster:
     runner: ThreadedKubeSim
     kubeconfig: Path
 
-    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         res = subprocess.run([KUBECTL, *args], capture_output=True, text=True, env=env, timeout=timeout)
         if check and res.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
+            )
         return res
 
 

@@ -80,8 +80,9 @@ def test_label_add_overwrite_and_remove(cluster: Cluster) -> None:
     assert _node(cluster, node)["metadata"]["labels"]["kubespot.io/role"] == "b"
     cluster.kubectl("label", "node", node, "kubespot.io/role-")
     assert "kubespot.io/role" not in _node(cluster, node)["metadata"]["labels"]
-    selected = cluster.kubectl("get", "nodes", "-l", "karpenter.sh/capacity-type in (spot,on-demand)",
-                               "-o", "name").stdout.split()
+    selected = cluster.kubectl(
+        "get", "nodes", "-l", "karpenter.sh/capacity-type in (spot,on-demand)", "-o", "name"
+    ).stdout.split()
     assert len(selected) == 4
 
 
@@ -99,42 +100,63 @@ def test_drain_waits_for_a_blocking_pdb_until_the_replacement_is_ready(cluster: 
     for other in others:  # make the Deployment land on `node`
         cluster.kubectl("cordon", other)
     _create(cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "drain-test"}})
-    _create(cluster, {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "drain-test"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {
-                    "containers": [{"name": "web", "image": "nginx",
-                                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}],
-                    "terminationGracePeriodSeconds": 5,
+    _create(
+        cluster,
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "drain-test"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "web",
+                                "image": "nginx",
+                                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                            }
+                        ],
+                        "terminationGracePeriodSeconds": 5,
+                    },
                 },
             },
         },
-    })
-    _create(cluster, {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": "web", "namespace": "drain-test"},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-    })
+    )
+    _create(
+        cluster,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "drain-test"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
     _wait(lambda: _ready_pods(cluster, "drain-test") == 2, "two web pods ready")
     assert _web_nodes(cluster) == {node}
     for other in others:
         cluster.kubectl("uncordon", other)
 
-    res = cluster.kubectl("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--force",
-                          "--timeout=100s", timeout=130)
+    res = cluster.kubectl(
+        "drain",
+        node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--force",
+        "--timeout=100s",
+        timeout=130,
+    )
     out = res.stdout + res.stderr
     assert f"node/{node} drained" in out
     # The budget really blocked once: kubectl reports the 429 it retried.
     assert "disruption budget" in out
-    left = [p["metadata"]["name"] for p in _pods_on(cluster.sim, node)
-            if not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences", []))]
+    left = [
+        p["metadata"]["name"]
+        for p in _pods_on(cluster.sim, node)
+        if not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences", []))
+    ]
     assert left == []
     assert _node(cluster, node)["spec"].get("unschedulable") is True
     _wait(lambda: _ready_pods(cluster, "drain-test") == 2, "web back to two ready pods")
@@ -152,9 +174,12 @@ def _create(cluster: Cluster, obj: dict[str, Any]) -> None:
 def _ready_pods(cluster: Cluster, ns: str) -> int:
     pods = json.loads(cluster.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
     return sum(
-        1 for p in pods
+        1
+        for p in pods
         if not p["metadata"].get("deletionTimestamp")
-        and any(c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", []))
+        and any(
+            c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", [])
+        )
     )
 
 

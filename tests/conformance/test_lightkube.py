@@ -17,8 +17,9 @@ from kubespot.sim.kubesim.controllers import ControllerConfig
 
 @pytest.fixture
 async def sim() -> KubeSim:
-    async with KubeSim(nodes=3, pods_per_node=3, seed=3,
-                       controllers=ControllerConfig(pod_start_seconds=0.1)) as s:
+    async with KubeSim(
+        nodes=3, pods_per_node=3, seed=3, controllers=ControllerConfig(pod_start_seconds=0.1)
+    ) as s:
         yield s  # type: ignore[misc]
 
 
@@ -54,7 +55,9 @@ async def test_pods_by_node_field_selector_and_eviction(sim: KubeSim) -> None:
     assert pods and all(p.spec.nodeName == node for p in pods)
     bare = [p for p in pods if not p.metadata.ownerReferences]
     target = bare[0] if bare else pods[0]
-    eviction = Pod.Eviction(metadata=ObjectMeta(name=target.metadata.name, namespace=target.metadata.namespace))
+    eviction = Pod.Eviction(
+        metadata=ObjectMeta(name=target.metadata.name, namespace=target.metadata.namespace)
+    )
     await kc.create(eviction, target.metadata.name, namespace=target.metadata.namespace)
     got = await kc.get(Pod, target.metadata.name, namespace=target.metadata.namespace)
     assert got.metadata.deletionTimestamp is not None
@@ -65,8 +68,9 @@ async def test_lease_conflict_is_an_api_error_409(sim: KubeSim) -> None:
     kc = _client(sim)
     from lightkube.models.coordination_v1 import LeaseSpec
 
-    lease = await kc.create(Lease(metadata=ObjectMeta(name="l", namespace="default"),
-                                  spec=LeaseSpec(holderIdentity="a")))
+    lease = await kc.create(
+        Lease(metadata=ObjectMeta(name="l", namespace="default"), spec=LeaseSpec(holderIdentity="a"))
+    )
     lease.spec.holderIdentity = "b"
     await kc.replace(lease)
     lease.spec.holderIdentity = "c"

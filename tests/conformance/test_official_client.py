@@ -45,8 +45,9 @@ def test_watch_streams_a_patch(api: client.ApiClient) -> None:
 
     def consume() -> None:
         w = watch.Watch()
-        for ev in w.stream(core.list_node, resource_version=listing.metadata.resource_version,
-                           timeout_seconds=10):
+        for ev in w.stream(
+            core.list_node, resource_version=listing.metadata.resource_version, timeout_seconds=10
+        ):
             labels = ev["object"].metadata.labels or {}
             seen.append((ev["type"], labels.get("kubespot.io/watched", "")))
             if labels.get("kubespot.io/watched") == "yes":
@@ -63,8 +64,12 @@ def test_watch_streams_a_patch(api: client.ApiClient) -> None:
 def test_patch_conflict_on_stale_resource_version(api: client.ApiClient) -> None:
     core = client.CoreV1Api(api)
     node = core.list_node().items[0]
-    body = {"metadata": {"resourceVersion": node.metadata.resource_version,
-                         "annotations": {"kubespot.io/cas": "1"}}}
+    body = {
+        "metadata": {
+            "resourceVersion": node.metadata.resource_version,
+            "annotations": {"kubespot.io/cas": "1"},
+        }
+    }
     core.patch_node(node.metadata.name, body)
     with pytest.raises(ApiException) as stale:
         core.patch_node(node.metadata.name, body)  # same resourceVersion again: now stale
@@ -76,15 +81,22 @@ def test_evict_201_then_429_when_the_budget_is_spent(api: client.ApiClient, clus
     policy = client.PolicyV1Api(api)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="evict")))
     for i in range(2):
-        core.create_namespaced_pod("evict", client.V1Pod(
-            metadata=client.V1ObjectMeta(name=f"p{i}", labels={"app": "e"}),
-            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
-        ))
-    policy.create_namespaced_pod_disruption_budget("evict", client.V1PodDisruptionBudget(
-        metadata=client.V1ObjectMeta(name="e"),
-        spec=client.V1PodDisruptionBudgetSpec(min_available=1,
-                                              selector=client.V1LabelSelector(match_labels={"app": "e"})),
-    ))
+        core.create_namespaced_pod(
+            "evict",
+            client.V1Pod(
+                metadata=client.V1ObjectMeta(name=f"p{i}", labels={"app": "e"}),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]),
+            ),
+        )
+    policy.create_namespaced_pod_disruption_budget(
+        "evict",
+        client.V1PodDisruptionBudget(
+            metadata=client.V1ObjectMeta(name="e"),
+            spec=client.V1PodDisruptionBudgetSpec(
+                min_available=1, selector=client.V1LabelSelector(match_labels={"app": "e"})
+            ),
+        ),
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         pdb = policy.read_namespaced_pod_disruption_budget("e", "evict")
@@ -96,17 +108,21 @@ def test_evict_201_then_429_when_the_budget_is_spent(api: client.ApiClient, clus
     core.create_namespaced_pod_eviction("p0", "evict", body)
     with pytest.raises(ApiException) as blocked:
         core.create_namespaced_pod_eviction(
-            "p1", "evict", client.V1Eviction(metadata=client.V1ObjectMeta(name="p1", namespace="evict")))
+            "p1", "evict", client.V1Eviction(metadata=client.V1ObjectMeta(name="p1", namespace="evict"))
+        )
     assert blocked.value.status == 429
     assert "disruption budget" in blocked.value.body
 
 
 def test_leases_create_and_renew_with_optimistic_concurrency(api: client.ApiClient) -> None:
     coord = client.CoordinationV1Api(api)
-    lease = coord.create_namespaced_lease("kube-system", client.V1Lease(
-        metadata=client.V1ObjectMeta(name="kubespot-controller"),
-        spec=client.V1LeaseSpec(holder_identity="a", lease_duration_seconds=15),
-    ))
+    lease = coord.create_namespaced_lease(
+        "kube-system",
+        client.V1Lease(
+            metadata=client.V1ObjectMeta(name="kubespot-controller"),
+            spec=client.V1LeaseSpec(holder_identity="a", lease_duration_seconds=15),
+        ),
+    )
     lease.spec.holder_identity = "b"
     renewed = coord.replace_namespaced_lease("kubespot-controller", "kube-system", lease)
     assert renewed.spec.holder_identity == "b"

@@ -79,8 +79,13 @@ def test_adapter_libraries_stay_in_their_adapter() -> None:
 
 
 def test_model_imports_nothing_of_ours() -> None:
-    bad = [f"{p}: {n}" for p, top, imps in _modules() if top == "model"
-           for n in imps if n.startswith("kubespot.") and not n.startswith("kubespot.model")]
+    bad = [
+        f"{p}: {n}"
+        for p, top, imps in _modules()
+        if top == "model"
+        for n in imps
+        if n.startswith("kubespot.") and not n.startswith("kubespot.model")
+    ]
     assert not bad, "\n".join(bad)
 
 

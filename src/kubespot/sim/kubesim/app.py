@@ -97,14 +97,12 @@ class KubeSim:
     async def start(self) -> KubeSim:
         self.loaded = self.store.load(self._seed_objects())
         self._objects = None
-        runner = web.AppRunner(self.server.app, access_log=None, handle_signals=False,
-                               shutdown_timeout=0.5)
+        runner = web.AppRunner(self.server.app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await runner.setup()
         site = web.TCPSite(runner, self._host, self._port, backlog=1024)
         await site.start()
         self._runner = runner
-        sockets = site._server.sockets if site._server is not None else []  # noqa: SLF001 - aiohttp has no public accessor
-        port = sockets[0].getsockname()[1] if sockets else self._port
+        port = int(runner.addresses[0][1]) if runner.addresses else self._port
         self.url = f"http://{self._host}:{port}"
         if self._kubeconfig_path is None:
             self._tmpdir = tempfile.TemporaryDirectory(prefix="kubesim-")
@@ -127,8 +125,9 @@ class KubeSim:
     async def __aenter__(self) -> KubeSim:
         return await self.start()
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.stop()
 
 
@@ -160,8 +159,9 @@ class ThreadedKubeSim:
         fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(run(), self._loop)
         return fut.result(timeout=60)
 
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.sim is not None:
             asyncio.run_coroutine_threadsafe(self.sim.stop(), self._loop).result(timeout=60)
         self._loop.call_soon_threadsafe(self._loop.stop)

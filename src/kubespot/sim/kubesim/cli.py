@@ -17,25 +17,51 @@ from .faults import Faults, parse_rule
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, default=10, help="synthetic cluster size in nodes (default 10)")
-    parser.add_argument("--pods-per-node", type=int, default=10,
-                        help="workload pods per node, besides DaemonSet pods (default 10)")
+    parser.add_argument(
+        "--pods-per-node",
+        type=int,
+        default=10,
+        help="workload pods per node, besides DaemonSet pods (default 10)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic cluster (default 0)")
-    parser.add_argument("--from", dest="from_file", metavar="DUMP.json",
-                        help="load objects from `kubectl get nodes,pods,pdb,deploy,rs,ds,sts -A -o json` output "
-                             "instead of generating a cluster")
-    parser.add_argument("--kubeconfig-out", metavar="PATH", default="kubesim.kubeconfig",
-                        help="where to write the kubeconfig for clients (default ./kubesim.kubeconfig)")
+    parser.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="DUMP.json",
+        help="load objects from `kubectl get nodes,pods,pdb,deploy,rs,ds,sts -A -o json` output "
+        "instead of generating a cluster",
+    )
+    parser.add_argument(
+        "--kubeconfig-out",
+        metavar="PATH",
+        default="kubesim.kubeconfig",
+        help="where to write the kubeconfig for clients (default ./kubesim.kubeconfig)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to bind (default: a free port)")
-    parser.add_argument("--fault", action="append", default=[], metavar="RULE",
-                        help="fault rule, repeatable: e.g. 'verb=patch,resource=nodes,rate=0.2,code=409' or "
-                             "'resource=pods,latency=50' or 'resource=pods,drop_watch_after=30'")
-    parser.add_argument("--qps", type=float, default=0.0, help="API QPS limit answering 429 beyond it (0: none)")
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="fault rule, repeatable: e.g. 'verb=patch,resource=nodes,rate=0.2,code=409' or "
+        "'resource=pods,latency=50' or 'resource=pods,drop_watch_after=30'",
+    )
+    parser.add_argument(
+        "--qps", type=float, default=0.0, help="API QPS limit answering 429 beyond it (0: none)"
+    )
     parser.add_argument("--burst", type=int, default=0, help="burst for --qps (default 2 x qps)")
-    parser.add_argument("--pod-start-seconds", type=float, default=1.0,
-                        help="seconds from binding to Ready for pods without the start annotation (default 1)")
-    parser.add_argument("--no-controllers", action="store_true",
-                        help="serve the API only: no kubelet, scheduler or workload controllers")
+    parser.add_argument(
+        "--pod-start-seconds",
+        type=float,
+        default=1.0,
+        help="seconds from binding to Ready for pods without the start annotation (default 1)",
+    )
+    parser.add_argument(
+        "--no-controllers",
+        action="store_true",
+        help="serve the API only: no kubelet, scheduler or workload controllers",
+    )
 
 
 def build(args: argparse.Namespace) -> KubeSim:
@@ -46,16 +72,25 @@ def build(args: argparse.Namespace) -> KubeSim:
     if args.qps:
         faults.set_qps(args.qps, args.burst or None)
     on = not args.no_controllers
-    controllers = ControllerConfig(pod_start_seconds=args.pod_start_seconds, scheduler=on, kubelet=on,
-                                   workloads=on)
+    controllers = ControllerConfig(
+        pod_start_seconds=args.pod_start_seconds, scheduler=on, kubelet=on, workloads=on
+    )
     objects = None
     if args.from_file:
         from .loader import load_dump
 
         objects = load_dump(args.from_file)
-    return KubeSim(objects=objects, nodes=args.nodes, pods_per_node=args.pods_per_node, seed=args.seed,
-                   host=args.host, port=args.port, controllers=controllers, faults=faults,
-                   kubeconfig_path=args.kubeconfig_out)
+    return KubeSim(
+        objects=objects,
+        nodes=args.nodes,
+        pods_per_node=args.pods_per_node,
+        seed=args.seed,
+        host=args.host,
+        port=args.port,
+        controllers=controllers,
+        faults=faults,
+        kubeconfig_path=args.kubeconfig_out,
+    )
 
 
 async def _serve(args: argparse.Namespace) -> int:

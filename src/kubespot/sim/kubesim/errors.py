@@ -72,29 +72,37 @@ def not_found(rt: ResourceType, name: str) -> ApiError:
 
 
 def already_exists(rt: ResourceType, name: str) -> ApiError:
-    return ApiError(409, f'{rt.qualified} "{name}" already exists', reason="AlreadyExists",
-                    details=_details(rt, name))
+    return ApiError(
+        409, f'{rt.qualified} "{name}" already exists', reason="AlreadyExists", details=_details(rt, name)
+    )
 
 
 def conflict(rt: ResourceType, name: str, why: str | None = None) -> ApiError:
     why = why or "the object has been modified; please apply your changes to the latest version and try again"
-    return ApiError(409, f'Operation cannot be fulfilled on {rt.qualified} "{name}": {why}',
-                    reason="Conflict", details=_details(rt, name))
+    return ApiError(
+        409,
+        f'Operation cannot be fulfilled on {rt.qualified} "{name}": {why}',
+        reason="Conflict",
+        details=_details(rt, name),
+    )
 
 
 def invalid(rt: ResourceType, name: str, field: str, message: str) -> ApiError:
     details = _details(rt, name)
     details["kind"] = rt.kind
     details["causes"] = [{"reason": "FieldValueInvalid", "message": message, "field": field}]
-    return ApiError(422, f'{rt.kind} "{name}" is invalid: {field}: {message}', reason="Invalid",
-                    details=details)
+    return ApiError(
+        422, f'{rt.kind} "{name}" is invalid: {field}: {message}', reason="Invalid", details=details
+    )
 
 
 def bad_request(message: str) -> ApiError:
     return ApiError(400, message)
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
+def method_not_allowed(
+    message: str = "the server does not allow this method on the requested resource",
+) -> ApiError:
     return ApiError(405, message)
 
 

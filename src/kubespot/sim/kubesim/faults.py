@@ -26,7 +26,10 @@ _MESSAGES = {
     500: "Internal error occurred: kubesim injected fault",
     503: "The server is currently unable to handle the request",
     409: "Operation cannot be fulfilled: kubesim injected conflict",
-    504: "The server was unable to return a response in the time allotted, but may still be processing the request",
+    504: (
+        "The server was unable to return a response in the time allotted, but may still be processing the "
+        "request"
+    ),
 }
 
 
@@ -62,7 +65,11 @@ class FaultRule:
     def matches(self, verb: str, resource: str, path: str) -> bool:
         if self.verb is not None and self.verb != verb:
             return False
-        if self.resource is not None and self.resource != resource and self.resource != resource.split("/")[0]:
+        if (
+            self.resource is not None
+            and self.resource != resource
+            and self.resource != resource.split("/")[0]
+        ):
             return False
         return self._path_re is None or self._path_re.search(path) is not None
 
@@ -192,8 +199,11 @@ class Faults:
             delay = max(delay, rule.latency_ms / 1000.0)
             if failure is None and rule.error_rate > 0 and self._rng.random() < rule.error_rate:
                 code = int(rule.error_code)
-                failure = ApiError(code, _MESSAGES.get(code, f"kubesim injected fault {code}"),
-                                   retry_after=1 if code in (429, 503) else None)
+                failure = ApiError(
+                    code,
+                    _MESSAGES.get(code, f"kubesim injected fault {code}"),
+                    retry_after=1 if code in (429, 503) else None,
+                )
         if delay:
             await asyncio.sleep(delay)
         if failure is not None:
@@ -201,6 +211,9 @@ class Faults:
         return failure
 
     def watch_cut_after(self, resource: str, path: str) -> float | None:
-        cut = [r.drop_watch_after_s for r in self.rules
-               if r.drop_watch_after_s is not None and r.matches("watch", resource, path)]
+        cut = [
+            r.drop_watch_after_s
+            for r in self.rules
+            if r.drop_watch_after_s is not None and r.matches("watch", resource, path)
+        ]
         return min(cut) if cut else None

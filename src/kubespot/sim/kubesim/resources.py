@@ -71,33 +71,94 @@ def _rt(
 _STATUS = {"status": "<self>"}
 
 BUILTIN: tuple[ResourceType, ...] = (
-    _rt("", "v1", "namespaces", "Namespace", False, ("ns",), {"status": "<self>", "finalize": "<self>"},
-        verbs=NO_COLLECTION_VERBS),
+    _rt(
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        False,
+        ("ns",),
+        {"status": "<self>", "finalize": "<self>"},
+        verbs=NO_COLLECTION_VERBS,
+    ),
     _rt("", "v1", "nodes", "Node", False, ("no",), _STATUS),
-    _rt("", "v1", "pods", "Pod", True, ("po",),
-        {"status": "<self>", "eviction": "Eviction", "binding": "Binding", "log": "Pod",
-         "ephemeralcontainers": "<self>"}, categories=("all",)),
+    _rt(
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        True,
+        ("po",),
+        {
+            "status": "<self>",
+            "eviction": "Eviction",
+            "binding": "Binding",
+            "log": "Pod",
+            "ephemeralcontainers": "<self>",
+        },
+        categories=("all",),
+    ),
     _rt("", "v1", "events", "Event", True, ("ev",)),
     _rt("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     _rt("", "v1", "secrets", "Secret", True),
-    _rt("", "v1", "services", "Service", True, ("svc",), _STATUS, verbs=NO_COLLECTION_VERBS,
-        categories=("all",)),
+    _rt(
+        "",
+        "v1",
+        "services",
+        "Service",
+        True,
+        ("svc",),
+        _STATUS,
+        verbs=NO_COLLECTION_VERBS,
+        categories=("all",),
+    ),
     _rt("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",)),
     _rt("", "v1", "endpoints", "Endpoints", True, ("ep",)),
-    _rt("apps", "v1", "deployments", "Deployment", True, ("deploy",), {"status": "<self>", "scale": "Scale"},
-        categories=("all",)),
-    _rt("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), {"status": "<self>", "scale": "Scale"},
-        categories=("all",)),
+    _rt(
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        True,
+        ("deploy",),
+        {"status": "<self>", "scale": "Scale"},
+        categories=("all",),
+    ),
+    _rt(
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        True,
+        ("rs",),
+        {"status": "<self>", "scale": "Scale"},
+        categories=("all",),
+    ),
     _rt("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), _STATUS, categories=("all",)),
-    _rt("apps", "v1", "statefulsets", "StatefulSet", True, ("sts",), {"status": "<self>", "scale": "Scale"},
-        categories=("all",)),
+    _rt(
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        True,
+        ("sts",),
+        {"status": "<self>", "scale": "Scale"},
+        categories=("all",),
+    ),
     _rt("apps", "v1", "controllerrevisions", "ControllerRevision", True),
     _rt("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",), _STATUS),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", True),
     _rt("events.k8s.io", "v1", "events", "Event", True, ("ev",)),
     _rt("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, ("pc",)),
-    _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
-        ("crd", "crds"), _STATUS),
+    _rt(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        ("crd", "crds"),
+        _STATUS,
+    ),
 )
 
 
@@ -157,7 +218,11 @@ class Registry:
         }
 
     def api_group_list(self) -> dict[str, Any]:
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self.api_group(g) for g in self.groups()]}
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [self.api_group(g) for g in self.groups()],
+        }
 
     def api_group(self, group: str) -> dict[str, Any]:
         versions = [{"groupVersion": f"{group}/{v}", "version": v} for v in self.versions(group)]

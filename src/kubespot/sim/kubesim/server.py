@@ -191,8 +191,10 @@ class KubeSimServer:
         raw = await request.read()
         if "protobuf" in (request.content_type or ""):
             # kubesim speaks JSON only; 415 is what an apiserver answers for a media type it lacks.
-            raise ApiError(415, f"the body of the request was in an unknown format - accepted media types "
-                                f"include: {JSON}")
+            raise ApiError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types include: {JSON}",
+            )
         if not raw:
             raise errors.bad_request("the request body is empty")
         try:
@@ -240,24 +242,35 @@ class KubeSimServer:
         if verb == "update":
             assert route.name is not None
             body = await self._body(request)
-            return _json(store.replace(rt, ns, route.name, body, subresource=route.subresource, dry_run=dry_run))
+            return _json(
+                store.replace(rt, ns, route.name, body, subresource=route.subresource, dry_run=dry_run)
+            )
         if verb == "patch":
             assert route.name is not None
             body = await self._body(request)
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
-            return _json(store.patch(rt, ns, route.name, ctype, body,
-                                     subresource=route.subresource, dry_run=dry_run))
+            return _json(
+                store.patch(rt, ns, route.name, ctype, body, subresource=route.subresource, dry_run=dry_run)
+            )
         if verb == "delete":
             assert route.name is not None
             grace, pre = await self._delete_options(request)
-            return _json(store.delete(rt, ns, route.name, grace_period_seconds=grace, preconditions=pre,
-                                      dry_run=dry_run))
+            return _json(
+                store.delete(
+                    rt, ns, route.name, grace_period_seconds=grace, preconditions=pre, dry_run=dry_run
+                )
+            )
         if verb == "deletecollection":
             grace, _pre = await self._delete_options(request)
             labels, fields = self._selectors(request, rt)
             deleted = [
-                store.delete(rt, o["metadata"].get("namespace"), o["metadata"]["name"],
-                             grace_period_seconds=grace, dry_run=dry_run)
+                store.delete(
+                    rt,
+                    o["metadata"].get("namespace"),
+                    o["metadata"]["name"],
+                    grace_period_seconds=grace,
+                    dry_run=dry_run,
+                )
                 for o in store.list(rt, ns, labels=labels, fields=fields)
             ]
             return _json(self._list_body(rt, deleted, None, None))
@@ -294,12 +307,16 @@ class KubeSimServer:
         if not target:
             raise errors.invalid(pod_rt, name, "target.name", "Required value")
         if (pod.get("spec") or {}).get("nodeName"):
-            raise errors.conflict(pod_rt, name, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"')
+            raise errors.conflict(
+                pod_rt, name, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
+            )
         now = rfc3339(self.store.clock())
 
         def bind(o: Obj) -> None:
             o["spec"]["nodeName"] = target
-            conds = [c for c in o.setdefault("status", {}).get("conditions", []) if c.get("type") != "PodScheduled"]
+            conds = [
+                c for c in o.setdefault("status", {}).get("conditions", []) if c.get("type") != "PodScheduled"
+            ]
             conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now})
             o["status"]["conditions"] = conds
 
@@ -342,17 +359,22 @@ class KubeSimServer:
             items, start, rv = self._resume(token)
         else:
             labels, fields = self._selectors(request, rt)
-            items, start, rv = self.store.list(rt, ns, labels=labels, fields=fields), 0, self.store.resource_version
+            items, start, rv = (
+                self.store.list(rt, ns, labels=labels, fields=fields),
+                0,
+                self.store.resource_version,
+            )
         next_token: str | None = None
         remaining: int | None = None
         if limit > 0 and start + limit < len(items):
             next_token = self._snapshot(items, start + limit, rv)
             remaining = len(items) - start - limit
-            page = items[start:start + limit]
+            page = items[start : start + limit]
         else:
             page = items[start:]
-        return self._render(request, rt, page, single=False, rv=str(rv), continue_token=next_token,
-                            remaining=remaining)
+        return self._render(
+            request, rt, page, single=False, rv=str(rv), continue_token=next_token, remaining=remaining
+        )
 
     def _snapshot(self, items: list[Obj], offset: int, rv: int) -> str:
         """Continue tokens serve the list as it was at its resourceVersion, as upstream does."""
@@ -373,13 +395,20 @@ class KubeSimServer:
         items = self._snapshots.get(snap)
         if items is None:
             raise errors.gone(
-                "The provided continue parameter is too old to display a consistent list result. You can start "
+                "The provided continue parameter is too old to display a consistent list result. "
+                "You can start "
                 "a new list without the continue parameter."
             )
         return items, offset, rv
 
-    def _list_body(self, rt: ResourceType, items: list[Obj], cont: str | None, remaining: int | None,
-                   rv: str | None = None) -> dict[str, Any]:
+    def _list_body(
+        self,
+        rt: ResourceType,
+        items: list[Obj],
+        cont: str | None,
+        remaining: int | None,
+        rv: str | None = None,
+    ) -> dict[str, Any]:
         meta: dict[str, Any] = {"resourceVersion": rv or str(self.store.resource_version)}
         if cont:
             meta["continue"] = cont
@@ -387,13 +416,24 @@ class KubeSimServer:
             meta["remainingItemCount"] = remaining
         return {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": items}
 
-    def _render(self, request: web.Request, rt: ResourceType, items: list[Obj], *, single: bool,
-                rv: str | None = None, continue_token: str | None = None,
-                remaining: int | None = None) -> web.Response:
+    def _render(
+        self,
+        request: web.Request,
+        rt: ResourceType,
+        items: list[Obj],
+        *,
+        single: bool,
+        rv: str | None = None,
+        continue_token: str | None = None,
+        remaining: int | None = None,
+    ) -> web.Response:
         if _wants_table(request.headers.get("Accept", "")):
             table = to_table(
-                rt.kind, items, now=datetime.fromtimestamp(self.store.clock(), tz=UTC),
-                resource_version=rv or str(self.store.resource_version), continue_token=continue_token,
+                rt.kind,
+                items,
+                now=datetime.fromtimestamp(self.store.clock(), tz=UTC),
+                resource_version=rv or str(self.store.resource_version),
+                continue_token=continue_token,
                 include_object=request.query.get("includeObject", "Metadata"),
                 printer_columns=rt.printer_columns or None,
             )
@@ -435,7 +475,9 @@ class KubeSimServer:
             await resp.write_eof()
         return resp
 
-    async def _send_initial_then_bookmark(self, resp: web.StreamResponse, w: Watcher, rt: ResourceType) -> None:
+    async def _send_initial_then_bookmark(
+        self, resp: web.StreamResponse, w: Watcher, rt: ResourceType
+    ) -> None:
         buf: list[bytes] = []
         while not w.queue.empty():
             item = w.queue.get_nowait()
@@ -449,11 +491,19 @@ class KubeSimServer:
         meta: dict[str, Any] = {"resourceVersion": str(self.store.resource_version)}
         if annotations:
             meta["annotations"] = annotations
-        return orjson.dumps({"type": "BOOKMARK",
-                             "object": {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}}) + b"\n"
+        return (
+            orjson.dumps(
+                {
+                    "type": "BOOKMARK",
+                    "object": {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta},
+                }
+            )
+            + b"\n"
+        )
 
-    async def _pump(self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, bookmarks: bool,
-                    deadline: float) -> None:
+    async def _pump(
+        self, resp: web.StreamResponse, w: Watcher, rt: ResourceType, bookmarks: bool, deadline: float
+    ) -> None:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -499,9 +549,11 @@ class KubeSimServer:
         if path == "/kubesim/v1/qps" and method == "PUT":
             body = await self._body(request)
             if not isinstance(body, dict):
-                raise errors.bad_request("expected {\"qps\": N, \"burst\": M}")
+                raise errors.bad_request('expected {"qps": N, "burst": M}')
             qps = body.get("qps")
-            self.faults.set_qps(float(qps) if qps else None, int(body["burst"]) if body.get("burst") else None)
+            self.faults.set_qps(
+                float(qps) if qps else None, int(body["burst"]) if body.get("burst") else None
+            )
             return _json(self.faults.to_dict())
         if path == "/kubesim/v1/drop-watches" and method == "POST":
             return _json({"dropped": self.store.drop_watches()})
@@ -509,8 +561,14 @@ class KubeSimServer:
             self.store.compact()
             return _json({"resourceVersion": str(self.store.resource_version)})
         if path == "/kubesim/v1/stats" and method == "GET":
-            return _json({"requests": dict(self.requests), "resourceVersion": self.store.resource_version,
-                          "watches": len(self._watch_tasks), "faultsInjected": self.faults.injected})
+            return _json(
+                {
+                    "requests": dict(self.requests),
+                    "resourceVersion": self.store.resource_version,
+                    "watches": len(self._watch_tasks),
+                    "faultsInjected": self.faults.injected,
+                }
+            )
         raise ApiError(404, f"unknown kubesim control endpoint {method} {path}")
 
 
@@ -542,8 +600,11 @@ def _scale(obj: Obj) -> dict[str, Any]:
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
-        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                     if k in meta},
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            if k in meta
+        },
         "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
         "status": {"replicas": (obj.get("status") or {}).get("replicas", 0)},
     }

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import orjson
 
@@ -29,6 +29,7 @@ from .resources import Registry, ResourceType, types_from_crd
 from .selectors import FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
+_J = TypeVar("_J")
 ObjKey = tuple[str, str]  # (namespace or "", name)
 RKey = tuple[str, str]  # (group, plural)
 
@@ -48,9 +49,9 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
-def deep_copy(obj: Any) -> Any:
+def deep_copy(obj: _J) -> _J:
     """A deep copy of JSON data; orjson round-trips are several times faster than ``copy.deepcopy``."""
-    return orjson.loads(orjson.dumps(obj))
+    return cast(_J, orjson.loads(orjson.dumps(obj)))
 
 
 def rfc3339(ts: float) -> str:
@@ -267,22 +268,31 @@ class Store:
         if not meta.get("name"):
             prefix = meta.get("generateName")
             if not prefix:
-                raise errors.invalid(rt, "", "metadata.name", "Required value: name or generateName is required")
+                raise errors.invalid(
+                    rt, "", "metadata.name", "Required value: name or generateName is required"
+                )
             meta["name"] = prefix + uuid.uuid4().hex[:5]
         _validate_name(rt, meta["name"])
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
         meta["uid"] = meta.get("uid") or str(uuid.uuid4())
         meta["creationTimestamp"] = meta.get("creationTimestamp") or rfc3339(self.clock())
-        for server_owned in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+        for server_owned in (
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ):
             meta.pop(server_owned, None)
         meta.pop("managedFields", None)
-        if "spec" in obj and rt.group not in ("",) or rt.key == CRD_KEY:
+        if ("spec" in obj and rt.group not in ("",)) or rt.key == CRD_KEY:
             meta.setdefault("generation", 1)
         _apply_defaults(rt, obj)
         return obj
 
-    def create(self, rt: ResourceType, obj: Obj, *, namespace: str | None = None, dry_run: bool = False) -> Obj:
+    def create(
+        self, rt: ResourceType, obj: Obj, *, namespace: str | None = None, dry_run: bool = False
+    ) -> Obj:
         """Create ``obj`` (adopted). 409 AlreadyExists, 404 when the namespace does not exist."""
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request was in an unknown format")
@@ -432,7 +442,13 @@ class Store:
             else:
                 new.pop("status", None)
         meta = new.setdefault("metadata", {})
-        for keep in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace"):
+        for keep in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "namespace",
+        ):
             if keep in old_meta:
                 meta[keep] = old_meta[keep]
             else:
@@ -443,11 +459,15 @@ class Store:
         new["kind"] = rt.kind
         if "generation" in old_meta:
             meta["generation"] = old_meta["generation"] + (1 if new.get("spec") != old.get("spec") else 0)
-        if old_meta.get("deletionTimestamp") and meta.get("finalizers") and (
-            set(meta["finalizers"]) - set(old_meta.get("finalizers") or [])
+        if (
+            old_meta.get("deletionTimestamp")
+            and meta.get("finalizers")
+            and (set(meta["finalizers"]) - set(old_meta.get("finalizers") or []))
         ):
             raise errors.invalid(
-                rt, meta["name"], "metadata.finalizers",
+                rt,
+                meta["name"],
+                "metadata.finalizers",
                 "Forbidden: no new finalizers can be added if the object is being deleted",
             )
         if new == old:
@@ -497,20 +517,25 @@ class Store:
         if preconditions:
             if preconditions.get("uid") and preconditions["uid"] != old_meta.get("uid"):
                 raise errors.conflict(
-                    rt, name,
+                    rt,
+                    name,
                     f"Precondition failed: UID in precondition: {preconditions['uid']}, "
                     f"UID in object meta: {old_meta.get('uid')}",
                 )
             want_rv = preconditions.get("resourceVersion")
             if want_rv and want_rv != old_meta["resourceVersion"]:
                 raise errors.conflict(
-                    rt, name,
+                    rt,
+                    name,
                     f"Precondition failed: ResourceVersion in precondition: {want_rv}, "
                     f"ResourceVersion in object meta: {old_meta['resourceVersion']}",
                 )
         if rt.key == NAMESPACE_KEY and name in SYSTEM_NAMESPACES[:3]:
-            raise errors.ApiError(403, f'namespaces "{name}" is forbidden: this namespace may not be deleted',
-                                  reason="Forbidden")
+            raise errors.ApiError(
+                403,
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                reason="Forbidden",
+            )
         grace = 0
         if rt.key == POD_KEY:
             spec = old.get("spec") or {}
@@ -528,7 +553,7 @@ class Store:
         key = (old_meta.get("namespace", ""), old_meta["name"])
         finalizers = old_meta.get("finalizers") or []
         if rt.key == NAMESPACE_KEY:
-            finalizers = list(finalizers) + ["kubesim/namespace-content"]
+            finalizers = [*list(finalizers), "kubesim/namespace-content"]
         if grace == 0 and not finalizers:
             removed = deep_copy(old)
             removed["metadata"]["resourceVersion"] = str(self._next_rv())
@@ -577,10 +602,20 @@ class Store:
         ]
         now = rfc3339(self.clock())
         status["conditions"] = [
-            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "lastTransitionTime": now,
-             "message": "no conflicts found"},
-            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-             "lastTransitionTime": now, "message": "the initial names have been accepted"},
+            {
+                "type": "NamesAccepted",
+                "status": "True",
+                "reason": "NoConflicts",
+                "lastTransitionTime": now,
+                "message": "no conflicts found",
+            },
+            {
+                "type": "Established",
+                "status": "True",
+                "reason": "InitialNamesAccepted",
+                "lastTransitionTime": now,
+                "message": "the initial names have been accepted",
+            },
         ]
 
     # -- watch -----------------------------------------------------------------------------------
@@ -654,9 +689,9 @@ class Store:
 
 
 def _deletion_complete(rt: ResourceType, obj: Obj) -> bool:
-    """A terminating pod is removed only by its kubelet's grace-0 delete; other kinds when finalizers clear."""
+    """A terminating pod goes only on its kubelet's grace-0 delete; other kinds when finalizers clear."""
     if rt.key == POD_KEY:
-        return obj["metadata"].get("deletionGracePeriodSeconds") == 0
+        return bool(obj["metadata"].get("deletionGracePeriodSeconds") == 0)
     return True
 
 
@@ -664,8 +699,12 @@ def _namespace(name: str, now: float) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": rfc3339(now),
-                     "labels": {"kubernetes.io/metadata.name": name}},
+        "metadata": {
+            "name": name,
+            "uid": str(uuid.uuid4()),
+            "creationTimestamp": rfc3339(now),
+            "labels": {"kubernetes.io/metadata.name": name},
+        },
         "spec": {"finalizers": ["kubernetes"]},
         "status": {"phase": "Active"},
     }
@@ -674,12 +713,18 @@ def _namespace(name: str, now: float) -> Obj:
 def _validate_name(rt: ResourceType, name: Any) -> None:
     if not isinstance(name, str) or not name or len(name) > 253:
         raise errors.invalid(rt, str(name), "metadata.name", "Invalid value: must be a non-empty string")
-    ok = all(c.islower() or c.isdigit() or c in "-." for c in name) and name[0].isalnum() and name[-1].isalnum()
+    ok = (
+        all(c.islower() or c.isdigit() or c in "-." for c in name)
+        and name[0].isalnum()
+        and name[-1].isalnum()
+    )
     if not ok:
         raise errors.invalid(
-            rt, name, "metadata.name",
-            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
-            "characters, '-' or '.', and must start and end with an alphanumeric character",
+            rt,
+            name,
+            "metadata.name",
+            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
+            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
         )
 
 

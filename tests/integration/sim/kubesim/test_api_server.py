@@ -179,14 +179,14 @@ async def test_patch_types_and_resource_version_precondition(
     assert status == 200 and p3["spec"]["taints"] == [{"key": "k", "effect": "NoSchedule"}]
     stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"], "labels": {"c": "3"}}}
     status, body = await call(http, "PATCH", "/api/v1/nodes/n1", stale, MERGE)
-    assert status == 409
-    status, body = await call(
+    assert status == 409 and body["reason"] == "Conflict"
+    status, _ = await call(
         http, "PATCH", "/api/v1/nodes/n1", [{"op": "test", "path": "/spec/x", "value": 1}], JSONPATCH
     )
     assert status == 422
-    status, body = await call(http, "PATCH", "/api/v1/nodes/n1", b"{not json", MERGE)
+    status, _ = await call(http, "PATCH", "/api/v1/nodes/n1", b"{not json", MERGE)
     assert status == 400
-    status, body = await call(http, "PATCH", "/api/v1/nodes/n1", {"a": 1}, {"Content-Type": "text/plain"})
+    status, _body = await call(http, "PATCH", "/api/v1/nodes/n1", {"a": 1}, {"Content-Type": "text/plain"})
     assert status == 415
 
 
@@ -237,17 +237,17 @@ async def test_list_chunking_is_consistent_across_pages(http: aiohttp.ClientSess
         names += [c["metadata"]["name"] for c in page["items"]]
         token = page["metadata"].get("continue")
     assert names == sorted(f"c{i}" for i in range(7))
-    status, body = await call(http, "GET", "/api/v1/configmaps", **{"continue": "!!!"})
+    status, _body = await call(http, "GET", "/api/v1/configmaps", **{"continue": "!!!"})
     assert status == 400
 
 
 async def _watch(
-    http: aiohttp.ClientSession, path: str, n: int, timeout: float = 5, **params: str
+    http: aiohttp.ClientSession, path: str, n: int, wait_s: float = 5, **params: str
 ) -> list[Any]:
     out: list[Any] = []
     async with http.get(path, params={"watch": "true", **params}) as resp:
         assert resp.status == 200, await resp.text()
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(wait_s):
             async for line in resp.content:
                 out.append(orjson.loads(line))
                 if len(out) >= n:
@@ -351,7 +351,7 @@ async def test_graceful_pod_deletion(http: aiohttp.ClientSession) -> None:
 
 
 async def test_finalizers_hold_deletion_and_preconditions(http: aiohttp.ClientSession) -> None:
-    _, cm = await call(
+    _, _cm = await call(
         http,
         "POST",
         "/api/v1/namespaces/default/configmaps",
@@ -459,7 +459,7 @@ async def test_table_output_for_kubectl(http: aiohttp.ClientSession) -> None:
 async def test_faults_errors_latency_qps_and_dropped_watches(
     http: aiohttp.ClientSession, sim: KubeSim
 ) -> None:
-    status, added = await call(
+    status, _added = await call(
         http,
         "POST",
         "/kubesim/v1/faults",

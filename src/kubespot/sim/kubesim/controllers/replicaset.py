@@ -34,7 +34,7 @@ RS_KEY = ("apps", "replicasets")
 #: Most pods one sync creates; the rest follow on the next tick (upstream uses slow-start batches).
 CREATE_BURST = 500
 #: Keys a work loop handles before yielding, so a start-up resync does not starve the HTTP server.
-YIELD_EVERY = 200
+YIELD_EVERY = 100
 
 
 # -- shared helpers ---------------------------------------------------------------------------------
