@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -111,6 +112,8 @@ class MotoServer:
         self._reset_on_start = reset_on_start
         self._server: _Server | None = None
         self._port: int | None = None
+        self._session: boto3.session.Session | None = None
+        self._session_lock = threading.RLock()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -187,11 +190,15 @@ class MotoServer:
         }
 
     def session(self) -> boto3.session.Session:
-        return boto3.session.Session(
-            aws_access_key_id=self.access_key_id,
-            aws_secret_access_key=self.secret_access_key,
-            region_name=self.region,
-        )
+        """The boto3 session clients are made from (shared: it caches service models)."""
+        with self._session_lock:
+            if self._session is None:
+                self._session = boto3.session.Session(
+                    aws_access_key_id=self.access_key_id,
+                    aws_secret_access_key=self.secret_access_key,
+                    region_name=self.region,
+                )
+            return self._session
 
     @overload
     def client(self, service: Literal["sqs"], *, max_pool_connections: int = ...) -> SQSClient: ...
@@ -225,9 +232,12 @@ class MotoServer:
             connect_timeout=5,
             read_timeout=60,
         )
-        return self.session().client(  # type: ignore[call-overload]
-            service, endpoint_url=self.endpoint_url, region_name=self.region, config=config
-        )
+        session = self.session()
+        # A boto3 session is not thread-safe while it builds clients; the clients themselves are.
+        with self._session_lock:
+            return session.client(  # type: ignore[call-overload]
+                service, endpoint_url=self.endpoint_url, region_name=self.region, config=config
+            )
 
     # -- extension accessors ---------------------------------------------------------------------
 

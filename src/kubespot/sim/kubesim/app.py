@@ -62,8 +62,10 @@ class KubeSim:
     ) -> None:
         self.store = Store(clock=clock, history=history)
         self.faults = faults or Faults(seed=seed)
-        self.server = KubeSimServer(self.store, faults=self.faults, bookmark_interval=bookmark_interval)
         self.controllers = ControllerManager(self.store, controllers or ControllerConfig())
+        self.server = KubeSimServer(
+            self.store, faults=self.faults, bookmark_interval=bookmark_interval, controllers=self.controllers
+        )
         self._objects = objects
         self._synthetic = (nodes, pods_per_node, seed)
         self._host, self._port = host, port

@@ -14,24 +14,23 @@ Mirrors ``pkg/registry/core/pod/storage/eviction.go`` of kubernetes/kubernetes:
   status plus a ``disruptedPods`` entry *before* the pod is deleted;
 - the pod then gets the ``DisruptionTarget`` condition and is deleted gracefully.
 
-Finding the PDBs is on the hot path (drains evict thousands of pods a second), so the budgets are
-indexed per namespace with their selectors compiled once; an eviction costs O(PDBs in the namespace).
+Evictions are a hot path (drains run thousands a second): the matching PDBs come from the disruption
+controller's per-namespace ``key=value`` selector index (``matching_pdbs``), and the status writes
+share unchanged parts with the stored objects instead of deep-copying them.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from . import errors
+from .controllers.disruption import matching_pdbs
 from .errors import ApiError
 from .resources import ResourceType
-from .selectors import LabelSelector, SelectorError, label_selector_from_dict
-from .store import Obj, Store, WatchEvent, rfc3339
+from .store import Obj, Store, rfc3339
 
-PDB_KEY: Final = ("policy", "poddisruptionbudgets")
 ACCEPTED_VERSIONS: Final = ("policy/v1", "policy/v1beta1")
 
 #: Upstream ``MaxDisruptedPodSize``: evictions the PDB controller has not confirmed yet.
@@ -97,7 +96,7 @@ def evict(
         return dict(_SUCCESS)
 
     pdb_rt = _rt(store, "policy", "v1", "poddisruptionbudgets")
-    pdbs = _index_for(store, pdb_rt).matching(store, pdb_rt, namespace, pod["metadata"].get("labels"))
+    pdbs = matching_pdbs(store, pod)
     if len(pdbs) > 1:
         raise _StatusWithoutReason(500, MULTIPLE_PDBS_MESSAGE)
     if pdbs:
@@ -284,28 +283,21 @@ def _check_and_decrement(store: Store, pdb_rt: ResourceType, pdb: Obj, pod_name:
     if dry_run:
         return
     now = rfc3339(store.clock())
-
-    def take_one(obj: Obj) -> None:
-        st = obj.setdefault("status", {})
-        st["disruptionsAllowed"] = allowed - 1
-        if allowed - 1 == 0:
-            _set_disruption_allowed_condition(st, now)
-        disrupted = st.get("disruptedPods")
-        if not isinstance(disrupted, dict):
-            disrupted = st["disruptedPods"] = {}
-        # Tells the disruption controller this pod is going, so it stops counting it as healthy
-        # before the pod's own delete shows up.
-        disrupted[pod_name] = now
-
-    store.mutate(pdb_rt, meta.get("namespace"), pdb_name, take_one)
+    new_status = dict(status)
+    new_status["disruptionsAllowed"] = allowed - 1
+    if allowed - 1 == 0:
+        new_status["conditions"] = _with_condition(
+            status.get("conditions"), _disruption_allowed_false(status, now)
+        )
+    # Tells the disruption controller this pod is going, so it stops counting it as healthy before
+    # the pod's own delete shows up.
+    new_status["disruptedPods"] = {**(status.get("disruptedPods") or {}), pod_name: now}
+    _write_status(store, pdb_rt, pdb, new_status)
 
 
-def _set_disruption_allowed_condition(status: dict[str, Any], now: str) -> None:
-    """``pdbhelper.UpdateDisruptionAllowedCondition`` for a budget that just reached zero."""
-    conds = status.get("conditions")
-    if not isinstance(conds, list):
-        conds = status["conditions"] = []
-    new = {
+def _disruption_allowed_false(status: Mapping[str, Any], now: str) -> dict[str, Any]:
+    """The condition ``pdbhelper.UpdateDisruptionAllowedCondition`` sets once no disruption is left."""
+    cond: dict[str, Any] = {
         "type": "DisruptionAllowed",
         "status": "False",
         "reason": "InsufficientPods",
@@ -313,14 +305,40 @@ def _set_disruption_allowed_condition(status: dict[str, Any], now: str) -> None:
         "lastTransitionTime": now,
     }
     if status.get("observedGeneration"):
-        new["observedGeneration"] = status["observedGeneration"]
-    for i, cond in enumerate(conds):
-        if isinstance(cond, dict) and cond.get("type") == "DisruptionAllowed":
+        cond["observedGeneration"] = status["observedGeneration"]
+    return cond
+
+
+def _with_condition(conditions: Any, new: dict[str, Any]) -> list[Any]:
+    """``conditions`` with ``new`` set by type; the transition time is kept while the status is unchanged
+    (``apimeta.SetStatusCondition`` and ``podutil.UpdatePodCondition`` alike)."""
+    out = list(conditions) if isinstance(conditions, list) else []
+    for i, cond in enumerate(out):
+        if isinstance(cond, dict) and cond.get("type") == new["type"]:
             if cond.get("status") == new["status"] and cond.get("lastTransitionTime"):
-                new["lastTransitionTime"] = cond["lastTransitionTime"]
-            conds[i] = new
-            return
-    conds.append(new)
+                new = {**new, "lastTransitionTime": cond["lastTransitionTime"]}
+            out[i] = new
+            return out
+    out.append(new)
+    return out
+
+
+def _write_status(store: Store, rt: ResourceType, obj: Obj, status: dict[str, Any]) -> None:
+    """A status-subresource write of ``status``, which shares unchanged parts with the stored object.
+
+    Stored objects are never mutated, so sharing is safe, and it spares the deep copy ``Store.mutate``
+    makes: this runs for every eviction.
+    """
+    meta = obj["metadata"]
+    body = {
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "resourceVersion": meta["resourceVersion"],
+        },
+        "status": status,
+    }
+    store.replace(rt, meta.get("namespace"), meta["name"], body, subresource="status")
 
 
 def _add_condition_and_delete(store: Store, pod_rt: ResourceType, pod: Obj, opts: _DeleteOptions) -> None:
@@ -351,30 +369,17 @@ def _add_condition_and_delete(store: Store, pod_rt: ResourceType, pod: Obj, opts
             f"the ResourceVersion in the precondition ({opts.resource_version}) does not match the "
             f"ResourceVersion in record ({meta.get('resourceVersion')}). The object might have been modified",
         )
-    now = rfc3339(store.clock())
-
-    def mark(obj: Obj) -> None:
-        status = obj.setdefault("status", {})
-        conds = status.get("conditions")
-        if not isinstance(conds, list):
-            conds = status["conditions"] = []
-        new = {
-            "type": DISRUPTION_TARGET,
-            "status": "True",
-            "lastProbeTime": None,
-            "lastTransitionTime": now,
-            "reason": EVICTION_REASON,
-            "message": EVICTION_CONDITION_MESSAGE,
-        }
-        for i, cond in enumerate(conds):
-            if isinstance(cond, dict) and cond.get("type") == DISRUPTION_TARGET:
-                if cond.get("status") == "True" and cond.get("lastTransitionTime"):
-                    new["lastTransitionTime"] = cond["lastTransitionTime"]
-                conds[i] = new
-                return
-        conds.append(new)
-
-    store.mutate(pod_rt, ns, name, mark)
+    condition = {
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "lastProbeTime": None,
+        "lastTransitionTime": rfc3339(store.clock()),
+        "reason": EVICTION_REASON,
+        "message": EVICTION_CONDITION_MESSAGE,
+    }
+    status = dict(pod.get("status") or {})
+    status["conditions"] = _with_condition(status.get("conditions"), condition)
+    _write_status(store, pod_rt, pod, status)
     store.delete(pod_rt, ns, name, grace_period_seconds=opts.grace_period_seconds)
 
 
@@ -415,91 +420,3 @@ def _rt(store: Store, group: str, version: str, plural: str) -> ResourceType:
     if rt is None:
         raise ApiError(404, "the server could not find the requested resource")
     return rt
-
-
-# -- the per-namespace PDB index --------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Budget:
-    selector_source: Any
-    selector: LabelSelector
-
-
-def _compile(pdb: Obj) -> _Budget:
-    source = (pdb.get("spec") or {}).get("selector")
-    try:
-        selector = label_selector_from_dict(source) if source is None or isinstance(source, Mapping) else None
-    except (SelectorError, AttributeError, TypeError):
-        selector = None
-    # An unparsable selector matches no pod, as upstream skips such a PDB.
-    return _Budget(source, selector if selector is not None else label_selector_from_dict(None))
-
-
-class _PdbIndex:
-    """PDB selectors by namespace and name, kept current from the store's event stream.
-
-    Objects loaded in bulk (``Store.load``) emit no events, so the index also compares its size with
-    the PDB table (O(1)) and rebuilds when they differ.
-    """
-
-    def __init__(self, store: Store, pdb_rt: ResourceType) -> None:
-        self._by_ns: dict[str, dict[str, _Budget]] = {}
-        self._count = 0
-        self._rebuild(store, pdb_rt)
-        store.add_listener(self._on_event)
-
-    def _rebuild(self, store: Store, pdb_rt: ResourceType) -> None:
-        self._by_ns.clear()
-        self._count = 0
-        for pdb in store.iter_objects(pdb_rt):
-            meta = pdb["metadata"]
-            self._by_ns.setdefault(meta.get("namespace", ""), {})[meta["name"]] = _compile(pdb)
-            self._count += 1
-
-    def _on_event(self, ev: WatchEvent) -> None:
-        if ev.rkey != PDB_KEY:
-            return
-        meta = ev.obj["metadata"]
-        ns, name = meta.get("namespace", ""), meta["name"]
-        bucket = self._by_ns.get(ns)
-        if ev.type == "DELETED":
-            if bucket is not None and bucket.pop(name, None) is not None:
-                self._count -= 1
-                if not bucket:
-                    del self._by_ns[ns]
-            return
-        bucket = self._by_ns.setdefault(ns, {})
-        known = bucket.get(name)
-        source = (ev.obj.get("spec") or {}).get("selector")
-        if known is not None and known.selector_source == source:
-            return  # status writes (every eviction makes one) leave the compiled selector valid
-        if known is None:
-            self._count += 1
-        bucket[name] = _compile(ev.obj)
-
-    def matching(
-        self, store: Store, pdb_rt: ResourceType, namespace: str, labels: Mapping[str, str] | None
-    ) -> list[Obj]:
-        """The current PDB objects of ``namespace`` whose selector matches ``labels``, by name."""
-        if self._count != len(store.table(pdb_rt)):
-            self._rebuild(store, pdb_rt)
-        bucket = self._by_ns.get(namespace)
-        if not bucket:
-            return []
-        out: list[Obj] = []
-        for name in sorted(n for n, b in bucket.items() if b.selector.matches(labels)):
-            pdb = store.find(pdb_rt, namespace, name)
-            if pdb is not None:
-                out.append(pdb)
-        return out
-
-
-_INDEXES: weakref.WeakKeyDictionary[Store, _PdbIndex] = weakref.WeakKeyDictionary()
-
-
-def _index_for(store: Store, pdb_rt: ResourceType) -> _PdbIndex:
-    index = _INDEXES.get(store)
-    if index is None:
-        index = _INDEXES[store] = _PdbIndex(store, pdb_rt)
-    return index

@@ -154,8 +154,6 @@ class ClusterSpec:
     #: Node ``pods`` capacity; None uses the EKS default for the type (ENI limit), 110 mimics prefix
     #: delegation.
     max_pods: int | None = None
-    #: Cluster name, used in node pool names and image repositories.
-    cluster_name: str = "kubesim"
 
     def __post_init__(self) -> None:
         if self.nodes < 1:

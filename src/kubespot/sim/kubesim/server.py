@@ -25,6 +25,8 @@ from aiohttp import web
 
 from . import errors
 from .errors import ApiError
+from .controllers import ControllerManager
+from .controllers.kubelet import kubelet_of
 from .eviction import evict
 from .faults import Faults, rule_from_dict
 from .resources import ResourceType
@@ -73,8 +75,16 @@ def _error(exc: ApiError) -> web.Response:
 class KubeSimServer:
     """The aiohttp application around one ``Store``."""
 
-    def __init__(self, store: Store, *, faults: Faults | None = None, bookmark_interval: float = 5.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        faults: Faults | None = None,
+        bookmark_interval: float = 5.0,
+        controllers: ControllerManager | None = None,
+    ) -> None:
         self.store = store
+        self.controllers = controllers
         self.faults = faults or Faults()
         self.bookmark_interval = bookmark_interval
         self.requests: Counter[str] = Counter()
@@ -560,6 +570,8 @@ class KubeSimServer:
         if path == "/kubesim/v1/compact" and method == "POST":
             self.store.compact()
             return _json({"resourceVersion": str(self.store.resource_version)})
+        if path.startswith("/kubesim/v1/nodes/") and path.endswith("/kubelet") and method == "PUT":
+            return await self._set_kubelet(request, path.split("/")[4])
         if path == "/kubesim/v1/stats" and method == "GET":
             return _json(
                 {
@@ -570,6 +582,24 @@ class KubeSimServer:
                 }
             )
         raise ApiError(404, f"unknown kubesim control endpoint {method} {path}")
+
+    async def _set_kubelet(self, request: web.Request, node: str) -> web.Response:
+        """Stop or restart a node's simulated kubelet: an instance vanishing (spot reclaim) or coming back."""
+        body = await self._body(request)
+        running = body.get("running") if isinstance(body, dict) else None
+        if not isinstance(running, bool):
+            raise errors.bad_request('expected {"running": true|false}')
+        if self.controllers is None:
+            raise ApiError(409, "kubesim runs without controllers")
+        try:
+            kubelet = kubelet_of(self.controllers)
+        except LookupError as exc:
+            raise ApiError(409, str(exc)) from None
+        if running:
+            kubelet.start_node(node)
+        else:
+            kubelet.stop_node(node)
+        return _json({"node": node, "running": kubelet.is_running(node)})
 
 
 def _event_line(item: tuple[str, Obj, bytes | None]) -> bytes:

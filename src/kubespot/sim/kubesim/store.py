@@ -25,7 +25,7 @@ import orjson
 
 from . import errors
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic_merge
-from .resources import Registry, ResourceType, types_from_crd
+from .resources import BUILTIN, Registry, ResourceType, types_from_crd
 from .selectors import FieldSelector, LabelSelector
 
 Obj = dict[str, Any]
@@ -285,7 +285,7 @@ class Store:
         ):
             meta.pop(server_owned, None)
         meta.pop("managedFields", None)
-        if ("spec" in obj and rt.group not in ("",)) or rt.key == CRD_KEY:
+        if _tracks_generation(rt):
             meta.setdefault("generation", 1)
         _apply_defaults(rt, obj)
         return obj
@@ -541,7 +541,8 @@ class Store:
             spec = old.get("spec") or {}
             grace = int(spec.get("terminationGracePeriodSeconds", 30))
             if grace_period_seconds is not None:
-                grace = max(0, int(grace_period_seconds))
+                # Upstream's pod strategy turns a negative grace period into 1 s, not 0.
+                grace = int(grace_period_seconds) if grace_period_seconds >= 0 else 1
             phase = (old.get("status") or {}).get("phase")
             if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
                 grace = 0
@@ -693,6 +694,15 @@ def _deletion_complete(rt: ResourceType, obj: Obj) -> bool:
     if rt.key == POD_KEY:
         return bool(obj["metadata"].get("deletionGracePeriodSeconds") == 0)
     return True
+
+
+_BUILTIN_KEYS = frozenset(rt.key for rt in BUILTIN)
+
+
+def _tracks_generation(rt: ResourceType) -> bool:
+    """Upstream bumps metadata.generation on spec changes for workloads, PDBs, CRDs and custom
+    resources; core kinds and leases have none."""
+    return rt.group != "" and (rt.has_status or rt.key not in _BUILTIN_KEYS)
 
 
 def _namespace(name: str, now: float) -> Obj:

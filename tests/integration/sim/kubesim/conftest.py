@@ -164,15 +164,15 @@ class Cluster:
                 return t
         return None
 
-    async def until(self, predicate: Callable[[], Any], timeout: float = 8.0) -> Any:
+    async def until(self, predicate: Callable[[], Any], within: float = 8.0) -> Any:
         """Wait for ``predicate()`` (synchronous) to return something truthy."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + within
         while True:
             result = predicate()
             if result:
                 return result
             if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met within {timeout}s (last: {result!r})")
+                raise AssertionError(f"condition not met within {within}s (last: {result!r})")
             await asyncio.sleep(0.02)
 
 

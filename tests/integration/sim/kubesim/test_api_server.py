@@ -500,3 +500,33 @@ async def test_malformed_requests_never_crash_the_server(http: aiohttp.ClientSes
     assert status == 405
     status, _ = await call(http, "GET", "/version")
     assert status == 200
+
+
+async def test_stopping_a_kubelet_over_http_makes_its_node_unknown() -> None:
+    """An instance vanishing (spot reclaim): heartbeats stop and, after the node-monitor grace period,
+    the node controller sets Ready=Unknown with reason NodeStatusUnknown, as upstream's does."""
+    config = ControllerConfig(
+        lease_renew_seconds=0.1, node_status_seconds=0.1, node_monitor_grace_seconds=0.5
+    )
+    async with (
+        KubeSim(nodes=2, pods_per_node=1, controllers=config) as live,
+        aiohttp.ClientSession(base_url=live.url) as http,
+    ):
+        _, nodes = await call(http, "GET", "/api/v1/nodes")
+        name = nodes["items"][0]["metadata"]["name"]
+        status, body = await call(http, "PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": False})
+        assert status == 200 and body == {"node": name, "running": False}
+
+        async def ready_status() -> str:
+            _, node = await call(http, "GET", f"/api/v1/nodes/{name}")
+            return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+        async with asyncio.timeout(10):
+            while await ready_status() != "Unknown":
+                await asyncio.sleep(0.1)
+        status, _ = await call(http, "PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": "no"})
+        assert status == 400
+        await call(http, "PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": True})
+        async with asyncio.timeout(10):
+            while await ready_status() != "True":
+                await asyncio.sleep(0.1)

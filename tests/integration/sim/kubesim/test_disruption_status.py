@@ -343,3 +343,54 @@ async def test_burst_of_pod_changes_is_coalesced(sim: KubeSim) -> None:
     sim.store.remove_listener(count)
     assert pdb_writes.count("budget") <= 2
     assert pdb_writes.count("other") <= 2
+
+
+async def test_drain_sequence_waits_for_ready_replacement() -> None:
+    """What ``kubectl drain`` relies on: an eviction is replaced at once, the PDB blocks the next
+    eviction (429) until the replacement is Ready, then lets it through.
+
+    Upstream: the ReplicaSet controller counts only active (non-terminating) pods, so the evicted
+    pod's replacement is created immediately; the disruption controller counts only Ready,
+    non-terminating pods as healthy (``countHealthyPods``).
+    """
+    fast = ControllerConfig(pod_start_seconds=0.3, lease_renew_seconds=5.0, node_status_seconds=30.0)
+    async with KubeSim(controllers=fast) as sim, aiohttp.ClientSession(sim.url) as http:
+        for i in range(3):
+            r = await http.post("/api/v1/nodes", json={"metadata": {"name": f"node-{i}"}})
+            assert r.status == 201
+        await call(sim, "POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+        await call(
+            sim,
+            "POST",
+            f"/apis/apps/v1/namespaces/{NS}/deployments",
+            {
+                "metadata": {"name": "web"},
+                "spec": {
+                    "replicas": 3,
+                    "selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"}},
+                        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+                    },
+                },
+            },
+        )
+        await make_pdb(sim, "budget", maxUnavailable=1)
+        await status_until(sim, "budget", lambda s: numbers(s) == (3, 2, 3, 1), within=10)
+        pods = (await call(sim, "GET", f"/api/v1/namespaces/{NS}/pods?labelSelector=app=web"))["items"]
+        first, second = (p["metadata"]["name"] for p in pods[:2])
+
+        async def evict(name: str) -> int:
+            body = {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": name, "namespace": NS},
+            }
+            r = await http.post(f"/api/v1/namespaces/{NS}/pods/{name}/eviction", json=body)
+            return r.status
+
+        assert await evict(first) == 201
+        assert await evict(second) == 429
+        # The replacement exists while the evicted pod terminates; once it is Ready the budget reopens.
+        await status_until(sim, "budget", lambda s: numbers(s) == (3, 2, 3, 1), within=10)
+        assert await evict(second) == 201

@@ -137,7 +137,7 @@ def pdb(
     }
 
 
-def cluster(pods: list[Obj], *pdbs: Obj, replicas: int | None = None) -> list[Obj]:
+def cluster_objects(pods: list[Obj], *pdbs: Obj, replicas: int | None = None) -> list[Obj]:
     return [namespace(NS), node(), replicaset(len(pods) if replicas is None else replicas), *pods, *pdbs]
 
 
@@ -190,7 +190,7 @@ async def test_no_budget_evicts_gracefully_with_disruption_target(http: aiohttp.
     "Eviction API: evicting"), then deletes with the request's DeleteOptions, so the pod's own
     terminationGracePeriodSeconds applies ("API-initiated Eviction": the pod is terminated gracefully).
     """
-    async with KubeSim(objects=cluster([pod("web-0")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([pod("web-0")]), controllers=QUIET) as sim:
         status, body, _ = await evict_http(http, sim, "web-0")
         assert (status, body) == (201, SUCCESS)
         code, evicted = await get_pod(http, sim, "web-0")
@@ -215,7 +215,7 @@ async def test_exhausted_budget_answers_429_with_cause(http: aiohttp.ClientSessi
     as ``reason``) and message "The disruption budget %s needs %d healthy pods and has %d currently".
     A retryAfter of 0 means no ``retryAfterSeconds`` and no Retry-After header. The pod is untouched.
     """
-    objs = cluster(
+    objs = cluster_objects(
         [pod("web-0"), pod("web-1")], pdb("web", allowed=0, current=2, desired=2, expected=2, minAvailable=2)
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
@@ -247,7 +247,7 @@ async def test_decrement_records_disrupted_pod_and_refuses_the_next(http: aiohtt
     The PDB is watched so the status write is seen even if the disruption controller later drops
     the entry (it does once the pod is terminating: ``buildDisruptedPodMap``).
     """
-    objs = cluster(
+    objs = cluster_objects(
         [pod("web-0"), pod("web-1"), pod("web-2")],
         pdb("web", allowed=1, current=3, desired=2, expected=3, minAvailable=2),
     )
@@ -302,7 +302,7 @@ async def test_min_available_and_max_unavailable(
     here is the one the disruption controller writes for these pods (3 Ready pods).
     """
     allowed, current, desired, expected = numbers
-    objs = cluster(
+    objs = cluster_objects(
         [pod("web-0"), pod("web-1"), pod("web-2")],
         pdb("web", allowed=allowed, current=current, desired=desired, expected=expected, **spec),
         replicas=replicas,
@@ -328,7 +328,7 @@ async def test_two_matching_budgets_answer_500(http: aiohttp.ClientSession) -> N
     An empty selector ``{}`` matches every pod of the namespace (API reference, PodDisruptionBudgetSpec
     ``selector``: "an empty ({}) selector will select all pods within the namespace").
     """
-    objs = cluster(
+    objs = cluster_objects(
         [pod("web-0"), pod("web-1")],
         pdb("web", allowed=1, current=2, desired=1, expected=2, minAvailable=1),
         pdb("everything", allowed=1, current=2, desired=1, expected=2, minAvailable=1, selector={}),
@@ -356,7 +356,7 @@ async def test_selector_scope_nil_selector_and_other_namespace(http: aiohttp.Cli
     reference: "A null selector will match no pods"). Both exhausted budgets here are therefore
     irrelevant and the eviction is a plain delete.
     """
-    objs = cluster(
+    objs = cluster_objects(
         [pod("web-0")],
         pdb("no-selector", allowed=0, current=0, desired=0, expected=0, minAvailable=1, selector=None),
         namespace("other"),
@@ -384,7 +384,7 @@ async def test_budgets_created_and_deleted_later_are_seen(http: aiohttp.ClientSe
     the disruption controller has observed it, because ``status.observedGeneration <
     metadata.generation`` (eviction.go ``checkAndDecrement`` → ``createTooManyRequestsError``).
     """
-    async with KubeSim(objects=cluster([pod("web-0"), pod("web-1")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([pod("web-0"), pod("web-1")]), controllers=QUIET) as sim:
         status, _, _ = await evict_http(http, sim, "web-0")
         assert status == 201
         new = {
@@ -412,7 +412,9 @@ async def test_unobserved_budget_is_still_being_processed() -> None:
     """
     stale = pdb("web", allowed=5, current=2, desired=1, expected=2, minAvailable=1)
     stale["metadata"]["generation"] = 2
-    async with KubeSim(objects=cluster([pod("web-0"), pod("web-1")], stale), controllers=QUIET) as sim:
+    async with KubeSim(
+        objects=cluster_objects([pod("web-0"), pod("web-1")], stale), controllers=QUIET
+    ) as sim:
         with pytest.raises(ApiError) as refused:
             evict(sim.store, NS, "web-0", {"metadata": {"name": "web-0"}})
         err = refused.value
@@ -436,7 +438,7 @@ async def test_pending_terminal_and_terminating_pods_skip_the_budget(http: aioht
     answer is 201 Success. An unbound Pending pod and a finished pod are removed at once (pod
     strategy ``CheckGracefulDelete``: grace 0); a terminating pod keeps terminating.
     """
-    objs = cluster(
+    objs = cluster_objects(
         [
             pod("web-0"),
             pod("pending", phase="Pending", ready=False, node_name=None),
@@ -484,7 +486,7 @@ async def test_unhealthy_pod_eviction_policy(http: aiohttp.ClientSession) -> Non
         pod("c-0", labels={"app": "c"}),
         pod("c-sick", labels={"app": "c"}, ready=False),
     ]
-    objs = cluster(
+    objs = cluster_objects(
         guarded + disrupted,
         # Default policy, application healthy (2 of 2 desired): the unready pod may go for free.
         pdb(
@@ -546,7 +548,7 @@ async def test_dry_run_checks_everything_and_changes_nothing(http: aiohttp.Clien
     ``checkAndDecrement`` returns before ``UpdateStatus`` on a dry run, and
     ``addConditionAndDeletePod`` skips the condition update, passing the dry run on to the delete.
     """
-    objs = cluster(
+    objs = cluster_objects(
         [pod("web-0"), pod("web-1")], pdb("web", allowed=1, current=2, desired=1, expected=2, minAvailable=1)
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
@@ -570,7 +572,7 @@ async def test_dry_run_checks_everything_and_changes_nothing(http: aiohttp.Clien
         status, body, _ = await evict_http(http, sim, "web-0", params={"dryRun": "Bogus"})
         assert status == 422
     # A dry run still refuses what a real eviction would refuse.
-    exhausted = cluster(
+    exhausted = cluster_objects(
         [pod("web-0")], pdb("web", allowed=0, current=1, desired=1, expected=1, minAvailable=1)
     )
     async with KubeSim(objects=exhausted, controllers=QUIET) as sim:
@@ -585,7 +587,7 @@ async def test_grace_period_from_delete_options(http: aiohttp.ClientSession) -> 
     (``CheckGracefulDelete``) uses ``options.GracePeriodSeconds`` when set, recorded as
     ``metadata.deletionGracePeriodSeconds``. kubectl drain sends it for ``--grace-period``.
     """
-    async with KubeSim(objects=cluster([pod("web-0")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([pod("web-0")]), controllers=QUIET) as sim:
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -606,7 +608,7 @@ async def test_preconditions_and_v1beta1(http: aiohttp.ClientSession) -> None:
     precondition (%s) does not match the UID in record (%s). The object might have been deleted and
     then recreated".
     """
-    async with KubeSim(objects=cluster([pod("web-0")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([pod("web-0")]), controllers=QUIET) as sim:
         _, current = await get_pod(http, sim, "web-0")
         wrong = {
             "apiVersion": "policy/v1beta1",
@@ -635,7 +637,7 @@ async def test_malformed_bodies_and_unknown_pod(http: aiohttp.ClientSession) -> 
     be handled as a Eviction: ..."). The pod lookup (``r.store.Get``) answers NotFound
     ``pods "<name>" not found``.
     """
-    async with KubeSim(objects=cluster([pod("web-0")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([pod("web-0")]), controllers=QUIET) as sim:
         cases: list[tuple[Any, str]] = [
             (
                 {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "other"}},
@@ -684,7 +686,7 @@ def test_official_python_client_201_and_429(tmp_path: Any) -> None:
     Same upstream rules as above (eviction.go ``checkAndDecrement``); kubectl drain and client-go's
     ``EvictPod`` rely on exactly this 429 (``apierrors.IsTooManyRequests``) to retry.
     """
-    objs = cluster(
+    objs = cluster_objects(
         [pod("web-0"), pod("web-1")], pdb("web", allowed=1, current=2, desired=1, expected=2, minAvailable=1)
     )
     runner = ThreadedKubeSim(objects=objs, controllers=QUIET, kubeconfig_path=tmp_path / "kubeconfig")

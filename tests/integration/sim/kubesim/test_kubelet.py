@@ -111,7 +111,7 @@ async def test_shortened_grace_period_moves_the_deadline_earlier(cluster: Any) -
     t0 = time.monotonic()
     again = await cluster.delete_pod("p", grace=1)
     assert again["metadata"]["deletionGracePeriodSeconds"] == 1
-    await cluster.until(lambda: cluster.pod("p") is None, timeout=6.0)
+    await cluster.until(lambda: cluster.pod("p") is None, within=6.0)
     assert cluster.deleted_at("p") - t0 < 6.0
     # A later, longer grace period must not extend it (the store keeps the shorter one).
     await cluster.create_pod("q", node_name="n1", annotations={SHUTDOWN: "60"})
@@ -119,7 +119,7 @@ async def test_shortened_grace_period_moves_the_deadline_earlier(cluster: Any) -
     await cluster.delete_pod("q", grace=1)
     longer = await cluster.delete_pod("q", grace=30)
     assert longer["metadata"]["deletionGracePeriodSeconds"] == 1
-    await cluster.until(lambda: cluster.pod("q") is None, timeout=6.0)
+    await cluster.until(lambda: cluster.pod("q") is None, within=6.0)
 
 
 async def test_unstarted_pod_is_removed_at_once_on_delete(cluster: Any) -> None:
@@ -129,7 +129,7 @@ async def test_unstarted_pod_is_removed_at_once_on_delete(cluster: Any) -> None:
     )
     await asyncio.sleep(0.1)
     await cluster.delete_pod("cold")
-    await cluster.until(lambda: cluster.pod("cold") is None, timeout=3.0)
+    await cluster.until(lambda: cluster.pod("cold") is None, within=3.0)
 
 
 async def test_node_lease_and_status_heartbeats(cluster: Any) -> None:

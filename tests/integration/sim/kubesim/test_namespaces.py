@@ -70,7 +70,7 @@ async def test_namespace_waits_for_pods_without_a_kubelet(cluster: Any) -> None:
     assert ns is not None and ns["status"]["phase"] == "Terminating"
     assert cluster.pod("p", "stuck")["metadata"].get("deletionTimestamp")
     await cluster.call("DELETE", "/api/v1/nodes/gone")  # PodGC force-deletes the pod...
-    await cluster.until(lambda: cluster.pod("p", "stuck") is None, timeout=3.0)
+    await cluster.until(lambda: cluster.pod("p", "stuck") is None, within=3.0)
     for _ in range(100):  # ...and then the namespace can go
         if await cluster.get_or_none("/api/v1/namespaces/stuck") is None:
             break

@@ -33,7 +33,7 @@ async def test_stopped_kubelet_makes_the_node_unknown_and_resuming_recovers(clus
     hb = cluster.condition(cluster.node("n1"), "Ready", "lastHeartbeatTime")
 
     cluster.kubelet.stop_node("n1")
-    await cluster.until(lambda: cluster.node_ready("n1") == "Unknown", timeout=6.0)
+    await cluster.until(lambda: cluster.node_ready("n1") == "Unknown", within=6.0)
     node = await cluster.call("GET", "/api/v1/nodes/n1")
     assert cluster.condition(node, "Ready", "reason") == "NodeStatusUnknown"
     assert cluster.condition(node, "Ready", "message") == "Kubelet stopped posting node status."
@@ -67,7 +67,7 @@ async def test_deleting_a_node_force_removes_its_pods(cluster: Any) -> None:
     await cluster.until(lambda: cluster.phase("a") == "Running" and cluster.phase("c") == "Running")
     cluster.kubelet.stop_node("doomed")  # the instance is gone: only PodGC can remove its pods
     await cluster.call("DELETE", "/api/v1/nodes/doomed")
-    await cluster.until(lambda: cluster.pod("a") is None and cluster.pod("b") is None, timeout=3.0)
+    await cluster.until(lambda: cluster.pod("a") is None and cluster.pod("b") is None, within=3.0)
     assert cluster.phase("c") == "Running"
     deletes = [
         ev.obj for _t, ev in cluster.events if ev.type == "DELETED" and ev.obj["metadata"]["name"] == "a"
@@ -94,7 +94,7 @@ async def test_noexecute_taint_evicts_untolerating_pods_after_toleration_seconds
     await cluster.until(lambda: all(cluster.phase(p) == "Running" for p in ("plain", "brief", "forever")))
     t0 = time.monotonic()
     await cluster.patch("/api/v1/nodes/n1", {"spec": {"taints": [{"key": "maint", "effect": "NoExecute"}]}})
-    await cluster.until(lambda: cluster.pod("plain") is None, timeout=3.0)
+    await cluster.until(lambda: cluster.pod("plain") is None, within=3.0)
     disrupted = [
         ev.obj
         for _t, ev in cluster.events
@@ -102,7 +102,7 @@ async def test_noexecute_taint_evicts_untolerating_pods_after_toleration_seconds
     ]
     assert cluster.condition(disrupted[0], "DisruptionTarget", "reason") == "DeletionByTaintManager"
     assert cluster.pod("brief") is not None
-    await cluster.until(lambda: cluster.pod("brief") is None, timeout=5.0)
+    await cluster.until(lambda: cluster.pod("brief") is None, within=5.0)
     assert cluster.deleted_at("brief") - t0 >= 0.95
     await asyncio.sleep(0.3)
     assert cluster.phase("forever") == "Running"
@@ -129,7 +129,7 @@ async def test_out_of_service_taint_force_deletes_terminating_pods(cluster: Any)
     await cluster.create_pod("stuck", node_name="n1")
     await cluster.until(lambda: cluster.phase("stuck") == "Running")
     cluster.kubelet.stop_node("n1")
-    await cluster.until(lambda: cluster.node_ready("n1") == "Unknown", timeout=6.0)
+    await cluster.until(lambda: cluster.node_ready("n1") == "Unknown", within=6.0)
     await cluster.delete_pod("stuck")
     await asyncio.sleep(0.3)
     assert cluster.pod("stuck") is not None  # Terminating for ever without a kubelet...
@@ -137,4 +137,4 @@ async def test_out_of_service_taint_force_deletes_terminating_pods(cluster: Any)
         {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
     ]
     await cluster.patch("/api/v1/nodes/n1", {"spec": {"taints": taints}})
-    await cluster.until(lambda: cluster.pod("stuck") is None, timeout=3.0)  # ...until out-of-service
+    await cluster.until(lambda: cluster.pod("stuck") is None, within=3.0)  # ...until out-of-service

@@ -423,3 +423,24 @@ async def test_statefulset_parallel_creates_all_at_once(api: Api) -> None:
         return all(api.sim.store.find(pod_rt, NS, f"cache-{i}") is not None for i in range(3))
 
     await until(created, within=2)
+
+
+async def test_daemonset_rolls_to_a_new_template(api: Api) -> None:
+    dss = f"/apis/apps/v1/namespaces/{NS}/daemonsets"
+    await api.call("POST", dss, daemonset("agent"))
+
+    async def images() -> set[str] | None:
+        pods = active(await api.pods("app=agent"))
+        if len(pods) != 3 or not all(ready(p) for p in pods):
+            return None
+        return {p["spec"]["containers"][0]["image"] for p in pods}
+
+    assert await until(images) == {"agent:1"}
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "agent:2"}]}}}}
+    await api.call("PATCH", f"{dss}/agent", patch, merge=True)
+
+    async def rolled() -> bool:
+        ds = await api.get(f"{dss}/agent")
+        return await images() == {"agent:2"} and ds["status"].get("updatedNumberScheduled") == 3
+
+    await until(rolled, within=15)

@@ -28,10 +28,9 @@ from typing import Any
 from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent
 from . import Controller, ControllerConfig
 from .replicaset import (
-    OwnerIndex,
     WorkQueue,
     available_in,
-    controller_uid,
+    controller_ref,
     create_generated,
     delete_quietly,
     int_or_percent,
@@ -181,25 +180,21 @@ class DaemonSetController(Controller):
         self.ds_rt = self.rt("apps", "v1", "daemonsets")
         self.pod_rt = self.rt("", "v1", "pods")
         self.node_rt = self.rt("", "v1", "nodes")
-        self.pods = OwnerIndex("DaemonSet")
+        #: DaemonSet uid -> node name -> keys of its pods targeting that node.
+        self.ds_pods: dict[str, dict[str, set[ObjKey]]] = {}
+        #: DaemonSet uid -> nodes that should run its pod (set by a full sync, kept by node syncs).
+        self.eligible: dict[str, set[str]] = {}
         #: DaemonSet uid -> (hash of the template last seen, revision label of current pods).
         self.revisions: dict[str, tuple[str, str]] = {}
-        #: Node name -> keys of DaemonSet-owned pods targeting it.
-        self.node_pods: dict[str, set[ObjKey]] = {}
         self.full = WorkQueue[ObjKey]("daemonset", self.sync)
         self.nodes = WorkQueue[str]("daemonset-node", self.sync_node)
-        self.status = WorkQueue[ObjKey]("daemonset-status", self.sync_status, batch_delay=0.02)
+        # Status is O(nodes) per DaemonSet: batch a little longer so a drain's pod churn coalesces.
+        self.status = WorkQueue[ObjKey]("daemonset-status", self.sync_status, batch_delay=0.2)
 
     def start(self) -> None:
         super().start()
         for pod in self.store.iter_objects(self.pod_rt):
-            self.pods.apply("ADDED", pod, None)
-            if owner_name(pod, "DaemonSet"):
-                node = _target_node(pod)
-                if node:
-                    self.node_pods.setdefault(node, set()).add(
-                        (pod["metadata"]["namespace"], pod["metadata"]["name"])
-                    )
+            self._index_pod(pod, None, "ADDED")
         for ds in self.store.iter_objects(self.ds_rt):
             self.full.add((ds["metadata"]["namespace"], ds["metadata"]["name"]))
         self.spawn(self.full.run())
@@ -208,10 +203,8 @@ class DaemonSetController(Controller):
 
     def on_event(self, ev: WatchEvent) -> None:
         if ev.rkey == POD_KEY:
-            before, after = self.pods.apply(ev.type, ev.obj, ev.old)
-            if before is None and after is None:
+            if not self._index_pod(ev.obj, ev.old, ev.type):
                 return
-            self._index_node(ev)
             ns = ev.obj["metadata"].get("namespace", "")
             for obj in (ev.old, ev.obj):
                 name = owner_name(obj, "DaemonSet")
@@ -226,102 +219,115 @@ class DaemonSetController(Controller):
             if (
                 ev.type == "MODIFIED"
                 and old is not None
-                and (
-                    old["metadata"].get("labels") == ev.obj["metadata"].get("labels")
-                    and old.get("spec") == ev.obj.get("spec")
-                    and bool(old["metadata"].get("deletionTimestamp"))
-                    == bool(ev.obj["metadata"].get("deletionTimestamp"))
-                )
+                and old["metadata"].get("labels") == ev.obj["metadata"].get("labels")
+                and old.get("spec") == ev.obj.get("spec")
+                and bool(old["metadata"].get("deletionTimestamp"))
+                == bool(ev.obj["metadata"].get("deletionTimestamp"))
             ):
-                return
+                return  # a heartbeat: nothing that decides where daemon pods run changed
             self.nodes.add(ev.obj["metadata"]["name"])
         elif ev.rkey == DS_KEY:
             meta = ev.obj["metadata"]
             if ev.type == "DELETED":
                 self.revisions.pop(meta["uid"], None)
-            else:
+                self.eligible.pop(meta["uid"], None)
+            elif ev.type == "ADDED" or ev.old is None or ev.old.get("spec") != ev.obj.get("spec"):
                 self.full.add((meta["namespace"], meta["name"]))
 
-    def _index_node(self, ev: WatchEvent) -> None:
-        meta = ev.obj["metadata"]
+    def _entry(self, pod: Obj | None) -> tuple[str, str] | None:
+        ref = controller_ref(pod)
+        if pod is None or ref is None or ref.get("kind") != "DaemonSet" or not ref.get("uid"):
+            return None
+        node = _target_node(pod)
+        return (str(ref["uid"]), node) if node else None
+
+    def _index_pod(self, pod: Obj, old: Obj | None, type_: str) -> bool:
+        """Update the DaemonSet/node index; False when the pod is no DaemonSet's (before or after)."""
+        meta = pod["metadata"]
         key = (meta.get("namespace", ""), meta["name"])
-        before = _target_node(ev.old) if ev.old is not None and ev.type != "ADDED" else None
-        after = _target_node(ev.obj) if ev.type != "DELETED" and owner_name(ev.obj, "DaemonSet") else None
-        if ev.type == "DELETED":
-            before = _target_node(ev.obj)
-        if before and before != after:
-            bucket = self.node_pods.get(before)
+        before = self._entry(pod if type_ == "DELETED" else old) if type_ != "ADDED" else None
+        after = self._entry(pod) if type_ != "DELETED" else None
+        if before is None and after is None:
+            return False
+        if before is not None and before != after:
+            by_node = self.ds_pods.get(before[0], {})
+            bucket = by_node.get(before[1])
             if bucket is not None:
                 bucket.discard(key)
                 if not bucket:
-                    del self.node_pods[before]
-        if after:
-            self.node_pods.setdefault(after, set()).add(key)
+                    del by_node[before[1]]
+        if after is not None:
+            self.ds_pods.setdefault(after[0], {}).setdefault(after[1], set()).add(key)
+        return True
+
+    def _pods_on(self, uid: str, node: str) -> list[Obj]:
+        keys = self.ds_pods.get(uid, {}).get(node, ())
+        return [p for k in keys if (p := self.store.find(self.pod_rt, *k)) is not None]
 
     # -- revisions --------------------------------------------------------------------------------
 
-    def _revision(self, ds: Obj, pods: list[Obj]) -> str:
+    def _revision(self, ds: Obj) -> str:
         uid = ds["metadata"]["uid"]
         h = template_hash((ds.get("spec") or {}).get("template"))
         known = self.revisions.get(uid)
         if known is not None and known[0] == h:
             return known[1]
         if known is None:
-            labels = Counter((p["metadata"].get("labels") or {}).get(REVISION_LABEL) for p in pods)
-            labels.pop(None, None)
+            labels: Counter[str] = Counter()
+            for node in list(self.ds_pods.get(uid, {})):
+                for p in self._pods_on(uid, node):
+                    label = (p["metadata"].get("labels") or {}).get(REVISION_LABEL)
+                    if label:
+                        labels[str(label)] += 1
             rev = labels.most_common(1)[0][0] if labels else h
         else:
             rev = h
-        self.revisions[uid] = (h, str(rev))
-        return str(rev)
+        self.revisions[uid] = (h, rev)
+        return rev
 
     # -- reconcile --------------------------------------------------------------------------------
-
-    def _by_node(self, ds: Obj) -> tuple[list[Obj], dict[str, list[Obj]]]:
-        pods = self.pods.objects(self.store, self.pod_rt, ds["metadata"]["uid"])
-        by_node: dict[str, list[Obj]] = {}
-        for p in pods:
-            node = _target_node(p)
-            if node:
-                by_node.setdefault(node, []).append(p)
-        return pods, by_node
 
     def sync(self, key: ObjKey) -> None:
         ds = self.store.find(self.ds_rt, *key)
         if ds is None or is_terminating(ds):
             return
-        pods, by_node = self._by_node(ds)
-        rev = self._revision(ds, pods)
+        uid = ds["metadata"]["uid"]
+        rev = self._revision(ds)
+        pod_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+        tolerations = daemon_tolerations(pod_spec)
+        eligible: set[str] = set()
         seen: set[str] = set()
         for node in self.store.iter_objects(self.node_rt):
             name = node["metadata"]["name"]
             seen.add(name)
-            self._reconcile(ds, rev, node, by_node.get(name, []))
-        for name, node_pods in by_node.items():
-            if name not in seen:
-                self._reconcile(ds, rev, None, node_pods)
+            run, keep = node_eligibility(pod_spec, tolerations, node)
+            if run:
+                eligible.add(name)
+            self._reconcile(ds, rev, name, run, keep, self._pods_on(uid, name))
+        self.eligible[uid] = eligible
+        for name in [n for n in self.ds_pods.get(uid, {}) if n not in seen]:
+            self._reconcile(ds, rev, name, False, False, self._pods_on(uid, name))
         self.status.add(key)
 
     def sync_node(self, node_name: str) -> None:
         node = self.store.find(self.node_rt, None, node_name)
-        on_node = [p for k in self.node_pods.get(node_name, ()) if (p := self.store.find(self.pod_rt, *k))]
         for ds in list(self.store.iter_objects(self.ds_rt)):
-            if is_terminating(ds):
-                continue
             uid = ds["metadata"]["uid"]
-            owned = self.pods.objects(self.store, self.pod_rt, uid) if uid not in self.revisions else []
-            rev = self._revision(ds, owned)
-            pods = [p for p in on_node if controller_uid(p) == uid]
-            self._reconcile(ds, rev, node, pods)
+            if is_terminating(ds) or uid not in self.eligible:
+                continue  # a full sync is pending for a DaemonSet not seen yet
+            pod_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
+            run, keep = (False, False)
+            if node is not None:
+                run, keep = node_eligibility(pod_spec, daemon_tolerations(pod_spec), node)
+            if run:
+                self.eligible[uid].add(node_name)
+            else:
+                self.eligible[uid].discard(node_name)
+            self._reconcile(ds, self._revision(ds), node_name, run, keep, self._pods_on(uid, node_name))
             self.status.add((ds["metadata"]["namespace"], ds["metadata"]["name"]))
 
-    def _reconcile(self, ds: Obj, rev: str, node: Obj | None, pods: list[Obj]) -> None:
+    def _reconcile(self, ds: Obj, rev: str, node: str, run: bool, keep: bool, pods: list[Obj]) -> None:
         ns = ds["metadata"]["namespace"]
-        template = (ds.get("spec") or {}).get("template") or {}
-        pod_spec = template.get("spec") or {}
-        run, keep = (
-            (False, False) if node is None else node_eligibility(pod_spec, daemon_tolerations(pod_spec), node)
-        )
         live = [p for p in pods if not is_terminating(p)]
         for p in live:
             if (p.get("status") or {}).get("phase") == "Failed":
@@ -337,9 +343,9 @@ class DaemonSetController(Controller):
             for p in live[1:]:
                 delete_quietly(self.store, self.pod_rt, ns, p["metadata"]["name"])
             return
-        if live or not run or node is None or len(pods) > len(live):
+        if live or not run or len(pods) > len(live):
             return  # running already, not wanted here, or an old pod is still terminating
-        self._create(ds, rev, node["metadata"]["name"])
+        self._create(ds, rev, node)
 
     def _create(self, ds: Obj, rev: str, node: str) -> None:
         spec = ds.get("spec") or {}
@@ -363,24 +369,22 @@ class DaemonSetController(Controller):
         ds = self.store.find(self.ds_rt, *key)
         if ds is None:
             return
+        uid = ds["metadata"]["uid"]
+        eligible = self.eligible.get(uid)
+        if eligible is None:
+            return  # the pending full sync queues the status
         spec = ds.get("spec") or {}
-        pod_spec = (spec.get("template") or {}).get("spec") or {}
-        tolerations = daemon_tolerations(pod_spec)
-        pods, by_node = self._by_node(ds)
-        rev = self._revision(ds, pods)
+        rev = self._revision(ds)
         min_ready = int(spec.get("minReadySeconds", 0))
         now = self.store.clock()
-        desired = current = misscheduled = ready = available = updated = 0
+        current = misscheduled = ready = available = updated = 0
         recheck: float | None = None
         outdated: list[Obj] = []
-        for node in self.store.iter_objects(self.node_rt):
-            run, _keep = node_eligibility(pod_spec, tolerations, node)
-            live = [p for p in by_node.get(node["metadata"]["name"], ()) if not is_terminating(p)]
-            if run:
-                desired += 1
+        for node in list(self.ds_pods.get(uid, {})):
+            live = [p for p in self._pods_on(uid, node) if not is_terminating(p)]
             if not live:
                 continue
-            if not run:
+            if node not in eligible:
                 misscheduled += 1
                 continue
             current += 1
@@ -396,6 +400,7 @@ class DaemonSetController(Controller):
                     recheck = left if recheck is None else min(recheck, left)
             if not is_updated:
                 outdated.append(pod)
+        desired = len(eligible)
         status = {
             "desiredNumberScheduled": desired,
             "currentNumberScheduled": current,

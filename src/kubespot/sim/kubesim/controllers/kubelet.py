@@ -475,7 +475,13 @@ class KubeletController(Controller):
             self._killing.pop(key, None)
             self._park(node_name, key)
             return
-        self._killing.pop(key, None)
+        try:
+            self._confirm_kill(key, pod, k)
+        finally:
+            # Popped only now, so the events of the writes below do not look like a new deletion.
+            self._killing.pop(key, None)
+
+    def _confirm_kill(self, key: ObjKey, pod: Obj, k: _Kill) -> None:
         phase = (pod.get("status") or {}).get("phase")
         if k.started and phase not in ("Succeeded", "Failed"):
             exit_code = 0 if k.exit_at <= k.kill_at else SIGKILL_EXIT_CODE

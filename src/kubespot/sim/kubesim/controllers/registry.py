@@ -16,8 +16,12 @@ from .statefulset import StatefulSetController
 
 
 def enabled(config: ControllerConfig) -> list[type[Controller]]:
-    out: list[type[Controller]] = [NamespaceController, NodeLifecycleController, GarbageCollector,
-                                   DisruptionController]
+    out: list[type[Controller]] = [
+        NamespaceController,
+        NodeLifecycleController,
+        GarbageCollector,
+        DisruptionController,
+    ]
     if config.workloads:
         out += [DeploymentController, ReplicaSetController, DaemonSetController, StatefulSetController]
     if config.scheduler:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -33,8 +34,8 @@ K = TypeVar("K", bound=Hashable)
 RS_KEY = ("apps", "replicasets")
 #: Most pods one sync creates; the rest follow on the next tick (upstream uses slow-start batches).
 CREATE_BURST = 500
-#: Keys a work loop handles before yielding, so a start-up resync does not starve the HTTP server.
-YIELD_EVERY = 100
+#: Seconds a work loop may run before yielding, so a start-up resync does not starve the HTTP server.
+YIELD_AFTER = 0.02
 
 
 # -- shared helpers ---------------------------------------------------------------------------------
@@ -81,7 +82,8 @@ class WorkQueue(Generic[K]):
                     await asyncio.sleep(self._batch_delay)
                 self._wake.clear()
                 batch, self._dirty = self._dirty, {}
-                for i, key in enumerate(batch):
+                slice_start = time.perf_counter()
+                for key in batch:
                     try:
                         self._handler(key)
                     except errors.ApiError as exc:
@@ -91,8 +93,9 @@ class WorkQueue(Generic[K]):
                     except Exception:
                         log.exception("%s: sync %s failed", self.name, key)
                         self.add_after(key, 1.0)
-                    if (i + 1) % YIELD_EVERY == 0:
+                    if time.perf_counter() - slice_start > YIELD_AFTER:
                         await asyncio.sleep(0)
+                        slice_start = time.perf_counter()
         finally:
             for timer in self._timers.values():
                 timer.cancel()

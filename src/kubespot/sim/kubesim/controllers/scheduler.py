@@ -74,7 +74,10 @@ PREEMPTION_NO_VICTIMS = "No preemption victims found for incoming pod"
 _NONZERO_MILLI_CPU = 100
 _NONZERO_MEMORY = 200 * 1024 * 1024
 _DEBOUNCE_SECONDS = 0.01
-_YIELD_EVERY = 200
+_YIELD_EVERY = 50
+# Unschedulable pods are retried on relevant changes, but at most this often: an eviction storm frees
+# resources thousands of times a second (upstream backs unschedulable pods off 1-10 s).
+_RETRY_INTERVAL_SECONDS = 0.1
 # Like upstream's podMaxInUnschedulablePodsDuration, but shorter: a safety net for missed changes.
 _FLUSH_UNSCHEDULABLE_SECONDS = 30.0
 
@@ -311,6 +314,7 @@ class SchedulerController(Controller):
         self._sorted_names: list[str] = []
         self._sorted_version = -1
         self._retry = False
+        self._last_retry = 0.0
         self._kick = asyncio.Event()
         self._seq = itertools.count()
         self._next_start = 0
@@ -432,9 +436,14 @@ class SchedulerController(Controller):
     # -- passes ----------------------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._kick.wait()
             await asyncio.sleep(_DEBOUNCE_SECONDS)
+            if self._retry and not self._pending:
+                wait = self._last_retry + _RETRY_INTERVAL_SECONDS - loop.time()
+                if wait > 0:
+                    await asyncio.sleep(wait)
             self._kick.clear()
             try:
                 await self._pass()
@@ -450,6 +459,7 @@ class SchedulerController(Controller):
         self.passes += 1
         if self._retry:
             self._retry = False
+            self._last_retry = asyncio.get_running_loop().time()
             self._pending.update(self._unschedulable)
             self._unschedulable.clear()
         if not self._pending:
