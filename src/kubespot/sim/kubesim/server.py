@@ -24,9 +24,9 @@ import orjson
 from aiohttp import web
 
 from . import errors
-from .errors import ApiError
 from .controllers import ControllerManager
 from .controllers.kubelet import kubelet_of
+from .errors import ApiError
 from .eviction import evict
 from .faults import Faults, rule_from_dict
 from .resources import ResourceType

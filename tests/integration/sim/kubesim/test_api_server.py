@@ -521,12 +521,16 @@ async def test_stopping_a_kubelet_over_http_makes_its_node_unknown() -> None:
             _, node = await call(http, "GET", f"/api/v1/nodes/{name}")
             return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
 
-        async with asyncio.timeout(10):
-            while await ready_status() != "Unknown":
-                await asyncio.sleep(0.1)
+        await _until(ready_status, "Unknown")
         status, _ = await call(http, "PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": "no"})
         assert status == 400
         await call(http, "PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": True})
-        async with asyncio.timeout(10):
-            while await ready_status() != "True":
-                await asyncio.sleep(0.1)
+        await _until(ready_status, "True")
+
+
+async def _until(probe: Any, want: str, wait_s: float = 10) -> None:
+    async with asyncio.timeout(wait_s):
+        while True:
+            if await probe() == want:
+                return
+            await asyncio.sleep(0.1)
