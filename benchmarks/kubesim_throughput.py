@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -35,12 +36,19 @@ def _rss_mib(pid: int) -> tuple[float, float]:
 
 
 def start_server(
-    nodes: int, pods_per_node: int, kubeconfig: Path
+    nodes: int,
+    pods_per_node: int,
+    kubeconfig: Path,
+    *,
+    log: Path,
+    profile: str | None = None,
+    controllers: bool = True,
 ) -> tuple[subprocess.Popen[str], str, float]:
     started = time.monotonic()
+    python = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
     proc = subprocess.Popen(
         [
-            sys.executable,
+            *python,
             "-m",
             "kubespot",
             "kubesim",
@@ -52,9 +60,11 @@ def start_server(
             str(kubeconfig),
             "--pod-start-seconds",
             "0.5",
+            *([] if controllers else ["--no-controllers"]),
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        # A file, not a pipe nobody reads: a chatty server must never block on a full pipe.
+        stderr=log.open("w"),
         text=True,
     )
     assert proc.stdout is not None
@@ -62,8 +72,7 @@ def start_server(
         m = re.search(r"serving (\d+) objects at (http://\S+)", line)
         if m:
             return proc, m.group(2), time.monotonic() - started
-    err = proc.stderr.read() if proc.stderr else ""
-    raise RuntimeError(f"kubesim did not start: {err}")
+    raise RuntimeError(f"kubesim did not start: {log.read_text()[-2000:]}")
 
 
 async def _list_pods(session: aiohttp.ClientSession, url: str) -> list[dict[str, Any]]:
@@ -100,13 +109,16 @@ async def bench_gets(
 async def bench_evictions(
     session: aiohttp.ClientSession, url: str, pods: list[dict[str, Any]], seconds: float, concurrency: int
 ) -> dict[str, float]:
-    """Evict pods that no budget protects (DaemonSet and bare pods first), one request each."""
-
-    def unprotected(p: dict[str, Any]) -> bool:
-        owners = p["metadata"].get("ownerReferences") or []
-        return not owners or owners[0].get("kind") == "DaemonSet"
-
-    targets = [p for p in pods if unprotected(p)] + [p for p in pods if not unprotected(p)]
+    """Evict what a drain evicts: every pod but DaemonSet pods, round-robin across owners so that
+    consecutive evictions meet different PodDisruptionBudgets (as draining many nodes at once does).
+    Evictions a budget refuses (429) are answered evictions too and are reported apart."""
+    by_owner: dict[str, list[dict[str, Any]]] = {}
+    for p in pods:
+        owners = p["metadata"].get("ownerReferences") or [{}]
+        if owners[0].get("kind") == "DaemonSet":
+            continue
+        by_owner.setdefault(str(owners[0].get("uid", p["metadata"]["name"])), []).append(p)
+    targets = [p for group in itertools.zip_longest(*by_owner.values()) for p in group if p is not None]
     counts = {"201": 0, "429": 0, "other": 0}
     deadline = time.monotonic() + seconds
     next_idx = 0
@@ -142,68 +154,100 @@ async def bench_evictions(
 
 
 async def bench_watch(
-    session: aiohttp.ClientSession, url: str, resource_version: str | None
+    session: aiohttp.ClientSession, url: str, resource_version: str | None, expect: int | None
 ) -> tuple[float, int]:
     """Events per second a pod watch delivers to a client that parses every line.
 
     With no resourceVersion the watch starts with one ADDED event per existing pod (upstream's
-    "get state and start at most recent"); otherwise it replays history after that version.
+    "get state and start at most recent"), and ends when ``expect`` events arrived; otherwise it
+    replays history after that version and ends when the stream is idle for 2 s.
     """
-    params = {"watch": "true", "timeoutSeconds": "120"}
+    params = {"watch": "true", "timeoutSeconds": "300"}
     if resource_version:
         params["resourceVersion"] = resource_version
     started = time.monotonic()
     events = 0
     last = started
-    async with session.get(
-        f"{url}/api/v1/pods", params=params, timeout=aiohttp.ClientTimeout(total=None, sock_read=2.0)
-    ) as resp:
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=30.0 if expect else 2.0)
+    async with session.get(f"{url}/api/v1/pods", params=params, timeout=timeout) as resp:
         with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
             async for line in resp.content:
                 if line.strip():
                     orjson.loads(line)
                     events += 1
                     last = time.monotonic()
+                    if expect is not None and events >= expect:
+                        break
     return events / max(last - started, 1e-6), events
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def settle(session: aiohttp.ClientSession, url: str, limit_s: float = 120.0) -> float:
+    """Wait until the server answers /healthz in < 20 ms five times running: start-up work done."""
+    started = time.monotonic()
+    calm = 0
+    while calm < 5 and time.monotonic() - started < limit_s:
+        t0 = time.monotonic()
+        async with session.get(f"{url}/healthz") as resp:
+            await resp.read()
+        calm = calm + 1 if time.monotonic() - t0 < 0.02 else 0
+        await asyncio.sleep(0.2)
+    return time.monotonic() - started
+
+
+async def session_figures(args: argparse.Namespace, *, controllers: bool, phases: set[str]) -> dict[str, Any]:
+    """Start one server, run the given phases against it, and return its figures."""
     with tempfile.TemporaryDirectory() as tmp:
-        proc, url, load_s = start_server(args.nodes, args.pods_per_node, Path(tmp) / "kubeconfig")
+        proc, url, load_s = start_server(
+            args.nodes,
+            args.pods_per_node,
+            Path(tmp) / "kubeconfig",
+            log=Path(tmp) / "kubesim.log",
+            profile=args.profile_server if controllers else None,
+            controllers=controllers,
+        )
+        out: dict[str, Any] = {"load_s": round(load_s, 2)}
         try:
-            rss_after_load, _ = _rss_mib(proc.pid)
+            out["rss_mib"] = round(_rss_mib(proc.pid)[0], 1)
             connector = aiohttp.TCPConnector(limit=args.concurrency)
             async with aiohttp.ClientSession(connector=connector) as session:
+                out["settle_s"] = round(await settle(session, url), 2)
                 pods = await _list_pods(session, url)
+                out["pods"] = len(pods)
                 async with session.get(f"{url}/api/v1/pods", params={"limit": "1"}) as resp:
                     rv_before = orjson.loads(await resp.read())["metadata"]["resourceVersion"]
-                watch_s, watch_n = await bench_watch(session, url, None)
-                gets_s, get_errors = await bench_gets(session, url, pods, args.seconds, args.concurrency)
-                ev = await bench_evictions(session, url, pods, args.seconds, args.concurrency)
-                resume_s, resume_n = await bench_watch(session, url, rv_before)
-            rss_now, rss_peak = _rss_mib(proc.pid)
+                if args.ready_file:
+                    Path(args.ready_file).write_text(str(proc.pid))  # noqa: ASYNC240 - before timing
+                if "watch" in phases:
+                    rate, n = await bench_watch(session, url, None, len(pods))
+                    out |= {"watch_events_per_s": round(rate, 1), "watch_events": n}
+                if "gets" in phases:
+                    rate, errors = await bench_gets(session, url, pods, args.seconds, args.concurrency)
+                    out |= {"gets_per_s": round(rate, 1), "get_errors": errors}
+                if "evictions" in phases:
+                    ev = await bench_evictions(session, url, pods, args.seconds, args.concurrency)
+                    out |= {k: round(v, 1) if isinstance(v, float) else v for k, v in ev.items()}
+                if "resume" in phases:
+                    rate, n = await bench_watch(session, url, rv_before, None)
+                    out |= {"watch_resume_events_per_s": round(rate, 1), "watch_resume_events": n}
+            out["rss_end_mib"], out["rss_peak_mib"] = (round(v, 1) for v in _rss_mib(proc.pid))
         finally:
             proc.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=20)
-    return {
-        "nodes": args.nodes,
-        "pods": sum(1 for _ in pods),
-        "load_s": round(load_s, 2),
-        "rss_mib": round(rss_after_load, 1),
-        "rss_peak_mib": round(rss_peak, 1),
-        "rss_end_mib": round(rss_now, 1),
-        "gets_per_s": round(gets_s, 1),
-        "get_errors": get_errors,
-        **{k: round(v, 1) if isinstance(v, float) else v for k, v in ev.items()},
-        "watch_events_per_s": round(watch_s, 1),
-        "watch_events": watch_n,
-        "watch_resume_events_per_s": round(resume_s, 1),
-        "watch_resume_events": resume_n,
-        "concurrency": args.concurrency,
-        "python": sys.version.split()[0],
-        "cpus": os.cpu_count(),
-    }
+    return out
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    phases = set(args.phases.split(","))
+    full = await session_figures(args, controllers=True, phases=phases)
+    result: dict[str, Any] = {"nodes": args.nodes, **full}
+    if "evictions" in phases and not args.skip_api_only:
+        # The same evictions against the API server alone: no kubelets, scheduler or workload
+        # controllers reacting in the same Python process (a real cluster runs those elsewhere).
+        api = await session_figures(args, controllers=False, phases={"evictions"})
+        result |= {f"api_only_{k}": v for k, v in api.items() if k.startswith("evict")}
+    result |= {"concurrency": args.concurrency, "python": sys.version.split()[0], "cpus": os.cpu_count()}
+    return result
 
 
 def main() -> None:
@@ -214,6 +258,14 @@ def main() -> None:
     parser.add_argument("--pods-per-node", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of the GET and eviction phases")
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument(
+        "--phases", default="watch,gets,evictions,resume", help="comma-separated phases to run (default all)"
+    )
+    parser.add_argument(
+        "--profile-server", metavar="PATH", help="run the server under cProfile, stats to PATH"
+    )
+    parser.add_argument("--ready-file", help="write the server pid here once it has settled (for profilers)")
+    parser.add_argument("--skip-api-only", action="store_true", help="skip the API-only eviction run")
     print(json.dumps(asyncio.run(run(parser.parse_args()))))
 
 

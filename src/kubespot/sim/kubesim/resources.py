@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
@@ -39,7 +40,7 @@ class ResourceType:
     def singular(self) -> str:
         return self.kind.lower()
 
-    @property
+    @cached_property
     def key(self) -> tuple[str, str]:
         """Storage key: objects are shared across the versions of one group/resource."""
         return (self.group, self.plural)
@@ -168,11 +169,15 @@ class Registry:
     def __init__(self, types: Iterable[ResourceType] = BUILTIN) -> None:
         self._by_path: dict[tuple[str, str, str], ResourceType] = {}
         self._group_versions: dict[str, list[str]] = {}
+        self._by_kind: dict[tuple[str, str], ResourceType | None] = {}
+        self._by_key: dict[tuple[str, str], ResourceType] = {}
         for rt in types:
             self.add(rt)
 
     def add(self, rt: ResourceType) -> None:
         self._by_path[(rt.group, rt.version, rt.plural)] = rt
+        self._by_kind.clear()
+        self._by_key.setdefault(rt.key, rt)
         versions = self._group_versions.setdefault(rt.group, [])
         if rt.version not in versions:
             versions.append(rt.version)
@@ -180,6 +185,8 @@ class Registry:
     def remove_group_resource(self, group: str, plural: str) -> None:
         for key in [k for k in self._by_path if k[0] == group and k[2] == plural]:
             del self._by_path[key]
+        self._by_kind.clear()
+        self._by_key.pop((group, plural), None)
         still = {v for (g, v, _p) in self._by_path if g == group}
         if still:
             self._group_versions[group] = [v for v in self._group_versions[group] if v in still]
@@ -190,11 +197,16 @@ class Registry:
         return self._by_path.get((group, version, plural))
 
     def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        group, _, version = api_version.rpartition("/")
-        for rt in self.resources(group, version):
-            if rt.kind == kind:
-                return rt
-        return None
+        cache_key = (api_version, kind)
+        if cache_key not in self._by_kind:
+            group, _, version = api_version.rpartition("/")
+            found = [rt for rt in self.resources(group, version) if rt.kind == kind]
+            self._by_kind[cache_key] = found[0] if found else None
+        return self._by_kind[cache_key]
+
+    def by_key(self, key: tuple[str, str]) -> ResourceType:
+        """The (first registered version of the) resource stored under ``(group, plural)``."""
+        return self._by_key[key]
 
     def resources(self, group: str, version: str) -> list[ResourceType]:
         return [rt for (g, v, _p), rt in self._by_path.items() if g == group and v == version]

@@ -49,6 +49,9 @@ SERVER_VERSION = {
     "platform": "linux/amd64",
 }
 _SNAPSHOTS = 32
+#: Lists longer than this are streamed in chunks of ``_STREAM_CHUNK`` items.
+_STREAM_OVER = 5000
+_STREAM_CHUNK = 1000
 
 
 @dataclass
@@ -241,7 +244,7 @@ class KubeSimServer:
             obj = store.get(rt, ns, route.name)
             return self._render(request, rt, [obj], single=True)
         if verb == "list":
-            return self._list(request, rt, ns)
+            return await self._list(request, rt, ns)
         if verb == "watch":
             return await self._watch(request, rt, ns)
         if verb == "create":
@@ -361,7 +364,7 @@ class KubeSimServer:
         fields = parse_field_selector(q["fieldSelector"], kind=rt.kind) if q.get("fieldSelector") else None
         return labels, fields
 
-    def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.Response:
+    async def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
         q = request.query
         limit = _int(q["limit"], "limit") if q.get("limit") else 0
         token = q.get("continue")
@@ -382,6 +385,8 @@ class KubeSimServer:
             page = items[start : start + limit]
         else:
             page = items[start:]
+        if len(page) > _STREAM_OVER and not _wants_table(request.headers.get("Accept", "")):
+            return await self._stream_list(request, self._list_body(rt, page, next_token, remaining, str(rv)))
         return self._render(
             request, rt, page, single=False, rv=str(rv), continue_token=next_token, remaining=remaining
         )
@@ -452,8 +457,23 @@ class KubeSimServer:
             return _json(table)
         if single:
             return _json(items[0])
-        # Items are encoded into one body without re-wrapping each: it is the hot path of big lists.
         return _json(self._list_body(rt, items, continue_token, remaining, rv))
+
+    async def _stream_list(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        """Write a big list in chunks: a 100 000-pod list is ~300 MB of JSON, and encoding it in one
+        piece would double the server's memory for the length of the response."""
+        items: list[Obj] = body.pop("items")
+        head = orjson.dumps(body)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        await resp.write(head[:-1] + b',"items":[')
+        for start in range(0, len(items), _STREAM_CHUNK):
+            chunk = orjson.dumps(items[start : start + _STREAM_CHUNK])[1:-1]
+            await resp.write(chunk + (b"," if start + _STREAM_CHUNK < len(items) else b""))
+        await resp.write(b"]}")
+        await resp.write_eof()
+        return resp
 
     async def _watch(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
         q = request.query

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 import uuid
 from collections import deque
@@ -154,6 +155,7 @@ class Store:
         self._compacted_rv = 0
         self._watchers: dict[RKey, set[Watcher]] = {}
         self._listeners: list[Listener] = []
+        self._listeners_by_key: dict[RKey, list[Listener]] = {}
         for ns in SYSTEM_NAMESPACES:
             self._insert(self._rt(NAMESPACE_KEY), _namespace(ns, self.clock()))
 
@@ -164,10 +166,7 @@ class Store:
         return self._rv
 
     def _rt(self, rkey: RKey) -> ResourceType:
-        for rt in self.registry.all_types():
-            if rt.key == rkey:
-                return rt
-        raise KeyError(rkey)
+        return self.registry.by_key(rkey)
 
     def table(self, rt: ResourceType) -> dict[ObjKey, Obj]:
         return self._tables.setdefault(rt.key, {})
@@ -250,6 +249,8 @@ class Store:
         for w in self._watchers.get(rt.key, ()):
             w.offer(ev)
         for listener in self._listeners:
+            listener(ev)
+        for listener in self._listeners_by_key.get(rt.key, ()):
             listener(ev)
 
     def _stamp_new(self, rt: ResourceType, obj: Obj, namespace: str | None) -> Obj:
@@ -420,11 +421,33 @@ class Store:
             raise errors.conflict(rt, name)
         return self._commit(rt, old, new, subresource=subresource, dry_run=dry_run)
 
-    def mutate(self, rt: ResourceType, namespace: str | None, name: str, fn: Callable[[Obj], None]) -> Obj:
-        """In-process read-modify-write for the simulated controllers (no conflict is possible)."""
+    def mutate(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        fn: Callable[[Obj], None],
+        *,
+        status_only: bool = False,
+    ) -> Obj:
+        """In-process read-modify-write for the simulated controllers (no conflict is possible).
+
+        ``fn`` gets a copy to modify. With ``status_only`` only ``status`` is copied deeply, which is
+        much cheaper for big objects, and ``fn`` must leave everything else untouched.
+        """
         old = self.get(rt, namespace, name)
-        new = deep_copy(old)
+        if status_only:
+            new = {**old, "metadata": dict(old["metadata"]), "status": deep_copy(old.get("status") or {})}
+        else:
+            new = deep_copy(old)
         fn(new)
+        return self._commit(rt, old, new, subresource="*", dry_run=False)
+
+    def update_status(self, rt: ResourceType, namespace: str | None, name: str, status: Obj) -> Obj:
+        """In-process status write for the simulated controllers: ``status`` (adopted) replaces the
+        object's status. Only the top level and metadata are copied: stored objects are immutable."""
+        old = self.get(rt, namespace, name)
+        new = {**old, "metadata": dict(old["metadata"]), "status": status}
         return self._commit(rt, old, new, subresource="*", dry_run=False)
 
     def _commit(self, rt: ResourceType, old: Obj, new: Obj, *, subresource: str | None, dry_run: bool) -> Obj:
@@ -556,19 +579,21 @@ class Store:
         if rt.key == NAMESPACE_KEY:
             finalizers = [*list(finalizers), "kubesim/namespace-content"]
         if grace == 0 and not finalizers:
-            removed = deep_copy(old)
-            removed["metadata"]["resourceVersion"] = str(self._next_rv())
+            # Stored objects are never mutated, so only the metadata needs a copy of its own.
+            removed = {**old, "metadata": {**old_meta, "resourceVersion": str(self._next_rv())}}
             removed["metadata"].setdefault("deletionTimestamp", rfc3339(self.clock()))
             removed["metadata"]["deletionGracePeriodSeconds"] = 0
             return self._remove(rt, key, removed)
         if old_meta.get("deletionTimestamp") and old_meta.get("deletionGracePeriodSeconds") == grace:
             return old  # nothing changes: repeated deletes are idempotent
-        new = deep_copy(old)
-        meta = new["metadata"]
-        meta["deletionTimestamp"] = rfc3339(self.clock() + grace)
-        meta["deletionGracePeriodSeconds"] = grace
+        meta = {
+            **old_meta,
+            "deletionTimestamp": rfc3339(self.clock() + grace),
+            "deletionGracePeriodSeconds": grace,
+        }
+        new = {**old, "metadata": meta}
         if rt.key == NAMESPACE_KEY:
-            new.setdefault("status", {})["phase"] = "Terminating"
+            new["status"] = {**(old.get("status") or {}), "phase": "Terminating"}
         meta["resourceVersion"] = str(self._next_rv())
         self.table(rt)[key] = new
         self._index(rt, key, new, old)
@@ -580,8 +605,7 @@ class Store:
         rt = self._rt(NAMESPACE_KEY)
         obj = self.find(rt, None, name)
         if obj is not None and obj["metadata"].get("deletionTimestamp"):
-            removed = deep_copy(obj)
-            removed["metadata"]["resourceVersion"] = str(self._next_rv())
+            removed = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self._next_rv())}}
             self._remove(rt, ("", name), removed)
 
     # -- CRDs ------------------------------------------------------------------------------------
@@ -621,13 +645,21 @@ class Store:
 
     # -- watch -----------------------------------------------------------------------------------
 
-    def add_listener(self, listener: Listener) -> None:
-        """In-process subscribers (the simulated controllers) see every event synchronously."""
-        self._listeners.append(listener)
+    def add_listener(self, listener: Listener, rkeys: Iterable[RKey] | None = None) -> None:
+        """In-process subscribers (the simulated controllers) see events synchronously: every event,
+        or only those of the ``(group, plural)`` keys given, which spares them the rest."""
+        if rkeys is None:
+            self._listeners.append(listener)
+        else:
+            for rkey in rkeys:
+                self._listeners_by_key.setdefault(rkey, []).append(listener)
 
     def remove_listener(self, listener: Listener) -> None:
         with contextlib.suppress(ValueError):
             self._listeners.remove(listener)
+        for listeners in self._listeners_by_key.values():
+            with contextlib.suppress(ValueError):
+                listeners.remove(listener)
 
     def compact(self) -> None:
         """Forget the event history, as etcd compaction does: older watches must re-list (410)."""
@@ -720,15 +752,13 @@ def _namespace(name: str, now: float) -> Obj:
     }
 
 
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
 def _validate_name(rt: ResourceType, name: Any) -> None:
     if not isinstance(name, str) or not name or len(name) > 253:
         raise errors.invalid(rt, str(name), "metadata.name", "Invalid value: must be a non-empty string")
-    ok = (
-        all(c.islower() or c.isdigit() or c in "-." for c in name)
-        and name[0].isalnum()
-        and name[-1].isalnum()
-    )
-    if not ok:
+    if _DNS_SUBDOMAIN.fullmatch(name) is None:
         raise errors.invalid(
             rt,
             name,

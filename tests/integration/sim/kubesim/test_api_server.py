@@ -534,3 +534,19 @@ async def _until(probe: Any, want: str, wait_s: float = 10) -> None:
             if await probe() == want:
                 return
             await asyncio.sleep(0.1)
+
+
+async def test_big_lists_are_streamed_whole_and_valid() -> None:
+    """A list longer than the streaming threshold arrives as one valid JSON List with every item."""
+    objects = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i:05d}", "namespace": "default"}}
+        for i in range(6200)
+    ]
+    async with (
+        KubeSim(objects=objects, controllers=QUIET) as big,
+        aiohttp.ClientSession(base_url=big.url) as http,
+    ):
+        status, body = await call(http, "GET", "/api/v1/namespaces/default/configmaps")
+        assert status == 200 and body["kind"] == "ConfigMapList"
+        assert [c["metadata"]["name"] for c in body["items"]] == [f"cm-{i:05d}" for i in range(6200)]
+        assert int(body["metadata"]["resourceVersion"]) >= 6200

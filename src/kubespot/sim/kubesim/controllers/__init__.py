@@ -12,7 +12,7 @@ import contextlib
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..resources import ResourceType
 from ..store import Store, WatchEvent
@@ -45,6 +45,8 @@ class Controller:
     """Base class: holds the store and config, and owns the tasks it starts."""
 
     name = "controller"
+    #: The ``(group, plural)`` keys whose events ``on_event`` needs; None means every event.
+    watches: ClassVar[tuple[tuple[str, str], ...] | None] = None
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         self.store = store
@@ -72,7 +74,7 @@ class Controller:
 
     def start(self) -> None:
         """Subscribe and start background loops; override and call super()."""
-        self.store.add_listener(self.on_event)
+        self.store.add_listener(self.on_event, self.watches)
 
     async def stop(self) -> None:
         self.store.remove_listener(self.on_event)

@@ -174,6 +174,7 @@ def _node_affinity(spec: Obj, node: str) -> None:
 
 class DaemonSetController(Controller):
     name = "daemonset"
+    watches = (POD_KEY, NODE_KEY, DS_KEY)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)

@@ -83,6 +83,7 @@ def surge_and_unavailable(d: Obj) -> tuple[int, int]:
 
 class DeploymentController(Controller):
     name = "deployment"
+    watches = (RS_KEY, DEPLOY_KEY)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)

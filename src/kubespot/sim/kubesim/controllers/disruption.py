@@ -312,6 +312,7 @@ class _SelectorIndex:
 
 class DisruptionController(Controller):
     name = "disruption"
+    watches = (POD_KEY, PDB_KEY, *SCALE_KEYS)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)

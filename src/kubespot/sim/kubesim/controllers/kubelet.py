@@ -180,6 +180,7 @@ class KubeletController(Controller):
     """Every node's kubelet, on one timer heap. See the module docstring."""
 
     name = "kubelet"
+    watches = (POD_KEY, NODE_KEY)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)
@@ -462,7 +463,7 @@ class KubeletController(Controller):
                     for c in inits
                 ]
 
-        self.store.mutate(self.pod_rt, key[0], key[1], run)
+        self.store.mutate(self.pod_rt, key[0], key[1], run, status_only=True)
 
     def _kill_pod(self, key: ObjKey, k: _Kill) -> None:
         pod = self.store.find(self.pod_rt, key[0], key[1])
@@ -515,7 +516,7 @@ class KubeletController(Controller):
                     else:
                         set_condition(conds, type_, "False", now, "ContainersNotReady", unready)
 
-            self.store.mutate(self.pod_rt, key[0], key[1], terminated)
+            self.store.mutate(self.pod_rt, key[0], key[1], terminated, status_only=True)
         self.store.delete(self.pod_rt, key[0], key[1], grace_period_seconds=0)
 
     # -- node heartbeat --------------------------------------------------------------------------

@@ -129,6 +129,7 @@ class NodeLifecycleController(Controller):
     """See the module docstring."""
 
     name = "nodelifecycle"
+    watches = (POD_KEY, NODE_KEY, _LEASE_KEY)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)

@@ -326,6 +326,7 @@ def _deletion_rank(pod: Obj) -> tuple[int, int, int, float]:
 
 class ReplicaSetController(Controller):
     name = "replicaset"
+    watches = (POD_KEY, RS_KEY)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)
@@ -428,13 +429,7 @@ def write_status(
     if not dropped and all(current.get(k) == v for k, v in fields.items()):
         return obj
 
-    def apply(o: Obj) -> None:
-        st = o.setdefault("status", {})
-        if not isinstance(st, dict):
-            st = o["status"] = {}
-        for k in dropped:
-            st.pop(k, None)
-        st.update(deep_copy(dict(fields)))
-
+    status = {k: v for k, v in current.items() if k not in dropped} if isinstance(current, dict) else {}
+    status.update(deep_copy(dict(fields)))
     meta = obj["metadata"]
-    return store.mutate(rt, meta.get("namespace"), meta["name"], apply)
+    return store.update_status(rt, meta.get("namespace"), meta["name"], status)

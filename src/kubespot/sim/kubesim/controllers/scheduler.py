@@ -299,6 +299,7 @@ class SchedulerController(Controller):
     """See the module docstring."""
 
     name = "scheduler"
+    watches = (POD_KEY, NODE_KEY)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)

@@ -49,6 +49,7 @@ def _running_ready(pod: Obj) -> bool:
 
 class StatefulSetController(Controller):
     name = "statefulset"
+    watches = (POD_KEY, STS_KEY)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)
