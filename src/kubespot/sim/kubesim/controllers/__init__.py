@@ -33,6 +33,9 @@ class ControllerConfig:
     #: Seconds without a heartbeat before a node's Ready turns Unknown (kube-controller-manager's
     #: --node-monitor-grace-period; 40 s upstream until 1.32).
     node_monitor_grace_seconds: float = 40.0
+    #: Seconds a workload/PDB controller waits to batch the events of a burst into one sync per
+    #: object (one eviction alone produces about seven events on its ReplicaSet's pods).
+    sync_batch_seconds: float = 0.02
     #: Run the scheduler (bind pending pods to nodes that fit).
     scheduler: bool = True
     #: Run the kubelets (pod start, graceful termination, node heartbeat).

@@ -74,6 +74,8 @@ PREEMPTION_NO_VICTIMS = "No preemption victims found for incoming pod"
 _NONZERO_MILLI_CPU = 100
 _NONZERO_MEMORY = 200 * 1024 * 1024
 _DEBOUNCE_SECONDS = 0.01
+#: Bound on cached pod shapes and static filter results (each is small).
+_SHAPE_CACHE = 4096
 _YIELD_EVERY = 50
 # Unschedulable pods are retried on relevant changes, but at most this often: an eviction storm frees
 # resources thousands of times a second (upstream backs unschedulable pods off 1-10 s).
@@ -244,6 +246,19 @@ class _NodeInfo:
 
 
 @dataclass(slots=True)
+class _Static:
+    """Resource-independent filtering (cordon, taints, selector, affinity), shared by every shape with
+    the same constraints: pods of different Deployments usually differ only in their requests."""
+
+    node_selector: dict[str, str]
+    terms: list[Obj] | None  # None: no required node affinity
+    tolerations: list[Obj]
+    version: int = -1  # node-set version the cached filtering is for
+    feasible: list[str] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
 class _Shape:
     """What scheduling depends on, shared by every pending pod with the same spec essentials."""
 
@@ -251,12 +266,7 @@ class _Shape:
     mem: int
     nz_cpu: int
     nz_mem: int
-    node_selector: dict[str, str]
-    terms: list[Obj] | None  # None: no required node affinity
-    tolerations: list[Obj]
-    version: int = -1  # node-set version the cached static filtering is for
-    feasible: list[str] = field(default_factory=list)
-    static_reasons: Counter[str] = field(default_factory=Counter)
+    static: _Static
 
 
 @dataclass(slots=True)
@@ -311,6 +321,7 @@ class SchedulerController(Controller):
         self._pending: dict[ObjKey, _Pending] = {}
         self._unschedulable: dict[ObjKey, _Pending] = {}
         self._shapes: dict[bytes, _Shape] = {}
+        self._statics: dict[bytes, _Static] = {}
         self._version = 0
         self._sorted_names: list[str] = []
         self._sorted_version = -1
@@ -427,11 +438,17 @@ class SchedulerController(Controller):
         terms = None if affinity is None else list(affinity.get("nodeSelectorTerms") or [])
         selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
         tolerations = list(spec.get("tolerations") or [])
-        key = orjson.dumps(
-            [cpu, mem, nz_cpu, nz_mem, selector, terms, tolerations], option=orjson.OPT_SORT_KEYS
-        )
+        static_key = orjson.dumps([selector, terms, tolerations], option=orjson.OPT_SORT_KEYS)
+        key = orjson.dumps([cpu, mem, nz_cpu, nz_mem]) + static_key
         if key not in self._shapes:
-            self._shapes[key] = _Shape(cpu, mem, nz_cpu, nz_mem, selector, terms, tolerations)
+            if len(self._shapes) >= _SHAPE_CACHE:
+                self._shapes.clear()  # bounded, and rebuilt on demand (see _pass)
+            static = self._statics.get(static_key)
+            if static is None:
+                if len(self._statics) >= _SHAPE_CACHE:
+                    self._statics.clear()
+                static = self._statics[static_key] = _Static(selector, terms, tolerations)
+            self._shapes[key] = _Shape(cpu, mem, nz_cpu, nz_mem, static)
         return key
 
     # -- passes ----------------------------------------------------------------------------------
@@ -496,43 +513,40 @@ class SchedulerController(Controller):
                 failed[pending.shape_key] = message
             self._unschedulable[key] = pending
             self._mark_unschedulable(key, pod, message)
-        if not self._pending and not self._unschedulable:
-            self._shapes.clear()
 
-    def _static(self, shape: _Shape) -> _Shape:
-        """Refresh the shape's resource-independent filtering (filters 1-3) if nodes changed."""
-        if shape.version == self._version:
-            return shape
+    def _static(self, static: _Static) -> _Static:
+        """Refresh resource-independent filtering (filters 1-3) if nodes changed."""
+        if static.version == self._version:
+            return static
         if self._sorted_version != self._version:
             self._sorted_names = sorted(self._nodes)
             self._sorted_version = self._version
         feasible: list[str] = []
         reasons: Counter[str] = Counter()
-        tolerate_cordon = any(tolerates(t, UNSCHEDULABLE_TAINT) for t in shape.tolerations)
+        tolerate_cordon = any(tolerates(t, UNSCHEDULABLE_TAINT) for t in static.tolerations)
         for name in self._sorted_names:
             n = self._nodes[name]
             if n.unschedulable and not tolerate_cordon:
                 reasons[REASON_UNSCHEDULABLE] += 1
                 continue
-            taint = first_untolerated(n.taints, shape.tolerations) if n.taints else None
+            taint = first_untolerated(n.taints, static.tolerations) if n.taints else None
             if taint is not None:
                 reasons[taint_reason(taint)] += 1
                 continue
-            if any(n.labels.get(k) != v for k, v in shape.node_selector.items()) or (
-                shape.terms is not None and not any(term_matches(t, name, n.labels) for t in shape.terms)
+            if any(n.labels.get(k) != v for k, v in static.node_selector.items()) or (
+                static.terms is not None and not any(term_matches(t, name, n.labels) for t in static.terms)
             ):
                 reasons[REASON_AFFINITY] += 1
                 continue
             feasible.append(name)
-        shape.feasible, shape.static_reasons, shape.version = feasible, reasons, self._version
-        return shape
+        static.feasible, static.reasons, static.version = feasible, reasons, self._version
+        return static
 
     def _pick(self, shape: _Shape) -> tuple[str | None, str]:
         num_all = len(self._nodes)
         if num_all == 0:
             return None, "no nodes available to schedule pods"
-        self._static(shape)
-        feasible = shape.feasible
+        feasible = self._static(shape.static).feasible
         want = num_feasible_nodes_to_find(num_all)
         found: list[_NodeInfo] = []
         fit_reasons: Counter[str] = Counter()
@@ -572,7 +586,7 @@ class SchedulerController(Controller):
                 if score > best_score:
                     best, best_score = n, score
             return best.name, ""
-        reasons = shape.static_reasons + fit_reasons
+        reasons = shape.static.reasons + fit_reasons
         histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
         message = f"0/{num_all} nodes are available: {histogram}."
         preemption: Counter[str] = Counter()
