@@ -60,7 +60,10 @@ class FaultRule:
             raise ValueError("error_rate must be between 0 and 1")
         if not 100 <= int(self.error_code) <= 599:
             raise ValueError("error_code must be an HTTP status code")
-        self._path_re = re.compile(self.path) if self.path else None
+        try:
+            self._path_re = re.compile(self.path) if self.path else None
+        except re.error as exc:
+            raise ValueError(f"bad path regex {self.path!r}: {exc}") from None
 
     def matches(self, verb: str, resource: str, path: str) -> bool:
         if self.verb is not None and self.verb != verb:

@@ -91,7 +91,9 @@ class DeploymentController(Controller):
         self.rs_rt = self.rt("apps", "v1", "replicasets")
         self.rses = OwnerIndex("Deployment")
         self.orphans: dict[str, set[str]] = {}
-        self.queue: WorkQueue[ObjKey] = WorkQueue("deployment", self.sync, batch_delay=config.sync_batch_seconds)
+        self.queue: WorkQueue[ObjKey] = WorkQueue(
+            "deployment", self.sync, batch_delay=config.sync_batch_seconds
+        )
 
     def start(self) -> None:
         super().start()

@@ -324,7 +324,9 @@ class DisruptionController(Controller):
         self.members: dict[ObjKey, set[str]] = {}
         #: namespace -> pod names, so a new PDB scans its namespace only.
         self.pods_by_ns: dict[str, set[str]] = {}
-        self.queue: WorkQueue[ObjKey] = WorkQueue("disruption", self.sync, batch_delay=config.sync_batch_seconds)
+        self.queue: WorkQueue[ObjKey] = WorkQueue(
+            "disruption", self.sync, batch_delay=config.sync_batch_seconds
+        )
 
     def start(self) -> None:
         super().start()

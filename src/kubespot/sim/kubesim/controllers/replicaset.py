@@ -333,7 +333,9 @@ class ReplicaSetController(Controller):
         self.rs_rt = self.rt("apps", "v1", "replicasets")
         self.pod_rt = self.rt("", "v1", "pods")
         self.pods = OwnerIndex("ReplicaSet")
-        self.queue: WorkQueue[ObjKey] = WorkQueue("replicaset", self.sync, batch_delay=config.sync_batch_seconds)
+        self.queue: WorkQueue[ObjKey] = WorkQueue(
+            "replicaset", self.sync, batch_delay=config.sync_batch_seconds
+        )
 
     def start(self) -> None:
         super().start()

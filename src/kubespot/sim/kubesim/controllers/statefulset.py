@@ -58,7 +58,9 @@ class StatefulSetController(Controller):
         self.pods = OwnerIndex("StatefulSet")
         #: StatefulSet uid -> (hash of the template last seen, current revision label).
         self.revisions: dict[str, tuple[str, str]] = {}
-        self.queue: WorkQueue[ObjKey] = WorkQueue("statefulset", self.sync, batch_delay=config.sync_batch_seconds)
+        self.queue: WorkQueue[ObjKey] = WorkQueue(
+            "statefulset", self.sync, batch_delay=config.sync_batch_seconds
+        )
 
     def start(self) -> None:
         super().start()

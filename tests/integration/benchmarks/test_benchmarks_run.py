@@ -1,0 +1,42 @@
+"""The benchmarks run and print one JSON object with their documented keys (tiny sizes, no timing
+assertions: figures are measured by running the benchmarks themselves, see docs/PERFORMANCE.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
+
+
+def _run(script: str, *args: str) -> dict[str, object]:
+    res = subprocess.run(
+        [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=240
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [line for line in res.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stdout
+    return dict(json.loads(lines[0]))
+
+
+def test_kubesim_throughput_prints_its_figures() -> None:
+    out = _run("kubesim_throughput.py", "--nodes", "30", "--pods-per-node", "5", "--seconds", "0.5")
+    for key in (
+        "load_s",
+        "rss_mib",
+        "evictions_per_s",
+        "gets_per_s",
+        "watch_events_per_s",
+        "api_only_evictions_per_s",
+    ):
+        assert isinstance(out[key], (int, float)), key
+    assert out["pods"] >= 150
+    assert out["get_errors"] == 0 and out["eviction_other"] == 0
+    assert out["evicted"] > 0 and out["watch_events"] == out["pods"]
+
+
+def test_moto_sqs_throughput_prints_its_figures() -> None:
+    out = _run("moto_sqs_throughput.py", "--queued", "200", "--budget", "200", "--no-baseline")
+    assert any("per_s" in k for k in out), out
