@@ -2,7 +2,7 @@
 
 Only the figures a simulated EKS node needs: vCPUs, memory, architecture, the default EKS max-pods
 value (ENI limit formula, what the EKS AMI bootstrap uses without prefix delegation) and the
-us-east-1 on-demand price (from ``/work/shared/data/aws-ondemand-prices.json``), so that generated
+us-east-1 on-demand price (from ``shared/data/aws-ondemand-prices.json``), so that generated
 clusters look like real ones. Not a catalogue: the provisioner has its own source of instance data.
 """
 

@@ -22,7 +22,8 @@ import pytest
 
 from kubespot.sim.awssim import MotoServer
 
-EVENTS_DIR = Path("/work/shared/reference/events")
+#: The well-formed samples of shared/reference/events, kept with the tests as fixtures.
+EVENTS_DIR = Path(__file__).resolve().parents[3] / "fixtures" / "eventbridge"
 
 #: The rules people configure for one cluster queue (FACTS.md, "EventBridge events").
 RULES: dict[str, dict[str, Any]] = {
@@ -51,8 +52,6 @@ SAMPLES = [
     "asg-terminate-lifecycle-action.json",
     "health-scheduled-change.json",
 ]
-
-pytestmark = pytest.mark.skipif(not EVENTS_DIR.is_dir(), reason=f"{EVENTS_DIR} not present")
 
 
 def _setup(aws: MotoServer) -> tuple[Any, Any, str]:
