@@ -29,6 +29,7 @@ from .controllers.kubelet import kubelet_of
 from .errors import ApiError
 from .eviction import evict
 from .faults import Faults, rule_from_dict
+from .protobuf import ProtobufError, decode_object
 from .resources import ResourceType
 from .selectors import SelectorError, parse_field_selector, parse_label_selector
 from .store import POD_KEY, Obj, Store, Watcher, rfc3339
@@ -203,11 +204,15 @@ class KubeSimServer:
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
         if "protobuf" in (request.content_type or ""):
-            # kubesim speaks JSON only; 415 is what an apiserver answers for a media type it lacks.
-            raise ApiError(
-                415,
-                f"the body of the request was in an unknown format - accepted media types include: {JSON}",
-            )
+            try:
+                return decode_object(raw)
+            except ProtobufError as exc:
+                # What an API server answers for a media type it cannot read for this kind.
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format - accepted media types include: "
+                    f"{JSON} ({exc})",
+                ) from None
         if not raw:
             raise errors.bad_request("the request body is empty")
         try:

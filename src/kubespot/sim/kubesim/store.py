@@ -785,6 +785,8 @@ def _apply_defaults(rt: ResourceType, obj: Obj) -> None:
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj.setdefault("status", {}).setdefault("phase", "Active")
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+    elif rt.key == ("", "secrets"):
+        obj["type"] = obj.get("type") or "Opaque"
     elif rt.key in (("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets")):
         obj.setdefault("spec", {}).setdefault("replicas", 1)
 

@@ -550,3 +550,11 @@ async def test_big_lists_are_streamed_whole_and_valid() -> None:
         assert status == 200 and body["kind"] == "ConfigMapList"
         assert [c["metadata"]["name"] for c in body["items"]] == [f"cm-{i:05d}" for i in range(6200)]
         assert int(body["metadata"]["resourceVersion"]) >= 6200
+
+
+async def test_protobuf_bodies_kubesim_cannot_read_get_415(http: aiohttp.ClientSession) -> None:
+    headers = {"Content-Type": "application/vnd.kubernetes.protobuf"}
+    status, body = await call(
+        http, "POST", "/apis/apps/v1/namespaces/default/deployments", b"k8s\x00\x0a\xff", headers
+    )
+    assert status == 415 and body["reason"] == "UnsupportedMediaType"
