@@ -18,6 +18,7 @@ from . import __version__
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kubesim": ("kubespot.sim.kubesim.cli", "serve a simulated Kubernetes API with a sample cluster"),
     "imds-sim": ("kubespot.sim.imdssim.cli", "serve a simulated EC2 instance metadata service"),
+    "drain": ("kubespot.drain_cli", "deadline-aware drain of one node, like kubectl drain"),
 }
 
 

@@ -8,7 +8,6 @@ assertions.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,6 +19,7 @@ from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.controllers.kubelet import KubeletController, kubelet_of
 from kubespot.sim.kubesim.store import WatchEvent
+from kubespot.sim.kubesim.testing import condition, node, pod, until
 
 Obj = dict[str, Any]
 
@@ -67,34 +67,20 @@ class Cluster:
         return await self.call("PATCH", path, body, headers=MERGE)
 
     async def create_node(
-        self,
-        name: str,
-        *,
-        cpu: str = "4",
-        memory: str = "8Gi",
-        pods: str = "110",
-        labels: dict[str, str] | None = None,
-        taints: list[Obj] | None = None,
-        unschedulable: bool = False,
-        wait_ready: bool = True,
+        self, name: str, *, memory: str = "8Gi", wait_ready: bool = True, **node_args: Any
     ) -> Obj:
-        spec: Obj = {}
-        if taints:
-            spec["taints"] = taints
-        if unschedulable:
-            spec["unschedulable"] = True
-        resources = {"cpu": cpu, "memory": memory, "pods": pods}
-        body = {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-            "spec": spec,
-            "status": {"capacity": dict(resources), "allocatable": dict(resources)},
-        }
-        node = await self.call("POST", "/api/v1/nodes", body)
-        if (node.get("status") or {}).get("allocatable") != resources:
+        """POST ``testing.node(name, **node_args)`` and, unless told not to, wait until it is Ready.
+
+        ``memory`` stays at the 8Gi these tests were written with (the builder's default is 16Gi).
+        """
+        body = node(name, memory=memory, **node_args)
+        resources = body["status"]["allocatable"]
+        created = await self.call("POST", "/api/v1/nodes", body)
+        if (created.get("status") or {}).get("allocatable") != resources:
             await self.patch(f"/api/v1/nodes/{name}/status", {"status": {"allocatable": resources}})
         if wait_ready:
             await self.until(lambda: self.node_ready(name) == "True")
-        return node
+        return created
 
     async def create_pod(
         self,
@@ -109,18 +95,17 @@ class Cluster:
         **spec_extra: Any,
     ) -> Obj:
         requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
-        container: Obj = {"name": "app", "image": "nginx:1.27"}
-        if requests:
-            container["resources"] = {"requests": requests}
-        spec: Obj = {"containers": [container], **spec_extra}
-        if node_name:
-            spec["nodeName"] = node_name
-        if grace is not None:
-            spec["terminationGracePeriodSeconds"] = grace
-        meta: Obj = {"name": name}
-        if annotations:
-            meta["annotations"] = annotations
-        return await self.call("POST", f"/api/v1/namespaces/{ns}/pods", {"metadata": meta, "spec": spec})
+        body = pod(
+            name,
+            namespace=ns,
+            node=node_name,
+            annotations=annotations,
+            grace=grace,
+            requests=requests,
+            image="nginx:1.27",
+        )
+        body["spec"].update(spec_extra)
+        return await self.call("POST", f"/api/v1/namespaces/{ns}/pods", body)
 
     async def delete_pod(self, name: str, *, ns: str = "default", grace: int | None = None) -> Obj:
         body = {"gracePeriodSeconds": grace} if grace is not None else None
@@ -134,7 +119,8 @@ class Cluster:
 
     @staticmethod
     def condition(obj: Obj | None, type_: str, field: str = "status") -> Any:
-        return condition(obj, type_, field)
+        """One field of the condition ``type_`` (its status by default); None when it is absent."""
+        return (condition(obj, type_) or {}).get(field)
 
     async def get_or_none(self, path: str) -> Obj | None:
         async with self.http.get(path) as r:
@@ -145,7 +131,7 @@ class Cluster:
             return data
 
     def node_ready(self, name: str) -> str | None:
-        return condition(self.node(name), "Ready")
+        return self.condition(self.node(name), "Ready")  # type: ignore[no-any-return]
 
     def phase(self, name: str, ns: str = "default") -> str | None:
         pod = self.pod(name, ns)
@@ -165,22 +151,12 @@ class Cluster:
         return None
 
     async def until(self, predicate: Callable[[], Any], within: float = 8.0) -> Any:
-        """Wait for ``predicate()`` (synchronous) to return something truthy."""
-        deadline = time.monotonic() + within
-        while True:
-            result = predicate()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise AssertionError(f"condition not met within {within}s (last: {result!r})")
-            await asyncio.sleep(0.02)
+        """Wait for ``predicate()`` (synchronous: it reads the store) to return something truthy."""
 
+        async def probe() -> Any:
+            return predicate()
 
-def condition(obj: Obj | None, type_: str, field: str = "status") -> Any:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == type_:
-            return c.get(field)
-    return None
+        return await until(probe, within=within, interval=0.02)
 
 
 @pytest.fixture

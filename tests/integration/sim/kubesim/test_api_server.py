@@ -25,6 +25,7 @@ import pytest
 
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.testing import condition, pod, until
 
 QUIET = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -60,15 +61,6 @@ async def call(
             return resp.status, orjson.loads(raw)
         except orjson.JSONDecodeError:
             return resp.status, raw.decode()
-
-
-def pod(
-    name: str, node: str | None = None, labels: dict[str, str] | None = None, **spec: Any
-) -> dict[str, Any]:
-    s: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}], **spec}
-    if node:
-        s["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}}, "spec": s}
 
 
 async def test_discovery_lists_resources_and_subresources(http: aiohttp.ClientSession) -> None:
@@ -131,7 +123,7 @@ async def test_create_conflicts_and_namespace_must_exist(http: aiohttp.ClientSes
     assert created["spec"]["terminationGracePeriodSeconds"] == 30
     status, body = await call(http, "POST", "/api/v1/namespaces/default/pods", pod("a"))
     assert status == 409 and body["reason"] == "AlreadyExists"
-    status, body = await call(http, "POST", "/api/v1/namespaces/missing/pods", pod("a"))
+    status, body = await call(http, "POST", "/api/v1/namespaces/missing/pods", pod("a", namespace=None))
     assert status == 404 and body["message"] == 'namespaces "missing" not found'
     status, body = await call(http, "POST", "/api/v1/namespaces/default/pods", pod("Bad_Name"))
     assert status == 422 and body["reason"] == "Invalid"
@@ -204,7 +196,9 @@ async def test_status_subresource_separates_spec_and_status(http: aiohttp.Client
 
 async def test_selectors_filter_lists(http: aiohttp.ClientSession) -> None:
     for i, (node, app) in enumerate([("n1", "web"), ("n1", "db"), ("n2", "web")]):
-        await call(http, "POST", "/api/v1/namespaces/default/pods", pod(f"p{i}", node, {"app": app}))
+        await call(
+            http, "POST", "/api/v1/namespaces/default/pods", pod(f"p{i}", node=node, labels={"app": app})
+        )
     _, by_node = await call(http, "GET", "/api/v1/pods", fieldSelector="spec.nodeName=n1")
     assert sorted(p["metadata"]["name"] for p in by_node["items"]) == ["p0", "p1"]
     _, web_not_n1 = await call(
@@ -256,7 +250,7 @@ async def _watch(
 
 
 async def test_watch_from_resource_version_sees_changes_in_order(http: aiohttp.ClientSession) -> None:
-    _, created = await call(http, "POST", "/api/v1/namespaces/default/pods", pod("w", "n1"))
+    _, created = await call(http, "POST", "/api/v1/namespaces/default/pods", pod("w", node="n1"))
     rv = created["metadata"]["resourceVersion"]
     task = asyncio.create_task(_watch(http, "/api/v1/namespaces/default/pods", 3, resourceVersion=rv))
     await asyncio.sleep(0.05)
@@ -326,9 +320,7 @@ async def test_watch_bookmarks_and_initial_events(http: aiohttp.ClientSession) -
 
 
 async def test_graceful_pod_deletion(http: aiohttp.ClientSession) -> None:
-    await call(
-        http, "POST", "/api/v1/namespaces/default/pods", pod("g", "n1", terminationGracePeriodSeconds=60)
-    )
+    await call(http, "POST", "/api/v1/namespaces/default/pods", pod("g", node="n1", grace=60))
     status, deleting = await call(http, "DELETE", "/api/v1/namespaces/default/pods/g")
     assert status == 200
     assert (
@@ -517,23 +509,15 @@ async def test_stopping_a_kubelet_over_http_makes_its_node_unknown() -> None:
         status, body = await call(http, "PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": False})
         assert status == 200 and body == {"node": name, "running": False}
 
-        async def ready_status() -> str:
+        async def ready_is(want: str) -> bool:
             _, node = await call(http, "GET", f"/api/v1/nodes/{name}")
-            return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+            return (condition(node, "Ready") or {}).get("status") == want
 
-        await _until(ready_status, "Unknown")
+        await until(lambda: ready_is("Unknown"), within=10, interval=0.1)
         status, _ = await call(http, "PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": "no"})
         assert status == 400
         await call(http, "PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": True})
-        await _until(ready_status, "True")
-
-
-async def _until(probe: Any, want: str, wait_s: float = 10) -> None:
-    async with asyncio.timeout(wait_s):
-        while True:
-            if await probe() == want:
-                return
-            await asyncio.sleep(0.1)
+        await until(lambda: ready_is("True"), within=10, interval=0.1)
 
 
 async def test_big_lists_are_streamed_whole_and_valid() -> None:

@@ -24,11 +24,13 @@ from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.controllers.disruption import compute_pdb_status, controller_for, matching_pdbs
 from kubespot.sim.kubesim.store import WatchEvent, rfc3339
+from kubespot.sim.kubesim.testing import deployment, namespace, node, pdb, pod, replicaset, until
 
 Obj = dict[str, Any]
 NS = "shop"
 QUIET = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
 MERGE = {"Content-Type": "application/merge-patch+json"}
+WEB_LABELS = {"app": "web"}
 
 
 class Clock:
@@ -50,7 +52,7 @@ def clock() -> Clock:
 async def sim(clock: Clock) -> AsyncIterator[KubeSim]:
     async with KubeSim(controllers=QUIET, clock=clock) as s:
         async with aiohttp.ClientSession(s.url) as http:
-            r = await http.post("/api/v1/namespaces", json={"metadata": {"name": NS}})
+            r = await http.post("/api/v1/namespaces", json=namespace(NS))
             assert r.status == 201
         yield s
 
@@ -65,73 +67,44 @@ async def call(
         return data
 
 
-def owner(kind: str, name: str, uid: str) -> list[Obj]:
-    return [{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": True}]
-
-
 async def make_pod(
     sim: KubeSim,
     name: str,
     *,
     ready: bool,
-    owners: list[Obj] | None = None,
+    owner: Obj | None = None,
     labels: dict[str, str] | None = None,
 ) -> Obj:
-    meta: Obj = {"name": name, "labels": labels or {"app": "web"}}
-    if owners:
-        meta["ownerReferences"] = owners
-    await call(
-        sim,
-        "POST",
-        f"/api/v1/namespaces/{NS}/pods",
-        {"metadata": meta, "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "nginx"}]}},
-    )
+    body = pod(name, namespace=NS, node="n1", labels=labels or WEB_LABELS, owner=owner)
+    await call(sim, "POST", f"/api/v1/namespaces/{NS}/pods", body)
     status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
     return await call(sim, "PATCH", f"/api/v1/namespaces/{NS}/pods/{name}/status", {"status": status}, MERGE)
 
 
-async def make_rs(sim: KubeSim, name: str, replicas: int, owners: list[Obj] | None = None) -> str:
-    meta: Obj = {"name": name}
-    if owners:
-        meta["ownerReferences"] = owners
-    rs = await call(
-        sim,
-        "POST",
-        f"/apis/apps/v1/namespaces/{NS}/replicasets",
-        {
-            "metadata": meta,
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-                },
-            },
-        },
-    )
-    return str(rs["metadata"]["uid"])
+async def make_rs(sim: KubeSim, name: str, replicas: int, owner: Obj | None = None) -> Obj:
+    body = replicaset(name, replicas, labels=WEB_LABELS, owner=owner)
+    return await call(sim, "POST", f"/apis/apps/v1/namespaces/{NS}/replicasets", body)
 
 
 async def make_pdb(sim: KubeSim, name: str, **rule: Any) -> None:
-    await call(
-        sim,
-        "POST",
-        f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
-        {"metadata": {"name": name}, "spec": {"selector": {"matchLabels": {"app": "web"}}, **rule}},
-    )
+    body = pdb(name, selector={"matchLabels": WEB_LABELS}, **rule)
+    await call(sim, "POST", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets", body)
 
 
 async def status_until(sim: KubeSim, name: str, pred: Callable[[Obj], bool], within: float = 5.0) -> Obj:
-    deadline = time.monotonic() + within
-    while True:
-        pdb = await call(sim, "GET", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/{name}")
-        status: Obj = pdb.get("status") or {}
-        if pred(status):
-            return status
-        if time.monotonic() > deadline:
-            raise AssertionError(f"PDB {name} status never matched: {status}")
-        await asyncio.sleep(0.02)
+    last: Obj = {}
+
+    async def matched() -> Obj | None:
+        nonlocal last
+        budget = await call(sim, "GET", f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/{name}")
+        last = budget.get("status") or {}
+        return last if pred(last) else None
+
+    try:
+        return await until(matched, within=within, interval=0.02)
+    except AssertionError:
+        # The last status, not until's None, is what tells why the numbers never matched.
+        raise AssertionError(f"PDB {name} status never matched: {last}") from None
 
 
 def numbers(status: Obj) -> tuple[int, int, int, int]:
@@ -143,31 +116,31 @@ def numbers(status: Obj) -> tuple[int, int, int, int]:
     )
 
 
-def condition(status: Obj) -> tuple[str, str]:
+def disruption_allowed(status: Obj) -> tuple[str, str]:
     cond = next(c for c in status["conditions"] if c["type"] == "DisruptionAllowed")
     return cond["status"], cond["reason"]
 
 
-async def rs_with_pods(sim: KubeSim, replicas: int = 4, ready: int = 3) -> str:
-    uid = await make_rs(sim, "web", replicas)
+async def rs_with_pods(sim: KubeSim, replicas: int = 4, ready: int = 3) -> Obj:
+    rs = await make_rs(sim, "web", replicas)
     for i in range(replicas):
-        await make_pod(sim, f"web-{i}", ready=i < ready, owners=owner("ReplicaSet", "web", uid))
-    return uid
+        await make_pod(sim, f"web-{i}", ready=i < ready, owner=rs)
+    return rs
 
 
 @pytest.mark.parametrize(
     ("rule", "expected"),
     [
         # minAvailable int: expectedPods is the number of matching pods (getExpectedPodCount).
-        ({"minAvailable": 2}, (4, 2, 3, 1)),
+        ({"min_available": 2}, (4, 2, 3, 1)),
         # minAvailable %: scale of the controller (4), 50% rounded up -> 2.
-        ({"minAvailable": "50%"}, (4, 2, 3, 1)),
+        ({"min_available": "50%"}, (4, 2, 3, 1)),
         # minAvailable 60% of 4 = 2.4, rounded UP to 3 (docs: "Rounding logic when specifying percentages").
-        ({"minAvailable": "60%"}, (4, 3, 3, 0)),
+        ({"min_available": "60%"}, (4, 3, 3, 0)),
         # maxUnavailable int: desiredHealthy = expected - maxUnavailable.
-        ({"maxUnavailable": 1}, (4, 3, 3, 0)),
+        ({"max_unavailable": 1}, (4, 3, 3, 0)),
         # maxUnavailable 30% of 4 = 1.2, rounded UP to 2 -> desiredHealthy 2.
-        ({"maxUnavailable": "30%"}, (4, 2, 3, 1)),
+        ({"max_unavailable": "30%"}, (4, 2, 3, 1)),
     ],
 )
 async def test_numbers_for_replicaset_pods(
@@ -179,31 +152,18 @@ async def test_numbers_for_replicaset_pods(
     status = await status_until(sim, "budget", lambda s: numbers(s) == expected)
     assert status["observedGeneration"] == 1
     allowed = expected[3] > 0
-    assert condition(status) == (("True", "SufficientPods") if allowed else ("False", "InsufficientPods"))
+    assert disruption_allowed(status) == (
+        ("True", "SufficientPods") if allowed else ("False", "InsufficientPods")
+    )
 
 
 async def test_deployment_scale_is_the_denominator(sim: KubeSim) -> None:
     """getExpectedScale: a pod of a Deployment-owned ReplicaSet counts the Deployment's replicas."""
-    d = await call(
-        sim,
-        "POST",
-        f"/apis/apps/v1/namespaces/{NS}/deployments",
-        {
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 6,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-                },
-            },
-        },
-    )
-    rs_uid = await make_rs(sim, "web-abc", 4, owners=owner("Deployment", "web", d["metadata"]["uid"]))
+    d = await call(sim, "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment("web", 6))
+    rs = await make_rs(sim, "web-abc", 4, owner=d)
     for i in range(4):
-        await make_pod(sim, f"web-abc-{i}", ready=True, owners=owner("ReplicaSet", "web-abc", rs_uid))
-    await make_pdb(sim, "budget", maxUnavailable="50%")
+        await make_pod(sim, f"web-abc-{i}", ready=True, owner=rs)
+    await make_pdb(sim, "budget", max_unavailable="50%")
     await status_until(sim, "budget", lambda s: numbers(s) == (6, 3, 4, 1))
     # Scaling the Deployment changes the denominator without any pod event.
     await call(
@@ -216,42 +176,47 @@ async def test_bare_pods_with_integer_min_available(sim: KubeSim) -> None:
     """Docs "Arbitrary workloads and arbitrary selectors": bare pods work with an integer minAvailable."""
     for i in range(3):
         await make_pod(sim, f"bare-{i}", ready=True)
-    await make_pdb(sim, "budget", minAvailable=2)
+    await make_pdb(sim, "budget", min_available=2)
     status = await status_until(sim, "budget", lambda s: numbers(s) == (3, 2, 3, 1))
-    assert condition(status) == ("True", "SufficientPods")
+    assert disruption_allowed(status) == ("True", "SufficientPods")
 
 
 async def test_bare_pods_with_max_unavailable_allow_nothing(sim: KubeSim) -> None:
     """getExpectedScale skips unmanaged pods, so expectedPods is 0 and updatePdbStatus allows 0."""
     for i in range(3):
         await make_pod(sim, f"bare-{i}", ready=True)
-    await make_pdb(sim, "budget", maxUnavailable=1)
+    await make_pdb(sim, "budget", max_unavailable=1)
     status = await status_until(sim, "budget", lambda s: numbers(s) == (0, 0, 3, 0))
-    assert condition(status) == ("False", "InsufficientPods")
+    assert disruption_allowed(status) == ("False", "InsufficientPods")
 
 
 async def test_mixed_bare_and_managed_pods(sim: KubeSim) -> None:
     """Unmanaged pods are left out of expectedPods but a Ready one still counts as healthy."""
     await rs_with_pods(sim, replicas=2, ready=2)
     await make_pod(sim, "bare", ready=True)
-    await make_pdb(sim, "budget", maxUnavailable=1)
+    await make_pdb(sim, "budget", max_unavailable=1)
     await status_until(sim, "budget", lambda s: numbers(s) == (2, 1, 3, 2))
 
 
 async def test_unknown_controller_fails_safe(sim: KubeSim) -> None:
     """failSafe: "found no controllers for pod" -> disruptionsAllowed 0, reason SyncFailed."""
-    await make_pod(sim, "agent", ready=True, owners=owner("DaemonSet", "agent", str(uuid.uuid4())))
-    await make_pdb(sim, "budget", maxUnavailable=1)
+    unknown = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent", "uid": str(uuid.uuid4())},
+    }
+    await make_pod(sim, "agent", ready=True, owner=unknown)
+    await make_pdb(sim, "budget", max_unavailable=1)
     status = await status_until(sim, "budget", lambda s: bool(s.get("conditions")))
     assert status.get("disruptionsAllowed") == 0
-    assert condition(status) == ("False", "SyncFailed")
+    assert disruption_allowed(status) == ("False", "SyncFailed")
     assert "found no controllers" in next(c["message"] for c in status["conditions"])
 
 
 async def test_readiness_and_termination_change_health(sim: KubeSim) -> None:
     """countHealthyPods: only Ready pods without deletionTimestamp are healthy."""
     await rs_with_pods(sim, replicas=4, ready=4)
-    await make_pdb(sim, "budget", minAvailable=3)
+    await make_pdb(sim, "budget", min_available=3)
     await status_until(sim, "budget", lambda s: numbers(s) == (4, 3, 4, 1))
     await call(sim, "DELETE", f"/api/v1/namespaces/{NS}/pods/web-0")  # bound: graceful, stays terminating
     await status_until(sim, "budget", lambda s: numbers(s) == (4, 3, 3, 0))
@@ -263,13 +228,13 @@ async def test_readiness_and_termination_change_health(sim: KubeSim) -> None:
         MERGE,
     )
     status = await status_until(sim, "budget", lambda s: numbers(s) == (4, 3, 2, 0))
-    assert condition(status) == ("False", "InsufficientPods")
+    assert disruption_allowed(status) == ("False", "InsufficientPods")
 
 
 async def test_disrupted_pods_are_kept_then_dropped(sim: KubeSim, clock: Clock) -> None:
     """buildDisruptedPodMap: an entry stays while its pod lives, unterminated, for DeletionTimeout (2 min)."""
     await rs_with_pods(sim, replicas=4, ready=4)
-    await make_pdb(sim, "budget", maxUnavailable=1)
+    await make_pdb(sim, "budget", max_unavailable=1)
     await status_until(sim, "budget", lambda s: numbers(s) == (4, 3, 4, 1))
     pdb_rt = sim.store.registry.lookup("policy", "v1", "poddisruptionbudgets")
     assert pdb_rt is not None
@@ -298,7 +263,7 @@ async def test_disrupted_pods_are_kept_then_dropped(sim: KubeSim, clock: Clock) 
 async def test_pure_compute_matches_controller(sim: KubeSim) -> None:
     """compute_pdb_status (the eviction subresource's entry point) agrees with the written status."""
     await rs_with_pods(sim, replicas=4, ready=3)
-    await make_pdb(sim, "budget", minAvailable="50%")
+    await make_pdb(sim, "budget", min_available="50%")
     written = await status_until(sim, "budget", lambda s: numbers(s) == (4, 2, 3, 1))
     pdb_rt = sim.store.registry.lookup("policy", "v1", "poddisruptionbudgets")
     assert pdb_rt is not None
@@ -318,8 +283,8 @@ async def test_pure_compute_matches_controller(sim: KubeSim) -> None:
 async def test_burst_of_pod_changes_is_coalesced(sim: KubeSim) -> None:
     """1 000 pod changes in one tick recompute (and write) each PDB once, not 1 000 times."""
     await rs_with_pods(sim, replicas=4, ready=4)
-    await make_pdb(sim, "budget", maxUnavailable=1)
-    await make_pdb(sim, "other", minAvailable=1)
+    await make_pdb(sim, "budget", max_unavailable=1)
+    await make_pdb(sim, "other", min_available=1)
     await status_until(sim, "budget", lambda s: numbers(s) == (4, 3, 4, 1))
     await status_until(sim, "other", lambda s: numbers(s) == (4, 1, 4, 3))
     pdb_writes: list[str] = []
@@ -356,26 +321,11 @@ async def test_drain_sequence_waits_for_ready_replacement() -> None:
     fast = ControllerConfig(pod_start_seconds=0.3, lease_renew_seconds=5.0, node_status_seconds=30.0)
     async with KubeSim(controllers=fast) as sim, aiohttp.ClientSession(sim.url) as http:
         for i in range(3):
-            r = await http.post("/api/v1/nodes", json={"metadata": {"name": f"node-{i}"}})
+            r = await http.post("/api/v1/nodes", json=node(f"node-{i}"))
             assert r.status == 201
-        await call(sim, "POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
-        await call(
-            sim,
-            "POST",
-            f"/apis/apps/v1/namespaces/{NS}/deployments",
-            {
-                "metadata": {"name": "web"},
-                "spec": {
-                    "replicas": 3,
-                    "selector": {"matchLabels": {"app": "web"}},
-                    "template": {
-                        "metadata": {"labels": {"app": "web"}},
-                        "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-                    },
-                },
-            },
-        )
-        await make_pdb(sim, "budget", maxUnavailable=1)
+        await call(sim, "POST", "/api/v1/namespaces", namespace(NS))
+        await call(sim, "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment("web", 3))
+        await make_pdb(sim, "budget", max_unavailable=1)
         await status_until(sim, "budget", lambda s: numbers(s) == (3, 2, 3, 1), within=10)
         pods = (await call(sim, "GET", f"/api/v1/namespaces/{NS}/pods?labelSelector=app=web"))["items"]
         first, second = (p["metadata"]["name"] for p in pods[:2])

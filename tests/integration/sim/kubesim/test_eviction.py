@@ -29,6 +29,7 @@ from kubespot.sim.kubesim.app import KubeSim, ThreadedKubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.errors import ApiError
 from kubespot.sim.kubesim.eviction import evict
+from kubespot.sim.kubesim.testing import condition, namespace, node, pdb, pod, replicaset
 
 QUIET = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
 NS = "shop"
@@ -37,6 +38,8 @@ PDBS = f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets"
 VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
 MULTIPLE = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 SUCCESS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+WEB_LABELS = {"app": "web"}
+WEB_SELECTOR = {"matchLabels": WEB_LABELS}
 
 Obj = dict[str, Any]
 
@@ -44,37 +47,14 @@ Obj = dict[str, Any]
 # -- fixtures ---------------------------------------------------------------------------------------
 
 
-def namespace(name: str) -> Obj:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+def web_replicaset(replicas: int) -> Obj:
+    rs = replicaset("web", replicas, namespace=NS)
+    rs["metadata"]["uid"] = RS_UID  # fixed: the pods name it as their owner before it is loaded
+    rs["status"] = {"replicas": replicas}
+    return rs
 
 
-def node() -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": "node-a"},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }
-
-
-def replicaset(replicas: int) -> Obj:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "metadata": {"name": "web", "namespace": NS, "uid": RS_UID},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {
-                "metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-            },
-        },
-        "status": {"replicas": replicas},
-    }
-
-
-def pod(
+def web_pod(
     name: str,
     *,
     ready: bool = True,
@@ -82,63 +62,51 @@ def pod(
     labels: dict[str, str] | None = None,
     node_name: str | None = "node-a",
 ) -> Obj:
-    spec: Obj = {"containers": [{"name": "c", "image": "nginx"}], "terminationGracePeriodSeconds": 30}
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NS,
-            "labels": {"app": "web"} if labels is None else labels,
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": "web",
-                    "uid": RS_UID,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": spec,
-        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
-    }
+    """A pod of ReplicaSet ``web`` on node-a, Running and Ready unless told otherwise."""
+    return pod(
+        name,
+        namespace=NS,
+        node=node_name,
+        labels=WEB_LABELS if labels is None else labels,
+        owner=web_replicaset(0),
+        grace=30,
+        phase=phase,
+        ready=ready,
+    )
 
 
-def pdb(
+def settled_pdb(
     name: str,
     *,
     allowed: int,
     current: int,
     desired: int,
     expected: int,
-    selector: Any = "default",
+    selector: Obj | None = WEB_SELECTOR,
     namespace_: str = NS,
-    **spec: Any,
+    **rule: Any,
 ) -> Obj:
-    body_spec: Obj = dict(spec)
-    if selector is not None:
-        body_spec["selector"] = {"matchLabels": {"app": "web"}} if selector == "default" else selector
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": namespace_, "generation": 1},
-        "spec": body_spec,
-        "status": {
-            "observedGeneration": 1,
-            "disruptionsAllowed": allowed,
-            "currentHealthy": current,
-            "desiredHealthy": desired,
-            "expectedPods": expected,
-        },
+    """A PDB loaded with the status the disruption controller computes for these pods."""
+    status = {
+        "observedGeneration": 1,
+        "disruptionsAllowed": allowed,
+        "currentHealthy": current,
+        "desiredHealthy": desired,
+        "expectedPods": expected,
     }
+    body = pdb(name, namespace=namespace_, selector=selector, status=status, **rule)
+    body["metadata"]["generation"] = 1
+    return body
 
 
 def cluster_objects(pods: list[Obj], *pdbs: Obj, replicas: int | None = None) -> list[Obj]:
-    return [namespace(NS), node(), replicaset(len(pods) if replicas is None else replicas), *pods, *pdbs]
+    return [
+        namespace(NS),
+        node("node-a", ready=True),
+        web_replicaset(len(pods) if replicas is None else replicas),
+        *pods,
+        *pdbs,
+    ]
 
 
 @pytest.fixture
@@ -173,10 +141,6 @@ async def get_pod(http: aiohttp.ClientSession, sim: KubeSim, name: str) -> tuple
     return await get(http, sim, f"/api/v1/namespaces/{NS}/pods/{name}")
 
 
-def condition(obj: Obj, type_: str) -> Obj | None:
-    return next((c for c in obj.get("status", {}).get("conditions") or [] if c["type"] == type_), None)
-
-
 # -- tests ------------------------------------------------------------------------------------------
 
 
@@ -190,7 +154,7 @@ async def test_no_budget_evicts_gracefully_with_disruption_target(http: aiohttp.
     "Eviction API: evicting"), then deletes with the request's DeleteOptions, so the pod's own
     terminationGracePeriodSeconds applies ("API-initiated Eviction": the pod is terminated gracefully).
     """
-    async with KubeSim(objects=cluster_objects([pod("web-0")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([web_pod("web-0")]), controllers=QUIET) as sim:
         status, body, _ = await evict_http(http, sim, "web-0")
         assert (status, body) == (201, SUCCESS)
         code, evicted = await get_pod(http, sim, "web-0")
@@ -216,7 +180,8 @@ async def test_exhausted_budget_answers_429_with_cause(http: aiohttp.ClientSessi
     A retryAfter of 0 means no ``retryAfterSeconds`` and no Retry-After header. The pod is untouched.
     """
     objs = cluster_objects(
-        [pod("web-0"), pod("web-1")], pdb("web", allowed=0, current=2, desired=2, expected=2, minAvailable=2)
+        [web_pod("web-0"), web_pod("web-1")],
+        settled_pdb("web", allowed=0, current=2, desired=2, expected=2, min_available=2),
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
         status, body, headers = await evict_http(http, sim, "web-0")
@@ -248,8 +213,8 @@ async def test_decrement_records_disrupted_pod_and_refuses_the_next(http: aiohtt
     the entry (it does once the pod is terminating: ``buildDisruptedPodMap``).
     """
     objs = cluster_objects(
-        [pod("web-0"), pod("web-1"), pod("web-2")],
-        pdb("web", allowed=1, current=3, desired=2, expected=3, minAvailable=2),
+        [web_pod("web-0"), web_pod("web-1"), web_pod("web-2")],
+        settled_pdb("web", allowed=1, current=3, desired=2, expected=3, min_available=2),
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
         _, listing = await get(http, sim, PDBS)
@@ -284,10 +249,10 @@ async def test_decrement_records_disrupted_pod_and_refuses_the_next(http: aiohtt
 @pytest.mark.parametrize(
     ("spec", "replicas", "numbers"),
     [
-        ({"minAvailable": 2}, None, (1, 3, 2, 3)),
-        ({"minAvailable": "50%"}, 4, (1, 3, 2, 4)),  # ceil(4 * 50%) = 2 desired, 3 healthy
-        ({"maxUnavailable": 1}, 3, (1, 3, 2, 3)),
-        ({"maxUnavailable": "34%"}, 3, (2, 3, 1, 3)),  # ceil(3 * 34%) = 2 unavailable -> desired 1
+        ({"min_available": 2}, None, (1, 3, 2, 3)),
+        ({"min_available": "50%"}, 4, (1, 3, 2, 4)),  # ceil(4 * 50%) = 2 desired, 3 healthy
+        ({"max_unavailable": 1}, 3, (1, 3, 2, 3)),
+        ({"max_unavailable": "34%"}, 3, (2, 3, 1, 3)),  # ceil(3 * 34%) = 2 unavailable -> desired 1
     ],
 )
 async def test_min_available_and_max_unavailable(
@@ -303,8 +268,8 @@ async def test_min_available_and_max_unavailable(
     """
     allowed, current, desired, expected = numbers
     objs = cluster_objects(
-        [pod("web-0"), pod("web-1"), pod("web-2")],
-        pdb("web", allowed=allowed, current=current, desired=desired, expected=expected, **spec),
+        [web_pod("web-0"), web_pod("web-1"), web_pod("web-2")],
+        settled_pdb("web", allowed=allowed, current=current, desired=desired, expected=expected, **spec),
         replicas=replicas,
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
@@ -329,9 +294,9 @@ async def test_two_matching_budgets_answer_500(http: aiohttp.ClientSession) -> N
     ``selector``: "an empty ({}) selector will select all pods within the namespace").
     """
     objs = cluster_objects(
-        [pod("web-0"), pod("web-1")],
-        pdb("web", allowed=1, current=2, desired=1, expected=2, minAvailable=1),
-        pdb("everything", allowed=1, current=2, desired=1, expected=2, minAvailable=1, selector={}),
+        [web_pod("web-0"), web_pod("web-1")],
+        settled_pdb("web", allowed=1, current=2, desired=1, expected=2, min_available=1),
+        settled_pdb("everything", allowed=1, current=2, desired=1, expected=2, min_available=1, selector={}),
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
         status, body, _ = await evict_http(http, sim, "web-0")
@@ -357,16 +322,18 @@ async def test_selector_scope_nil_selector_and_other_namespace(http: aiohttp.Cli
     irrelevant and the eviction is a plain delete.
     """
     objs = cluster_objects(
-        [pod("web-0")],
-        pdb("no-selector", allowed=0, current=0, desired=0, expected=0, minAvailable=1, selector=None),
+        [web_pod("web-0")],
+        settled_pdb(
+            "no-selector", allowed=0, current=0, desired=0, expected=0, min_available=1, selector=None
+        ),
         namespace("other"),
-        pdb(
+        settled_pdb(
             "elsewhere",
             allowed=0,
             current=0,
             desired=1,
             expected=0,
-            minAvailable=1,
+            min_available=1,
             selector={},
             namespace_="other",
         ),
@@ -384,15 +351,12 @@ async def test_budgets_created_and_deleted_later_are_seen(http: aiohttp.ClientSe
     the disruption controller has observed it, because ``status.observedGeneration <
     metadata.generation`` (eviction.go ``checkAndDecrement`` → ``createTooManyRequestsError``).
     """
-    async with KubeSim(objects=cluster_objects([pod("web-0"), pod("web-1")]), controllers=QUIET) as sim:
+    async with KubeSim(
+        objects=cluster_objects([web_pod("web-0"), web_pod("web-1")]), controllers=QUIET
+    ) as sim:
         status, _, _ = await evict_http(http, sim, "web-0")
         assert status == 201
-        new = {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "freeze"},
-            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
-        }
+        new = pdb("freeze", max_unavailable=0, selector=WEB_SELECTOR)
         async with http.post(sim.url + PDBS, json=new) as resp:
             assert resp.status == 201
         status, body, _ = await evict_http(http, sim, "web-1")
@@ -410,10 +374,10 @@ async def test_unobserved_budget_is_still_being_processed() -> None:
     ``DisruptionBudget`` cause "The disruption budget %s is still being processed by the server.".
     Called in-process so the disruption controller cannot observe the budget in between.
     """
-    stale = pdb("web", allowed=5, current=2, desired=1, expected=2, minAvailable=1)
+    stale = settled_pdb("web", allowed=5, current=2, desired=1, expected=2, min_available=1)
     stale["metadata"]["generation"] = 2
     async with KubeSim(
-        objects=cluster_objects([pod("web-0"), pod("web-1")], stale), controllers=QUIET
+        objects=cluster_objects([web_pod("web-0"), web_pod("web-1")], stale), controllers=QUIET
     ) as sim:
         with pytest.raises(ApiError) as refused:
             evict(sim.store, NS, "web-0", {"metadata": {"name": "web-0"}})
@@ -440,12 +404,12 @@ async def test_pending_terminal_and_terminating_pods_skip_the_budget(http: aioht
     """
     objs = cluster_objects(
         [
-            pod("web-0"),
-            pod("pending", phase="Pending", ready=False, node_name=None),
-            pod("done", phase="Succeeded", ready=False),
-            pod("failed", phase="Failed", ready=False),
+            web_pod("web-0"),
+            web_pod("pending", phase="Pending", ready=False, node_name=None),
+            web_pod("done", phase="Succeeded", ready=False),
+            web_pod("failed", phase="Failed", ready=False),
         ],
-        pdb("web", allowed=0, current=1, desired=1, expected=1, minAvailable=1),
+        settled_pdb("web", allowed=0, current=1, desired=1, expected=1, min_available=1),
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
         for name in ("pending", "done", "failed"):
@@ -476,49 +440,49 @@ async def test_unhealthy_pod_eviction_policy(http: aiohttp.ClientSession) -> Non
     is specified, the default behavior will be used, which corresponds to the IfHealthyBudget policy."
     """
     guarded = [
-        pod("a-0", labels={"app": "a"}),
-        pod("a-1", labels={"app": "a"}),
-        pod("a-sick", labels={"app": "a"}, ready=False),
+        web_pod("a-0", labels={"app": "a"}),
+        web_pod("a-1", labels={"app": "a"}),
+        web_pod("a-sick", labels={"app": "a"}, ready=False),
     ]
     disrupted = [
-        pod("b-0", labels={"app": "b"}),
-        pod("b-sick", labels={"app": "b"}, ready=False),
-        pod("c-0", labels={"app": "c"}),
-        pod("c-sick", labels={"app": "c"}, ready=False),
+        web_pod("b-0", labels={"app": "b"}),
+        web_pod("b-sick", labels={"app": "b"}, ready=False),
+        web_pod("c-0", labels={"app": "c"}),
+        web_pod("c-sick", labels={"app": "c"}, ready=False),
     ]
     objs = cluster_objects(
         guarded + disrupted,
         # Default policy, application healthy (2 of 2 desired): the unready pod may go for free.
-        pdb(
+        settled_pdb(
             "a",
             allowed=0,
             current=2,
             desired=2,
             expected=3,
-            minAvailable=2,
+            min_available=2,
             selector={"matchLabels": {"app": "a"}},
         ),
         # IfHealthyBudget, application disrupted (1 of 2): the unready pod is protected.
-        pdb(
+        settled_pdb(
             "b",
             allowed=0,
             current=1,
             desired=2,
             expected=2,
-            minAvailable=2,
+            min_available=2,
             selector={"matchLabels": {"app": "b"}},
-            unhealthyPodEvictionPolicy="IfHealthyBudget",
+            unhealthy_pod_eviction_policy="IfHealthyBudget",
         ),
         # AlwaysAllow, application disrupted (1 of 2): the unready pod may still go.
-        pdb(
+        settled_pdb(
             "c",
             allowed=0,
             current=1,
             desired=2,
             expected=2,
-            minAvailable=2,
+            min_available=2,
             selector={"matchLabels": {"app": "c"}},
-            unhealthyPodEvictionPolicy="AlwaysAllow",
+            unhealthy_pod_eviction_policy="AlwaysAllow",
         ),
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
@@ -549,7 +513,8 @@ async def test_dry_run_checks_everything_and_changes_nothing(http: aiohttp.Clien
     ``addConditionAndDeletePod`` skips the condition update, passing the dry run on to the delete.
     """
     objs = cluster_objects(
-        [pod("web-0"), pod("web-1")], pdb("web", allowed=1, current=2, desired=1, expected=2, minAvailable=1)
+        [web_pod("web-0"), web_pod("web-1")],
+        settled_pdb("web", allowed=1, current=2, desired=1, expected=2, min_available=1),
     )
     async with KubeSim(objects=objs, controllers=QUIET) as sim:
         _, before = await get(http, sim, f"{PDBS}/web")
@@ -573,7 +538,7 @@ async def test_dry_run_checks_everything_and_changes_nothing(http: aiohttp.Clien
         assert status == 422
     # A dry run still refuses what a real eviction would refuse.
     exhausted = cluster_objects(
-        [pod("web-0")], pdb("web", allowed=0, current=1, desired=1, expected=1, minAvailable=1)
+        [web_pod("web-0")], settled_pdb("web", allowed=0, current=1, desired=1, expected=1, min_available=1)
     )
     async with KubeSim(objects=exhausted, controllers=QUIET) as sim:
         status, body, _ = await evict_http(http, sim, "web-0", params={"dryRun": "All"})
@@ -587,7 +552,7 @@ async def test_grace_period_from_delete_options(http: aiohttp.ClientSession) -> 
     (``CheckGracefulDelete``) uses ``options.GracePeriodSeconds`` when set, recorded as
     ``metadata.deletionGracePeriodSeconds``. kubectl drain sends it for ``--grace-period``.
     """
-    async with KubeSim(objects=cluster_objects([pod("web-0")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([web_pod("web-0")]), controllers=QUIET) as sim:
         body = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -608,7 +573,7 @@ async def test_preconditions_and_v1beta1(http: aiohttp.ClientSession) -> None:
     precondition (%s) does not match the UID in record (%s). The object might have been deleted and
     then recreated".
     """
-    async with KubeSim(objects=cluster_objects([pod("web-0")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([web_pod("web-0")]), controllers=QUIET) as sim:
         _, current = await get_pod(http, sim, "web-0")
         wrong = {
             "apiVersion": "policy/v1beta1",
@@ -637,7 +602,7 @@ async def test_malformed_bodies_and_unknown_pod(http: aiohttp.ClientSession) -> 
     be handled as a Eviction: ..."). The pod lookup (``r.store.Get``) answers NotFound
     ``pods "<name>" not found``.
     """
-    async with KubeSim(objects=cluster_objects([pod("web-0")]), controllers=QUIET) as sim:
+    async with KubeSim(objects=cluster_objects([web_pod("web-0")]), controllers=QUIET) as sim:
         cases: list[tuple[Any, str]] = [
             (
                 {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "other"}},
@@ -687,7 +652,8 @@ def test_official_python_client_201_and_429(tmp_path: Any) -> None:
     ``EvictPod`` rely on exactly this 429 (``apierrors.IsTooManyRequests``) to retry.
     """
     objs = cluster_objects(
-        [pod("web-0"), pod("web-1")], pdb("web", allowed=1, current=2, desired=1, expected=2, minAvailable=1)
+        [web_pod("web-0"), web_pod("web-1")],
+        settled_pdb("web", allowed=1, current=2, desired=1, expected=2, min_available=1),
     )
     runner = ThreadedKubeSim(objects=objs, controllers=QUIET, kubeconfig_path=tmp_path / "kubeconfig")
     with runner as sim:

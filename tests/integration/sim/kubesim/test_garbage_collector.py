@@ -6,9 +6,7 @@ deleted once all of its owners are gone) and kubernetes/kubernetes ``pkg/control
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -16,6 +14,7 @@ import pytest
 
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.testing import deployment, node, owner_reference, until
 
 Obj = dict[str, Any]
 NS = "default"
@@ -27,7 +26,7 @@ MERGE = {"Content-Type": "application/merge-patch+json"}
 async def http() -> AsyncIterator[aiohttp.ClientSession]:
     async with KubeSim(controllers=FAST) as sim, aiohttp.ClientSession(sim.url) as session:
         for i in range(2):
-            r = await session.post("/api/v1/nodes", json={"metadata": {"name": f"node-{i}"}})
+            r = await session.post("/api/v1/nodes", json=node(f"node-{i}"))
             assert r.status == 201
         yield session
 
@@ -43,36 +42,10 @@ async def items(http: aiohttp.ClientSession, path: str) -> list[Obj]:
     return list((await call(http, "GET", path))["items"])
 
 
-async def until(fn: Callable[[], Any], within: float = 8.0) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        result = await fn()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s (last: {result!r})")
-        await asyncio.sleep(0.05)
-
-
 async def test_deleting_a_deployment_removes_its_replicaset_and_pods(http: aiohttp.ClientSession) -> None:
     rs_path = f"/apis/apps/v1/namespaces/{NS}/replicasets"
     pods_path = f"/api/v1/namespaces/{NS}/pods?labelSelector=app=web"
-    await call(
-        http,
-        "POST",
-        f"/apis/apps/v1/namespaces/{NS}/deployments",
-        {
-            "metadata": {"name": "web"},
-            "spec": {
-                "replicas": 3,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "c", "image": "nginx"}]},
-                },
-            },
-        },
-    )
+    await call(http, "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment("web", 3))
 
     async def running() -> bool:
         pods = await items(http, pods_path)
@@ -93,16 +66,9 @@ async def test_dependent_with_a_remaining_owner_survives(http: aiohttp.ClientSes
     a = await call(http, "POST", cms, {"metadata": {"name": "owner-a"}})
     b = await call(http, "POST", cms, {"metadata": {"name": "owner-b"}})
 
-    def ref(o: Obj) -> Obj:
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "name": o["metadata"]["name"],
-            "uid": o["metadata"]["uid"],
-        }
-
-    await call(http, "POST", cms, {"metadata": {"name": "shared", "ownerReferences": [ref(a), ref(b)]}})
-    await call(http, "POST", cms, {"metadata": {"name": "only-a", "ownerReferences": [ref(a)]}})
+    ref_a, ref_b = (owner_reference(o, controller=False) for o in (a, b))
+    await call(http, "POST", cms, {"metadata": {"name": "shared", "ownerReferences": [ref_a, ref_b]}})
+    await call(http, "POST", cms, {"metadata": {"name": "only-a", "ownerReferences": [ref_a]}})
     await call(http, "DELETE", f"{cms}/owner-a")
 
     async def collected() -> Obj | None:

@@ -13,15 +13,12 @@ import asyncio
 from typing import Any
 
 from kubespot.sim.kubesim import conventions
-
-
-async def _make_namespace(cluster: Any, name: str) -> None:
-    await cluster.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+from kubespot.sim.kubesim.testing import namespace
 
 
 async def test_deleting_a_namespace_empties_and_removes_it(cluster: Any) -> None:
     await cluster.create_node("n1")
-    await _make_namespace(cluster, "team")
+    await cluster.call("POST", "/api/v1/namespaces", namespace("team"))
     await cluster.call(
         "POST", "/api/v1/namespaces/team/configmaps", {"metadata": {"name": "cfg"}, "data": {"a": "1"}}
     )
@@ -60,7 +57,7 @@ async def test_deleting_a_namespace_empties_and_removes_it(cluster: Any) -> None
 
 async def test_namespace_waits_for_pods_without_a_kubelet(cluster: Any) -> None:
     await cluster.create_node("gone")
-    await _make_namespace(cluster, "stuck")
+    await cluster.call("POST", "/api/v1/namespaces", namespace("stuck"))
     await cluster.create_pod("p", ns="stuck", node_name="gone")
     await cluster.until(lambda: cluster.phase("p", "stuck") == "Running")
     cluster.kubelet.stop_node("gone")

@@ -7,8 +7,7 @@ of a second; assertions wait for outcomes rather than timing them.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -18,12 +17,14 @@ from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.store import WatchEvent
+from kubespot.sim.kubesim.testing import deployment, is_ready, is_terminating, node, until
 
 Obj = dict[str, Any]
 NS = "default"
 FAST = ControllerConfig(pod_start_seconds=0.05, lease_renew_seconds=5.0, node_status_seconds=30.0)
 MERGE = {"Content-Type": "application/merge-patch+json"}
 DEPLOYS = f"/apis/apps/v1/namespaces/{NS}/deployments"
+SMALL = {"cpu": "10m"}
 
 
 class Api:
@@ -46,19 +47,12 @@ class Api:
     async def add_node(
         self, name: str, *, unschedulable: bool = False, labels: dict[str, str] | None = None
     ) -> None:
-        spec: Obj = {}
-        if unschedulable:
-            spec = {
-                "unschedulable": True,
-                "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
-            }
+        # What the node lifecycle controller adds to a cordoned node, already in place.
+        taints = (
+            [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}] if unschedulable else None
+        )
         await self.call(
-            "POST",
-            "/api/v1/nodes",
-            {
-                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-                "spec": spec,
-            },
+            "POST", "/api/v1/nodes", node(name, labels=labels, taints=taints, unschedulable=unschedulable)
         )
 
 
@@ -71,42 +65,8 @@ async def api() -> AsyncIterator[Api]:
         yield a
 
 
-async def until(fn: Callable[[], Any], within: float = 8.0) -> Any:
-    """Poll the coroutine function ``fn`` until it returns something truthy."""
-    deadline = time.monotonic() + within
-    while True:
-        result = await fn()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s (last: {result!r})")
-        await asyncio.sleep(0.05)
-
-
-def deployment(name: str, replicas: int, image: str = "nginx:1", strategy: Obj | None = None) -> Obj:
-    spec: Obj = {
-        "replicas": replicas,
-        "selector": {"matchLabels": {"app": name}},
-        "template": {
-            "metadata": {"labels": {"app": name}},
-            "spec": {
-                "containers": [{"name": "c", "image": image, "resources": {"requests": {"cpu": "10m"}}}]
-            },
-        },
-    }
-    if strategy:
-        spec["strategy"] = strategy
-    return {"metadata": {"name": name}, "spec": spec}
-
-
 def active(pods: list[Obj]) -> list[Obj]:
-    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-
-def ready(pod: Obj) -> bool:
-    return any(
-        c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", [])
-    )
+    return [p for p in pods if not is_terminating(p)]
 
 
 async def rollout_done(api: Api, name: str, replicas: int) -> Obj | None:
@@ -122,7 +82,7 @@ async def rollout_done(api: Api, name: str, replicas: int) -> Obj | None:
 
 
 async def test_deployment_creates_replicaset_and_ready_pods(api: Api) -> None:
-    await api.call("POST", DEPLOYS, deployment("web", 3))
+    await api.call("POST", DEPLOYS, deployment("web", 3, requests=SMALL))
     d = await until(lambda: rollout_done(api, "web", 3))
     conds = {c["type"]: c for c in d["status"]["conditions"]}
     assert conds["Available"]["status"] == "True"
@@ -142,11 +102,11 @@ async def test_deployment_creates_replicaset_and_ready_pods(api: Api) -> None:
         assert p["metadata"]["name"].startswith(f"web-{h}-")
         assert p["metadata"]["ownerReferences"][0]["uid"] == rs["metadata"]["uid"]
         assert p["spec"]["nodeName"].startswith("node-")
-        assert ready(p)
+        assert is_ready(p)
 
 
 async def test_deleted_pod_is_replaced_while_it_terminates(api: Api) -> None:
-    await api.call("POST", DEPLOYS, deployment("web", 3))
+    await api.call("POST", DEPLOYS, deployment("web", 3, requests=SMALL))
     await until(lambda: rollout_done(api, "web", 3))
     victim = (await api.pods("app=web"))[0]["metadata"]["name"]
     added: list[str] = []
@@ -162,7 +122,7 @@ async def test_deleted_pod_is_replaced_while_it_terminates(api: Api) -> None:
     async def replaced() -> bool:
         pods = await api.pods("app=web")
         names = {p["metadata"]["name"] for p in active(pods)}
-        return len(names) == 3 and victim not in names and all(ready(p) for p in active(pods))
+        return len(names) == 3 and victim not in names and all(is_ready(p) for p in active(pods))
 
     await until(replaced)
     assert len(added) == 1  # exactly one replacement, created as the eviction started
@@ -170,7 +130,7 @@ async def test_deleted_pod_is_replaced_while_it_terminates(api: Api) -> None:
 
 
 async def test_scale_up_and_down(api: Api) -> None:
-    await api.call("POST", DEPLOYS, deployment("web", 2))
+    await api.call("POST", DEPLOYS, deployment("web", 2, requests=SMALL))
     await until(lambda: rollout_done(api, "web", 2))
     await api.call("PATCH", f"{DEPLOYS}/web", {"spec": {"replicas": 5}}, merge=True)
     await until(lambda: rollout_done(api, "web", 5))
@@ -193,7 +153,7 @@ async def test_scale_up_and_down(api: Api) -> None:
 
 
 async def test_rolling_update_to_a_new_template(api: Api) -> None:
-    await api.call("POST", DEPLOYS, deployment("web", 4))
+    await api.call("POST", DEPLOYS, deployment("web", 4, requests=SMALL))
     await until(lambda: rollout_done(api, "web", 4))
     old_rs = (await api.get(f"/apis/apps/v1/namespaces/{NS}/replicasets"))["items"][0]["metadata"]["name"]
     seen_available: list[int] = []
@@ -203,7 +163,7 @@ async def test_rolling_update_to_a_new_template(api: Api) -> None:
             seen_available.append(int((ev.obj.get("status") or {}).get("availableReplicas", 0)))
 
     api.sim.store.add_listener(watch)
-    patch = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}}
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}}}
     await api.call("PATCH", f"{DEPLOYS}/web", patch, merge=True)
     d = await until(lambda: rollout_done(api, "web", 4), within=15)
     rses = {
@@ -223,9 +183,9 @@ async def test_rolling_update_to_a_new_template(api: Api) -> None:
 
 
 async def test_recreate_strategy(api: Api) -> None:
-    await api.call("POST", DEPLOYS, deployment("web", 2, strategy={"type": "Recreate"}))
+    await api.call("POST", DEPLOYS, deployment("web", 2, requests=SMALL, strategy={"type": "Recreate"}))
     await until(lambda: rollout_done(api, "web", 2))
-    patch = {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:2"}]}}}}
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}}}
     await api.call("PATCH", f"{DEPLOYS}/web", patch, merge=True)
     await until(lambda: rollout_done(api, "web", 2), within=15)
     assert {p["spec"]["containers"][0]["image"] for p in active(await api.pods("app=web"))} == {"nginx:2"}
@@ -360,7 +320,9 @@ async def test_statefulset_ordered_creation_and_same_name_recreate(api: Api) -> 
         if ev.type == "ADDED" and ev.rkey == ("", "pods") and ev.obj["metadata"]["name"].startswith("db-"):
             prev = int(ev.obj["metadata"]["name"].rsplit("-", 1)[1]) - 1
             prev_pod = api.sim.store.find(pod_rt, NS, f"db-{prev}") if prev >= 0 else None
-            order.append((ev.obj["metadata"]["name"], prev < 0 or (prev_pod is not None and ready(prev_pod))))
+            order.append(
+                (ev.obj["metadata"]["name"], prev < 0 or (prev_pod is not None and is_ready(prev_pod)))
+            )
 
     api.sim.store.add_listener(watch)
     await api.call("POST", sts_path, statefulset("db", 3))
@@ -383,7 +345,7 @@ async def test_statefulset_ordered_creation_and_same_name_recreate(api: Api) -> 
 
     async def recreated() -> bool:
         p = api.sim.store.find(pod_rt, NS, "db-1")
-        return p is not None and p["metadata"]["uid"] != old_uid and ready(p)
+        return p is not None and p["metadata"]["uid"] != old_uid and is_ready(p)
 
     await until(recreated)
     await until(all_ready)
@@ -431,7 +393,7 @@ async def test_daemonset_rolls_to_a_new_template(api: Api) -> None:
 
     async def images() -> set[str] | None:
         pods = active(await api.pods("app=agent"))
-        if len(pods) != 3 or not all(ready(p) for p in pods):
+        if len(pods) != 3 or not all(is_ready(p) for p in pods):
             return None
         return {p["spec"]["containers"][0]["image"] for p in pods}
 

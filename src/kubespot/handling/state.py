@@ -1,0 +1,77 @@
+"""Per-node handling state, kept in one annotation on the Node so a restarted agent (or another
+controller replica) knows what was done and resumes instead of starting over."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+import orjson
+
+STATE_ANNOTATION = "kubespot.io/interruption"
+
+
+class Phase(StrEnum):
+    FENCED = "fenced"  # tainted and cordoned
+    DRAINING = "draining"
+    DRAINED = "drained"
+
+
+class StateError(ValueError):
+    """The annotation is not a state kubespot wrote (hand-edited or from another version)."""
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What kubespot did to a node for one event."""
+
+    event_id: str
+    kind: str
+    phase: Phase
+    since: datetime
+    deadline: datetime | None = None
+    #: Whether kubespot cordoned the node: undo uncordons only what it cordoned itself.
+    cordoned_by_us: bool = False
+    taints: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    undo_at: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def advance(self, phase: Phase, now: datetime) -> NodeState:
+        return replace(self, phase=phase, since=now)
+
+    def encode(self) -> str:
+        data = asdict(self)
+        data["phase"] = self.phase.value
+        for key in ("since", "deadline", "undo_at"):
+            value = data[key]
+            data[key] = value.isoformat() if value is not None else None
+        return orjson.dumps({k: v for k, v in data.items() if v not in (None, (), {}, [])}).decode()
+
+
+def decode(text: str | None) -> NodeState | None:
+    """The state in an annotation value; None when there is none; StateError when it is garbage."""
+    if not text:
+        return None
+    try:
+        data = orjson.loads(text)
+        return NodeState(
+            event_id=str(data["event_id"]),
+            kind=str(data["kind"]),
+            phase=Phase(data["phase"]),
+            since=datetime.fromisoformat(data["since"]),
+            deadline=_time(data.get("deadline")),
+            cordoned_by_us=bool(data.get("cordoned_by_us", False)),
+            taints=tuple(str(t) for t in data.get("taints", ())),
+            labels=tuple(str(label) for label in data.get("labels", ())),
+            undo_at=_time(data.get("undo_at")),
+            extra=dict(data.get("extra") or {}),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise StateError(f"annotation {STATE_ANNOTATION} is not a kubespot state: {exc}") from None
+
+
+def _time(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else None

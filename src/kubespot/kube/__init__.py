@@ -1,0 +1,42 @@
+"""The Kubernetes adapter: the only package that imports the client library (lightkube).
+
+- ``connect(settings)`` builds a :class:`KubeClient` from a kubeconfig or the in-cluster service
+  account; every call it makes is rate-limited (token bucket) and retried on transient failures.
+- Typed operations return plain views (:class:`PodView`, :class:`NodeView`) so callers never touch
+  lightkube models.
+- :class:`EventRecorder` writes core/v1 Events and never raises into its caller.
+"""
+
+from .client import KubeClient, KubeError, ObjectRef, connect, load_config
+from .events import EventRecorder
+from .ratelimit import TokenBucket
+from .views import (
+    MIRROR_ANNOTATION,
+    EvictionOutcome,
+    EvictionResult,
+    NodeView,
+    PodEvent,
+    PodEventType,
+    PodList,
+    PodView,
+    Taint,
+)
+
+__all__ = [
+    "MIRROR_ANNOTATION",
+    "EventRecorder",
+    "EvictionOutcome",
+    "EvictionResult",
+    "KubeClient",
+    "KubeError",
+    "NodeView",
+    "ObjectRef",
+    "PodEvent",
+    "PodEventType",
+    "PodList",
+    "PodView",
+    "Taint",
+    "TokenBucket",
+    "connect",
+    "load_config",
+]

@@ -1,0 +1,463 @@
+"""The Kubernetes client kubespot uses: lightkube underneath, typed operations on top.
+
+Every call goes through one client-side token bucket and one retry policy, so the whole process keeps
+to its API budget (``KubeSettings.qps``/``burst``) and rides out API-server hiccups (409 on plain
+patches, 429 throttling, 5xx, dropped connections) with bounded, jittered retries. The one exception
+is deliberate: an eviction's 429 comes back at once as ``EvictionOutcome.BLOCKED``, because it is how
+a PodDisruptionBudget says "not now" and the drain engine owns that decision.
+
+Node writes that replace a list (taints) are compare-and-set on ``metadata.resourceVersion`` and
+re-read the node on 409, so a concurrent writer's taint is never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+import httpx2
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.config.kubeconfig import SingleConfig
+from lightkube.models.core_v1 import EventSource, ObjectReference
+from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Preconditions
+from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.types import PatchType
+
+from ..config.kube import KubeSettings
+from .ratelimit import TokenBucket
+from .retry import TRANSIENT_STATUSES, full_jitter
+from .views import (
+    DEFAULT_GRACE_SECONDS,
+    EvictionOutcome,
+    EvictionResult,
+    NodeView,
+    PodEvent,
+    PodEventType,
+    PodList,
+    PodView,
+    Taint,
+)
+
+log = logging.getLogger("kubespot.kube")
+
+T = TypeVar("T")
+
+#: Compare-and-set rounds for one node write before giving up (each one re-reads the node).
+CONFLICT_ATTEMPTS = 10
+
+
+class KubeError(Exception):
+    """An API call failed for good (after retries). ``code`` is the HTTP status, 0 for transport errors."""
+
+    def __init__(self, code: int, message: str, *, reason: str = "") -> None:
+        super().__init__(f"{code} {reason}: {message}" if reason else f"{code}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+def load_config(settings: KubeSettings) -> SingleConfig:
+    """The cluster and credentials: the kubeconfig named in settings, else in-cluster, else $KUBECONFIG."""
+    config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else KubeConfig.from_env()
+    single = config.get(context_name=settings.context or None)
+    if single is None:  # pragma: no cover - lightkube raises before returning None without a default
+        raise KubeError(0, f"no context {settings.context!r} in the kubeconfig")
+    return single
+
+
+def connect(settings: KubeSettings, *, config: SingleConfig | KubeConfig | None = None) -> KubeClient:
+    """A ready client for ``settings`` (``config`` overrides where the cluster is)."""
+    api = AsyncClient(
+        config=config if config is not None else load_config(settings),
+        timeout=httpx2.Timeout(settings.request_timeout),
+        field_manager="kubespot",
+    )
+    return KubeClient(
+        api, limiter=TokenBucket(qps=settings.qps, burst=settings.burst), attempts=settings.retry_attempts
+    )
+
+
+def _retry_after(err: ApiError) -> float | None:
+    raw = err.response.headers.get("Retry-After") if err.response is not None else None
+    try:
+        return float(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def _owner(meta: ObjectMeta) -> tuple[str | None, str | None]:
+    for ref in meta.ownerReferences or ():
+        if ref.controller:
+            return ref.kind, ref.name
+    return None, None
+
+
+def pod_view(pod: Pod) -> PodView:
+    meta = pod.metadata or ObjectMeta()
+    spec, status = pod.spec, pod.status
+    kind, owner = _owner(meta)
+    grace = spec.terminationGracePeriodSeconds if spec is not None else None
+    return PodView(
+        namespace=meta.namespace or "",
+        name=meta.name or "",
+        uid=meta.uid or "",
+        node_name=spec.nodeName if spec is not None else None,
+        phase=status.phase if status is not None else None,
+        controller_kind=kind,
+        controller_name=owner,
+        priority_class_name=spec.priorityClassName if spec is not None else None,
+        priority=spec.priority if spec is not None else None,
+        grace_period_seconds=DEFAULT_GRACE_SECONDS if grace is None else int(grace),
+        deletion_timestamp=meta.deletionTimestamp,
+        has_empty_dir=any(v.emptyDir is not None for v in (spec.volumes or ()))
+        if spec is not None
+        else False,
+        resource_version=meta.resourceVersion or "",
+        labels=dict(meta.labels or {}),
+        annotations=dict(meta.annotations or {}),
+    )
+
+
+def node_view(node: Node) -> NodeView:
+    meta = node.metadata or ObjectMeta()
+    spec = node.spec
+    taints = tuple(
+        Taint(key=t.key, effect=t.effect, value=t.value) for t in ((spec.taints or ()) if spec else ())
+    )
+    return NodeView(
+        name=meta.name or "",
+        uid=meta.uid or "",
+        resource_version=meta.resourceVersion or "",
+        unschedulable=bool(spec.unschedulable) if spec is not None else False,
+        taints=taints,
+        labels=dict(meta.labels or {}),
+        annotations=dict(meta.annotations or {}),
+    )
+
+
+class KubeClient:
+    """Typed, rate-limited, retrying operations on the cluster. Build with :func:`connect`."""
+
+    def __init__(
+        self,
+        api: AsyncClient,
+        *,
+        limiter: TokenBucket,
+        attempts: int = 5,
+        backoff_base: float = 0.1,
+        backoff_cap: float = 2.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.api = api
+        self.limiter = limiter
+        self.attempts = max(1, attempts)
+        self._base, self._cap = backoff_base, backoff_cap
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- the one place calls go through ----------------------------------------------------------
+
+    async def _call(
+        self, op: str, fn: Callable[[], Awaitable[T]], *, retry: frozenset[int] = TRANSIENT_STATUSES
+    ) -> T:
+        """Run ``fn`` under the rate limit, retrying ``retry`` statuses and transport errors."""
+        for attempt in range(self.attempts):
+            await self.limiter.acquire()
+            last = attempt == self.attempts - 1
+            try:
+                return await fn()
+            except ApiError as err:
+                code = int(err.status.code or (err.response.status_code if err.response is not None else 0))
+                if code not in retry or last:
+                    raise KubeError(
+                        code, err.status.message or str(err), reason=err.status.reason or ""
+                    ) from err
+                wait = _retry_after(err)
+                log.debug("%s: %s, retrying (attempt %d)", op, code, attempt + 1)
+            except httpx2.TransportError as err:
+                if last:
+                    raise KubeError(0, f"{type(err).__name__}: {err}") from err
+                wait = None
+                log.debug("%s: %s, retrying (attempt %d)", op, type(err).__name__, attempt + 1)
+            backoff = full_jitter(attempt, base=self._base, cap=self._cap, rng=self._rng)
+            # A server's Retry-After is honoured, but within our cap: a drain cannot wait 10 s blindly.
+            await self._sleep(min(self._cap, wait) if wait is not None else backoff)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- pods ------------------------------------------------------------------------------------
+
+    async def list_pods_on_node(self, node: str) -> PodList:
+        async def run() -> PodList:
+            it = self.api.list(Pod, namespace="*", fields={"spec.nodeName": node})
+            pods = [pod_view(p) async for p in it]
+            try:
+                rv = it.resourceVersion
+            except Exception:  # an empty answer may carry no version; watch from "now" then
+                rv = ""
+            return PodList(tuple(pods), rv)
+
+        return await self._call("list pods", run)
+
+    async def get_pod(self, namespace: str, name: str) -> PodView | None:
+        try:
+            pod = await self._call("get pod", lambda: self.api.get(Pod, name, namespace=namespace))
+        except KubeError as err:
+            if err.code == 404:
+                return None
+            raise
+        return pod_view(pod)
+
+    async def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]:
+        """Changes to the pods on ``node`` from ``resource_version``, for as long as the caller reads.
+
+        A broken or expired watch is restarted from a fresh list, delivered as one ``RESYNC`` event,
+        so deletions that happened meanwhile are never missed.
+        """
+        rv: str | None = resource_version or None
+        failures = 0
+        while True:
+            try:
+                await self.limiter.acquire()
+                async for op, pod in self.api.watch(
+                    Pod, namespace="*", fields={"spec.nodeName": node}, resource_version=rv
+                ):
+                    failures = 0
+                    if op not in ("ADDED", "MODIFIED", "DELETED"):
+                        continue  # bookmarks
+                    view = pod_view(pod)
+                    rv = view.resource_version or rv
+                    yield PodEvent(PodEventType(op), view)
+            except (ApiError, httpx2.HTTPError) as err:
+                failures += 1
+                log.info("pod watch on %s broke (%s); re-listing", node, err)
+                await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng))
+                try:
+                    listing = await self.list_pods_on_node(node)
+                except KubeError as list_err:
+                    log.warning("re-list of pods on %s failed: %s", node, list_err)
+                    continue
+                rv = listing.resource_version or None
+                yield PodEvent(PodEventType.RESYNC, pods=listing.pods)
+
+    async def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> EvictionResult:
+        """Ask the policy/v1 Eviction API to remove a pod; never raises for API answers.
+
+        ``uid`` makes the eviction apply to that pod only, not a namesake created since.
+        """
+        options = None
+        if uid is not None or grace_period_seconds is not None:
+            options = DeleteOptions(
+                gracePeriodSeconds=grace_period_seconds,
+                preconditions=Preconditions(uid=uid) if uid else None,
+            )
+        body = Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace), deleteOptions=options)
+        try:
+            await self._call(
+                "evict",
+                lambda: self.api.create(body, name, namespace=namespace, dry_run=dry_run),
+                retry=TRANSIENT_STATUSES - {429},
+            )
+        except KubeError as err:
+            if err.code == 429:
+                return EvictionResult(EvictionOutcome.BLOCKED, 429, err.message, _retry_after_of(err))
+            if err.code in (404, 409):  # 409: the uid precondition failed, so our pod is gone
+                return EvictionResult(EvictionOutcome.NOT_FOUND, err.code, err.message)
+            return EvictionResult(EvictionOutcome.ERROR, err.code, err.message)
+        return EvictionResult(EvictionOutcome.EVICTED, 201)
+
+    async def delete_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False
+    ) -> bool:
+        """Delete a pod gracefully (``grace_period_seconds`` None: its own). False if it was gone."""
+        try:
+            await self._call(
+                "delete pod",
+                lambda: self.api.delete(
+                    Pod, name, namespace=namespace, grace_period=grace_period_seconds, dry_run=dry_run
+                ),
+            )
+        except KubeError as err:
+            if err.code == 404:
+                return False
+            raise
+        return True
+
+    # -- nodes -----------------------------------------------------------------------------------
+
+    async def get_node(self, name: str) -> NodeView | None:
+        try:
+            node = await self._call("get node", lambda: self.api.get(Node, name))
+        except KubeError as err:
+            if err.code == 404:
+                return None
+            raise
+        return node_view(node)
+
+    async def _require_node(self, name: str) -> NodeView:
+        node = await self.get_node(name)
+        if node is None:
+            raise KubeError(404, f'nodes "{name}" not found', reason="NotFound")
+        return node
+
+    async def patch_node(self, name: str, patch: Mapping[str, Any], *, dry_run: bool = False) -> NodeView:
+        """A JSON merge patch on the node; a 409 (a conflict the server could not resolve) is retried."""
+        node = await self._call(
+            "patch node",
+            lambda: self.api.patch(Node, name, dict(patch), patch_type=PatchType.MERGE, dry_run=dry_run),
+            retry=TRANSIENT_STATUSES | {409},
+        )
+        return node_view(node)
+
+    async def update_node(
+        self,
+        name: str,
+        change: Callable[[NodeView], Mapping[str, Any] | None],
+        *,
+        dry_run: bool = False,
+    ) -> NodeView:
+        """Compare-and-set: ``change(node)`` returns a merge patch computed from the node as read (None:
+        nothing to do); it is sent with that read's resourceVersion, and on 409 the node is read again
+        and ``change`` recomputed, so writes based on a stale copy never overwrite a concurrent one."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            node = await self._require_node(name)
+            patch = change(node)
+            if patch is None:
+                return node
+            body = dict(patch)
+            body["metadata"] = {**dict(body.get("metadata") or {}), "resourceVersion": node.resource_version}
+            try:
+                updated = await self._call(
+                    "patch node",
+                    lambda body=body: self.api.patch(  # type: ignore[misc]
+                        Node, name, body, patch_type=PatchType.MERGE, dry_run=dry_run
+                    ),
+                )
+            except KubeError as err:
+                if err.code != 409:
+                    raise
+                log.info("node %s changed under us (409), re-reading (attempt %d)", name, attempt + 1)
+                await self._sleep(full_jitter(attempt, base=self._base / 2, cap=self._cap, rng=self._rng))
+                continue
+            return node_view(updated)
+        raise KubeError(409, f"node {name} kept changing: {CONFLICT_ATTEMPTS} conflicting writes")
+
+    async def cordon(self, name: str, *, dry_run: bool = False) -> NodeView:
+        return await self.patch_node(name, {"spec": {"unschedulable": True}}, dry_run=dry_run)
+
+    async def uncordon(self, name: str, *, dry_run: bool = False) -> NodeView:
+        return await self.patch_node(name, {"spec": {"unschedulable": None}}, dry_run=dry_run)
+
+    async def add_taint(self, name: str, taint: Taint, *, dry_run: bool = False) -> NodeView:
+        """Add (or update the value of) a taint, keeping every other taint."""
+
+        def change(node: NodeView) -> Mapping[str, Any] | None:
+            if taint in node.taints:
+                return None
+            others = [t for t in node.taints if (t.key, t.effect) != (taint.key, taint.effect)]
+            return {"spec": {"taints": [t.to_dict() for t in (*others, taint)]}}
+
+        return await self.update_node(name, change, dry_run=dry_run)
+
+    async def remove_taint(
+        self, name: str, key: str, effect: str | None = None, *, dry_run: bool = False
+    ) -> NodeView:
+        def change(node: NodeView) -> Mapping[str, Any] | None:
+            if not node.has_taint(key, effect):
+                return None
+            keep = [t for t in node.taints if not (t.key == key and (effect is None or t.effect == effect))]
+            return {"spec": {"taints": [t.to_dict() for t in keep]}}
+
+        return await self.update_node(name, change, dry_run=dry_run)
+
+    async def set_labels(
+        self, name: str, labels: Mapping[str, str | None], *, dry_run: bool = False
+    ) -> NodeView:
+        """Set labels (None removes one). Merge patches are per key, so no compare-and-set is needed."""
+        return await self.patch_node(name, {"metadata": {"labels": dict(labels)}}, dry_run=dry_run)
+
+    async def set_annotations(
+        self, name: str, annotations: Mapping[str, str | None], *, dry_run: bool = False
+    ) -> NodeView:
+        return await self.patch_node(name, {"metadata": {"annotations": dict(annotations)}}, dry_run=dry_run)
+
+    # -- events (used by EventRecorder) ----------------------------------------------------------
+
+    async def create_event(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        involved: ObjectRef,
+        reason: str,
+        message: str,
+        type_: str,
+        component: str,
+        host: str | None,
+        at: datetime,
+    ) -> None:
+        event = Event(
+            metadata=ObjectMeta(name=name, namespace=namespace),
+            involvedObject=ObjectReference(
+                kind=involved.kind,
+                name=involved.name,
+                namespace=involved.namespace,
+                uid=involved.uid,
+                apiVersion="v1",
+            ),
+            reason=reason,
+            message=message,
+            type=type_,
+            count=1,
+            firstTimestamp=at,
+            lastTimestamp=at,
+            source=EventSource(component=component, host=host),
+            reportingComponent=component,
+            reportingInstance=host or component,
+        )
+        await self._call("create event", lambda: self.api.create(event), retry=TRANSIENT_STATUSES)
+
+    async def bump_event(self, *, namespace: str, name: str, count: int, at: datetime) -> None:
+        patch = {"count": count, "lastTimestamp": at.strftime("%Y-%m-%dT%H:%M:%SZ")}
+        await self._call(
+            "patch event",
+            lambda: self.api.patch(Event, name, patch, namespace=namespace, patch_type=PatchType.MERGE),
+        )
+
+
+class ObjectRef:
+    """What an event is about."""
+
+    __slots__ = ("kind", "name", "namespace", "uid")
+
+    def __init__(self, kind: str, name: str, namespace: str | None = None, uid: str | None = None) -> None:
+        self.kind, self.name, self.namespace, self.uid = kind, name, namespace, uid
+
+    def key(self) -> tuple[str, str, str | None, str | None]:
+        return (self.kind, self.name, self.namespace, self.uid)
+
+
+def _retry_after_of(err: KubeError) -> float | None:
+    cause = err.__cause__
+    return _retry_after(cause) if isinstance(cause, ApiError) else None

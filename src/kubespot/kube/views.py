@@ -1,0 +1,126 @@
+"""Plain, immutable views of the Kubernetes objects kubespot reads.
+
+The rest of the product sees these instead of the client library's models, so only ``kubespot.kube``
+depends on lightkube and callers (and their tests) can build them by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+#: Annotation the kubelet puts on the API mirror of a static pod; deleting the mirror does nothing.
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+#: Kubernetes' default terminationGracePeriodSeconds.
+DEFAULT_GRACE_SECONDS = 30
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """What the drain engine needs to know about a pod."""
+
+    namespace: str
+    name: str
+    uid: str
+    node_name: str | None = None
+    phase: str | None = None
+    #: Kind of the owner reference with ``controller: true`` (ReplicaSet, DaemonSet...), None for a bare pod.
+    controller_kind: str | None = None
+    controller_name: str | None = None
+    priority_class_name: str | None = None
+    priority: int | None = None
+    grace_period_seconds: int = DEFAULT_GRACE_SECONDS
+    deletion_timestamp: datetime | None = None
+    has_empty_dir: bool = False
+    resource_version: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @property
+    def is_mirror(self) -> bool:
+        return MIRROR_ANNOTATION in self.annotations
+
+    @property
+    def is_finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def is_terminating(self) -> bool:
+        return self.deletion_timestamp is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: str
+    value: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        d = {"key": self.key, "effect": self.effect}
+        if self.value is not None:
+            d["value"] = self.value
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node's identity and the fields kubespot writes."""
+
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def has_taint(self, key: str, effect: str | None = None) -> bool:
+        return any(t.key == key and (effect is None or t.effect == effect) for t in self.taints)
+
+
+@dataclass(frozen=True, slots=True)
+class PodList:
+    """Pods and the resourceVersion to start a watch from, so no change between the two is missed."""
+
+    pods: tuple[PodView, ...]
+    resource_version: str
+
+
+class PodEventType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    #: The watch was restarted from a fresh list: ``pods`` is the complete current set, and anything
+    #: not in it is gone (a deletion may have happened while the watch was down).
+    RESYNC = "RESYNC"
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    type: PodEventType
+    pod: PodView | None = None
+    pods: tuple[PodView, ...] = ()
+
+
+class EvictionOutcome(StrEnum):
+    EVICTED = "evicted"
+    #: 429: a PodDisruptionBudget (or API throttling) refuses the eviction now; try again later.
+    BLOCKED = "blocked"
+    #: The pod (with that uid) no longer exists.
+    NOT_FOUND = "not-found"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionResult:
+    outcome: EvictionOutcome
+    code: int = 0
+    message: str = ""
+    #: Seconds the server suggested waiting (Retry-After), if it did.
+    retry_after: float | None = None

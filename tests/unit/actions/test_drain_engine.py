@@ -1,0 +1,122 @@
+"""The drain engine on a fake cluster and a fake clock: deadline decisions, deterministically."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+from kubespot.actions.drain import Outcome, drain_node
+from kubespot.config.drain import DrainSettings
+from kubespot.kube import EvictionOutcome, EvictionResult, PodEvent, PodEventType, PodList, PodView
+
+T0 = datetime(2026, 11, 20, 17, 0, 0, tzinfo=UTC)
+SETTINGS = DrainSettings(safety_margin=5, retry_backoff_base=1, retry_backoff_cap=4)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> datetime:
+        return T0 + timedelta(seconds=self.t)
+
+    def monotonic(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.t += max(0.0, seconds)
+        await asyncio.sleep(0)
+
+
+class FakeKube:
+    """Pods whose eviction a budget refuses ``blocked_for`` times; deletions end in a DELETED event."""
+
+    def __init__(self, pods: list[PodView], *, blocked_for: int = 10**9) -> None:
+        self.pods = {p.uid: p for p in pods}
+        self.blocked_for = blocked_for
+        self.evictions: list[tuple[str, int | None]] = []
+        self.deletes: list[tuple[str, int | None]] = []
+        self.events: asyncio.Queue[PodEvent] = asyncio.Queue()
+
+    async def list_pods_on_node(self, node: str) -> PodList:
+        return PodList(tuple(self.pods.values()), "1")
+
+    async def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]:
+        while True:
+            yield await self.events.get()
+
+    def _gone(self, name: str) -> None:
+        pod = next(p for p in self.pods.values() if p.name == name)
+        self.events.put_nowait(PodEvent(PodEventType.DELETED, pod))
+
+    async def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> EvictionResult:
+        self.evictions.append((name, grace_period_seconds))
+        if len(self.evictions) <= self.blocked_for:
+            return EvictionResult(EvictionOutcome.BLOCKED, 429, "budget")
+        self._gone(name)
+        return EvictionResult(EvictionOutcome.EVICTED, 201)
+
+    async def delete_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False
+    ) -> bool:
+        self.deletes.append((name, grace_period_seconds))
+        self._gone(name)
+        return True
+
+
+POD = PodView(namespace="ns", name="db-0", uid="u1", controller_kind="StatefulSet", grace_period_seconds=30)
+
+
+async def test_blocked_pod_is_deleted_when_grace_plus_margin_is_all_that_is_left() -> None:
+    clock, kube = FakeClock(), FakeKube([POD])
+    result = await drain_node(
+        "n1", kube=kube, settings=SETTINGS, deadline=T0 + timedelta(seconds=120), clock=clock
+    )
+    (res,) = result.pods
+    assert res.outcome is Outcome.DELETED_AT_DEADLINE
+    assert res.blocked > 5
+    # Deleted 35 s (grace 30 + margin 5) before the deadline, not earlier and not much later.
+    assert res.evicted_at is not None
+    assert 84.0 <= (res.evicted_at - T0).total_seconds() <= 86.0
+    assert kube.deletes == [("db-0", None)]  # the whole grace period still fits
+    assert result.emptied
+
+
+async def test_keep_retries_until_the_deadline_and_reports_still_running() -> None:
+    clock, kube = FakeClock(), FakeKube([POD])
+    settings = dataclasses.replace(SETTINGS, pdb_deadline_action="keep")
+    result = await drain_node(
+        "n1", kube=kube, settings=settings, deadline=T0 + timedelta(seconds=60), clock=clock
+    )
+    (res,) = result.pods
+    assert res.outcome is Outcome.STILL_RUNNING and kube.deletes == []
+    assert not result.emptied and clock.t >= 60
+
+
+async def test_budget_that_frees_up_means_a_normal_eviction_with_a_capped_grace() -> None:
+    clock, kube = FakeClock(), FakeKube([POD], blocked_for=2)
+    result = await drain_node(
+        "n1", kube=kube, settings=SETTINGS, deadline=T0 + timedelta(seconds=20), clock=clock
+    )
+    (res,) = result.pods
+    assert res.outcome is Outcome.EVICTED and res.blocked == 2
+    # 20 s left minus the 5 s margin: the pod's 30 s are cut to at most 15.
+    assert all(g is not None and g <= 15 for _, g in kube.evictions)
+    assert result.emptied
+
+
+async def test_no_deadline_means_node_termination_grace_period() -> None:
+    clock, kube = FakeClock(), FakeKube([POD], blocked_for=0)
+    result = await drain_node("n1", kube=kube, settings=SETTINGS, deadline=None, clock=clock)
+    assert result.deadline == T0 + timedelta(seconds=120)
+    assert kube.evictions == [("db-0", None)]

@@ -1,0 +1,113 @@
+"""The response policy per event kind and setting, and the node state's round trip."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from kubespot.config.imds import MonitorSettings
+from kubespot.config.node import NodeActionSettings
+from kubespot.handling.policy import EXCLUDE_LB_LABEL, IGNORE, plan_for, supersedes
+from kubespot.handling.state import NodeState, Phase, StateError, decode
+from kubespot.model import InterruptionEvent, Kind, Source
+
+NOW = datetime(2026, 11, 20, 17, 0, tzinfo=UTC)
+
+
+def ev(kind: Kind, id_: str = "e1", cancelled: bool = False) -> InterruptionEvent:
+    return InterruptionEvent(
+        id_, kind, "i-0abc", Source.IMDS, NOW, NOW, NOW + timedelta(seconds=120), cancelled=cancelled
+    )
+
+
+def test_spot_interruption_taints_cordons_and_drains_by_default() -> None:
+    plan = plan_for(ev(Kind.SPOT_INTERRUPTION), actions=NodeActionSettings(), monitors=MonitorSettings())
+    assert plan.acts and plan.cordon and plan.drain and not plan.dry_run
+    assert [t.key for t in plan.taints] == ["kubespot.io/spot-itn"]  # NTH keys only with TAINT_NODE
+    assert plan.undo_after is None and plan.labels == ()
+
+
+def test_taint_node_adds_the_reference_handlers_keys_with_its_effect() -> None:
+    actions = NodeActionSettings(taint_node=True, taint_effect="NoExecute", exclude_from_load_balancers=True)
+    plan = plan_for(
+        ev(Kind.ASG_LIFECYCLE), actions=actions, monitors=MonitorSettings(asg_lifecycle_draining=True)
+    )
+    assert {(t.key, t.effect) for t in plan.taints} == {
+        ("kubespot.io/asg-lifecycle-termination", "NoExecute"),
+        ("aws-node-termination-handler/asg-lifecycle-termination", "NoExecute"),
+    }
+    assert plan.labels == ((EXCLUDE_LB_LABEL, "true"),)
+
+
+def test_disabled_monitors_ignore_their_kind() -> None:
+    off = MonitorSettings(spot_interruption_draining=False)
+    assert plan_for(ev(Kind.SPOT_INTERRUPTION), actions=NodeActionSettings(), monitors=off) is IGNORE
+    assert (
+        plan_for(ev(Kind.REBALANCE_RECOMMENDATION), actions=NodeActionSettings(), monitors=MonitorSettings())
+        is IGNORE
+    )  # rebalance monitoring is off by default, as in the reference handler
+
+
+def test_rebalance_cordons_without_drain_and_undoes_later() -> None:
+    plan = plan_for(
+        ev(Kind.REBALANCE_RECOMMENDATION),
+        actions=NodeActionSettings(),
+        monitors=MonitorSettings(rebalance_monitoring=True),
+    )
+    assert plan.cordon and not plan.drain
+    assert plan.undo_after == NodeActionSettings().rebalance_undo_after > 0
+    drained = plan_for(
+        ev(Kind.REBALANCE_RECOMMENDATION),
+        actions=NodeActionSettings(),
+        monitors=MonitorSettings(rebalance_draining=True),
+    )
+    assert drained.drain and not drained.out_of_service_after_drain
+
+
+@pytest.mark.parametrize("kind", [Kind.SPOT_INTERRUPTION, Kind.SCHEDULED_MAINTENANCE])
+def test_cordon_only_dry_run_and_out_of_service(kind: Kind) -> None:
+    cordon_only = plan_for(ev(kind), actions=NodeActionSettings(cordon_only=True), monitors=MonitorSettings())
+    assert cordon_only.cordon and not cordon_only.drain
+    oos = plan_for(
+        ev(kind),
+        actions=NodeActionSettings(enable_out_of_service_taint=True, dry_run=True),
+        monitors=MonitorSettings(),
+    )
+    assert oos.out_of_service_after_drain and oos.dry_run
+
+
+def test_a_withdrawn_event_undoes() -> None:
+    plan = plan_for(
+        ev(Kind.SCHEDULED_MAINTENANCE, cancelled=True),
+        actions=NodeActionSettings(),
+        monitors=MonitorSettings(),
+    )
+    assert plan.undo and not plan.cordon and not plan.taints
+
+
+def test_supersedes() -> None:
+    rebalance, spot = ev(Kind.REBALANCE_RECOMMENDATION, "r"), ev(Kind.SPOT_INTERRUPTION, "s")
+    assert supersedes(spot, None) and supersedes(spot, rebalance)
+    assert not supersedes(rebalance, spot) and not supersedes(spot, spot)
+    assert supersedes(
+        ev(Kind.SCHEDULED_MAINTENANCE, "m", cancelled=True), ev(Kind.SCHEDULED_MAINTENANCE, "m")
+    )
+
+
+def test_state_round_trips_through_its_annotation() -> None:
+    state = NodeState(
+        "e1",
+        "spot-itn",
+        Phase.FENCED,
+        NOW,
+        deadline=NOW + timedelta(seconds=120),
+        cordoned_by_us=True,
+        taints=("kubespot.io/spot-itn",),
+    )
+    draining = state.advance(Phase.DRAINING, NOW + timedelta(seconds=1))
+    assert decode(draining.encode()) == draining
+    assert decode(None) is None and decode("") is None
+    for garbage in ("{", '{"event_id": 1}', '{"event_id":"e","kind":"k","phase":"nope","since":"x"}'):
+        with pytest.raises(StateError):
+            decode(garbage)

@@ -1,0 +1,47 @@
+"""EventRecorder: repeats are aggregated into one Event, failures never reach the caller."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kubespot.kube import EventRecorder, KubeError, PodView
+
+
+class FakeKube:
+    def __init__(self, *, fail: bool = False) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.bumped: list[tuple[str, int]] = []
+        self.fail = fail
+
+    async def create_event(self, **kw: Any) -> None:
+        if self.fail:
+            raise KubeError(500, "boom")
+        self.created.append(kw)
+
+    async def bump_event(self, *, namespace: str, name: str, count: int, at: datetime) -> None:
+        self.bumped.append((name, count))
+
+    async def get_node(self, name: str) -> None:
+        raise KubeError(0, "unreachable")
+
+
+POD = PodView(namespace="shop", name="web-1", uid="u1")
+
+
+async def test_repeats_are_one_event_with_a_growing_count() -> None:
+    kube = FakeKube()
+    rec = EventRecorder(kube=kube, now=lambda: datetime(2026, 1, 1, tzinfo=UTC))  # type: ignore[arg-type]
+    for _ in range(3):
+        await rec.pod(POD, "EvictionBlocked", "budget", warning=True)
+    await rec.pod(POD, "Evicted", "bye")
+    assert [e["reason"] for e in kube.created] == ["EvictionBlocked", "Evicted"]
+    assert kube.created[0]["type_"] == "Warning" and kube.created[0]["namespace"] == "shop"
+    name = kube.created[0]["name"]
+    assert kube.bumped == [(name, 2), (name, 3)]
+
+
+async def test_failures_are_logged_not_raised() -> None:
+    rec = EventRecorder(kube=FakeKube(fail=True))  # type: ignore[arg-type]
+    await rec.pod(POD, "Evicted", "bye")
+    await rec.node("n1", "DrainStarted", "go")  # node uid lookup fails too: still no exception
