@@ -40,3 +40,10 @@ def test_kubesim_throughput_prints_its_figures() -> None:
 def test_moto_sqs_throughput_prints_its_figures() -> None:
     out = _run("moto_sqs_throughput.py", "--queued", "200", "--budget", "200", "--no-baseline")
     assert any("per_s" in k for k in out), out
+
+
+def test_drain_vs_kubectl_prints_its_figures() -> None:
+    out = _run("drain_vs_kubectl.py", "--deployments", "2", "--replicas", "2")
+    for key in ("kubespot_s", "kubectl_s", "ratio"):
+        assert isinstance(out[key], (int, float)) and out[key] > 0, key
+    assert out["pods"] == 4
