@@ -19,6 +19,7 @@ from typing import TextIO
 import orjson
 
 from .actions.drain import DrainResult, drain_node
+from .config import loader
 from .config.drain import DrainSettings
 from .config.kube import KubeSettings
 from .kube import EventRecorder, KubeError, connect
@@ -51,30 +52,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time until the node goes away, e.g. 120s or 2m (default: NODE_TERMINATION_GRACE_PERIOD, 120s)",
     )
     parser.add_argument("--dry-run", action="store_true", help="report what would happen; change nothing")
-    parser.add_argument("--kubeconfig", default="", help="kubeconfig path (default: in-cluster, $KUBECONFIG)")
-    parser.add_argument("--context", default="", help="kubeconfig context (default: current-context)")
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table", help="result format")
-    parser.add_argument(
-        "--pdb-deadline-action",
-        choices=("delete", "keep"),
-        default=None,
-        help="what to do with pods a PodDisruptionBudget still protects near the deadline (default delete)",
-    )
-    parser.add_argument(
-        "--safety-margin", type=parse_duration, default=None, help="seconds kept before the deadline"
-    )
     parser.add_argument("--no-events", action="store_true", help="do not record Kubernetes events")
     parser.add_argument("-v", "--verbose", action="store_true", help="log each step to stderr")
+    # Every setting of the Kubernetes connection and the drain engine, through the one loader.
+    loader.add_arguments(parser, DrainCommandSettings)
+
+
+@dataclasses.dataclass(frozen=True)
+class DrainCommandSettings:
+    """What `kubespot drain` is configured with: the Kubernetes connection and the drain engine."""
+
+    kube: KubeSettings = dataclasses.field(default_factory=KubeSettings)
+    drain: DrainSettings = dataclasses.field(default_factory=DrainSettings)
 
 
 def _settings(args: argparse.Namespace) -> tuple[KubeSettings, DrainSettings]:
-    kube = KubeSettings(kubeconfig=args.kubeconfig or "", context=args.context or "")
-    overrides: dict[str, object] = {}
-    if args.pdb_deadline_action is not None:
-        overrides["pdb_deadline_action"] = args.pdb_deadline_action
-    if args.safety_margin is not None:
-        overrides["safety_margin"] = args.safety_margin
-    return kube, dataclasses.replace(DrainSettings(), **overrides)  # type: ignore[arg-type]
+    """Flags > environment (kubespot's and NTH's names) > ``--config`` file > defaults."""
+    settings = loader.load(DrainCommandSettings, namespace=args)
+    return settings.kube, settings.drain
 
 
 async def run(args: argparse.Namespace, *, out: TextIO) -> int:
@@ -168,4 +164,8 @@ def main(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    return asyncio.run(run(args, out=sys.stdout))
+    try:
+        return asyncio.run(run(args, out=sys.stdout))
+    except loader.SettingsError as exc:
+        print(f"kubespot drain: {exc}", file=sys.stderr)
+        return 2

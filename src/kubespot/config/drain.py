@@ -69,6 +69,7 @@ class DrainSettings:
             "instance."
         ),
         env="KUBESPOT_DRAIN_PDB_DEADLINE_ACTION",
+        flag="--pdb-deadline-action",
     )
     safety_margin: float = setting(
         5.0,
@@ -78,6 +79,7 @@ class DrainSettings:
             "Covers API latency, kubelet reaction and clock skew between the instance and AWS."
         ),
         env="KUBESPOT_DRAIN_SAFETY_MARGIN",
+        flag="--safety-margin",
         unit="seconds",
     )
     eviction_concurrency: int = setting(

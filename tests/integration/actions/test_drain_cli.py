@@ -78,3 +78,18 @@ async def test_cli_exits_1_when_the_node_is_not_emptied() -> None:
         )
         assert code == 1
         assert "still-running" in out and "NOT emptied" in out
+
+
+def test_bad_settings_from_the_environment_are_a_clear_error() -> None:
+    """Settings come through the one loader: an NTH variable with a bad value names itself."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DELETE_LOCAL_DATA": "perhaps"}
+    res = subprocess.run(
+        [sys.executable, "-m", "kubespot", "drain", "some-node", "--kubeconfig", "/nonexistent"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert "DELETE_LOCAL_DATA" in res.stderr and "perhaps" in res.stderr
