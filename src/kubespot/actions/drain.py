@@ -46,6 +46,8 @@ from .drain_plan import (
 )
 
 log = logging.getLogger("kubespot.actions.drain")
+#: Shortest time budget one API call gets, even when the deadline has passed.
+MIN_CALL_SECONDS = 5.0
 
 #: Shortest wait between two eviction attempts of one pod.
 MIN_RETRY_SECONDS = 0.02
@@ -363,9 +365,9 @@ class _Drain:
                 self.kube.watch_pods_on_node(self.node, resource_version=listing.resource_version)
             )
         )
+        running: list[asyncio.Task[None]] = []
         try:
             tiers = sorted({p.tier for p in movers})
-            running: list[asyncio.Task[None]] = []
             previous: list[PodPlan] = []
             for tier in tiers:
                 members = [p for p in movers if p.tier == tier]
@@ -378,6 +380,10 @@ class _Drain:
             if running:
                 await asyncio.gather(*running)
         finally:
+            # A failed or cancelled drain must not leave evictions running behind its back.
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
             watch.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await watch
@@ -441,7 +447,10 @@ class _Drain:
 
     async def _call(self, aw: Awaitable[Any]) -> Any:
         async with self.sem:
-            return await aw
+            # No call may outlive the drain: a hung API server (each call retries internally) must
+            # not hold a pod's slot past the moment the deadline action has to run.
+            async with asyncio.timeout(max(MIN_CALL_SECONDS, self.left())):
+                return await aw
 
     async def _move(self, plan: PodPlan, res: PodResult, gone: asyncio.Event) -> None:
         pod = plan.pod
@@ -463,7 +472,9 @@ class _Drain:
         attempt = 0
         while True:
             left = self.left()
-            if left <= 0:
+            # At least one attempt even past the deadline: AWS's times are approximate and a late
+            # notice (agent restart, clock skew) should still move what it can.
+            if left <= 0 and res.attempts > 0:
                 res.outcome = Outcome.STILL_RUNNING
                 res.reason = f"PodDisruptionBudget still blocking at the deadline ({res.blocked} refusals)"
                 log.warning("%s: %s/%s still running at the deadline", self.node, pod.namespace, pod.name)
@@ -473,9 +484,12 @@ class _Drain:
                 res.outcome, res.gone_at = Outcome.GONE, self.tracker.gone_at(pod.uid)
                 return False
             grace = capped_grace(pod, settings=s, seconds_left=left)
-            answer: EvictionResult = await self._call(
-                self.kube.evict_pod(pod.namespace, pod.name, uid=pod.uid, grace_period_seconds=grace)
-            )
+            try:
+                answer: EvictionResult = await self._call(
+                    self.kube.evict_pod(pod.namespace, pod.name, uid=pod.uid, grace_period_seconds=grace)
+                )
+            except TimeoutError:
+                answer = EvictionResult(EvictionOutcome.ERROR, 0, "the eviction request timed out")
             res.attempts += 1
             if answer.outcome is EvictionOutcome.EVICTED:
                 res.evicted_at, res.grace_seconds = self.clock.now(), grace

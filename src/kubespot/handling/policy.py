@@ -94,11 +94,16 @@ def plan_for(event: InterruptionEvent, *, actions: NodeActionSettings, monitors:
 def supersedes(new: InterruptionEvent, current: InterruptionEvent | None) -> bool:
     """Whether ``new`` should replace the event a node is being handled for.
 
-    A real interruption overrides a rebalance recommendation (and so cancels its auto-undo); a
-    repeat of the same notice does not restart anything.
+    A real interruption overrides a rebalance recommendation (and so cancels its auto-undo), and
+    an event with an earlier deadline overrides one with a later or no deadline (a spot notice
+    during a maintenance window days away); a repeat of the same notice restarts nothing.
     """
     if current is None:
         return True
     if new.id == current.id:
         return new.cancelled and not current.cancelled
-    return current.kind is Kind.REBALANCE_RECOMMENDATION and new.kind is not Kind.REBALANCE_RECOMMENDATION
+    if new.cancelled:
+        return False
+    if current.kind is Kind.REBALANCE_RECOMMENDATION and new.kind is not Kind.REBALANCE_RECOMMENDATION:
+        return True
+    return new.deadline is not None and (current.deadline is None or new.deadline < current.deadline)

@@ -61,7 +61,7 @@ def decode(text: str | None) -> NodeState | None:
             event_id=str(data["event_id"]),
             kind=str(data["kind"]),
             phase=Phase(data["phase"]),
-            since=datetime.fromisoformat(data["since"]),
+            since=_time(data["since"]) or _missing("since"),
             deadline=_time(data.get("deadline")),
             cordoned_by_us=bool(data.get("cordoned_by_us", False)),
             taints=tuple(str(t) for t in data.get("taints", ())),
@@ -73,5 +73,14 @@ def decode(text: str | None) -> NodeState | None:
         raise StateError(f"annotation {STATE_ANNOTATION} is not a kubespot state: {exc}") from None
 
 
+def _missing(name: str) -> datetime:
+    raise ValueError(f"{name} is missing")
+
+
 def _time(value: Any) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) else None
+    if not isinstance(value, str):
+        return None
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:  # kubespot always writes UTC offsets; a naive time was hand-edited
+        raise ValueError(f"time without a timezone: {value!r}")
+    return parsed

@@ -139,6 +139,10 @@ def node_view(node: Node) -> NodeView:
     )
 
 
+#: Seconds after which the API server ends a pod watch (it is then resumed from its resourceVersion).
+WATCH_SERVER_TIMEOUT = 60
+
+
 class KubeClient:
     """Typed, rate-limited, retrying operations on the cluster. Build with :func:`connect`."""
 
@@ -232,8 +236,14 @@ class KubeClient:
         while True:
             try:
                 await self.limiter.acquire()
+                # The server ends the watch after server_timeout, so a connection that died silently
+                # (no FIN, no data) is replaced within a minute instead of leaving the drain blind.
                 async for op, pod in self.api.watch(
-                    Pod, namespace="*", fields={"spec.nodeName": node}, resource_version=rv
+                    Pod,
+                    namespace="*",
+                    fields={"spec.nodeName": node},
+                    resource_version=rv,
+                    server_timeout=WATCH_SERVER_TIMEOUT,
                 ):
                     failures = 0
                     if op not in ("ADDED", "MODIFIED", "DELETED"):
@@ -241,9 +251,9 @@ class KubeClient:
                     view = pod_view(pod)
                     rv = view.resource_version or rv
                     yield PodEvent(PodEventType(op), view)
-            except (ApiError, httpx2.HTTPError) as err:
+            except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
                 failures += 1
-                log.info("pod watch on %s broke (%s); re-listing", node, err)
+                log.warning("pod watch on %s broke (%s: %s); re-listing", node, type(err).__name__, err)
                 await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng))
                 try:
                     listing = await self.list_pods_on_node(node)
@@ -282,10 +292,22 @@ class KubeClient:
         except KubeError as err:
             if err.code == 429:
                 return EvictionResult(EvictionOutcome.BLOCKED, 429, err.message, _retry_after_of(err))
-            if err.code in (404, 409):  # 409: the uid precondition failed, so our pod is gone
+            if err.code == 404:
                 return EvictionResult(EvictionOutcome.NOT_FOUND, err.code, err.message)
+            if err.code == 409 and await self._replaced(namespace, name, uid):
+                return EvictionResult(EvictionOutcome.NOT_FOUND, err.code, err.message)
+            # Any other 409 (e.g. the budget's status update conflicted under concurrent evictions)
+            # leaves the pod running: an error the drain retries, never "gone".
             return EvictionResult(EvictionOutcome.ERROR, err.code, err.message)
         return EvictionResult(EvictionOutcome.EVICTED, 201)
+
+    async def _replaced(self, namespace: str, name: str, uid: str | None) -> bool:
+        """Whether the pod an eviction meant is gone (absent, or a namesake with another uid)."""
+        try:
+            current = await self.get_pod(namespace, name)
+        except KubeError:
+            return False  # unknown: let the caller retry rather than assume the pod left
+        return current is None or (uid is not None and current.uid != uid)
 
     async def delete_pod(
         self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False

@@ -83,6 +83,11 @@ class EventRecorder:
             log.warning(
                 "could not record event %s on %s %s: %s", reason, obj.kind, obj.name, err, exc_info=False
             )
+        finally:
+            # Locks live as long as their entry in _seen (pruned with it); a key whose event never got
+            # written (e.g. no RBAC for events) must not keep one, or failures would grow memory.
+            if key not in self._seen and not lock.locked():
+                self._locks.pop(key, None)
 
     async def _record(
         self, obj: ObjectRef, key: tuple[object, ...], reason: str, message: str, type_: str

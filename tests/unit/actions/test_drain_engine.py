@@ -120,3 +120,14 @@ async def test_no_deadline_means_node_termination_grace_period() -> None:
     result = await drain_node("n1", kube=kube, settings=SETTINGS, deadline=None, clock=clock)
     assert result.deadline == T0 + timedelta(seconds=120)
     assert kube.evictions == [("db-0", None)]
+
+
+async def test_a_notice_seen_after_the_deadline_still_tries_each_pod_once() -> None:
+    """A late notice (agent restart, clock skew) must not give up without a single attempt."""
+    clock, kube = FakeClock(), FakeKube([POD], blocked_for=0)
+    result = await drain_node(
+        "n1", kube=kube, settings=SETTINGS, deadline=T0 - timedelta(seconds=3), clock=clock
+    )
+    (res,) = result.pods
+    assert [name for name, _grace in kube.evictions] == ["db-0"]
+    assert res.outcome is Outcome.EVICTED and res.attempts == 1

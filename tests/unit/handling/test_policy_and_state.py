@@ -93,6 +93,11 @@ def test_supersedes() -> None:
     assert supersedes(
         ev(Kind.SCHEDULED_MAINTENANCE, "m", cancelled=True), ev(Kind.SCHEDULED_MAINTENANCE, "m")
     )
+    # A spot notice during a maintenance window days away (system-maintenance has no deadline).
+    maintenance = InterruptionEvent(
+        "m2", Kind.SCHEDULED_MAINTENANCE, "i-0abc", Source.IMDS, NOW, NOW + timedelta(days=2)
+    )
+    assert supersedes(spot, maintenance) and not supersedes(maintenance, spot)
 
 
 def test_state_round_trips_through_its_annotation() -> None:
@@ -108,6 +113,8 @@ def test_state_round_trips_through_its_annotation() -> None:
     draining = state.advance(Phase.DRAINING, NOW + timedelta(seconds=1))
     assert decode(draining.encode()) == draining
     assert decode(None) is None and decode("") is None
-    for garbage in ("{", '{"event_id": 1}', '{"event_id":"e","kind":"k","phase":"nope","since":"x"}'):
+    naive = '{"event_id":"e","kind":"k","phase":"fenced","since":"2026-11-20T17:00:00"}'
+    nope = '{"event_id":"e","kind":"k","phase":"nope","since":"x"}'
+    for garbage in ("{", '{"event_id": 1}', nope, naive):
         with pytest.raises(StateError):
             decode(garbage)

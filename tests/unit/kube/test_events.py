@@ -45,3 +45,11 @@ async def test_failures_are_logged_not_raised() -> None:
     rec = EventRecorder(kube=FakeKube(fail=True))  # type: ignore[arg-type]
     await rec.pod(POD, "Evicted", "bye")
     await rec.node("n1", "DrainStarted", "go")  # node uid lookup fails too: still no exception
+
+
+async def test_events_that_cannot_be_written_leave_no_state_behind() -> None:
+    """With events forbidden (a common RBAC omission), thousands of distinct messages keep no locks."""
+    rec = EventRecorder(kube=FakeKube(fail=True))  # type: ignore[arg-type]
+    for i in range(2000):
+        await rec.pod(POD, "EvictionBlocked", f"attempt {i}", warning=True)
+    assert rec._locks == {} and rec._seen == {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 
@@ -10,7 +11,7 @@ import pytest
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import Cluster, User
 
-from kubespot.kube import EvictionOutcome, KubeClient, KubeError, Taint, TokenBucket
+from kubespot.kube import EvictionOutcome, KubeClient, KubeError, PodEventType, Taint, TokenBucket
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
 
@@ -76,9 +77,36 @@ async def test_eviction_sends_uid_precondition_and_grace_and_retries_503() -> No
     assert options["gracePeriodSeconds"] == 3 and options["preconditions"] == {"uid": "abc"}
 
 
+def _pod_json(uid: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "uid": uid},
+        "spec": {"containers": [{"name": "c", "image": "x"}], "nodeName": "n1"},
+    }
+
+
+def _evict_409_then(get: httpx2.Response) -> Callable[[httpx2.Request], httpx2.Response]:
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        if req.method == "POST":
+            return status(409, "Conflict", "the UID in the precondition does not match")
+        return get
+
+    return handler
+
+
 async def test_eviction_of_a_replaced_pod_is_not_found() -> None:
-    kube = client(lambda req: status(409, "Conflict", "the UID in the precondition does not match"))
-    assert (await kube.evict_pod("ns", "p", uid="old")).outcome is EvictionOutcome.NOT_FOUND
+    replaced = client(_evict_409_then(httpx2.Response(200, json=_pod_json("new"))))
+    assert (await replaced.evict_pod("ns", "p", uid="old")).outcome is EvictionOutcome.NOT_FOUND
+    gone = client(_evict_409_then(status(404, "NotFound")))
+    assert (await gone.evict_pod("ns", "p", uid="old")).outcome is EvictionOutcome.NOT_FOUND
+
+
+async def test_a_409_while_the_same_pod_still_runs_is_an_error_to_retry_not_gone() -> None:
+    """The Eviction API also answers 409 when its budget status update conflicts (many concurrent
+    evictions against one PDB): the pod is still there and must not be reported gone."""
+    kube = client(_evict_409_then(httpx2.Response(200, json=_pod_json("old"))))
+    assert (await kube.evict_pod("ns", "p", uid="old")).outcome is EvictionOutcome.ERROR
 
 
 async def test_500s_are_retried_a_bounded_number_of_times() -> None:
@@ -115,3 +143,27 @@ async def test_add_taint_rereads_the_node_on_conflict_and_keeps_the_other_writer
     node = await kube.add_taint("n1", Taint("kubespot.io/spot-itn", "NoSchedule", "e1"))
     assert node.has_taint("other") and node.has_taint("kubespot.io/spot-itn")
     assert len(state["patches"]) == 2  # type: ignore[arg-type]
+
+
+async def test_a_garbled_watch_line_is_followed_by_a_relist_not_a_dead_watch() -> None:
+    """Whatever breaks a watch (here a line that is not JSON), the caller gets a RESYNC re-list."""
+    pod = _pod_json("u1")
+
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        if req.url.params.get("watch"):
+            return httpx2.Response(200, content=b"{not json\n")
+        return httpx2.Response(
+            200,
+            json={
+                "kind": "PodList",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": "7"},
+                "items": [pod],
+            },
+        )
+
+    kube = client(handler)
+    stream = kube.watch_pods_on_node("n1", resource_version="5")
+    first = await asyncio.wait_for(anext(stream), 10)
+    assert first.type is PodEventType.RESYNC and [p.uid for p in first.pods] == ["u1"]
+    await stream.aclose()
