@@ -16,7 +16,7 @@ import asyncio
 import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import httpx2
@@ -69,15 +69,24 @@ def load_config(settings: KubeSettings) -> SingleConfig:
     return single
 
 
-def connect(settings: KubeSettings, *, config: SingleConfig | KubeConfig | None = None) -> KubeClient:
-    """A ready client for ``settings`` (``config`` overrides where the cluster is)."""
+def connect(
+    settings: KubeSettings,
+    *,
+    config: SingleConfig | KubeConfig | None = None,
+    on_error: Callable[[int], None] | None = None,
+) -> KubeClient:
+    """A ready client for ``settings`` (``config`` overrides where the cluster is; ``on_error`` is told
+    the status of every failed call, 0 for transport errors)."""
     api = AsyncClient(
         config=config if config is not None else load_config(settings),
         timeout=httpx2.Timeout(settings.request_timeout),
         field_manager="kubespot",
     )
     return KubeClient(
-        api, limiter=TokenBucket(qps=settings.qps, burst=settings.burst), attempts=settings.retry_attempts
+        api,
+        limiter=TokenBucket(qps=settings.qps, burst=settings.burst),
+        attempts=settings.retry_attempts,
+        on_error=on_error,
     )
 
 
@@ -156,8 +165,13 @@ class KubeClient:
         backoff_cap: float = 2.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        on_error: Callable[[int], None] | None = None,
     ) -> None:
         self.api = api
+        #: When the API server last answered a call (any answer but a transport error): for /healthz.
+        self.last_contact: datetime | None = None
+        #: Told the status of every failed attempt (0 for transport errors): for metrics.
+        self.on_error = on_error
         self.limiter = limiter
         self.attempts = max(1, attempts)
         self._base, self._cap = backoff_base, backoff_cap
@@ -183,9 +197,10 @@ class KubeClient:
             await self.limiter.acquire()
             last = attempt == self.attempts - 1
             try:
-                return await fn()
+                result = await fn()
             except ApiError as err:
                 code = int(err.status.code or (err.response.status_code if err.response is not None else 0))
+                self._answered(code)
                 if code not in retry or last:
                     raise KubeError(
                         code, err.status.message or str(err), reason=err.status.reason or ""
@@ -193,14 +208,33 @@ class KubeClient:
                 wait = _retry_after(err)
                 log.debug("%s: %s, retrying (attempt %d)", op, code, attempt + 1)
             except httpx2.TransportError as err:
+                self._failed(0)
                 if last:
                     raise KubeError(0, f"{type(err).__name__}: {err}") from err
                 wait = None
                 log.debug("%s: %s, retrying (attempt %d)", op, type(err).__name__, attempt + 1)
+            else:
+                self._answered(200)
+                return result
             backoff = full_jitter(attempt, base=self._base, cap=self._cap, rng=self._rng)
             # A server's Retry-After is honoured, but within our cap: a drain cannot wait 10 s blindly.
             await self._sleep(min(self._cap, wait) if wait is not None else backoff)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _answered(self, code: int) -> None:
+        if code < 500:  # a 5xx means the server is there but not working: not a sign of health
+            self.last_contact = datetime.now(tz=UTC)
+        # 404/409/429 are answers callers expect (gone, conflict, a PodDisruptionBudget saying no);
+        # server errors and refused credentials are what an operator must hear about.
+        if code >= 500 or code in (401, 403):
+            self._failed(code)
+
+    def _failed(self, code: int) -> None:
+        if self.on_error is not None:
+            try:
+                self.on_error(code)
+            except Exception:  # a metrics hook must never break an API call
+                log.exception("on_error hook failed")
 
     # -- pods ------------------------------------------------------------------------------------
 
@@ -438,9 +472,10 @@ class KubeClient:
         component: str,
         host: str | None,
         at: datetime,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         event = Event(
-            metadata=ObjectMeta(name=name, namespace=namespace),
+            metadata=ObjectMeta(name=name, namespace=namespace, annotations=dict(annotations or {}) or None),
             involvedObject=ObjectReference(
                 kind=involved.kind,
                 name=involved.name,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -42,8 +42,11 @@ class EventRecorder:
         host: str | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(tz=UTC),
         max_remembered: int = 4096,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         self._kube = kube
+        #: Added to every event (KUBERNETES_EVENTS_EXTRA_ANNOTATIONS), e.g. for routing in an event exporter.
+        self.annotations = dict(annotations or {})
         self.component = component
         self.host = host
         self._now = now
@@ -117,6 +120,7 @@ class EventRecorder:
             component=self.component,
             host=self.host,
             at=now,
+            annotations=self.annotations,
         )
         if len(self._seen) >= self._max:
             # Forget the oldest half: dicts keep insertion order.

@@ -65,8 +65,11 @@ class ImdsMonitor:
         sink: EventSink,
         node_name: str | None = None,
         identity: InstanceIdentity | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         self._client = client
+        #: Told the path of every failed read (each poll, not only when logged): for metrics.
+        self._on_error = on_error
         self._settings = settings
         self._monitors = monitors
         self._clock = clock
@@ -213,6 +216,11 @@ class ImdsMonitor:
 
     def _note_failure(self, path: str, message: str, *, logged: bool = False) -> None:
         self._last_error = message
+        if self._on_error is not None:
+            try:
+                self._on_error(path)
+            except Exception:  # a metrics hook must never stop the monitor
+                _log.exception("IMDS on_error hook failed")
         if self._failing.get(path) != message:
             self._failing[path] = message
             if not logged:

@@ -1,0 +1,245 @@
+"""The running agent: builds every part from ``AgentSettings`` and runs them until told to stop.
+
+Parts and the tasks that drive them:
+
+- the IMDS monitor polls metadata and puts each new ``InterruptionEvent`` on a queue;
+- the node handler resumes from the node's state annotation (retrying while the API server is
+  unreachable), then takes events off the queue — nothing the monitor sees is lost meanwhile;
+- the webhook sender posts notifications in the background;
+- the metrics and probe servers answer on their ports; a keep-alive reads the node now and then
+  while idle, so ``/healthz`` knows whether the API server is reachable.
+
+A task that ends unexpectedly stops the agent with exit code 1 (the kubelet restarts it, and the
+state on the node makes the new process resume); SIGTERM stops it with 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from kubespot import __version__
+from kubespot.actions.notify import WebhookNotifier
+from kubespot.config.agent import AgentSettings
+from kubespot.handling.node_handler import NodeHandler
+from kubespot.kube import EventRecorder, KubeClient, KubeError, connect
+from kubespot.model import Clock, InterruptionEvent
+from kubespot.model.clock import SystemClock
+from kubespot.observability.health import HealthReport, freshness, report
+from kubespot.observability.metrics import Metrics
+from kubespot.observability.server import EndpointServer, health_handler, metrics_handler
+from kubespot.sources.imds import ImdsClient, ImdsMonitor
+
+from .uptime import boot_time_reader
+
+log = logging.getLogger("kubespot.agent")
+
+#: Listen address of the metrics and probe servers. The agent runs with hostNetwork, and Prometheus
+#: and the kubelet reach it on the node's address, as they do the reference handler.
+LISTEN_HOST = "0.0.0.0"
+
+
+class _DryRunNotifier:
+    """Stands in for the webhook under DRY_RUN: says what would be sent, sends nothing."""
+
+    def notify(
+        self, event: InterruptionEvent, *, node_name: str, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        log.info("dry run: would send the webhook for %s", event.id, extra={"event_id": event.id})
+
+
+class Agent:
+    """One node's agent. ``await run(stop)`` returns the process exit code."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        clock: Clock | None = None,
+        listen_host: str = LISTEN_HOST,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.metrics = Metrics()
+        self._listen_host = listen_host
+        self._events: asyncio.Queue[InterruptionEvent] = asyncio.Queue()
+        self.kube: KubeClient = connect(settings.kube, on_error=self.metrics.kube_error)
+        self.imds = ImdsClient(settings.imds, clock=self.clock)
+        self.monitor = ImdsMonitor(
+            self.imds,
+            settings=settings.imds,
+            monitors=settings.monitors,
+            clock=self.clock,
+            sink=self._events,
+            node_name=settings.node_name,
+            on_error=self.metrics.imds_error,
+        )
+        obs = settings.observability
+        self.recorder = (
+            EventRecorder(
+                kube=self.kube,
+                component="kubespot-agent",
+                host=settings.node_name,
+                annotations=dict(obs.kubernetes_events_extra_annotations),
+            )
+            if obs.emit_kubernetes_events
+            else None
+        )
+        self.notifier: WebhookNotifier | None = None
+        notifier: WebhookNotifier | _DryRunNotifier | None = None
+        if settings.webhook.enabled:
+            if settings.node_actions.dry_run:
+                notifier = _DryRunNotifier()
+            else:
+                notifier = self.notifier = WebhookNotifier(
+                    settings.webhook, clock=self.clock, on_result=self.metrics.webhook
+                )
+        own_pod = (
+            (settings.pod_namespace, settings.pod_name)
+            if settings.pod_namespace and settings.pod_name
+            else None
+        )
+        self.handler = NodeHandler(
+            node_name=settings.node_name,
+            kube=self.kube,
+            actions=settings.node_actions,
+            monitors=settings.monitors,
+            drain=settings.drain,
+            clock=self.clock,
+            metrics=self.metrics,
+            recorder=self.recorder,
+            notifier=notifier,
+            own_pod=own_pod,
+            boot_time=boot_time_reader(settings.monitors.uptime_from_file, self.clock.now),
+        )
+        self._servers: list[EndpointServer] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    # --- health ------------------------------------------------------------------------------------
+
+    def health(self) -> HealthReport:
+        """Healthy when IMDS and the API server answered recently and every part is running."""
+        now = self.clock.now()
+        max_age = timedelta(seconds=self.settings.observability.probes_stale_after)
+        imds = self.monitor.health
+        dead = sorted(name for name, task in self._tasks.items() if task.done())
+        return report(
+            freshness("imds", imds.last_contact, now=now, max_age=max_age, detail=imds.last_error or ""),
+            freshness("kubernetes", self.kube.last_contact, now=now, max_age=max_age),
+            freshness(
+                "tasks",
+                None if dead else now,
+                now=now,
+                max_age=max_age,
+                detail=("stopped: " + ", ".join(dead)) if dead else "running",
+            ),
+        )
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    async def start_servers(self) -> None:
+        """Bind the metrics and probe servers (a port in use is a start-up error)."""
+        obs = self.settings.observability
+        if obs.enable_prometheus_server:
+            server = EndpointServer()
+            server.route("/metrics", metrics_handler(self.metrics))
+            await server.start(self._listen_host, obs.prometheus_server_port)
+            self._servers.append(server)
+            log.info("metrics on http://%s:%d/metrics", self._listen_host, server.port)
+        if obs.enable_probes_server:
+            server = EndpointServer()
+            server.route(obs.probes_server_endpoint, health_handler(self.health))
+            await server.start(self._listen_host, obs.probes_server_port)
+            self._servers.append(server)
+            log.info("probes on http://%s:%d%s", self._listen_host, server.port, obs.probes_server_endpoint)
+
+    async def run(self, stop: asyncio.Event) -> int:
+        """Run until ``stop`` is set (exit 0) or a part fails for good (exit 1)."""
+        try:
+            await self.start_servers()
+        except OSError as exc:
+            log.critical("cannot start the metrics or probe server: %s", exc)
+            await self.close()
+            return 1
+        self._tasks = {
+            "imds-monitor": asyncio.create_task(self.monitor.run(), name="imds-monitor"),
+            "node-handler": asyncio.create_task(self._handle(), name="node-handler"),
+            "keepalive": asyncio.create_task(self._keepalive(), name="keepalive"),
+        }
+        if self.notifier is not None:
+            self._tasks["webhook"] = asyncio.create_task(self.notifier.run(), name="webhook")
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({stopper, *self._tasks.values()}, return_when=asyncio.FIRST_COMPLETED)
+        code = 0
+        if stopper not in done:
+            for task in done:
+                error = task.exception() if not task.cancelled() else None
+                log.critical("%s stopped unexpectedly: %r", task.get_name(), error, exc_info=error)
+            code = 1
+        stopper.cancel()
+        await self.close()
+        return code
+
+    async def close(self) -> None:
+        for task in self._tasks.values():
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks.values())
+        await self.handler.aclose()
+        if self.notifier is not None:
+            await self.notifier.aclose(timeout=2.0)
+        for server in self._servers:
+            await server.close()
+        await self.kube.close()
+        await self.imds.aclose()
+
+    async def _handle(self) -> None:
+        delay = 0.5
+        while True:
+            try:
+                await self.handler.resume()
+                break
+            except KubeError as err:
+                log.warning("cannot read node %s yet (%s); retrying", self.settings.node_name, err)
+                await self.clock.sleep(delay)
+                delay = min(10.0, delay * 2)
+        await self.handler.run(self._events)
+
+    async def _keepalive(self) -> None:
+        """While idle the agent makes no API calls; one light read keeps ``/healthz`` truthful."""
+        interval = self.settings.observability.probes_stale_after / 2
+        info_set = False
+        while True:
+            identity = self.monitor.identity
+            if identity is not None and not info_set:
+                self.metrics.set_info(
+                    version=__version__,
+                    node=self.settings.node_name,
+                    instance_id=identity.instance_id,
+                    mode="imds",
+                )
+                info_set = True
+            now = self.clock.now()
+            if self.monitor.health.last_contact is not None:
+                self.metrics.mark("imds", self.monitor.health.last_contact.timestamp())
+            last = self.kube.last_contact
+            if self.settings.observability.enable_probes_server and (
+                last is None or (now - last).total_seconds() >= interval
+            ):
+                try:
+                    await self.kube.get_node(self.settings.node_name)
+                except KubeError as err:
+                    log.warning("the API server did not answer: %s", err)
+            if self.kube.last_contact is not None:
+                self.metrics.mark("kube", self.kube.last_contact.timestamp())
+            await self.clock.sleep(min(interval, 5.0) if not info_set else interval)
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
