@@ -18,9 +18,9 @@ from . import __version__
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kubesim": ("kubespot.sim.kubesim.cli", "serve a simulated Kubernetes API with a sample cluster"),
     "imds-sim": ("kubespot.sim.imdssim.cli", "serve a simulated EC2 instance metadata service"),
-    "agent": ("kubespot.agent.command", "the per-node agent: watch instance metadata, fence and drain the node"),
+    "agent": ("kubespot.agent.command", "the per-node agent: watch instance metadata, fence and drain"),
     "drain": ("kubespot.drain_cli", "deadline-aware drain of one node, like kubectl drain"),
-    "sandbox": ("kubespot.sandbox.command", "a simulated cluster with real agents: fire interruptions, watch"),
+    "sandbox": ("kubespot.sandbox.command", "a simulated cluster with real agents under interruptions"),
 }
 
 

@@ -1,0 +1,341 @@
+"""The agent's Prometheus metrics: what they are (``METRICS``), how they are recorded (``Metrics``).
+
+``METRICS`` is the single description of every metric: name, type, labels, help and buckets.
+``Metrics`` builds its collectors from it, and ``reference_markdown()`` renders it for the docs, so
+the documentation cannot drift from what is exposed.
+
+| metric | type | labels | meaning |
+|---|---|---|---|
+| ``kubespot_interruptions_total`` | counter | kind, source | interruption events seen |
+| ``kubespot_actions_total`` | counter | action, result | node actions taken (taint, cordon, ...) |
+| ``kubespot_drain_duration_seconds`` | histogram | result | time from drain start to its end |
+| ``kubespot_notice_to_cordon_seconds`` | histogram | kind | time from the notice to the cordon |
+| ``kubespot_evictions_total`` | counter | result | pods by drain outcome |
+| ``kubespot_deadline_misses_total`` | counter | kind | drains still running at the deadline |
+| ``kubespot_imds_errors_total`` | counter | path | failed instance metadata requests |
+| ``kubespot_kube_api_errors_total`` | counter | code | failed Kubernetes API requests |
+| ``kubespot_webhook_sends_total`` | counter | result | webhook notifications |
+| ``kubespot_info`` | gauge | version, node, instance_id, mode | always 1; identifies the agent |
+| ``kubespot_node_interruption_phase`` | gauge | phase | 1 for the node's current phase |
+| ``kubespot_last_success_timestamp_seconds`` | gauge | component | last good answer from imds/kube |
+
+Each ``Metrics`` owns its own ``CollectorRegistry``: never the process-wide default one, so tests
+and several agents in one process (the sandbox) never see each other's samples. Recording methods
+never raise: a metrics bug must not stop a drain.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, ParamSpec
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import Metric
+
+__all__ = [
+    "METRICS",
+    "NODE_PHASES",
+    "MetricSpec",
+    "Metrics",
+    "reference_markdown",
+]
+
+_log = logging.getLogger(__name__)
+
+MetricType = Literal["counter", "gauge", "histogram"]
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One exposed metric. ``name`` is the exposed name (counters include ``_total``)."""
+
+    name: str
+    type: MetricType
+    labels: tuple[str, ...]
+    help: str
+    buckets: tuple[float, ...] = ()
+
+
+DRAIN_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0)
+# Spot notices give two minutes; cordoning is meant to happen within a poll interval or two, so
+# the resolution is in the sub-second range with a tail for a slow API server.
+CORDON_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
+
+#: The node's interruption phases, in order; ``none`` when nothing is happening to the node.
+NODE_PHASES = ("none", "pending", "fenced", "draining", "drained")
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec(
+        "kubespot_interruptions_total",
+        "counter",
+        ("kind", "source"),
+        "Interruption events seen, by kind (spot-itn, rebalance-recommendation, ...) and source "
+        "(imds, sqs, manual).",
+    ),
+    MetricSpec(
+        "kubespot_actions_total",
+        "counter",
+        ("action", "result"),
+        "Node actions taken (taint, cordon, label, drain, out_of_service, uncordon, undo, webhook, "
+        "...) by result (success, failure, dry_run, skipped).",
+    ),
+    MetricSpec(
+        "kubespot_drain_duration_seconds",
+        "histogram",
+        ("result",),
+        "Seconds from the start of a drain to its end, by result.",
+        DRAIN_BUCKETS,
+    ),
+    MetricSpec(
+        "kubespot_notice_to_cordon_seconds",
+        "histogram",
+        ("kind",),
+        "Seconds from the interruption notice to the node being cordoned, by kind.",
+        CORDON_BUCKETS,
+    ),
+    MetricSpec(
+        "kubespot_evictions_total",
+        "counter",
+        ("result",),
+        "Pods handled by drains, by outcome (evicted, deleted, deleted-at-deadline, still-running, "
+        "blocked, failed, skipped, ...).",
+    ),
+    MetricSpec(
+        "kubespot_deadline_misses_total",
+        "counter",
+        ("kind",),
+        "Interruptions whose drain had not finished when the instance's deadline passed, by kind.",
+    ),
+    MetricSpec(
+        "kubespot_imds_errors_total",
+        "counter",
+        ("path",),
+        "Failed instance metadata requests (after retries), by metadata path.",
+    ),
+    MetricSpec(
+        "kubespot_kube_api_errors_total",
+        "counter",
+        ("code",),
+        "Failed Kubernetes API requests, by HTTP status code (0 when no response was received).",
+    ),
+    MetricSpec(
+        "kubespot_webhook_sends_total",
+        "counter",
+        ("result",),
+        "Webhook notifications, by result (success, failure, dropped).",
+    ),
+    MetricSpec(
+        "kubespot_info",
+        "gauge",
+        ("version", "node", "instance_id", "mode"),
+        "Always 1; its labels identify the agent: version, node, instance id and mode.",
+    ),
+    MetricSpec(
+        "kubespot_node_interruption_phase",
+        "gauge",
+        ("phase",),
+        "1 for the node's current interruption phase (none, pending, fenced, draining, drained), "
+        "0 for the others.",
+    ),
+    MetricSpec(
+        "kubespot_last_success_timestamp_seconds",
+        "gauge",
+        ("component",),
+        "Unix time of the last successful answer from a component (imds, kube); the liveness "
+        "probe fails when it grows stale.",
+    ),
+)
+
+_SPECS = {spec.name: spec for spec in METRICS}
+
+_P = ParamSpec("_P")
+
+
+def _never_raises(method: Callable[_P, None]) -> Callable[_P, None]:
+    """Log the failure at debug level instead of raising: metrics are best effort."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> None:
+        try:
+            method(*args, **kwargs)
+        except Exception:  # a bad label value or a bug here must never reach the caller
+            _log.debug("recording metric in %s failed", method.__name__, exc_info=True)
+
+    return wrapper
+
+
+def _label(value: object) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+class _WithoutCreated:
+    """A registry view that drops the ``*_created`` series prometheus_client adds to counters and
+    histograms: they double the series count on every node and nothing we ship reads them."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._registry.collect():
+            if metric.type not in ("counter", "histogram"):
+                yield metric
+                continue
+            clean = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            clean.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield clean
+
+
+class Metrics:
+    """The agent's metrics, in a registry of their own. All recording methods are cheap and never
+    raise; ``render()`` gives the Prometheus text exposition."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._interruptions = self._counter("kubespot_interruptions_total")
+        self._actions = self._counter("kubespot_actions_total")
+        self._drain = self._histogram("kubespot_drain_duration_seconds")
+        self._cordon = self._histogram("kubespot_notice_to_cordon_seconds")
+        self._evictions = self._counter("kubespot_evictions_total")
+        self._deadline_misses = self._counter("kubespot_deadline_misses_total")
+        self._imds_errors = self._counter("kubespot_imds_errors_total")
+        self._kube_errors = self._counter("kubespot_kube_api_errors_total")
+        self._webhooks = self._counter("kubespot_webhook_sends_total")
+        self._info = self._gauge("kubespot_info")
+        self._phase = self._gauge("kubespot_node_interruption_phase")
+        self._last_success = self._gauge("kubespot_last_success_timestamp_seconds")
+        self._last_success_at: dict[str, float] = {}
+        self._phases: set[str] = set(NODE_PHASES)
+        # Export every phase from the start, so dashboards see "none" = 1 before any interruption.
+        self.set_node_phase(None)
+        self._view = _WithoutCreated(self.registry)
+
+    # -- construction from METRICS ---------------------------------------------------------------
+
+    def _counter(self, name: str) -> Counter:
+        spec = _SPECS[name]
+        return Counter(spec.name, spec.help, spec.labels, registry=self.registry)
+
+    def _gauge(self, name: str) -> Gauge:
+        spec = _SPECS[name]
+        return Gauge(spec.name, spec.help, spec.labels, registry=self.registry)
+
+    def _histogram(self, name: str) -> Histogram:
+        spec = _SPECS[name]
+        return Histogram(spec.name, spec.help, spec.labels, registry=self.registry, buckets=spec.buckets)
+
+    # -- recording -------------------------------------------------------------------------------
+
+    @_never_raises
+    def interruption(self, kind: str, source: str) -> None:
+        """An interruption event was seen."""
+        self._interruptions.labels(_label(kind), _label(source)).inc()
+
+    @_never_raises
+    def action(self, action: str, result: str) -> None:
+        """A node action ran (or was skipped or dry-run)."""
+        self._actions.labels(_label(action), _label(result)).inc()
+
+    @_never_raises
+    def drain_finished(self, seconds: float, result: str) -> None:
+        """A drain ended after ``seconds``."""
+        self._drain.labels(_label(result)).observe(_duration(seconds))
+
+    @_never_raises
+    def notice_to_cordon(self, seconds: float, kind: str) -> None:
+        """The node was cordoned ``seconds`` after the notice."""
+        self._cordon.labels(_label(kind)).observe(_duration(seconds))
+
+    @_never_raises
+    def eviction(self, result: str, count: int = 1) -> None:
+        """``count`` pods ended a drain with outcome ``result``."""
+        if count > 0:  # a counter cannot go down; zero is a no-op rather than an empty series
+            self._evictions.labels(_label(result)).inc(count)
+
+    @_never_raises
+    def deadline_miss(self, kind: str) -> None:
+        """A drain was still running when the instance's deadline passed."""
+        self._deadline_misses.labels(_label(kind)).inc()
+
+    @_never_raises
+    def imds_error(self, path: str) -> None:
+        """An instance metadata request failed."""
+        self._imds_errors.labels(_label(path)).inc()
+
+    @_never_raises
+    def kube_error(self, code: int) -> None:
+        """A Kubernetes API request failed with HTTP status ``code`` (0: no response)."""
+        self._kube_errors.labels(_label(code)).inc()
+
+    @_never_raises
+    def webhook(self, result: str) -> None:
+        """A webhook notification was sent, failed or dropped."""
+        self._webhooks.labels(_label(result)).inc()
+
+    @_never_raises
+    def set_info(self, *, version: str, node: str, instance_id: str, mode: str) -> None:
+        """Identify the agent. Replaces any earlier identity, so there is one ``kubespot_info``."""
+        self._info.clear()
+        self._info.labels(_label(version), _label(node), _label(instance_id), _label(mode)).set(1)
+
+    @_never_raises
+    def set_node_phase(self, phase: str | None) -> None:
+        """Set the node's current interruption phase (None means ``none``)."""
+        current = "none" if phase is None else _label(phase)
+        self._phases.add(current)
+        for name in self._phases:
+            self._phase.labels(name).set(1 if name == current else 0)
+
+    @_never_raises
+    def mark(self, name: str, when_unix: float) -> None:
+        """Record a successful answer from component ``name`` (imds, kube) at ``when_unix``."""
+        when = float(when_unix)
+        if not math.isfinite(when):
+            return
+        self._last_success_at[_label(name)] = when
+        self._last_success.labels(_label(name)).set(when)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def last_success(self, name: str) -> datetime | None:
+        """When ``mark(name, ...)`` was last called, as an aware UTC datetime; for health checks."""
+        when = self._last_success_at.get(name)
+        return None if when is None else datetime.fromtimestamp(when, UTC)
+
+    def render(self) -> tuple[bytes, str]:
+        """The text exposition of every metric, and its content type.
+
+        Text format 0.0.4: every Prometheus version and agent scraper parses it, and our names are
+        plain ASCII so nothing needs the escaping of newer formats.
+        """
+        return generate_latest(self._view), CONTENT_TYPE_PLAIN_0_0_4
+
+
+def _duration(seconds: float) -> float:
+    value = float(seconds)
+    # A clock step can make an interval negative; it still happened, so count it in the first bucket.
+    return max(value, 0.0) if math.isfinite(value) else 0.0
+
+
+def _labels_cell(labels: Iterable[str]) -> str:
+    return ", ".join(f"`{label}`" for label in labels) or "none"
+
+
+def reference_markdown() -> str:
+    """A Markdown table of every metric (name, type, labels, help), for the agent documentation."""
+    rows = [
+        "| metric | type | labels | help |",
+        "|---|---|---|---|",
+    ]
+    for spec in METRICS:
+        help_text = spec.help
+        if spec.buckets:
+            help_text += " Buckets: " + ", ".join(f"{b:g}" for b in spec.buckets) + "."
+        help_text = help_text.replace("|", "\\|")  # a pipe would end the table cell
+        rows.append(f"| `{spec.name}` | {spec.type} | {_labels_cell(spec.labels)} | {help_text} |")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,476 @@
+"""The webhook notifier over real HTTP: a local aiohttp receiver, and a forward proxy written here.
+
+Each test drives ``WebhookNotifier`` as the agent will (``notify()`` from the loop, ``run()`` as a
+task, ``aclose()`` at the end) and checks what the receiver saw, the ``on_result`` outcomes, the
+backoff the clock was asked for, and that no log record carries the URL or a header value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from aiohttp import web
+
+from kubespot.actions import notify as notify_module
+from kubespot.actions.notify import WebhookNotifier
+from kubespot.config.webhook import WebhookSettings
+from kubespot.model import InterruptionEvent, Kind, Source, SystemClock
+
+TOKEN = "T000/B000/XXXXsecretpathtoken"
+HEADER_SECRET = "Bearer hdr-s3cret-value"
+NOW = datetime(2026, 11, 20, 17, 2, 13, tzinfo=UTC)
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+
+def event(n: int, description: str = "Spot ITN received") -> InterruptionEvent:
+    return InterruptionEvent(
+        id=f"spot-itn-{n:04d}",
+        kind=Kind.SPOT_INTERRUPTION,
+        instance_id=f"i-{n:04d}",
+        source=Source.IMDS,
+        notice_time=NOW,
+        act_at=NOW,
+        deadline=NOW + timedelta(seconds=120),
+        description=description,
+    )
+
+
+class RecordingClock(SystemClock):
+    """Real time, but backoff sleeps are recorded and skipped so retries run at once."""
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        await asyncio.sleep(0)
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Receiver:
+    """A webhook endpoint: records requests, answers from a script (then 200), can hold answers."""
+
+    base: str = ""
+    requests: list[Seen] = field(default_factory=list)
+    script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    hold: asyncio.Event | None = None
+    answered: int = 0
+
+    def url(self, path: str = TOKEN) -> str:
+        return f"{self.base}/services/{path}"
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.requests.append(
+            Seen(request.path, {k.lower(): v for k, v in request.headers.items()}, await request.read())
+        )
+        if self.hold is not None:
+            await self.hold.wait()
+        status, headers = self.script.pop(0) if self.script else (200, {})
+        self.answered += 1
+        return web.Response(status=status, headers=headers, text="ok")
+
+
+@asynccontextmanager
+async def receiver() -> AsyncIterator[Receiver]:
+    rec = Receiver()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", rec.handle)
+    # No access log: it would print the secret path, and it is the receiver's, not ours.
+    runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    rec.base = f"http://127.0.0.1:{port}"
+    try:
+        yield rec
+    finally:
+        if rec.hold is not None:
+            rec.hold.set()
+        await runner.cleanup()
+
+
+@dataclass
+class ForwardProxy:
+    """A minimal HTTP forward proxy: takes absolute-URI requests and relays them upstream."""
+
+    port: int = 0
+    seen: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+            request_line, *header_lines = [line for line in head.split("\r\n") if line]
+            method, target, _version = request_line.split(" ", 2)
+            headers = dict(line.split(": ", 1) for line in header_lines)
+            self.seen.append((method, target, headers))
+            body = await reader.readexactly(
+                int(headers.get("Content-Length", headers.get("content-length", 0)))
+            )
+            parts = urlsplit(target)  # absolute-form: what a client sends to a forward proxy
+            up_reader, up_writer = await asyncio.open_connection(parts.hostname, parts.port)
+            forwarded = [
+                f"{k}: {v}" for k, v in headers.items() if not k.lower().startswith(("proxy-", "connection"))
+            ]
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            lines = "".join(f"{line}\r\n" for line in forwarded)
+            up_writer.write(
+                f"{method} {path} HTTP/1.1\r\n{lines}Connection: close\r\n\r\n".encode("latin-1") + body
+            )
+            await up_writer.drain()
+            answer = await up_reader.read()  # upstream closes after one answer
+            up_writer.close()
+            writer.write(answer)
+            await writer.drain()
+        finally:
+            writer.close()
+
+
+@asynccontextmanager
+async def forward_proxy() -> AsyncIterator[ForwardProxy]:
+    proxy = ForwardProxy()
+    server = await asyncio.start_server(proxy.handle, "127.0.0.1", 0)
+    proxy.port = server.sockets[0].getsockname()[1]
+    try:
+        yield proxy
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def until(check: Callable[[], bool], *, within: float = 5.0) -> None:
+    """Wait for an outcome instead of sleeping for a guessed time."""
+    deadline = time.monotonic() + within
+    while True:
+        if check():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within}s")
+        await asyncio.sleep(0.01)
+
+
+@dataclass
+class Harness:
+    notifier: WebhookNotifier
+    results: list[str]
+    clock: RecordingClock
+    task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.notifier.run())
+
+
+@asynccontextmanager
+async def harness(settings: WebhookSettings, *, start: bool = True, **kw: Any) -> AsyncIterator[Harness]:
+    results: list[str] = []
+    clock = RecordingClock()
+    notifier = WebhookNotifier(settings, clock=clock, on_result=results.append, rng=lambda: 1.0, **kw)
+    h = Harness(notifier, results, clock)
+    if start:
+        h.start()
+    try:
+        yield h
+    finally:
+        await notifier.aclose(timeout=1.0)
+        if h.task is not None:
+            await asyncio.gather(h.task, return_exceptions=True)
+
+
+def settings(url: str | None = None, **kw: Any) -> WebhookSettings:
+    base: dict[str, Any] = {
+        "url": url,
+        "headers": (("Content-type", "application/json"), ("Authorization", HEADER_SECRET)),
+        "timeout": 2.0,
+        "attempts": 3,
+    }
+    base.update(kw)
+    return WebhookSettings(**base)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def debug_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Everything logged, the HTTP libraries' debug lines included."""
+    caplog.set_level(logging.DEBUG)
+    yield caplog
+
+
+def assert_no_secrets(caplog: pytest.LogCaptureFixture, *secrets: str) -> None:
+    assert caplog.records, "the test should have produced log lines to inspect"
+    for rec in caplog.records:
+        blob = f"{rec.getMessage()} {rec.args!r} {rec.exc_info!r} {rec.exc_text!r}"
+        for secret in (TOKEN, HEADER_SECRET, "hdr-s3cret", *secrets):
+            assert secret not in blob, f"secret in log line from {rec.name}: {rec.getMessage()}"
+    for rec in caplog.records:
+        if rec.name == notify_module.log.name:
+            assert getattr(rec, "event_id", None), f"log line without event id: {rec.getMessage()}"
+            assert rec.event_id in rec.getMessage()  # type: ignore[attr-defined]
+
+
+# --- delivery -----------------------------------------------------------------------------------------
+
+
+async def test_body_and_headers_arrive(debug_logs: pytest.LogCaptureFixture) -> None:
+    async with receiver() as rec, harness(settings(rec.url())) as h:
+        h.notifier.notify(event(1, 'quote " and\nnewline'), node_name="node-a", extra={"InstanceType": "m5"})
+        await until(lambda: h.results == ["success"])
+    assert len(rec.requests) == 1
+    seen = rec.requests[0]
+    assert seen.path == f"/services/{TOKEN}"
+    assert seen.headers["content-type"] == "application/json"
+    assert seen.headers["authorization"] == HEADER_SECRET
+    text = json.loads(seen.body)["text"]  # the default template, still valid JSON
+    assert "EventID: spot-itn-0001 - Kind: SPOT_ITN - Instance: i-0001 - Node: node-a" in text
+    assert 'Description: quote " and\nnewline - Start Time: 2026-11-20 17:04:13 +0000 UTC' in text
+    # The HTTP library's own request line was logged, with the URL replaced.
+    assert any(
+        "HTTP Request" in r.getMessage() and "<webhook url>" in r.getMessage() for r in debug_logs.records
+    )
+    assert_no_secrets(debug_logs)
+
+
+async def test_server_error_then_success_is_retried_once(debug_logs: pytest.LogCaptureFixture) -> None:
+    async with receiver() as rec, harness(settings(rec.url())) as h:
+        rec.script = [(500, {})]
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["success"])
+    assert len(rec.requests) == 2
+    assert rec.requests[0].body == rec.requests[1].body
+    # Full jitter with rng=1.0: the first backoff is the base.
+    assert h.clock.sleeps == [notify_module.BACKOFF_BASE]
+    assert "attempt 1/3 failed: HTTP 500" in debug_logs.text
+    assert_no_secrets(debug_logs)
+
+
+async def test_client_error_is_not_retried(debug_logs: pytest.LogCaptureFixture) -> None:
+    async with receiver() as rec, harness(settings(rec.url())) as h:
+        rec.script = [(400, {})]
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["failure"])
+        await asyncio.sleep(0.05)  # room for a wrong retry to show up
+    assert len(rec.requests) == 1
+    assert h.clock.sleeps == []
+    assert "HTTP 400; not retrying" in debug_logs.text
+    assert_no_secrets(debug_logs)
+
+
+async def test_every_attempt_failing_reports_one_failure(debug_logs: pytest.LogCaptureFixture) -> None:
+    async with receiver() as rec, harness(settings(rec.url(), attempts=3)) as h:
+        rec.script = [(503, {}), (502, {}), (500, {}), (200, {})]
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["failure"])
+    assert len(rec.requests) == 3
+    base = notify_module.BACKOFF_BASE
+    assert h.clock.sleeps == [base, base * 2]  # exponential
+    assert_no_secrets(debug_logs)
+
+
+async def test_429_waits_for_retry_after_up_to_the_cap(debug_logs: pytest.LogCaptureFixture) -> None:
+    async with receiver() as rec, harness(settings(rec.url())) as h:
+        rec.script = [(429, {"Retry-After": "7"}), (429, {"Retry-After": "100000"})]
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["success"])
+    assert len(rec.requests) == 3
+    assert h.clock.sleeps == [7.0, notify_module.RETRY_AFTER_CAP]
+    assert_no_secrets(debug_logs)
+
+
+async def test_transport_errors_are_retried_and_never_leak_the_url(
+    debug_logs: pytest.LogCaptureFixture,
+) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/services/{TOKEN}"
+    async with harness(settings(url, attempts=2)) as h:
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["failure"])
+    assert len(h.clock.sleeps) == 1
+    assert "transport error (ConnectError)" in debug_logs.text
+    assert_no_secrets(debug_logs, url)
+    assert TOKEN not in repr(h.notifier)
+
+
+# --- non-blocking, timeouts, queue --------------------------------------------------------------------
+
+
+async def test_hung_receiver_does_not_block_notify_and_the_attempt_times_out(
+    debug_logs: pytest.LogCaptureFixture,
+) -> None:
+    async with receiver() as rec, harness(settings(rec.url(), timeout=0.3, attempts=1)) as h:
+        rec.hold = asyncio.Event()
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: len(rec.requests) == 1)  # the receiver has it and is not answering
+        h.notifier.notify(event(2), node_name="n")
+        # notify() came back while the receiver was still holding the first request unanswered.
+        assert not rec.hold.is_set()
+        assert rec.answered == 0
+        assert h.notifier.queued == 1
+        await until(lambda: h.results == ["failure"])  # the first attempt timed out...
+        assert rec.answered == 0  # ...while the receiver was still holding it
+        await until(lambda: len(rec.requests) == 2)
+        rec.hold.set()
+        await until(lambda: h.results == ["failure", "success"])
+    assert "webhook for event spot-itn-0001 failed after 1 attempts: no answer within 0.3s" in debug_logs.text
+    assert_no_secrets(debug_logs)
+
+
+async def test_queue_overflow_drops_the_oldest(debug_logs: pytest.LogCaptureFixture) -> None:
+    async with receiver() as rec, harness(settings(rec.url()), start=False, max_queue=2) as h:
+        for n in (1, 2, 3):
+            h.notifier.notify(event(n), node_name="n")
+        assert h.results == ["dropped"]
+        assert h.notifier.queued == 2
+        h.start()
+        await until(lambda: h.results == ["dropped", "success", "success"])
+    sent = [json.loads(r.body)["text"] for r in rec.requests]
+    assert ["spot-itn-0002" in sent[0], "spot-itn-0003" in sent[1]] == [True, True]
+    assert "queue full (2): dropped the message for event spot-itn-0001" in debug_logs.text
+    assert_no_secrets(debug_logs)
+
+
+async def test_aclose_flushes_what_is_queued() -> None:
+    async with receiver() as rec:
+        results: list[str] = []
+        notifier = WebhookNotifier(settings(rec.url()), clock=RecordingClock(), on_result=results.append)
+        notifier.notify(event(1), node_name="n")
+        notifier.notify(event(2), node_name="n")
+        await notifier.aclose(timeout=2.0)  # no run() task: aclose sends them itself
+        assert results == ["success", "success"]
+        notifier.notify(event(3), node_name="n")  # after close: refused, not raised
+        assert results == ["success", "success", "dropped"]
+    assert len(rec.requests) == 2
+
+
+async def test_aclose_gives_up_after_its_timeout() -> None:
+    async with receiver() as rec:
+        rec.hold = asyncio.Event()
+        results: list[str] = []
+        notifier = WebhookNotifier(
+            settings(rec.url(), timeout=5.0), clock=RecordingClock(), on_result=results.append
+        )
+        task = asyncio.create_task(notifier.run())
+        notifier.notify(event(1), node_name="n")
+        notifier.notify(event(2), node_name="n")
+        await until(lambda: len(rec.requests) == 1)
+        await notifier.aclose(timeout=0.2)
+        assert task.done()
+        assert results == ["dropped", "dropped"]  # the one in flight and the one queued
+
+
+# --- proxy, URL rotation, rendering errors ------------------------------------------------------------
+
+
+async def test_requests_go_through_the_configured_proxy(debug_logs: pytest.LogCaptureFixture) -> None:
+    async with receiver() as rec, forward_proxy() as proxy:
+        proxy_url = f"http://proxyuser:proxy-pa55@127.0.0.1:{proxy.port}"
+        async with harness(settings(rec.url(), proxy=proxy_url)) as h:
+            h.notifier.notify(event(1), node_name="n")
+            await until(lambda: h.results == ["success"])
+    assert len(proxy.seen) == 1
+    method, target, headers = proxy.seen[0]
+    assert (method, target) == ("POST", rec.url())  # absolute-form: it really was a proxy request
+    assert headers["Proxy-Authorization"].startswith("Basic ")
+    assert [r.path for r in rec.requests] == [f"/services/{TOKEN}"]  # and it reached the receiver
+    assert "proxy-authorization" not in rec.requests[0].headers
+    assert_no_secrets(debug_logs, "proxy-pa55")
+
+
+async def test_no_proxy_means_direct_even_with_proxy_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with receiver() as rec, forward_proxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.setenv("ALL_PROXY", f"http://127.0.0.1:{proxy.port}")
+        async with harness(settings(rec.url())) as h:
+            h.notifier.notify(event(1), node_name="n")
+            await until(lambda: h.results == ["success"])
+    assert proxy.seen == []
+    assert len(rec.requests) == 1
+
+
+async def test_url_file_is_read_at_each_send(tmp_path: Path, debug_logs: pytest.LogCaptureFixture) -> None:
+    url_file = tmp_path / "webhook-url"
+    async with receiver() as rec:
+        url_file.write_text(rec.url("first-" + TOKEN) + "\n")
+        async with harness(settings(url_file=str(url_file))) as h:
+            h.notifier.notify(event(1), node_name="n")
+            await until(lambda: h.results == ["success"])
+            url_file.write_text(rec.url("second-" + TOKEN))  # the Secret was rotated
+            h.notifier.notify(event(2), node_name="n")
+            await until(lambda: h.results == ["success", "success"])
+            url_file.write_text("not a url")
+            h.notifier.notify(event(3), node_name="n")
+            await until(lambda: h.results == ["success", "success", "failure"])
+    assert [r.path for r in rec.requests] == [f"/services/first-{TOKEN}", f"/services/second-{TOKEN}"]
+    assert "does not hold an http(s) URL" in debug_logs.text
+    assert_no_secrets(debug_logs, "not a url")
+
+
+async def test_render_error_is_a_logged_failure_not_an_exception(
+    debug_logs: pytest.LogCaptureFixture,
+) -> None:
+    # Passes the start-up check (Pods is absent there, so the loop body never runs) but fails on a
+    # real message whose Pods hold something that cannot be added to a number.
+    template = '{"text": "{% for p in Pods %}{{ p + 1 }}{% endfor %}"}'
+    async with receiver() as rec, harness(settings(rec.url(), template=template)) as h:
+        h.notifier.notify(event(1), node_name="n", extra={"Pods": ["web-0"]})
+        h.notifier.notify(event(2), node_name="n", extra={"Pods": []})
+        await until(lambda: h.results == ["failure", "success"])
+    assert len(rec.requests) == 1
+    record = next(r for r in debug_logs.records if "failed to render" in r.getMessage())
+    assert record.event_id == "spot-itn-0001"  # type: ignore[attr-defined]
+    assert_no_secrets(debug_logs)
+
+
+async def test_bad_template_fails_at_construction() -> None:
+    from kubespot.config.loader import InvalidSetting
+
+    with pytest.raises(InvalidSetting) as err:
+        WebhookNotifier(settings("http://127.0.0.1:1/x", template="{{ if .X }}"), clock=RecordingClock())
+    assert err.value.field == "template"
+
+
+async def test_notify_never_raises_even_when_the_callback_does() -> None:
+    def broken(_: str) -> None:
+        raise RuntimeError("callback bug")
+
+    async with receiver() as rec:
+        notifier = WebhookNotifier(settings(rec.url()), clock=RecordingClock(), on_result=broken, max_queue=1)
+        notifier.notify(event(1), node_name="n")
+        notifier.notify(event(2), node_name="n")  # overflow -> broken callback, swallowed
+        notifier.notify(object(), node_name="n")  # type: ignore[arg-type]  # not even an event
+        await notifier.aclose(timeout=2.0)
+    assert len(rec.requests) == 1
+
+
+async def test_unusable_url_gives_up_at_once(debug_logs: pytest.LogCaptureFixture) -> None:
+    async with harness(settings(f"http://[::1/{TOKEN}")) as h:
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["failure"])
+    assert h.clock.sleeps == []
+    assert "unusable URL (InvalidURL); not retrying" in debug_logs.text
+    assert_no_secrets(debug_logs)

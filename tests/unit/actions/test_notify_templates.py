@@ -1,0 +1,240 @@
+"""Webhook templates: Go-template translation, variables, Go-style printing, JSON escaping, sandbox."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import pytest
+from jinja2.exceptions import SecurityError
+
+from kubespot.actions.templates import (
+    check_template,
+    go_time,
+    render_template,
+    template_variables,
+    translate_go_template,
+)
+from kubespot.config.loader import InvalidSetting
+from kubespot.config.webhook import DEFAULT_TEMPLATE
+from kubespot.model import InterruptionEvent, Kind, Source
+
+NOTICE = datetime(2026, 11, 20, 17, 2, 13, tzinfo=UTC)
+DEADLINE = datetime(2026, 11, 20, 17, 4, 13, tzinfo=UTC)
+
+
+def spot(description: str = "Spot ITN received", **kw: object) -> InterruptionEvent:
+    fields: dict[str, object] = {
+        "id": "spot-itn-abc",
+        "kind": Kind.SPOT_INTERRUPTION,
+        "instance_id": "i-0123",
+        "source": Source.IMDS,
+        "notice_time": NOTICE,
+        "act_at": NOTICE,
+        "deadline": DEADLINE,
+        "description": description,
+    }
+    fields.update(kw)
+    return InterruptionEvent(**fields)  # type: ignore[arg-type]
+
+
+# --- translation --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("go", "jinja"),
+    [
+        ("{{ .EventID }}", "{{ EventID }}"),
+        ("{{.EventID}}", "{{ EventID }}"),
+        ("{{- .Kind -}}", "{{- Kind -}}"),
+        ("{{ $.NodeName }}", "{{ NodeName }}"),
+        ("{{ .Raw.State }}", "{{ Raw.State }}"),
+        ("{{ if .Pods }}x{{ else }}y{{ end }}", "{% if Pods %}x{% else %}y{% endif %}"),
+        ("{{ if .A }}a{{ else if .B }}b{{ end }}", "{% if A %}a{% elif B %}b{% endif %}"),
+        ("{{ range .Pods }}[{{ . }}]{{ end }}", "{% for go_item1 in Pods %}[{{ go_item1 }}]{% endfor %}"),
+    ],
+)
+def test_go_forms_become_jinja(go: str, jinja: str) -> None:
+    assert translate_go_template(go) == jinja
+
+
+@pytest.mark.parametrize(
+    "native",
+    [
+        "{{ EventID }}",
+        "{{ foo.bar }}",
+        "{{ 1.5 }}",
+        '{{ "text with .Dot" }}',
+        "{{ ''.upper() }}",
+        "{% if Pods %}{{ Pods | join(', ') }}{% endif %}",
+        "{{ end }}",
+    ],
+)
+def test_native_jinja_is_left_alone(native: str) -> None:
+    assert translate_go_template(native) == native
+
+
+def test_go_and_native_forms_render_the_same() -> None:
+    variables = template_variables(spot(), node_name="node-1")
+    go = render_template("{{ .EventID }}/{{.NodeName}}/{{ .InstanceID }}", variables)
+    native = render_template("{{ EventID }}/{{ NodeName }}/{{ InstanceID }}", variables)
+    assert go == native == "spot-itn-abc/node-1/i-0123"
+
+
+def test_range_over_extra_list_and_dot_inside_it() -> None:
+    variables = template_variables(spot(), node_name="n", extra={"Pods": ["a", "b"]})
+    assert render_template("{{ range .Pods }}<{{ . }}>{{ end }}", variables) == "<a><b>"
+
+
+# --- variables ----------------------------------------------------------------------------------------
+
+
+def test_variables_use_the_reference_handler_names_and_kinds() -> None:
+    v = template_variables(spot(), node_name="node-1", extra={"InstanceType": "m5.large"})
+    assert v["EventID"] == "spot-itn-abc"
+    assert v["Kind"] == "SPOT_ITN"
+    assert v["KubespotKind"] == "spot-itn"
+    assert v["NodeName"] == "node-1"
+    assert v["InstanceID"] == "i-0123"
+    assert v["Description"] == "Spot ITN received"
+    assert v["StartTime"] == DEADLINE  # the interruption time, as the reference handler sets it
+    assert v["EndTime"] == DEADLINE
+    assert v["NoticeTime"] == NOTICE
+    assert v["InstanceType"] == "m5.large"
+
+
+@pytest.mark.parametrize(
+    ("kind", "nth"),
+    [
+        (Kind.SPOT_INTERRUPTION, "SPOT_ITN"),
+        (Kind.SCHEDULED_MAINTENANCE, "SCHEDULED_EVENT"),
+        (Kind.REBALANCE_RECOMMENDATION, "REBALANCE_RECOMMENDATION"),
+        (Kind.ASG_LIFECYCLE, "ASG_LIFECYCLE"),
+        (Kind.STATE_CHANGE, "STATE_CHANGE"),
+    ],
+)
+def test_every_kind_maps_to_the_reference_string(kind: Kind, nth: str) -> None:
+    assert template_variables(spot(kind=kind), node_name="n")["Kind"] == nth
+
+
+def test_extra_cannot_override_event_fields() -> None:
+    v = template_variables(spot(), node_name="n", extra={"EventID": "forged", "AvailabilityZone": "az1"})
+    assert v["EventID"] == "spot-itn-abc"
+    assert v["AvailabilityZone"] == "az1"
+
+
+def test_without_deadline_start_is_notice_and_end_is_empty() -> None:
+    v = template_variables(spot(kind=Kind.REBALANCE_RECOMMENDATION, deadline=None), node_name="n")
+    assert v["StartTime"] == NOTICE
+    assert render_template("[{{ .EndTime }}]", v) == "[]"
+
+
+def test_state_comes_from_the_payload_or_cancellation() -> None:
+    scheduled = spot(kind=Kind.SCHEDULED_MAINTENANCE, raw={"State": "active"})
+    assert template_variables(scheduled, node_name="n")["State"] == "active"
+    assert template_variables(spot(cancelled=True), node_name="n")["State"] == "canceled"
+    assert template_variables(spot(), node_name="n")["State"] == ""
+
+
+def test_times_print_as_go_prints_them() -> None:
+    assert go_time(DEADLINE) == "2026-11-20 17:04:13 +0000 UTC"
+    assert go_time(DEADLINE.replace(microsecond=250000)) == "2026-11-20 17:04:13.25 +0000 UTC"
+    v = template_variables(spot(), node_name="n")
+    assert render_template("{{ .StartTime }}", v) == "2026-11-20 17:04:13 +0000 UTC"
+    # Native templates can still format the datetime themselves.
+    assert render_template("{{ StartTime.isoformat() }}", v) == "2026-11-20T17:04:13+00:00"
+
+
+def test_lists_and_booleans_print_as_go_prints_them() -> None:
+    v = template_variables(spot(), node_name="n", extra={"Pods": ["a", "b"]})
+    assert render_template("{{ .Pods }} {{ .Cancelled }}", v) == "[a b] false"
+
+
+def test_undefined_variables_render_empty() -> None:
+    v = template_variables(spot(), node_name="n")
+    assert render_template("<{{ .NoSuchThing }}|{{ .Raw.Missing.Deeper }}|{{ nope }}>", v) == "<||>"
+
+
+# --- JSON escaping ------------------------------------------------------------------------------------
+
+
+def test_default_template_stays_valid_json_with_hostile_description() -> None:
+    nasty = 'He said "stop"\nthen \\ left\t\x01'
+    v = template_variables(spot(description=nasty), node_name="node-1")
+    body = render_template(DEFAULT_TEMPLATE, v, json_escape=True)
+    text = json.loads(body)["text"]
+    assert f"Description: {nasty} - " in text
+    assert "EventID: spot-itn-abc - Kind: SPOT_ITN - Instance: i-0123 - Node: node-1" in text
+    assert text.endswith("Start Time: 2026-11-20 17:04:13 +0000 UTC")
+
+
+def test_without_json_escape_values_are_inserted_verbatim() -> None:
+    v = template_variables(spot(description='a "b"\n'), node_name="n")
+    assert render_template("{{ .Description }}", v) == 'a "b"\n'
+    assert render_template("{{ .Description }}", v, json_escape=True) == 'a \\"b\\"\\n'
+
+
+def test_json_escape_applies_inside_loops_and_to_filtered_values() -> None:
+    v = template_variables(spot(), node_name="n", extra={"Pods": ['x"1', "y\n2"]})
+    body = render_template('{"pods":[{{ range .Pods }}"{{ . }}",{{ end }}"end"]}', v, json_escape=True)
+    assert json.loads(body)["pods"] == ['x"1', "y\n2", "end"]
+    body = render_template('{"p":"{{ Pods | join(", ") }}"}', v, json_escape=True)
+    assert json.loads(body)["p"] == 'x"1, y\n2'
+
+
+# --- sandbox ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "escape",
+    [
+        "{{ ''.__class__.__mro__ }}",
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ Description.__class__ }}",
+        "{{ cycler.__init__.__globals__ }}",
+        "{{ StartTime.__reduce_ex__(2) }}",
+    ],
+)
+def test_sandbox_refuses_python_internals(escape: str) -> None:
+    v = template_variables(spot(), node_name="n")
+    with pytest.raises(SecurityError):
+        render_template(escape, v)
+    with pytest.raises(InvalidSetting) as err:
+        check_template(escape)
+    assert err.value.field == "template"
+    assert "unsafe" in err.value.reason
+
+
+# --- check_template -----------------------------------------------------------------------------------
+
+
+def test_check_template_accepts_default_and_native() -> None:
+    check_template(DEFAULT_TEMPLATE)
+    check_template('{"text": "{{ EventID }} {% for p in Pods %}{{ p }}{% endfor %}"}')
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "{{ .EventID ",  # unclosed tag: no translation, jinja reports it
+        "{{ if .Pods }}never closed",
+        '{{ .EventID | printf "%s" }}',  # Go pipelines are not supported
+        "{% for %}",
+    ],
+)
+def test_check_template_names_the_setting(bad: str) -> None:
+    with pytest.raises(InvalidSetting) as err:
+        check_template(bad)
+    assert err.value.field == "template"
+    assert str(err.value).startswith("template: invalid template")
+    with pytest.raises(InvalidSetting) as from_file:
+        check_template(bad, field="template_file")
+    assert from_file.value.field == "template_file"
+
+
+def test_importing_the_notifier_does_not_load_jinja2() -> None:
+    code = "import sys, kubespot.actions.notify; assert 'jinja2' not in sys.modules, 'jinja2 loaded'"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
