@@ -29,7 +29,7 @@ from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
 
 from .policy import OUT_OF_SERVICE, Plan, plan_for, supersedes
-from .state import STATE_ANNOTATION, NodeState, Phase, StateError, decode
+from .state import STATE_ANNOTATION, UNDONE_ANNOTATION, NodeState, Phase, StateError, decode
 
 log = logging.getLogger("kubespot.handling")
 
@@ -88,6 +88,8 @@ class NodeHandler:
         self._boot_time = boot_time
         self._retry_cap = retry_cap
         self._current: InterruptionEvent | None = None
+        #: The event last undone (from the node at start-up): its notice may still be in IMDS.
+        self._undone: str | None = None
         self._work: asyncio.Task[None] | None = None
         self._side: set[asyncio.Task[None]] = set()
         self.phase = "none"
@@ -122,6 +124,9 @@ class NodeHandler:
             if not supersedes(event, self._current):
                 log.debug("event %s: already being handled", event.id)
                 return
+            if event.id == self._undone and not event.cancelled:
+                log.info("event %s: already handled and undone; ignored", event.id)
+                return
             plan = plan_for(event, actions=self._actions, monitors=self._monitors)
             if not plan.acts:
                 log.info("event %s: %s is switched off; ignored", event.id, event.kind.value)
@@ -150,6 +155,7 @@ class NodeHandler:
         if node is None:
             log.error("node %s not found: nothing to resume, and nothing can be fenced", self.node)
             return
+        self._undone = node.annotations.get(UNDONE_ANNOTATION)
         try:
             state = decode(node.annotations.get(STATE_ANNOTATION))
         except StateError as exc:
@@ -310,6 +316,7 @@ class NodeHandler:
             self._metrics.action("undo", "failure")
             self._node_event("UncordonError", f"Could not undo the fence for {event_id}: {err}", warning=True)
             return
+        self._undone = event_id
         self._metrics.action("undo", "success")
         self._set_phase("none")
         self._node_event("Uncordon", f"Uncordoned by kubespot: {why}")
@@ -471,7 +478,9 @@ def _undo_patch(node: NodeView, event_id: str) -> Mapping[str, Any] | None:
         return None
     if state is None or state.event_id != event_id:
         return None  # nothing of ours, or the node is now handled for another event
-    patch: dict[str, Any] = {"metadata": {"annotations": {STATE_ANNOTATION: None}}}
+    patch: dict[str, Any] = {
+        "metadata": {"annotations": {STATE_ANNOTATION: None, UNDONE_ANNOTATION: event_id}}
+    }
     spec: dict[str, Any] = {}
     keep = [t for t in node.taints if t.key not in state.taints]
     if len(keep) != len(node.taints):

@@ -11,6 +11,10 @@ from typing import Any
 import orjson
 
 STATE_ANNOTATION = "kubespot.io/interruption"
+#: The id of the last event whose fence was undone. IMDS keeps serving a rebalance recommendation
+#: (and, for a while, a finished scheduled event) after kubespot undid it; a restarted agent reads
+#: this so it does not fence the node again for a notice already dealt with.
+UNDONE_ANNOTATION = "kubespot.io/undone"
 
 
 class Phase(StrEnum):

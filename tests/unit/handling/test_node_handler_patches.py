@@ -12,7 +12,7 @@ from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.node_handler import _fence_patch, _undo_patch
 from kubespot.handling.policy import plan_for
-from kubespot.handling.state import STATE_ANNOTATION, Phase, decode
+from kubespot.handling.state import STATE_ANNOTATION, UNDONE_ANNOTATION, Phase, decode
 from kubespot.kube import NodeView, Taint
 from kubespot.model import InterruptionEvent, Kind, Source
 
@@ -122,6 +122,7 @@ def test_undo_removes_exactly_what_was_added_across_superseding_events() -> None
     assert undone.taints == (FOREIGN,) and not undone.unschedulable
     assert "node.kubernetes.io/exclude-from-external-load-balancers" not in undone.labels
     assert STATE_ANNOTATION not in undone.annotations
+    assert undone.annotations[UNDONE_ANNOTATION] == "spot-itn-2", "so a restart does not fence again"
 
 
 def test_undo_without_state_or_with_garbage_state_does_nothing() -> None:
