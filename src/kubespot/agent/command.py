@@ -38,7 +38,9 @@ def load_settings(args: argparse.Namespace) -> AgentSettings:
             check_template(settings.webhook.read_template())
         except InvalidSetting as exc:
             source = (
-                f"file {settings.webhook.template_file}" if settings.webhook.template_file else "template"
+                f"file {settings.webhook.template_file} (KUBESPOT_WEBHOOK_TEMPLATE_FILE)"
+                if settings.webhook.template_file
+                else "KUBESPOT_WEBHOOK_TEMPLATE / WEBHOOK_TEMPLATE"
             )
             raise SettingsError([Problem("webhook.template", source, None, exc.reason)]) from None
     return settings

@@ -240,7 +240,8 @@ class Agent:
                     log.warning("the API server did not answer: %s", err)
             if self.kube.last_contact is not None:
                 self.metrics.mark("kube", self.kube.last_contact.timestamp())
-            await self.clock.sleep(min(interval, 5.0) if not info_set else interval)
+            # Quick ticks until the first poll has read the identity, so kubespot_info appears early.
+            await self.clock.sleep(interval if info_set else 0.5)
 
 
 def release_startup_memory() -> None:

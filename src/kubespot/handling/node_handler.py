@@ -328,6 +328,8 @@ class NodeHandler:
         log.info("dry run: would %s node %s", what, self.node)
         self._metrics.action("cordon", "dry_run")
         self._node_event("DryRun", f"Dry run: would {what} for {event.id}")
+        if self._notifier is not None:  # under dry run this one only says what it would send
+            self._notifier.notify(event, node_name=self.node)
         if plan.drain:
             result = await drain_node(
                 self.node,

@@ -278,3 +278,73 @@ async def agent_world(
 def env_of(mapping: Mapping[str, object]) -> dict[str, str]:
     """Settings as env strings (True -> "true")."""
     return {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in mapping.items()}
+
+
+# --- helpers for the test_e2e_new_* suites (added; nothing above depends on them) ---------------------
+
+
+def slow_start_web(name: str, replicas: int, *, start: float, shutdown: float = 0.2) -> Obj:
+    """Like ``web``, but every pod (replacements included) takes ``start`` seconds to turn Ready."""
+    obj = web(name, replicas, shutdown=shutdown)
+    obj["spec"]["template"]["metadata"]["annotations"][conventions.START_SECONDS] = str(start)
+    return obj
+
+
+def log_messages(agent: AgentProcess) -> list[str]:
+    """The ``message`` of every JSON log line so far."""
+    return [str(line.get("message", "")) for line in agent.lines()]
+
+
+def has_log(agent: AgentProcess, fragment: str) -> bool:
+    return any(fragment in m for m in log_messages(agent))
+
+
+def pod_events_with(world: World, reason: str) -> list[Obj]:
+    """Events with ``reason`` recorded about Pods."""
+    return [e for e in world.events(reason) if (e.get("involvedObject") or {}).get("kind") == "Pod"]
+
+
+def node_events_with(world: World, reason: str) -> list[Obj]:
+    """Events with ``reason`` recorded about the Node."""
+    return [e for e in world.events(reason) if (e.get("involvedObject") or {}).get("kind") == "Node"]
+
+
+def running_uids(world: World, node_name: str = NODE) -> set[str]:
+    """UIDs of the workload pods on the node that are not terminating."""
+    return {
+        str(p["metadata"]["uid"])
+        for p in world.workload_pods_on(node_name)
+        if not p["metadata"].get("deletionTimestamp")
+    }
+
+
+async def scrape_agent_metrics(port: int) -> str:
+    """The agent's /metrics page (Prometheus text format)."""
+    import aiohttp as aiohttp_client
+
+    async with (
+        aiohttp_client.ClientSession() as session,
+        session.get(
+            f"http://127.0.0.1:{port}/metrics", timeout=aiohttp_client.ClientTimeout(total=5)
+        ) as resp,
+    ):
+        assert resp.status == 200, resp.status
+        return await resp.text()
+
+
+def sample_sum(text: str, name: str, **labels: str) -> float:
+    """Sum of the samples of ``name`` whose labels include ``labels`` (0.0 when there are none)."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name) or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        sample, _, rest = head.partition("{")
+        if sample != name:
+            continue
+        found = dict(
+            (k, v.strip('"')) for k, _, v in (p.partition("=") for p in rest.rstrip("}").split(",") if p)
+        )
+        if all(found.get(k) == v for k, v in labels.items()):
+            total += float(value)
+    return total
