@@ -173,7 +173,7 @@ def test_default_render_is_the_agent_daemonset_and_its_rbac(helm: str) -> None:
     c = container(objs)
     assert c["command"] == ["kubespot", "agent"]
     assert c["image"] == "ghcr.io/kubespot/kubespot:0.1.0"  # tag defaults to appVersion
-    assert c["resources"] == {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"memory": "96Mi"}}
+    assert c["resources"] == {"requests": {"cpu": "10m", "memory": "56Mi"}, "limits": {"memory": "96Mi"}}
 
 
 def test_security_context_is_restricted(helm: str) -> None:
