@@ -19,6 +19,7 @@ from kubespot.actions.templates import check_template
 from kubespot.config import loader
 from kubespot.config.agent import AgentSettings
 from kubespot.config.loader import InvalidSetting, Problem, SettingsError
+from kubespot.kube import KubeError
 from kubespot.observability.logs import configure
 
 from .runtime import Agent, install_signal_handlers
@@ -49,7 +50,11 @@ def load_settings(args: argparse.Namespace) -> AgentSettings:
 async def run(settings: AgentSettings) -> int:
     stop = asyncio.Event()
     install_signal_handlers(stop)
-    agent = Agent(settings)
+    try:
+        agent = Agent(settings)
+    except KubeError as err:  # no kubeconfig, no in-cluster service account: a set-up problem
+        log.critical("cannot start: %s", err)
+        return 2
     return await agent.run(stop)
 
 

@@ -188,13 +188,19 @@ class Agent:
         return code
 
     async def close(self) -> None:
-        for task in self._tasks.values():
+        # The webhook sender stays up while the notifier flushes what is queued (or in flight).
+        others = [t for name, t in self._tasks.items() if name != "webhook"]
+        for task in others:
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks.values())
+        if others:
+            await asyncio.wait(others)
         await self.handler.aclose()
         if self.notifier is not None:
             await self.notifier.aclose(timeout=2.0)
+        webhook = self._tasks.get("webhook")
+        if webhook is not None:
+            webhook.cancel()
+            await asyncio.wait({webhook})
         for server in self._servers:
             await server.close()
         await self.kube.close()
@@ -210,6 +216,10 @@ class Agent:
                 log.warning("cannot read node %s yet (%s); retrying", self.settings.node_name, err)
                 await self.clock.sleep(delay)
                 delay = min(10.0, delay * 2)
+            except Exception:
+                # Whatever the node's state says, handling new notices matters more than resuming.
+                log.exception("resuming from the node's state failed; going on without it")
+                break
         await self.handler.run(self._events)
 
     async def _keepalive(self) -> None:

@@ -1,14 +1,18 @@
 """The agent's response to interruption events on its own node.
 
-One event is handled at a time per node; a new event either is a repeat (ignored), supersedes the
-current one (its work is cancelled and the new event's starts), or withdraws it (undo). The work for
-an event is: wait until it is due (scheduled maintenance acts at NotBefore minus the lead time),
-fence (taints, labels, cordon and the state annotation in one compare-and-set write), drain, and for
-a rebalance recommendation undo the fence if nothing followed.
+Every live notice is remembered; the node belongs to at most one *due* event at a time, the one
+whose instance goes first (``policy.supersedes``: a rebalance recommendation yields to any real
+interruption). A notice that is not due yet (scheduled maintenance acts at NotBefore minus the lead
+time) waits on a timer without disturbing the current one; a withdrawn notice (canceled or
+completed) is forgotten, its fence undone if it held the node, and the strongest remaining due
+event takes over. The work for the event holding the node: fence (taints, labels, cordon and the
+state annotation in one compare-and-set write), drain, and for a rebalance recommendation undo the
+fence if nothing followed.
 
 What was done lives in the node's ``kubespot.io/interruption`` annotation (``handling.state``), so
 ``resume()`` at start-up continues an interrupted drain, re-arms an auto-undo, or cleans up after a
-reboot; and undo removes exactly what kubespot added, never a taint or cordon someone else set.
+reboot; undo removes exactly what kubespot added, never a taint or cordon someone else set, and is
+retried until the API server takes it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,17 @@ from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
 
 from .policy import OUT_OF_SERVICE, Plan, plan_for, supersedes
-from .state import STATE_ANNOTATION, UNDONE_ANNOTATION, NodeState, Phase, StateError, decode
+from .state import (
+    STATE_ANNOTATION,
+    UNDONE_ANNOTATION,
+    UNDONE_KEPT,
+    NodeState,
+    Phase,
+    StateError,
+    decode,
+    undone_ids,
+    with_undone,
+)
 
 log = logging.getLogger("kubespot.handling")
 
@@ -87,11 +101,18 @@ class NodeHandler:
         self._own_pod = own_pod
         self._boot_time = boot_time
         self._retry_cap = retry_cap
+        #: The due event whose work runs (fence, drain, undo timer); None when the node is unclaimed.
         self._current: InterruptionEvent | None = None
-        #: The event last undone (from the node at start-up): its notice may still be in IMDS.
-        self._undone: str | None = None
+        #: Every live event: due ones and those waiting for their act_at (scheduled maintenance).
+        self._known: dict[str, InterruptionEvent] = {}
+        #: Events whose fence was undone (from the node at start-up): their notices may still be in IMDS.
+        self._undone: tuple[str, ...] = ()
+        #: Intake and the timer decide under this lock; the work itself runs outside it.
+        self._lock = asyncio.Lock()
         self._work: asyncio.Task[None] | None = None
+        self._timer: asyncio.Task[None] | None = None
         self._side: set[asyncio.Task[None]] = set()
+        self._window = timedelta(seconds=drain.node_termination_grace_period)
         self.phase = "none"
         #: The last drain's result (for logs, tests and the sandbox).
         self.last_drain: DrainResult | None = None
@@ -117,37 +138,101 @@ class NodeHandler:
                 log.exception("event %s: handling failed", event.id, extra={"event_id": event.id})
 
     async def handle(self, event: InterruptionEvent) -> None:
-        """Take ``event`` in: returns once its work is started (not finished)."""
+        """Take ``event`` in: returns once the decision is made (its work runs in the background).
+
+        A new notice is remembered; if it is due and stronger than the event being handled (see
+        ``policy.supersedes``) it takes the node over, if it is not due yet a timer wakes the handler
+        at its act_at. A withdrawn event (canceled or completed) is forgotten, and if it was being
+        handled its fence is undone and the strongest remaining due event, if any, takes over.
+        """
         with log_context(
             event_id=event.id, kind=event.kind.value, node=self.node, instance_id=event.instance_id
         ):
-            if not supersedes(event, self._current):
-                log.debug("event %s: already being handled", event.id)
-                return
-            if event.id == self._undone and not event.cancelled:
-                log.info("event %s: already handled and undone; ignored", event.id)
-                return
-            plan = plan_for(event, actions=self._actions, monitors=self._monitors)
-            if not plan.acts:
-                log.info("event %s: %s is switched off; ignored", event.id, event.kind.value)
-                return
-            if plan.undo:
-                if self._current is None or self._current.id != event.id:
-                    return  # withdrawn before kubespot did anything for it
-                log.info("event %s withdrawn (%s): undoing", event.id, event.description)
-                await self._replace_work(self._undo(event.id, "the event was canceled or completed", plan))
-                self._current = None
-                return
+            async with self._lock:
+                await self._take(event)
+
+    async def _take(self, event: InterruptionEvent) -> None:
+        plan = plan_for(event, actions=self._actions, monitors=self._monitors)
+        if not plan.acts:
+            log.info("event %s: %s is switched off; ignored", event.id, event.kind.value)
+            return
+        if event.cancelled:
+            await self._withdraw(event, plan)
+            return
+        now = self._clock.now()
+        known = self._known.get(event.id)
+        if known is not None and _same_schedule(known, event, now):
+            log.debug("event %s: already known", event.id)
+            return
+        if known is None and event.id in self._undone:
+            log.info("event %s: already handled and undone; ignored", event.id)
+            return
+        self._known[event.id] = event
+        if known is None:
             self._metrics.interruption(event.kind.value, event.source.value)
             log.info(
-                "event %s: %s (deadline %s)",
+                "event %s: %s (acting at %s, deadline %s)",
                 event.id,
                 event.description,
+                event.act_at.isoformat(),
                 event.deadline.isoformat() if event.deadline else "none",
             )
             self._node_event(NOTICE_REASONS[event.kind], event.description or event.kind.value)
-            self._current = event
-            await self._replace_work(self._execute(event, plan))
+        else:
+            log.info(
+                "event %s rescheduled: acting at %s, deadline %s",
+                event.id,
+                event.act_at.isoformat(),
+                event.deadline.isoformat() if event.deadline else "none",
+            )
+            if self._current is not None and self._current.id == event.id:
+                self._current = event  # the same fence, with the new deadline
+                await self._replace_work(self._execute(event, plan))
+        await self._reschedule()
+
+    async def _withdraw(self, event: InterruptionEvent, plan: Plan) -> None:
+        self._known.pop(event.id, None)
+        if self._current is not None and self._current.id == event.id:
+            log.info("event %s withdrawn (%s): undoing", event.id, event.description)
+            self._current = None
+            await self._replace_work(None)
+            self._spawn(self._undo(event.id, "the event was canceled or completed", plan))
+        else:
+            log.info("event %s withdrawn before kubespot acted on it", event.id)
+        await self._reschedule()
+
+    async def _reschedule(self) -> None:
+        """Give the node to the strongest due event if it beats the current one; arm the timer for
+        the next event that is not due yet. Called under the lock."""
+        now = self._clock.now()
+        best: InterruptionEvent | None = None
+        for event in self._known.values():
+            if event.act_at <= now and supersedes(event, best, now=now, window=self._window):
+                best = event
+        if best is not None and supersedes(best, self._current, now=now, window=self._window):
+            if self._current is not None:
+                log.info("event %s takes the node over from %s", best.id, self._current.id)
+            self._current = best
+            plan = plan_for(best, actions=self._actions, monitors=self._monitors)
+            await self._replace_work(self._execute(best, plan))
+        waiting = [e.act_at for e in self._known.values() if e.act_at > now]
+        self._arm_timer(min(waiting) if waiting else None)
+        if self._current is None:
+            self._set_phase("pending" if waiting else "none")
+
+    def _arm_timer(self, when: datetime | None) -> None:
+        if self._timer is not None and self._timer is not asyncio.current_task():
+            self._timer.cancel()
+        self._timer = None
+        if when is not None:
+            log.info("next scheduled event due at %s", when.isoformat())
+            self._timer = asyncio.create_task(self._wake_at(when))
+
+    async def _wake_at(self, when: datetime) -> None:
+        await self._sleep_until(when)
+        async with self._lock:
+            self._timer = None
+            await self._reschedule()
 
     async def resume(self) -> None:
         """Continue from the state on the node (after a restart). Raises ``KubeError`` if unreadable."""
@@ -155,7 +240,7 @@ class NodeHandler:
         if node is None:
             log.error("node %s not found: nothing to resume, and nothing can be fenced", self.node)
             return
-        self._undone = node.annotations.get(UNDONE_ANNOTATION)
+        self._undone = undone_ids(node.annotations.get(UNDONE_ANNOTATION))
         try:
             state = decode(node.annotations.get(STATE_ANNOTATION))
         except StateError as exc:
@@ -165,25 +250,29 @@ class NodeHandler:
             return
         event = _event_from_state(state, node_name=self.node)
         with log_context(event_id=event.id, kind=event.kind.value, node=self.node):
-            self._current = event
             boot = self._boot_time()
             if boot is not None and boot > state.since + BOOT_SLACK:
                 log.info(
                     "the instance restarted (boot %s) after it was fenced: cleaning up", boot.isoformat()
                 )
+                # Before anything else is taken in: the notice may still be listed in IMDS.
+                self._undone = (*self._undone, state.event_id)
                 plan = Plan(acts=True, undo=True, dry_run=self._actions.dry_run, reason="reboot")
-                await self._replace_work(self._undo(state.event_id, "the instance rebooted", plan))
-                self._current = None
+                await self._undo(state.event_id, "the instance rebooted", plan, attempts=1)
                 return
             plan = plan_for(event, actions=self._actions, monitors=self._monitors)
             if not plan.acts:
                 log.warning("state for %s found, but that kind is switched off: left as it is", event.kind)
                 return
             log.info("resuming %s from phase %s", event.id, state.phase.value)
-            await self._replace_work(self._execute(event, plan, resumed=state))
+            async with self._lock:
+                self._known[event.id] = event
+                self._current = event
+                await self._replace_work(self._execute(event, plan, resumed=True))
 
     async def aclose(self) -> None:
         """Stop the work in progress (its state stays on the node, for the next start to resume)."""
+        self._arm_timer(None)
         await self._replace_work(None)
         for task in list(self._side):
             task.cancel()
@@ -192,7 +281,7 @@ class NodeHandler:
 
     async def _replace_work(self, coro: Coroutine[Any, Any, None] | None) -> None:
         old = self._work
-        if old is not None and not old.done():
+        if old is not None and old is not asyncio.current_task() and not old.done():
             old.cancel()
             await asyncio.wait({old})
         # The task copies the log context, so every line it logs names the event.
@@ -200,18 +289,12 @@ class NodeHandler:
 
     # --- the work for one event ------------------------------------------------------------------
 
-    async def _execute(
-        self, event: InterruptionEvent, plan: Plan, *, resumed: NodeState | None = None
-    ) -> None:
+    async def _execute(self, event: InterruptionEvent, plan: Plan, *, resumed: bool = False) -> None:
         try:
-            if event.act_at > self._clock.now():
-                self._set_phase("pending")
-                log.info("event %s: acting at %s", event.id, event.act_at.isoformat())
-                await self._sleep_until(event.act_at)
             if plan.dry_run:
                 await self._dry_run(event, plan)
                 return
-            state = await self._fence(event, plan)
+            state = await self._fence(event, plan, announce=not resumed)
             if state is None:
                 return
             if plan.drain and state.phase is not Phase.DRAINED:
@@ -220,21 +303,38 @@ class NodeHandler:
                 log.info("event %s: undoing at %s unless an interruption follows", event.id, state.undo_at)
                 await self._sleep_until(state.undo_at)
                 await self._undo(event.id, "no interruption followed the recommendation", plan)
-                self._current = None
+                async with self._lock:
+                    self._known.pop(event.id, None)
+                    if self._current is event:
+                        self._current = None
+                        await self._reschedule()
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("event %s: handling failed", event.id)
             self._metrics.action("handle", "failure")
 
-    async def _fence(self, event: InterruptionEvent, plan: Plan) -> NodeState | None:
-        """Taints, labels, cordon and state in one compare-and-set write; retried until the deadline."""
+    async def _fence(self, event: InterruptionEvent, plan: Plan, *, announce: bool) -> NodeState | None:
+        """Taints, labels, cordon and state in one compare-and-set write; retried until the deadline.
+
+        ``announce``: report the fence (event, webhook, latency) if the write changed the node; a
+        resumed or repeated fence that finds everything in place reports nothing.
+        """
         due = max(event.notice_time, event.act_at)
+        wrote = False
 
         def change(node: NodeView) -> Mapping[str, Any] | None:
-            return _fence_patch(node, event, plan, now=self._clock.now(), undo_after=plan.undo_after)
+            nonlocal wrote
+            patch = _fence_patch(node, event, plan, now=self._clock.now(), undo_after=plan.undo_after)
+            wrote = patch is not None
+            return patch
 
-        node = await self._persist("fence", event, lambda: self._kube.update_node(self.node, change))
+        node = await self._persist(
+            "fence",
+            lambda: self._kube.update_node(self.node, change),
+            deadline=event.deadline,
+            kind=event.kind,
+        )
         if node is None:
             return None
         fenced = self._clock.now()
@@ -242,9 +342,11 @@ class NodeHandler:
         if state is None or state.event_id != event.id:  # pragma: no cover - our own write, just made
             log.error("event %s: the state annotation did not stick", event.id)
             return None
+        self._set_phase(state.phase.value)
+        if not (announce and wrote):
+            return state
         self._metrics.notice_to_cordon(max(0.0, (fenced - due).total_seconds()), event.kind.value)
         self._metrics.action("cordon", "success")
-        self._set_phase(state.phase.value)
         what = "Cordoned and tainted" if plan.drain else "Cordoned and tainted (no drain)"
         self._node_event("CordonAndDrain" if plan.drain else "Cordon", f"{what} by kubespot for {event.id}")
         log.info(
@@ -270,7 +372,7 @@ class NodeHandler:
                 recorder=self._recorder,
             )
 
-        result = await self._persist("drain", event, attempt)
+        result = await self._persist("drain", attempt, deadline=event.deadline, kind=event.kind)
         if result is None:
             return state
         self.last_drain = result
@@ -280,7 +382,10 @@ class NodeHandler:
         if plan.out_of_service_after_drain and result.emptied:
             key, value, effect = OUT_OF_SERVICE
             await self._persist(
-                "out_of_service", event, lambda: self._kube.add_taint(self.node, Taint(key, effect, value))
+                "out_of_service",
+                lambda: self._kube.add_taint(self.node, Taint(key, effect, value)),
+                deadline=event.deadline,
+                kind=None,  # the drain is done: a late taint is not a missed deadline
             )
         return state
 
@@ -293,32 +398,56 @@ class NodeHandler:
         for outcome, count in result.counts().items():
             self._metrics.eviction(outcome, count)
         if not result.emptied:
-            self._metrics.deadline_miss(event.kind.value)
+            if event.deadline is not None and not result.refused:
+                self._metrics.deadline_miss(event.kind.value)
             log.error("event %s: drain %s: %s", event.id, verdict, result.counts())
         else:
             log.info("event %s: drained in %.1fs: %s", event.id, seconds, result.counts())
 
-    async def _undo(self, event_id: str, why: str, plan: Plan) -> None:
-        """Remove what kubespot added for ``event_id`` (taints, labels, its cordon, the state)."""
+    async def _undo(self, event_id: str, why: str, plan: Plan, *, attempts: int | None = None) -> None:
+        """Remove what kubespot added for ``event_id`` (taints, labels, its cordon, the state).
+
+        Retried with backoff until it succeeds (``attempts``: give up after that many and raise
+        ``KubeError``), so an API outage at the moment of an undo cannot leave the node cordoned.
+        """
         if plan.dry_run:
             log.info("dry run: would uncordon and remove the taints of %s (%s)", event_id, why)
             self._node_event("DryRun", f"Dry run: would uncordon ({why})")
             self._set_phase("none")
             return
+        wrote = False
 
         def change(node: NodeView) -> Mapping[str, Any] | None:
-            return _undo_patch(node, event_id)
+            nonlocal wrote
+            patch = _undo_patch(node, event_id)
+            wrote = patch is not None
+            return patch
 
-        try:
-            await self._kube.update_node(self.node, change)
-        except KubeError as err:
-            log.error("could not undo %s: %s", event_id, err)
-            self._metrics.action("undo", "failure")
-            self._node_event("UncordonError", f"Could not undo the fence for {event_id}: {err}", warning=True)
+        tries = 0
+        delay = 0.5
+        while True:
+            try:
+                await self._kube.update_node(self.node, change)
+                break
+            except KubeError as err:
+                tries += 1
+                self._metrics.action("undo", "failure")
+                if attempts is not None and tries >= attempts:
+                    raise
+                log.warning("could not undo %s (%s); retrying in %.1fs", event_id, err, delay)
+                if tries == 1:
+                    self._node_event(
+                        "UncordonError", f"Could not undo the fence for {event_id}: {err}", warning=True
+                    )
+                await self._clock.sleep(delay)
+                delay = min(self._retry_cap, delay * 2)
+        self._undone = (*self._undone, event_id)[-UNDONE_KEPT:]
+        if self._current is None:
+            self._set_phase("none")
+        if not wrote:
+            log.info("nothing of %s left to undo (%s)", event_id, why)
             return
-        self._undone = event_id
         self._metrics.action("undo", "success")
-        self._set_phase("none")
         self._node_event("Uncordon", f"Uncordoned by kubespot: {why}")
         log.info("undone: %s", why)
 
@@ -347,13 +476,19 @@ class NodeHandler:
     # --- helpers ---------------------------------------------------------------------------------
 
     async def _persist(
-        self, action: str, event: InterruptionEvent, call: Callable[[], Coroutine[Any, Any, T]]
+        self,
+        action: str,
+        call: Callable[[], Coroutine[Any, Any, T]],
+        *,
+        deadline: datetime | None,
+        kind: Kind | None,
     ) -> T | None:
-        """Run ``call`` until it succeeds, backing off, for as long as the instance is expected to live.
+        """Run ``call`` until it succeeds, backing off, for as long as the instance is expected to live
+        (``deadline``; None: until it succeeds or the work is cancelled).
 
         The Kubernetes client already retries transient failures; this outer loop is for outages
         longer than that (an API server restart): an interruption is never dropped while there is
-        time to act on it.
+        time to act on it. Giving up at the deadline counts a deadline miss for ``kind``.
         """
         delay = 0.5
         while True:
@@ -361,12 +496,13 @@ class NodeHandler:
                 return await call()
             except KubeError as err:
                 self._metrics.action(action, "failure")
-                left = event.seconds_left(self._clock.now())
+                left = None if deadline is None else (deadline - self._clock.now()).total_seconds()
                 if left is not None and left <= 0:
-                    log.error("event %s: %s failed and the deadline has passed: %s", event.id, action, err)
-                    self._metrics.deadline_miss(event.kind.value)
+                    log.error("%s failed and the deadline has passed: %s", action, err)
+                    if kind is not None:
+                        self._metrics.deadline_miss(kind.value)
                     return None
-                log.warning("event %s: %s failed (%s); retrying in %.1fs", event.id, action, err, delay)
+                log.warning("%s failed (%s); retrying in %.1fs", action, err, delay)
                 await self._clock.sleep(delay if left is None else min(delay, left))
                 delay = min(self._retry_cap, delay * 2)
 
@@ -389,11 +525,21 @@ class NodeHandler:
 
     def _node_event(self, reason: str, message: str, *, warning: bool = False) -> None:
         """Record a node event in the background: events must never delay fencing or draining."""
-        if self._recorder is None:
-            return
-        task = asyncio.create_task(self._recorder.node(self.node, reason, message, warning=warning))
+        if self._recorder is not None:
+            self._spawn(self._recorder.node(self.node, reason, message, warning=warning))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` beside the work (events, an undo), keeping a reference until it ends."""
+        task = asyncio.create_task(coro)
         self._side.add(task)
         task.add_done_callback(self._side.discard)
+
+
+def _same_schedule(known: InterruptionEvent, new: InterruptionEvent, now: datetime) -> bool:
+    """Whether ``new`` is a repeat of ``known``: same deadline, and the same act_at unless ``known``
+    is already due (once a fence is up, a later act_at changes nothing). A rescheduled maintenance
+    event keeps its EventId but moves NotBefore, so this is what tells it apart from a repeat."""
+    return known.deadline == new.deadline and (known.act_at <= now or known.act_at == new.act_at)
 
 
 def _event_from_state(state: NodeState, *, node_name: str) -> InterruptionEvent:
@@ -480,9 +626,8 @@ def _undo_patch(node: NodeView, event_id: str) -> Mapping[str, Any] | None:
         return None
     if state is None or state.event_id != event_id:
         return None  # nothing of ours, or the node is now handled for another event
-    patch: dict[str, Any] = {
-        "metadata": {"annotations": {STATE_ANNOTATION: None, UNDONE_ANNOTATION: event_id}}
-    }
+    undone = with_undone(node.annotations.get(UNDONE_ANNOTATION), event_id)
+    patch: dict[str, Any] = {"metadata": {"annotations": {STATE_ANNOTATION: None, UNDONE_ANNOTATION: undone}}}
     spec: dict[str, Any] = {}
     keep = [t for t in node.taints if t.key not in state.taints]
     if len(keep) != len(node.taints):

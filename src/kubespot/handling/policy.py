@@ -9,6 +9,7 @@ while instead of staying for ever.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
@@ -91,19 +92,38 @@ def plan_for(event: InterruptionEvent, *, actions: NodeActionSettings, monitors:
     )
 
 
-def supersedes(new: InterruptionEvent, current: InterruptionEvent | None) -> bool:
-    """Whether ``new`` should replace the event a node is being handled for.
+def effective_deadline(event: InterruptionEvent, *, now: datetime, window: timedelta) -> datetime:
+    """When the instance is expected to go: the notice's deadline, else ``window`` after the event
+    is (or was) due, counted from no earlier than ``now`` (an ASG termination or a maintenance window
+    without a stop time gives the node ``NODE_TERMINATION_GRACE_PERIOD`` from when it is acted on)."""
+    if event.deadline is not None:
+        return event.deadline
+    return max(event.act_at, now) + window
 
-    A real interruption overrides a rebalance recommendation (and so cancels its auto-undo), and
-    an event with an earlier deadline overrides one with a later or no deadline (a spot notice
-    during a maintenance window days away); a repeat of the same notice restarts nothing.
+
+def supersedes(
+    new: InterruptionEvent,
+    current: InterruptionEvent | None,
+    *,
+    now: datetime,
+    window: timedelta = timedelta(seconds=120),
+) -> bool:
+    """Whether the due event ``new`` should take the node over from ``current`` (both live).
+
+    A rebalance recommendation is the weakest signal: any real interruption overrides it (and so
+    cancels its auto-undo), and it overrides nothing but the absence of an event. Otherwise the
+    event whose instance goes first wins (a spot notice during a maintenance window, an ASG scale-in
+    before a scheduled reboot), a known stop time beating an estimated one on a tie. A repeat of the
+    same notice restarts nothing. Withdrawals (canceled events) are not decided here.
     """
     if current is None:
         return True
     if new.id == current.id:
-        return new.cancelled and not current.cancelled
-    if new.cancelled:
         return False
-    if current.kind is Kind.REBALANCE_RECOMMENDATION and new.kind is not Kind.REBALANCE_RECOMMENDATION:
-        return True
-    return new.deadline is not None and (current.deadline is None or new.deadline < current.deadline)
+    new_rebalance = new.kind is Kind.REBALANCE_RECOMMENDATION
+    current_rebalance = current.kind is Kind.REBALANCE_RECOMMENDATION
+    if new_rebalance != current_rebalance:
+        return current_rebalance
+    mine = effective_deadline(new, now=now, window=window)
+    theirs = effective_deadline(current, now=now, window=window)
+    return mine < theirs or (mine == theirs and new.deadline is not None and current.deadline is None)

@@ -10,11 +10,28 @@ from typing import Any
 
 import orjson
 
+from kubespot.model import Kind
+
 STATE_ANNOTATION = "kubespot.io/interruption"
-#: The id of the last event whose fence was undone. IMDS keeps serving a rebalance recommendation
-#: (and, for a while, a finished scheduled event) after kubespot undid it; a restarted agent reads
-#: this so it does not fence the node again for a notice already dealt with.
+KNOWN_KINDS = frozenset(k.value for k in Kind)
+#: The ids of the last events whose fence was undone, comma-separated, newest last. IMDS keeps
+#: serving a rebalance recommendation (and, for a while, a finished scheduled event) after kubespot
+#: undid it; a restarted agent reads this so it does not fence the node again for a notice already
+#: dealt with.
 UNDONE_ANNOTATION = "kubespot.io/undone"
+#: How many undone ids are remembered: a handful of notices can be live in IMDS at once.
+UNDONE_KEPT = 8
+
+
+def undone_ids(text: str | None) -> tuple[str, ...]:
+    """The ids in an ``UNDONE_ANNOTATION`` value (empty when absent)."""
+    return tuple(part for part in (text or "").split(",") if part)
+
+
+def with_undone(text: str | None, event_id: str) -> str:
+    """``UNDONE_ANNOTATION``'s value with ``event_id`` added (the oldest dropped beyond ``UNDONE_KEPT``)."""
+    ids = [i for i in undone_ids(text) if i != event_id] + [event_id]
+    return ",".join(ids[-UNDONE_KEPT:])
 
 
 class Phase(StrEnum):
@@ -61,9 +78,12 @@ def decode(text: str | None) -> NodeState | None:
         return None
     try:
         data = orjson.loads(text)
+        kind = str(data["kind"])
+        if kind not in KNOWN_KINDS:
+            raise ValueError(f"unknown kind {kind!r}")
         return NodeState(
             event_id=str(data["event_id"]),
-            kind=str(data["kind"]),
+            kind=kind,
             phase=Phase(data["phase"]),
             since=_time(data["since"]) or _missing("since"),
             deadline=_time(data.get("deadline")),

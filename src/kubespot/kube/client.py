@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import httpx2
-from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, ConfigError, KubeConfig
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Preconditions
@@ -61,9 +61,16 @@ class KubeError(Exception):
 
 
 def load_config(settings: KubeSettings) -> SingleConfig:
-    """The cluster and credentials: the kubeconfig named in settings, else in-cluster, else $KUBECONFIG."""
-    config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else KubeConfig.from_env()
-    single = config.get(context_name=settings.context or None)
+    """The cluster and credentials: the kubeconfig named in settings, else in-cluster, else $KUBECONFIG.
+
+    Raises ``KubeError`` (code 0) naming what is missing when none of them is usable.
+    """
+    try:
+        config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else KubeConfig.from_env()
+        single = config.get(context_name=settings.context or None)
+    except (ConfigError, OSError, ValueError) as err:
+        where = f"kubeconfig {settings.kubeconfig}" if settings.kubeconfig else "in-cluster or $KUBECONFIG"
+        raise KubeError(0, f"no usable cluster configuration ({where}): {err}") from None
     if single is None:  # pragma: no cover - lightkube raises before returning None without a default
         raise KubeError(0, f"no context {settings.context!r} in the kubeconfig")
     return single

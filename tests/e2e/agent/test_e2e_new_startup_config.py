@@ -31,7 +31,12 @@ BAD: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
     (
         "webhook-template-syntax",
         {"WEBHOOK_URL": SECRET_URL, "WEBHOOK_TEMPLATE": '{"text": "{{ .EventID "}'},
-        ("webhook.template",),
+        ("webhook.template", "WEBHOOK_TEMPLATE"),
+    ),
+    (
+        "no-cluster-configuration",
+        {"KUBESPOT_KUBECONFIG": "/nonexistent/kubeconfig"},
+        ("no usable cluster configuration", "/nonexistent/kubeconfig"),
     ),
     (
         "pdb-deadline-action",

@@ -53,10 +53,9 @@ DOWNWARD = {
 #: context, and the webhook URL only ever reaches the pod as a file (KUBESPOT_WEBHOOK_URL_FILE).
 NOT_RENDERED = {"KUBESPOT_KUBECONFIG", "KUBESPOT_KUBE_CONTEXT", "KUBESPOT_WEBHOOK_URL"}
 RBAC_RULES = [
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
 WEBHOOK_URL = "https://hooks.example.com/services/T000/B000/plain-secret-token"

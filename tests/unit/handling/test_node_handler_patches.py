@@ -123,6 +123,10 @@ def test_undo_removes_exactly_what_was_added_across_superseding_events() -> None
     assert "node.kubernetes.io/exclude-from-external-load-balancers" not in undone.labels
     assert STATE_ANNOTATION not in undone.annotations
     assert undone.annotations[UNDONE_ANNOTATION] == "spot-itn-2", "so a restart does not fence again"
+    again = fence(undone, event(Kind.REBALANCE_RECOMMENDATION, "rebalance-3"))
+    assert apply(again, _undo_patch(again, "rebalance-3")).annotations[UNDONE_ANNOTATION] == (
+        "spot-itn-2,rebalance-3"
+    ), "earlier undone ids are kept (bounded)"
 
 
 def test_undo_without_state_or_with_garbage_state_does_nothing() -> None:

@@ -88,16 +88,20 @@ def test_a_withdrawn_event_undoes() -> None:
 
 def test_supersedes() -> None:
     rebalance, spot = ev(Kind.REBALANCE_RECOMMENDATION, "r"), ev(Kind.SPOT_INTERRUPTION, "s")
-    assert supersedes(spot, None) and supersedes(spot, rebalance)
-    assert not supersedes(rebalance, spot) and not supersedes(spot, spot)
-    assert supersedes(
-        ev(Kind.SCHEDULED_MAINTENANCE, "m", cancelled=True), ev(Kind.SCHEDULED_MAINTENANCE, "m")
-    )
-    # A spot notice during a maintenance window days away (system-maintenance has no deadline).
+    assert supersedes(spot, None, now=NOW) and supersedes(spot, rebalance, now=NOW)
+    assert not supersedes(rebalance, spot, now=NOW) and not supersedes(spot, spot, now=NOW)
+    assert not supersedes(ev(Kind.REBALANCE_RECOMMENDATION, "r2"), rebalance, now=NOW)
+    # A spot notice during a maintenance window (system-maintenance has no deadline).
     maintenance = InterruptionEvent(
-        "m2", Kind.SCHEDULED_MAINTENANCE, "i-0abc", Source.IMDS, NOW, NOW + timedelta(days=2)
+        "m2", Kind.SCHEDULED_MAINTENANCE, "i-0abc", Source.IMDS, NOW, NOW - timedelta(minutes=5)
     )
-    assert supersedes(spot, maintenance) and not supersedes(maintenance, spot)
+    assert supersedes(spot, maintenance, now=NOW) and not supersedes(maintenance, spot, now=NOW)
+    # An ASG scale-in (no deadline: the grace period from now) before a scheduled reboot 10 min away.
+    asg = InterruptionEvent("a", Kind.ASG_LIFECYCLE, "i-0abc", Source.IMDS, NOW, NOW)
+    reboot = InterruptionEvent(
+        "b", Kind.SCHEDULED_MAINTENANCE, "i-0abc", Source.IMDS, NOW, NOW, deadline=NOW + timedelta(minutes=10)
+    )
+    assert supersedes(asg, reboot, now=NOW) and not supersedes(reboot, asg, now=NOW)
 
 
 def test_state_round_trips_through_its_annotation() -> None:

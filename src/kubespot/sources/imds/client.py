@@ -88,9 +88,10 @@ class ImdsClient:
             # IMDS is link-local: an HTTP(S)_PROXY from the environment must never see these calls.
             trust_env=False,
             follow_redirects=False,
-            # IMDS is plain HTTP: a TLS context with no trust roots (nothing would verify) saves
-            # loading the system CA store into every agent, ~1.5 MiB.
-            verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT),
+            # IMDS is plain HTTP: a TLS context with no trust roots saves loading the system CA store
+            # into every agent (~1.5 MiB); an https:// URL (a proxy in front of a test IMDS) gets the
+            # default verification.
+            verify=ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if self._base.startswith("http://") else True,
         )
         self._token: str | None = None
         self._token_expires = 0.0  # clock.monotonic() seconds

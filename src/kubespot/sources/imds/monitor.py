@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import TypeAlias
 
 from kubespot.config.imds import ImdsSettings, MonitorSettings
-from kubespot.model import Clock, InterruptionEvent
+from kubespot.model import Clock, InterruptionEvent, Kind
 from kubespot.sources.imds import parsers, paths
 from kubespot.sources.imds.client import ImdsClient, InstanceIdentity
 from kubespot.sources.imds.errors import ImdsError, ImdsParseError
@@ -44,6 +44,18 @@ class ImdsHealth:
     def healthy(self, now: datetime, max_age: timedelta) -> bool:
         """IMDS answered within ``max_age`` of ``now``."""
         return self.last_contact is not None and now - self.last_contact <= max_age
+
+
+_Seen = tuple[bool, datetime | None, datetime | None]
+
+
+def _seen(event: InterruptionEvent) -> _Seen:
+    """What makes an emission new: the cancelled flag, the deadline and, for scheduled maintenance,
+    when to act. A rescheduled event (ModifyInstanceEventStartTime) keeps its EventId, hence its id,
+    but moves NotBefore; a spot or rebalance notice's act_at is the time it was read, so it is left
+    out for them or every poll would look new."""
+    act_at = event.act_at if event.kind is Kind.SCHEDULED_MAINTENANCE and not event.cancelled else None
+    return (event.cancelled, event.deadline, act_at)
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ class ImdsMonitor:
         self._sink = sink
         self._node_name = node_name
         self._identity = identity
-        self._emitted: dict[str, bool] = {}  # event id -> the cancelled flag last emitted
+        self._emitted: dict[str, _Seen] = {}  # event id -> what was last emitted for it
         self._failing: dict[str, str] = {}  # path -> the error last logged for it
         self._last_clean_poll: datetime | None = None
         self._failed_polls = 0
@@ -139,7 +151,7 @@ class ImdsMonitor:
         emitted: list[InterruptionEvent] = []
         for _, events in results:
             for event in events:
-                if event.id in self._emitted and self._emitted[event.id] == event.cancelled:
+                if self._emitted.get(event.id) == _seen(event):
                     continue
                 if await self._emit(event):
                     emitted.append(event)
@@ -244,7 +256,7 @@ class ImdsMonitor:
             # Not recorded as emitted, so the next poll offers it again.
             _log.exception("event %s: the sink refused it; retrying next poll", event.id, extra=extra)
             return False
-        self._emitted[event.id] = event.cancelled
+        self._emitted[event.id] = _seen(event)
         state = " (cancelled)" if event.cancelled else ""
         _log.info("event %s: %s%s", event.id, event.description, state, extra=extra)
         return True

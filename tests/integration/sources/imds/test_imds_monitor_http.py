@@ -95,6 +95,27 @@ async def test_scheduled_event_acts_lead_time_before_not_before_and_cancel_undoe
     assert "[Canceled]" in canceled.description
 
 
+async def test_a_rescheduled_event_is_emitted_again_with_its_new_time(
+    sim: ImdsSim, sim_clock: FakeClock, sim_time: SimTime
+) -> None:
+    """ModifyInstanceEventStartTime keeps the EventId and moves NotBefore: same id, new schedule."""
+    monitors = MonitorSettings(scheduled_lead_time=600)
+    async with running_monitor(sim.url, sim_time, monitors=monitors) as (_, queue):
+        scheduled = sim.fleet.add_scheduled_event(IID, "system-reboot", not_before=sim_clock() + 7200)
+        first = await next_event(queue)
+        scheduled.not_before = sim_clock() + 3600  # moved an hour earlier
+        sim_clock.advance(1)
+        moved = await next_event(queue)
+        sim_clock.advance(1)
+        await asyncio.sleep(0.2)
+        repeats = queue.qsize()
+    assert moved.id == first.id and not moved.cancelled
+    assert moved.deadline is not None and first.deadline is not None
+    assert first.deadline - moved.deadline == timedelta(hours=1)
+    assert moved.act_at == moved.deadline - timedelta(seconds=600)
+    assert repeats == 0, "an unchanged event is not emitted again"
+
+
 async def test_scheduled_completed_is_a_cancellation_too(sim: ImdsSim, sim_time: SimTime) -> None:
     ev = sim.fleet.add_scheduled_event(IID, "instance-stop")
     sim.fleet.set_scheduled_state(IID, ev.event_id, "completed")

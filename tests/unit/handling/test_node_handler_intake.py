@@ -1,0 +1,275 @@
+"""The node handler's decisions over time: which event owns the node, when pending ones fire, what a
+withdrawal or a restart does. A fake API (one node, compare-and-set patches) and a clock that moves
+only when the test says so; the end-to-end suite checks the same things against kubesim."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubespot.config.drain import DrainSettings
+from kubespot.config.imds import MonitorSettings
+from kubespot.config.node import NodeActionSettings
+from kubespot.handling.node_handler import NodeHandler
+from kubespot.handling.state import STATE_ANNOTATION, decode
+from kubespot.kube import KubeError, NodeView, PodList, Taint
+from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.observability.metrics import Metrics
+
+T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
+
+
+class ManualClock:
+    """Time moves only in ``advance``; sleepers wake when their time has come."""
+
+    def __init__(self) -> None:
+        self.t = T0
+        self._moved = asyncio.Condition()
+
+    def now(self) -> datetime:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t.timestamp()
+
+    async def sleep(self, seconds: float) -> None:
+        until = self.t + timedelta(seconds=max(0.0, seconds))
+        async with self._moved:
+            await self._moved.wait_for(lambda: self.t >= until)
+
+    async def advance(self, seconds: float) -> None:
+        async with self._moved:
+            self.t += timedelta(seconds=seconds)
+            self._moved.notify_all()
+        await settle()
+
+
+async def settle() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+class FakeKube:
+    """One node; ``update_node`` applies merge patches; ``failures`` makes the next writes fail."""
+
+    def __init__(self) -> None:
+        self.node = NodeView("n", uid="u")
+        self.failures = 0
+        self.writes = 0
+
+    async def get_node(self, name: str) -> NodeView:
+        return self.node
+
+    async def update_node(
+        self, name: str, change: Callable[[NodeView], Mapping[str, Any] | None]
+    ) -> NodeView:
+        patch = change(self.node)
+        if patch is None:
+            return self.node
+        if self.failures:
+            self.failures -= 1
+            raise KubeError(503, "apiserver restarting")
+        self.writes += 1
+        spec, meta = dict(patch.get("spec") or {}), dict(patch.get("metadata") or {})
+        node = self.node
+        taints = node.taints
+        if "taints" in spec:
+            taints = tuple(Taint(t["key"], t["effect"], t.get("value")) for t in spec["taints"])
+        labels = {**node.labels, **meta.get("labels", {})}
+        notes = {**node.annotations, **meta.get("annotations", {})}
+        self.node = NodeView(
+            "n",
+            uid="u",
+            taints=taints,
+            unschedulable=bool(spec.get("unschedulable", node.unschedulable)),
+            labels={k: v for k, v in labels.items() if v is not None},
+            annotations={k: v for k, v in notes.items() if v is not None},
+        )
+        return self.node
+
+    async def set_annotations(self, name: str, notes: Mapping[str, str | None]) -> NodeView:
+        return await self.update_node(name, lambda _: {"metadata": {"annotations": dict(notes)}})
+
+    async def list_pods_on_node(self, node: str) -> PodList:
+        return PodList((), "1")
+
+    @property
+    def owner(self) -> str | None:
+        state = decode(self.node.annotations.get(STATE_ANNOTATION))
+        return None if state is None else state.event_id
+
+
+class CountingNotifier:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def notify(
+        self, event: InterruptionEvent, *, node_name: str, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        self.sent.append(event.id)
+
+
+def make(
+    kube: FakeKube,
+    clock: ManualClock,
+    *,
+    boot: datetime | None = None,
+    notifier: CountingNotifier | None = None,
+) -> NodeHandler:
+    return NodeHandler(
+        node_name="n",
+        kube=kube,  # type: ignore[arg-type]  # the fake implements what the handler calls
+        actions=NodeActionSettings(rebalance_undo_after=1800),
+        monitors=MonitorSettings(rebalance_monitoring=True, asg_lifecycle_draining=True),
+        drain=DrainSettings(),
+        clock=clock,
+        metrics=Metrics(),
+        notifier=notifier,
+        boot_time=lambda: boot,
+    )
+
+
+def event(
+    kind: Kind, ident: str, clock: ManualClock, *, act_in: float = 0.0, deadline_in: float | None = None
+) -> InterruptionEvent:
+    now = clock.now()
+    return InterruptionEvent(
+        id=ident,
+        kind=kind,
+        instance_id="i-1",
+        source=Source.IMDS,
+        notice_time=now,
+        act_at=now + timedelta(seconds=act_in),
+        deadline=None if deadline_in is None else now + timedelta(seconds=deadline_in),
+        description=ident,
+    )
+
+
+def withdrawn(ev: InterruptionEvent, clock: ManualClock) -> InterruptionEvent:
+    return dataclasses.replace(ev, cancelled=True, act_at=clock.now())
+
+
+DAY = 86400.0
+
+
+async def test_a_due_asg_termination_is_not_held_back_by_a_pending_scheduled_event() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    h = make(kube, clock)
+    await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "retire", clock, act_in=5 * DAY, deadline_in=5 * DAY))
+    await settle()
+    assert kube.owner is None and h.phase == "pending"
+    await h.handle(event(Kind.ASG_LIFECYCLE, "asg", clock))
+    await settle()
+    assert kube.owner == "asg" and kube.node.unschedulable
+    await h.aclose()
+
+
+async def test_a_pending_event_does_not_cancel_a_rebalance_undo() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    h = make(kube, clock)
+    await h.handle(event(Kind.REBALANCE_RECOMMENDATION, "rebalance", clock))
+    await settle()
+    assert kube.owner == "rebalance"
+    sched = event(Kind.SCHEDULED_MAINTENANCE, "sched", clock, act_in=3 * DAY, deadline_in=3 * DAY)
+    await h.handle(sched)
+    await clock.advance(1801)
+    assert kube.owner is None and not kube.node.unschedulable, "the 30 min undo still happened"
+    await h.handle(withdrawn(sched, clock))
+    await settle()
+    assert kube.owner is None and not kube.node.unschedulable
+    await h.aclose()
+
+
+async def test_withdrawing_the_nearer_of_two_scheduled_events_keeps_the_other() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    h = make(kube, clock)
+    far = event(Kind.SCHEDULED_MAINTENANCE, "far", clock, act_in=7200, deadline_in=7500)
+    near = event(Kind.SCHEDULED_MAINTENANCE, "near", clock, act_in=3600, deadline_in=3900)
+    await h.handle(far)
+    await h.handle(near)
+    await h.handle(withdrawn(near, clock))
+    await clock.advance(3700)
+    assert kube.owner is None, "nothing is due before the far event's act_at"
+    await clock.advance(3600)
+    assert kube.owner == "far" and kube.node.unschedulable
+    await h.aclose()
+
+
+async def test_a_rescheduled_event_acts_at_its_new_time() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    h = make(kube, clock)
+    await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s", clock, act_in=7200, deadline_in=7500))
+    await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s", clock, act_in=600, deadline_in=900))
+    await clock.advance(601)
+    assert kube.owner == "s"
+    state = decode(kube.node.annotations[STATE_ANNOTATION])
+    assert state is not None and state.deadline == T0 + timedelta(seconds=900)
+    await h.aclose()
+
+
+async def test_an_undo_during_an_api_outage_is_retried_until_it_succeeds() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    h = make(kube, clock)
+    sched = event(Kind.SCHEDULED_MAINTENANCE, "s", clock, deadline_in=600)
+    await h.handle(sched)
+    await settle()
+    assert kube.node.unschedulable
+    kube.failures = 3
+    await h.handle(withdrawn(sched, clock))
+    for _ in range(6):
+        await clock.advance(10)
+    assert not kube.node.unschedulable and kube.owner is None
+    await h.aclose()
+
+
+async def test_after_a_reboot_the_fence_goes_and_the_still_listed_event_does_not_come_back() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    first = make(kube, clock)
+    sched = event(Kind.SCHEDULED_MAINTENANCE, "reboot", clock, deadline_in=300)
+    await first.handle(sched)
+    await settle()
+    assert kube.owner == "reboot"
+    await first.aclose()
+    await clock.advance(600)
+    second = make(kube, clock, boot=clock.now() - timedelta(seconds=30))
+    await second.resume()
+    assert kube.owner is None and not kube.node.unschedulable
+    await second.handle(sched)  # IMDS still lists it as active for a while
+    await settle()
+    assert kube.owner is None and not kube.node.unschedulable
+    await second.aclose()
+
+
+async def test_a_resumed_fence_does_not_notify_again() -> None:
+    clock, kube, notifier = ManualClock(), FakeKube(), CountingNotifier()
+    first = make(kube, clock, notifier=notifier)
+    spot = event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120)
+    await first.handle(spot)
+    await settle()
+    await first.aclose()
+    second = make(kube, clock, notifier=notifier)
+    await second.resume()
+    await second.handle(spot)
+    await settle()
+    assert notifier.sent == ["spot"]
+    await second.aclose()
+
+
+async def test_a_state_of_an_unknown_kind_is_ignored_not_fatal() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    kube.node = NodeView(
+        "n",
+        annotations={
+            STATE_ANNOTATION: '{"event_id":"x","kind":"spot-interruption","phase":"fenced",'
+            '"since":"2026-11-22T03:00:00+00:00"}'
+        },
+    )
+    h = make(kube, clock)
+    await h.resume()
+    await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
+    await settle()
+    assert kube.owner == "spot"
+    await h.aclose()
