@@ -52,7 +52,7 @@ from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.store import NODE_KEY, WatchEvent
-from kubespot.sim.kubesim.testing import deployment, is_ready, node, until
+from kubespot.sim.kubesim.testing import daemonset, deployment, is_ready, node, until
 
 TAINT_KEY = "kubespot.io/spot-itn"
 SPARES = 2
@@ -82,20 +82,7 @@ def cluster(instance_ids: list[str]) -> list[Obj]:
     web = deployment("web", 2 * len(instance_ids), namespace="default", grace=2)
     web["spec"]["template"]["metadata"]["annotations"] = {conventions.SHUTDOWN_SECONDS: "0.2"}
     objects.append(web)
-    objects.append(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": "node-agent", "namespace": "kube-system"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "node-agent"}},
-                "template": {
-                    "metadata": {"labels": {"app": "node-agent"}},
-                    "spec": {"containers": [{"name": "agent", "image": "agent:1"}]},
-                },
-            },
-        }
-    )
+    objects.append(daemonset("node-agent"))
     return objects
 
 

@@ -31,7 +31,7 @@ from kubespot.config.kube import KubeSettings
 from kubespot.kube import KubeClient, connect
 from kubespot.model.clock import SystemClock
 from kubespot.sim.kubesim import conventions
-from kubespot.sim.kubesim.testing import deployment, namespace, node, pdb
+from kubespot.sim.kubesim.testing import daemonset, deployment, namespace, node, pdb
 
 NODE = "node-a"
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -53,20 +53,7 @@ def cluster(deployments: int, replicas: int, spares: int) -> list[dict[str, Any]
                 max_unavailable=1,
             )
         )
-    objects.append(
-        {
-            "apiVersion": "apps/v1",
-            "kind": "DaemonSet",
-            "metadata": {"name": "node-agent", "namespace": "kube-system"},
-            "spec": {
-                "selector": {"matchLabels": {"app": "node-agent"}},
-                "template": {
-                    "metadata": {"labels": {"app": "node-agent"}},
-                    "spec": {"containers": [{"name": "agent", "image": "agent:1"}]},
-                },
-            },
-        }
-    )
+    objects.append(daemonset("node-agent"))
     return objects
 
 

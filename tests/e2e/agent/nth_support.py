@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kubespot.model import Kind, event_id
 from kubespot.sim.imdssim import ScheduledEvent, SpotInterruption
-from kubespot.sim.kubesim import conventions
+from kubespot.sim.kubesim import conventions, testing
 from kubespot.sim.kubesim.testing import is_ready
 
 KUBESPOT_TAINT_PREFIX = "kubespot.io/"
@@ -36,22 +36,12 @@ AGENT_COMPONENT = "kubespot-agent"
 
 def daemonset(name: str, *, namespace: str = "kube-system", shutdown: float = 0.2) -> Obj:
     """A DaemonSet (one pod per node; a drain with IGNORE_DAEMON_SETS leaves its pods alone)."""
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "selector": {"matchLabels": dict(labels)},
-            "template": {
-                "metadata": {
-                    "labels": dict(labels),
-                    "annotations": {conventions.SHUTDOWN_SECONDS: str(shutdown)},
-                },
-                "spec": {"containers": [{"name": "app", "image": "busybox:1"}]},
-            },
-        },
-    }
+    return testing.daemonset(
+        name,
+        namespace=namespace,
+        image="busybox:1",
+        annotations={conventions.SHUTDOWN_SECONDS: str(shutdown)},
+    )
 
 
 # --- signals ---------------------------------------------------------------------------------------

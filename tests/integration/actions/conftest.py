@@ -55,21 +55,6 @@ def template(
     return obj
 
 
-def daemonset(name: str, *, namespace: str = "kube-system") -> Obj:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "app", "image": "agent:1"}]},
-            },
-        },
-    }
-
-
 @dataclass
 class Env:
     sim: KubeSim

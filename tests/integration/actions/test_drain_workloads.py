@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from kubespot.actions.drain import Outcome, drain_node
 from kubespot.kube import EventRecorder
-from kubespot.sim.kubesim.testing import deployment, namespace, pdb, pod, until
+from kubespot.sim.kubesim.testing import daemonset, deployment, namespace, pdb, pod, until
 
-from .conftest import CLOCK, NODE, QUICK, Env, daemonset, drain_env, template
+from .conftest import CLOCK, NODE, QUICK, Env, drain_env, template
 
 
 def _by_name(result_pods: list, prefix: str) -> list:

@@ -166,6 +166,27 @@ def deployment(
     return obj
 
 
+def daemonset(
+    name: str,
+    *,
+    namespace: str | None = "kube-system",
+    image: str = "agent:1",
+    labels: Mapping[str, str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Obj:
+    """A DaemonSet (one pod per node) selecting its pods by ``labels`` (default ``app: <name>``);
+    ``annotations`` go on the pod template (e.g. ``conventions.SHUTDOWN_SECONDS``)."""
+    obj = _workload("DaemonSet", name, 0, namespace, image, labels, None, None)
+    del obj["spec"]["replicas"]
+    template = obj["spec"]["template"]
+    if node_selector:
+        template["spec"]["nodeSelector"] = dict(node_selector)
+    if annotations:
+        template["metadata"]["annotations"] = dict(annotations)
+    return obj
+
+
 def replicaset(
     name: str,
     replicas: int,

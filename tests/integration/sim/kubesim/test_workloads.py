@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from kubespot.sim.kubesim import conventions
+from kubespot.sim.kubesim import conventions, testing
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.store import WatchEvent
@@ -209,16 +209,7 @@ async def test_generated_cluster_starts_without_creating_anything() -> None:
 
 
 def daemonset(name: str, node_selector: dict[str, str] | None = None) -> Obj:
-    spec: Obj = {"containers": [{"name": "c", "image": "agent:1"}]}
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-        },
-    }
+    return testing.daemonset(name, namespace=None, node_selector=node_selector)
 
 
 async def test_daemonset_runs_on_every_node_including_new_and_cordoned(api: Api) -> None:
