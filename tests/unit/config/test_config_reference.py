@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kubespot.config.agent import AgentSettings
+from kubespot.config.controller import ControllerSettings
 from kubespot.config.loader import specs
 from kubespot.config.reference import main, render
 
@@ -19,8 +20,9 @@ def test_committed_reference_is_up_to_date() -> None:
 
 def test_every_setting_and_alias_is_in_the_reference() -> None:
     text = render()
-    for s in specs(AgentSettings):
+    for s in (*specs(AgentSettings), *specs(ControllerSettings)):
         assert f"| `{s.path}` |" in text
+        assert f"`{s.env}`" in text
         assert all(f"`{n}`" in text for n in s.nth)
 
 
