@@ -1,0 +1,1 @@
+"""``kubespot aws``: AWS set-up for the controller (being written)."""

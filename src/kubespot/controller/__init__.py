@@ -1,0 +1,1 @@
+"""``kubespot controller``: the cluster-wide queue processor (SQS fed by EventBridge)."""
