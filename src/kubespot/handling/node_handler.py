@@ -21,13 +21,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from kubespot.actions.drain import DrainResult, drain_node
 from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
-from kubespot.kube import EventRecorder, KubeClient, KubeError, NodeView, Taint
+from kubespot.kube import EventRecorder, KubeClient, KubeError, NodeView, Taint, fencing
 from kubespot.model import Clock, InterruptionEvent, Kind, Source
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
@@ -60,6 +61,16 @@ NOTICE_REASONS = {
 #: A node state is cleared when the instance booted this long after the node was fenced: the boot
 #: time is computed from uptime and the wall clock, which can disagree by a little.
 BOOT_SLACK = timedelta(seconds=5)
+
+
+class Settled(StrEnum):
+    """How the handling of one event ended, as far as the instance's fate goes."""
+
+    DONE = "done"  # fenced, and drained if the plan drains (or a dry run of that)
+    SUPERSEDED = "superseded"  # a stronger event took the node over
+    WITHDRAWN = "withdrawn"  # canceled or completed before or while it was handled
+    IGNORED = "ignored"  # its kind is switched off
+    FAILED = "failed"  # gave up (the deadline passed) or an unexpected error
 
 
 class Notifier(Protocol):
@@ -112,6 +123,8 @@ class NodeHandler:
         self._work: asyncio.Task[None] | None = None
         self._timer: asyncio.Task[None] | None = None
         self._side: set[asyncio.Task[None]] = set()
+        #: Per event: how its handling ended (see ``settled``).
+        self._settled: dict[str, asyncio.Future[Settled]] = {}
         self._window = timedelta(seconds=drain.node_termination_grace_period)
         self.phase = "none"
         #: The last drain's result (for logs, tests and the sandbox).
@@ -127,6 +140,27 @@ class NodeHandler:
     @property
     def busy(self) -> bool:
         return self._work is not None and not self._work.done()
+
+    async def settled(self, event_id: str) -> Settled:
+        """Wait until kubespot has done what it will do for ``event_id`` before the instance goes:
+        fenced, and drained when the plan drains (a rebalance's later undo is not waited for); or
+        until the event lost the node to a stronger one, was withdrawn, or its handling failed.
+
+        The queue processor keeps a message until this returns, and completes an Auto Scaling
+        lifecycle action only after it.
+        """
+        return await asyncio.shield(self._future(event_id))
+
+    def _future(self, event_id: str) -> asyncio.Future[Settled]:
+        fut = self._settled.get(event_id)
+        if fut is None:
+            fut = self._settled[event_id] = asyncio.get_running_loop().create_future()
+        return fut
+
+    def _settle(self, event_id: str, how: Settled) -> None:
+        fut = self._future(event_id)
+        if not fut.done():
+            fut.set_result(how)
 
     async def run(self, events: asyncio.Queue[InterruptionEvent]) -> None:
         """Handle events from ``events`` until cancelled; a failure handling one never stops the loop."""
@@ -155,6 +189,7 @@ class NodeHandler:
         plan = plan_for(event, actions=self._actions, monitors=self._monitors)
         if not plan.acts:
             log.info("event %s: %s is switched off; ignored", event.id, event.kind.value)
+            self._settle(event.id, Settled.IGNORED)
             return
         if event.cancelled:
             await self._withdraw(event, plan)
@@ -166,6 +201,7 @@ class NodeHandler:
             return
         if known is None and event.id in self._undone:
             log.info("event %s: already handled and undone; ignored", event.id)
+            self._settle(event.id, Settled.DONE)
             return
         self._known[event.id] = event
         if known is None:
@@ -192,6 +228,7 @@ class NodeHandler:
 
     async def _withdraw(self, event: InterruptionEvent, plan: Plan) -> None:
         self._known.pop(event.id, None)
+        self._settle(event.id, Settled.WITHDRAWN)
         if self._current is not None and self._current.id == event.id:
             log.info("event %s withdrawn (%s): undoing", event.id, event.description)
             self._current = None
@@ -212,6 +249,7 @@ class NodeHandler:
         if best is not None and supersedes(best, self._current, now=now, window=self._window):
             if self._current is not None:
                 log.info("event %s takes the node over from %s", best.id, self._current.id)
+                self._settle(self._current.id, Settled.SUPERSEDED)
             self._current = best
             plan = plan_for(best, actions=self._actions, monitors=self._monitors)
             await self._replace_work(self._execute(best, plan))
@@ -293,12 +331,15 @@ class NodeHandler:
         try:
             if plan.dry_run:
                 await self._dry_run(event, plan)
+                self._settle(event.id, Settled.DONE)
                 return
             state = await self._fence(event, plan, announce=not resumed)
             if state is None:
+                self._settle(event.id, Settled.FAILED)
                 return
             if plan.drain and state.phase is not Phase.DRAINED:
                 state = await self._drain(event, plan, state)
+            self._settle(event.id, Settled.DONE)
             if state.undo_at is not None:
                 log.info("event %s: undoing at %s unless an interruption follows", event.id, state.undo_at)
                 await self._sleep_until(state.undo_at)
@@ -313,6 +354,7 @@ class NodeHandler:
         except Exception:
             log.exception("event %s: handling failed", event.id)
             self._metrics.action("handle", "failure")
+            self._settle(event.id, Settled.FAILED)
 
     async def _fence(self, event: InterruptionEvent, plan: Plan, *, announce: bool) -> NodeState | None:
         """Taints, labels, cordon and state in one compare-and-set write; retried until the deadline.
@@ -329,12 +371,13 @@ class NodeHandler:
             wrote = patch is not None
             return patch
 
-        node = await self._persist(
-            "fence",
-            lambda: self._kube.update_node(self.node, change),
-            deadline=event.deadline,
-            kind=event.kind,
-        )
+        with fencing():  # ahead of every drain's calls when many nodes are hit at once
+            node = await self._persist(
+                "fence",
+                lambda: self._kube.update_node(self.node, change),
+                deadline=event.deadline,
+                kind=event.kind,
+            )
         if node is None:
             return None
         fenced = self._clock.now()

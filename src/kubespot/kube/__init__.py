@@ -9,6 +9,7 @@
 
 from .client import KubeClient, KubeError, ObjectRef, connect, load_config
 from .events import EventRecorder
+from .priority import fencing
 from .ratelimit import TokenBucket
 from .views import (
     MIRROR_ANNOTATION,
@@ -38,5 +39,6 @@ __all__ = [
     "Taint",
     "TokenBucket",
     "connect",
+    "fencing",
     "load_config",
 ]

@@ -28,6 +28,7 @@ from lightkube.resources.core_v1 import Event, Node, Pod
 from lightkube.types import PatchType
 
 from ..config.kube import KubeSettings
+from .priority import PriorityGate, is_fencing
 from .ratelimit import TokenBucket
 from .retry import TRANSIENT_STATUSES, full_jitter
 from .views import (
@@ -175,6 +176,8 @@ class KubeClient:
         on_error: Callable[[int], None] | None = None,
     ) -> None:
         self.api = api
+        #: Fencing calls go ahead of the others (see ``priority``).
+        self.gate = PriorityGate()
         #: When the API server last answered a call (any answer but a transport error): for /healthz.
         self.last_contact: datetime | None = None
         #: Told the status of every failed attempt (0 for transport errors): for metrics.
@@ -199,7 +202,17 @@ class KubeClient:
     async def _call(
         self, op: str, fn: Callable[[], Awaitable[T]], *, retry: frozenset[int] = TRANSIENT_STATUSES
     ) -> T:
-        """Run ``fn`` under the rate limit, retrying ``retry`` statuses and transport errors."""
+        """Run ``fn`` under the rate limit, retrying ``retry`` statuses and transport errors.
+
+        Calls made while fencing (``priority.fencing()``) go ahead: others wait until none is pending.
+        """
+        if is_fencing():
+            with self.gate.priority():
+                return await self._attempts(op, fn, retry)
+        await self.gate.wait_clear()
+        return await self._attempts(op, fn, retry)
+
+    async def _attempts(self, op: str, fn: Callable[[], Awaitable[T]], retry: frozenset[int]) -> T:
         for attempt in range(self.attempts):
             await self.limiter.acquire()
             last = attempt == self.attempts - 1

@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
-from kubespot.handling.node_handler import NodeHandler
+from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.handling.state import STATE_ANNOTATION, decode
-from kubespot.kube import KubeError, NodeView, PodList, Taint
+from kubespot.kube import KubeError, NodeView, PodEvent, PodEventType, PodList, Taint
 from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.observability.metrics import Metrics
 
@@ -95,6 +95,10 @@ class FakeKube:
 
     async def list_pods_on_node(self, node: str) -> PodList:
         return PodList((), "1")
+
+    async def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]:
+        await asyncio.Event().wait()  # an empty node: nothing ever changes
+        yield PodEvent(PodEventType.RESYNC)
 
     @property
     def owner(self) -> str | None:
@@ -272,4 +276,37 @@ async def test_a_state_of_an_unknown_kind_is_ignored_not_fatal() -> None:
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     await settle()
     assert kube.owner == "spot"
+    await h.aclose()
+
+
+async def test_settled_tells_the_queue_processor_how_each_event_ended() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    h = make(kube, clock)
+    rebalance = event(Kind.REBALANCE_RECOMMENDATION, "rebalance", clock)
+    await h.handle(rebalance)
+    assert await asyncio.wait_for(h.settled("rebalance"), 1) == Settled.DONE, (
+        "fenced; the undo is not awaited"
+    )
+    await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
+    assert await asyncio.wait_for(h.settled("spot"), 1) == Settled.DONE
+    sched = event(Kind.SCHEDULED_MAINTENANCE, "later", clock, act_in=DAY, deadline_in=DAY)
+    await h.handle(sched)
+    waiting = asyncio.ensure_future(h.settled("later"))
+    await settle()
+    assert not waiting.done(), "a pending event is not settled until it is handled or withdrawn"
+    await h.handle(withdrawn(sched, clock))
+    assert await asyncio.wait_for(waiting, 1) == Settled.WITHDRAWN
+    await h.aclose()
+
+
+async def test_an_event_that_loses_the_node_is_settled_as_superseded() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    h = make(kube, clock)
+    kube.failures = 1000  # the first fence hangs in retries, so the spot notice arrives mid-work
+    await h.handle(event(Kind.ASG_LIFECYCLE, "asg", clock))
+    await settle()
+    kube.failures = 0
+    await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=60))
+    assert await asyncio.wait_for(h.settled("asg"), 1) == Settled.SUPERSEDED
+    assert await asyncio.wait_for(h.settled("spot"), 1) == Settled.DONE
     await h.aclose()
