@@ -35,6 +35,8 @@ from .views import (
     DEFAULT_GRACE_SECONDS,
     EvictionOutcome,
     EvictionResult,
+    NodeEvent,
+    NodeList,
     NodeView,
     PodEvent,
     PodEventType,
@@ -46,6 +48,8 @@ from .views import (
 log = logging.getLogger("kubespot.kube")
 
 T = TypeVar("T")
+V = TypeVar("V")
+L = TypeVar("L")
 
 #: Compare-and-set rounds for one node write before giving up (each one re-reads the node).
 CONFLICT_ATTEMPTS = 10
@@ -153,7 +157,16 @@ def node_view(node: Node) -> NodeView:
         taints=taints,
         labels=dict(meta.labels or {}),
         annotations=dict(meta.annotations or {}),
+        provider_id=(spec.providerID or "") if spec is not None else "",
+        ready=_ready(node),
     )
+
+
+def _ready(node: Node) -> bool | None:
+    for cond in (node.status.conditions or ()) if node.status is not None else ():
+        if cond.type == "Ready":
+            return {"True": True, "False": False}.get(cond.status)
+    return None
 
 
 #: Seconds after which the API server ends a pod watch (it is then resumed from its resourceVersion).
@@ -285,37 +298,78 @@ class KubeClient:
         A broken or expired watch is restarted from a fresh list, delivered as one ``RESYNC`` event,
         so deletions that happened meanwhile are never missed.
         """
+        async for op, view, listing in self._watch(
+            Pod,
+            f"pods on {node}",
+            dict(namespace="*", fields={"spec.nodeName": node}),
+            pod_view,
+            lambda: self.list_pods_on_node(node),
+            resource_version,
+        ):
+            if listing is not None:
+                yield PodEvent(PodEventType.RESYNC, pods=listing.pods)
+            else:
+                yield PodEvent(PodEventType(op), view)
+
+    async def list_nodes(self) -> NodeList:
+        async def run() -> NodeList:
+            it = self.api.list(Node)
+            nodes = [node_view(n) async for n in it]
+            try:
+                rv = it.resourceVersion
+            except Exception:  # an empty answer may carry no version; watch from "now" then
+                rv = ""
+            return NodeList(tuple(nodes), rv)
+
+        return await self._call("list nodes", run)
+
+    async def watch_nodes(self, *, resource_version: str) -> AsyncIterator[NodeEvent]:
+        """Changes to every node from ``resource_version``; re-listed (``RESYNC``) after any failure."""
+        async for op, view, listing in self._watch(
+            Node, "nodes", {}, node_view, self.list_nodes, resource_version
+        ):
+            if listing is not None:
+                yield NodeEvent(PodEventType.RESYNC, nodes=listing.nodes)
+            else:
+                yield NodeEvent(PodEventType(op), view)
+
+    async def _watch(
+        self,
+        resource: Any,
+        what: str,
+        selection: Mapping[str, Any],
+        view: Callable[[Any], V],
+        relist: Callable[[], Awaitable[L]],
+        resource_version: str,
+    ) -> AsyncIterator[tuple[str, V | None, L | None]]:
+        """(op, view, None) per change; (RESYNC, None, listing) after a broken watch was re-listed."""
         rv: str | None = resource_version or None
         failures = 0
         while True:
             try:
                 await self.limiter.acquire()
                 # The server ends the watch after server_timeout, so a connection that died silently
-                # (no FIN, no data) is replaced within a minute instead of leaving the drain blind.
-                async for op, pod in self.api.watch(
-                    Pod,
-                    namespace="*",
-                    fields={"spec.nodeName": node},
-                    resource_version=rv,
-                    server_timeout=WATCH_SERVER_TIMEOUT,
+                # (no FIN, no data) is replaced within a minute instead of leaving the caller blind.
+                async for op, obj in self.api.watch(
+                    resource, resource_version=rv, server_timeout=WATCH_SERVER_TIMEOUT, **selection
                 ):
                     failures = 0
                     if op not in ("ADDED", "MODIFIED", "DELETED"):
                         continue  # bookmarks
-                    view = pod_view(pod)
-                    rv = view.resource_version or rv
-                    yield PodEvent(PodEventType(op), view)
+                    seen = view(obj)
+                    rv = getattr(seen, "resource_version", "") or rv
+                    yield op, seen, None
             except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
                 failures += 1
-                log.warning("pod watch on %s broke (%s: %s); re-listing", node, type(err).__name__, err)
+                log.warning("watch of %s broke (%s: %s); re-listing", what, type(err).__name__, err)
                 await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng))
                 try:
-                    listing = await self.list_pods_on_node(node)
+                    listing = await relist()
                 except KubeError as list_err:
-                    log.warning("re-list of pods on %s failed: %s", node, list_err)
+                    log.warning("re-list of %s failed: %s", what, list_err)
                     continue
-                rv = listing.resource_version or None
-                yield PodEvent(PodEventType.RESYNC, pods=listing.pods)
+                rv = getattr(listing, "resource_version", "") or None
+                yield PodEventType.RESYNC.value, None, listing
 
     async def evict_pod(
         self,

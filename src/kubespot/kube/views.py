@@ -79,6 +79,18 @@ class NodeView:
     taints: tuple[Taint, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: ``spec.providerID``, e.g. ``aws:///us-east-1a/i-0abc...`` ("" when the cloud has not set it).
+    provider_id: str = ""
+    #: The Ready condition: True, False, or None when unknown (no status yet, or Unknown).
+    ready: bool | None = None
+
+    @property
+    def instance_id(self) -> str | None:
+        """The EC2 instance id in the providerID, if it is an AWS one."""
+        if not self.provider_id.startswith("aws://"):
+            return None
+        last = self.provider_id.rsplit("/", 1)[-1]
+        return last if last.startswith("i-") else None
 
     def has_taint(self, key: str, effect: str | None = None) -> bool:
         return any(t.key == key and (effect is None or t.effect == effect) for t in self.taints)
@@ -89,6 +101,14 @@ class PodList:
     """Pods and the resourceVersion to start a watch from, so no change between the two is missed."""
 
     pods: tuple[PodView, ...]
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeList:
+    """Nodes and the resourceVersion to start a watch from."""
+
+    nodes: tuple[NodeView, ...]
     resource_version: str
 
 
@@ -106,6 +126,15 @@ class PodEvent:
     type: PodEventType
     pod: PodView | None = None
     pods: tuple[PodView, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A change to a node; ``RESYNC`` carries the complete current set in ``nodes``."""
+
+    type: PodEventType
+    node: NodeView | None = None
+    nodes: tuple[NodeView, ...] = ()
 
 
 class EvictionOutcome(StrEnum):
