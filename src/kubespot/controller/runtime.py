@@ -1,0 +1,177 @@
+"""The running controller: builds every part from ``ControllerSettings`` and runs them until stopped.
+
+- a node index (one list + watch of Nodes) answers "which node is instance i-…";
+- the queue consumer long-polls SQS with several receivers and hands each message, in its own task,
+  to the queue handler, which finds the node and gives the event to that node's ``NodeHandler``
+  (the agent's state machine: same policy, same state annotation);
+- the Kubernetes client puts fencing calls ahead of drain calls, so in a burst every affected node is
+  tainted and cordoned before the drains take the API budget;
+- the metrics and probe servers and the webhook sender are the agent's.
+
+Several replicas may run: the queue hands each message to one of them at a time, and the state on
+the Node (compare-and-set) keeps two replicas from starting two drains for one notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from datetime import timedelta
+
+from kubespot.actions.notify import WebhookNotifier
+from kubespot.aws import AwsClients, InstanceDirectory, LifecycleActions, Queue
+from kubespot.config.controller import ControllerSettings
+from kubespot.handling.node_index import NodeIndex
+from kubespot.handling.queue_handler import QueueHandler
+from kubespot.kube import EventRecorder, KubeClient, connect
+from kubespot.model import Clock
+from kubespot.model.clock import SystemClock
+from kubespot.observability.health import HealthReport, freshness, report
+from kubespot.observability.metrics import Metrics
+from kubespot.observability.server import EndpointServer, health_handler, metrics_handler
+from kubespot.sources.sqs.consumer import QueueConsumer
+
+log = logging.getLogger("kubespot.controller")
+
+#: Seconds in-flight messages get to finish at shutdown before they are left to reappear.
+DRAIN_ON_STOP = 10.0
+
+
+class Controller:
+    """One controller replica. ``await run(stop)`` returns the process exit code."""
+
+    def __init__(
+        self, settings: ControllerSettings, *, clock: Clock | None = None, listen_host: str = "0.0.0.0"
+    ) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.metrics = Metrics()
+        self._listen_host = listen_host
+        self.kube: KubeClient = connect(settings.kube, on_error=self.metrics.kube_error)
+        self.aws = AwsClients(settings.aws)
+        self.queue = Queue(self.aws, settings.queue.url)
+        self.instances = InstanceDirectory(
+            self.aws, cache_ttl=settings.queue.describe_cache_ttl, clock=self.clock
+        )
+        self.nodes = NodeIndex(self.kube)
+        obs = settings.observability
+        self.recorder = (
+            EventRecorder(
+                kube=self.kube,
+                component="kubespot-controller",
+                annotations=dict(obs.kubernetes_events_extra_annotations),
+            )
+            if obs.emit_kubernetes_events
+            else None
+        )
+        self.notifier = (
+            WebhookNotifier(settings.webhook, clock=self.clock, on_result=self.metrics.webhook)
+            if settings.webhook.enabled and not settings.node_actions.dry_run
+            else None
+        )
+        # An Auto Scaling lifecycle message only reaches the queue when its EventBridge rule exists,
+        # and the group waits on the hook: in queue mode it is always handled.
+        monitors = dataclasses.replace(settings.monitors, asg_lifecycle_draining=True)
+        self.handler = QueueHandler(
+            kube=self.kube,
+            nodes=self.nodes,
+            instances=self.instances,
+            lifecycle=LifecycleActions(self.aws),
+            queue=settings.queue,
+            monitors=monitors,
+            actions=settings.node_actions,
+            drain=settings.drain,
+            clock=self.clock,
+            metrics=self.metrics,
+            recorder=self.recorder,
+            notifier=self.notifier,
+        )
+        self.consumer = QueueConsumer(
+            self.queue, settings=settings.queue, handle=self.handler.handle, clock=self.clock
+        )
+        self._servers: list[EndpointServer] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def health(self) -> HealthReport:
+        """Healthy when the API server answered recently, the node index is synced and every part runs."""
+        now = self.clock.now()
+        max_age = timedelta(seconds=self.settings.observability.probes_stale_after)
+        dead = sorted(name for name, task in self._tasks.items() if task.done())
+        return report(
+            freshness("kubernetes", self.kube.last_contact, now=now, max_age=max_age),
+            freshness(
+                "nodes",
+                now if self.nodes.synced else None,
+                now=now,
+                max_age=max_age,
+                detail=f"{len(self.nodes)} nodes",
+            ),
+            freshness(
+                "tasks",
+                None if dead else now,
+                now=now,
+                max_age=max_age,
+                detail=("stopped: " + ", ".join(dead)) if dead else "running",
+            ),
+        )
+
+    async def start_servers(self) -> None:
+        obs = self.settings.observability
+        if obs.enable_prometheus_server:
+            server = EndpointServer()
+            server.route("/metrics", metrics_handler(self.metrics))
+            await server.start(self._listen_host, obs.prometheus_server_port)
+            self._servers.append(server)
+        if obs.enable_probes_server:
+            server = EndpointServer()
+            server.route(obs.probes_server_endpoint, health_handler(self.health))
+            await server.start(self._listen_host, obs.probes_server_port)
+            self._servers.append(server)
+
+    async def run(self, stop: asyncio.Event) -> int:
+        try:
+            await self.start_servers()
+        except OSError as exc:
+            log.critical("cannot start the metrics or probe server: %s", exc)
+            await self.close()
+            return 1
+        self._tasks = {
+            "node-index": asyncio.create_task(self.nodes.run(), name="node-index"),
+            "queue-consumer": asyncio.create_task(self.consumer.run(), name="queue-consumer"),
+        }
+        if self.notifier is not None:
+            self._tasks["webhook"] = asyncio.create_task(self.notifier.run(), name="webhook")
+        log.info("consuming %s with %d receivers", self.settings.queue.url, self.settings.queue.receivers)
+        stopper = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({stopper, *self._tasks.values()}, return_when=asyncio.FIRST_COMPLETED)
+        code = 0
+        if stopper not in done:
+            for task in done:
+                error = task.exception() if not task.cancelled() else None
+                log.critical("%s stopped unexpectedly: %r", task.get_name(), error, exc_info=error)
+            code = 1
+        else:
+            # Let messages being handled finish; the rest reappear for another replica.
+            await self.consumer.drain(DRAIN_ON_STOP)
+        stopper.cancel()
+        await self.close()
+        return code
+
+    async def close(self) -> None:
+        others = [t for name, t in self._tasks.items() if name != "webhook"]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others)
+        await self.handler.aclose()
+        if self.notifier is not None:
+            await self.notifier.aclose(timeout=2.0)
+        webhook = self._tasks.get("webhook")
+        if webhook is not None:
+            webhook.cancel()
+            await asyncio.wait({webhook})
+        for server in self._servers:
+            await server.close()
+        await self.kube.close()
+        await self.aws.close()

@@ -1,0 +1,288 @@
+"""The controller's handling of one queue message: parse, find the node, hand the event to that
+node's handler, and tell the consumer what to do with the message once the work is done.
+
+Each affected node gets the same ``NodeHandler`` the agent uses (same policy, same state annotation,
+so an agent and the controller, or two controller replicas, never start a second drain for one
+notice). A message is kept (its visibility extended by the consumer) until its node has been fenced
+and drained; an Auto Scaling lifecycle action is completed only then (or once the deadline has
+passed), with heartbeats while a long drain runs.
+
+Messages about instances that are not nodes of this cluster (another cluster's, an unmanaged one, a
+long-gone one) are left for their owner and deleted after ``foreign_max_receives`` receives, so they
+never loop for ever; malformed messages go to the configured outcome, never stop the consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, Protocol
+
+from kubespot.aws.autoscaling import LifecycleActionGone
+from kubespot.aws.ec2 import InstanceInfo
+from kubespot.aws.sqs import QueueMessage
+from kubespot.config.drain import DrainSettings
+from kubespot.config.imds import MonitorSettings
+from kubespot.config.node import NodeActionSettings
+from kubespot.config.queue import QueueSettings
+from kubespot.kube import EventRecorder, KubeClient, KubeError, NodeView
+from kubespot.model import Clock, InterruptionEvent
+from kubespot.observability.logs import log_context
+from kubespot.observability.metrics import Metrics
+from kubespot.sources.sqs.consumer import Lease, Outcome
+from kubespot.sources.sqs.errors import MessageError
+from kubespot.sources.sqs.parsers import LifecycleAction, ParsedMessage, parse_message
+
+from .node_handler import NodeHandler, Notifier, Settled
+from .node_index import NodeIndex
+
+log = logging.getLogger("kubespot.handling.queue")
+
+#: An event due further ahead than this is not held in flight: the message is left to reappear
+#: shortly before it is due (SQS keeps it; visibility can be pushed out up to 12 hours).
+HOLD_HORIZON = timedelta(minutes=10)
+
+
+class InstanceLookup(Protocol):
+    async def lookup(self, instance_ids: list[str]) -> Mapping[str, InstanceInfo]: ...
+
+
+class LifecycleClient(Protocol):
+    async def complete_lifecycle_action(
+        self, group: str, hook: str, instance_id: str, token: str | None = None, result: Any = "CONTINUE"
+    ) -> None: ...
+
+    async def record_heartbeat(
+        self, group: str, hook: str, instance_id: str, token: str | None = None
+    ) -> None: ...
+
+
+class QueueHandler:
+    """``await handle(message)`` gives the consumer the message's outcome."""
+
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        nodes: NodeIndex,
+        instances: InstanceLookup,
+        lifecycle: LifecycleClient,
+        queue: QueueSettings,
+        monitors: MonitorSettings,
+        actions: NodeActionSettings,
+        drain: DrainSettings,
+        clock: Clock,
+        metrics: Metrics,
+        recorder: EventRecorder | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self._kube = kube
+        self._nodes = nodes
+        self._instances = instances
+        self._lifecycle = lifecycle
+        self._queue = queue
+        self._monitors = monitors
+        self._actions = actions
+        self._drain = drain
+        self._clock = clock
+        self._metrics = metrics
+        self._recorder = recorder
+        self._notifier = notifier
+        self._handlers: dict[str, NodeHandler] = {}
+        self._starting: dict[str, asyncio.Task[NodeHandler]] = {}
+
+    @property
+    def handlers(self) -> Mapping[str, NodeHandler]:
+        return self._handlers
+
+    async def aclose(self) -> None:
+        for handler in list(self._handlers.values()):
+            await handler.aclose()
+
+    # --- one message ---------------------------------------------------------------------------------
+
+    async def handle(self, message: QueueMessage, lease: Lease) -> Outcome:
+        with log_context(message_id=message.message_id):
+            try:
+                parsed = parse_message(
+                    message.body,
+                    now=self._clock.now(),
+                    lead_time=timedelta(seconds=self._monitors.scheduled_lead_time),
+                    node_termination_grace=timedelta(seconds=self._drain.node_termination_grace_period),
+                )
+            except MessageError as err:
+                outcome = Outcome.DONE if self._queue.malformed_action == "delete" else Outcome.LEAVE
+                log.warning(
+                    "message %s is not an event kubespot understands (%s): %s",
+                    message.message_id,
+                    "deleted" if outcome is Outcome.DONE else "left for the dead-letter queue",
+                    err,
+                )
+                self._metrics.action("message", "malformed")
+                return outcome
+            if parsed.ignore_reason is not None:
+                log.info("message %s: nothing to do: %s", message.message_id, parsed.ignore_reason)
+                self._metrics.action("message", "ignored")
+                return Outcome.DONE
+            if not parsed.events:
+                return Outcome.DONE
+            outcomes = await asyncio.gather(
+                *(self._event(event, parsed, message, lease) for event in parsed.events)
+            )
+            # One message can name several instances (Health): it goes only when all are dealt with.
+            for wanted in (Outcome.LEAVE, Outcome.RETRY):
+                if wanted in outcomes:
+                    return wanted
+            return Outcome.DONE
+
+    async def _event(
+        self, event: InterruptionEvent, parsed: ParsedMessage, message: QueueMessage, lease: Lease
+    ) -> Outcome:
+        with log_context(event_id=event.id, kind=event.kind.value, instance_id=event.instance_id):
+            node = await self._node_of(event.instance_id)
+            if node is None:
+                return self._foreign(event, message, parsed.lifecycle)
+            ahead = event.act_at - self._clock.now()
+            if ahead > HOLD_HORIZON:
+                # Known to the node's handler (its timer fires at act_at even if the message is
+                # not seen again); the message comes back shortly before then as the durable
+                # reminder, should this controller be gone by then.
+                await (await self._handler(node.name)).handle(dataclasses.replace(event, node_name=node.name))
+                lease.reappear_after((ahead - HOLD_HORIZON / 2).total_seconds())
+                log.info("event %s is due at %s: message left until then", event.id, event.act_at.isoformat())
+                return Outcome.LEAVE
+            handler = await self._handler(node.name)
+            event = dataclasses.replace(event, node_name=node.name)
+            await handler.handle(event)
+            heartbeats = self._heartbeats(parsed.lifecycle) if parsed.lifecycle else None
+            try:
+                settled = await handler.settled(event.id)
+            finally:
+                if heartbeats is not None:
+                    heartbeats.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await heartbeats
+            log.info("event %s on node %s: %s", event.id, node.name, settled.value)
+            self._metrics.action("message", settled.value)
+            if parsed.lifecycle is not None:
+                await self._complete(parsed.lifecycle, settled)
+            return Outcome.DONE
+
+    # --- which node ----------------------------------------------------------------------------------
+
+    async def _node_of(self, instance_id: str) -> NodeView | None:
+        """The node of ``instance_id``, if it is one of ours (and managed, when the tag is checked)."""
+        await self._nodes.wait_synced()
+        node = self._nodes.by_instance(instance_id)
+        info: InstanceInfo | None = None
+        if node is None or self._queue.check_tag_before_draining:
+            info = (await self._instances.lookup([instance_id])).get(instance_id)
+        if node is None and info is not None and info.private_dns_name:
+            node = self._nodes.by_name(info.private_dns_name)
+        unmanaged = info is None or self._queue.managed_tag not in info.tags
+        if node is not None and self._queue.check_tag_before_draining and unmanaged:
+            log.info("instance %s has no %s tag: not managed here", instance_id, self._queue.managed_tag)
+            return None
+        return node
+
+    def _foreign(
+        self, event: InterruptionEvent, message: QueueMessage, lifecycle: LifecycleAction | None
+    ) -> Outcome:
+        give_up = (
+            self._queue.delete_if_node_not_found or message.receive_count >= self._queue.foreign_max_receives
+        )
+        log.info(
+            "instance %s is not a node of this cluster: %s (received %d times)",
+            event.instance_id,
+            "message deleted" if give_up else "left for its owner",
+            message.receive_count,
+        )
+        self._metrics.action("message", "foreign")
+        return Outcome.DONE if give_up else Outcome.LEAVE
+
+    async def _handler(self, node: str) -> NodeHandler:
+        """The node's handler, created and resumed from the node's state once."""
+        handler = self._handlers.get(node)
+        if handler is not None:
+            return handler
+        starting = self._starting.get(node)
+        if starting is None:
+            starting = self._starting[node] = asyncio.ensure_future(self._start(node))
+        try:
+            return await asyncio.shield(starting)
+        finally:
+            if starting.done():
+                self._starting.pop(node, None)
+
+    async def _start(self, node: str) -> NodeHandler:
+        handler = NodeHandler(
+            node_name=node,
+            kube=self._kube,
+            actions=self._actions,
+            monitors=self._monitors,
+            drain=self._drain,
+            clock=self._clock,
+            metrics=self._metrics,
+            recorder=self._recorder,
+            notifier=self._notifier,
+        )
+        delay = 0.5
+        while True:
+            try:
+                await handler.resume()
+                break
+            except KubeError as err:
+                log.warning("cannot read node %s yet (%s); retrying", node, err)
+                await self._clock.sleep(delay)
+                delay = min(10.0, delay * 2)
+        self._handlers[node] = handler
+        return handler
+
+    # --- Auto Scaling lifecycle ----------------------------------------------------------------------
+
+    def _heartbeats(self, action: LifecycleAction) -> asyncio.Task[None] | None:
+        if self._queue.heartbeat_interval <= 0:
+            return None
+        return asyncio.create_task(self._beat(action))
+
+    async def _beat(self, action: LifecycleAction) -> None:
+        started = self._clock.monotonic()
+        until = self._queue.heartbeat_until
+        while True:
+            await self._clock.sleep(self._queue.heartbeat_interval)
+            if until > 0 and self._clock.monotonic() - started >= until:
+                return
+            try:
+                await self._lifecycle.record_heartbeat(
+                    action.group_name, action.hook_name, action.instance_id, action.token
+                )
+                self._metrics.action("lifecycle_heartbeat", "success")
+            except Exception as err:  # the drain goes on; the hook may still time out by itself
+                log.warning("lifecycle heartbeat for %s failed: %s", action.instance_id, err)
+                self._metrics.action("lifecycle_heartbeat", "failure")
+
+    async def _complete(self, action: LifecycleAction, settled: Settled) -> None:
+        """CONTINUE the termination now that the node's pods are gone (or the deadline passed)."""
+        if self._queue.complete_lifecycle_action_delay > 0:
+            await self._clock.sleep(self._queue.complete_lifecycle_action_delay)
+        try:
+            await self._lifecycle.complete_lifecycle_action(
+                action.group_name, action.hook_name, action.instance_id, action.token, "CONTINUE"
+            )
+        except Exception as err:
+            gone = isinstance(err, LifecycleActionGone)
+            log.log(
+                logging.INFO if gone else logging.WARNING,
+                "completing the lifecycle action of %s (%s): %s",
+                action.instance_id,
+                settled.value,
+                err,
+            )
+            self._metrics.action("lifecycle_complete", "gone" if gone else "failure")
+            return
+        log.info("lifecycle action of %s completed (CONTINUE) after the drain", action.instance_id)
+        self._metrics.action("lifecycle_complete", "success")
