@@ -1,12 +1,12 @@
-# kubespot agent image, run by the Helm chart (deploy/helm/kubespot) as `kubespot agent`.
+# kubespot image, run by the Helm chart (deploy/helm/kubespot) as `kubespot agent` (and, with the
+# [controller] extra's AWS SDK, as `kubespot controller`; the agent never imports it).
 #
 # Not built or tested here: the development machines have no Docker engine. Keep it simple.
 # Build: docker build -t <registry>/kubespot:0.1.0 .
 #
 # Runs as a non-root user (1000, the chart's runAsUser) and works with a read-only root filesystem:
 # nothing is written at run time (no bytecode caches); the chart mounts an emptyDir at /tmp.
-# Only the product's runtime dependencies are installed: the simulators' extras ([sim]) stay out,
-# and `kubespot agent` never imports them.
+# Only the product's runtime dependencies are installed: the simulators' extras ([sim]) stay out.
 
 FROM python:3.11-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
@@ -14,7 +14,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
 RUN python -m venv /opt/kubespot \
- && /opt/kubespot/bin/pip install . \
+ && /opt/kubespot/bin/pip install '.[controller]' \
  && /opt/kubespot/bin/python -m compileall -q /opt/kubespot
 
 FROM python:3.11-slim

@@ -1,0 +1,244 @@
+"""The controller's IAM policy: derived from the calls it makes, no more and no less.
+
+Three guards keep the policy and the code in step: every operation in ``CALLS`` has a row in the
+IAM table; the policy allows exactly the actions those operations need; and an AST scan of
+``src/kubespot/aws`` finds every SDK operation named in the adapter's code (client methods, their
+snake_case names as strings for paginators or ``getattr``, and API names passed to
+``AwsClients.call``) and requires it to be in ``CALLS``. ``bootstrap.py`` is left out of the scan:
+it is the admin tool a human runs with broader rights, and none of its calls are the controller's.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import botocore.session
+import pytest
+from botocore import xform_name
+
+from kubespot.aws import CALLS, iam
+from kubespot.aws.bootstrap import InvalidRequest, Request
+from kubespot.cli import main
+
+AWS_PACKAGE = Path(__file__).resolve().parents[3] / "src" / "kubespot" / "aws"
+#: Not scanned: the admin tool (its own, broader calls) and the permission table (names, no calls).
+NOT_CONTROLLER_CODE = {"bootstrap.py", "iam.py"}
+#: Services whose operation names the scan knows: the adapter's three, and those it might plausibly
+#: grow into (a call to any of them must show up in CALLS, and so in the policy).
+SCANNED_SERVICES = ("sqs", "ec2", "autoscaling", "events", "sns", "sts", "kms", "elbv2", "iam")
+QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:prod-kubespot-interruptions"
+KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+ASG_ARN = "arn:aws:autoscaling:eu-west-1:123456789012:autoScalingGroup:*:autoScalingGroupName/ng-1"
+
+
+# --- the table and the policy --------------------------------------------------------------------
+
+
+def test_calls_are_todays_operations_and_iam_uses_them() -> None:
+    assert iam.CONTROLLER_CALLS is CALLS
+    today = {
+        ("sqs", "ReceiveMessage"),
+        ("sqs", "DeleteMessageBatch"),
+        ("sqs", "ChangeMessageVisibilityBatch"),
+        ("ec2", "DescribeInstances"),
+        ("autoscaling", "CompleteLifecycleAction"),
+        ("autoscaling", "RecordLifecycleActionHeartbeat"),
+    }
+    assert today <= CALLS
+
+
+def test_iam_table_covers_every_call() -> None:
+    missing = sorted(CALLS - set(iam.IAM_ACTIONS))
+    assert not missing, f"add these to kubespot.aws.iam.IAM_ACTIONS: {missing}"
+
+
+def test_iam_table_names_real_operations() -> None:
+    """A typo in the table would make a row that no call can ever match."""
+    session = botocore.session.get_session()
+    for service, operation in iam.IAM_ACTIONS:
+        assert operation in session.get_service_model(service).operation_names, (service, operation)
+
+
+def test_policy_allows_exactly_what_the_calls_need() -> None:
+    policy = iam.controller_policy(QUEUE_ARN)
+    wanted = {iam.IAM_ACTIONS[c].action for c in CALLS}
+    assert iam.policy_actions(policy) == wanted
+    assert wanted == {
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "ec2:DescribeInstances",
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+    }
+
+
+def test_batch_operations_use_the_singular_actions() -> None:
+    """SQS has no sqs:*Batch IAM actions; the singular ones authorize the batch APIs."""
+    assert iam.IAM_ACTIONS[("sqs", "DeleteMessageBatch")].action == "sqs:DeleteMessage"
+    assert iam.IAM_ACTIONS[("sqs", "ChangeMessageVisibilityBatch")].action == "sqs:ChangeMessageVisibility"
+    assert not any(a.endswith("Batch") for a in iam.policy_actions(iam.controller_policy(QUEUE_ARN)))
+
+
+def test_resources_are_as_narrow_as_iam_allows() -> None:
+    policy = iam.controller_policy(QUEUE_ARN)
+    by_action = {a: s["Resource"] for s in policy["Statement"] for a in s["Action"]}
+    assert by_action["sqs:ReceiveMessage"] == QUEUE_ARN
+    assert by_action["sqs:DeleteMessage"] == QUEUE_ARN
+    assert by_action["sqs:ChangeMessageVisibility"] == QUEUE_ARN
+    assert by_action["ec2:DescribeInstances"] == "*"  # no resource-level permissions exist
+    assert by_action["autoscaling:CompleteLifecycleAction"] == "*"
+    assert all(s["Effect"] == "Allow" and "Condition" not in s for s in policy["Statement"])
+    assert not any(a.startswith("kms:") for a in iam.policy_actions(policy))
+
+    scoped = iam.controller_policy(QUEUE_ARN, asg_arns=[ASG_ARN, ASG_ARN])
+    asg = [s for s in scoped["Statement"] if "autoscaling:CompleteLifecycleAction" in s["Action"]]
+    assert [s["Resource"] for s in asg] == [[ASG_ARN]]
+
+
+def test_kms_only_with_a_customer_key_and_only_decrypt() -> None:
+    """The controller only receives: kms:Decrypt on the key; GenerateDataKey is for the sender."""
+    policy = iam.controller_policy(QUEUE_ARN, kms_key_arn=KEY_ARN)
+    kms = [s for s in policy["Statement"] if any(a.startswith("kms:") for a in s["Action"])]
+    assert kms == [
+        {"Sid": "DecryptInterruptionQueue", "Effect": "Allow", "Action": ["kms:Decrypt"], "Resource": KEY_ARN}
+    ]
+
+
+def test_unknown_operation_is_an_error() -> None:
+    with pytest.raises(iam.UnknownOperation, match="sqs:SendMessage"):
+        iam.controller_policy(QUEUE_ARN, calls={*CALLS, ("sqs", "SendMessage")})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"queue_arn": "https://sqs.eu-west-1.amazonaws.com/1/q"}, "SQS queue ARN"),
+        ({"asg_arns": ["ng-1"]}, "Auto Scaling group ARN"),
+        ({"kms_key_arn": "alias/mine"}, "KMS key ARN"),
+    ],
+)
+def test_bad_arns_are_refused(kwargs: dict[str, object], message: str) -> None:
+    args: dict[str, object] = {"queue_arn": QUEUE_ARN, **kwargs}
+    queue_arn = str(args.pop("queue_arn"))
+    with pytest.raises(ValueError, match=message):
+        iam.controller_policy(queue_arn, **args)  # type: ignore[arg-type]
+
+
+# --- `kubespot aws policy` -----------------------------------------------------------------------
+
+
+def test_policy_command_prints_only_the_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["aws", "policy", "--queue-arn", QUEUE_ARN])
+    out = capsys.readouterr().out
+    assert code == 0
+    policy = json.loads(out)  # nothing but JSON on stdout
+    assert policy == iam.controller_policy(QUEUE_ARN)
+    assert iam.policy_actions(policy) == {iam.IAM_ACTIONS[c].action for c in CALLS}
+
+
+def test_policy_command_from_cluster_account_and_region(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["aws", "policy", "--cluster", "prod", "--account-id", "123456789012", "--region", "eu-west-1"]
+    code = main([*argv, "--kms-key", "1234abcd-12ab-34cd-56ef-1234567890ab", "--asg-arn", ASG_ARN])
+    assert code == 0
+    policy = json.loads(capsys.readouterr().out)
+    assert policy == iam.controller_policy(QUEUE_ARN, kms_key_arn=KEY_ARN, asg_arns=[ASG_ARN])
+
+
+def test_policy_command_needs_the_queue(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["aws", "policy", "--cluster", "prod"]) == 2
+    assert "--queue-arn" in capsys.readouterr().err
+
+
+# --- bootstrap request validation (no AWS) -------------------------------------------------------
+
+
+def test_request_names_and_limits() -> None:
+    req = Request(cluster="prod")
+    assert (req.queue, req.dlq) == ("prod-kubespot-interruptions", "prod-kubespot-interruptions-dlq")
+    assert Request(cluster="prod", queue_name="q").dlq == "q-dlq"
+    longest_ok = "c" * (64 - len("-kubespot-spot-interruption"))
+    assert Request(cluster=longest_ok).cluster == longest_ok
+    for bad in (
+        {"cluster": longest_ok + "c"},
+        {"cluster": "has space"},
+        {"cluster": "c", "queue_name": "q" * 77},
+        {"cluster": "c", "kinds": ("spot-interruption", "nope")},
+        {"cluster": "c", "kms_key": "alias/mine"},
+        {"cluster": "c", "retention_seconds": 59},
+        {"cluster": "c", "max_receive_count": 0},
+        {"cluster": "c", "asg_arns": ("ng-1",)},
+    ):
+        with pytest.raises(InvalidRequest):
+            Request(**bad)  # type: ignore[arg-type]
+
+
+# --- the AST guard: the adapter calls nothing the policy does not allow --------------------------
+
+
+@cache
+def _operations() -> tuple[dict[str, set[tuple[str, str]]], dict[str, set[tuple[str, str]]]]:
+    """(snake_case method name -> operations, API name -> operations) for the scanned services."""
+    session = botocore.session.get_session()
+    snake: dict[str, set[tuple[str, str]]] = {}
+    api: dict[str, set[tuple[str, str]]] = {}
+    for service in SCANNED_SERVICES:
+        for op in session.get_service_model(service).operation_names:
+            snake.setdefault(xform_name(op), set()).add((service, op))
+            api.setdefault(op, set()).add((service, op))
+    return snake, api
+
+
+def _operations_named(source: str) -> Iterator[tuple[int, str, set[tuple[str, str]]]]:
+    """Every place ``source`` names an SDK operation: (line, what, candidate operations).
+
+    Attribute access (``client.receive_message(...)``, or passed as ``functools.partial(client.x)``),
+    snake_case string constants (``get_paginator("describe_instances")``, ``getattr(c, "x")``) and
+    API-name string constants (``clients.call("sqs", "ReceiveMessage")``).
+    """
+    snake, api = _operations()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in snake:
+            yield node.lineno, f".{node.attr}", snake[node.attr]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in snake:
+                yield node.lineno, repr(node.value), snake[node.value]
+            if node.value in api:
+                yield node.lineno, repr(node.value), api[node.value]
+
+
+def test_scan_finds_calls_in_every_form() -> None:
+    """The scanner itself: each way of naming an operation is found (and a plain name is not)."""
+    source = (
+        "client.send_message(QueueUrl=u)\n"
+        "partial(client.purge_queue, QueueUrl=u)\n"
+        "client.get_paginator('describe_spot_price_history')\n"
+        "await clients.call('sqs', 'DeleteQueue')\n"
+        "x.close(); y.run(); 'Throttling'\n"
+    )
+    found = {what: ops for _, what, ops in _operations_named(source)}
+    assert found == {
+        ".send_message": {("sqs", "SendMessage")},
+        ".purge_queue": {("sqs", "PurgeQueue")},
+        "'describe_spot_price_history'": {("ec2", "DescribeSpotPriceHistory")},
+        "'DeleteQueue'": {("sqs", "DeleteQueue")},
+    }
+
+
+def test_adapter_calls_only_what_calls_lists() -> None:
+    """Every SDK operation the controller's adapter names is in CALLS, so the policy allows it."""
+    scanned, bad = [], []
+    for path in sorted(AWS_PACKAGE.glob("*.py")):
+        if path.name in NOT_CONTROLLER_CODE:
+            continue
+        scanned.append(path.name)
+        for line, what, candidates in _operations_named(path.read_text()):
+            if not candidates & CALLS:
+                names = ", ".join(f"{s}:{o}" for s, o in sorted(candidates))
+                bad.append(f"{path.name}:{line}: {what} ({names}) is not in kubespot.aws.CALLS")
+    assert "__init__.py" in scanned
+    assert not bad, "\n".join(bad)
