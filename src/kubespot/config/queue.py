@@ -159,15 +159,6 @@ class QueueSettings:
         nth="HEARTBEAT_UNTIL",
         unit="seconds",
     )
-    delete_terminated_nodes: bool = setting(
-        False,
-        doc=(
-            "Delete the Node object of an instance reported terminated when it is NotReady, instead "
-            "of waiting for the cloud controller's clean-up."
-        ),
-        env="KUBESPOT_QUEUE_DELETE_TERMINATED_NODES",
-    )
-
     def __post_init__(self) -> None:
         if self.url and not self.url.startswith(("http://", "https://")):
             raise InvalidSetting("url", "must be an SQS queue URL (https://sqs.<region>.amazonaws.com/...)")
