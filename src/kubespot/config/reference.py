@@ -107,8 +107,9 @@ def _aliases(all_groups: Sequence[Group]) -> list[str]:
 def render() -> str:
     """The Markdown reference: the agent's groups, then the controller's own, then the NTH alias index."""
     agent = groups(AgentSettings)
-    shared = {g.path for g in agent if g.path}
-    own = [g for g in groups(ControllerSettings) if g.path not in shared]
+    controller = [g for g in groups(ControllerSettings) if g.specs]
+    shared = {g.path for g in agent if g.path} & {g.path for g in controller}
+    own = [g for g in controller if g.path not in shared]
     lines = [INTRO, "# `kubespot agent`", ""]
     for group in agent:
         lines += _table(group, identity="Identity (agent)")
