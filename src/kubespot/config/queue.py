@@ -159,6 +159,7 @@ class QueueSettings:
         nth="HEARTBEAT_UNTIL",
         unit="seconds",
     )
+
     def __post_init__(self) -> None:
         if self.url and not self.url.startswith(("http://", "https://")):
             raise InvalidSetting("url", "must be an SQS queue URL (https://sqs.<region>.amazonaws.com/...)")

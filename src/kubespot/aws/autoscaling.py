@@ -1,0 +1,112 @@
+"""Auto Scaling lifecycle actions: complete one (let the instance go) or record a heartbeat.
+
+A hook's action that is already over (completed by someone, or timed out and completed with the
+hook's default result) answers ``ValidationError: No active Lifecycle Action found …``; that comes
+out as ``LifecycleActionGone`` so callers can tell "nothing left to do" from a failure worth
+retrying.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from kubespot.aws.session import AwsClients, AwsError
+
+__all__ = [
+    "LifecycleActionGone",
+    "LifecycleActions",
+    "LifecycleResult",
+    "complete_lifecycle_action",
+    "record_heartbeat",
+]
+
+LifecycleResult = Literal["CONTINUE", "ABANDON"]
+_GONE_TEXT: Final = "no active lifecycle action"
+
+
+class LifecycleActionGone(AwsError):
+    """The lifecycle action is not (or no longer) waiting: completed, timed out, or never started.
+
+    Not retryable: asking again gets the same answer.
+    """
+
+
+def _gone_or_same(exc: AwsError) -> AwsError:
+    if exc.code == "ValidationError" and _GONE_TEXT in exc.message.lower():
+        return LifecycleActionGone(
+            exc.code,
+            exc.message,
+            service=exc.service,
+            operation=exc.operation,
+            status=exc.status,
+        )
+    return exc
+
+
+class LifecycleActions:
+    """CompleteLifecycleAction and RecordLifecycleActionHeartbeat for one account and region."""
+
+    def __init__(self, clients: AwsClients) -> None:
+        self._clients = clients
+
+    async def complete_lifecycle_action(
+        self,
+        group: str,
+        hook: str,
+        instance_id: str,
+        token: str | None = None,
+        result: LifecycleResult = "CONTINUE",
+    ) -> None:
+        """Complete the action for ``instance_id`` (identified by ``token`` too, when known).
+
+        Raises ``LifecycleActionGone`` if there is no action waiting, ``AwsError`` otherwise.
+        """
+        await self._call(
+            "CompleteLifecycleAction",
+            group,
+            hook,
+            instance_id,
+            token,
+            LifecycleActionResult=result,
+        )
+
+    async def record_heartbeat(
+        self, group: str, hook: str, instance_id: str, token: str | None = None
+    ) -> None:
+        """Push the action's deadline out by the hook's heartbeat timeout."""
+        await self._call("RecordLifecycleActionHeartbeat", group, hook, instance_id, token)
+
+    async def _call(
+        self, operation: str, group: str, hook: str, instance_id: str, token: str | None, **extra: Any
+    ) -> None:
+        kwargs: dict[str, Any] = {
+            "AutoScalingGroupName": group,
+            "LifecycleHookName": hook,
+            "InstanceId": instance_id,
+            **extra,
+        }
+        if token:
+            kwargs["LifecycleActionToken"] = token
+        try:
+            await self._clients.call("autoscaling", operation, **kwargs)
+        except AwsError as exc:
+            raise _gone_or_same(exc) from None
+
+
+async def complete_lifecycle_action(
+    clients: AwsClients,
+    group: str,
+    hook: str,
+    instance_id: str,
+    token: str | None = None,
+    result: LifecycleResult = "CONTINUE",
+) -> None:
+    """``LifecycleActions(clients).complete_lifecycle_action(...)``, for one-off callers."""
+    await LifecycleActions(clients).complete_lifecycle_action(group, hook, instance_id, token, result)
+
+
+async def record_heartbeat(
+    clients: AwsClients, group: str, hook: str, instance_id: str, token: str | None = None
+) -> None:
+    """``LifecycleActions(clients).record_heartbeat(...)``, for one-off callers."""
+    await LifecycleActions(clients).record_heartbeat(group, hook, instance_id, token)
