@@ -98,6 +98,7 @@ class NodeHandler:
         notifier: Notifier | None = None,
         own_pod: tuple[str, str] | None = None,
         boot_time: Callable[[], datetime | None] = lambda: None,
+        node_hint: Callable[[], NodeView | None] = lambda: None,
         retry_cap: float = 10.0,
     ) -> None:
         self.node = node_name
@@ -111,6 +112,8 @@ class NodeHandler:
         self._notifier = notifier
         self._own_pod = own_pod
         self._boot_time = boot_time
+        #: A recent copy of the node (the controller's watch), saving the GET before the fence.
+        self._node_hint = node_hint
         self._retry_cap = retry_cap
         #: The due event whose work runs (fence, drain, undo timer); None when the node is unclaimed.
         self._current: InterruptionEvent | None = None
@@ -374,7 +377,7 @@ class NodeHandler:
         with fencing():  # ahead of every drain's calls when many nodes are hit at once
             node = await self._persist(
                 "fence",
-                lambda: self._kube.update_node(self.node, change),
+                lambda: self._kube.update_node(self.node, change, current=self._node_hint()),
                 deadline=event.deadline,
                 kind=event.kind,
             )

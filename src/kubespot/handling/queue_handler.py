@@ -229,6 +229,7 @@ class QueueHandler:
             metrics=self._metrics,
             recorder=self._recorder,
             notifier=self._notifier,
+            node_hint=lambda: self._nodes.by_name(node),
         )
         delay = 0.5
         while True:

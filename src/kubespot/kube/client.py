@@ -466,12 +466,17 @@ class KubeClient:
         change: Callable[[NodeView], Mapping[str, Any] | None],
         *,
         dry_run: bool = False,
+        current: NodeView | None = None,
     ) -> NodeView:
         """Compare-and-set: ``change(node)`` returns a merge patch computed from the node as read (None:
         nothing to do); it is sent with that read's resourceVersion, and on 409 the node is read again
-        and ``change`` recomputed, so writes based on a stale copy never overwrite a concurrent one."""
+        and ``change`` recomputed, so writes based on a stale copy never overwrite a concurrent one.
+
+        ``current``: a copy of the node the caller already has (e.g. from a watch), used for the first
+        attempt instead of a GET; if it is stale the 409 costs what the GET would have.
+        """
         for attempt in range(CONFLICT_ATTEMPTS):
-            node = await self._require_node(name)
+            node = current if attempt == 0 and current is not None else await self._require_node(name)
             patch = change(node)
             if patch is None:
                 return node

@@ -64,7 +64,10 @@ class FakeKube:
         return self.node
 
     async def update_node(
-        self, name: str, change: Callable[[NodeView], Mapping[str, Any] | None]
+        self,
+        name: str,
+        change: Callable[[NodeView], Mapping[str, Any] | None],
+        current: NodeView | None = None,
     ) -> NodeView:
         patch = change(self.node)
         if patch is None:
