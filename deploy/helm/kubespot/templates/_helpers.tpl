@@ -169,8 +169,21 @@ webhookAttempts: KUBESPOT_WEBHOOK_ATTEMPTS
 
 {{/* Checks that stop a release before it installs something that cannot work. */}}
 {{- define "kubespot.validate" -}}
-{{- if eq (toString .Values.enableSqsTerminationDraining | lower) "true" -}}
-{{- fail "enableSqsTerminationDraining: queue-processor (SQS) mode is not part of the kubespot agent chart, which replaces NTH's IMDS mode only; remove it (and queueURL) from your values" -}}
+{{- if and (include "kubespot.controllerEnabled" .) (not (include "kubespot.isSet" .Values.queueURL)) -}}
+{{- if include "kubespot.queueMode" . -}}
+{{- fail "enableSqsTerminationDraining: true runs the queue-processor (kubespot controller), which needs queueURL: set it to the SQS queue's URL (`kubespot aws bootstrap` prints it)" -}}
+{{- else -}}
+{{- fail "controller.enabled: the queue-processor (kubespot controller) needs queueURL: set it to the SQS queue's URL (`kubespot aws bootstrap` prints it)" -}}
+{{- end -}}
+{{- end -}}
+{{- if not (or (include "kubespot.daemonsetEnabled" .) (include "kubespot.controllerEnabled" .)) -}}
+{{- fail "daemonset.enabled: false and the controller is off: the release would run nothing; set controller.enabled: true (with queueURL) or keep the DaemonSet" -}}
+{{- end -}}
+{{- if and (include "kubespot.controllerEnabled" .) .Values.serviceMonitor.create (not (include "kubespot.metricsEnabled" .)) -}}
+{{- fail "serviceMonitor.create needs enablePrometheusServer: true (there is nothing to scrape otherwise)" -}}
+{{- end -}}
+{{- if and (include "kubespot.daemonsetEnabled" .) (include "kubespot.controllerEnabled" .) .Values.serviceAccount.create (include "kubespot.controllerServiceAccountCreate" .) (eq (include "kubespot.serviceAccountName" .) (include "kubespot.controllerServiceAccountName" .)) -}}
+{{- fail "controller.serviceAccount.name: the agent's service account has the same name and both are created; give the controller its own (or set controller.serviceAccount.create: false to share it)" -}}
 {{- end -}}
 {{- if contains "windows" (toString .Values.targetNodeOs | lower) -}}
 {{- fail "targetNodeOs: the kubespot agent runs on Linux nodes only; set targetNodeOs: linux" -}}
@@ -184,4 +197,217 @@ webhookAttempts: KUBESPOT_WEBHOOK_ATTEMPTS
 {{- if and (include "kubespot.metricsEnabled" .) (include "kubespot.probesEnabled" .) (eq (toString .Values.prometheusServerPort) (toString .Values.probesServerPort)) -}}
 {{- fail "prometheusServerPort and probesServerPort must differ" -}}
 {{- end -}}
+{{- end -}}
+
+{{/* --- Which workloads run ---------------------------------------------------------------- */}}
+
+{{/* NTH's queue-processor switch: enableSqsTerminationDraining: true. */}}
+{{- define "kubespot.queueMode" -}}
+{{- if eq (toString .Values.enableSqsTerminationDraining | lower) "true" -}}true{{- end -}}
+{{- end -}}
+
+{{/* The controller Deployment: controller.enabled, or NTH's queue-processor switch. */}}
+{{- define "kubespot.controllerEnabled" -}}
+{{- if or (eq (toString .Values.controller.enabled | lower) "true") (include "kubespot.queueMode" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The agent DaemonSet: daemonset.enabled when set; unset, on unless NTH's queue-processor switch is on
+(NTH runs either its DaemonSet, IMDS mode, or its Deployment, queue mode, never both).
+*/}}
+{{- define "kubespot.daemonsetEnabled" -}}
+{{- if include "kubespot.isSet" .Values.daemonset.enabled -}}
+{{- if eq (toString .Values.daemonset.enabled | lower) "true" -}}true{{- end -}}
+{{- else if not (include "kubespot.queueMode" .) -}}true{{- end -}}
+{{- end -}}
+
+{{/* --- The controller's names and labels ------------------------------------------------------ */}}
+
+{{- define "kubespot.controllerFullname" -}}
+{{- printf "%s-controller" (include "kubespot.fullname" . | trunc 52 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* A name of its own, so the agent's selectors (DaemonSet, PodMonitor) never match its pods. */}}
+{{- define "kubespot.controllerSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-controller" (include "kubespot.name" . | trunc 52 | trimSuffix "-") }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kubespot.controllerLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "kubespot.controllerSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: controller
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.customLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The controller's service account. Unset controller.serviceAccount.create / .name follow NTH's
+top-level serviceAccount when the DaemonSet is off (a queue-mode NTH values file: its IAM role's
+trust policy names that account); else the controller gets <fullname>-controller.
+*/}}
+{{- define "kubespot.controllerServiceAccountCreate" -}}
+{{- $create := .Values.controller.serviceAccount.create -}}
+{{- if not (include "kubespot.isSet" $create) -}}
+{{- if include "kubespot.daemonsetEnabled" . -}}{{- $create = true -}}{{- else -}}{{- $create = .Values.serviceAccount.create -}}{{- end -}}
+{{- end -}}
+{{- if eq (toString $create | lower) "true" -}}true{{- end -}}
+{{- end -}}
+
+{{- define "kubespot.controllerServiceAccountName" -}}
+{{- $name := .Values.controller.serviceAccount.name -}}
+{{- if and (not $name) (not (include "kubespot.daemonsetEnabled" .)) -}}
+{{- $name = .Values.serviceAccount.name -}}
+{{- end -}}
+{{- if include "kubespot.controllerServiceAccountCreate" . -}}
+{{- default (include "kubespot.controllerFullname" .) $name -}}
+{{- else -}}
+{{- default "default" $name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* IRSA and other annotations: NTH's serviceAccount.annotations, then controller.serviceAccount.annotations. */}}
+{{- define "kubespot.controllerServiceAccountAnnotations" -}}
+{{- $a := mergeOverwrite (dict) (deepCopy (.Values.serviceAccount.annotations | default dict)) (deepCopy (.Values.controller.serviceAccount.annotations | default dict)) -}}
+{{- with $a }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{/* Replicas: NTH's replicas when set, else controller.replicas. */}}
+{{- define "kubespot.controllerReplicas" -}}
+{{- if include "kubespot.isSet" .Values.replicas -}}
+{{- int64 .Values.replicas -}}
+{{- else -}}
+{{- int64 .Values.controller.replicas -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Settings of the agent's (top-level) values the controller does not take: IMDS only, or replaced by
+controller.* (the API rate limits of a cluster-wide controller are not a node agent's). The uptime
+file is never rendered for the controller (it reads no IMDS).
+*/}}
+{{- define "kubespot.agentOnlySettings" -}}
+- instanceMetadataURL
+- metadataTries
+- pollInterval
+- requireIMDSv2
+- imdsTokenTTL
+- imdsTokenRefreshMargin
+- imdsRequestTimeout
+- imdsRetryBackoffBase
+- imdsRetryBackoffCap
+- kubeApiQps
+- kubeApiBurst
+{{- end -}}
+
+{{/*
+Controller chart value -> env var. Top level: NTH's queue-mode names (and its older ones, after the
+newer name in the list, used when the newer one is unset). controller.*: kubespot's own.
+*/}}
+{{- define "kubespot.queueEnvNames" -}}
+- [queueURL, KUBESPOT_QUEUE_URL]
+- [awsRegion, KUBESPOT_AWS_REGION]
+- [awsEndpoint, KUBESPOT_AWS_ENDPOINT_URL]
+- [checkTagBeforeDraining, KUBESPOT_QUEUE_CHECK_TAG_BEFORE_DRAINING, checkASGTagBeforeDraining]
+- [managedTag, KUBESPOT_QUEUE_MANAGED_TAG, managedAsgTag]
+- [useProviderId, KUBESPOT_QUEUE_USE_PROVIDER_ID]
+- [deleteSqsMsgIfNodeNotFound, KUBESPOT_QUEUE_DELETE_IF_NODE_NOT_FOUND]
+- [completeLifecycleActionDelaySeconds, KUBESPOT_QUEUE_COMPLETE_LIFECYCLE_ACTION_DELAY]
+- [heartbeatInterval, KUBESPOT_QUEUE_HEARTBEAT_INTERVAL]
+- [heartbeatUntil, KUBESPOT_QUEUE_HEARTBEAT_UNTIL]
+- [sqsMsgVisibilityTimeoutSec, KUBESPOT_QUEUE_VISIBILITY_TIMEOUT]
+{{- end -}}
+
+{{- define "kubespot.controllerEnvNames" -}}
+kubeApiQps: KUBESPOT_KUBE_API_QPS
+kubeApiBurst: KUBESPOT_KUBE_API_BURST
+queueReceivers: KUBESPOT_QUEUE_RECEIVERS
+maxInFlight: KUBESPOT_QUEUE_MAX_IN_FLIGHT
+queueWaitTime: KUBESPOT_QUEUE_WAIT_TIME
+malformedAction: KUBESPOT_QUEUE_MALFORMED_ACTION
+foreignMaxReceives: KUBESPOT_QUEUE_FOREIGN_MAX_RECEIVES
+describeCacheTTL: KUBESPOT_QUEUE_DESCRIBE_CACHE_TTL
+awsMaxConcurrency: KUBESPOT_AWS_MAX_CONCURRENCY
+awsMaxAttempts: KUBESPOT_AWS_MAX_ATTEMPTS
+{{- end -}}
+
+{{/* --- Pieces both workloads render ------------------------------------------------------ */}}
+
+{{/* Container securityContext with NTH's runAsUserID / runAsGroupID mapped. */}}
+{{- define "kubespot.containerSecurityContext" -}}
+{{- $securityContext := omit (deepCopy (.Values.securityContext | default dict)) "runAsUserID" "runAsGroupID" -}}
+{{- with .Values.securityContext -}}
+{{- if hasKey . "runAsUserID" }}{{ $_ := set $securityContext "runAsUser" .runAsUserID }}{{ end -}}
+{{- if hasKey . "runAsGroupID" }}{{ $_ := set $securityContext "runAsGroup" .runAsGroupID }}{{ end -}}
+{{- end -}}
+{{- with $securityContext }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
+{{- define "kubespot.pullSecrets" -}}
+{{- range (concat (.Values.imagePullSecrets | default list) (.Values.image.pullSecrets | default list)) }}
+{{- if kindIs "map" . }}
+- {{ toYaml . | nindent 2 | trim }}
+{{- else }}
+- name: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The webhook's env entries (the URL as a file, headers and proxy from the chart's Secret). */}}
+{{- define "kubespot.webhookEnv" -}}
+{{- if include "kubespot.webhookSecretName" . }}
+- name: KUBESPOT_WEBHOOK_URL_FILE
+  value: "/etc/kubespot/webhook-url/url"
+{{- end }}
+{{- if include "kubespot.isSet" .Values.webhookHeaders }}
+- name: KUBESPOT_WEBHOOK_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "kubespot.chartSecretName" . }}
+      key: webhookheaders
+{{- end }}
+{{- if include "kubespot.isSet" .Values.webhookProxy }}
+- name: KUBESPOT_WEBHOOK_PROXY
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "kubespot.chartSecretName" . }}
+      key: webhookproxy
+{{- end }}
+{{- if and .Values.webhookTemplateConfigMapName .Values.webhookTemplateConfigMapKey }}
+- name: KUBESPOT_WEBHOOK_TEMPLATE_FILE
+  value: {{ printf "/etc/kubespot/webhook-template/%s" .Values.webhookTemplateConfigMapKey | quote }}
+{{- end }}
+{{- end -}}
+
+{{- define "kubespot.webhookVolumeMounts" -}}
+{{- if include "kubespot.webhookSecretName" . }}
+- name: webhook-url
+  mountPath: /etc/kubespot/webhook-url
+  readOnly: true
+{{- end }}
+{{- if and .Values.webhookTemplateConfigMapName .Values.webhookTemplateConfigMapKey }}
+- name: webhook-template
+  mountPath: /etc/kubespot/webhook-template
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "kubespot.webhookVolumes" -}}
+{{- with include "kubespot.webhookSecretName" . }}
+- name: webhook-url
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: {{ include "kubespot.webhookSecretKey" $ }}
+        path: url
+{{- end }}
+{{- if and .Values.webhookTemplateConfigMapName .Values.webhookTemplateConfigMapKey }}
+- name: webhook-template
+  configMap:
+    name: {{ .Values.webhookTemplateConfigMapName }}
+{{- end }}
 {{- end -}}

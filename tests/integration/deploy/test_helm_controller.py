@@ -1,0 +1,799 @@
+"""The controller part of the Helm chart (deploy/helm/kubespot): `kubespot controller` as a Deployment.
+
+Checked on parsed YAML, never on text: which workloads each mode renders (``controller.enabled``,
+NTH's ``enableSqsTerminationDraining``, ``daemonset.enabled``), the Deployment (replicas, spread,
+probes, security, no host network), its PodDisruptionBudget, ServiceAccount (IRSA), ClusterRole
+(exactly the controller's API calls), metrics Service and ServiceMonitor. Every environment variable
+the Deployment can render must be a real setting of ``ControllerSettings`` and load through the
+controller's own settings loader. Then the rendered objects are created with ``kubectl create`` on
+kubesim (and installed with ``helm install``), where the Deployment's pods come up.
+
+As in test_helm_chart.py, kubesim serves no RBAC API and no Prometheus Operator CRDs: ClusterRole,
+ClusterRoleBinding, PodMonitor and ServiceMonitor are registered as custom resources first.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubespot.config.controller import ControllerSettings
+from kubespot.config.loader import load, specs
+from kubespot.sim.kubesim.app import KubeSim, ThreadedKubeSim
+from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.testing import namespace, node
+
+Obj = dict[str, Any]
+
+ROOT = Path(__file__).resolve().parents[3]
+CHART = ROOT / "deploy" / "helm" / "kubespot"
+FIXTURES = ROOT / "tests" / "fixtures" / "helm"
+NTH_QUEUE = FIXTURES / "nth-queue-values.yaml"
+EVERYTHING_ON = FIXTURES / "everything-on.yaml"
+CONTROLLER_EVERYTHING = FIXTURES / "controller-everything-on.yaml"
+BOOTSTRAP_HELM = ROOT / ".tools" / "helm" / "package" / "bin" / "helm"
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+NS = "kube-system"
+RELEASE = "spot"
+CONTROLLER = f"{RELEASE}-kubespot-controller"
+QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/prod-kubespot-interruptions"
+ROLE_ARN = "arn:aws:iam::123456789012:role/prod-kubespot-controller"
+IRSA = "eks.amazonaws.com/role-arn"
+#: --set key of the controller's IRSA annotation (dots in the annotation escaped).
+IRSA_KEY = "controller.serviceAccount.annotations." + IRSA.replace(".", "\\.")
+#: The smallest values that turn the controller on.
+ON = {"controller.enabled": "true", "queueURL": QUEUE_URL}
+
+#: Exactly the calls of src/kubespot/kube/client.py and kube/events.py: the node index lists and
+#: watches nodes, handlers get and patch them; pods are listed, watched, read and deleted; evictions
+#: created; core/v1 events created and patched.
+CONTROLLER_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+#: Controller settings the chart deliberately never renders: in-cluster credentials need no
+#: kubeconfig or context, the webhook URL only ever reaches the pod as a file, and the uptime file
+#: belongs to IMDS monitoring, which the controller does not do.
+NOT_RENDERED = {
+    "KUBESPOT_KUBECONFIG",
+    "KUBESPOT_KUBE_CONTEXT",
+    "KUBESPOT_WEBHOOK_URL",
+    "KUBESPOT_IMDS_UPTIME_FROM_FILE",
+}
+#: What the chart renders for the controller whatever the values: the probes and metrics switches
+#: (it builds the probes and ports from them) and the queue and API budget.
+ALWAYS = {
+    "KUBESPOT_OBSERVABILITY_ENABLE_PROBES_SERVER",
+    "KUBESPOT_OBSERVABILITY_PROBES_SERVER_PORT",
+    "KUBESPOT_OBSERVABILITY_PROBES_SERVER_ENDPOINT",
+    "KUBESPOT_OBSERVABILITY_ENABLE_PROMETHEUS_SERVER",
+    "KUBESPOT_QUEUE_URL",
+    "KUBESPOT_KUBE_API_QPS",
+    "KUBESPOT_KUBE_API_BURST",
+}
+
+
+# --- helm ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    found = shutil.which("helm")
+    if found:
+        return found
+    if BOOTSTRAP_HELM.is_file() and os.access(BOOTSTRAP_HELM, os.X_OK):
+        return str(BOOTSTRAP_HELM)
+    pytest.fail(f"helm not found on PATH nor at {BOOTSTRAP_HELM}: run scripts/bootstrap")
+
+
+def run_helm(helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    res = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    if check and res.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def values_args(files: Sequence[Path], sets: Mapping[str, str] | None) -> list[str]:
+    args: list[str] = []
+    for f in files:
+        args += ["-f", str(f)]
+    for key, value in (sets or {}).items():
+        args += ["--set", f"{key}={value}"]
+    return args
+
+
+def render(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> list[Obj]:
+    args = ["template", RELEASE, str(CHART), "--namespace", NS, *values_args(files, sets)]
+    return [d for d in yaml.safe_load_all(run_helm(helm, *args).stdout) if d]
+
+
+def render_fails(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> str:
+    args = ["template", RELEASE, str(CHART), "--namespace", NS, *values_args(files, sets)]
+    res = run_helm(helm, *args, check=False)
+    assert res.returncode != 0, f"helm template should have failed for {files} {sets}"
+    return res.stderr
+
+
+def only(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
+    found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, got {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+def kinds(objs: list[Obj]) -> list[str]:
+    return sorted(o["kind"] for o in objs)
+
+
+def deployment(objs: list[Obj]) -> Obj:
+    return only(objs, "Deployment", CONTROLLER)
+
+
+def pod_spec(objs: list[Obj]) -> Obj:
+    spec: Obj = deployment(objs)["spec"]["template"]["spec"]
+    return spec
+
+
+def container(objs: list[Obj]) -> Obj:
+    containers = pod_spec(objs)["containers"]
+    assert len(containers) == 1
+    c: Obj = containers[0]
+    return c
+
+
+def env_of(objs: list[Obj]) -> dict[str, Obj]:
+    entries = container(objs)["env"]
+    names = [e["name"] for e in entries]
+    assert len(names) == len(set(names)), f"duplicate env vars: {names}"
+    return {e["name"]: e for e in entries}
+
+
+def plain_env(objs: list[Obj]) -> dict[str, str]:
+    return {name: e["value"] for name, e in env_of(objs).items() if "value" in e}
+
+
+def controller_setting_envs() -> set[str]:
+    return {s.env for s in specs(ControllerSettings)}
+
+
+# --- lint ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("files", "sets"),
+    [
+        ([], ON),
+        ([NTH_QUEUE], None),
+        ([EVERYTHING_ON, CONTROLLER_EVERYTHING], None),
+        ([], {**ON, "daemonset.enabled": "false", "controller.podAntiAffinity": "soft"}),
+    ],
+    ids=["controller", "nth-queue", "everything", "controller-only-soft"],
+)
+def test_helm_lint_passes_with_the_controller(
+    helm: str, files: list[Path], sets: dict[str, str] | None
+) -> None:
+    res = run_helm(helm, "lint", "--strict", str(CHART), *values_args(files, sets))
+    assert "0 chart(s) failed" in res.stdout
+
+
+# --- which workloads -------------------------------------------------------------------------------
+
+
+def test_controller_is_off_by_default(helm: str) -> None:
+    assert kinds(render(helm)) == ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "ServiceAccount"]
+
+
+def test_controller_enabled_adds_it_beside_the_agents(helm: str) -> None:
+    objs = render(helm, sets=ON)
+    assert kinds(objs) == [
+        "ClusterRole",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ClusterRoleBinding",
+        "DaemonSet",
+        "Deployment",
+        "PodDisruptionBudget",
+        "ServiceAccount",
+        "ServiceAccount",
+    ]
+    names = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    assert ("DaemonSet", f"{RELEASE}-kubespot") in names
+    assert ("ServiceAccount", CONTROLLER) in names
+    assert ("ClusterRole", CONTROLLER) in names
+
+
+def test_nth_queue_mode_renders_the_deployment_and_no_daemonset(helm: str) -> None:
+    """NTH runs either its DaemonSet or its Deployment: enableSqsTerminationDraining picks the latter."""
+    objs = render(helm, NTH_QUEUE)
+    assert "DaemonSet" not in kinds(objs)
+    assert "PodMonitor" not in kinds(objs)
+    assert kinds(objs) == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "PodDisruptionBudget",
+        "Service",
+        "ServiceAccount",
+        "ServiceMonitor",
+    ]
+    # The agent's own RBAC is gone with it: every object left is the controller's.
+    for obj in objs:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/component"] == "controller"
+
+
+def test_queue_mode_can_keep_the_daemonset(helm: str) -> None:
+    objs = render(helm, NTH_QUEUE, sets={"daemonset.enabled": "true"})
+    assert {"DaemonSet", "Deployment"} <= set(kinds(objs))
+    # Both service accounts: the agent's keeps NTH's name, the controller gets its own.
+    accounts = {o["metadata"]["name"] for o in objs if o["kind"] == "ServiceAccount"}
+    assert accounts == {"aws-node-termination-handler", CONTROLLER}
+    assert pod_spec(objs)["serviceAccountName"] == CONTROLLER
+
+
+def test_controller_alone_without_nth_switch(helm: str) -> None:
+    objs = render(helm, sets={**ON, "daemonset.enabled": "false"})
+    assert "DaemonSet" not in kinds(objs)
+    assert "Deployment" in kinds(objs)
+
+
+def test_selectors_of_agent_and_controller_never_overlap(helm: str) -> None:
+    objs = render(helm, sets={**ON, "enablePrometheusServer": "true", "podMonitor.create": "true"})
+    agent_selector = only(objs, "DaemonSet")["spec"]["selector"]["matchLabels"]
+    controller_labels = deployment(objs)["spec"]["template"]["metadata"]["labels"]
+    assert not agent_selector.items() <= controller_labels.items()
+    pod_monitor = only(objs, "PodMonitor")["spec"]["selector"]["matchLabels"]
+    assert not pod_monitor.items() <= controller_labels.items()
+    controller_selector = deployment(objs)["spec"]["selector"]["matchLabels"]
+    agent_labels = only(objs, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    assert not controller_selector.items() <= agent_labels.items()
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        ({"enableSqsTerminationDraining": "true"}, "queue-processor"),
+        ({"enableSqsTerminationDraining": "true"}, "queueURL"),
+        ({"controller.enabled": "true"}, "needs queueURL"),
+        ({"daemonset.enabled": "false"}, "would run nothing"),
+        ({**ON, "serviceMonitor.create": "true"}, "enablePrometheusServer"),
+        (
+            {**ON, "serviceAccount.name": "shared", "controller.serviceAccount.name": "shared"},
+            "same name",
+        ),
+    ],
+)
+def test_controller_values_that_cannot_work_stop_the_release(
+    helm: str, sets: dict[str, str], message: str
+) -> None:
+    assert message in render_fails(helm, sets=sets)
+
+
+# --- the Deployment --------------------------------------------------------------------------------
+
+
+def test_deployment_runs_two_spread_replicas_of_the_controller(helm: str) -> None:
+    objs = render(helm, sets=ON)
+    dep = deployment(objs)
+    assert dep["metadata"]["namespace"] == NS
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    }
+    selector = dep["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    spec = pod_spec(objs)
+    # Two replicas never share a node; zones are spread when possible.
+    (term,) = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term == {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}}
+    assert spec["topologySpreadConstraints"] == [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": selector},
+        }
+    ]
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert "tolerations" not in spec  # an ordinary workload: no tolerate-everything
+    assert spec.get("hostNetwork", False) is False
+    assert "hostPID" not in spec
+    c = container(objs)
+    assert c["command"] == ["kubespot", "controller"]
+    assert c["image"] == "ghcr.io/kubespot/kubespot:0.1.0"
+    assert c["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "384Mi"}}
+    assert all("hostPort" not in p for p in c["ports"])
+
+
+def test_anti_affinity_can_be_softened_or_replaced(helm: str, tmp_path: Path) -> None:
+    soft = pod_spec(render(helm, sets={**ON, "controller.podAntiAffinity": "soft"}))["affinity"]
+    (preferred,) = soft["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred["weight"] == 100
+    assert preferred["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert "affinity" not in pod_spec(render(helm, sets={**ON, "controller.podAntiAffinity": "none"}))
+    own = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
+    values = tmp_path / "affinity.yaml"
+    values.write_text(yaml.safe_dump({"controller": {"affinity": own}}))
+    assert pod_spec(render(helm, values, sets=ON))["affinity"] == own
+
+
+def test_tolerations_and_node_selector_are_the_controllers_own(helm: str, tmp_path: Path) -> None:
+    values = tmp_path / "placement.yaml"
+    tolerations = [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "controller": {
+                    "tolerations": tolerations,
+                    "nodeSelector": {"karpenter.sh/capacity-type": "on-demand"},
+                },
+                # The agent's placement values never reach the controller.
+                "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
+                "daemonsetTolerations": [{"operator": "Exists"}],
+            }
+        )
+    )
+    spec = pod_spec(render(helm, values, sets=ON))
+    assert spec["tolerations"] == tolerations
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "karpenter.sh/capacity-type": "on-demand"}
+
+
+def test_security_context_is_restricted_like_the_agents(helm: str) -> None:
+    objs = render(helm, sets=ON)
+    pod = pod_spec(objs)["securityContext"]
+    assert pod["runAsNonRoot"] is True
+    assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = container(objs)["securityContext"]
+    assert sc == {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    mounts = {m["name"]: m["mountPath"] for m in container(objs)["volumeMounts"]}
+    assert mounts == {"tmp": "/tmp"}
+    # NTH's runAsUserID is mapped here too.
+    assert container(render(helm, NTH_QUEUE))["securityContext"]["runAsUser"] == 1001
+
+
+def test_probes_target_the_probes_server(helm: str) -> None:
+    for sets, port, path in [
+        (ON, 8080, "/healthz"),
+        ({**ON, "probesServerPort": "8181", "probesServerEndpoint": "/livez"}, 8181, "/livez"),
+    ]:
+        objs = render(helm, sets=sets)
+        c = container(objs)
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        assert ports["http-probes"] == port
+        for probe in ("livenessProbe", "readinessProbe"):
+            assert c[probe]["httpGet"] == {"path": path, "port": "http-probes"}
+        assert c["livenessProbe"]["periodSeconds"] == 40
+        env = plain_env(objs)
+        assert env["KUBESPOT_OBSERVABILITY_ENABLE_PROBES_SERVER"] == "true"
+        assert env["KUBESPOT_OBSERVABILITY_PROBES_SERVER_PORT"] == str(port)
+        assert env["KUBESPOT_OBSERVABILITY_PROBES_SERVER_ENDPOINT"] == path
+    off = render(helm, sets={**ON, "enableProbesServer": "false"})
+    assert "livenessProbe" not in container(off)
+    assert plain_env(off)["KUBESPOT_OBSERVABILITY_ENABLE_PROBES_SERVER"] == "false"
+
+
+def test_defaults_render_only_the_chart_choices(helm: str) -> None:
+    """Unset values leave the controller's defaults; the chart sets probes, metrics, queue and API budget."""
+    env = plain_env(render(helm, sets=ON))
+    assert set(env) == ALWAYS
+    assert env["KUBESPOT_QUEUE_URL"] == QUEUE_URL
+    # Karpenter's budget for a cluster-wide controller, not the agent's 50/100.
+    assert (env["KUBESPOT_KUBE_API_QPS"], env["KUBESPOT_KUBE_API_BURST"]) == ("200", "300")
+
+
+def test_nth_queue_values_produce_the_matching_controller_env(helm: str) -> None:
+    objs = render(helm, NTH_QUEUE)
+    env = plain_env(objs)
+    expected = {
+        "KUBESPOT_QUEUE_URL": "https://sqs.eu-west-1.amazonaws.com/123456789012/prod-nth-queue",
+        "KUBESPOT_AWS_REGION": "eu-west-1",
+        "KUBESPOT_QUEUE_CHECK_TAG_BEFORE_DRAINING": "false",
+        "KUBESPOT_QUEUE_MANAGED_TAG": "aws-node-termination-handler/managed",
+        "KUBESPOT_QUEUE_USE_PROVIDER_ID": "true",
+        "KUBESPOT_QUEUE_DELETE_IF_NODE_NOT_FOUND": "true",
+        "KUBESPOT_QUEUE_COMPLETE_LIFECYCLE_ACTION_DELAY": "5",
+        "KUBESPOT_QUEUE_HEARTBEAT_INTERVAL": "30",
+        "KUBESPOT_QUEUE_HEARTBEAT_UNTIL": "600",
+        "KUBESPOT_IMDS_REBALANCE_MONITORING": "false",
+        "KUBESPOT_IMDS_REBALANCE_DRAINING": "true",
+        "KUBESPOT_NODE_ACTIONS_TAINT_NODE": "true",
+        "KUBESPOT_DRAIN_DELETE_LOCAL_DATA": "true",
+        "KUBESPOT_DRAIN_POD_TERMINATION_GRACE_PERIOD": "-1",
+        "KUBESPOT_DRAIN_NODE_TERMINATION_GRACE_PERIOD": "120",
+        "KUBESPOT_OBSERVABILITY_JSON_LOGGING": "true",
+        "KUBESPOT_OBSERVABILITY_EMIT_KUBERNETES_EVENTS": "true",
+        "KUBESPOT_OBSERVABILITY_ENABLE_PROMETHEUS_SERVER": "true",
+        "KUBESPOT_OBSERVABILITY_PROMETHEUS_SERVER_PORT": "9092",
+        # NTH's kubeApiQps 5 / 10 is an agent's budget: the controller keeps its own.
+        "KUBESPOT_KUBE_API_QPS": "200",
+        "KUBESPOT_KUBE_API_BURST": "300",
+    }
+    assert {k: env.get(k) for k in expected} == expected
+    # NTH's "" means "the default"; IMDS-only values never reach the controller.
+    for unset in (
+        "KUBESPOT_AWS_ENDPOINT_URL",
+        "KUBESPOT_IMDS_SPOT_INTERRUPTION_DRAINING",
+        "KUBESPOT_IMDS_TRIES",
+    ):
+        assert unset not in env
+    assert "KUBESPOT_NODE_NAME" not in env  # no Downward API: the controller serves every node
+
+
+def test_older_nth_names_are_used_when_the_newer_are_unset(helm: str) -> None:
+    env = plain_env(
+        render(helm, sets={**ON, "checkASGTagBeforeDraining": "false", "managedAsgTag": "team/managed"})
+    )
+    assert env["KUBESPOT_QUEUE_CHECK_TAG_BEFORE_DRAINING"] == "false"
+    assert env["KUBESPOT_QUEUE_MANAGED_TAG"] == "team/managed"
+    both = plain_env(render(helm, sets={**ON, "managedAsgTag": "old/tag", "managedTag": "new/tag"}))
+    assert both["KUBESPOT_QUEUE_MANAGED_TAG"] == "new/tag"
+
+
+def test_replicas_and_pod_disruption_budget(helm: str) -> None:
+    objs = render(helm, sets=ON)
+    pdb = only(objs, "PodDisruptionBudget")
+    assert pdb["apiVersion"] == "policy/v1"
+    assert pdb["metadata"]["name"] == CONTROLLER
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment(objs)["spec"]["selector"]["matchLabels"]
+    # NTH's replicas wins; with one replica there is no budget (as in NTH's chart).
+    single = render(helm, sets={**ON, "replicas": "1"})
+    assert deployment(single)["spec"]["replicas"] == 1
+    assert "PodDisruptionBudget" not in kinds(single)
+    three = render(helm, sets={**ON, "controller.replicas": "3", "podDisruptionBudget.minAvailable": "2"})
+    assert deployment(three)["spec"]["replicas"] == 3
+    assert only(three, "PodDisruptionBudget")["spec"] == {
+        "minAvailable": 2,
+        "selector": {"matchLabels": deployment(three)["spec"]["selector"]["matchLabels"]},
+    }
+
+
+# --- service account and RBAC ----------------------------------------------------------------------
+
+
+def test_service_account_carries_the_irsa_annotation(helm: str) -> None:
+    objs = render(helm, sets={**ON, IRSA_KEY: ROLE_ARN})
+    sa = only(objs, "ServiceAccount", CONTROLLER)
+    assert sa["metadata"]["annotations"] == {IRSA: ROLE_ARN}
+    assert sa["metadata"]["namespace"] == NS
+    assert pod_spec(objs)["serviceAccountName"] == CONTROLLER
+    # The agents get no AWS role from the controller's value.
+    assert "annotations" not in only(objs, "ServiceAccount", f"{RELEASE}-kubespot")["metadata"]
+
+
+def test_nth_service_account_naming_is_kept_in_queue_mode(helm: str) -> None:
+    """An NTH queue-mode role trusts system:serviceaccount:<ns>:<NTH's serviceAccount.name>."""
+    objs = render(helm, NTH_QUEUE)
+    sa = only(objs, "ServiceAccount")
+    assert sa["metadata"]["name"] == "aws-node-termination-handler"
+    assert sa["metadata"]["annotations"] == {IRSA: "arn:aws:iam::123456789012:role/prod-nth"}
+    assert pod_spec(objs)["serviceAccountName"] == "aws-node-termination-handler"
+    binding = only(objs, "ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "aws-node-termination-handler", "namespace": NS}
+    ]
+    # controller.serviceAccount.annotations win over NTH's.
+    other = "arn:aws:iam::123456789012:role/other"
+    assert only(render(helm, NTH_QUEUE, sets={IRSA_KEY: other}), "ServiceAccount")["metadata"][
+        "annotations"
+    ] == {IRSA: other}
+
+
+def test_existing_service_account_and_rbac(helm: str) -> None:
+    objs = render(
+        helm,
+        sets={
+            **ON,
+            "daemonset.enabled": "false",
+            "controller.serviceAccount.create": "false",
+            "controller.serviceAccount.name": "mine",
+            "rbac.create": "false",
+        },
+    )
+    assert kinds(objs) == ["Deployment", "PodDisruptionBudget"]
+    assert pod_spec(objs)["serviceAccountName"] == "mine"
+
+
+def test_cluster_role_is_exactly_what_the_controller_calls(helm: str) -> None:
+    objs = render(helm, sets=ON)
+    role = only(objs, "ClusterRole", CONTROLLER)
+    assert role["rules"] == CONTROLLER_RULES
+    binding = only(objs, "ClusterRoleBinding", CONTROLLER)
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": CONTROLLER,
+    }
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NS}]
+    # The agent's role is unchanged: no list/watch on nodes for a per-node agent.
+    agent = only(objs, "ClusterRole", f"{RELEASE}-kubespot")
+    assert agent["rules"][0] == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}
+
+
+# --- metrics ---------------------------------------------------------------------------------------
+
+
+def test_metrics_service_and_service_monitor_only_when_enabled(helm: str) -> None:
+    assert not {"Service", "ServiceMonitor"} & set(kinds(render(helm, sets=ON)))
+    metrics_only = render(helm, sets={**ON, "enablePrometheusServer": "true"})
+    assert "Service" in kinds(metrics_only)
+    assert "ServiceMonitor" not in kinds(metrics_only)
+    objs = render(
+        helm,
+        sets={
+            **ON,
+            "enablePrometheusServer": "true",
+            "prometheusServerPort": "9100",
+            "serviceMonitor.create": "true",
+            "serviceMonitor.labels.release": "prometheus",
+        },
+    )
+    svc = only(objs, "Service")
+    assert svc["spec"]["ports"] == [
+        {"name": "http-metrics", "port": 9100, "targetPort": "http-metrics", "protocol": "TCP"}
+    ]
+    assert svc["spec"]["selector"] == deployment(objs)["spec"]["selector"]["matchLabels"]
+    assert {"name": "http-metrics", "containerPort": 9100, "protocol": "TCP"} in container(objs)["ports"]
+    sm = only(objs, "ServiceMonitor")
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert sm["metadata"]["namespace"] == NS
+    assert sm["metadata"]["labels"]["release"] == "prometheus"
+    # A ServiceMonitor selects Services by their labels, then scrapes the named port.
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["endpoints"][0]["port"] == "http-metrics"
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [NS]}
+    # The controller's ServiceMonitor is ignored while the controller is off (as in NTH's chart).
+    assert "ServiceMonitor" not in kinds(
+        render(helm, sets={"enablePrometheusServer": "true", "serviceMonitor.create": "true"})
+    )
+
+
+# --- settings names --------------------------------------------------------------------------------
+
+
+def test_every_env_var_the_controller_renders_is_a_controller_setting(helm: str) -> None:
+    objs = render(helm, EVERYTHING_ON, CONTROLLER_EVERYTHING)
+    rendered = set(env_of(objs))
+    known = controller_setting_envs()
+    assert rendered - known == set(), "the chart renders env vars that are no controller setting"
+    # And the chart keeps up: every controller setting but the deliberate exceptions has a value.
+    missing = known - rendered - NOT_RENDERED
+    assert missing == set(), f"controller settings with no chart value (values.yaml, _helpers.tpl): {missing}"
+    assert rendered & NOT_RENDERED == set()
+
+
+def _controller_env(objs: list[Obj]) -> dict[str, str]:
+    """The environment the controller would see, secretKeyRefs read from the chart's Secret."""
+    secrets = {o["metadata"]["name"]: o.get("data", {}) for o in objs if o["kind"] == "Secret"}
+    out: dict[str, str] = {}
+    for name, e in env_of(objs).items():
+        if "value" in e:
+            out[name] = e["value"]
+        else:
+            ref = e["valueFrom"]["secretKeyRef"]
+            out[name] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
+    return out
+
+
+def test_rendered_env_loads_through_the_controllers_settings_loader(helm: str) -> None:
+    settings = load(
+        ControllerSettings, env=_controller_env(render(helm, EVERYTHING_ON, CONTROLLER_EVERYTHING))
+    )
+    assert (
+        settings.queue.url == "https://sqs.us-east-1.amazonaws.com/123456789012/test-kubespot-interruptions"
+    )
+    assert settings.queue.receivers == 6
+    assert settings.queue.max_in_flight == 500
+    assert settings.queue.wait_time == 10
+    assert settings.queue.visibility_timeout == 60
+    assert settings.queue.malformed_action == "delete"
+    assert settings.queue.check_tag_before_draining is False
+    assert settings.queue.managed_tag == "example.com/kubespot"
+    assert settings.queue.heartbeat_interval == 20.0
+    assert settings.aws.region == "us-east-1"
+    assert settings.aws.endpoint_url == "http://127.0.0.1:5000"
+    assert settings.aws.max_concurrency == 16
+    assert settings.kube.qps == 150.5
+    assert settings.kube.burst == 250
+    assert settings.webhook.url is None
+    assert settings.webhook.url_file == "/etc/kubespot/webhook-url/url"
+    assert settings.observability.probes_server_port == 8181
+    nth = load(ControllerSettings, env=_controller_env(render(helm, NTH_QUEUE)))
+    assert nth.queue.delete_if_node_not_found is True
+    assert nth.aws.region == "eu-west-1"
+    assert nth.kube.qps == 200
+
+
+def test_webhook_secret_reaches_the_controller_as_a_file(helm: str) -> None:
+    objs = render(helm, EVERYTHING_ON, CONTROLLER_EVERYTHING)
+    mounts = {m["name"]: m for m in container(objs)["volumeMounts"]}
+    assert mounts["webhook-url"]["mountPath"] == "/etc/kubespot/webhook-url"
+    volumes = {v["name"]: v for v in pod_spec(objs)["volumes"]}
+    assert volumes["webhook-url"]["secret"]["secretName"] == f"{RELEASE}-kubespot-webhook"
+    assert "uptime" not in volumes  # IMDS-only: no hostPath for the controller
+    assert "checksum/webhook-secret" in deployment(objs)["spec"]["template"]["metadata"]["annotations"]
+    assert "plain-secret-token" not in yaml.safe_dump(deployment(objs))
+
+
+# --- on kubesim ------------------------------------------------------------------------------------
+
+
+def _crd(group: str, plural: str, kind: str, scope: str) -> Obj:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _stand_in_crds() -> list[Obj]:
+    return [
+        _crd("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", "Cluster"),
+        _crd("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", "Cluster"),
+        _crd("monitoring.coreos.com", "podmonitors", "PodMonitor", "Namespaced"),
+        _crd("monitoring.coreos.com", "servicemonitors", "ServiceMonitor", "Namespaced"),
+    ]
+
+
+LINUX = {"kubernetes.io/os": "linux"}
+NODES: list[Obj] = [
+    node("ondemand-a", labels={**LINUX, "topology.kubernetes.io/zone": "eu-west-1a"}),
+    node("ondemand-b", labels={**LINUX, "topology.kubernetes.io/zone": "eu-west-1b"}),
+    node("spot-a", labels={**LINUX, "karpenter.sh/capacity-type": "spot"}),
+    node("windows-a", labels={"kubernetes.io/os": "windows"}),
+]
+
+
+class Cluster:
+    """kubesim with the nodes above, and kubectl/helm bound to it."""
+
+    def __init__(self, sim: KubeSim) -> None:
+        self.sim = sim
+        self.kubeconfig = str(sim.kubeconfig_path)
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run(
+            [KUBECTL, "--kubeconfig", self.kubeconfig, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert res.returncode == 0, f"kubectl {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}"
+        return res
+
+    def create(self, objs: list[Obj]) -> str:
+        return self.kubectl("create", "-f", "-", "--validate=false", stdin=yaml.safe_dump_all(objs)).stdout
+
+    def get(self, kind: str, name: str, ns: str | None) -> Obj:
+        args = ["get", kind, name, "-o", "yaml", *(["-n", ns] if ns else [])]
+        got: Obj = yaml.safe_load(self.kubectl(*args).stdout)
+        return got
+
+    def controller_pods(self, want: int) -> list[Obj]:
+        """The controller's pods once ``want`` of them run and are Ready (or what there is after 10 s)."""
+        selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=kubespot-controller"
+        pods: list[Obj] = []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            listing = yaml.safe_load(
+                self.kubectl("get", "pods", "-n", NS, "-l", selector, "-o", "yaml").stdout
+            )
+            pods = [p for p in listing["items"] if _ready(p)]
+            if len(pods) == want:
+                return pods
+            time.sleep(0.1)
+        return pods
+
+
+def _ready(pod: Obj) -> bool:
+    status = pod.get("status") or {}
+    conditions = {c["type"]: c["status"] for c in status.get("conditions") or []}
+    return status.get("phase") == "Running" and conditions.get("Ready") == "True"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    if not Path(KUBECTL).exists():
+        pytest.fail(f"kubectl is required (expected at {KUBECTL})")
+    runner = ThreadedKubeSim(
+        objects=[namespace(NS), *NODES],
+        controllers=ControllerConfig(pod_start_seconds=0.1, lease_renew_seconds=2.0, node_status_seconds=5.0),
+        kubeconfig_path=tmp_path / "kubeconfig",
+    )
+    with runner as sim:
+        cluster = Cluster(sim)
+        cluster.create(_stand_in_crds())
+        yield cluster
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("files", "sets", "replicas"),
+    [
+        ([], {**ON, "enablePrometheusServer": "true", "serviceMonitor.create": "true"}, 2),
+        ([NTH_QUEUE], None, 2),
+        ([EVERYTHING_ON, CONTROLLER_EVERYTHING], None, 3),
+    ],
+    ids=["controller", "nth-queue", "everything"],
+)
+def test_rendered_controller_objects_create_on_kubesim(
+    helm: str, cluster: Cluster, files: list[Path], sets: dict[str, str] | None, replicas: int
+) -> None:
+    objs = render(helm, *files, sets=sets)
+    out = cluster.create(objs)
+    for obj in objs:
+        ns = obj["metadata"].get("namespace")
+        got = cluster.get(obj["kind"], obj["metadata"]["name"], ns)
+        assert got["kind"] == obj["kind"]
+        assert f"{obj['metadata']['name']} created" in out
+    role = cluster.get("clusterrole", CONTROLLER, None)
+    assert role["rules"] == CONTROLLER_RULES
+    pods = cluster.controller_pods(replicas)
+    assert len(pods) == replicas, f"{len(pods)} of {replicas} controller pods came up"
+    for pod in pods:
+        assert pod["spec"]["nodeName"] != "windows-a"
+        assert pod["spec"].get("hostNetwork", False) is False
+        assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+        assert pod["spec"]["containers"][0]["command"] == ["kubespot", "controller"]
+    dep = cluster.get("deployment", CONTROLLER, NS)
+    assert dep["spec"]["replicas"] == replicas
+
+
+@pytest.mark.slow
+def test_helm_install_nth_queue_values_on_kubesim(helm: str, cluster: Cluster) -> None:
+    """A real `helm install` of an NTH queue-mode values file: the controller alone, with its notes."""
+    res = run_helm(
+        helm,
+        "--kubeconfig",
+        cluster.kubeconfig,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NS,
+        "--disable-openapi-validation",
+        "-f",
+        str(NTH_QUEUE),
+    )
+    assert "STATUS: deployed" in res.stdout
+    assert f"Deployment {NS}/{CONTROLLER}" in res.stdout
+    assert "IRSA role arn:aws:iam::123456789012:role/prod-nth" in res.stdout
+    assert "DaemonSet" not in res.stdout
+    assert len(cluster.controller_pods(2)) == 2
