@@ -118,6 +118,9 @@ class Agent:
             notifier=notifier,
             own_pod=own_pod,
             boot_time=boot_time_reader(settings.monitors.uptime_from_file, self.clock.now),
+            # The pod name survives container restarts, so a restarted agent resumes at once
+            # instead of waiting for its own old mark on the node to go stale.
+            identity=settings.pod_name or "",
         )
         self._servers: list[EndpointServer] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}

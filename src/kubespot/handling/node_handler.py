@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
@@ -58,6 +61,11 @@ NOTICE_REASONS = {
     Kind.ASG_LIFECYCLE: "ASGLifecycle",
     Kind.STATE_CHANGE: "StateChange",
 }
+#: While draining, the holder renews its mark on the node this often; a mark older than
+#: HOLD_STALE means its holder died and another process may take over. Followers look this often.
+HOLD_RENEW = 10.0
+HOLD_STALE = 30.0
+FOLLOW_POLL = 2.0
 #: A node state is cleared when the instance booted this long after the node was fenced: the boot
 #: time is computed from uptime and the wall clock, which can disagree by a little.
 BOOT_SLACK = timedelta(seconds=5)
@@ -99,9 +107,12 @@ class NodeHandler:
         own_pod: tuple[str, str] | None = None,
         boot_time: Callable[[], datetime | None] = lambda: None,
         node_hint: Callable[[], NodeView | None] = lambda: None,
+        identity: str = "",
         retry_cap: float = 10.0,
     ) -> None:
         self.node = node_name
+        #: Who is working on the node, as written in its state (see ``NodeState.holder``).
+        self.identity = identity or f"{socket.gethostname()}/{os.getpid()}"
         self._kube = kube
         self._actions = actions
         self._monitors = monitors
@@ -330,11 +341,16 @@ class NodeHandler:
 
     # --- the work for one event ------------------------------------------------------------------
 
-    async def _execute(self, event: InterruptionEvent, plan: Plan, *, resumed: bool = False) -> None:
+    async def _execute(
+        self, event: InterruptionEvent, plan: Plan, *, resumed: bool = False, take_over: bool = False
+    ) -> None:
         try:
             if plan.dry_run:
                 await self._dry_run(event, plan)
                 self._settle(event.id, Settled.DONE)
+                return
+            if not take_over and await self._held_elsewhere() is not None:
+                await self._follow(event, plan)
                 return
             state = await self._fence(event, plan, announce=not resumed)
             if state is None:
@@ -370,7 +386,9 @@ class NodeHandler:
 
         def change(node: NodeView) -> Mapping[str, Any] | None:
             nonlocal wrote
-            patch = _fence_patch(node, event, plan, now=self._clock.now(), undo_after=plan.undo_after)
+            patch = _fence_patch(
+                node, event, plan, now=self._clock.now(), undo_after=plan.undo_after, holder=self.identity
+            )
             wrote = patch is not None
             return patch
 
@@ -418,7 +436,12 @@ class NodeHandler:
                 recorder=self._recorder,
             )
 
-        result = await self._persist("drain", attempt, deadline=event.deadline, kind=event.kind)
+        renewer = asyncio.create_task(self._renew(state))
+        try:
+            result = await self._persist("drain", attempt, deadline=event.deadline, kind=event.kind)
+        finally:
+            renewer.cancel()
+            await asyncio.wait({renewer})
         if result is None:
             return state
         self.last_drain = result
@@ -434,6 +457,61 @@ class NodeHandler:
                 kind=None,  # the drain is done: a late taint is not a missed deadline
             )
         return state
+
+    async def _renew(self, state: NodeState) -> None:
+        """Keep the holder mark fresh while the drain runs, so others keep following."""
+        while True:
+            await self._clock.sleep(HOLD_RENEW)
+            state = await self._write_state(replace(state, holder=self.identity, renewed=self._clock.now()))
+
+    async def _held_elsewhere(self) -> NodeState | None:
+        """The node's state if another live process (a controller replica, the agent) is on it."""
+        node = self._node_hint()
+        if node is None:
+            try:
+                node = await self._kube.get_node(self.node)
+            except KubeError:
+                return None  # the fence will retry and report
+        if node is None:
+            return None
+        try:
+            state = decode(node.annotations.get(STATE_ANNOTATION))
+        except StateError:
+            return None
+        if state is not None and state.held_by_other(self.identity, self._clock.now(), HOLD_STALE):
+            return state
+        return None
+
+    async def _follow(self, event: InterruptionEvent, plan: Plan) -> None:
+        """Another process is fencing or draining the node: wait for it to finish instead of
+        draining a second time, and take over if it stops renewing its mark (it died)."""
+        log.info("event %s: node %s is being handled by another process; following", event.id, self.node)
+        self._set_phase("following")
+        while True:
+            await self._clock.sleep(FOLLOW_POLL)
+            try:
+                node = await self._kube.get_node(self.node)
+            except KubeError as err:
+                log.warning("following node %s: %s", self.node, err)
+                continue
+            try:
+                state = None if node is None else decode(node.annotations.get(STATE_ANNOTATION))
+            except StateError:
+                state = None
+            if state is None or state.phase is Phase.DRAINED:
+                log.info("event %s: the other process finished with node %s", event.id, self.node)
+                self._set_phase(state.phase.value if state else "none")
+                self._settle(event.id, Settled.DONE)
+                return
+            if not state.held_by_other(self.identity, self._clock.now(), HOLD_STALE):
+                log.warning(
+                    "event %s: %s stopped renewing its hold on %s; taking over",
+                    event.id,
+                    state.holder,
+                    self.node,
+                )
+                await self._execute(event, plan, resumed=True, take_over=True)
+                return
 
     def _report_drain(self, event: InterruptionEvent, result: DrainResult) -> None:
         end = result.finished_at or self._clock.now()
@@ -608,7 +686,13 @@ def _event_from_state(state: NodeState, *, node_name: str) -> InterruptionEvent:
 
 
 def _fence_patch(
-    node: NodeView, event: InterruptionEvent, plan: Plan, *, now: datetime, undo_after: float | None
+    node: NodeView,
+    event: InterruptionEvent,
+    plan: Plan,
+    *,
+    now: datetime,
+    undo_after: float | None,
+    holder: str = "",
 ) -> Mapping[str, Any] | None:
     """The merge patch that fences ``node`` for ``event``, or None when it already is."""
     try:
@@ -634,14 +718,20 @@ def _fence_patch(
         labels=tuple(sorted({*(old.labels if old else ()), *new_labels})),
         undo_at=(old.undo_at if same and old is not None else None)
         or (now + timedelta(seconds=undo_after) if undo_after else None),
+        holder=holder,
+        renewed=now,
         extra=_extra(event, old if same else None),
     )
     encoded = state.encode()
+    # Already fenced by this holder: only the renewal time would change, which is not worth a write.
+    unchanged = old is not None and replace(state, renewed=old.renewed).encode() == node.annotations.get(
+        STATE_ANNOTATION
+    )
     if (
         tuple(taints) == node.taints
         and (node.unschedulable or not plan.cordon)
         and not new_labels
-        and node.annotations.get(STATE_ANNOTATION) == encoded
+        and unchanged
     ):
         return None
     spec: dict[str, Any] = {"taints": [t.to_dict() for t in taints]}

@@ -169,7 +169,10 @@ class QueueHandler:
             log.info("event %s on node %s: %s", event.id, node.name, settled.value)
             self._metrics.action("message", settled.value)
             if parsed.lifecycle is not None:
-                await self._complete(parsed.lifecycle, settled)
+                if self._actions.dry_run:
+                    log.info("dry run: would complete the lifecycle action of %s", event.instance_id)
+                else:
+                    await self._complete(parsed.lifecycle, settled)
             return Outcome.DONE
 
     # --- which node ----------------------------------------------------------------------------------

@@ -58,15 +58,29 @@ class NodeState:
     taints: tuple[str, ...] = ()
     labels: tuple[str, ...] = ()
     undo_at: datetime | None = None
+    #: Which process is working on the node (``host/pid``, or a pod name) and when it last said so:
+    #: another agent or controller replica that sees a fresh mark follows instead of draining too.
+    holder: str = ""
+    renewed: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def advance(self, phase: Phase, now: datetime) -> NodeState:
-        return replace(self, phase=phase, since=now)
+        return replace(self, phase=phase, since=now, renewed=now)
+
+    def held_by_other(self, me: str, now: datetime, stale_after: float) -> bool:
+        """Whether a live process other than ``me`` is fencing or draining the node right now."""
+        return (
+            self.phase is not Phase.DRAINED
+            and bool(self.holder)
+            and self.holder != me
+            and self.renewed is not None
+            and (now - self.renewed).total_seconds() < stale_after
+        )
 
     def encode(self) -> str:
         data = asdict(self)
         data["phase"] = self.phase.value
-        for key in ("since", "deadline", "undo_at"):
+        for key in ("since", "deadline", "undo_at", "renewed"):
             value = data[key]
             data[key] = value.isoformat() if value is not None else None
         return orjson.dumps({k: v for k, v in data.items() if v not in (None, (), {}, [])}).decode()
@@ -91,6 +105,8 @@ def decode(text: str | None) -> NodeState | None:
             taints=tuple(str(t) for t in data.get("taints", ())),
             labels=tuple(str(label) for label in data.get("labels", ())),
             undo_at=_time(data.get("undo_at")),
+            holder=str(data.get("holder") or ""),
+            renewed=_time(data.get("renewed")),
             extra=dict(data.get("extra") or {}),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:

@@ -13,11 +13,13 @@ import asyncio
 import copy
 import os
 import signal
+import socket
 import sys
+import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,8 @@ import orjson
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
-from kubespot.sim.kubesim.testing import is_ready, node, until
+from kubespot.sim.kubesim.conventions import SHUTDOWN_SECONDS
+from kubespot.sim.kubesim.testing import deployment, is_ready, node, until
 
 Obj = dict[str, Any]
 AMI = "ami-12c6146b"
@@ -134,6 +137,61 @@ class ControllerWorld:
             and not any(o.get("kind") == "DaemonSet" for o in p["metadata"].get("ownerReferences") or ())
         ]
 
+    # --- added for the queue scenarios (tests/e2e/controller/test_e2e_queue_*.py) -----------------
+
+    def send_message(self, body: Obj | str) -> str:
+        """Like ``send``, returning the SQS MessageId (what the controller logs)."""
+        text = body if isinstance(body, str) else orjson.dumps(body).decode()
+        return self.aws.client("sqs").send_message(QueueUrl=self.queue_url, MessageBody=text)["MessageId"]
+
+    def queue_counts(self) -> tuple[int, int]:
+        """(visible, in flight) messages on the queue."""
+        attrs = self.aws.client("sqs").get_queue_attributes(
+            QueueUrl=self.queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+    def queue_arn(self) -> str:
+        attrs = self.aws.client("sqs").get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=["QueueArn"]
+        )
+        return attrs["Attributes"]["QueueArn"]
+
+    def route_events(self, *detail_types: str, source: str) -> None:
+        """An EventBridge rule sending ``source`` events of these detail-types to the queue."""
+        events = self.aws.client("events")
+        name = "e2e-" + source.replace(".", "-")
+        pattern = {"source": [source], "detail-type": list(detail_types)}
+        events.put_rule(Name=name, EventPattern=orjson.dumps(pattern).decode())
+        events.put_targets(Rule=name, Targets=[{"Id": "queue", "Arn": self.queue_arn()}])
+
+    def node_events(self, name: str, reason: str | None = None) -> int:
+        """How many times (summing aggregated counts) an event with ``reason`` was recorded on the node."""
+        total = 0
+        for ev in self.kubesim.store.list(self._rt("events")):
+            involved = ev.get("involvedObject") or {}
+            ours = involved.get("kind") == "Node" and involved.get("name") == name
+            if ours and (reason is None or ev.get("reason") == reason):
+                total += int(ev.get("count") or 1)
+        return total
+
+    def log_records(self, index: int | None = None) -> list[Obj]:
+        """The JSON log lines of one controller (``index``) or of all of them, parsed."""
+        paths = self.logs if index is None else [self.logs[index]]
+        records: list[Obj] = []
+        for path in paths:
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith("{"):
+                    try:
+                        records.append(dict(orjson.loads(line)))
+                    except orjson.JSONDecodeError:
+                        continue
+        return records
+
+    def all_logs(self) -> str:
+        return "\n".join(path.read_text(errors="replace") for path in self.logs)
+
 
 def spot_warning(instance_id: str, *, event_id: str = "e2e-1", at: datetime | None = None) -> Obj:
     when = (at or datetime.now(tz=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -167,6 +225,15 @@ async def controller_world(
     found = [
         Instance(i["InstanceId"], i["PrivateDnsName"], i["Placement"]["AvailabilityZone"]) for i in launched
     ]
+    async with settled_world(aws, found, *workloads, tmp=tmp) as world:
+        yield world
+
+
+@asynccontextmanager
+async def settled_world(
+    aws: MotoServer, found: list[Instance], *workloads: Obj, tmp: Path
+) -> AsyncIterator[ControllerWorld]:
+    """kubesim with one node per instance in ``found`` (workloads settled on the first), and the queue."""
     nodes = []
     for k, inst in enumerate(found):
         n = node(inst.node_name, unschedulable=k > 0)
@@ -202,3 +269,258 @@ async def controller_world(
                     except TimeoutError:
                         proc.kill()
                         await proc.wait()
+
+
+# --- message builders: each kind the queue carries ---------------------------------------------------
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+ASG_GROUP = "e2e-ng"
+ASG_HOOK = "e2e-terminate"
+TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+
+
+def _stamp(at: datetime | None) -> str:
+    return (at or datetime.now(tz=UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _ec2_event(detail_type: str, instance_id: str, detail: Obj, *, event_id: str, at: datetime | None) -> Obj:
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": detail_type,
+        "source": "aws.ec2",
+        "account": ACCOUNT,
+        "time": _stamp(at),
+        "region": REGION,
+        "resources": [f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{instance_id}"],
+        "detail": detail,
+    }
+
+
+def rebalance_recommendation(
+    instance_id: str, *, event_id: str = "e2e-rebalance", at: datetime | None = None
+) -> Obj:
+    return _ec2_event(
+        "EC2 Instance Rebalance Recommendation",
+        instance_id,
+        {"instance-id": instance_id},
+        event_id=event_id,
+        at=at,
+    )
+
+
+def state_change(
+    instance_id: str, state: str, *, event_id: str = "e2e-state", at: datetime | None = None
+) -> Obj:
+    return _ec2_event(
+        "EC2 Instance State-change Notification",
+        instance_id,
+        {"instance-id": instance_id, "state": state},
+        event_id=event_id,
+        at=at,
+    )
+
+
+def health_scheduled_change(
+    instance_ids: list[str],
+    start: datetime,
+    *,
+    status: str = "upcoming",
+    code: str = "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
+    arn: str = "arn:aws:health:us-east-1::event/EC2/AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED/E2E",
+    event_id: str = "e2e-health",
+) -> Obj:
+    """An AWS Health EC2 scheduled change (startTime in Health's RFC 1123 form, whole seconds)."""
+    rfc1123 = "%a, %d %b %Y %H:%M:%S GMT"
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "AWS Health Event",
+        "source": "aws.health",
+        "account": ACCOUNT,
+        "time": _stamp(None),
+        "region": REGION,
+        "resources": list(instance_ids),
+        "detail": {
+            "eventArn": arn,
+            "service": "EC2",
+            "eventTypeCode": code,
+            "eventTypeCategory": "scheduledChange",
+            "startTime": start.astimezone(UTC).strftime(rfc1123),
+            "endTime": (start.astimezone(UTC) + timedelta(hours=1)).strftime(rfc1123),
+            "statusCode": status,
+            "eventRegion": REGION,
+            "eventDescription": [{"language": "en_US", "latestDescription": "e2e scheduled retirement"}],
+            "affectedEntities": [{"entityValue": i, "tags": {}} for i in instance_ids],
+        },
+    }
+
+
+def asg_terminate_eventbridge(
+    instance_id: str,
+    *,
+    token: str = "e2e-token-1",
+    group: str = ASG_GROUP,
+    hook: str = ASG_HOOK,
+    event_id: str = "e2e-asg",
+) -> Obj:
+    """EventBridge's "EC2 Instance-terminate Lifecycle Action" (as moto's lifecycle extension emits)."""
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "EC2 Instance-terminate Lifecycle Action",
+        "source": "aws.autoscaling",
+        "account": ACCOUNT,
+        "time": _stamp(None),
+        "region": REGION,
+        "resources": [
+            f"arn:aws:autoscaling:{REGION}:{ACCOUNT}:autoScalingGroup:e2e:autoScalingGroupName/{group}"
+        ],
+        "detail": {
+            "LifecycleActionToken": token,
+            "AutoScalingGroupName": group,
+            "LifecycleHookName": hook,
+            "EC2InstanceId": instance_id,
+            "LifecycleTransition": TERMINATING,
+            "Origin": "AutoScalingGroup",
+            "Destination": "EC2",
+        },
+    }
+
+
+def asg_terminate_direct(
+    instance_id: str, *, token: str = "e2e-token-1", group: str = ASG_GROUP, hook: str = ASG_HOOK
+) -> Obj:
+    """The notification Auto Scaling sends straight to a hook's SQS target."""
+    return {
+        "Origin": "AutoScalingGroup",
+        "LifecycleHookName": hook,
+        "Destination": "EC2",
+        "AccountId": ACCOUNT,
+        "RequestId": "e2e-request-1",
+        "LifecycleTransition": TERMINATING,
+        "AutoScalingGroupName": group,
+        "Service": "AWS Auto Scaling",
+        "Time": datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+        "EC2InstanceId": instance_id,
+        "LifecycleActionToken": token,
+    }
+
+
+def sns_wrapped(inner: Obj, *, topic: str = f"arn:aws:sns:{REGION}:{ACCOUNT}:e2e-asg") -> Obj:
+    """``inner`` as an SNS topic delivers it to a subscribed queue (not raw)."""
+    return {
+        "Type": "Notification",
+        "MessageId": "e2e-sns-1",
+        "TopicArn": topic,
+        "Subject": "Auto Scaling:  Lifecycle action 'TERMINATING'",
+        "Message": orjson.dumps(inner).decode(),
+        "Timestamp": datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+        "SignatureVersion": "1",
+        "Signature": "e2e",
+        "SigningCertURL": "https://sns.us-east-1.amazonaws.com/e2e.pem",
+        "UnsubscribeURL": "https://sns.us-east-1.amazonaws.com/?Action=Unsubscribe",
+    }
+
+
+# --- workloads and endpoints -----------------------------------------------------------------------
+
+
+def workload(name: str, replicas: int, *, shutdown: float = 0.2, grace: int | None = None) -> Obj:
+    """A Deployment in ``default`` whose pods exit ``shutdown`` seconds after SIGTERM."""
+    obj = deployment(name, replicas, namespace="default", grace=grace)
+    template = obj["spec"]["template"]
+    template.setdefault("metadata", {}).setdefault("annotations", {})[SHUTDOWN_SECONDS] = str(shutdown)
+    return obj
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def http_get(url: str) -> str:
+    def get() -> str:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return bytes(answer.read()).decode()
+
+    return await asyncio.to_thread(get)
+
+
+def metric_value(text: str, name: str, **labels: str) -> float:
+    """The sum of ``name`` samples whose labels include ``labels`` (0 when there is none)."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+# --- an Auto Scaling group whose instances are the nodes -------------------------------------------
+
+
+@asynccontextmanager
+async def asg_controller_world(
+    aws: MotoServer,
+    *workloads: Obj,
+    tmp: Path,
+    instances: int = 2,
+    delivery: str = "eventbridge",
+    hook_timeout: int = 300,
+) -> AsyncIterator[ControllerWorld]:
+    """Like ``controller_world``, with the instances launched by group ``ASG_GROUP`` (tagged managed)
+    and its terminate hook ``ASG_HOOK`` delivering to the queue: ``delivery`` is "eventbridge" (a rule
+    for aws.autoscaling), "direct" (the hook's notification target is the queue) or "sns" (the target
+    is a topic the queue subscribes to). Start an action with ``aws.start_lifecycle_action``."""
+    ec2 = aws.client("ec2")
+    asg = aws.client("autoscaling")
+    ec2.create_launch_template(
+        LaunchTemplateName="e2e-nodes", LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"}
+    )
+    asg.create_auto_scaling_group(
+        AutoScalingGroupName=ASG_GROUP,
+        LaunchTemplate={"LaunchTemplateName": "e2e-nodes", "Version": "$Latest"},
+        MinSize=0,
+        MaxSize=instances + 2,
+        DesiredCapacity=instances,
+        AvailabilityZones=[f"{REGION}a"],
+    )
+    group = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[ASG_GROUP])["AutoScalingGroups"][0]
+    ids = sorted(i["InstanceId"] for i in group["Instances"])
+    ec2.create_tags(Resources=ids, Tags=[{"Key": MANAGED_TAG, "Value": ""}])
+    described = [i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
+    found = sorted(
+        (
+            Instance(i["InstanceId"], i["PrivateDnsName"], i["Placement"]["AvailabilityZone"])
+            for i in described
+        ),
+        key=lambda inst: inst.instance_id,
+    )
+    async with settled_world(aws, found, *workloads, tmp=tmp) as world:
+        hook: dict[str, Any] = {
+            "LifecycleHookName": ASG_HOOK,
+            "AutoScalingGroupName": ASG_GROUP,
+            "LifecycleTransition": TERMINATING,
+            "HeartbeatTimeout": hook_timeout,
+            "DefaultResult": "ABANDON",
+        }
+        if delivery == "eventbridge":
+            world.route_events("EC2 Instance-terminate Lifecycle Action", source="aws.autoscaling")
+        elif delivery == "direct":
+            hook["NotificationTargetARN"] = world.queue_arn()
+        elif delivery == "sns":
+            sns = aws.client("sns")
+            topic = sns.create_topic(Name="e2e-asg")["TopicArn"]
+            sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=world.queue_arn())
+            hook["NotificationTargetARN"] = topic
+        else:
+            raise ValueError(f"unknown delivery {delivery!r}")
+        if "NotificationTargetARN" in hook:
+            hook["RoleARN"] = f"arn:aws:iam::{ACCOUNT}:role/e2e-asg-notify"
+        asg.put_lifecycle_hook(**hook)
+        yield world

@@ -313,3 +313,45 @@ async def test_an_event_that_loses_the_node_is_settled_as_superseded() -> None:
     assert await asyncio.wait_for(h.settled("asg"), 1) == Settled.SUPERSEDED
     assert await asyncio.wait_for(h.settled("spot"), 1) == Settled.DONE
     await h.aclose()
+
+
+def held(phase: str, holder: str, renewed: datetime) -> str:
+    return (
+        f'{{"event_id":"spot","kind":"spot-itn","phase":"{phase}","since":"{T0.isoformat()}",'
+        f'"holder":"{holder}","renewed":"{renewed.isoformat()}","cordoned_by_us":true,'
+        '"taints":["kubespot.io/spot-itn"]}'
+    )
+
+
+async def test_a_node_another_live_process_is_draining_is_followed_not_drained_again() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    kube.node = NodeView(
+        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "replica-a", T0)}
+    )
+    h = make(kube, clock)
+    await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
+    await settle()
+    assert kube.writes == 0 and h.phase == "following"
+    waiting = asyncio.ensure_future(h.settled("spot"))
+    kube.node = NodeView(
+        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("drained", "replica-a", T0)}
+    )
+    await clock.advance(3)
+    assert await asyncio.wait_for(waiting, 1) == Settled.DONE
+    assert kube.writes == 0, "the other process did the work"
+    await h.aclose()
+
+
+async def test_a_hold_that_goes_stale_is_taken_over() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    kube.node = NodeView(
+        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "replica-a", T0)}
+    )
+    h = make(kube, clock)
+    await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
+    for _ in range(20):
+        await clock.advance(2)  # replica-a never renews
+    assert await asyncio.wait_for(h.settled("spot"), 1) == Settled.DONE
+    state = decode(kube.node.annotations[STATE_ANNOTATION])
+    assert state is not None and state.holder == h.identity and state.phase.value == "drained"
+    await h.aclose()

@@ -1,0 +1,46 @@
+"""At-least-once delivery: the same spot interruption warning three times on the queue is acted on
+once (one SpotInterruption event, one fence, one drain) and all three messages are deleted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from controller_world import controller_world, spot_warning, workload
+
+from kubespot.sim.awssim import MotoServer
+from kubespot.sim.kubesim.testing import until
+
+pytestmark = pytest.mark.slow
+
+
+async def test_three_copies_of_one_message_act_once(aws: MotoServer, tmp_path: Path) -> None:
+    async with controller_world(aws, workload("web", 3), tmp=tmp_path, instances=2) as world:
+        target = world.instances[0]
+        await world.start_controller()
+        message = spot_warning(target.instance_id, event_id="e2e-dup")
+        for _ in range(3):
+            world.send(message)
+
+        async def done() -> bool:
+            state = world.state(target.node_name) or {}
+            return world.queue_depth() == 0 and state.get("phase") == "drained"
+
+        await until(done, within=20)
+        assert not world.pods_on(target.node_name)
+
+        async def recorded() -> bool:
+            return world.node_events(target.node_name, "DrainCompleted") > 0
+
+        await until(recorded, within=5)
+        assert world.node_events(target.node_name, "SpotInterruption") == 1
+        assert world.node_events(target.node_name, "CordonAndDrain") == 1
+        assert world.node_events(target.node_name, "DrainStarted") == 1
+        # Each copy was handled (and deleted), and only the first started anything.
+        done_lines = [
+            r
+            for r in world.log_records()
+            if r.get("logger") == "kubespot.handling.queue" and ": done" in r["message"]
+        ]
+        assert len({r["message_id"] for r in done_lines}) == 3
+        assert not world.fenced(world.instances[1].node_name)

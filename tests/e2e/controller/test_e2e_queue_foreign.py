@@ -1,0 +1,60 @@
+"""Messages one queue carries for others: a node whose instance has no managed tag (with
+CHECK_TAG_BEFORE_DRAINING=true, the default) and an instance of another account are not acted on,
+and are dropped after KUBESPOT_QUEUE_FOREIGN_MAX_RECEIVES; with the tag check off the same
+untagged node is handled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from controller_world import controller_world, spot_warning, workload
+
+from kubespot.sim.awssim import MotoServer
+from kubespot.sim.kubesim.testing import until
+
+pytestmark = pytest.mark.slow
+
+
+async def test_unmanaged_and_foreign_account_instances_are_not_acted_on(
+    aws: MotoServer, tmp_path: Path
+) -> None:
+    async with controller_world(aws, workload("web", 2), tmp=tmp_path, instances=2, managed=False) as world:
+        target = world.instances[0]
+        pods_before = {p["metadata"]["name"] for p in world.pods_on(target.node_name)}
+        await world.start_controller(
+            CHECK_TAG_BEFORE_DRAINING="true",
+            KUBESPOT_QUEUE_FOREIGN_MAX_RECEIVES="2",
+            KUBESPOT_QUEUE_VISIBILITY_TIMEOUT="3",
+        )
+        world.send(spot_warning(target.instance_id, event_id="e2e-unmanaged"))
+        other = spot_warning("i-0fedcba9876543210", event_id="e2e-other-account")
+        other["account"] = "999999999999"
+        other["resources"] = ["arn:aws:ec2:us-east-1:999999999999:instance/i-0fedcba9876543210"]
+        world.send(other)
+
+        async def dropped() -> bool:
+            return world.queue_depth() == 0
+
+        await until(dropped, within=20)
+        log = world.log_text()
+        assert f"instance {target.instance_id} has no aws-node-termination-handler/managed tag" in log
+        assert "instance i-0fedcba9876543210 is not a node of this cluster" in log
+        assert "message deleted (received 2 times)" in log
+        assert not world.fenced(target.node_name) and world.state(target.node_name) is None
+        assert world.node_events(target.node_name) == 0
+        assert {p["metadata"]["name"] for p in world.pods_on(target.node_name)} == pods_before
+
+
+async def test_untagged_node_is_handled_without_the_tag_check(aws: MotoServer, tmp_path: Path) -> None:
+    async with controller_world(aws, workload("web", 2), tmp=tmp_path, instances=2, managed=False) as world:
+        target = world.instances[0]
+        await world.start_controller(CHECK_TAG_BEFORE_DRAINING="false")
+        world.send(spot_warning(target.instance_id))
+
+        async def done() -> bool:
+            state = world.state(target.node_name) or {}
+            return world.queue_depth() == 0 and state.get("phase") == "drained"
+
+        await until(done, within=20)
+        assert world.fenced(target.node_name) and not world.pods_on(target.node_name)

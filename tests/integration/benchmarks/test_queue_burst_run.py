@@ -1,0 +1,71 @@
+"""The queue burst benchmark runs the real controller against kubesim and moto and prints one JSON
+object with its documented keys (tiny size, no timing assertions: figures come from running the
+benchmark itself, see docs/PERFORMANCE.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
+
+
+def _number(out: dict[str, object], key: str) -> float:
+    value = out[key]
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), (key, value)
+    return float(value)
+
+
+@pytest.mark.slow
+def test_queue_burst_prints_its_figures() -> None:
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "queue_burst.py"),
+            "--nodes",
+            "12",
+            "--interruptions",
+            "4",
+            "--pods-per-node",
+            "5",
+            "--settle",
+            "1",
+            "--timeout",
+            "120",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [line for line in res.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stdout
+    out = dict(json.loads(lines[0]))
+
+    assert out["nodes"] == 12 and out["interruptions"] == 4
+    assert out["lost"] == 0 and out["messages_deleted"] == 4 and out["queue_depth_at_end"] == 0
+    cordoned = [_number(out, k) for k in ("first_cordoned_s", "p50_cordoned_s", "all_cordoned_s")]
+    assert 0 <= cordoned[0] <= cordoned[1] <= cordoned[2] < 60
+    assert _number(out, "all_cordoned_from_first_send_s") >= cordoned[2]
+    assert 0 <= _number(out, "all_evictions_issued_s") <= _number(out, "all_done_s") < 120
+    assert _number(out, "all_deleted_s") >= 0
+    assert _number(out, "evictions_issued") == _number(out, "pods_on_interrupted_nodes") > 0
+    assert 10 < _number(out, "peak_rss_mib") < 1024
+    kube = out["kube_requests_by_kind"]
+    assert isinstance(kube, dict) and kube.get("create pods/eviction", 0) >= out["evictions_issued"]
+    assert _number(out, "kube_requests") == sum(kube.values())
+    aws = out["aws_requests_by_operation"]
+    assert (
+        isinstance(aws, dict) and aws.get("ReceiveMessage", 0) >= 1 and aws.get("DeleteMessageBatch", 0) >= 1
+    )
+    assert _number(out, "aws_requests") == sum(aws.values())
+    for key in ("controller_cpu_s", "kubesim_cpu_s", "moto_cpu_s"):
+        assert _number(out, key) >= 0, key
+    assert _number(out, "goal_cordoned_s") == 10 and _number(out, "goal_evictions_s") == 20
+    assert _number(out, "goal_done_s") == 120 and _number(out, "goal_peak_rss_mib") == 300
+    assert isinstance(out["met"], bool) and isinstance(out["met_by_goal"], dict)
+    assert isinstance(out["timeline"], list) and out["timeline"]
