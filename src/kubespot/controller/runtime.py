@@ -49,6 +49,8 @@ class Controller:
         self.metrics = Metrics()
         self._listen_host = listen_host
         self.kube: KubeClient = connect(settings.kube, on_error=self.metrics.kube_error)
+        # Hundreds of drains at once: one pod watch for all of them, not one connection each.
+        self.kube.share_pod_watch()
         self.aws = AwsClients(settings.aws)
         self.queue = Queue(self.aws, settings.queue.url)
         self.instances = InstanceDirectory(

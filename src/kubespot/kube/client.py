@@ -28,6 +28,7 @@ from lightkube.resources.core_v1 import Event, Node, Pod
 from lightkube.types import PatchType
 
 from ..config.kube import KubeSettings
+from .podwatch import SharedPodWatch
 from .priority import PriorityGate, is_fencing
 from .ratelimit import TokenBucket
 from .retry import TRANSIENT_STATUSES, full_jitter
@@ -191,6 +192,8 @@ class KubeClient:
         self.api = api
         #: Fencing calls go ahead of the others (see ``priority``).
         self.gate = PriorityGate()
+        #: Set by ``share_pod_watch()``: one watch of all pods for every drain of the process.
+        self.pod_watch: SharedPodWatch | None = None
         #: When the API server last answered a call (any answer but a transport error): for /healthz.
         self.last_contact: datetime | None = None
         #: Told the status of every failed attempt (0 for transport errors): for metrics.
@@ -201,7 +204,15 @@ class KubeClient:
         self._sleep = sleep
         self._rng = rng or random.Random()
 
+    def share_pod_watch(self) -> None:
+        """Serve ``watch_pods_on_node`` from one cluster-wide pod watch (for processes that drain many
+        nodes at once: the controller)."""
+        if self.pod_watch is None:
+            self.pod_watch = SharedPodWatch(self)
+
     async def close(self) -> None:
+        if self.pod_watch is not None:
+            await self.pod_watch.aclose()
         await self.api.close()
 
     async def __aenter__(self) -> KubeClient:
@@ -221,13 +232,17 @@ class KubeClient:
         """
         if is_fencing():
             with self.gate.priority():
-                return await self._attempts(op, fn, retry)
-        await self.gate.wait_clear()
-        return await self._attempts(op, fn, retry)
+                return await self._attempts(op, fn, retry, urgent=True)
+        return await self._attempts(op, fn, retry, urgent=False)
 
-    async def _attempts(self, op: str, fn: Callable[[], Awaitable[T]], retry: frozenset[int]) -> T:
+    async def _attempts(
+        self, op: str, fn: Callable[[], Awaitable[T]], retry: frozenset[int], *, urgent: bool
+    ) -> T:
         for attempt in range(self.attempts):
-            await self.limiter.acquire()
+            if urgent:
+                await self.limiter.acquire()
+            else:
+                await self.limiter.acquire_ordinary(self.gate.wait_clear)
             last = attempt == self.attempts - 1
             try:
                 result = await fn()
@@ -296,8 +311,13 @@ class KubeClient:
         """Changes to the pods on ``node`` from ``resource_version``, for as long as the caller reads.
 
         A broken or expired watch is restarted from a fresh list, delivered as one ``RESYNC`` event,
-        so deletions that happened meanwhile are never missed.
+        so deletions that happened meanwhile are never missed. After ``share_pod_watch()`` the events
+        come from one cluster-wide watch instead (see ``podwatch``).
         """
+        if self.pod_watch is not None:
+            async for event in self.pod_watch.subscribe(node):
+                yield event
+            return
         async for op, view, listing in self._watch(
             Pod,
             f"pods on {node}",
