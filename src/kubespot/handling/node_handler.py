@@ -288,7 +288,7 @@ class NodeHandler:
 
     async def resume(self) -> None:
         """Continue from the state on the node (after a restart). Raises ``KubeError`` if unreadable."""
-        node = await self._kube.get_node(self.node)
+        node = self._node_hint() or await self._kube.get_node(self.node)
         if node is None:
             log.error("node %s not found: nothing to resume, and nothing can be fenced", self.node)
             return
