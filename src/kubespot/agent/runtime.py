@@ -34,7 +34,8 @@ from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
 from kubespot.observability.health import HealthReport, freshness, report
 from kubespot.observability.metrics import Metrics
-from kubespot.observability.server import EndpointServer, health_handler, metrics_handler
+from kubespot.observability.process import shut_down, start_endpoints, supervise
+from kubespot.observability.server import EndpointServer
 from kubespot.sources.imds import ImdsClient, ImdsMonitor
 
 from .uptime import boot_time_reader
@@ -147,26 +148,12 @@ class Agent:
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
-    async def start_servers(self) -> None:
-        """Bind the metrics and probe servers (a port in use is a start-up error)."""
-        obs = self.settings.observability
-        if obs.enable_prometheus_server:
-            server = EndpointServer()
-            server.route("/metrics", metrics_handler(self.metrics))
-            await server.start(self._listen_host, obs.prometheus_server_port)
-            self._servers.append(server)
-            log.info("metrics on http://%s:%d/metrics", self._listen_host, server.port)
-        if obs.enable_probes_server:
-            server = EndpointServer()
-            server.route(obs.probes_server_endpoint, health_handler(self.health))
-            await server.start(self._listen_host, obs.probes_server_port)
-            self._servers.append(server)
-            log.info("probes on http://%s:%d%s", self._listen_host, server.port, obs.probes_server_endpoint)
-
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit 0) or a part fails for good (exit 1)."""
         try:
-            await self.start_servers()
+            self._servers = await start_endpoints(
+                self.settings.observability, metrics=self.metrics, health=self.health, host=self._listen_host
+            )
         except OSError as exc:
             log.critical("cannot start the metrics or probe server: %s", exc)
             await self.close()
@@ -178,36 +165,20 @@ class Agent:
         }
         if self.notifier is not None:
             self._tasks["webhook"] = asyncio.create_task(self.notifier.run(), name="webhook")
-        stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({stopper, *self._tasks.values()}, return_when=asyncio.FIRST_COMPLETED)
-        code = 0
-        if stopper not in done:
-            for task in done:
-                error = task.exception() if not task.cancelled() else None
-                log.critical("%s stopped unexpectedly: %r", task.get_name(), error, exc_info=error)
-            code = 1
-        stopper.cancel()
+        code = await supervise(self._tasks, stop)
         await self.close()
         return code
 
     async def close(self) -> None:
-        # The webhook sender stays up while the notifier flushes what is queued (or in flight).
-        others = [t for name, t in self._tasks.items() if name != "webhook"]
-        for task in others:
-            task.cancel()
-        if others:
-            await asyncio.wait(others)
-        await self.handler.aclose()
-        if self.notifier is not None:
-            await self.notifier.aclose(timeout=2.0)
-        webhook = self._tasks.get("webhook")
-        if webhook is not None:
-            webhook.cancel()
-            await asyncio.wait({webhook})
-        for server in self._servers:
-            await server.close()
+        await shut_down(self._tasks, flush=self._flush, keep_until_flushed="webhook", servers=self._servers)
         await self.kube.close()
         await self.imds.aclose()
+
+    async def _flush(self) -> None:
+        await self.handler.aclose()
+        if self.notifier is not None:
+            # The webhook sender is still up: what is queued (or in flight) goes out.
+            await self.notifier.aclose(timeout=2.0)
 
     async def _handle(self) -> None:
         delay = 0.5

@@ -29,7 +29,8 @@ from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
 from kubespot.observability.health import HealthReport, freshness, report
 from kubespot.observability.metrics import Metrics
-from kubespot.observability.server import EndpointServer, health_handler, metrics_handler
+from kubespot.observability.process import shut_down, start_endpoints, supervise
+from kubespot.observability.server import EndpointServer
 from kubespot.sources.sqs.consumer import QueueConsumer
 
 log = logging.getLogger("kubespot.controller")
@@ -118,22 +119,11 @@ class Controller:
             ),
         )
 
-    async def start_servers(self) -> None:
-        obs = self.settings.observability
-        if obs.enable_prometheus_server:
-            server = EndpointServer()
-            server.route("/metrics", metrics_handler(self.metrics))
-            await server.start(self._listen_host, obs.prometheus_server_port)
-            self._servers.append(server)
-        if obs.enable_probes_server:
-            server = EndpointServer()
-            server.route(obs.probes_server_endpoint, health_handler(self.health))
-            await server.start(self._listen_host, obs.probes_server_port)
-            self._servers.append(server)
-
     async def run(self, stop: asyncio.Event) -> int:
         try:
-            await self.start_servers()
+            self._servers = await start_endpoints(
+                self.settings.observability, metrics=self.metrics, health=self.health, host=self._listen_host
+            )
         except OSError as exc:
             log.critical("cannot start the metrics or probe server: %s", exc)
             await self.close()
@@ -145,35 +135,19 @@ class Controller:
         if self.notifier is not None:
             self._tasks["webhook"] = asyncio.create_task(self.notifier.run(), name="webhook")
         log.info("consuming %s with %d receivers", self.settings.queue.url, self.settings.queue.receivers)
-        stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({stopper, *self._tasks.values()}, return_when=asyncio.FIRST_COMPLETED)
-        code = 0
-        if stopper not in done:
-            for task in done:
-                error = task.exception() if not task.cancelled() else None
-                log.critical("%s stopped unexpectedly: %r", task.get_name(), error, exc_info=error)
-            code = 1
-        else:
+        code = await supervise(self._tasks, stop)
+        if code == 0:
             # Let messages being handled finish; the rest reappear for another replica.
             await self.consumer.drain(DRAIN_ON_STOP)
-        stopper.cancel()
         await self.close()
         return code
 
     async def close(self) -> None:
-        others = [t for name, t in self._tasks.items() if name != "webhook"]
-        for task in others:
-            task.cancel()
-        if others:
-            await asyncio.wait(others)
+        await shut_down(self._tasks, flush=self._flush, keep_until_flushed="webhook", servers=self._servers)
+        await self.kube.close()
+        await self.aws.close()
+
+    async def _flush(self) -> None:
         await self.handler.aclose()
         if self.notifier is not None:
             await self.notifier.aclose(timeout=2.0)
-        webhook = self._tasks.get("webhook")
-        if webhook is not None:
-            webhook.cancel()
-            await asyncio.wait({webhook})
-        for server in self._servers:
-            await server.close()
-        await self.kube.close()
-        await self.aws.close()
