@@ -88,7 +88,10 @@ async def test_blocked_pod_is_deleted_when_grace_plus_margin_is_all_that_is_left
     # Deleted 35 s (grace 30 + margin 5) before the deadline, not earlier and not much later.
     assert res.evicted_at is not None
     assert 84.0 <= (res.evicted_at - T0).total_seconds() <= 86.0
-    assert kube.deletes == [("db-0", None)]  # the whole grace period still fits
+    # The whole grace period still fits: its own (None), or capped by at most the second the last
+    # retry's jitter may have cost (the cap keeps grace + margin inside the deadline).
+    ((name, grace),) = kube.deletes
+    assert name == "db-0" and (grace is None or grace >= 29), kube.deletes
     assert result.emptied
 
 
