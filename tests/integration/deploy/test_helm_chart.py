@@ -6,43 +6,42 @@ so the chart cannot drift from the settings code. The rendered objects are then 
 ``kubectl create`` on kubesim (and installed with ``helm install``), where the DaemonSet controller
 places one agent pod per eligible node.
 
-kubesim serves no ``rbac.authorization.k8s.io`` (no authorization at all) and no Prometheus Operator
-CRDs: ``_stand_in_crds`` registers ClusterRole, ClusterRoleBinding and PodMonitor as custom resources
-so that kubectl and helm can create the chart's objects as they would on a cluster. Their content is
-checked by the render tests, not by kubesim.
+kubesim's stand-ins for the RBAC and Prometheus Operator kinds are explained in ``helm_support``.
 """
 
 from __future__ import annotations
 
 import base64
-import os
-import shutil
-import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from helm_support import (
+    CHART,
+    EVERYTHING_ON,
+    FIXTURES,
+    NS,
+    RELEASE,
+    Cluster,
+    Obj,
+    find_helm,
+    kinds,
+    kubesim_cluster,
+    only,
+    render,
+    render_fails,
+    render_text,
+    run_helm,
+    values_args,
+)
 
 from kubespot.config.agent import AgentSettings
 from kubespot.config.loader import load, specs
-from kubespot.sim.kubesim.app import KubeSim, ThreadedKubeSim
-from kubespot.sim.kubesim.controllers import ControllerConfig
-from kubespot.sim.kubesim.testing import namespace, node
+from kubespot.sim.kubesim.testing import node
 
-Obj = dict[str, Any]
-
-ROOT = Path(__file__).resolve().parents[3]
-CHART = ROOT / "deploy" / "helm" / "kubespot"
-FIXTURES = ROOT / "tests" / "fixtures" / "helm"
 NTH_VALUES = FIXTURES / "nth-values.yaml"
-EVERYTHING_ON = FIXTURES / "everything-on.yaml"
-BOOTSTRAP_HELM = ROOT / ".tools" / "helm" / "package" / "bin" / "helm"
-KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
-NS = "kube-system"
-RELEASE = "spot"
 
 DOWNWARD = {
     "KUBESPOT_NODE_NAME": "spec.nodeName",
@@ -66,54 +65,7 @@ WEBHOOK_URL = "https://hooks.example.com/services/T000/B000/plain-secret-token"
 
 @pytest.fixture(scope="module")
 def helm() -> str:
-    found = shutil.which("helm")
-    if found:
-        return found
-    if BOOTSTRAP_HELM.is_file() and os.access(BOOTSTRAP_HELM, os.X_OK):
-        return str(BOOTSTRAP_HELM)
-    pytest.fail(f"helm not found on PATH nor at {BOOTSTRAP_HELM}: run scripts/bootstrap")
-
-
-def run_helm(helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    if check and res.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return res
-
-
-def values_args(files: Sequence[Path], sets: Mapping[str, str] | None) -> list[str]:
-    args: list[str] = []
-    for f in files:
-        args += ["-f", str(f)]
-    for key, value in (sets or {}).items():
-        args += ["--set", f"{key}={value}"]
-    return args
-
-
-def render_text(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> str:
-    args = ["template", RELEASE, str(CHART), "--namespace", NS, *values_args(files, sets)]
-    return run_helm(helm, *args).stdout
-
-
-def render(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> list[Obj]:
-    return [d for d in yaml.safe_load_all(render_text(helm, *files, sets=sets)) if d]
-
-
-def render_fails(helm: str, sets: Mapping[str, str]) -> str:
-    args = ["template", RELEASE, str(CHART), "--namespace", NS, *values_args([], sets)]
-    res = run_helm(helm, *args, check=False)
-    assert res.returncode != 0, f"helm template should have failed for {sets}"
-    return res.stderr
-
-
-def only(objs: list[Obj], kind: str) -> Obj:
-    found = [o for o in objs if o["kind"] == kind]
-    assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
-    return found[0]
-
-
-def kinds(objs: list[Obj]) -> list[str]:
-    return sorted(o["kind"] for o in objs)
+    return find_helm()
 
 
 def pod_spec(objs: list[Obj]) -> Obj:
@@ -345,7 +297,7 @@ def test_nth_webhook_secret_name_is_mounted_with_nths_key(helm: str) -> None:
     ],
 )
 def test_values_that_cannot_work_stop_the_release(helm: str, sets: dict[str, str], message: str) -> None:
-    assert message in render_fails(helm, sets)
+    assert message in render_fails(helm, sets=sets)
 
 
 # --- webhook URL as a secret -----------------------------------------------------------------------
@@ -504,37 +456,6 @@ def test_extra_env_in_both_forms(helm: str) -> None:
 # --- on kubesim ------------------------------------------------------------------------------------
 
 
-def _crd(group: str, plural: str, kind: str, scope: str) -> Obj:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": scope,
-            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
-
-
-def _stand_in_crds() -> list[Obj]:
-    return [
-        _crd("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", "Cluster"),
-        _crd("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", "Cluster"),
-        _crd("monitoring.coreos.com", "podmonitors", "PodMonitor", "Namespaced"),
-    ]
-
-
 LINUX = {"kubernetes.io/os": "linux"}
 SPOT = {**LINUX, "karpenter.sh/capacity-type": "spot"}
 NODES: list[Obj] = [
@@ -556,43 +477,14 @@ NODES: list[Obj] = [
 ]
 
 
-class Cluster:
-    """kubesim with the nodes above, and kubectl/helm bound to it."""
-
-    def __init__(self, sim: KubeSim, runner: ThreadedKubeSim) -> None:
-        self.sim = sim
-        self.runner = runner
-        self.kubeconfig = str(sim.kubeconfig_path)
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run(
-            [KUBECTL, "--kubeconfig", self.kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert res.returncode == 0, f"kubectl {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}"
-        return res
-
-    def create(self, objs: list[Obj]) -> str:
-        return self.kubectl("create", "-f", "-", "--validate=false", stdin=yaml.safe_dump_all(objs)).stdout
-
-    def get(self, kind: str, name: str, ns: str | None) -> Obj:
-        args = ["get", kind, name, "-o", "yaml", *(["-n", ns] if ns else [])]
-        got: Obj = yaml.safe_load(self.kubectl(*args).stdout)
-        return got
-
+class AgentCluster(Cluster):
     def agent_pods(self) -> dict[str, Obj]:
         """Agent pods by node, waiting until the DaemonSet controller has placed them all."""
-        selector = f"app.kubernetes.io/instance={RELEASE}"
         out: dict[str, Obj] = {}
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            listing = yaml.safe_load(
-                self.kubectl("get", "pods", "-n", NS, "-l", selector, "-o", "yaml").stdout
-            )
-            out = {p["spec"]["nodeName"]: p for p in listing["items"] if p["spec"].get("nodeName")}
+            pods = self.pods(f"app.kubernetes.io/instance={RELEASE}")
+            out = {p["spec"]["nodeName"]: p for p in pods if p["spec"].get("nodeName")}
             ds = self.get("daemonset", f"{RELEASE}-kubespot", NS)
             desired = (ds.get("status") or {}).get("desiredNumberScheduled")
             if desired and len(out) == desired:
@@ -602,17 +494,9 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    if not Path(KUBECTL).exists():
-        pytest.fail(f"kubectl is required (expected at {KUBECTL})")
-    runner = ThreadedKubeSim(
-        objects=[namespace(NS), *NODES],
-        controllers=ControllerConfig(pod_start_seconds=0.1, lease_renew_seconds=2.0, node_status_seconds=5.0),
-        kubeconfig_path=tmp_path / "kubeconfig",
-    )
-    with runner as sim:
-        cluster = Cluster(sim, runner)
-        cluster.create(_stand_in_crds())
+def cluster(tmp_path: Path) -> Iterator[AgentCluster]:
+    with kubesim_cluster(tmp_path, NODES, AgentCluster) as cluster:
+        assert isinstance(cluster, AgentCluster)
         yield cluster
 
 
@@ -627,7 +511,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     ids=["defaults", "nth", "everything"],
 )
 def test_rendered_objects_create_on_kubesim(
-    helm: str, cluster: Cluster, files: list[Path], expected_nodes: set[str]
+    helm: str, cluster: AgentCluster, files: list[Path], expected_nodes: set[str]
 ) -> None:
     objs = render(helm, *files)
     out = cluster.create(objs)
@@ -651,7 +535,7 @@ def test_rendered_objects_create_on_kubesim(
 
 
 @pytest.mark.slow
-def test_helm_install_on_kubesim_prints_the_notes(helm: str, cluster: Cluster) -> None:
+def test_helm_install_on_kubesim_prints_the_notes(helm: str, cluster: AgentCluster) -> None:
     """A real `helm install` (client-side apply; kubesim has no OpenAPI, so no schema validation)."""
     res = run_helm(
         helm,

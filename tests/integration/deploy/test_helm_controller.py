@@ -15,35 +15,36 @@ ClusterRoleBinding, PodMonitor and ServiceMonitor are registered as custom resou
 from __future__ import annotations
 
 import base64
-import os
-import shutil
-import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from helm_support import (
+    CHART,
+    EVERYTHING_ON,
+    FIXTURES,
+    NS,
+    RELEASE,
+    Cluster,
+    Obj,
+    find_helm,
+    kinds,
+    kubesim_cluster,
+    only,
+    render,
+    render_fails,
+    run_helm,
+    values_args,
+)
 
 from kubespot.config.controller import ControllerSettings
 from kubespot.config.loader import load, specs
-from kubespot.sim.kubesim.app import KubeSim, ThreadedKubeSim
-from kubespot.sim.kubesim.controllers import ControllerConfig
-from kubespot.sim.kubesim.testing import namespace, node
+from kubespot.sim.kubesim.testing import node
 
-Obj = dict[str, Any]
-
-ROOT = Path(__file__).resolve().parents[3]
-CHART = ROOT / "deploy" / "helm" / "kubespot"
-FIXTURES = ROOT / "tests" / "fixtures" / "helm"
 NTH_QUEUE = FIXTURES / "nth-queue-values.yaml"
-EVERYTHING_ON = FIXTURES / "everything-on.yaml"
 CONTROLLER_EVERYTHING = FIXTURES / "controller-everything-on.yaml"
-BOOTSTRAP_HELM = ROOT / ".tools" / "helm" / "package" / "bin" / "helm"
-KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
-NS = "kube-system"
-RELEASE = "spot"
 CONTROLLER = f"{RELEASE}-kubespot-controller"
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/prod-kubespot-interruptions"
 ROLE_ARN = "arn:aws:iam::123456789012:role/prod-kubespot-controller"
@@ -89,50 +90,7 @@ ALWAYS = {
 
 @pytest.fixture(scope="module")
 def helm() -> str:
-    found = shutil.which("helm")
-    if found:
-        return found
-    if BOOTSTRAP_HELM.is_file() and os.access(BOOTSTRAP_HELM, os.X_OK):
-        return str(BOOTSTRAP_HELM)
-    pytest.fail(f"helm not found on PATH nor at {BOOTSTRAP_HELM}: run scripts/bootstrap")
-
-
-def run_helm(helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    if check and res.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return res
-
-
-def values_args(files: Sequence[Path], sets: Mapping[str, str] | None) -> list[str]:
-    args: list[str] = []
-    for f in files:
-        args += ["-f", str(f)]
-    for key, value in (sets or {}).items():
-        args += ["--set", f"{key}={value}"]
-    return args
-
-
-def render(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> list[Obj]:
-    args = ["template", RELEASE, str(CHART), "--namespace", NS, *values_args(files, sets)]
-    return [d for d in yaml.safe_load_all(run_helm(helm, *args).stdout) if d]
-
-
-def render_fails(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> str:
-    args = ["template", RELEASE, str(CHART), "--namespace", NS, *values_args(files, sets)]
-    res = run_helm(helm, *args, check=False)
-    assert res.returncode != 0, f"helm template should have failed for {files} {sets}"
-    return res.stderr
-
-
-def only(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
-    found = [o for o in objs if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
-    assert len(found) == 1, f"expected one {kind} {name or ''}, got {[o['metadata']['name'] for o in found]}"
-    return found[0]
-
-
-def kinds(objs: list[Obj]) -> list[str]:
-    return sorted(o["kind"] for o in objs)
+    return find_helm()
 
 
 def deployment(objs: list[Obj]) -> Obj:
@@ -639,38 +597,6 @@ def test_webhook_secret_reaches_the_controller_as_a_file(helm: str) -> None:
 # --- on kubesim ------------------------------------------------------------------------------------
 
 
-def _crd(group: str, plural: str, kind: str, scope: str) -> Obj:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": scope,
-            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
-
-
-def _stand_in_crds() -> list[Obj]:
-    return [
-        _crd("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", "Cluster"),
-        _crd("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", "Cluster"),
-        _crd("monitoring.coreos.com", "podmonitors", "PodMonitor", "Namespaced"),
-        _crd("monitoring.coreos.com", "servicemonitors", "ServiceMonitor", "Namespaced"),
-    ]
-
-
 LINUX = {"kubernetes.io/os": "linux"}
 NODES: list[Obj] = [
     node("ondemand-a", labels={**LINUX, "topology.kubernetes.io/zone": "eu-west-1a"}),
@@ -680,42 +606,14 @@ NODES: list[Obj] = [
 ]
 
 
-class Cluster:
-    """kubesim with the nodes above, and kubectl/helm bound to it."""
-
-    def __init__(self, sim: KubeSim) -> None:
-        self.sim = sim
-        self.kubeconfig = str(sim.kubeconfig_path)
-
-    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run(
-            [KUBECTL, "--kubeconfig", self.kubeconfig, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert res.returncode == 0, f"kubectl {' '.join(args)} failed:\n{res.stdout}\n{res.stderr}"
-        return res
-
-    def create(self, objs: list[Obj]) -> str:
-        return self.kubectl("create", "-f", "-", "--validate=false", stdin=yaml.safe_dump_all(objs)).stdout
-
-    def get(self, kind: str, name: str, ns: str | None) -> Obj:
-        args = ["get", kind, name, "-o", "yaml", *(["-n", ns] if ns else [])]
-        got: Obj = yaml.safe_load(self.kubectl(*args).stdout)
-        return got
-
+class ControllerCluster(Cluster):
     def controller_pods(self, want: int) -> list[Obj]:
         """The controller's pods once ``want`` of them run and are Ready (or what there is after 10 s)."""
         selector = f"app.kubernetes.io/instance={RELEASE},app.kubernetes.io/name=kubespot-controller"
         pods: list[Obj] = []
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            listing = yaml.safe_load(
-                self.kubectl("get", "pods", "-n", NS, "-l", selector, "-o", "yaml").stdout
-            )
-            pods = [p for p in listing["items"] if _ready(p)]
+            pods = [p for p in self.pods(selector) if _ready(p)]
             if len(pods) == want:
                 return pods
             time.sleep(0.1)
@@ -729,17 +627,9 @@ def _ready(pod: Obj) -> bool:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    if not Path(KUBECTL).exists():
-        pytest.fail(f"kubectl is required (expected at {KUBECTL})")
-    runner = ThreadedKubeSim(
-        objects=[namespace(NS), *NODES],
-        controllers=ControllerConfig(pod_start_seconds=0.1, lease_renew_seconds=2.0, node_status_seconds=5.0),
-        kubeconfig_path=tmp_path / "kubeconfig",
-    )
-    with runner as sim:
-        cluster = Cluster(sim)
-        cluster.create(_stand_in_crds())
+def cluster(tmp_path: Path) -> Iterator[ControllerCluster]:
+    with kubesim_cluster(tmp_path, NODES, ControllerCluster) as cluster:
+        assert isinstance(cluster, ControllerCluster)
         yield cluster
 
 
@@ -754,7 +644,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     ids=["controller", "nth-queue", "everything"],
 )
 def test_rendered_controller_objects_create_on_kubesim(
-    helm: str, cluster: Cluster, files: list[Path], sets: dict[str, str] | None, replicas: int
+    helm: str, cluster: ControllerCluster, files: list[Path], sets: dict[str, str] | None, replicas: int
 ) -> None:
     objs = render(helm, *files, sets=sets)
     out = cluster.create(objs)
@@ -777,7 +667,7 @@ def test_rendered_controller_objects_create_on_kubesim(
 
 
 @pytest.mark.slow
-def test_helm_install_nth_queue_values_on_kubesim(helm: str, cluster: Cluster) -> None:
+def test_helm_install_nth_queue_values_on_kubesim(helm: str, cluster: ControllerCluster) -> None:
     """A real `helm install` of an NTH queue-mode values file: the controller alone, with its notes."""
     res = run_helm(
         helm,
