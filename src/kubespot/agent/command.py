@@ -21,8 +21,9 @@ from kubespot.config.agent import AgentSettings
 from kubespot.config.loader import InvalidSetting, Problem, SettingsError
 from kubespot.kube import KubeError
 from kubespot.observability.logs import configure
+from kubespot.observability.process import install_signal_handlers
 
-from .runtime import Agent, install_signal_handlers
+from .runtime import Agent
 
 log = logging.getLogger("kubespot.agent")
 

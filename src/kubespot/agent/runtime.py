@@ -20,7 +20,6 @@ import contextlib
 import ctypes
 import gc
 import logging
-import signal
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -34,7 +33,7 @@ from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
 from kubespot.observability.health import HealthReport, freshness, report
 from kubespot.observability.metrics import Metrics
-from kubespot.observability.process import shut_down, start_endpoints, supervise
+from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.observability.server import EndpointServer
 from kubespot.sources.imds import ImdsClient, ImdsMonitor
 
@@ -133,17 +132,10 @@ class Agent:
         now = self.clock.now()
         max_age = timedelta(seconds=self.settings.observability.probes_stale_after)
         imds = self.monitor.health
-        dead = sorted(name for name, task in self._tasks.items() if task.done())
         return report(
             freshness("imds", imds.last_contact, now=now, max_age=max_age, detail=imds.last_error or ""),
             freshness("kubernetes", self.kube.last_contact, now=now, max_age=max_age),
-            freshness(
-                "tasks",
-                None if dead else now,
-                now=now,
-                max_age=max_age,
-                detail=("stopped: " + ", ".join(dead)) if dead else "running",
-            ),
+            tasks_check(self._tasks, now=now, max_age=max_age),
         )
 
     # --- lifecycle -----------------------------------------------------------------------------------
@@ -181,19 +173,7 @@ class Agent:
             await self.notifier.aclose(timeout=2.0)
 
     async def _handle(self) -> None:
-        delay = 0.5
-        while True:
-            try:
-                await self.handler.resume()
-                break
-            except KubeError as err:
-                log.warning("cannot read node %s yet (%s); retrying", self.settings.node_name, err)
-                await self.clock.sleep(delay)
-                delay = min(10.0, delay * 2)
-            except Exception:
-                # Whatever the node's state says, handling new notices matters more than resuming.
-                log.exception("resuming from the node's state failed; going on without it")
-                break
+        await self.handler.start()
         await self.handler.run(self._events)
 
     async def _keepalive(self) -> None:
@@ -240,9 +220,3 @@ def release_startup_memory() -> None:
     gc.freeze()
     with contextlib.suppress(OSError, AttributeError):  # not glibc (e.g. musl): nothing to trim
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
-def install_signal_handlers(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 import orjson
@@ -21,6 +20,7 @@ from kubespot.config.controller import ControllerSettings
 from kubespot.config.loader import Problem, SettingsError
 from kubespot.kube import KubeError
 from kubespot.observability.logs import configure
+from kubespot.observability.process import install_signal_handlers
 
 from .runtime import Controller
 
@@ -49,9 +49,7 @@ def load_settings(args: argparse.Namespace) -> ControllerSettings:
 
 async def run(settings: ControllerSettings) -> int:
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    install_signal_handlers(stop)
     try:
         controller = Controller(settings)
     except KubeError as err:

@@ -29,7 +29,7 @@ from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
 from kubespot.observability.health import HealthReport, freshness, report
 from kubespot.observability.metrics import Metrics
-from kubespot.observability.process import shut_down, start_endpoints, supervise
+from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.observability.server import EndpointServer
 from kubespot.sources.sqs.consumer import QueueConsumer
 
@@ -100,7 +100,6 @@ class Controller:
         """Healthy when the API server answered recently, the node index is synced and every part runs."""
         now = self.clock.now()
         max_age = timedelta(seconds=self.settings.observability.probes_stale_after)
-        dead = sorted(name for name, task in self._tasks.items() if task.done())
         return report(
             freshness("kubernetes", self.kube.last_contact, now=now, max_age=max_age),
             freshness(
@@ -110,13 +109,7 @@ class Controller:
                 max_age=max_age,
                 detail=f"{len(self.nodes)} nodes",
             ),
-            freshness(
-                "tasks",
-                None if dead else now,
-                now=now,
-                max_age=max_age,
-                detail=("stopped: " + ", ".join(dead)) if dead else "running",
-            ),
+            tasks_check(self._tasks, now=now, max_age=max_age),
         )
 
     async def run(self, stop: asyncio.Event) -> int:

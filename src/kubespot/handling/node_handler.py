@@ -286,6 +286,22 @@ class NodeHandler:
             self._timer = None
             await self._reschedule()
 
+    async def start(self) -> None:
+        """``resume()``, retried with backoff while the API server cannot be read; any other failure
+        is logged and skipped: taking in new notices matters more than resuming an old one."""
+        delay = 0.5
+        while True:
+            try:
+                await self.resume()
+                return
+            except KubeError as err:
+                log.warning("cannot read node %s yet (%s); retrying", self.node, err)
+                await self._clock.sleep(delay)
+                delay = min(self._retry_cap, delay * 2)
+            except Exception:
+                log.exception("resuming %s from its state failed; going on without it", self.node)
+                return
+
     async def resume(self) -> None:
         """Continue from the state on the node (after a restart). Raises ``KubeError`` if unreadable."""
         node = self._node_hint() or await self._kube.get_node(self.node)

@@ -29,7 +29,7 @@ from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.config.queue import QueueSettings
-from kubespot.kube import EventRecorder, KubeClient, KubeError, NodeView
+from kubespot.kube import EventRecorder, KubeClient, NodeView
 from kubespot.model import Clock, InterruptionEvent
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
@@ -234,15 +234,7 @@ class QueueHandler:
             notifier=self._notifier,
             node_hint=lambda: self._nodes.by_name(node),
         )
-        delay = 0.5
-        while True:
-            try:
-                await handler.resume()
-                break
-            except KubeError as err:
-                log.warning("cannot read node %s yet (%s); retrying", node, err)
-                await self._clock.sleep(delay)
-                delay = min(10.0, delay * 2)
+        await handler.start()
         self._handlers[node] = handler
         return handler
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta
 
 from kubespot.config.observability import ObservabilitySettings
 
-from .health import HealthReport
+from .health import Check, HealthReport, freshness
 from .metrics import Metrics
 from .server import EndpointServer, health_handler, metrics_handler
 
@@ -41,6 +43,20 @@ async def start_endpoints(
             await server.close()
         raise
     return servers
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    """SIGTERM (the kubelet) and SIGINT (Ctrl-C) set ``stop``: a clean shutdown, exit code 0."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+def tasks_check(tasks: Mapping[str, asyncio.Task[None]], *, now: datetime, max_age: timedelta) -> Check:
+    """The health check that every part of the process is still running."""
+    dead = sorted(name for name, task in tasks.items() if task.done())
+    detail = ("stopped: " + ", ".join(dead)) if dead else "running"
+    return freshness("tasks", None if dead else now, now=now, max_age=max_age, detail=detail)
 
 
 async def supervise(tasks: Mapping[str, asyncio.Task[None]], stop: asyncio.Event) -> int:

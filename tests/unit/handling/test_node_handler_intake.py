@@ -355,3 +355,35 @@ async def test_a_hold_that_goes_stale_is_taken_over() -> None:
     state = decode(kube.node.annotations[STATE_ANNOTATION])
     assert state is not None and state.holder == h.identity and state.phase.value == "drained"
     await h.aclose()
+
+
+async def test_start_retries_an_unreadable_node_and_survives_a_broken_resume() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    kube.node = NodeView("n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "me", T0)})
+    calls = {"n": 0}
+    real_get = kube.get_node
+
+    async def flaky_get(name: str) -> NodeView:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise KubeError(503, "apiserver restarting")
+        return await real_get(name)
+
+    kube.get_node = flaky_get  # type: ignore[method-assign]
+    h = make(kube, clock)
+    h.identity = "me"
+    starting = asyncio.ensure_future(h.start())
+    for _ in range(5):
+        await clock.advance(2)
+    await asyncio.wait_for(starting, 1)
+    assert calls["n"] >= 3 and h.current is not None and h.current.id == "spot", "resumed after the outage"
+    await h.aclose()
+
+    broken = make(FakeKube(), clock)
+
+    async def boom() -> None:
+        raise RuntimeError("a bug in resume")
+
+    broken.resume = boom  # type: ignore[method-assign]
+    await asyncio.wait_for(broken.start(), 1)  # logged, not raised: intake must still start
+    await broken.aclose()
