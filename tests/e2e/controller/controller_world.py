@@ -103,11 +103,7 @@ class ControllerWorld:
         self.aws.client("sqs").send_message(QueueUrl=self.queue_url, MessageBody=text)
 
     def queue_depth(self) -> int:
-        attrs = self.aws.client("sqs").get_queue_attributes(
-            QueueUrl=self.queue_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+        return sum(self.aws.queue_counts(self.queue_url))
 
     # --- the cluster -------------------------------------------------------------------------------
 
@@ -146,11 +142,7 @@ class ControllerWorld:
 
     def queue_counts(self) -> tuple[int, int]:
         """(visible, in flight) messages on the queue."""
-        attrs = self.aws.client("sqs").get_queue_attributes(
-            QueueUrl=self.queue_url,
-            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-        )["Attributes"]
-        return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
+        return self.aws.queue_counts(self.queue_url)
 
     def queue_arn(self) -> str:
         attrs = self.aws.client("sqs").get_queue_attributes(

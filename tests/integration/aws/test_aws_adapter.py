@@ -55,11 +55,7 @@ def _send(aws: MotoServer, url: str, n: int) -> None:
 
 
 def _depth(aws: MotoServer, url: str) -> tuple[int, int]:
-    attrs = aws.client("sqs").get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
+    return aws.queue_counts(url)
 
 
 # -- SQS ---------------------------------------------------------------------------------------------

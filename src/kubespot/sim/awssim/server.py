@@ -114,6 +114,7 @@ class MotoServer:
         self._port: int | None = None
         self._session: boto3.session.Session | None = None
         self._session_lock = threading.RLock()
+        self._sqs: SQSClient | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -133,6 +134,7 @@ class MotoServer:
         server.start()
         self._server = server
         self._port = int(server.get_host_and_port()[1])
+        self._sqs = None
         if self._reset_on_start:
             # moto's backends are process-wide: a server started after another one in the same
             # process would otherwise inherit its queues and instances.
@@ -238,6 +240,24 @@ class MotoServer:
             return session.client(  # type: ignore[call-overload]
                 service, endpoint_url=self.endpoint_url, region_name=self.region, config=config
             )
+
+    def queue_counts(self, queue_url: str) -> tuple[int, int]:
+        """(visible, in flight) messages on a queue, without moto's blind spot.
+
+        moto computes the two counts one after the other against the clock, so a message whose
+        visibility lapses between them is in neither and a non-empty queue can read as empty.
+        A lapse happens at one instant: of two reads, the larger is right (or merely stale).
+        """
+        if self._sqs is None:
+            self._sqs = self.client("sqs")
+        sqs = self._sqs
+        names: Any = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        reads = []
+        for _ in range(2):
+            attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
+            visible, hidden = attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]
+            reads.append((int(visible), int(hidden)))
+        return max(reads, key=sum)
 
     # -- extension accessors ---------------------------------------------------------------------
 

@@ -52,11 +52,7 @@ def _send(aws: MotoServer, url: str, n: int, start: int = 0) -> None:
 
 
 def _depth(aws: MotoServer, url: str) -> tuple[int, int]:
-    attrs = aws.client("sqs").get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]), int(attrs["ApproximateNumberOfMessagesNotVisible"])
+    return aws.queue_counts(url)
 
 
 def _settings(url: str, **overrides: Any) -> QueueSettings:
