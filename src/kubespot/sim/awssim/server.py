@@ -255,8 +255,8 @@ class MotoServer:
         reads = []
         for _ in range(2):
             attrs = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=names)["Attributes"]
-            visible, hidden = attrs["ApproximateNumberOfMessages"], attrs["ApproximateNumberOfMessagesNotVisible"]
-            reads.append((int(visible), int(hidden)))
+            visible = int(attrs["ApproximateNumberOfMessages"])
+            reads.append((visible, int(attrs["ApproximateNumberOfMessagesNotVisible"])))
         return max(reads, key=sum)
 
     # -- extension accessors ---------------------------------------------------------------------
