@@ -22,8 +22,12 @@ same instants from the first send) until:
 
 Also reported: Kubernetes requests by verb (kubesim's own counters), AWS requests by operation
 made by the controller (the moto layer, the benchmark's own requests excluded), CPU seconds of the
-controller, of this process (the API server and every simulated controller) and of moto, and the
-controller's peak RSS (VmHWM). Prints one JSON object; progress goes to stderr.
+controller, of this process (the API server and every simulated controller) and of moto, CPU per
+Kubernetes request of both (``*_cpu_ms_per_request``; ``drain_phase`` counts only from the first
+second every node was fenced, without the intake of the messages, and adds kubesim's CPU per
+eviction), and the controller's peak RSS (VmHWM; its RSS each second is in the timeline). Wall-clock
+figures need a quiet machine; the CPU figures much less so. Prints one JSON object; progress goes to
+stderr.
 
     python benchmarks/queue_burst.py                                  # 2 000 nodes, 1 000 interruptions
     python benchmarks/queue_burst.py --interruptions 100
@@ -357,6 +361,9 @@ def controller_env(
     env.update(moto.env())
     env.update(
         {
+            # As the image sets it (Dockerfile): glibc's per-thread malloc arenas for the AWS SDK's
+            # worker threads cost 20-35 MiB each step of peak RSS and buy nothing here.
+            "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2"),
             "KUBESPOT_KUBECONFIG": str(sim.kubeconfig_path),
             "KUBESPOT_QUEUE_URL": queue_url,
             "KUBESPOT_AWS_ENDPOINT_URL": moto.url,
@@ -374,23 +381,10 @@ def controller_env(
     return env
 
 
-#: ``--kube-pool N``: the controller's HTTP connection pool to the API server raised from httpx's
-#: default of 100 connections (0: unbounded), as a what-if for the fix proposed in docs/PERFORMANCE.md.
-#: argv after ``-c``: N, then "kubespot controller" as ``-m`` would get it.
-POOL_BOOT = (
-    "import sys, httpx2; n = int(sys.argv.pop(1)); "
-    "httpx2.AsyncClient.__init__.__kwdefaults__['limits'] = "
-    "httpx2.Limits(max_connections=n or None, max_keepalive_connections=n or None); "
-    "from kubespot.cli import main; sys.exit(main(sys.argv[2:]))"
-)
-
-
 async def start_controller(
-    env: dict[str, str], log_path: Path, profile: str | None, pool: int | None = None
+    env: dict[str, str], log_path: Path, profile: str | None
 ) -> asyncio.subprocess.Process:
-    if pool is not None:
-        prefix = [sys.executable, "-c", POOL_BOOT, str(pool)]
-    elif profile:
+    if profile:
         prefix = [sys.executable, "-m", "pyinstrument", "-r", "html", "-o", profile, "-m"]
     else:
         prefix = [sys.executable, "-m"]
@@ -495,7 +489,6 @@ async def run(args: argparse.Namespace, tmp: Path) -> Obj:
                 controller_env(args, sim, moto, queue_url, metrics_port),
                 log_path,
                 args.profile_controller,
-                args.kube_pool,
             )
             index_s = await wait_indexed(proc, log_path, within=120)
             progress(f"controller indexed the nodes after {index_s:.1f} s; settling {args.settle:.0f} s")
@@ -513,6 +506,8 @@ async def run(args: argparse.Namespace, tmp: Path) -> Obj:
             progress(f"{len(bodies)} messages sent in {last_send - first_send:.2f} s")
 
             timeline: list[list[float]] = []
+            #: (controller CPU, kubesim CPU, Kubernetes requests, evictions accepted) once all are fenced.
+            fenced_mark: tuple[float, float, int, int] | None = None
             deletes_at: float | None = None
             deleted = 0
             prev = (time.time(), *cpu_before[:2])
@@ -534,20 +529,25 @@ async def run(args: argparse.Namespace, tmp: Path) -> Obj:
                         deleted,
                         round(100 * (ctrl - prev[1]) / (now - prev[0])),
                         round(100 * (me - prev[2]) / (now - prev[0])),
+                        round(status_kib(proc.pid, "VmRSS") / 1024),
                     ]
                 )
                 prev = (now, ctrl, me)
                 progress(
                     f"t+{now - last_send:5.1f}s fenced {len(observer.fenced)}/{len(targets)} "
                     f"evicted {len(observer.evicted)}/{len(observer.tracked)} left {len(observer.live)} "
-                    f"deleted {deleted} cpu ctrl {timeline[-1][5]}% kubesim {timeline[-1][6]}%"
+                    f"deleted {deleted} cpu ctrl {timeline[-1][5]}% kubesim {timeline[-1][6]}% "
+                    f"ctrl rss {timeline[-1][7]} MiB"
                 )
                 all_fenced = len(observer.fenced) == len(targets)
+                if all_fenced and fenced_mark is None:
+                    fenced_mark = (ctrl, me, sum(sim.server.requests.values()), len(observer.evicted))
                 if done_at is None and all_fenced and not observer.live:
                     done_at = max(observer.gone.values(), default=now)
                 if done_at is not None and deletes_at is not None:
                     break
             cpu_after = (cpu_seconds(proc.pid), time.process_time(), cpu_seconds(moto.proc.pid))
+            requests_after = sum(sim.server.requests.values())
             kube = diff(Counter(sim.server.requests), kube_before)
             final = await asyncio.to_thread(moto.counts)
             aws = diff(final["counts"]["controller"], aws_before)
@@ -595,7 +595,6 @@ async def run(args: argparse.Namespace, tmp: Path) -> Obj:
         "pods_per_node": args.pods_per_node,
         "pods_on_interrupted_nodes": len(observer.tracked),
         "qps": args.qps,
-        "kube_pool": args.kube_pool if args.kube_pool is not None else "httpx default (100)",
         "burst": args.burst,
         "send_span_s": span,
         "p50_cordoned_s": percentile(fence_s, 50) if fence_s else None,
@@ -622,6 +621,10 @@ async def run(args: argparse.Namespace, tmp: Path) -> Obj:
         "aws_requests": sum(aws.values()),
         "aws_requests_by_operation": aws,
         "controller_cpu_s": cpu_after[0] - cpu_before[0],
+        "controller_cpu_ms_per_request": 1000 * (cpu_after[0] - cpu_before[0]) / max(1, sum(kube.values())),
+        "kubesim_cpu_ms_per_request": 1000 * (cpu_after[1] - cpu_before[1]) / max(1, sum(kube.values())),
+        "evictions_per_s": len(observer.evicted) / (all_evicted or (window - span) or 1.0),
+        "drain_phase": drain_phase(fenced_mark, cpu_after, requests_after, len(observer.evicted)),
         "kubesim_cpu_s": cpu_after[1] - cpu_before[1],
         "moto_cpu_s": cpu_after[2] - cpu_before[2],
         "window_s": window,
@@ -651,10 +654,36 @@ async def run(args: argparse.Namespace, tmp: Path) -> Obj:
         "deleted",
         "ctrl_cpu_%",
         "kubesim_cpu_%",
+        "ctrl_rss_mib",
     ]
     out["timeline"] = timeline
     out["measured_with"] = MEASURED_WITH
     return out
+
+
+def drain_phase(
+    mark: tuple[float, float, int, int] | None,
+    cpu_after: tuple[float, float, float],
+    requests_after: int,
+    evicted_after: int,
+) -> Obj | None:
+    """CPU per request from the first second every node was fenced to the end: the drains only,
+    without the intake of the messages (AWS calls, queue handling) that precedes them."""
+    if mark is None:
+        return None
+    requests, evicted = requests_after - mark[2], evicted_after - mark[3]
+    ctrl, sim = cpu_after[0] - mark[0], cpu_after[1] - mark[1]
+    return round_all(
+        {
+            "kube_requests": requests,
+            "evictions_accepted": evicted,
+            "controller_cpu_s": ctrl,
+            "kubesim_cpu_s": sim,
+            "controller_cpu_ms_per_request": 1000 * ctrl / max(1, requests),
+            "kubesim_cpu_ms_per_request": 1000 * sim / max(1, requests),
+            "kubesim_cpu_ms_per_eviction": 1000 * sim / max(1, evicted),
+        }
+    )
 
 
 def main() -> int:
@@ -696,12 +725,6 @@ def main() -> int:
         "--env", action="append", default=[], metavar="KEY=VALUE", help="extra controller env"
     )
     parser.add_argument("--profile-controller", metavar="HTML", help="run the controller under pyinstrument")
-    parser.add_argument(
-        "--kube-pool",
-        type=int,
-        metavar="N",
-        help="what-if: run the controller with N HTTP connections to the API server (0: unbounded)",
-    )
     parser.add_argument("--keep-log", metavar="PATH", help="copy the controller's log here")
     args = parser.parse_args()
     import tempfile

@@ -126,6 +126,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pol.add_argument("--queue-name", default="", metavar="NAME", help="queue name, if not the default")
     pol.add_argument("--account-id", metavar="ID", default=None, help="12-digit AWS account id")
     pol.add_argument("--partition", default="aws", help="ARN partition (aws, aws-cn, aws-us-gov)")
+    pol.add_argument(
+        "--actions",
+        metavar="LIST",
+        action="append",
+        default=[],
+        help=(
+            "also grant these response actions (comma-separated, repeatable; 'all' for every one): "
+            + ", ".join(iam.ACTION_GROUPS)
+        ),
+    )
+    pol.add_argument(
+        "--no-queue",
+        action="store_true",
+        help="the controller reads no queue (IMDS-only cluster): grant only --actions",
+    )
+    for flag, what in (
+        ("--target-group-arn", "limit load balancer deregistration to this target group"),
+        ("--load-balancer-arn", "limit Classic Load Balancer deregistration to this load balancer"),
+        ("--sns-topic-arn", "limit publishing to this SNS topic"),
+        ("--event-bus-arn", "limit PutEvents to this event bus"),
+    ):
+        pol.add_argument(
+            flag, metavar="ARN", action="append", default=[], help=f"{what} (repeatable; default: *)"
+        )
     _common(pol)
 
 
@@ -208,8 +232,21 @@ def run_bootstrap(args: argparse.Namespace, *, out: TextIO) -> int:
     return 0
 
 
+def _action_names(values: list[str]) -> list[str]:
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    return list(iam.ACTION_GROUPS) if "all" in names else names
+
+
 def run_policy(args: argparse.Namespace, *, out: TextIO) -> int:
-    if args.queue_arn:
+    actions = _action_names(args.actions)
+    queue_arn: str | None
+    if args.no_queue:
+        if args.queue_arn or args.cluster or args.queue_name or args.kms_key:
+            raise InvalidRequest("--no-queue leaves the queue out: do not name one (or its KMS key)")
+        if not actions:
+            raise InvalidRequest("--no-queue needs --actions: there would be nothing to allow")
+        queue_arn = None
+    elif args.queue_arn:
         queue_arn = args.queue_arn
     else:
         if not (args.cluster or args.queue_name) or not args.account_id:
@@ -220,12 +257,21 @@ def run_policy(args: argparse.Namespace, *, out: TextIO) -> int:
             partition=args.partition, region=settings.region, account=args.account_id, name=name
         )
     kms_key = args.kms_key
-    if kms_key is not None and not kms_key.startswith("arn:"):
+    if kms_key is not None and queue_arn is not None and not kms_key.startswith("arn:"):
         # A bare key id lives in the queue's account and region.
         _, partition, _, region, account, _ = queue_arn.split(":", 5)
         kms_key = f"arn:{partition}:kms:{region}:{account}:key/{kms_key}"
     try:
-        policy = iam.controller_policy(queue_arn, kms_key_arn=kms_key, asg_arns=args.asg_arn)
+        policy = iam.controller_policy(
+            queue_arn,
+            kms_key_arn=kms_key,
+            asg_arns=args.asg_arn,
+            actions=actions,
+            target_group_arns=args.target_group_arn,
+            load_balancer_arns=args.load_balancer_arn,
+            sns_topic_arns=args.sns_topic_arn,
+            event_bus_arns=args.event_bus_arn,
+        )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None
     out.write(json.dumps(policy, indent=2) + "\n")

@@ -14,6 +14,9 @@ The instance dies at a known time whatever happens, so every step is measured ag
 4. Grace periods are cut so pods finish before the deadline.
 5. Completion is observed on one watch of the node's pods (not by polling): a pod is gone when it is
    deleted or a different uid takes its name.
+6. An optional ``hold`` gate delays each pod's first eviction until it says the pod may go (the caller's
+   reason: a load balancer still routing to it). The engine knows nothing of the reason; it bounds
+   every hold itself, so a held pod still starts leaving in time to keep its grace period.
 
 The result lists every pod with its outcome and timings. Dry-run plans and reports, emits events that
 say so, and changes nothing.
@@ -25,7 +28,8 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Coroutine
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -34,7 +38,7 @@ from typing import Any, Protocol
 from ..config.drain import DrainSettings
 from ..kube.retry import full_jitter
 from ..kube.views import EvictionOutcome, EvictionResult, PodEvent, PodEventType, PodList, PodView
-from ..model.clock import Clock
+from ..model.clock import Clock, SystemClock
 from .drain_plan import (
     Action,
     PodPlan,
@@ -53,6 +57,24 @@ MIN_CALL_SECONDS = 5.0
 MIN_RETRY_SECONDS = 0.02
 #: Seconds given to outstanding event writes once the drain itself is over.
 EVENT_FLUSH_SECONDS = 5.0
+#: Eviction and delete calls started at once by all the drains of a process (of an event loop), on top
+#: of each drain's ``eviction_concurrency``. The client's rate limit lets a few hundred calls through
+#: per second; a burst of a thousand drains would otherwise start ~20 000 at once, each a chain of
+#: coroutines waiting for a token, which costs memory and nothing else. The others wait here, cheaply.
+CALLS_AT_ONCE = 256
+
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+#: Backoff jitter for every drain (a generator each would cost 2.5 KiB a drain for nothing).
+_rng = random.Random()
+
+
+def _gate() -> asyncio.Semaphore:
+    """``CALLS_AT_ONCE`` for the running event loop."""
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(CALLS_AT_ONCE)
+    return gate
 
 
 class DrainKube(Protocol):
@@ -77,6 +99,11 @@ class DrainKube(Protocol):
     ) -> bool: ...
 
 
+#: Called before a pod's first eviction; the pod is evicted once the awaitable ends (or the engine's
+#: bound passes, or the pod goes away meanwhile). It must not raise; if it does, the pod goes at once.
+Hold = Callable[[PodView], Awaitable[None]]
+
+
 class DrainEvents(Protocol):
     """The part of ``kubespot.kube.EventRecorder`` the engine uses; it must never raise."""
 
@@ -99,7 +126,7 @@ class Outcome(StrEnum):
     WOULD_DELETE_BARE = "would-delete-bare"
 
 
-@dataclass
+@dataclass(slots=True)
 class PodResult:
     namespace: str
     name: str
@@ -200,10 +227,13 @@ async def drain_node(
     dry_run: bool = False,
     own_pod: tuple[str, str] | None = None,
     recorder: DrainEvents | None = None,
+    hold: Hold | None = None,
 ) -> DrainResult:
     """Move every movable pod off ``node`` before ``deadline`` (None: now + NODE_TERMINATION_GRACE_PERIOD).
 
     Does not cordon: the caller does that first, or replacements could land on the node again.
+    ``hold``: awaited per pod before its first eviction (see ``Hold``), at most until the moment the
+    pod must start leaving to keep its grace period before the deadline. Not used by a dry run.
     """
     started = clock.now()
     if deadline is None:
@@ -217,6 +247,7 @@ async def drain_node(
         dry_run=dry_run,
         own_pod=own_pod,
         recorder=recorder,
+        hold=hold,
     )
     return await drain.run()
 
@@ -227,6 +258,13 @@ async def _wait_event(event: asyncio.Event, seconds: float, clock: Clock) -> boo
         return True
     if seconds <= 0:
         return False
+    if type(clock) is SystemClock:
+        # The real clock: a timeout on the wait itself, without the two tasks below (a burst of
+        # drains has thousands of pods waiting to be gone at once).
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await event.wait()
+        return event.is_set()
     waiter = asyncio.ensure_future(event.wait())
     sleeper = asyncio.ensure_future(clock.sleep(seconds))
     try:
@@ -235,6 +273,15 @@ async def _wait_event(event: asyncio.Event, seconds: float, clock: Clock) -> boo
         waiter.cancel()
         sleeper.cancel()
     return event.is_set()
+
+
+class _Gone(asyncio.Event):
+    """An ``asyncio.Event`` whose waiters are kept in a list: an empty deque costs 624 bytes, and a
+    burst of drains keeps one event per pod (tens of thousands), almost all without any waiter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters: list[asyncio.Future[bool]] = []  # type: ignore[assignment]
 
 
 class _Tracker:
@@ -248,7 +295,7 @@ class _Tracker:
 
     def track(self, pod: PodView) -> asyncio.Event:
         self._by_key[pod.key] = pod.uid
-        return self._gone.setdefault(pod.uid, asyncio.Event())
+        return self._gone.setdefault(pod.uid, _Gone())
 
     def gone_at(self, uid: str) -> datetime | None:
         return self._gone_at.get(uid)
@@ -294,6 +341,7 @@ class _Drain:
         dry_run: bool,
         own_pod: tuple[str, str] | None,
         recorder: DrainEvents | None,
+        hold: Hold | None = None,
     ) -> None:
         self.node = node
         self.kube = kube
@@ -303,9 +351,10 @@ class _Drain:
         self.dry_run = dry_run
         self.own_pod = own_pod
         self.recorder = recorder
+        self.hold = hold
         self.tracker = _Tracker(clock=clock)
         self.sem = asyncio.Semaphore(settings.eviction_concurrency)
-        self.rng = random.Random()
+        self.rng = _rng
         self._event_tasks: set[asyncio.Task[None]] = set()
         self.result = DrainResult(node=node, started_at=clock.now(), deadline=deadline, dry_run=dry_run)
         #: Seconds from the start of the drain to the deadline.
@@ -445,12 +494,12 @@ class _Drain:
                 log.info("%s: starting the critical tier early to keep its grace period", self.node)
                 return
 
-    async def _call(self, aw: Awaitable[Any]) -> Any:
-        async with self.sem:
-            # No call may outlive the drain: a hung API server (each call retries internally) must
-            # not hold a pod's slot past the moment the deadline action has to run.
-            async with asyncio.timeout(max(MIN_CALL_SECONDS, self.left())):
-                return await aw
+    async def _call(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        # No call may outlive the drain: a hung API server (each call retries internally) must not
+        # hold a pod's slot past the moment the deadline action has to run (the time left is read
+        # once this drain's slot is taken: the contexts are entered in order).
+        async with self.sem, asyncio.timeout(max(MIN_CALL_SECONDS, self.left())), _gate():
+            return await call()
 
     async def _move(self, plan: PodPlan, res: PodResult, gone: asyncio.Event) -> None:
         pod = plan.pod
@@ -459,11 +508,42 @@ class _Drain:
             if await _wait_event(gone, self.left(), self.clock):
                 res.outcome, res.gone_at = Outcome.GONE, self.tracker.gone_at(pod.uid)
             return
+        if self.hold is not None:
+            await self._hold(plan, gone)
         if await self._evict(plan, res, gone):
             if await _wait_event(gone, self.left(), self.clock):
                 res.gone_at = self.tracker.gone_at(pod.uid)
             else:
                 log.warning("%s: %s/%s not gone by the deadline", self.node, pod.namespace, pod.name)
+
+    async def _hold(self, plan: PodPlan, gone: asyncio.Event) -> None:
+        """Await the caller's gate for the pod, until it opens, the pod goes, or the pod must leave
+        now to keep its grace period (the moment a PodDisruptionBudget would be overridden)."""
+        assert self.hold is not None
+        pod = plan.pod
+        bound = self.left() - deadline_reserve(pod, settings=self.settings, window=self.window)
+        if bound <= 0 or gone.is_set():
+            return
+        gate = asyncio.ensure_future(self.hold(pod))
+        waiter = asyncio.ensure_future(gone.wait())
+        sleeper = asyncio.ensure_future(self.clock.sleep(bound))
+        try:
+            await asyncio.wait({gate, waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (gate, waiter, sleeper):
+                task.cancel()
+            await asyncio.gather(gate, waiter, sleeper, return_exceptions=True)
+        if gate.cancelled():
+            if not gone.is_set():
+                log.warning(
+                    "%s: %s/%s held until it had to leave to keep its grace period",
+                    self.node,
+                    pod.namespace,
+                    pod.name,
+                )
+            return
+        if (err := gate.exception()) is not None:
+            log.error("%s: hold of %s/%s failed: %r; evicting it", self.node, pod.namespace, pod.name, err)
 
     async def _evict(self, plan: PodPlan, res: PodResult, gone: asyncio.Event) -> bool:
         """Evict (or, at the deadline, delete) the pod; True once the API accepted its removal."""
@@ -486,7 +566,9 @@ class _Drain:
             grace = capped_grace(pod, settings=s, seconds_left=left)
             try:
                 answer: EvictionResult = await self._call(
-                    self.kube.evict_pod(pod.namespace, pod.name, uid=pod.uid, grace_period_seconds=grace)
+                    lambda grace=grace: self.kube.evict_pod(  # type: ignore[misc]
+                        pod.namespace, pod.name, uid=pod.uid, grace_period_seconds=grace
+                    )
                 )
             except TimeoutError:
                 answer = EvictionResult(EvictionOutcome.ERROR, 0, "the eviction request timed out")
@@ -551,7 +633,7 @@ class _Drain:
         )
         try:
             existed = await self._call(
-                self.kube.delete_pod(pod.namespace, pod.name, grace_period_seconds=grace)
+                lambda: self.kube.delete_pod(pod.namespace, pod.name, grace_period_seconds=grace)
             )
         except Exception as err:
             log.error(

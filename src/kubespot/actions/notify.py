@@ -1,20 +1,26 @@
-"""The webhook notifier: one POST per interruption to Slack, Teams or any HTTP endpoint.
+"""Notifications: messages about each interruption to Slack, Teams, Chime or any HTTP endpoint.
 
-This module owns delivery: a bounded in-memory queue filled by ``notify()`` (which never blocks and
-never raises, so a dead endpoint can never delay a drain), one background sender (``run()``) that
-renders each message at send time and POSTs it with retries, and the shutdown flush (``aclose()``).
-What a message says is ``kubespot.actions.templates``'s business.
+This module owns delivery. ``notify()`` never blocks and never raises, so a dead endpoint can never
+delay a drain: it captures what the message will say and puts it on the queue of each target that
+wants it (by stage, started/finished/failed, and by event kind). Each target has its own bounded
+queue, HTTP client and background sender, so a hung endpoint holds up only its own messages, never
+another target's. A sender renders each message at send time (the target's template for the kind and
+stage, else its built-in format: ``kubespot.actions.templates``) and POSTs it with retries;
+``aclose()`` flushes what is queued at shutdown.
 
-The URL is a credential (a Slack webhook URL *is* the token) and header values may be too: neither
-appears in any log line, exception or repr here. The URL is read from the settings at each send, so a
-rotated Secret file takes effect without a restart; failures are logged by exception class or status
-code only, because httpx's exception strings and response reprs carry the URL; and the HTTP library's
-own request log line gets the URL replaced while a webhook request is being sent.
+URLs are credentials (a Slack webhook URL *is* the token) and header values may be too: none appears
+in any log line, exception or repr here. URLs and file-backed headers are read at each send, so a
+rotated Secret takes effect without a restart; failures are logged by exception class or status code
+only, because httpx's exception strings and response reprs carry the URL; and the HTTP library's own
+request log line gets the URL replaced while one of our requests is being sent. The same plumbing
+serves the outgoing HTTP calls of ``kubespot.actions.http_call``.
 
-Delivery: ``settings.attempts`` tries, each within ``settings.timeout``; 5xx, 429 and transport
-errors are retried after an exponential backoff with full jitter (or the server's ``Retry-After``, up
-to a cap); any other non-2xx answer gives up at once. Each message ends in exactly one
-``on_result`` call: ``"success"``, ``"failure"`` or ``"dropped"`` (queue overflow, shutdown).
+Delivery: ``attempts`` tries, each within ``timeout``; 5xx, 429 and transport errors are retried
+after an exponential backoff with full jitter (or the server's ``Retry-After``, up to a cap); any
+other non-2xx answer gives up at once. Each message ends, per target, in exactly one result:
+``"success"``, ``"failure"`` or ``"dropped"`` (queue overflow, shutdown), reported to ``on_result``
+(the result) and ``on_delivery`` (target, stage, result), and logged: the metrics and the logs are
+the record when a message cannot be delivered.
 """
 
 from __future__ import annotations
@@ -25,15 +31,18 @@ import email.utils
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 import httpx2
 
-from kubespot.config.loader import SettingsError
+from kubespot.config.loader import InvalidSetting, Problem, SettingsError
+from kubespot.config.notify import WEBHOOK_TARGET, NotifyTarget, webhook_target
 from kubespot.config.webhook import WebhookSettings
-from kubespot.model import Clock, InterruptionEvent
+from kubespot.model import Clock, InterruptionEvent, Kind
+from kubespot.model.summary import InterruptionSummary, Stage
 
 from . import templates
 
@@ -48,175 +57,271 @@ BACKOFF_CAP = 8.0
 #: A server's Retry-After is honoured up to this; longer and the message would be stale anyway.
 RETRY_AFTER_CAP = 30.0
 
-_REDACTED_URL = "<webhook url>"
-#: Set while this module's client sends, so the HTTP library's log filter knows whose URL it sees.
-_sending: contextvars.ContextVar[bool] = contextvars.ContextVar("kubespot_webhook_sending", default=False)
+#: While one of our requests is sent: what the HTTP library's log line shows instead of its URL.
+_sending: contextvars.ContextVar[str | None] = contextvars.ContextVar("kubespot_sending", default=None)
 
 
-class _RedactWebhookUrl(logging.Filter):
-    """Replaces the URL in httpx2's ``HTTP Request: POST <url> ...`` line for webhook requests.
+class _RedactUrl(logging.Filter):
+    """Replaces the URL in httpx2's ``HTTP Request: POST <url> ...`` line for our requests.
 
     Installed on the ``httpx2`` logger (that line is logged at INFO by the client itself, so it
     cannot be avoided by how we call it); other users of httpx2 (the IMDS client) are untouched.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if _sending.get() and isinstance(record.args, tuple):
-            record.args = tuple(_REDACTED_URL if isinstance(a, httpx2.URL) else a for a in record.args)
+        shown = _sending.get()
+        if shown is not None and isinstance(record.args, tuple):
+            record.args = tuple(shown if isinstance(a, httpx2.URL) else a for a in record.args)
         return True
 
 
-def _install_log_filter() -> None:
+def install_log_filter() -> None:
+    """Make sure the URL redaction of httpx2's request log line is in place (idempotent)."""
     target = logging.getLogger("httpx2")
-    if not any(isinstance(f, _RedactWebhookUrl) for f in target.filters):
-        target.addFilter(_RedactWebhookUrl())
+    if not any(isinstance(f, _RedactUrl) for f in target.filters):
+        target.addFilter(_RedactUrl())
 
 
-@dataclass(frozen=True, slots=True)
-class _Message:
-    """One queued notification: the variables are captured when ``notify()`` is called."""
-
-    event_id: str
-    variables: dict[str, Any]
+# --- one HTTP attempt (shared with kubespot.actions.http_call) -----------------------------------------
 
 
-class _Retry(Exception):
-    """An attempt failed in a way worth another try; ``reason`` is safe to log."""
+class AttemptFailed(Exception):
+    """One attempt failed; ``reason`` is safe to log (never a URL or a header value).
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-class _GiveUp(Exception):
-    """An attempt failed in a way another try will not fix; ``reason`` is safe to log."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class WebhookNotifier:
-    """Queues interruption notifications and POSTs them in the background.
-
-    Construction reads and checks the template (raising ``InvalidSetting``/``SettingsError``, so a bad
-    template stops the agent at start-up) and imports jinja2. Call ``notify()`` from the event loop's
-    thread; run ``run()`` as a task; call ``aclose()`` at shutdown.
+    ``retry``: another attempt may succeed (5xx, 429, transport error, timeout). ``status``: the
+    HTTP status, when there was an answer. ``timed_out``: no answer within the time allowed.
     """
 
     def __init__(
         self,
-        settings: WebhookSettings,
+        reason: str,
         *,
-        clock: Clock,
-        on_result: Callable[[str], None] | None = None,
-        max_queue: int = 256,
-        transport: httpx2.AsyncBaseTransport | None = None,
-        rng: Callable[[], float] | None = None,
+        retry: bool,
+        status: int | None = None,
+        retry_after: str | None = None,
+        timed_out: bool = False,
     ) -> None:
-        if max_queue < 1:
-            raise ValueError("max_queue must be at least 1")
-        self._settings = settings
+        super().__init__(reason)
+        self.reason = reason
+        self.retry = retry
+        self.status = status
+        self.retry_after = retry_after
+        self.timed_out = timed_out
+
+
+def new_client(*, proxy: str | None, transport: httpx2.AsyncBaseTransport | None) -> httpx2.AsyncClient:
+    """An HTTP client for outgoing notifications or calls (timeouts are given per request)."""
+    install_log_filter()
+    return httpx2.AsyncClient(
+        transport=transport,
+        proxy=proxy,
+        # Only the configured proxy applies: an HTTP(S)_PROXY or .netrc in the pod's environment must
+        # not reroute or add credentials to a request (the reference handler ignores them too).
+        trust_env=False,
+        # A redirect could send the body (and the Authorization header) somewhere unconfigured.
+        follow_redirects=False,
+    )
+
+
+async def send_once(
+    client: httpx2.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    body: bytes | None,
+    headers: Sequence[tuple[str, str]],
+    timeout: float,  # noqa: ASYNC109 - per attempt, and the HTTP library's phases get it too
+    shown_as: str,
+) -> int:
+    """One request within ``timeout`` seconds: the status on 2xx, else ``AttemptFailed``.
+
+    ``shown_as`` replaces the URL in the HTTP library's log line.
+    """
+    token = _sending.set(shown_as)
+    try:
+        # httpx's timeout is per phase (connect, each read...): a server that trickles bytes could
+        # exceed it many times over, so the whole attempt is bounded as well.
+        async with asyncio.timeout(timeout):
+            # Streamed and never read: an endpoint's answer body is of no use and could be large.
+            async with client.stream(
+                method, url, content=body, headers=list(headers), timeout=httpx2.Timeout(timeout)
+            ) as response:
+                status = response.status_code
+                retry_after = response.headers.get("retry-after")
+    except TimeoutError:
+        raise AttemptFailed(f"no answer within {timeout:g}s", retry=True, timed_out=True) from None
+    except httpx2.TimeoutException as exc:
+        raise AttemptFailed(f"timed out ({type(exc).__name__})", retry=True, timed_out=True) from None
+    except (httpx2.InvalidURL, httpx2.UnsupportedProtocol) as exc:
+        raise AttemptFailed(f"unusable URL ({type(exc).__name__})", retry=False) from None
+    except httpx2.TransportError as exc:
+        # The class name only: the message of a connect error can include the URL.
+        raise AttemptFailed(f"transport error ({type(exc).__name__})", retry=True) from None
+    finally:
+        _sending.reset(token)
+    if 200 <= status < 300:
+        return status
+    retry = status == 429 or status >= 500
+    raise AttemptFailed(f"HTTP {status}", retry=retry, status=status, retry_after=retry_after)
+
+
+def backoff_delay(attempt: int, retry_after: str | None, *, now: datetime, rng: Callable[[], float]) -> float:
+    """Seconds to wait before attempt ``attempt + 1``: the server's Retry-After (capped), else jitter."""
+    asked = _retry_after(retry_after, now)
+    if asked is not None:
+        return min(asked, RETRY_AFTER_CAP)
+    return rng() * min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** (attempt - 1))
+
+
+def _retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None if absent/bad."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - now).total_seconds())
+
+
+def is_json(headers: Sequence[tuple[str, str]]) -> bool:
+    """Whether the Content-Type is JSON (``application/json``, ``application/*+json``)."""
+    for name, value in headers:
+        if name.strip().lower() == "content-type":
+            media = value.split(";", 1)[0].strip().lower()
+            return media == "application/json" or (
+                media.startswith("application/") and media.endswith("+json")
+            )
+    return False
+
+
+def settings_reason(exc: SettingsError) -> str:
+    """A ``SettingsError`` as one log-safe line (problems name files and settings, never content)."""
+    return "; ".join(f"{p.setting}: {p.reason}" for p in exc.problems)
+
+
+# --- one target ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Message:
+    """One queued notification: what it says is captured when ``notify()`` is called."""
+
+    event_id: str
+    kind: Kind
+    stage: Stage
+    summary: InterruptionSummary
+    variables: dict[str, Any]
+
+
+def _field(target: NotifyTarget, field: str) -> str:
+    # The webhook's fields are reported within their group, as they always were; a named target's
+    # by their full path, since the target's name is what tells them apart.
+    return field if target.name == WEBHOOK_TARGET else f"{target.path}.{field}"
+
+
+def _compile_templates(target: NotifyTarget) -> dict[tuple[Kind | None, Stage | None], str]:
+    """The target's templates, read and checked (``InvalidSetting``/``SettingsError`` if unusable)."""
+    out: dict[tuple[Kind | None, Stage | None], str] = {}
+    for key, (text, field) in target.read_templates().items():
+        try:
+            templates.check_template(text, field=field)
+        except InvalidSetting as exc:
+            raise InvalidSetting(_field(target, field), exc.reason) from None
+        out[key] = text
+    return out
+
+
+class _Sender:
+    """One target's queue, HTTP client and background sender."""
+
+    def __init__(
+        self,
+        target: NotifyTarget,
+        *,
+        templates: dict[tuple[Kind | None, Stage | None], str],
+        http: httpx2.AsyncClient,
+        clock: Clock,
+        report: Callable[[_Sender, Result, str, Stage], None],
+        max_queue: int,
+        rng: Callable[[], float],
+    ) -> None:
+        self.target = target
+        self.label = "webhook" if target.name == WEBHOOK_TARGET else f"notification {target.name}"
+        self._shown_url = f"<{self.label} url>"
         self._clock = clock
-        self._on_result = on_result
+        self._report_to = report
         self._max_queue = max_queue
-        self._rng = rng or random.random
-        self._template = settings.read_template()
-        templates.check_template(
-            self._template, field="template" if settings.template_file is None else "template_file"
-        )
-        self._headers = list(settings.headers)
-        self._json = _is_json(settings.headers)
-        _install_log_filter()
-        self._http = httpx2.AsyncClient(
-            transport=transport,
-            proxy=settings.proxy,
-            timeout=httpx2.Timeout(settings.timeout),
-            # Only settings.proxy applies: an HTTP(S)_PROXY or .netrc in the pod's environment must
-            # not reroute or add credentials to the webhook (the reference handler ignores them too).
-            trust_env=False,
-            # A redirect could send the body (and the Authorization header) somewhere unconfigured.
-            follow_redirects=False,
-        )
+        self._rng = rng
+        self._templates = templates
+        # Shared with the other targets that use the same proxy (the Notifier owns and closes it).
+        self._http = http
         self._queue: deque[_Message] = deque()
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._runner: asyncio.Task[None] | None = None
-        self._closing = False
+        self.runner: asyncio.Task[None] | None = None
+        self.closing = False
         self._closed = False
-
-    def __repr__(self) -> str:
-        # Never the URL, the proxy or header values: the settings' own repr redacts them.
-        return f"WebhookNotifier(queued={len(self._queue)}, settings={self._settings!r})"
 
     @property
     def queued(self) -> int:
-        """Messages waiting to be sent (not counting one being sent)."""
         return len(self._queue)
 
-    # --- producer ------------------------------------------------------------------------------------
+    def _what(self, m: _Message) -> str:
+        # Started messages read as they always have; later stages say which they are.
+        stage = "" if m.stage is Stage.STARTED else f" ({m.stage.value})"
+        return f"{self.label}{stage} for event {m.event_id}"
 
-    def notify(
-        self, event: InterruptionEvent, *, node_name: str, extra: Mapping[str, Any] | None = None
-    ) -> None:
-        """Queue a message about ``event``; returns at once. When the queue is full the oldest goes."""
-        ev_id = getattr(event, "id", "?")
-        try:
-            if self._closing:
-                log.warning(
-                    "webhook for event %s not sent: notifier is closed", ev_id, extra={"event_id": ev_id}
-                )
-                self._report("dropped", ev_id)
-                return
-            message = _Message(ev_id, templates.template_variables(event, node_name=node_name, extra=extra))
-            while len(self._queue) >= self._max_queue:
-                # The newest notice matters most (it may be the spot interruption that follows a
-                # rebalance recommendation), so overflow sacrifices the oldest.
-                old = self._queue.popleft()
-                log.warning(
-                    "webhook queue full (%d): dropped the message for event %s",
-                    self._max_queue,
-                    old.event_id,
-                    extra={"event_id": old.event_id},
-                )
-                self._report("dropped", old.event_id)
-            self._queue.append(message)
-            self._idle.clear()
-            self._wakeup.set()
-        except Exception as exc:  # the caller is draining a node: nothing here may interrupt it
-            log.error(
-                "webhook for event %s not queued: %s", ev_id, type(exc).__name__, extra={"event_id": ev_id}
+    def _extra(self, m: _Message) -> dict[str, str]:
+        return {"event_id": m.event_id, "target": self.target.name, "stage": m.stage.value}
+
+    def put(self, message: _Message) -> None:
+        if self.closing:
+            log.warning("%s not sent: notifier is closed", self._what(message), extra=self._extra(message))
+            self._report(message, "dropped")
+            return
+        while len(self._queue) >= self._max_queue:
+            # The newest notice matters most (it may be the spot interruption that follows a
+            # rebalance recommendation), so overflow sacrifices the oldest.
+            old = self._queue.popleft()
+            log.warning(
+                "%s queue full (%d): dropped the message for event %s",
+                self.label,
+                self._max_queue,
+                old.event_id,
+                extra=self._extra(old),
             )
-            self._report("failure", ev_id)
+            self._report(old, "dropped")
+        self._queue.append(message)
+        self._idle.clear()
+        self._wakeup.set()
 
-    # --- sender --------------------------------------------------------------------------------------
+    def start(self) -> asyncio.Task[None]:
+        # The task is known before it first runs, so an aclose() right after start() waits for it
+        # instead of sending the queue itself alongside it.
+        self.runner = asyncio.create_task(self._run(), name=f"notify-{self.target.name}")
+        return self.runner
 
-    async def run(self) -> None:
-        """Send queued messages one at a time until cancelled."""
-        self._runner = asyncio.current_task()
-        try:
-            while True:
-                if not self._queue:
-                    self._idle.set()
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                    continue
-                await self._deliver(self._queue.popleft())
-        finally:
-            self._runner = None
+    async def _run(self) -> None:
+        while True:
+            if not self._queue:
+                self._idle.set()
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            await self._deliver(self._queue.popleft())
 
-    # The agent's shutdown path owns this budget (the agreed API), hence a parameter, not a scope.
-    async def aclose(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
-        """Refuse new messages, send what is queued within ``timeout``, then stop and free the client.
-
-        Messages still queued when the time is up are reported as ``"dropped"``.
-        """
+    async def aclose(self, timeout: float) -> None:  # noqa: ASYNC109 - the caller's shutdown budget
         if self._closed:
             return
-        self._closing = True
-        runner = self._runner
+        self.closing = True
+        runner = self.runner
         try:
             async with asyncio.timeout(timeout):
                 if runner is not None and not runner.done():
@@ -232,170 +337,310 @@ class WebhookNotifier:
                 await asyncio.gather(runner, return_exceptions=True)
             while self._queue:
                 left = self._queue.popleft()
-                log.warning(
-                    "webhook for event %s dropped at shutdown",
-                    left.event_id,
-                    extra={"event_id": left.event_id},
-                )
-                self._report("dropped", left.event_id)
-            await self._http.aclose()
+                log.warning("%s dropped at shutdown", self._what(left), extra=self._extra(left))
+                self._report(left, "dropped")
             self._closed = True
 
     async def _deliver(self, message: _Message) -> None:
         """Render and send one message; report its outcome exactly once."""
-        ev = message.event_id
         try:
             result = await self._send(message)
         except asyncio.CancelledError:
-            log.warning("webhook for event %s abandoned: sender stopped", ev, extra={"event_id": ev})
-            self._report("dropped", ev)
+            log.warning("%s abandoned: sender stopped", self._what(message), extra=self._extra(message))
+            self._report(message, "dropped")
             raise
         except Exception as exc:  # a bug here must cost one message, not the sender
-            log.error("webhook for event %s failed: %s", ev, type(exc).__name__, extra={"event_id": ev})
+            log.error("%s failed: %s", self._what(message), type(exc).__name__, extra=self._extra(message))
             result = "failure"
-        self._report(result, ev)
+        self._report(message, result)
 
-    async def _send(self, message: _Message) -> Result:
-        ev = message.event_id
+    def _template_for(self, kind: Kind, stage: Stage) -> str | None:
+        # Most specific first: kind and stage, the stage, the kind, the target's default.
+        for key in ((kind, stage), (None, stage), (kind, None), (None, None)):
+            if key in self._templates:
+                return self._templates[key]
+        return None
+
+    async def _send(self, m: _Message) -> Result:
+        what, extra = self._what(m), self._extra(m)
         try:
-            body = templates.render_template(self._template, message.variables, json_escape=self._json)
+            headers = self.target.read_headers()
+        except SettingsError as exc:
+            log.error("%s not sent: %s", what, settings_reason(exc), extra=extra)
+            return "failure"
+        template = self._template_for(m.kind, m.stage)
+        try:
+            if template is not None:
+                body = templates.render_template(template, m.variables, json_escape=is_json(headers))
+            else:
+                body = templates.render_builtin(self.target.format, m.summary)
         except Exception as exc:
             # Template errors name the template construct, never a secret.
             log.error(
-                "webhook for event %s not sent: template failed to render: %s: %s",
-                ev,
-                type(exc).__name__,
-                exc,
-                extra={"event_id": ev},
+                "%s not sent: template failed to render: %s: %s", what, type(exc).__name__, exc, extra=extra
             )
             return "failure"
-        attempts = self._settings.attempts
+        content = body.encode()
+        attempts = self.target.attempts
         for attempt in range(1, attempts + 1):
             try:
-                url = self._settings.read_url()
+                url = self.target.read_url()
             except SettingsError as exc:
-                # The problem names the file and what is wrong with it, never its content.
-                reason = "; ".join(f"{p.setting}: {p.reason}" for p in exc.problems)
-                log.error("webhook for event %s not sent: %s", ev, reason, extra={"event_id": ev})
-                return "failure"
-            if url is None:
-                log.error("webhook for event %s not sent: no URL configured", ev, extra={"event_id": ev})
+                log.error("%s not sent: %s", what, settings_reason(exc), extra=extra)
                 return "failure"
             try:
-                status = await self._post(url, body)
-            except _GiveUp as exc:
-                log.warning(
-                    "webhook for event %s failed on attempt %d/%d: %s; not retrying",
-                    ev,
-                    attempt,
-                    attempts,
-                    exc.reason,
-                    extra={"event_id": ev},
+                status = await send_once(
+                    self._http,
+                    "POST",
+                    url,
+                    body=content,
+                    headers=headers,
+                    timeout=self.target.timeout,
+                    shown_as=self._shown_url,
                 )
-                return "failure"
-            except _Retry as exc:
-                if attempt == attempts:
+            except AttemptFailed as exc:
+                if not exc.retry:
                     log.warning(
-                        "webhook for event %s failed after %d attempts: %s",
-                        ev,
+                        "%s failed on attempt %d/%d: %s; not retrying",
+                        what,
+                        attempt,
                         attempts,
                         exc.reason,
-                        extra={"event_id": ev},
+                        extra=extra,
                     )
                     return "failure"
-                delay = self._backoff(attempt, exc.retry_after)
+                if attempt == attempts:
+                    log.warning("%s failed after %d attempts: %s", what, attempts, exc.reason, extra=extra)
+                    return "failure"
+                delay = backoff_delay(attempt, exc.retry_after, now=self._clock.now(), rng=self._rng)
                 log.warning(
-                    "webhook for event %s: attempt %d/%d failed: %s; retrying in %.2fs",
-                    ev,
+                    "%s: attempt %d/%d failed: %s; retrying in %.2fs",
+                    what,
                     attempt,
                     attempts,
                     exc.reason,
                     delay,
-                    extra={"event_id": ev},
+                    extra=extra,
                 )
                 await self._clock.sleep(delay)
                 continue
-            log.info(
-                "webhook for event %s sent: HTTP %d (attempt %d/%d)",
-                ev,
-                status,
-                attempt,
-                attempts,
-                extra={"event_id": ev},
-            )
+            log.info("%s sent: HTTP %d (attempt %d/%d)", what, status, attempt, attempts, extra=extra)
             return "success"
         return "failure"  # unreachable: every path through the last attempt returns
 
-    async def _post(self, url: str, body: str) -> int:
-        """One POST within the per-attempt timeout; the status on 2xx, else ``_Retry``/``_GiveUp``."""
-        token = _sending.set(True)
+    def _report(self, message: _Message, result: Result) -> None:
+        self._report_to(self, result, message.event_id, message.stage)
+
+
+# --- the notifier -------------------------------------------------------------------------------------
+
+
+class Notifier:
+    """Queues notifications for every target and sends them in the background, one sender each.
+
+    Construction reads and checks every template (raising ``InvalidSetting``/``SettingsError``, so a
+    bad template stops the process at start-up); jinja2 is imported only when a target has one.
+    Call ``notify()`` from the event loop's thread; run ``run()`` as a task; call ``aclose()`` at
+    shutdown. ``on_result(result)`` and ``on_delivery(target, stage, result)`` hear about every
+    message of every target; neither may block.
+    """
+
+    def __init__(
+        self,
+        targets: Sequence[NotifyTarget],
+        *,
+        clock: Clock,
+        on_result: Callable[[str], None] | None = None,
+        on_delivery: Callable[[str, str, str], None] | None = None,
+        max_queue: int = 256,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        rng: Callable[[], float] | None = None,
+    ) -> None:
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
+        names = [t.name for t in targets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"notification target names must be unique: {names}")
+        self._clock = clock
+        self._on_result = on_result
+        self._on_delivery = on_delivery
+        # Every template first: a bad one raises before any client exists.
+        compiled = [_compile_templates(t) for t in targets]
+        # One client per proxy, shared: each costs ~0.2 MiB on every node, and its connection pool
+        # serves concurrent senders without one waiting for another (timeouts are per request).
+        self._clients: dict[str | None, httpx2.AsyncClient] = {}
+        for t in targets:
+            if t.proxy not in self._clients:
+                self._clients[t.proxy] = new_client(proxy=t.proxy, transport=transport)
+        self._senders = [
+            _Sender(
+                t,
+                templates=templates_of_t,
+                http=self._clients[t.proxy],
+                clock=clock,
+                report=self._report,
+                max_queue=max_queue,
+                rng=rng or random.random,
+            )
+            for t, templates_of_t in zip(targets, compiled, strict=True)
+        ]
+        self._runner: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        # Names only: never a URL, a proxy or a header value.
+        return f"{type(self).__name__}(queued={self.queued}, targets={self.targets!r})"
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The names of the targets, in the order given."""
+        return tuple(s.target.name for s in self._senders)
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting to be sent, all targets together (not counting those being sent)."""
+        return sum(s.queued for s in self._senders)
+
+    # --- producer ------------------------------------------------------------------------------------
+
+    def notify(
+        self,
+        event: InterruptionEvent,
+        *,
+        node_name: str,
+        extra: Mapping[str, Any] | None = None,
+        stage: Stage | None = None,
+        summary: InterruptionSummary | None = None,
+    ) -> None:
+        """Queue a message about ``event`` for each target that wants it; returns at once.
+
+        ``summary`` is what was done so far (for finished/failed: the drain's pod counts, the
+        actions' outcomes, the error); without one, a summary of the event alone is used. ``stage``
+        defaults to the summary's, else ``started`` (the one message the agent has always sent).
+        When a target's queue is full its oldest message goes.
+        """
+        ev_id = str(getattr(event, "id", "?"))
+        stage = stage or (summary.stage if summary is not None else Stage.STARTED)
         try:
-            # httpx's timeout is per phase (connect, each read...): a server that trickles bytes
-            # could exceed it many times over, so the whole attempt is bounded as well.
-            async with asyncio.timeout(self._settings.timeout):
-                # Streamed and never read: an endpoint's answer body is of no use and could be large.
-                async with self._http.stream(
-                    "POST", url, content=body.encode(), headers=self._headers
-                ) as response:
-                    status = response.status_code
-                    retry_after = response.headers.get("retry-after")
-        except TimeoutError:
-            raise _Retry(f"no answer within {self._settings.timeout:g}s") from None
-        except httpx2.TimeoutException as exc:
-            raise _Retry(f"timed out ({type(exc).__name__})") from None
-        except (httpx2.InvalidURL, httpx2.UnsupportedProtocol) as exc:
-            raise _GiveUp(f"unusable URL ({type(exc).__name__})") from None
-        except httpx2.TransportError as exc:
-            # The class name only: the message of a connect error can include the URL.
-            raise _Retry(f"transport error ({type(exc).__name__})") from None
+            wanted = [s for s in self._senders if s.target.wants(event.kind, stage)]
+            if not wanted:
+                return
+            now = self._clock.now()
+            if summary is None:
+                summary = InterruptionSummary.for_event(event, node=node_name, stage=stage, started=now)
+            variables = templates.message_variables(
+                event, node_name=node_name, summary=summary, now=now, extra=extra
+            )
+            message = _Message(ev_id, event.kind, stage, summary, variables)
+            for sender in wanted:
+                sender.put(message)
+        except Exception as exc:  # the caller is draining a node: nothing here may interrupt it
+            log.error(
+                "notification for event %s not queued: %s",
+                ev_id,
+                type(exc).__name__,
+                extra={"event_id": ev_id},
+            )
+            for sender in self._senders:
+                self._report(sender, "failure", ev_id, stage)
+
+    # --- senders -------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run every target's sender until cancelled (or until ``aclose()`` stops them)."""
+        self._runner = asyncio.current_task()
+        tasks = [s.start() for s in self._senders if not s.closing]
+        try:
+            if tasks:
+                # Not gather: one sender stopped by aclose() must not cut short another's flush.
+                await asyncio.wait(tasks)
+            else:
+                await asyncio.Event().wait()  # nothing to send, ever: idle like a sender would
         finally:
-            _sending.reset(token)
-        if 200 <= status < 300:
-            return status
-        if status == 429 or status >= 500:
-            raise _Retry(f"HTTP {status}", self._retry_after(retry_after))
-        raise _GiveUp(f"HTTP {status}")
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._runner = None
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, RETRY_AFTER_CAP)
-        return self._rng() * min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** (attempt - 1))
+    # The process's shutdown path owns this budget (the agreed API), hence a parameter, not a scope.
+    async def aclose(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        """Refuse new messages, send what is queued within ``timeout``, then stop and free the clients.
 
-    def _retry_after(self, value: str | None) -> float | None:
-        """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None if absent/bad."""
-        if value is None:
-            return None
-        value = value.strip()
-        if value.isdigit():
-            return float(value)
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            return None
-        return max(0.0, (when - self._clock.now()).total_seconds())
-
-    def _report(self, result: Result, event_id: str) -> None:
-        if self._on_result is None:
+        All targets flush at once, each within ``timeout``; messages still queued when the time is up
+        are reported as ``"dropped"``.
+        """
+        if self._closed:
             return
+        self._closed = True
+        for sender in self._senders:
+            sender.closing = True
+        await asyncio.gather(*(s.aclose(timeout) for s in self._senders), return_exceptions=True)
+        runner = self._runner
+        if runner is not None and runner is not asyncio.current_task() and not runner.done():
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        await asyncio.gather(*(c.aclose() for c in self._clients.values()), return_exceptions=True)
+
+    def _report(self, sender: _Sender, result: Result, event_id: str, stage: Stage) -> None:
         try:
-            self._on_result(result)
+            if self._on_result is not None:
+                self._on_result(result)
+            if self._on_delivery is not None:
+                self._on_delivery(sender.target.name, stage.value, result)
         except Exception as exc:  # a broken callback must not stop notifications
             log.error(
-                "webhook result callback failed for event %s: %s",
+                "%s result callback failed for event %s: %s",
+                sender.label,
                 event_id,
                 type(exc).__name__,
-                extra={"event_id": event_id},
+                extra={"event_id": event_id, "target": sender.target.name},
             )
 
 
-def _is_json(headers: tuple[tuple[str, str], ...]) -> bool:
-    """Whether the configured Content-Type is JSON (``application/json``, ``application/*+json``)."""
-    for name, value in headers:
-        if name.strip().lower() == "content-type":
-            media = value.split(";", 1)[0].strip().lower()
-            return media == "application/json" or (
-                media.startswith("application/") and media.endswith("+json")
-            )
-    return False
+class WebhookNotifier(Notifier):
+    """The notifier built from the ``WEBHOOK_*`` settings, plus any named targets.
+
+    ``WebhookNotifier(settings.webhook, clock=...)`` is what the agent has always built: the webhook
+    becomes the target ``webhook`` (when a URL is set), followed by ``targets``.
+    """
+
+    def __init__(
+        self,
+        settings: WebhookSettings,
+        *,
+        clock: Clock,
+        targets: Sequence[NotifyTarget] = (),
+        on_result: Callable[[str], None] | None = None,
+        on_delivery: Callable[[str, str, str], None] | None = None,
+        max_queue: int = 256,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        rng: Callable[[], float] | None = None,
+    ) -> None:
+        webhook = [webhook_target(settings)] if settings.enabled else []
+        super().__init__(
+            [*webhook, *(t for t in targets if t.name != WEBHOOK_TARGET)],
+            clock=clock,
+            on_result=on_result,
+            on_delivery=on_delivery,
+            max_queue=max_queue,
+            transport=transport,
+            rng=rng,
+        )
+
+
+def check_targets(targets: Sequence[NotifyTarget]) -> None:
+    """Read and compile every target's templates; ``SettingsError`` naming each one that fails.
+
+    For start-up, so a typo in a template stops the process with a clear message, not at 3 a.m.
+    """
+    problems: list[Problem] = []
+    for target in targets:
+        try:
+            _compile_templates(target)
+        except SettingsError as exc:
+            problems += exc.problems
+        except InvalidSetting as exc:
+            field = exc.field if "." in exc.field else f"{target.path}.{exc.field}"
+            problems.append(Problem(field, "validation", None, exc.reason))
+    if problems:
+        raise SettingsError(problems)

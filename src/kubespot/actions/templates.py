@@ -11,7 +11,10 @@ This module owns everything between an ``InterruptionEvent`` and the text of a w
   user template cannot reach Python internals;
 * every value a template prints passes through one formatter: times and lists print as Go prints them
   (what the reference handler's users see), and with ``json_escape`` the text is escaped as the
-  inside of a JSON string, so a quote or newline in a description cannot break a JSON body.
+  inside of a JSON string, so a quote or newline in a description cannot break a JSON body;
+* ``message_variables`` adds the stage, the outcome and the summary of what was done, and
+  ``render_builtin`` writes the built-in messages (Slack Block Kit, a Microsoft Teams Adaptive Card,
+  Amazon Chime, a structured JSON object) from an ``InterruptionSummary``, without jinja.
 
 jinja2 is imported on first use, not at import time: the per-node agent loads it only when a
 webhook is configured.
@@ -29,6 +32,16 @@ import orjson
 
 from kubespot.config.loader import InvalidSetting
 from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model.summary import (
+    SCHEMA_VERSION,
+    ActionResult,
+    ActionSummary,
+    InterruptionSummary,
+    Outcome,
+    PodCounts,
+    Stage,
+    rfc3339,
+)
 
 if TYPE_CHECKING:
     from jinja2 import Template
@@ -81,6 +94,284 @@ def template_variables(
         "Raw": dict(event.raw),
     }
     return {**dict(extra or {}), **own}
+
+
+def message_variables(
+    event: InterruptionEvent,
+    *,
+    node_name: str,
+    summary: InterruptionSummary,
+    now: datetime,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``template_variables`` plus what kubespot knows at the message's stage.
+
+    Added: ``Stage`` (started/finished/failed), ``Outcome`` (in_progress, done, withdrawn, superseded,
+    ignored, failed), ``Error``, ``DryRun``, ``Duration`` (seconds of handling, once finished),
+    ``PodsEvicted``, ``PodsDeleted``, ``PodsDeletedAtDeadline``, ``PodsSkipped``, ``PodsMoved``
+    (empty before a drain), ``Actions`` (a list of {name, result, started, duration, detail,
+    status}), ``Failures``, ``Summary`` (the whole ``InterruptionSummary.to_dict()``), ``Deadline``
+    and ``DeadlineUnix`` (empty without one), ``Now`` and ``NowUnix`` (when the message was made).
+    ``extra`` cannot replace them either; none of them replaces a reference-handler name (``Pods``
+    stays the caller's list of pod names).
+    """
+    variables = template_variables(event, node_name=node_name, extra=extra)
+    pods = summary.pods
+    added: dict[str, Any] = {
+        "Stage": summary.stage.value,
+        "Outcome": summary.outcome.value,
+        "Error": summary.error or "",
+        "DryRun": summary.dry_run,
+        "Duration": None if summary.duration is None else round(summary.duration, 3),
+        "PodsEvicted": None if pods is None else pods.evicted,
+        "PodsDeleted": None if pods is None else pods.deleted,
+        "PodsDeletedAtDeadline": None if pods is None else pods.deleted_at_deadline,
+        "PodsSkipped": None if pods is None else pods.skipped,
+        "PodsMoved": None if pods is None else pods.moved,
+        "Actions": [a.to_dict() for a in summary.actions],
+        "Failures": list(summary.failures),
+        "Summary": summary.to_dict(),
+        "Deadline": event.deadline,
+        "DeadlineUnix": None if event.deadline is None else int(event.deadline.timestamp()),
+        "Now": now,
+        "NowUnix": int(now.timestamp()),
+    }
+    # kubespot's own names win over ``extra``, as the reference handler's do.
+    return {**variables, **added}
+
+
+# --- built-in messages --------------------------------------------------------------------------------
+
+KIND_TITLES: Mapping[Kind, str] = {
+    Kind.SPOT_INTERRUPTION: "Spot interruption",
+    Kind.REBALANCE_RECOMMENDATION: "Rebalance recommendation",
+    Kind.SCHEDULED_MAINTENANCE: "Scheduled maintenance",
+    Kind.ASG_LIFECYCLE: "Auto Scaling termination",
+    Kind.STATE_CHANGE: "Instance state change",
+}
+_OUTCOME_TITLES: Mapping[Outcome, str] = {
+    Outcome.IN_PROGRESS: "handling started",
+    Outcome.DONE: "handled",
+    Outcome.WITHDRAWN: "withdrawn",
+    Outcome.SUPERSEDED: "superseded by a stronger event",
+    Outcome.IGNORED: "ignored",
+    Outcome.FAILED: "handling failed",
+}
+#: Chat services cap message sizes (Slack: 2 000 characters per field, 150 per header; Chime: 4 096
+#: per message); longer text is cut rather than have the whole message refused.
+_FIELD_MAX = 1_900
+_CHIME_MAX = 4_000
+
+
+def message_title(summary: InterruptionSummary) -> str:
+    """``Spot interruption on ip-10-0-1-2: handled`` (the failed stage always says it failed)."""
+    outcome = Outcome.FAILED if summary.stage is Stage.FAILED else summary.outcome
+    if summary.stage is Stage.STARTED:
+        outcome = Outcome.IN_PROGRESS
+    kind = KIND_TITLES.get(summary.kind, summary.kind.value)
+    dry = " (dry run)" if summary.dry_run else ""
+    return f"{kind} on {summary.node}: {_OUTCOME_TITLES[outcome]}{dry}"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _utc(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _timings(summary: InterruptionSummary) -> str:
+    parts: list[str] = []
+    if summary.notice_time is not None and summary.started is not None:
+        parts.append(
+            f"fenced {(summary.started - summary.notice_time).total_seconds():.1f} s after the notice"
+        )
+    if summary.duration is not None:
+        took = "gave up after" if summary.stage is Stage.FAILED else "done in"
+        parts.append(f"{took} {summary.duration:.1f} s")
+    margin = summary.margin
+    if margin is not None:
+        parts.append(
+            f"{margin:.0f} s before the deadline" if margin >= 0 else f"{-margin:.0f} s past the deadline"
+        )
+    elif summary.deadline is not None and summary.started is not None:
+        parts.append(f"{(summary.deadline - summary.started).total_seconds():.0f} s left before the deadline")
+    return ", ".join(parts)
+
+
+def _pods(pods: PodCounts) -> str:
+    parts = [
+        f"{n} {label}"
+        for n, label in (
+            (pods.evicted, "evicted"),
+            (pods.deleted, "deleted (no controller)"),
+            (pods.deleted_at_deadline, "deleted at the deadline"),
+            (pods.gone, "gone by themselves"),
+            (pods.skipped, "skipped"),
+            (pods.still_running, "still running"),
+        )
+        if n
+    ]
+    return ", ".join(parts) or "none to move"
+
+
+def _action(action: ActionSummary) -> str:
+    details = [f"{action.duration:.1f} s"] if action.duration is not None else []
+    if action.detail:
+        details.append(action.detail)
+    suffix = f" ({'; '.join(details)})" if details else ""
+    return f"{action.name}: {action.result.value}{suffix}"
+
+
+def message_facts(summary: InterruptionSummary) -> list[tuple[str, str]]:
+    """The (label, value) lines every built-in chat message shows, in order; empty ones left out."""
+    facts = [
+        ("Kind", f"{KIND_TITLES.get(summary.kind, summary.kind.value)} ({summary.kind.value})"),
+        ("Node", summary.node),
+        ("Instance", summary.instance_id),
+        ("Deadline", _utc(summary.deadline) if summary.deadline is not None else "none announced"),
+        ("Outcome", summary.outcome.value + (" (dry run)" if summary.dry_run else "")),
+        ("Timings", _timings(summary)),
+    ]
+    if summary.pods is not None:
+        facts.append(("Pods", _pods(summary.pods)))
+    if summary.actions:
+        facts.append(("Actions", "; ".join(_action(a) for a in summary.actions)))
+    if summary.failures:
+        facts.append(("Failures", "; ".join(summary.failures)))
+    if summary.error:
+        facts.append(("Error", summary.error))
+    if summary.description:
+        facts.append(("Description", summary.description))
+    return [(label, _clip(value, _FIELD_MAX)) for label, value in facts if value]
+
+
+def _slack_escape(text: str) -> str:
+    # Slack's mrkdwn reserves these three; everything else prints as written.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+_SHORT_FACTS = frozenset(("Kind", "Node", "Instance", "Deadline", "Outcome", "Timings", "Pods"))
+
+
+def slack_message(summary: InterruptionSummary) -> dict[str, Any]:
+    """Block Kit: a header, the short facts as section fields, the long ones as a section, a context.
+
+    ``text`` is the fallback Slack shows in notifications and where blocks cannot be displayed.
+    """
+    title = message_title(summary)
+    facts = message_facts(summary)
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _clip(title, 150), "emoji": True}},
+        {
+            "type": "section",
+            "fields": [
+                {"type": "mrkdwn", "text": f"*{label}*\n{_slack_escape(value)}"}
+                for label, value in facts
+                if label in _SHORT_FACTS
+            ][:10],
+        },
+    ]
+    for label, value in facts:
+        if label not in _SHORT_FACTS:
+            blocks.append(
+                {"type": "section", "text": {"type": "mrkdwn", "text": f"*{label}*\n{_slack_escape(value)}"}}
+            )
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": f"kubespot · event `{_slack_escape(summary.event_id)}`"}],
+        }
+    )
+    return {"text": f"{title} (instance {summary.instance_id}, event {summary.event_id})", "blocks": blocks}
+
+
+def teams_message(summary: InterruptionSummary) -> dict[str, Any]:
+    """A ``message`` with one Adaptive Card attachment: what Teams Workflows webhooks accept.
+
+    (The retired Office 365 connector format, MessageCard, is not sent: Workflows refuse it.) Card
+    version 1.4 renders in every current Teams client.
+    """
+    color = {Stage.STARTED: "Warning", Stage.FAILED: "Attention"}.get(summary.stage, "Good")
+    if summary.stage is Stage.FINISHED and summary.outcome is not Outcome.DONE:
+        color = "Default"
+    card = {
+        "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
+        "type": "AdaptiveCard",
+        "version": "1.4",
+        "msteams": {"width": "Full"},
+        "body": [
+            {
+                "type": "TextBlock",
+                "text": message_title(summary),
+                "weight": "Bolder",
+                "size": "Medium",
+                "color": color,
+                "wrap": True,
+            },
+            {"type": "FactSet", "facts": [{"title": k, "value": v} for k, v in message_facts(summary)]},
+            {
+                "type": "TextBlock",
+                "text": f"kubespot · event {summary.event_id}",
+                "isSubtle": True,
+                "size": "Small",
+                "wrap": True,
+            },
+        ],
+    }
+    return {
+        "type": "message",
+        "attachments": [
+            {"contentType": "application/vnd.microsoft.card.adaptive", "contentUrl": None, "content": card}
+        ],
+    }
+
+
+def chime_message(summary: InterruptionSummary) -> dict[str, Any]:
+    """Amazon Chime's incoming-webhook body: ``{"Content": text}``, plain text, one fact per line."""
+    lines = [
+        message_title(summary),
+        *(f"{k}: {v}" for k, v in message_facts(summary)),
+        f"Event: {summary.event_id}",
+    ]
+    return {"Content": _clip("\n".join(lines), _CHIME_MAX)}
+
+
+def json_message(summary: InterruptionSummary) -> dict[str, Any]:
+    """A structured object for automation: the event, where, the stage and outcome, the summary."""
+    return {
+        "source": "kubespot",
+        "schema_version": SCHEMA_VERSION,
+        "stage": summary.stage.value,
+        "outcome": summary.outcome.value,
+        "text": message_title(summary),
+        "event": {
+            "id": summary.event_id,
+            "kind": summary.kind.value,
+            "nth_kind": NTH_KINDS.get(summary.kind, summary.kind.name),
+            "source": summary.source.value,
+            "description": summary.description,
+            "notice_time": rfc3339(summary.notice_time),
+            "deadline": rfc3339(summary.deadline),
+        },
+        "node": summary.node,
+        "instance": summary.instance_id,
+        "summary": summary.to_dict(),
+    }
+
+
+BUILTIN_FORMATS = {
+    "slack": slack_message,
+    "teams": teams_message,
+    "chime": chime_message,
+    "json": json_message,
+}
+
+
+def render_builtin(fmt: str, summary: InterruptionSummary) -> str:
+    """The built-in message of ``fmt`` (slack, teams, chime, json) as a JSON text; KeyError if none."""
+    return orjson.dumps(BUILTIN_FORMATS[fmt](summary)).decode()
 
 
 # --- printing values ----------------------------------------------------------------------------------
@@ -228,7 +519,7 @@ def _environment(json_escape: bool) -> SandboxedEnvironment:
         def unsafe_undefined(self, obj: Any, attribute: str) -> Any:
             raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} is unsafe")
 
-    return _Sandbox(
+    env = _Sandbox(
         # Unknown variables print as "" (the reference handler prints "<no value>"), and chains
         # through them (`Raw.Missing.Deeper`) too, so one missing field never loses the message.
         undefined=ChainableUndefined,
@@ -237,6 +528,31 @@ def _environment(json_escape: bool) -> SandboxedEnvironment:
         keep_trailing_newline=True,
         cache_size=0,
     )
+    # APIs want times as RFC 3339 or epoch seconds (a monitoring downtime's end, say), and a
+    # Go-style time string is neither.
+    env.filters["rfc3339"] = _filter_rfc3339
+    env.filters["unix"] = _filter_unix
+    return env
+
+
+def _as_datetime(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=UTC)
+    return None
+
+
+def _filter_rfc3339(value: Any) -> str:
+    """``{{ Deadline | rfc3339 }}``: a time or epoch seconds as ``2026-11-20T17:04:13Z``; else ""."""
+    when = _as_datetime(value)
+    return rfc3339(when.replace(microsecond=0)) or "" if when is not None else ""
+
+
+def _filter_unix(value: Any) -> int | str:
+    """``{{ Deadline | unix }}``: a time as epoch seconds; else ""."""
+    when = _as_datetime(value)
+    return int(when.timestamp()) if when is not None else ""
 
 
 @functools.lru_cache(maxsize=8)
@@ -271,8 +587,22 @@ def check_template(template: str, *, field: str = "template") -> None:
         deadline=datetime(2026, 1, 1, 0, 2, tzinfo=UTC),
         description="sample",
     )
+    summary = InterruptionSummary.for_event(
+        sample,
+        node="node",
+        stage=Stage.FINISHED,
+        started=sample.notice_time,
+        finished=sample.notice_time,
+        actions=(
+            ActionSummary(
+                name="drain", result=ActionResult.SUCCESS, started=sample.notice_time, duration=1.0
+            ),
+        ),
+        pods=PodCounts(evicted=1),
+    )
+    variables = message_variables(sample, node_name="node", summary=summary, now=sample.notice_time)
     try:
-        render_template(template, template_variables(sample, node_name="node"), json_escape=True)
+        render_template(template, variables, json_escape=True)
     except TemplateError as exc:
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""

@@ -5,7 +5,8 @@ Parts and the tasks that drive them:
 - the IMDS monitor polls metadata and puts each new ``InterruptionEvent`` on a queue;
 - the node handler resumes from the node's state annotation (retrying while the API server is
   unreachable), then takes events off the queue — nothing the monitor sees is lost meanwhile;
-- the webhook sender posts notifications in the background;
+- the notifier posts notifications (the webhook, named targets) in the background; outgoing HTTP
+  calls are made by the node handler as steps of each event's timeline;
 - the metrics and probe servers answer on their ports; a keep-alive reads the node now and then
   while idle, so ``/healthz`` knows whether the API server is reachable.
 
@@ -20,17 +21,20 @@ import contextlib
 import ctypes
 import gc
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubespot import __version__
-from kubespot.actions.notify import WebhookNotifier
+from kubespot.actions.notify import Notifier
 from kubespot.config.agent import AgentSettings
+from kubespot.config.http_calls import HttpCall, http_calls
+from kubespot.config.notify import NotifyTarget, notify_targets
 from kubespot.handling.node_handler import NodeHandler
 from kubespot.kube import EventRecorder, KubeClient, KubeError, connect
 from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
+from kubespot.model.summary import InterruptionSummary, Stage
 from kubespot.observability.health import HealthReport, freshness, report
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
@@ -38,6 +42,9 @@ from kubespot.observability.server import EndpointServer
 from kubespot.sources.imds import ImdsClient, ImdsMonitor
 
 from .uptime import boot_time_reader
+
+if TYPE_CHECKING:
+    from kubespot.actions.http_call import HttpCalls
 
 log = logging.getLogger("kubespot.agent")
 
@@ -47,12 +54,30 @@ LISTEN_HOST = "0.0.0.0"
 
 
 class _DryRunNotifier:
-    """Stands in for the webhook under DRY_RUN: says what would be sent, sends nothing."""
+    """Stands in for the notifier under DRY_RUN: says what would be sent, and to whom; sends nothing."""
+
+    def __init__(self, targets: Sequence[NotifyTarget]) -> None:
+        self._targets = tuple(targets)
 
     def notify(
-        self, event: InterruptionEvent, *, node_name: str, extra: Mapping[str, Any] | None = None
+        self,
+        event: InterruptionEvent,
+        *,
+        node_name: str,
+        extra: Mapping[str, Any] | None = None,
+        stage: Stage | None = None,
+        summary: InterruptionSummary | None = None,
     ) -> None:
-        log.info("dry run: would send the webhook for %s", event.id, extra={"event_id": event.id})
+        stage = stage or (summary.stage if summary is not None else Stage.STARTED)
+        names = [t.name for t in self._targets if t.wants(event.kind, stage)]
+        if names:
+            log.info(
+                "dry run: would send the %s message to %s for %s",
+                stage.value,
+                ", ".join(names),
+                event.id,
+                extra={"event_id": event.id, "stage": stage.value},
+            )
 
 
 class Agent:
@@ -64,7 +89,11 @@ class Agent:
         *,
         clock: Clock | None = None,
         listen_host: str = LISTEN_HOST,
+        targets: Sequence[NotifyTarget] | None = None,
+        calls: Sequence[HttpCall] | None = None,
     ) -> None:
+        """``targets`` and ``calls``: as ``kubespot agent`` read and checked them at start-up (None:
+        read from the settings and the environment now)."""
         self.settings = settings
         self.clock = clock or SystemClock()
         self.metrics = Metrics()
@@ -92,15 +121,32 @@ class Agent:
             if obs.emit_kubernetes_events
             else None
         )
-        self.notifier: WebhookNotifier | None = None
-        notifier: WebhookNotifier | _DryRunNotifier | None = None
-        if settings.webhook.enabled:
+        if targets is None:
+            targets = notify_targets(settings.notify, settings.webhook)
+        if calls is None:
+            calls = http_calls(settings.http_calls)
+        self.notifier: Notifier | None = None
+        notifier: Notifier | _DryRunNotifier | None = None
+        if targets:
             if settings.node_actions.dry_run:
-                notifier = _DryRunNotifier()
+                notifier = _DryRunNotifier(targets)
             else:
-                notifier = self.notifier = WebhookNotifier(
-                    settings.webhook, clock=self.clock, on_result=self.metrics.webhook
+                notifier = self.notifier = Notifier(
+                    targets,
+                    clock=self.clock,
+                    on_result=self.metrics.webhook,
+                    on_delivery=self.metrics.notification,
+                    max_queue=settings.notify.queue_size,
                 )
+        self.http_calls: HttpCalls | None = None
+        if calls:
+            # Imported only when there are calls: the agent's memory is paid on every node.
+            from kubespot.actions.http_call import HttpCalls
+
+            # Under DRY_RUN the calls are rendered and logged, never sent.
+            self.http_calls = HttpCalls(
+                calls, clock=self.clock, on_result=self.metrics.action, dry_run=settings.node_actions.dry_run
+            )
         own_pod = (
             (settings.pod_namespace, settings.pod_name)
             if settings.pod_namespace and settings.pod_name
@@ -116,6 +162,8 @@ class Agent:
             metrics=self.metrics,
             recorder=self.recorder,
             notifier=notifier,
+            http_calls=self.http_calls,
+            loadbalancer_wait=settings.loadbalancer_wait,
             own_pod=own_pod,
             boot_time=boot_time_reader(settings.monitors.uptime_from_file, self.clock.now),
             # The pod name survives container restarts, so a restarted agent resumes at once
@@ -165,6 +213,8 @@ class Agent:
         await shut_down(self._tasks, flush=self._flush, keep_until_flushed="webhook", servers=self._servers)
         await self.kube.close()
         await self.imds.aclose()
+        if self.http_calls is not None:
+            await self.http_calls.aclose()
 
     async def _flush(self) -> None:
         await self.handler.aclose()

@@ -18,6 +18,17 @@ Facts the table relies on (AWS docs, checked):
   the ``autoScalingGroup`` resource type, so they can be limited to the cluster's groups.
 * Reading an SSE-KMS queue needs only ``kms:Decrypt`` on its key; ``kms:GenerateDataKey`` is for
   senders (EventBridge, through the key policy), which the controller is not.
+* Elastic Load Balancing's ``Describe*`` actions (both APIs share the ``elasticloadbalancing``
+  prefix) support no resource-level permissions; ``DeregisterTargets`` takes the ``targetgroup``
+  resource type and ``DeregisterInstancesFromLoadBalancer`` the ``loadbalancer`` one.
+* ``ec2:DescribeNetworkInterfaces`` and ``ec2:DescribeSecurityGroups`` take ``*`` only;
+  ``ec2:ModifyNetworkInterfaceAttribute`` takes network interfaces and security groups, which are
+  not known in advance, so ``*``.
+* ``sns:Publish`` takes the topic; ``events:PutEvents`` the event bus.
+
+The response actions (issue 5) are opt-in: ``controller_policy(..., actions=["loadbalancer"])``
+adds the calls of each group named (``kubespot.aws.CALL_GROUPS``), so a cluster that does not
+isolate instances does not grant ``ec2:ModifyNetworkInterfaceAttribute``.
 """
 
 from __future__ import annotations
@@ -26,11 +37,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .session import CALLS
+from .session import CALL_GROUPS, CALLS
 
-#: What an IAM action can be scoped to: the interruption queue, the cluster's Auto Scaling groups
-#: (when given), or nothing narrower than "*".
-Scope = Literal["queue", "asg", "any"]
+#: What an IAM action can be scoped to: the interruption queue, the cluster's Auto Scaling groups,
+#: target groups, Classic Load Balancers, SNS topics or event buses (when given, else "*"), network
+#: interfaces (always "*"), or nothing narrower than "*".
+Scope = Literal[
+    "queue", "any", "asg", "target-group", "classic-lb", "network-interface", "sns-topic", "event-bus"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +77,52 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     ("autoscaling", "DescribeAutoScalingInstances"): Permission(
         "autoscaling:DescribeAutoScalingInstances", "any"
     ),
+    # Load balancers (ELBv2 and Classic share the elasticloadbalancing action prefix).
+    ("elbv2", "DescribeTargetGroups"): Permission("elasticloadbalancing:DescribeTargetGroups", "any"),
+    ("elbv2", "DescribeTags"): Permission("elasticloadbalancing:DescribeTags", "any"),
+    ("elbv2", "DescribeTargetHealth"): Permission("elasticloadbalancing:DescribeTargetHealth", "any"),
+    ("elbv2", "DeregisterTargets"): Permission("elasticloadbalancing:DeregisterTargets", "target-group"),
+    ("elb", "DescribeLoadBalancers"): Permission("elasticloadbalancing:DescribeLoadBalancers", "any"),
+    ("elb", "DeregisterInstancesFromLoadBalancer"): Permission(
+        "elasticloadbalancing:DeregisterInstancesFromLoadBalancer", "classic-lb"
+    ),
+    # Isolation.
+    ("ec2", "DescribeNetworkInterfaces"): Permission("ec2:DescribeNetworkInterfaces", "any"),
+    ("ec2", "DescribeSecurityGroups"): Permission("ec2:DescribeSecurityGroups", "any"),
+    ("ec2", "ModifyNetworkInterfaceAttribute"): Permission(
+        "ec2:ModifyNetworkInterfaceAttribute", "network-interface"
+    ),
+    # The summary.
+    ("sns", "Publish"): Permission("sns:Publish", "sns-topic"),
+    ("events", "PutEvents"): Permission("events:PutEvents", "event-bus"),
 }
 
 # The calls the controller makes: the adapter's own list (``kubespot.aws.session.CALLS``), which
 # ``AwsClients.call`` enforces at run time. This import is the one place the policy learns them.
 CONTROLLER_CALLS: frozenset[tuple[str, str]] = CALLS
 
+#: The response actions a policy can grant, by the names ``kubespot aws policy --actions`` takes.
+ACTION_GROUPS: tuple[str, ...] = tuple(name for name in CALL_GROUPS if name != "queue")
+
 POLICY_VERSION = "2012-10-17"
+#: Statement ids, in the order statements appear.
 _SIDS: Mapping[Scope, str] = {
     "queue": "ConsumeInterruptionQueue",
     "any": "DescribeAnyResource",
     "asg": "CompleteLifecycleActions",
+    "target-group": "DeregisterLoadBalancerTargets",
+    "classic-lb": "DeregisterFromClassicLoadBalancers",
+    "network-interface": "QuarantineNetworkInterfaces",
+    "sns-topic": "PublishSummaryToSns",
+    "event-bus": "PutSummaryEvents",
+}
+#: What an ARN given for each scope must look like: (service part, resource prefix, what it is).
+_ARN_SHAPES: Mapping[Scope, tuple[str, str, str]] = {
+    "asg": ("autoscaling", "autoScalingGroup:", "an Auto Scaling group"),
+    "target-group": ("elasticloadbalancing", "targetgroup/", "a target group"),
+    "classic-lb": ("elasticloadbalancing", "loadbalancer/", "a Classic Load Balancer"),
+    "sns-topic": ("sns", "", "an SNS topic"),
+    "event-bus": ("events", "event-bus/", "an EventBridge event bus"),
 }
 
 
@@ -100,38 +149,80 @@ def actions(calls: Iterable[tuple[str, str]] = CONTROLLER_CALLS) -> frozenset[st
     return frozenset(p.action for p in permissions(calls))
 
 
+def calls_for(actions: Iterable[str] = (), *, queue: bool = True) -> frozenset[tuple[str, str]]:
+    """The calls of the queue processor (when ``queue``) and of each response action named.
+
+    ``ValueError`` for a name not in ``ACTION_GROUPS``.
+    """
+    names = list(dict.fromkeys(actions))
+    unknown = [n for n in names if n not in ACTION_GROUPS]
+    if unknown:
+        raise ValueError(f"unknown action {', '.join(unknown)}; known: {', '.join(ACTION_GROUPS)}")
+    groups = (["queue"] if queue else []) + names
+    return frozenset().union(*(CALL_GROUPS[g] for g in groups))
+
+
+def _arns(scope: Scope, arns: Iterable[str]) -> tuple[str, ...]:
+    service, prefix, what = _ARN_SHAPES[scope]
+    unique = tuple(dict.fromkeys(arns))
+    for arn in unique:
+        parts = arn.split(":", 5)
+        if len(parts) < 6 or parts[0] != "arn" or parts[2] != service or not parts[5].startswith(prefix):
+            raise ValueError(f"not {what} ARN: {arn!r}")
+    return unique
+
+
 def controller_policy(
-    queue_arn: str,
+    queue_arn: str | None,
     *,
     kms_key_arn: str | None = None,
     asg_arns: Iterable[str] = (),
-    calls: Iterable[tuple[str, str]] = CONTROLLER_CALLS,
+    actions: Iterable[str] = (),
+    target_group_arns: Iterable[str] = (),
+    load_balancer_arns: Iterable[str] = (),
+    sns_topic_arns: Iterable[str] = (),
+    event_bus_arns: Iterable[str] = (),
+    calls: Iterable[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The IAM policy document for the controller's role (IRSA or node role).
 
-    ``queue_arn`` scopes the SQS actions; ``asg_arns`` (optional) the lifecycle-hook actions, which
-    otherwise apply to ``*`` because the groups are often created after the policy; ``kms_key_arn``
-    adds the KMS actions the queue's customer managed key needs (none for SSE-SQS).
+    ``queue_arn`` scopes the SQS actions (None: a controller that reads no queue, IMDS-only
+    clusters; only ``actions`` are granted then); ``asg_arns`` (optional) the lifecycle-hook
+    actions, which otherwise apply to ``*`` because the groups are often created after the policy;
+    ``kms_key_arn`` adds the KMS actions the queue's customer managed key needs (none for SSE-SQS).
+
+    ``actions`` names the response actions enabled (``ACTION_GROUPS``: ``loadbalancer``,
+    ``classic-loadbalancer``, ``isolate``, ``sns``, ``eventbridge``); their write actions are scoped
+    to ``target_group_arns``, ``load_balancer_arns`` (Classic), ``sns_topic_arns`` and
+    ``event_bus_arns`` when given, else ``*``. ``calls`` replaces the derived call list entirely.
     """
-    if not queue_arn.startswith("arn:") or ":sqs:" not in queue_arn:
+    if calls is None:
+        calls = calls_for(actions, queue=queue_arn is not None)
+    if queue_arn is not None and (not queue_arn.startswith("arn:") or ":sqs:" not in queue_arn):
         raise ValueError(f"not an SQS queue ARN: {queue_arn!r}")
-    asg = tuple(dict.fromkeys(asg_arns))
-    for arn in asg:
-        if not arn.startswith("arn:") or ":autoscaling:" not in arn:
-            raise ValueError(f"not an Auto Scaling group ARN: {arn!r}")
     if kms_key_arn is not None and (not kms_key_arn.startswith("arn:") or ":kms:" not in kms_key_arn):
         raise ValueError(f"not a KMS key ARN: {kms_key_arn!r} (IAM needs the key's ARN, not an alias)")
+    scoped: dict[Scope, tuple[str, ...]] = {
+        "asg": _arns("asg", asg_arns),
+        "target-group": _arns("target-group", target_group_arns),
+        "classic-lb": _arns("classic-lb", load_balancer_arns),
+        "sns-topic": _arns("sns-topic", sns_topic_arns),
+        "event-bus": _arns("event-bus", event_bus_arns),
+    }
 
     by_scope: dict[Scope, set[str]] = {}
     kms: set[str] = set()
     for perm in permissions(calls):
         by_scope.setdefault(perm.scope, set()).add(perm.action)
         kms.update(perm.kms)
+    if not by_scope:
+        raise ValueError("no calls to allow: name the queue or at least one action")
+    if "queue" in by_scope and queue_arn is None:
+        raise ValueError("the queue's calls need the queue's ARN")
     resources: dict[Scope, str | list[str]] = {
-        "queue": queue_arn,
-        "any": "*",
-        "asg": list(asg) if asg else "*",
+        scope: list(arns) if arns else "*" for scope, arns in scoped.items()
     }
+    resources.update({"queue": queue_arn or "", "any": "*", "network-interface": "*"})
     statements: list[dict[str, Any]] = [
         {
             "Sid": _SIDS[scope],
@@ -139,7 +230,7 @@ def controller_policy(
             "Action": sorted(by_scope[scope]),
             "Resource": resources[scope],
         }
-        for scope in ("queue", "any", "asg")
+        for scope in _SIDS
         if scope in by_scope
     ]
     if kms_key_arn is not None and kms:

@@ -1,7 +1,8 @@
 """AWS clients and the thread pool their calls run on, and the one error type the adapter raises.
 
-boto3 is synchronous. ``AwsClients`` builds one client per service (SQS, EC2, Auto Scaling) once,
-with as many pooled connections as there are threads, and runs every call on a bounded
+boto3 is synchronous. ``AwsClients`` builds one client per service (SQS, EC2, Auto Scaling, and for
+the response actions ELB, ELBv2, SNS and EventBridge) on first use, with as many pooled connections
+as there are threads, and runs every call on a bounded
 ``ThreadPoolExecutor`` so the event loop never blocks. Every call goes through ``AwsClients.call``,
 which refuses operations missing from ``CALLS`` (the list the least-privilege IAM policy is
 generated from) and counts what it sends.
@@ -19,6 +20,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 
 import boto3
@@ -31,27 +33,68 @@ from kubespot.config.aws import AwsSettings
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_elb import ElasticLoadBalancingClient
+    from mypy_boto3_elbv2 import ElasticLoadBalancingv2Client
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
-__all__ = ["CALLS", "AwsClients", "AwsError", "Service"]
+__all__ = ["CALLS", "CALL_GROUPS", "AwsClients", "AwsError", "Service"]
 
-Service = Literal["sqs", "ec2", "autoscaling"]
+Service = Literal["sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events"]
 _T = TypeVar("_T")
 
-#: Every AWS operation the adapter makes, as (service, OperationName). The IAM policy is generated
-#: from this; ``AwsClients.call`` refuses anything else, so the policy cannot fall behind the code.
-CALLS: Final[frozenset[tuple[str, str]]] = frozenset(
+#: The operations each part of the controller makes, as (service, OperationName): ``queue`` is the
+#: queue processor (receive, instance facts, lifecycle hooks); the others are the response actions
+#: of issue 5, which a cluster enables one by one. ``kubespot aws policy --actions`` grants only the
+#: groups asked for.
+CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
     {
-        ("sqs", "ReceiveMessage"),
-        ("sqs", "DeleteMessageBatch"),
-        ("sqs", "ChangeMessageVisibilityBatch"),
-        ("ec2", "DescribeInstances"),
-        ("autoscaling", "CompleteLifecycleAction"),
-        ("autoscaling", "RecordLifecycleActionHeartbeat"),
+        "queue": frozenset(
+            {
+                ("sqs", "ReceiveMessage"),
+                ("sqs", "DeleteMessageBatch"),
+                ("sqs", "ChangeMessageVisibilityBatch"),
+                ("ec2", "DescribeInstances"),
+                ("autoscaling", "CompleteLifecycleAction"),
+                ("autoscaling", "RecordLifecycleActionHeartbeat"),
+            }
+        ),
+        # kubespot.aws.elbv2: the target index, deregistration and its progress.
+        "loadbalancer": frozenset(
+            {
+                ("elbv2", "DescribeTargetGroups"),
+                ("elbv2", "DescribeTags"),
+                ("elbv2", "DescribeTargetHealth"),
+                ("elbv2", "DeregisterTargets"),
+            }
+        ),
+        # kubespot.aws.classic_elb: instances behind Classic Load Balancers.
+        "classic-loadbalancer": frozenset(
+            {
+                ("elb", "DescribeLoadBalancers"),
+                ("elb", "DeregisterInstancesFromLoadBalancer"),
+            }
+        ),
+        # kubespot.aws.isolation: swap an instance's security groups for a quarantine group.
+        "isolate": frozenset(
+            {
+                ("ec2", "DescribeNetworkInterfaces"),
+                ("ec2", "DescribeSecurityGroups"),
+                ("ec2", "ModifyNetworkInterfaceAttribute"),
+            }
+        ),
+        # kubespot.aws.publish: the interruption summary.
+        "sns": frozenset({("sns", "Publish")}),
+        "eventbridge": frozenset({("events", "PutEvents")}),
     }
 )
 
-#: Error codes AWS uses for "slow down" across the three services (HTTP 400 or 429 or 503).
+#: Every AWS operation the adapter makes, as (service, OperationName). The IAM policy is generated
+#: from this; ``AwsClients.call`` refuses anything else, so the policy cannot fall behind the code.
+CALLS: Final[frozenset[tuple[str, str]]] = frozenset().union(*CALL_GROUPS.values())
+
+#: Error codes AWS uses for "slow down" across its services (HTTP 400 or 429 or 503).
 _THROTTLING_CODES: Final = frozenset(
     {
         "Throttling",
@@ -137,6 +180,21 @@ class AwsError(Exception):
         super().__init__(f"{where}{code}: {self.message}")
 
     @classmethod
+    def from_code(cls, code: str, message: str, *, service: str = "", operation: str = "") -> AwsError:
+        """An error AWS reported inside a successful answer (a failed entry of a batch call),
+        classified like a failed call with the same code."""
+        throttled = code in _THROTTLING_CODES
+        retryable = throttled or code in _TRANSIENT_CODES
+        return cls(
+            code or "Unknown",
+            message,
+            service=service,
+            operation=operation,
+            throttled=throttled,
+            retryable=retryable,
+        )
+
+    @classmethod
     def from_exception(cls, exc: BaseException, *, service: str = "", operation: str = "") -> AwsError:
         """Map a botocore exception (or any exception a boto call raised) to an ``AwsError``."""
         if isinstance(exc, botocore.exceptions.ClientError):
@@ -217,6 +275,14 @@ class AwsClients:
     def client(self, service: Literal["ec2"]) -> EC2Client: ...
     @overload
     def client(self, service: Literal["autoscaling"]) -> AutoScalingClient: ...
+    @overload
+    def client(self, service: Literal["elbv2"]) -> ElasticLoadBalancingv2Client: ...
+    @overload
+    def client(self, service: Literal["elb"]) -> ElasticLoadBalancingClient: ...
+    @overload
+    def client(self, service: Literal["sns"]) -> SNSClient: ...
+    @overload
+    def client(self, service: Literal["events"]) -> EventBridgeClient: ...
 
     def client(self, service: Service) -> Any:
         """The (blocking) boto3 client for ``service``, built on first use. Call from a pool thread."""

@@ -10,10 +10,13 @@ from dataclasses import MISSING, dataclass, field
 
 from .base import setting
 from .drain import DrainSettings
+from .http_calls import HttpCallSettings
 from .imds import ImdsSettings, MonitorSettings
 from .kube import KubeSettings
+from .loadbalancer import LoadBalancerWaitSettings
 from .loader import InvalidSetting
 from .node import NodeActionSettings
+from .notify import NotifySettings
 from .observability import ObservabilitySettings
 from .webhook import WebhookSettings
 
@@ -53,6 +56,11 @@ class AgentSettings:
     kube: KubeSettings = field(default_factory=KubeSettings)
     observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
     webhook: WebhookSettings = field(default_factory=WebhookSettings)
+    # Named notification targets and outgoing HTTP calls (docs/notifications.md).
+    notify: NotifySettings = field(default_factory=NotifySettings)
+    http_calls: HttpCallSettings = field(default_factory=HttpCallSettings)
+    # The drain's wait for the controller's deregistration (docs/designs/response-actions.md).
+    loadbalancer_wait: LoadBalancerWaitSettings = field(default_factory=LoadBalancerWaitSettings)
 
     def __post_init__(self) -> None:
         if not self.node_name.strip():

@@ -23,7 +23,9 @@ class QueueSettings:
         "",
         doc=(
             "URL of the SQS queue EventBridge fills with interruption events (see `kubespot aws "
-            "bootstrap`). Required by `kubespot controller`."
+            "bootstrap`). Required by `kubespot controller`, unless an AWS response action is on "
+            "(loadbalancer, isolation, publish): then it may run without a queue, acting on the nodes "
+            "the agents fence."
         ),
         env="KUBESPOT_QUEUE_URL",
         nth="QUEUE_URL",

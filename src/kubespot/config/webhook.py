@@ -1,7 +1,9 @@
 """Where the agent posts a message for each interruption (Slack, Teams, any HTTP endpoint).
 
-Read by ``kubespot.actions.notify``; the loader composes this group with the others. Names and
-defaults follow aws-node-termination-handler, whose names are accepted as aliases. The URL usually
+Read by ``kubespot.actions.notify`` (as the notification target ``webhook``, next to any named
+targets of ``kubespot.config.notify``); the loader composes this group with the others. Names and
+defaults follow aws-node-termination-handler, whose names are accepted as aliases: with only
+``WEBHOOK_URL`` set, one message per interruption, NTH's, when the node is fenced. The URL usually
 carries a token (a Slack webhook URL *is* the credential), so it is a secret: never printed, logged or
 taken from a flag, and it can be read from a file mounted from a Kubernetes Secret.
 """
@@ -10,9 +12,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
+
+from kubespot.model import Kind
+from kubespot.model.summary import Stage
 
 from .base import setting
 from .loader import InvalidSetting, Problem, SettingsError, redacted
+
+#: Message formats: the user's template, or a built-in message (kubespot.actions.templates).
+Format = Literal["template", "slack", "teams", "chime", "json"]
+FORMATS: tuple[Format, ...] = ("template", "slack", "teams", "chime", "json")
 
 #: The reference handler's default message, so existing Slack channels see the same text.
 DEFAULT_TEMPLATE = (
@@ -102,6 +112,31 @@ class WebhookSettings:
         unit="attempts",
     )
 
+    format: Literal["template", "slack", "teams", "chime", "json"] = setting(
+        "template",
+        doc=(
+            "Message format: template (the body is template/template_file, NTH's message by default), "
+            "or a built-in message: slack (Block Kit), teams (Adaptive Card, for Teams Workflows "
+            "webhooks), chime, json (a structured object). With a built-in format a template changed "
+            "from NTH's default (or a template_file) still replaces the built-in message."
+        ),
+        env="KUBESPOT_WEBHOOK_FORMAT",
+    )
+    stages: frozenset[Stage] = setting(
+        frozenset({Stage.STARTED}),
+        doc=(
+            "Stages that send a message: started (node fenced, drain beginning), finished (handled, "
+            "with a summary), failed (with the error). Default started only: one message per "
+            "interruption, as the reference handler sends."
+        ),
+        env="KUBESPOT_WEBHOOK_STAGES",
+    )
+    kinds: frozenset[Kind] = setting(
+        frozenset(),
+        doc="Event kinds that send a message (spot-itn, rebalance-recommendation...). Empty: all kinds.",
+        env="KUBESPOT_WEBHOOK_KINDS",
+    )
+
     def __post_init__(self) -> None:
         if self.url is not None and not self.url.startswith(("http://", "https://")):
             raise InvalidSetting("url", "must be an http:// or https:// URL")
@@ -115,6 +150,10 @@ class WebhookSettings:
             raise InvalidSetting("timeout", "must be positive")
         if self.attempts < 1:
             raise InvalidSetting("attempts", "must be at least 1")
+        if self.format not in FORMATS:
+            raise InvalidSetting("format", "expected one of " + ", ".join(FORMATS))
+        if not self.stages:
+            raise InvalidSetting("stages", "name at least one stage: " + ", ".join(s.value for s in Stage))
 
     def __repr__(self) -> str:
         # A settings object ends up in logs and tracebacks; its secrets must not.

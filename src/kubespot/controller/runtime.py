@@ -6,7 +6,14 @@
   (the agent's state machine: same policy, same state annotation);
 - the Kubernetes client puts fencing calls ahead of drain calls, so in a burst every affected node is
   tainted and cordoned before the drains take the API budget;
-- the metrics and probe servers and the webhook sender are the agent's.
+- the metrics and probe servers, the notifier (webhook and named targets) and the outgoing HTTP calls
+  are the agent's; with ``loadbalancer.enabled`` the drains also wait for the deregistration
+  (``ControllerSettings.drain_wait``);
+- the singleton duties (managed-instance gauge, node clean-up, the AWS response actions) run on the
+  replica that holds the leader-election Lease (``leader``, ``singleton``, ``response_actions``).
+
+The queue is optional when an AWS response action is on (IMDS-only clusters: the agents fence, the
+controller deregisters, isolates and publishes): then no consumer runs.
 
 Several replicas may run: the queue hands each message to one of them at a time, and the state on
 the Node (compare-and-set) keeps two replicas from starting two drains for one notice.
@@ -16,15 +23,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
 
-from kubespot.actions.notify import WebhookNotifier
+from kubespot.actions.http_call import HttpCalls
+from kubespot.actions.notify import Notifier
 from kubespot.aws import AwsClients, InstanceDirectory, LifecycleActions, Queue
 from kubespot.config.controller import ControllerSettings
+from kubespot.config.http_calls import HttpCall, http_calls
+from kubespot.config.notify import NotifyTarget, notify_targets
 from kubespot.handling.node_index import NodeIndex
 from kubespot.handling.queue_handler import QueueHandler
-from kubespot.kube import EventRecorder, KubeClient, connect
+from kubespot.kube import EventRecorder, KubeClient, Leases, connect
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
 from kubespot.observability.health import HealthReport, freshness, report
@@ -32,6 +44,10 @@ from kubespot.observability.metrics import Metrics
 from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.observability.server import EndpointServer
 from kubespot.sources.sqs.consumer import QueueConsumer
+
+from .leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
+from .response_actions import ResponseActions, enabled_actions
+from .singleton import ManagedInstancesGauge, NodeCleanup
 
 log = logging.getLogger("kubespot.controller")
 
@@ -43,8 +59,16 @@ class Controller:
     """One controller replica. ``await run(stop)`` returns the process exit code."""
 
     def __init__(
-        self, settings: ControllerSettings, *, clock: Clock | None = None, listen_host: str = "0.0.0.0"
+        self,
+        settings: ControllerSettings,
+        *,
+        clock: Clock | None = None,
+        listen_host: str = "0.0.0.0",
+        targets: Sequence[NotifyTarget] | None = None,
+        calls: Sequence[HttpCall] | None = None,
     ) -> None:
+        """``targets`` and ``calls``: as ``kubespot controller`` read and checked them at start-up
+        (None: read from the settings and the environment now)."""
         self.settings = settings
         self.clock = clock or SystemClock()
         self.metrics = Metrics()
@@ -53,7 +77,8 @@ class Controller:
         # Hundreds of drains at once: one pod watch for all of them, not one connection each.
         self.kube.share_pod_watch()
         self.aws = AwsClients(settings.aws)
-        self.queue = Queue(self.aws, settings.queue.url)
+        # Without a queue (IMDS-only clusters with AWS response actions) nothing is consumed.
+        self.queue = Queue(self.aws, settings.queue.url) if settings.queue.url else None
         self.instances = InstanceDirectory(
             self.aws, cache_ttl=settings.queue.describe_cache_ttl, clock=self.clock
         )
@@ -63,14 +88,33 @@ class Controller:
             EventRecorder(
                 kube=self.kube,
                 component="kubespot-controller",
+                host=settings.pod_name,
                 annotations=dict(obs.kubernetes_events_extra_annotations),
             )
             if obs.emit_kubernetes_events
             else None
         )
+        if targets is None:
+            targets = notify_targets(settings.notify, settings.webhook)
+        if calls is None:
+            calls = http_calls(settings.http_calls)
         self.notifier = (
-            WebhookNotifier(settings.webhook, clock=self.clock, on_result=self.metrics.webhook)
-            if settings.webhook.enabled and not settings.node_actions.dry_run
+            Notifier(
+                targets,
+                clock=self.clock,
+                on_result=self.metrics.webhook,
+                on_delivery=self.metrics.notification,
+                max_queue=settings.notify.queue_size,
+            )
+            if targets and not settings.node_actions.dry_run
+            else None
+        )
+        # Under DRY_RUN the calls are rendered and logged, never sent.
+        self.http_calls = (
+            HttpCalls(
+                calls, clock=self.clock, on_result=self.metrics.action, dry_run=settings.node_actions.dry_run
+            )
+            if calls
             else None
         )
         # An Auto Scaling lifecycle message only reaches the queue when its EventBridge rule exists,
@@ -89,12 +133,79 @@ class Controller:
             metrics=self.metrics,
             recorder=self.recorder,
             notifier=self.notifier,
+            http_calls=self.http_calls,
+            loadbalancer_wait=settings.drain_wait,
         )
-        self.consumer = QueueConsumer(
-            self.queue, settings=settings.queue, handle=self.handler.handle, clock=self.clock
+        self.consumer = (
+            QueueConsumer(self.queue, settings=settings.queue, handle=self.handler.handle, clock=self.clock)
+            if self.queue is not None
+            else None
         )
+        #: This replica's identity: its Lease holder name and the runner named in the actions record.
+        self.identity = identity(settings.pod_name)
+        self.response = ResponseActions.from_settings(
+            settings,
+            aws=self.aws,
+            kube=self.kube,
+            nodes=self.nodes,
+            clock=self.clock,
+            metrics=self.metrics,
+            identity=self.identity,
+            recorder=self.recorder,
+        )
+        self.leadership = self._leadership()
         self._servers: list[EndpointServer] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    def _leadership(self) -> LeaderElector | SoleLeader:
+        """The singleton duties, run by the replica holding the Lease (by this one if election is off)."""
+        s = self.settings
+        duties = Duties(
+            {
+                "managed-instances": ManagedInstancesGauge(
+                    nodes=self.nodes,
+                    instances=self.instances,
+                    queue=s.queue,
+                    metrics=self.metrics,
+                    clock=self.clock,
+                ).run
+            },
+            clock=self.clock,
+        )
+        if s.node_cleanup.enabled:
+            duties.add(
+                "node-cleanup",
+                NodeCleanup(
+                    kube=self.kube,
+                    nodes=self.nodes,
+                    instances=self.instances,
+                    settings=s.node_cleanup,
+                    queue=s.queue,
+                    dry_run=s.node_actions.dry_run,
+                    metrics=self.metrics,
+                    clock=self.clock,
+                    recorder=self.recorder,
+                ).run,
+            )
+        if self.response is not None:
+            # Once per cluster: the Lease keeps two replicas from deregistering or publishing twice
+            # (with election off, the compare-and-set on the record does).
+            duties.add("response-actions", self.response.run)
+        lease = s.leader_election.lease_name
+        self.metrics.set_leader(lease, False)
+        on_change = functools.partial(self.metrics.set_leader, lease)
+        if not s.leader_election.enabled:
+            return SoleLeader(duties, on_change=on_change)
+        return LeaderElector(
+            Leases(self.kube),
+            namespace=lease_namespace(s.leader_election, s.pod_namespace),
+            name=lease,
+            identity=self.identity,
+            settings=s.leader_election,
+            duties=duties,
+            clock=self.clock,
+            on_change=on_change,
+        )
 
     def health(self) -> HealthReport:
         """Healthy when the API server answered recently, the node index is synced and every part runs."""
@@ -121,17 +232,47 @@ class Controller:
             log.critical("cannot start the metrics or probe server: %s", exc)
             await self.close()
             return 1
-        self._tasks = {
-            "node-index": asyncio.create_task(self.nodes.run(), name="node-index"),
-            "queue-consumer": asyncio.create_task(self.consumer.run(), name="queue-consumer"),
-        }
+        if self.response is not None:
+            actions = ",".join(enabled_actions(self.settings))
+            log.info(
+                "response actions: %s (IAM: kubespot aws policy --actions %s)",
+                self.response.describe(),
+                actions,
+            )
+            problems = await self.response.check()
+            if problems:
+                for problem in problems:
+                    log.critical("cannot start: %s", problem)
+                await self.close()
+                return 2
+        self._tasks = {"node-index": asyncio.create_task(self.nodes.run(), name="node-index")}
+        if self.consumer is not None:
+            self._tasks["queue-consumer"] = asyncio.create_task(self.consumer.run(), name="queue-consumer")
+            # Every replica re-arms the scheduled changes recorded on the Nodes.
+            self._tasks["scheduled-changes"] = asyncio.create_task(
+                self.handler.scheduled.run(), name="scheduled-changes"
+            )
         if self.notifier is not None:
             self._tasks["webhook"] = asyncio.create_task(self.notifier.run(), name="webhook")
-        log.info("consuming %s with %d receivers", self.settings.queue.url, self.settings.queue.receivers)
+        # Always running, leader or not: a standby replica is healthy.
+        self._tasks["leader-election"] = asyncio.create_task(self.leadership.run(), name="leader-election")
+        if self.consumer is not None:
+            log.info("consuming %s with %d receivers", self.settings.queue.url, self.settings.queue.receivers)
+        else:
+            log.info(
+                "running without a queue: response actions only (%s)",
+                ", ".join(enabled_actions(self.settings)),
+            )
         code = await supervise(self._tasks, stop)
         if code == 0:
+            # Release the Lease first, so another replica takes the duties over while this one
+            # finishes its messages.
+            elector = self._tasks["leader-election"]
+            elector.cancel()
+            await asyncio.wait({elector})
             # Let messages being handled finish; the rest reappear for another replica.
-            await self.consumer.drain(DRAIN_ON_STOP)
+            if self.consumer is not None:
+                await self.consumer.drain(DRAIN_ON_STOP)
         await self.close()
         return code
 
@@ -139,8 +280,12 @@ class Controller:
         await shut_down(self._tasks, flush=self._flush, keep_until_flushed="webhook", servers=self._servers)
         await self.kube.close()
         await self.aws.close()
+        if self.http_calls is not None:
+            await self.http_calls.aclose()
 
     async def _flush(self) -> None:
         await self.handler.aclose()
+        if self.response is not None:
+            await self.response.aclose()
         if self.notifier is not None:
             await self.notifier.aclose(timeout=2.0)

@@ -6,8 +6,11 @@ interruption). A notice that is not due yet (scheduled maintenance acts at NotBe
 time) waits on a timer without disturbing the current one; a withdrawn notice (canceled or
 completed) is forgotten, its fence undone if it held the node, and the strongest remaining due
 event takes over. The work for the event holding the node: fence (taints, labels, cordon and the
-state annotation in one compare-and-set write), drain, and for a rebalance recommendation undo the
-fence if nothing followed.
+state annotation in one compare-and-set write), the pre-drain actions (the ``started`` notification,
+outgoing HTTP calls, the wait for load-balancer deregistration), drain, the post-drain actions (HTTP
+calls, the ``finished`` or ``failed`` notification with the summary), and for a rebalance
+recommendation undo the fence if nothing followed. Every action is bounded by the time left and
+never stops the timeline (``handling.timeline``, docs/designs/response-actions.md).
 
 What was done lives in the node's ``kubespot.io/interruption`` annotation (``handling.state``), so
 ``resume()`` at start-up continues an interrupted drain, re-arms an auto-undo, or cleans up after a
@@ -25,14 +28,16 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kubespot.actions.drain import DrainResult, drain_node
 from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
+from kubespot.config.loadbalancer import LoadBalancerWaitSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.kube import EventRecorder, KubeClient, KubeError, NodeView, Taint, fencing
 from kubespot.model import Clock, InterruptionEvent, Kind, Source
+from kubespot.model.summary import Outcome, Stage
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
 
@@ -48,6 +53,13 @@ from .state import (
     undone_ids,
     with_undone,
 )
+from .timeline import Run, counts_extra, drain_error, drain_summary, pod_counts
+from .timeline_steps import Notifier, StageCalls, TimelineSteps
+
+if TYPE_CHECKING:
+    from .deregistration import DeregistrationWait
+
+__all__ = ["NodeHandler", "Notifier", "Settled", "StageCalls"]
 
 log = logging.getLogger("kubespot.handling")
 
@@ -81,15 +93,7 @@ class Settled(StrEnum):
     FAILED = "failed"  # gave up (the deadline passed) or an unexpected error
 
 
-class Notifier(Protocol):
-    """Where a notice is announced (the webhook); must return at once and never raise."""
-
-    def notify(
-        self, event: InterruptionEvent, *, node_name: str, extra: Mapping[str, Any] | None = None
-    ) -> None: ...
-
-
-class NodeHandler:
+class NodeHandler(TimelineSteps):
     """Handles the events of one node. ``run(queue)`` until cancelled; ``resume()`` once at start-up."""
 
     def __init__(
@@ -104,6 +108,8 @@ class NodeHandler:
         metrics: Metrics,
         recorder: EventRecorder | None = None,
         notifier: Notifier | None = None,
+        http_calls: StageCalls | None = None,
+        loadbalancer_wait: LoadBalancerWaitSettings | None = None,
         own_pod: tuple[str, str] | None = None,
         boot_time: Callable[[], datetime | None] = lambda: None,
         node_hint: Callable[[], NodeView | None] = lambda: None,
@@ -121,6 +127,8 @@ class NodeHandler:
         self._metrics = metrics
         self._recorder = recorder
         self._notifier = notifier
+        self._http_calls = http_calls
+        self._lb_wait = loadbalancer_wait
         self._own_pod = own_pod
         self._boot_time = boot_time
         #: A recent copy of the node (the controller's watch), saving the GET before the fence.
@@ -139,6 +147,8 @@ class NodeHandler:
         self._side: set[asyncio.Task[None]] = set()
         #: Per event: how its handling ended (see ``settled``).
         self._settled: dict[str, asyncio.Future[Settled]] = {}
+        #: Per event handled by this process and not reported as ended yet: its timeline so far.
+        self._runs: dict[str, Run] = {}
         self._window = timedelta(seconds=drain.node_termination_grace_period)
         self.phase = "none"
         #: The last drain's result (for logs, tests and the sandbox).
@@ -245,6 +255,7 @@ class NodeHandler:
         self._settle(event.id, Settled.WITHDRAWN)
         if self._current is not None and self._current.id == event.id:
             log.info("event %s withdrawn (%s): undoing", event.id, event.description)
+            self._report_end(self._current, Outcome.WITHDRAWN)
             self._current = None
             await self._replace_work(None)
             self._spawn(self._undo(event.id, "the event was canceled or completed", plan))
@@ -264,6 +275,7 @@ class NodeHandler:
             if self._current is not None:
                 log.info("event %s takes the node over from %s", best.id, self._current.id)
                 self._settle(self._current.id, Settled.SUPERSEDED)
+                self._report_end(self._current, Outcome.SUPERSEDED)
             self._current = best
             plan = plan_for(best, actions=self._actions, monitors=self._monitors)
             await self._replace_work(self._execute(best, plan))
@@ -360,6 +372,7 @@ class NodeHandler:
     async def _execute(
         self, event: InterruptionEvent, plan: Plan, *, resumed: bool = False, take_over: bool = False
     ) -> None:
+        reported = False  # "finished" went out: a later failure (of the undo) is no news for it
         try:
             if plan.dry_run:
                 await self._dry_run(event, plan)
@@ -371,10 +384,28 @@ class NodeHandler:
             state = await self._fence(event, plan, announce=not resumed)
             if state is None:
                 self._settle(event.id, Settled.FAILED)
+                self._failed(event, "the node could not be fenced: the API server was unreachable")
                 return
-            if plan.drain and state.phase is not Phase.DRAINED:
-                state = await self._drain(event, plan, state)
+            if not take_over and state.held_by_other(self.identity, self._clock.now(), HOLD_STALE):
+                await self._follow(event, plan)  # another process fenced it first (see _fence_patch)
+                return
+            # The timeline of this process: a fresh fence made the run (and sent "started"); a
+            # resumed or taken-over drain gets one too, without its pre-drain actions (they may have
+            # run before the restart). A resumed fence with nothing left to do reports nothing.
+            drains = plan.drain and state.phase is not Phase.DRAINED
+            run = self._runs.get(event.id)
+            if run is None and drains:
+                run = self._runs[event.id] = Run(started=self._clock.now(), pre_drain=False)
+            if drains:
+                state = await self._drain(event, plan, state, run)
+            elif run is not None and run.pre_drain:
+                await self._pre_drain(event, run)
+            if run is not None:
+                await self._post_drain(event, run)
             self._settle(event.id, Settled.DONE)
+            if run is not None:
+                self._finish(event, run)
+            reported = True
             if state.undo_at is not None:
                 log.info("event %s: undoing at %s unless an interruption follows", event.id, state.undo_at)
                 await self._sleep_until(state.undo_at)
@@ -386,10 +417,12 @@ class NodeHandler:
                         await self._reschedule()
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("event %s: handling failed", event.id)
             self._metrics.action("handle", "failure")
             self._settle(event.id, Settled.FAILED)
+            if not reported:
+                self._failed(event, f"unexpected error: {type(exc).__name__}")
 
     async def _fence(self, event: InterruptionEvent, plan: Plan, *, announce: bool) -> NodeState | None:
         """Taints, labels, cordon and state in one compare-and-set write; retried until the deadline.
@@ -432,14 +465,17 @@ class NodeHandler:
         log.info(
             "event %s: tainted and cordoned %.3fs after the notice", event.id, (fenced - due).total_seconds()
         )
-        if self._notifier is not None:
-            self._notifier.notify(event, node_name=self.node)
+        run = self._runs[event.id] = Run(started=fenced)
+        self._notify(event, run, Stage.STARTED)
         return state
 
-    async def _drain(self, event: InterruptionEvent, plan: Plan, state: NodeState) -> NodeState:
-        if state.phase is not Phase.DRAINING:
+    async def _drain(
+        self, event: InterruptionEvent, plan: Plan, state: NodeState, run: Run | None = None
+    ) -> NodeState:
+        if state.phase is not Phase.DRAINING:  # the fence normally wrote it already (_fence_patch)
             state = await self._write_state(state.advance(Phase.DRAINING, self._clock.now()))
         self._set_phase(Phase.DRAINING.value)
+        gate: DeregistrationWait | None = None
 
         async def attempt() -> DrainResult:
             return await drain_node(
@@ -450,19 +486,34 @@ class NodeHandler:
                 clock=self._clock,
                 own_pod=self._own_pod,
                 recorder=self._recorder,
+                hold=gate.hold if gate is not None and gate.holds_any else None,
             )
 
         renewer = asyncio.create_task(self._renew(state))
+        started = self._clock.now()
         try:
+            gate = await self._before_drain(event, state, run)
+            started = self._clock.now()
             result = await self._persist("drain", attempt, deadline=event.deadline, kind=event.kind)
         finally:
             renewer.cancel()
             await asyncio.wait({renewer})
+        if gate is not None:
+            self._report_wait(event, gate, run)
+        if run is not None:
+            run.add([drain_summary(result, started=started, now=self._clock.now())])
+            run.error = run.error or drain_error(result)
+            if result is not None:
+                run.pods = pod_counts(result)
         if result is None:
             return state
         self.last_drain = result
         self._report_drain(event, result)
-        state = await self._write_state(state.advance(Phase.DRAINED, self._clock.now()))
+        # The counts ride on the write that records DRAINED: the controller's action runner puts them
+        # in the summary it publishes (it acts when the state says drained).
+        drained = state.advance(Phase.DRAINED, self._clock.now())
+        drained = replace(drained, extra={**drained.extra, "pods": counts_extra(pod_counts(result))})
+        state = await self._write_state(drained)
         self._set_phase(Phase.DRAINED.value)
         if plan.out_of_service_after_drain and result.emptied:
             key, value, effect = OUT_OF_SERVICE
@@ -597,8 +648,10 @@ class NodeHandler:
         log.info("dry run: would %s node %s", what, self.node)
         self._metrics.action("cordon", "dry_run")
         self._node_event("DryRun", f"Dry run: would {what} for {event.id}")
-        if self._notifier is not None:  # under dry run this one only says what it would send
-            self._notifier.notify(event, node_name=self.node)
+        # Under dry run the notifier only says what it would send, and the calls what they would do.
+        run = Run(started=self._clock.now())
+        self._notify(event, run, Stage.STARTED)
+        await self._pre_drain(event, run)
         if plan.drain:
             result = await drain_node(
                 self.node,
@@ -612,6 +665,10 @@ class NodeHandler:
             )
             self.last_drain = result
             self._metrics.action("drain", "dry_run")
+            run.add([drain_summary(result, started=result.started_at, now=self._clock.now())])
+            run.pods = pod_counts(result)
+        await self._post_drain(event, run)
+        self._notify(event, run, Stage.FINISHED)
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -716,14 +773,22 @@ def _fence_patch(
     except StateError:
         old = None  # hand-edited: overwritten with what is true from now on
     same = old is not None and old.event_id == event.id
+    if same and old is not None and old.held_by_other(holder, now, HOLD_STALE):
+        # Another live process fenced the node for this event since we last looked (two replicas
+        # waking at the same act_at): it goes on, we follow instead of taking the hold over.
+        return None
     wanted = [Taint(t.key, t.effect, t.value) for t in plan.taints]
     keys = {(t.key, t.effect) for t in wanted}
     taints = [t for t in node.taints if (t.key, t.effect) not in keys] + wanted
     new_labels = {k: v for k, v in plan.labels if node.labels.get(k) != v}
+    # A plan that drains records DRAINING in this same write (the drain starts right after it): one
+    # write per node instead of two. A FENCED state of such a plan (written by an earlier version,
+    # or a resumed fence) moves on to DRAINING here; a later phase is kept.
+    fenced = Phase.DRAINING if plan.drain else Phase.FENCED
     state = NodeState(
         event_id=event.id,
         kind=event.kind.value,
-        phase=old.phase if same and old is not None else Phase.FENCED,
+        phase=old.phase if same and old is not None and old.phase is not Phase.FENCED else fenced,
         since=old.since if same and old is not None else now,
         deadline=event.deadline,
         cordoned_by_us=(old.cordoned_by_us if old is not None else False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable
 
 from kubespot.kube import KubeClient, NodeView
 from kubespot.kube.views import PodEventType
@@ -25,6 +26,7 @@ class NodeIndex:
         self._by_name: dict[str, NodeView] = {}
         self._by_instance: dict[str, str] = {}
         self._synced = asyncio.Event()
+        self._listeners: list[Callable[[str], None]] = []
 
     def __len__(self) -> int:
         return len(self._by_name)
@@ -47,6 +49,24 @@ class NodeIndex:
     def nodes(self) -> list[NodeView]:
         return list(self._by_name.values())
 
+    def subscribe(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``listener(name)`` after each change to a node (added, modified, deleted, or in a
+        re-list); it must return at once and not raise. Returns the function that unsubscribes."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _notify(self, names: Iterable[str]) -> None:
+        if self._listeners:
+            changed = tuple(names)
+            for listener in list(self._listeners):
+                for name in changed:
+                    listener(name)
+
     async def run(self) -> None:
         """List, then follow the watch (it re-lists by itself after any failure)."""
         while True:
@@ -65,8 +85,10 @@ class NodeIndex:
                     self._remove(event.node.name)
                 else:
                     self._put(event.node)
+                self._notify((event.node.name,))
 
     def _replace(self, nodes: tuple[NodeView, ...]) -> None:
+        before = set(self._by_name)
         self._by_name.clear()
         self._by_instance.clear()
         for node in nodes:
@@ -74,6 +96,7 @@ class NodeIndex:
         if not self._synced.is_set():
             log.info("watching %d nodes", len(nodes))
             self._synced.set()
+        self._notify(before | set(self._by_name))
 
     def _put(self, node: NodeView) -> None:
         self._remove(node.name)

@@ -7,6 +7,13 @@ notice). A message is kept (its visibility extended by the consumer) until its n
 and drained; an Auto Scaling lifecycle action is completed only then (or once the deadline has
 passed), with heartbeats while a long drain runs.
 
+A scheduled change (AWS Health maintenance) not due yet is recorded on its Node
+(``handling.scheduled``) and armed on the node's handler; when it is due further ahead than
+``HOLD_HORIZON`` its message is then deleted, the Node being the durable record (the queue keeps a
+message for minutes, the change is days away). A Health "closed" message removes the entry and
+withdraws the event. In dry run nothing is recorded and such a message is left on the queue to
+reappear shortly before the change is due, as the reminder.
+
 Messages about instances that are not nodes of this cluster (another cluster's, an unmanaged one, a
 long-gone one) are left for their owner and deleted after ``foreign_max_receives`` receives, so they
 never loop for ever; malformed messages go to the configured outcome, never stop the consumer.
@@ -27,23 +34,26 @@ from kubespot.aws.ec2 import InstanceInfo
 from kubespot.aws.sqs import QueueMessage
 from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
+from kubespot.config.loadbalancer import LoadBalancerWaitSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.config.queue import QueueSettings
 from kubespot.kube import EventRecorder, KubeClient, NodeView
-from kubespot.model import Clock, InterruptionEvent
+from kubespot.model import Clock, InterruptionEvent, Kind
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
 from kubespot.sources.sqs.consumer import Lease, Outcome
 from kubespot.sources.sqs.errors import MessageError
 from kubespot.sources.sqs.parsers import LifecycleAction, ParsedMessage, parse_message
 
-from .node_handler import NodeHandler, Notifier, Settled
+from .node_handler import NodeHandler, Notifier, Settled, StageCalls
 from .node_index import NodeIndex
+from .policy import plan_for
+from .scheduled import ScheduledChanges
 
 log = logging.getLogger("kubespot.handling.queue")
 
-#: An event due further ahead than this is not held in flight: the message is left to reappear
-#: shortly before it is due (SQS keeps it; visibility can be pushed out up to 12 hours).
+#: An event due further ahead than this is not held in flight: once it is recorded on its node the
+#: message is deleted (in dry run, or if the record cannot be written, it is left on the queue).
 HOLD_HORIZON = timedelta(minutes=10)
 
 
@@ -79,6 +89,8 @@ class QueueHandler:
         metrics: Metrics,
         recorder: EventRecorder | None = None,
         notifier: Notifier | None = None,
+        http_calls: StageCalls | None = None,
+        loadbalancer_wait: LoadBalancerWaitSettings | None = None,
     ) -> None:
         self._kube = kube
         self._nodes = nodes
@@ -92,14 +104,29 @@ class QueueHandler:
         self._metrics = metrics
         self._recorder = recorder
         self._notifier = notifier
+        self._http_calls = http_calls
+        self._lb_wait = loadbalancer_wait
         self._handlers: dict[str, NodeHandler] = {}
         self._starting: dict[str, asyncio.Task[NodeHandler]] = {}
+        #: The scheduled changes recorded on nodes; ``scheduled.run()`` must run beside the consumer
+        #: (it re-arms every replica's handlers from the nodes).
+        self.scheduled = ScheduledChanges(
+            kube=kube,
+            nodes=nodes,
+            handler_for=self._handler,
+            clock=clock,
+            metrics=metrics,
+            lead_time=timedelta(seconds=monitors.scheduled_lead_time),
+            acts=lambda event: plan_for(event, actions=actions, monitors=monitors).acts,
+            dry_run=actions.dry_run,
+        )
 
     @property
     def handlers(self) -> Mapping[str, NodeHandler]:
         return self._handlers
 
     async def aclose(self) -> None:
+        await self.scheduled.aclose()
         for handler in list(self._handlers.values()):
             await handler.aclose()
 
@@ -146,18 +173,21 @@ class QueueHandler:
             node = await self._node_of(event.instance_id)
             if node is None:
                 return self._foreign(event, message, parsed.lifecycle)
-            ahead = event.act_at - self._clock.now()
-            if ahead > HOLD_HORIZON:
-                # Known to the node's handler (its timer fires at act_at even if the message is
-                # not seen again); the message comes back shortly before then as the durable
-                # reminder, should this controller be gone by then.
-                await (await self._handler(node.name)).handle(dataclasses.replace(event, node_name=node.name))
-                lease.reappear_after((ahead - HOLD_HORIZON / 2).total_seconds())
-                log.info("event %s is due at %s: message left until then", event.id, event.act_at.isoformat())
-                return Outcome.LEAVE
             handler = await self._handler(node.name)
             event = dataclasses.replace(event, node_name=node.name)
-            await handler.handle(event)
+            keep = False  # leave the message although the event was handled (a record not written)
+            if self.scheduled.wanted(event):
+                recorded = await self.scheduled.hold(node, event)
+                ahead = event.act_at - self._clock.now()
+                if ahead > HOLD_HORIZON:
+                    return self._far_ahead(event, node.name, lease, recorded=recorded, ahead=ahead)
+                # Due soon: the message is held until the node is drained, as for any notice; the
+                # record only matters should this replica die meanwhile.
+            elif event.kind is Kind.SCHEDULED_MAINTENANCE and event.cancelled:
+                keep = not await self.scheduled.release(node.name, event.id)
+                await handler.handle(event)
+            else:
+                await handler.handle(event)
             heartbeats = self._heartbeats(parsed.lifecycle) if parsed.lifecycle else None
             try:
                 settled = await handler.settled(event.id)
@@ -173,7 +203,26 @@ class QueueHandler:
                     log.info("dry run: would complete the lifecycle action of %s", event.instance_id)
                 else:
                     await self._complete(parsed.lifecycle, settled)
+            return Outcome.LEAVE if keep else Outcome.DONE
+
+    def _far_ahead(
+        self, event: InterruptionEvent, node: str, lease: Lease, *, recorded: bool, ahead: timedelta
+    ) -> Outcome:
+        """The outcome for a scheduled change armed well before it is due."""
+        due = event.act_at.isoformat()
+        if recorded:
+            log.info("event %s is due at %s: recorded on node %s, message deleted", event.id, due, node)
+            self._metrics.action("message", "recorded")
             return Outcome.DONE
+        if self.scheduled.dry_run:
+            # Nothing is written in dry run: the message is the reminder, shortly before it is due
+            # (as long as the queue's retention keeps it).
+            lease.reappear_after((ahead - HOLD_HORIZON / 2).total_seconds())
+            log.info("dry run: event %s is due at %s: not recorded on the node; message left", event.id, due)
+            return Outcome.LEAVE
+        # The record could not be written (logged): the message comes back after its visibility
+        # timeout for another try, the handler's timer meanwhile armed.
+        return Outcome.LEAVE
 
     # --- which node ----------------------------------------------------------------------------------
 
@@ -232,6 +281,8 @@ class QueueHandler:
             metrics=self._metrics,
             recorder=self._recorder,
             notifier=self._notifier,
+            http_calls=self._http_calls,
+            loadbalancer_wait=self._lb_wait,
             node_hint=lambda: self._nodes.by_name(node),
         )
         await handler.start()

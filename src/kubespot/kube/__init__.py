@@ -5,10 +5,12 @@
 - Typed operations return plain views (:class:`PodView`, :class:`NodeView`) so callers never touch
   lightkube models.
 - :class:`EventRecorder` writes core/v1 Events and never raises into its caller.
+- :class:`Leases` reads and compare-and-sets coordination.k8s.io Leases (leader election).
 """
 
 from .client import KubeClient, KubeError, ObjectRef, connect, load_config
 from .events import EventRecorder
+from .leases import LeaseRecord, Leases, LeaseView
 from .priority import fencing
 from .ratelimit import TokenBucket
 from .views import (
@@ -32,6 +34,9 @@ __all__ = [
     "EvictionResult",
     "KubeClient",
     "KubeError",
+    "LeaseRecord",
+    "LeaseView",
+    "Leases",
     "NodeEvent",
     "NodeList",
     "NodeView",

@@ -15,19 +15,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import httpx2
+import orjson
 from lightkube import ApiError, AsyncClient, ConfigError, KubeConfig
+from lightkube.config.client_adapter import verify_cluster
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.models.core_v1 import EventSource, ObjectReference
-from lightkube.models.meta_v1 import DeleteOptions, ObjectMeta, Preconditions
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, Node, Pod
 from lightkube.types import PatchType
 
 from ..config.kube import KubeSettings
+from .inflight import InFlight
 from .podwatch import SharedPodWatch
 from .priority import PriorityGate, is_fencing
 from .ratelimit import TokenBucket
@@ -54,6 +58,14 @@ L = TypeVar("L")
 
 #: Compare-and-set rounds for one node write before giving up (each one re-reads the node).
 CONFLICT_ATTEMPTS = 10
+#: API calls in flight at once (see ``inflight``); the others wait their turn in the client, fencing
+#: calls first. At the API's usual 10-30 ms per call that is 1 000-3 000 calls/s, above any sensible
+#: QPS setting. More buys nothing but idle connections, and httpcore probes every idle connection's
+#: socket on every request and response (it was a tenth of the controller's CPU with 64).
+MAX_IN_FLIGHT = 16
+#: HTTP connections kept open between calls: every call in flight plus the long-running watches, so a
+#: burst never closes and reopens connections (httpx keeps only 20 by default).
+KEEPALIVE_CONNECTIONS = MAX_IN_FLIGHT + 8
 
 
 class KubeError(Exception):
@@ -90,10 +102,22 @@ def connect(
 ) -> KubeClient:
     """A ready client for ``settings`` (``config`` overrides where the cluster is; ``on_error`` is told
     the status of every failed call, 0 for transport errors)."""
+    given = config if config is not None else load_config(settings)
+    single = given.get() if isinstance(given, KubeConfig) else given
+    if single is None or single.user is None:
+        raise KubeError(0, "no usable cluster configuration: no current context or no user")
+    # Calls are capped by the client (MAX_IN_FLIGHT) and watches are few, so the pool itself needs no
+    # cap; it must keep every connection alive, or a busy client would reconnect for most calls.
+    # lightkube has no setting for that: the transport is built here, with lightkube's TLS setup.
+    transport = httpx2.AsyncHTTPTransport(
+        verify=verify_cluster(single.cluster, single.user, single.abs_file),
+        limits=httpx2.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE_CONNECTIONS),
+    )
     api = AsyncClient(
-        config=config if config is not None else load_config(settings),
+        config=single,
         timeout=httpx2.Timeout(settings.request_timeout),
         field_manager="kubespot",
+        transport=transport,
     )
     return KubeClient(
         api,
@@ -111,36 +135,46 @@ def _retry_after(err: ApiError) -> float | None:
         return None
 
 
-def _owner(meta: ObjectMeta) -> tuple[str | None, str | None]:
-    for ref in meta.ownerReferences or ():
-        if ref.controller:
-            return ref.kind, ref.name
-    return None, None
-
-
-def pod_view(pod: Pod) -> PodView:
-    meta = pod.metadata or ObjectMeta()
-    spec, status = pod.spec, pod.status
-    kind, owner = _owner(meta)
-    grace = spec.terminationGracePeriodSeconds if spec is not None else None
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    """The view of a pod as decoded from the API's JSON (no lightkube model: pods are the hot path,
+    thousands of watch events and list items a second in a burst, and the view needs a dozen fields)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    kind = owner = None
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller"):
+            kind, owner = ref.get("kind"), ref.get("name")
+            break
+    grace = spec.get("terminationGracePeriodSeconds")
+    deleted = meta.get("deletionTimestamp")
     return PodView(
-        namespace=meta.namespace or "",
-        name=meta.name or "",
-        uid=meta.uid or "",
-        node_name=spec.nodeName if spec is not None else None,
-        phase=status.phase if status is not None else None,
+        namespace=meta.get("namespace") or "",
+        name=meta.get("name") or "",
+        uid=meta.get("uid") or "",
+        node_name=spec.get("nodeName"),
+        phase=status.get("phase"),
         controller_kind=kind,
         controller_name=owner,
-        priority_class_name=spec.priorityClassName if spec is not None else None,
-        priority=spec.priority if spec is not None else None,
+        priority_class_name=spec.get("priorityClassName"),
+        priority=spec.get("priority"),
         grace_period_seconds=DEFAULT_GRACE_SECONDS if grace is None else int(grace),
-        deletion_timestamp=meta.deletionTimestamp,
-        has_empty_dir=any(v.emptyDir is not None for v in (spec.volumes or ()))
-        if spec is not None
-        else False,
-        resource_version=meta.resourceVersion or "",
-        labels=dict(meta.labels or {}),
-        annotations=dict(meta.annotations or {}),
+        deletion_timestamp=datetime.fromisoformat(deleted) if deleted else None,
+        has_empty_dir=any(v.get("emptyDir") is not None for v in spec.get("volumes") or ()),
+        resource_version=meta.get("resourceVersion") or "",
+        # Freshly decoded and owned by nobody else: no copy needed.
+        labels=meta.get("labels") or {},
+        annotations=meta.get("annotations") or {},
+        ip=status.get("podIP") or None,
+    )
+
+
+def pod_list(body: bytes) -> PodList:
+    """A PodList response body as views and its resourceVersion."""
+    data = orjson.loads(body)
+    items = data.get("items") or ()
+    return PodList(
+        tuple(pod_view(p) for p in items), (data.get("metadata") or {}).get("resourceVersion") or ""
     )
 
 
@@ -160,6 +194,8 @@ def node_view(node: Node) -> NodeView:
         annotations=dict(meta.annotations or {}),
         provider_id=(spec.providerID or "") if spec is not None else "",
         ready=_ready(node),
+        ready_since=_ready_since(node),
+        internal_ip=_internal_ip(node),
     )
 
 
@@ -170,8 +206,36 @@ def _ready(node: Node) -> bool | None:
     return None
 
 
+def _internal_ip(node: Node) -> str | None:
+    for address in (node.status.addresses or ()) if node.status is not None else ():
+        if address.type == "InternalIP":
+            return address.address
+    return None
+
+
+def _ready_since(node: Node) -> datetime | None:
+    for cond in (node.status.conditions or ()) if node.status is not None else ():
+        if cond.type == "Ready":
+            return cond.lastTransitionTime
+    return None
+
+
 #: Seconds after which the API server ends a pod watch (it is then resumed from its resourceVersion).
 WATCH_SERVER_TIMEOUT = 60
+
+#: In a raw watch line: the value of every "resourceVersion" key, whatever the JSON spacing (inside a
+#: JSON string a quote is always escaped, so the contents of strings never match).
+_RV_IN_LINE = re.compile(rb'"resourceVersion"\s*:\s*"([^"\\]*)"')
+
+
+def _watch_event(line: bytes) -> tuple[str, dict[str, Any]]:
+    event = orjson.loads(line)
+    op, obj = event.get("type"), event.get("object") or {}
+    if op == "ERROR":  # e.g. 410 Gone: the version to resume from is too old; the caller re-lists
+        raise KubeError(
+            int(obj.get("code") or 0), str(obj.get("message") or ""), reason=obj.get("reason") or ""
+        )
+    return str(op), obj
 
 
 class KubeClient:
@@ -188,8 +252,14 @@ class KubeClient:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
         on_error: Callable[[int], None] | None = None,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self.api = api
+        #: lightkube's httpx client (base URL, credentials, TLS, timeouts, connection pool): the pod
+        #: calls send and read raw JSON through it, sharing its connections with every other call.
+        self._http: httpx2.AsyncClient = api._client._client
+        #: Calls waiting for an answer (see ``inflight``).
+        self.in_flight = InFlight(max_in_flight)
         #: Fencing calls go ahead of the others (see ``priority``).
         self.gate = PriorityGate()
         #: Set by ``share_pod_watch()``: one watch of all pods for every drain of the process.
@@ -245,7 +315,8 @@ class KubeClient:
                 await self.limiter.acquire_ordinary(self.gate.wait_clear)
             last = attempt == self.attempts - 1
             try:
-                result = await fn()
+                async with self.in_flight.slot(urgent=urgent):
+                    result = await fn()
             except ApiError as err:
                 code = int(err.status.code or (err.response.status_code if err.response is not None else 0))
                 self._answered(code)
@@ -269,6 +340,16 @@ class KubeClient:
             await self._sleep(min(self._cap, wait) if wait is not None else backoff)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def call(
+        self, op: str, fn: Callable[[], Awaitable[T]], *, retry: frozenset[int] = TRANSIENT_STATUSES
+    ) -> T:
+        """``fn`` (a call on ``self.api``) under this client's rate limit, retries and error hook.
+
+        For the adapters of other resource types in this package (``leases``); everything outside
+        ``kubespot.kube`` uses the typed operations.
+        """
+        return await self._call(op, fn, retry=retry)
+
     def _answered(self, code: int) -> None:
         if code < 500:  # a 5xx means the server is there but not working: not a sign of health
             self.last_contact = datetime.now(tz=UTC)
@@ -286,26 +367,48 @@ class KubeClient:
 
     # -- pods ------------------------------------------------------------------------------------
 
-    async def list_pods_on_node(self, node: str) -> PodList:
-        async def run() -> PodList:
-            it = self.api.list(Pod, namespace="*", fields={"spec.nodeName": node})
-            pods = [pod_view(p) async for p in it]
-            try:
-                rv = it.resourceVersion
-            except Exception:  # an empty answer may carry no version; watch from "now" then
-                rv = ""
-            return PodList(tuple(pods), rv)
+    # Pods are read and evicted as raw JSON through lightkube's HTTP client, not through its models:
+    # in a burst they are most of the controller's traffic, and the views need a few fields each.
 
-        return await self._call("list pods", run)
+    async def _send(
+        self, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
+    ) -> bytes:
+        """One request; the body of a 2xx answer. Errors are raised as lightkube raises them."""
+        request = self._http.build_request(
+            method,
+            path,
+            params=params,
+            content=orjson.dumps(body) if body is not None else None,
+            headers=_JSON_BODY if body is not None else None,
+        )
+        response = await self._http.send(request)
+        _raise_for_status(response)
+        return response.content
+
+    async def list_pods_on_node(self, node: str) -> PodList:
+        """The pods on ``node`` and the version to watch them from. After ``share_pod_watch()`` the
+        shared watch keeps the changes after the list for ``watch_pods_on_node`` (see ``podwatch``)."""
+        if self.pod_watch is not None:
+            return await self.pod_watch.list(node)
+        return await self._list_pods_on_node(node)
+
+    async def _list_pods_on_node(self, node: str) -> PodList:
+        params = {"fieldSelector": f"spec.nodeName={node}"}
+        return await self._call("list pods", lambda: self._list_pods(params))
+
+    async def _list_pods(self, params: Mapping[str, str]) -> PodList:
+        return pod_list(await self._send("GET", "api/v1/pods", params=params))
 
     async def get_pod(self, namespace: str, name: str) -> PodView | None:
         try:
-            pod = await self._call("get pod", lambda: self.api.get(Pod, name, namespace=namespace))
+            body = await self._call(
+                "get pod", lambda: self._send("GET", f"api/v1/namespaces/{namespace}/pods/{name}")
+            )
         except KubeError as err:
             if err.code == 404:
                 return None
             raise
-        return pod_view(pod)
+        return pod_view(orjson.loads(body))
 
     async def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]:
         """Changes to the pods on ``node`` from ``resource_version``, for as long as the caller reads.
@@ -315,21 +418,81 @@ class KubeClient:
         come from one cluster-wide watch instead (see ``podwatch``).
         """
         if self.pod_watch is not None:
-            async for event in self.pod_watch.subscribe(node):
+            async for event in self.pod_watch.subscribe(node, resource_version):
                 yield event
             return
-        async for op, view, listing in self._watch(
-            Pod,
+        async for event in self.watch_pods(
             f"pods on {node}",
-            dict(namespace="*", fields={"spec.nodeName": node}),
-            pod_view,
+            {"fieldSelector": f"spec.nodeName={node}"},
             lambda: self.list_pods_on_node(node),
             resource_version,
         ):
-            if listing is not None:
+            yield event
+
+    async def watch_pods(
+        self,
+        what: str,
+        params: Mapping[str, str],
+        relist: Callable[[], Awaitable[PodList]],
+        resource_version: str,
+        *,
+        wanted: Callable[[bytes], bool] | None = None,
+    ) -> AsyncIterator[PodEvent]:
+        """Pod events from ``resource_version`` (``params``: the selectors); after any failure a
+        ``RESYNC`` from ``relist()`` and the watch goes on from there, ended watches are resumed.
+
+        ``wanted(line)``: a cheap test of the raw event line; the lines it rejects are not decoded
+        (their resourceVersion is still followed, so a resumed watch does not replay them).
+        """
+        rv = resource_version or None
+        failures = 0
+        timeout = self._http.timeout
+        # A watch waits for events as long as it must: no read timeout (the server ends it, below).
+        stream_timeout = httpx2.Timeout(
+            connect=timeout.connect, read=None, write=timeout.write, pool=timeout.pool
+        )
+        while True:
+            try:
+                await self.limiter.acquire()
+                query = {**params, "watch": "true", "timeoutSeconds": str(WATCH_SERVER_TIMEOUT)}
+                if rv:
+                    query["resourceVersion"] = rv
+                request = self._http.build_request("GET", "api/v1/pods", params=query, timeout=stream_timeout)
+                response = await self._http.send(request, stream=True)
+                try:
+                    if response.is_error:
+                        await response.aread()
+                        _raise_for_status(response)
+                    async for line in _lines(response):
+                        failures = 0
+                        accepted = wanted is None or wanted(line)
+                        if not accepted:
+                            found = _RV_IN_LINE.findall(line)
+                            if len(found) == 1:
+                                rv = found[0].decode() or rv
+                                continue
+                            # Several versions in the line (a label named so): decode it to be sure.
+                        op, obj = _watch_event(line)
+                        if not accepted or op not in ("ADDED", "MODIFIED", "DELETED"):  # or a bookmark
+                            rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                            continue
+                        view = pod_view(obj)
+                        rv = view.resource_version or rv
+                        yield PodEvent(PodEventType(op), view)
+                finally:
+                    await response.aclose()
+                # The server ended the watch (its timeout): resume where it stopped.
+            except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
+                failures += 1
+                log.warning("watch of %s broke (%s: %s); re-listing", what, type(err).__name__, err)
+                await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng))
+                try:
+                    listing = await relist()
+                except KubeError as list_err:
+                    log.warning("re-list of %s failed: %s", what, list_err)
+                    continue
+                rv = listing.resource_version or None
                 yield PodEvent(PodEventType.RESYNC, pods=listing.pods)
-            else:
-                yield PodEvent(PodEventType(op), view)
 
     async def list_nodes(self) -> NodeList:
         async def run() -> NodeList:
@@ -404,17 +567,24 @@ class KubeClient:
 
         ``uid`` makes the eviction apply to that pod only, not a namesake created since.
         """
-        options = None
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
         if uid is not None or grace_period_seconds is not None:
-            options = DeleteOptions(
-                gracePeriodSeconds=grace_period_seconds,
-                preconditions=Preconditions(uid=uid) if uid else None,
-            )
-        body = Pod.Eviction(metadata=ObjectMeta(name=name, namespace=namespace), deleteOptions=options)
+            options: dict[str, Any] = {}
+            body["deleteOptions"] = options
+            if grace_period_seconds is not None:
+                options["gracePeriodSeconds"] = grace_period_seconds
+            if uid:
+                options["preconditions"] = {"uid": uid}
+        path = f"api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        params = {"dryRun": "All"} if dry_run else None
         try:
             await self._call(
                 "evict",
-                lambda: self.api.create(body, name, namespace=namespace, dry_run=dry_run),
+                lambda: self._send("POST", path, params=params, body=body),
                 retry=TRANSIENT_STATUSES - {429},
             )
         except KubeError as err:
@@ -518,6 +688,16 @@ class KubeClient:
             return node_view(updated)
         raise KubeError(409, f"node {name} kept changing: {CONFLICT_ATTEMPTS} conflicting writes")
 
+    async def delete_node(self, name: str, *, dry_run: bool = False) -> bool:
+        """Delete the Node object (not the instance). False if it was already gone."""
+        try:
+            await self._call("delete node", lambda: self.api.delete(Node, name, dry_run=dry_run))
+        except KubeError as err:
+            if err.code == 404:
+                return False
+            raise
+        return True
+
     async def cordon(self, name: str, *, dry_run: bool = False) -> NodeView:
         return await self.patch_node(name, {"spec": {"unschedulable": True}}, dry_run=dry_run)
 
@@ -612,6 +792,32 @@ class ObjectRef:
 
     def key(self) -> tuple[str, str, str | None, str | None]:
         return (self.kind, self.name, self.namespace, self.uid)
+
+
+_JSON_BODY = {"Content-Type": "application/json"}
+
+
+def _raise_for_status(response: httpx2.Response) -> None:
+    """What lightkube does with an error answer: ``ApiError`` with the Status body when it is JSON."""
+    if response.is_error:
+        if response.headers.get("Content-Type", "").startswith("application/json"):
+            raise ApiError(request=response.request, response=response)
+        response.raise_for_status()
+
+
+async def _lines(response: httpx2.Response) -> AsyncIterator[bytes]:
+    """The non-empty lines of a streamed answer, as bytes."""
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        if pending:
+            chunk = pending + chunk
+        lines = chunk.split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
 
 
 def _retry_after_of(err: KubeError) -> float | None:

@@ -37,6 +37,8 @@ class PodView:
     resource_version: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: ``status.podIP`` (None until the kubelet assigned one): what an ``ip`` target group holds.
+    ip: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -83,6 +85,10 @@ class NodeView:
     provider_id: str = ""
     #: The Ready condition: True, False, or None when unknown (no status yet, or Unknown).
     ready: bool | None = None
+    #: When the Ready condition last changed status (its ``lastTransitionTime``); None without one.
+    ready_since: datetime | None = None
+    #: The ``InternalIP`` in ``status.addresses`` (None until the kubelet reported it).
+    internal_ip: str | None = None
 
     @property
     def instance_id(self) -> str | None:

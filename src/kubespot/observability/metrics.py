@@ -1,4 +1,5 @@
-"""The agent's Prometheus metrics: what they are (``METRICS``), how they are recorded (``Metrics``).
+"""The agent's and the controller's Prometheus metrics: what they are (``METRICS``), how they are
+recorded (``Metrics``).
 
 ``METRICS`` is the single description of every metric: name, type, labels, help and buckets.
 ``Metrics`` builds its collectors from it, and ``reference_markdown()`` renders it for the docs, so
@@ -15,9 +16,14 @@ the documentation cannot drift from what is exposed.
 | ``kubespot_imds_errors_total`` | counter | path | failed instance metadata requests |
 | ``kubespot_kube_api_errors_total`` | counter | code | failed Kubernetes API requests |
 | ``kubespot_webhook_sends_total`` | counter | result | webhook notifications |
+| ``kubespot_notifications_total`` | counter | target, stage, result | notifications, per target and stage |
 | ``kubespot_info`` | gauge | version, node, instance_id, mode | always 1; identifies the agent |
 | ``kubespot_node_interruption_phase`` | gauge | phase | 1 for the node's current phase |
 | ``kubespot_last_success_timestamp_seconds`` | gauge | component | last good answer from imds/kube |
+| ``kubespot_leader`` | gauge | lease | controller: 1 on the elected replica, 0 on the others |
+| ``kubespot_managed_instances`` | gauge | capacity_type | controller: managed instances (leader only) |
+| ``kubespot_node_cleanups_total`` | counter | result | controller: Nodes of gone instances deleted |
+| ``kubespot_deregistration_seconds`` | histogram | kind | controller: fence to load balancer draining |
 
 Each ``Metrics`` owns its own ``CollectorRegistry``: never the process-wide default one, so tests
 and several agents in one process (the sandbox) never see each other's samples. Recording methods
@@ -29,7 +35,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, ParamSpec
@@ -67,6 +73,9 @@ DRAIN_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0
 # the resolution is in the sub-second range with a tail for a slow API server.
 CORDON_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 
+# The drain waits for deregistration: the record is meant to land within a second of the fence.
+DEREGISTRATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
+
 #: The node's interruption phases, in order; ``none`` when nothing is happening to the node.
 NODE_PHASES = ("none", "pending", "fenced", "draining", "drained")
 
@@ -83,7 +92,10 @@ METRICS: tuple[MetricSpec, ...] = (
         "counter",
         ("action", "result"),
         "Node actions taken (taint, cordon, label, drain, out_of_service, uncordon, undo, webhook, "
-        "...) by result (success, failure, dry_run, skipped).",
+        "...), the timeline's outgoing HTTP calls (http:<name>) and its wait for load-balancer "
+        "deregistration (loadbalancer_wait; timeout: the drain went ahead at its bound), and the "
+        "controller's response actions (deregister, isolate, publish_sns, publish_eventbridge), by "
+        "result (success, failure, timeout, dry_run, skipped).",
     ),
     MetricSpec(
         "kubespot_drain_duration_seconds",
@@ -131,6 +143,14 @@ METRICS: tuple[MetricSpec, ...] = (
         "Webhook notifications, by result (success, failure, dropped).",
     ),
     MetricSpec(
+        "kubespot_notifications_total",
+        "counter",
+        ("target", "stage", "result"),
+        "Notification messages, by target (webhook or the named target), stage (started, finished, "
+        "failed) and result (success, failure, dropped); kubespot_webhook_sends_total counts them "
+        "all by result alone.",
+    ),
+    MetricSpec(
         "kubespot_info",
         "gauge",
         ("version", "node", "instance_id", "mode"),
@@ -149,6 +169,37 @@ METRICS: tuple[MetricSpec, ...] = (
         ("component",),
         "Unix time of the last successful answer from a component (imds, kube); the liveness "
         "probe fails when it grows stale.",
+    ),
+    MetricSpec(
+        "kubespot_leader",
+        "gauge",
+        ("lease",),
+        "Controller only: 1 while this replica holds the leader-election Lease (and runs the "
+        "singleton duties), 0 otherwise; 1 when leader election is off.",
+    ),
+    MetricSpec(
+        "kubespot_managed_instances",
+        "gauge",
+        ("capacity_type",),
+        "Controller only, exported by the leader alone (sum over replicas is the count): nodes backed "
+        "by an EC2 instance this controller manages (with managed_tag when check_tag_before_draining), "
+        "by capacity type (spot, on-demand, ... from the node's Karpenter or EKS label, else the "
+        "instance's lifecycle, else unknown).",
+    ),
+    MetricSpec(
+        "kubespot_node_cleanups_total",
+        "counter",
+        ("result",),
+        "Controller only: NotReady Nodes of terminated or vanished instances handled by the node "
+        "clean-up, by result (deleted, dry_run, failure).",
+    ),
+    MetricSpec(
+        "kubespot_deregistration_seconds",
+        "histogram",
+        ("kind",),
+        "Controller only: seconds from a node's fence (its state annotation) to its load balancer "
+        "targets' deregistration being accepted (the drain holds target pods until then), by kind.",
+        DEREGISTRATION_BUCKETS,
     ),
 )
 
@@ -206,9 +257,14 @@ class Metrics:
         self._imds_errors = self._counter("kubespot_imds_errors_total")
         self._kube_errors = self._counter("kubespot_kube_api_errors_total")
         self._webhooks = self._counter("kubespot_webhook_sends_total")
+        self._notifications = self._counter("kubespot_notifications_total")
         self._info = self._gauge("kubespot_info")
         self._phase = self._gauge("kubespot_node_interruption_phase")
         self._last_success = self._gauge("kubespot_last_success_timestamp_seconds")
+        self._leader = self._gauge("kubespot_leader")
+        self._managed = self._gauge("kubespot_managed_instances")
+        self._cleanups = self._counter("kubespot_node_cleanups_total")
+        self._deregistration = self._histogram("kubespot_deregistration_seconds")
         self._last_success_at: dict[str, float] = {}
         self._phases: set[str] = set(NODE_PHASES)
         # Export every phase from the start, so dashboards see "none" = 1 before any interruption.
@@ -278,6 +334,11 @@ class Metrics:
         self._webhooks.labels(_label(result)).inc()
 
     @_never_raises
+    def notification(self, target: str, stage: str, result: str) -> None:
+        """A message to notification ``target`` at ``stage`` was sent, failed or dropped."""
+        self._notifications.labels(_label(target), _label(stage), _label(result)).inc()
+
+    @_never_raises
     def set_info(self, *, version: str, node: str, instance_id: str, mode: str) -> None:
         """Identify the agent. Replaces any earlier identity, so there is one ``kubespot_info``."""
         self._info.clear()
@@ -299,6 +360,33 @@ class Metrics:
             return
         self._last_success_at[_label(name)] = when
         self._last_success.labels(_label(name)).set(when)
+
+    @_never_raises
+    def set_leader(self, lease: str, leading: bool) -> None:
+        """Whether this controller replica holds the leader-election ``lease``."""
+        self._leader.labels(_label(lease)).set(1 if leading else 0)
+
+    @_never_raises
+    def set_managed_instances(self, counts: Mapping[str, int]) -> None:
+        """Managed instances by capacity type; replaces the previous counts (types gone drop out)."""
+        self._managed.clear()
+        for capacity_type, count in counts.items():
+            self._managed.labels(_label(capacity_type)).set(count)
+
+    @_never_raises
+    def clear_managed_instances(self) -> None:
+        """Export no managed-instance count (this replica is not the leader)."""
+        self._managed.clear()
+
+    @_never_raises
+    def node_cleanup(self, result: str) -> None:
+        """The node clean-up deleted a Node (or would have, or failed to)."""
+        self._cleanups.labels(_label(result)).inc()
+
+    @_never_raises
+    def deregistration_latency(self, seconds: float, kind: str) -> None:
+        """A node's targets started draining ``seconds`` after it was fenced."""
+        self._deregistration.labels(_label(kind)).observe(_duration(seconds))
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -16,6 +16,11 @@ from the node count and the time scale. What it holds, and why each piece is the
   a disruption.
 
 Pod shutdown times use kubesim's annotation and grace periods are compressed with the time scale.
+
+The load-balancer scenario has its own, smaller cluster (``lb_objects``): identical spot nodes, the
+load-balanced ``shop/web`` spread over them (spot only, two per node), ``shop/api`` beside it (not
+behind the balancer: the drain need not hold it), the agent DaemonSet, and in the run with
+deregistration the controller's Deployment on an on-demand node.
 """
 
 from __future__ import annotations
@@ -85,13 +90,14 @@ def instance_id_for(name: str) -> str:
     return "i-0" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
-def node_specs(spot_nodes: int) -> list[NodeSpec]:
+def node_specs(spot_nodes: int, *, uniform: bool = False) -> list[NodeSpec]:
+    """On-demand nodes, then spot nodes of mixed types (``uniform``: all of the first type)."""
     specs = [
         NodeSpec(f"od-node-{i}", instance_id_for(f"od-node-{i}"), "m5.large", ZONES[i % 3], False, "2", "8Gi")
         for i in range(1, ON_DEMAND_NODES + 1)
     ]
     for i in range(1, spot_nodes + 1):
-        itype, cpu, mem = _SPOT_TYPES[(i - 1) % len(_SPOT_TYPES)]
+        itype, cpu, mem = _SPOT_TYPES[0 if uniform else (i - 1) % len(_SPOT_TYPES)]
         name = f"spot-node-{i}"
         specs.append(NodeSpec(name, instance_id_for(name), itype, ZONES[(i - 1) % 3], True, cpu, mem))
     return specs
@@ -254,3 +260,53 @@ def blocking_workload(node_name: str, timing: Timing) -> list[Obj]:
 def copy_objects(objects: list[Obj]) -> list[Obj]:
     """kubesim adopts what it is given; keep the caller's copies untouched."""
     return copy.deepcopy(objects)
+
+
+# -- the load-balancer scenario -------------------------------------------------------------------
+
+#: The Deployment behind the simulated load balancer, and the port its pods' targets use.
+LB_NAMESPACE = "shop"
+LB_APP = "web"
+LB_PORT = 8080
+CONTROLLER_NAME = "kubespot-controller"
+
+
+def lb_objects(spot_nodes: int, timing: Timing, *, controller: bool) -> list[Obj]:
+    """The load-balancer scenario's cluster (see the module docstring), in load order.
+
+    The spot nodes are identical so that the scheduler (LeastAllocated) spreads ``web`` evenly:
+    every spot node carries two of its pods, and the two runs interrupt equivalent nodes.
+    """
+    objects: list[Obj] = [namespace(LB_NAMESPACE)]
+    objects += [node_object(spec) for spec in node_specs(spot_nodes, uniform=True)]
+    web = WorkloadSpec(LB_NAMESPACE, LB_APP, 2 * spot_nodes, 30, 5.0, "250m", "256Mi", pdb_max_unavailable=1)
+    api = WorkloadSpec(LB_NAMESPACE, "api", spot_nodes, 30, 5.0, "250m", "512Mi")
+    web_dep = deployment_object(web, timing)
+    spec = web_dep["spec"]["template"]["spec"]
+    # On spot only, as teams run their stateless front ends: the interruption is what is measured.
+    spec["nodeSelector"] = {CAPACITY_TYPE: "spot"}
+    spec["tolerations"] = [{"key": "spotInstance", "operator": "Equal", "value": "true"}]
+    spec["containers"][0]["ports"] = [{"name": "http", "containerPort": LB_PORT}]
+    objects += [web_dep, deployment_object(api, timing)]
+    objects += [p for w in (web, api) if (p := pdb_object(w)) is not None]
+    objects.append(agent_daemonset())
+    if controller:
+        objects.append(controller_deployment())
+    return objects
+
+
+def controller_deployment() -> Obj:
+    """The controller as the Helm chart would install it (one replica, on-demand); its pod names the
+    controller process, as the Downward API would."""
+    obj = deployment(
+        CONTROLLER_NAME,
+        1,
+        namespace=AGENT_NAMESPACE,
+        labels={"app.kubernetes.io/name": CONTROLLER_NAME},
+        requests={"cpu": "100m", "memory": "128Mi"},
+        image="ghcr.io/kubespot/kubespot:0.1.0",
+    )
+    spec = obj["spec"]["template"]["spec"]
+    spec["nodeSelector"] = {CAPACITY_TYPE: "on-demand"}
+    spec["containers"][0]["args"] = ["controller"]
+    return obj

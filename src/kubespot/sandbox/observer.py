@@ -2,10 +2,11 @@
 
 Owns four watches (Nodes, Pods, ReplicaSets, core/v1 Events) over plain HTTP (httpx2; the product's
 ``KubeClient`` has no watches of Nodes or Events), the cluster state they maintain, and the per-node
-``ScenarioRecord`` they fill: taint, cordon and annotation changes, pods leaving, replacements turning
-Ready elsewhere, and the agent's Events. Nothing here reads agent logs or simulator internals: the
-verdict rests on what the API showed. Each noteworthy change is also handed to ``emit`` as a
-``TimelineEntry`` for the live view.
+``ScenarioRecord`` they fill: taint, cordon and annotation changes (the controller's load-balancer
+step in ``kubespot.io/actions`` too), pods leaving, replacements turning Ready elsewhere, and the
+agent's Events. Nothing here reads agent logs or simulator internals: the verdict rests on what the
+API showed. Each noteworthy change is also handed to ``emit`` as a ``TimelineEntry`` for the live
+view.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ log = logging.getLogger("kubespot.sandbox.observer")
 
 Obj = dict[str, Any]
 STATE_ANNOTATION = "kubespot.io/interruption"
+#: The controller's record of its AWS actions (docs/controller.md, "Response actions").
+ACTIONS_ANNOTATION = "kubespot.io/actions"
 #: Node event reasons the agent records (and the reference handler's names for them).
 NODE_REASONS = frozenset(
     {
@@ -263,9 +266,42 @@ class Observer:
             changes.append(f"annotation {STATE_ANNOTATION} removed")
         if _ready(old) != _ready(node):
             changes.append(f"Ready={_ready(node)}")
+        self._on_actions(rec, node, now)
         if changes:
             style = "green" if any(c in ("uncordoned", "taint removed") for c in changes) else "bold"
             self.emit(TimelineEntry(now, name, ", ".join(changes), style))
+
+    def _on_actions(self, rec: ScenarioRecord, node: Obj, now: float) -> None:
+        """The controller's load-balancer step, when its state changes (it is written a few times)."""
+        step = (_json_annotation(node, ACTIONS_ANNOTATION) or {}).get("loadbalancer")
+        if not isinstance(step, dict):
+            return
+        before = rec.deregistration or {}
+        rec.deregistration = step
+        state = str(step.get("state"))
+        if state == before.get("state"):
+            return
+        targets = step.get("targets") or []
+        held = (
+            "every pod (the node is a target)"
+            if step.get("node")
+            else f"{len(step.get('pods') or [])} pod(s)"
+        )
+        if state == "pending":
+            text, style = (
+                f"controller: deregistering {len(targets)} target(s); the drain holds {held}",
+                "cyan",
+            )
+        elif state in ("draining", "done"):
+            rec.deregistered_at = rec.deregistered_at or now
+            what = f"{len(targets)} target(s) draining" if state == "draining" else "no target registered"
+            text, style = (
+                f"controller: {what} (settle {step.get('settle', 0)}s) in {ACTIONS_ANNOTATION}",
+                "cyan",
+            )
+        else:
+            text, style = f"controller: deregistration {state}: {step.get('error', '')}", "red"
+        self.emit(TimelineEntry(now, rec.node, text, style))
 
     # -- pods -----------------------------------------------------------------------------------
 
@@ -437,8 +473,8 @@ def _cordoned(node: Obj) -> bool:
     return bool((node.get("spec") or {}).get("unschedulable"))
 
 
-def _state(node: Obj) -> Obj | None:
-    raw = (_meta(node).get("annotations") or {}).get(STATE_ANNOTATION)
+def _json_annotation(node: Obj, key: str) -> Obj | None:
+    raw = (_meta(node).get("annotations") or {}).get(key)
     if not raw:
         return None
     try:
@@ -446,6 +482,10 @@ def _state(node: Obj) -> Obj | None:
     except orjson.JSONDecodeError:
         return {"phase": "unreadable"}
     return data if isinstance(data, dict) else {"phase": "unreadable"}
+
+
+def _state(node: Obj) -> Obj | None:
+    return _json_annotation(node, STATE_ANNOTATION)
 
 
 def _ready(node: Obj) -> str:

@@ -1,4 +1,5 @@
-"""The sandbox's child processes: one real ``kubespot agent`` per spot node, and their uptime files.
+"""The sandbox's child processes: one real ``kubespot agent`` per spot node (and, for the load-balancer
+scenario, one ``kubespot controller``), and the agents' uptime files.
 
 Owns starting, restarting (the simulated reboot) and stopping the agents, so that whatever ends the
 sandbox (a verdict, an exception, Ctrl-C, SIGTERM) no child outlives it: ``ProcessGroup.stop_all``
@@ -27,9 +28,9 @@ from pathlib import Path
 STOP_TIMEOUT = 5.0
 
 
-def agent_command() -> list[str]:
-    """The agent exactly as a user runs it, with this interpreter (so the venv's kubespot)."""
-    return [sys.executable, "-m", "kubespot", "agent"]
+def agent_command(role: str = "agent") -> list[str]:
+    """The agent (or controller) exactly as a user runs it, with this interpreter (so the venv's kubespot)."""
+    return [sys.executable, "-m", "kubespot", role]
 
 
 @dataclass
@@ -55,11 +56,16 @@ class UptimeFile:
 
 @dataclass
 class AgentProcess:
-    """One node's agent process (stopped, running, or restarted after a reboot)."""
+    """One node's agent process (stopped, running, or restarted after a reboot); with ``role``
+    "controller", the cluster's controller (``node`` is then just its name in the group)."""
 
     node: str
     env: Mapping[str, str]
     log_path: Path
+    role: str = "agent"
+    #: Variables of the sandbox's own environment not to pass on, by prefix (the controller must
+    #: not see the user's AWS profile or session token beside the simulated account's keys).
+    drop_env: tuple[str, ...] = ()
     proc: asyncio.subprocess.Process | None = None
     starts: int = 0
     exit_codes: list[int] = field(default_factory=list)
@@ -67,6 +73,10 @@ class AgentProcess:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
+
+    @property
+    def label(self) -> str:
+        return f"agent for {self.node}" if self.role == "agent" else self.role
 
     @property
     def pid(self) -> int | None:
@@ -78,16 +88,22 @@ class AgentProcess:
         self.starts += 1
         # A new run starts the log afresh; a restart (the reboot) continues it.
         with self.log_path.open("ab" if self.starts > 1 else "wb") as log:
-            log.write(
-                f"--- sandbox: agent start #{self.starts} for {self.node} at {time.time():.3f}\n".encode()
-            )
+            head = f"--- sandbox: {self.role} start #{self.starts} for {self.node} at {time.time():.3f}\n"
+            log.write(head.encode())
             log.flush()
             self.proc = await asyncio.create_subprocess_exec(
-                *agent_command(),
+                *agent_command(self.role),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                env={**os.environ, **self.env},
+                env={
+                    **{
+                        k: v
+                        for k, v in os.environ.items()
+                        if not (self.drop_env and k.startswith(self.drop_env))
+                    },
+                    **self.env,
+                },
             )
 
     async def stop(self, grace: float = STOP_TIMEOUT) -> int | None:
@@ -126,7 +142,7 @@ class AgentProcess:
 
 @dataclass
 class ProcessGroup:
-    """Every agent the sandbox started, so one call stops them all."""
+    """Every process the sandbox started, so one call stops them all."""
 
     agents: dict[str, AgentProcess] = field(default_factory=dict)
 

@@ -51,6 +51,22 @@ class Options:
     agent_env: dict[str, str] = field(default_factory=dict)
 
 
+def imds_instances(spot: list[cluster.NodeSpec]) -> list[SimInstance]:
+    """imdssim's instances for the spot nodes, launched a day ago."""
+    launched = time.time() - 86_400
+    return [
+        SimInstance(
+            instance_id=s.instance_id,
+            instance_type=s.instance_type,
+            availability_zone=s.zone,
+            private_ip=f"10.0.{i // 250}.{10 + i % 250}",
+            life_cycle="spot",
+            launched_at=launched,
+        )
+        for i, s in enumerate(spot)
+    ]
+
+
 class Sandbox:
     def __init__(
         self, opts: Options, timeline_factory: Callable[[Callable[[], dict[str, ScenarioRecord]]], Timeline]
@@ -79,24 +95,12 @@ class Sandbox:
         objects = cluster.build_objects(opts.spot_nodes, t)
         specs = cluster.node_specs(opts.spot_nodes)
         spot = [s for s in specs if s.spot]
-        launched = time.time() - 86_400
-        imds_instances = [
-            SimInstance(
-                instance_id=s.instance_id,
-                instance_type=s.instance_type,
-                availability_zone=s.zone,
-                private_ip=f"10.0.{i // 250}.{10 + i % 250}",
-                life_cycle="spot",
-                launched_at=launched,
-            )
-            for i, s in enumerate(spot)
-        ]
         kubesim = KubeSim(
             objects=objects,
             controllers=ControllerConfig(pod_start_seconds=t.pod_start),
             kubeconfig_path=self.kubeconfig,
         )
-        imds = ImdsSim(imds_instances)
+        imds = ImdsSim(imds_instances(spot))
         with self.timeline:
             try:
                 await kubesim.start()
@@ -180,9 +184,19 @@ class Sandbox:
             await self._settle(observer, "extra pods")
 
     async def _start_agents(
-        self, observer: Observer, imds: ImdsSim, kube_url: str, spot: list[cluster.NodeSpec]
+        self,
+        observer: Observer,
+        imds: ImdsSim,
+        kube_url: str,
+        spot: list[cluster.NodeSpec],
+        *,
+        rundir: Path | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> dict[str, NodeKit]:
+        """One agent per spot node, logs and uptime files in ``rundir`` (the workdir), with the
+        sandbox's settings, then ``extra_env``, then ``--agent-env`` (the user's word is last)."""
         t, opts = self.timing, self.opts
+        rundir = rundir or opts.workdir
         kits: dict[str, NodeKit] = {}
         for spec in spot:
             agent_pod = next(
@@ -195,7 +209,7 @@ class Sandbox:
                 ),
                 None,
             )
-            uptime = UptimeFile(opts.workdir / f"uptime-{spec.name}")
+            uptime = UptimeFile(rundir / f"uptime-{spec.name}")
             uptime.write()
             env = {
                 "KUBESPOT_NODE_NAME": spec.name,
@@ -214,8 +228,9 @@ class Sandbox:
             if opts.blocking_pdb:
                 # The failing demo: the drain must respect the budget to the end.
                 env["KUBESPOT_DRAIN_PDB_DEADLINE_ACTION"] = "keep"
+            env.update(extra_env or {})
             env.update(opts.agent_env)
-            agent = self.agents.add(AgentProcess(spec.name, env, opts.workdir / f"agent-{spec.name}.log"))
+            agent = self.agents.add(AgentProcess(spec.name, env, rundir / f"agent-{spec.name}.log"))
             kits[spec.name] = NodeKit(spec.name, spec.instance_id, agent, uptime)
         await self.agents.start_all()
         self._uptime_task = asyncio.create_task(self._tick_uptimes([k.uptime for k in kits.values()]))
@@ -262,7 +277,7 @@ class Sandbox:
                     continue
                 reported.add(key)
                 msg = (
-                    f"agent for {agent.node} exited on its own with code {agent.proc.returncode} "
+                    f"{agent.label} exited on its own with code {agent.proc.returncode} "
                     f"(log {agent.log_path})"
                 )
                 self.problems.append(msg)

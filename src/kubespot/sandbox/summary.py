@@ -86,6 +86,8 @@ class ScenarioRecord:
     node: str
     instance_id: str
     notice_at: float
+    #: What the timeline calls it when not the scenario's name (the load-balancer runs).
+    label: str | None = None
     #: When the instance goes: spot instance-action time; scheduled NotBefore. None for rebalance.
     deadline: float | None = None
     #: Scheduled reboot: NotBefore - lead time, when the agent should fence.
@@ -107,6 +109,10 @@ class ScenarioRecord:
     reboot_started_at: float | None = None
     reboot_done_at: float | None = None
     terminated_at: float | None = None
+    #: The controller's load-balancer step in ``kubespot.io/actions`` as last seen, and when the
+    #: observer first saw it ``draining`` (or ``done``: nothing was registered).
+    deregistration: dict[str, Any] | None = None
+    deregistered_at: float | None = None
     pods: dict[str, PodTrack] = field(default_factory=dict)
     owners: dict[str, OwnerTrack] = field(default_factory=dict)
     node_events: dict[str, int] = field(default_factory=dict)

@@ -44,6 +44,8 @@ class Timeline:
         self._records = records
         self._clock = clock
         self.lines: list[dict[str, Any]] = []
+        #: Replaces the scenario panel while set (the load-balancer runs show their request counts).
+        self.panel: Callable[[], Table] | None = None
         self._live: Live | None = None
         #: Set once the summary is out: later stragglers (a last Event) are kept, not drawn under it.
         self.closed = False
@@ -80,7 +82,7 @@ class Timeline:
             "t": round(entry.at, 3),
             "rel_s": None if rel is None else round(rel, 3),
             "node": entry.node,
-            "scenario": rec.scenario if rec is not None else None,
+            "scenario": (rec.label or rec.scenario) if rec is not None else None,
             "text": entry.text,
         }
         self.lines.append(line)
@@ -90,7 +92,7 @@ class Timeline:
         text.append(f"{fmt_rel(rel):>9} " if rel is not None else " " * 10, style="dim")
         text.append(f"{entry.node:<12} ", style="magenta")
         if rec is not None:
-            text.append(f"[{rec.scenario}] ", style="dim")
+            text.append(f"[{rec.label or rec.scenario}] ", style="dim")
         text.append(entry.text, style=entry.style or None)
         # soft_wrap: one line per entry, left to the terminal to wrap (and intact when piped).
         self.console.print(text, soft_wrap=True)
@@ -98,6 +100,8 @@ class Timeline:
     # -- live panel -----------------------------------------------------------------------------
 
     def _panel(self) -> Table:
+        if self.panel is not None:
+            return self.panel()
         now = self._clock()
         table = Table(box=None, show_header=True, header_style="dim", padding=(0, 1))
         for col in ("scenario", "node", "state", "pods left", "deadline in"):
@@ -111,11 +115,14 @@ class Timeline:
 
     # -- summary --------------------------------------------------------------------------------
 
-    def print_summary(self, summary: dict[str, Any], *, footer: list[str]) -> None:
+    def _close(self) -> None:
         self.closed = True
         if self._live is not None:  # the panel's job is done; the table replaces it
             self._live.stop()
             self._live = None
+
+    def print_summary(self, summary: dict[str, Any], *, footer: list[str]) -> None:
+        self._close()
         if self.console is None:
             return
         table = Table(title="kubespot sandbox: summary", title_justify="left", header_style="bold")
@@ -157,6 +164,80 @@ class Timeline:
             else Text("at least one scenario missed (exit 1)", style="bold red")
         )
         self.console.print(Group(Text(""), table, *notes, overall, *(Text(f, style="dim") for f in footer)))
+
+    def print_loadbalancer_summary(self, summary: dict[str, Any], *, footer: list[str]) -> None:
+        """The load-balancer scenario: one row per run, then what each run shows, then the verdict."""
+        self._close()
+        if self.console is None:
+            return
+        table = Table(
+            title="kubespot sandbox: load balancer, one spot interruption twice",
+            title_justify="left",
+            header_style="bold",
+        )
+        for col, justify in (
+            ("run", "left"),
+            ("node", "left"),
+            ("sent", "right"),
+            ("failed", "right"),
+            ("error window", "right"),
+            ("deregistered", "right"),
+            ("out of rotation", "right"),
+            ("drain time", "right"),
+            ("deadline", "right"),
+            ("verdict", "left"),
+        ):
+            table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        notes: list[Text] = []
+        for key in ("without_deregistration", "with_deregistration"):
+            r = summary.get(key)
+            if r is None:
+                continue
+            label = key.split("_", 1)[0]
+            ok = bool(r["ok"])
+            table.add_row(
+                key.replace("_", " "),
+                r["node"],
+                str(r["sent"]),
+                Text(str(r["failed"]), style="red" if r["failed"] else "green"),
+                fmt_rel(r["error_window_s"], sign=False) if r["failed"] else "—",
+                fmt_rel(r["deregistered_s"], sign=False),
+                fmt_rel(r["stopped_routing_s"], sign=False),
+                fmt_rel(r["drain_time_s"], sign=False),
+                fmt_rel(r["deadline_s"], sign=False),
+                Text("met" if ok else "MISSED", style="green" if ok else "bold red"),
+            )
+            notes.append(Text(f"  {label}: {_lb_story(r)}", style="green" if ok else "red"))
+            for reason in r["reasons"]:
+                notes.append(Text(f"  {label}: {reason}", style="red"))
+        overall = (
+            Text(
+                "no request failed with deregistration, and every drain met its deadline (exit 0)",
+                style="bold green",
+            )
+            if summary["ok"]
+            else Text("the load-balancer scenario missed (exit 1)", style="bold red")
+        )
+        self.console.print(Group(Text(""), table, *notes, overall, *(Text(f, style="dim") for f in footer)))
+
+
+def _lb_story(r: dict[str, Any]) -> str:
+    """One run of the load-balancer scenario in a sentence."""
+    failed = f"{r['failed']} of {r['sent']} requests failed"
+    if r["failed"]:
+        reasons = ", ".join(f"{n} {why}" for why, n in r["failures_by_reason"].items())
+        failed += f" over {fmt_rel(r['error_window_s'], sign=False)} ({reasons})"
+    how = "; ".join(sorted(set(r["left_rotation"].values()))) or "—"
+    if r["deregistered_by_kubespot"]:
+        return (
+            f"{failed}; kubespot deregistered {len(r['target_pods'])} target pod(s) at "
+            f"{fmt_rel(r['deregistered_s'])}, out of rotation at {fmt_rel(r['stopped_routing_s'])}, first "
+            f"evicted at {fmt_rel(r['first_target_evicted_s'])}; node empty at {fmt_rel(r['drain_time_s'])}"
+        )
+    return (
+        f"{failed}; target pods first evicted at {fmt_rel(r['first_target_evicted_s'])}, out of rotation "
+        f"at {fmt_rel(r['stopped_routing_s'])} ({how}); node empty at {fmt_rel(r['drain_time_s'])}"
+    )
 
 
 def _verdict_short(s: dict[str, Any]) -> str:

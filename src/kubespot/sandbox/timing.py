@@ -34,8 +34,38 @@ POD_START_SECONDS = 2.0
 #: After the reboot, the agent must have cleaned up within this long.
 CLEANUP_WITHIN_SECONDS = 40.0
 
+# The load-balancer scenario (docs/sandbox.md, "load-balancer"): the simulated balancer's model and
+# kubespot's settings for it, in real-world seconds like everything above.
+#: Requests per second the simulated balancer sends. Not compressed: it is a count per real second,
+#: and the summary compares counts.
+REQUEST_RATE = 50.0
+#: Its health checks: every 10 s, 2 failures take a target out, 5 passes bring it back (ALB's
+#: thresholds; the interval a common setting between ALB's 30 s default and its 5 s minimum).
+HEALTH_CHECK_INTERVAL_SECONDS = 10.0
+HEALTH_CHECK_UNHEALTHY = 2
+HEALTH_CHECK_HEALTHY = 5
+#: The AWS Load Balancer Controller deregisters a pod this long after the API shows it terminating.
+LB_CONTROLLER_LAG_SECONDS = 5.0
+#: ALB and NLB keep routing to a target this long after AWS reports it draining.
+LB_PROPAGATION_SECONDS = 2.0
+#: kubespot's loadbalancer.settle and loadbalancer.max_delay (the product's defaults).
+LB_SETTLE_SECONDS = 5.0
+LB_MAX_DELAY_SECONDS = 30.0
+#: The target group's deregistration_delay.timeout_seconds (AWS's default is 300 s; 30 s is usual
+#: for pods that finish their requests quickly).
+DEREGISTRATION_DELAY_SECONDS = 30.0
+#: How often the simulated balancer reads DescribeTargetHealth: real seconds, never compressed.
+LB_REFRESH_SECONDS = 0.25
+#: Real seconds ``settle`` keeps above the balancer's refresh period plus propagation, whatever the
+#: time scale: the settle must cover them (that is its whole point), and on a loaded 2-core machine
+#: a DescribeTargetHealth answer or an event-loop turn can take a few hundred milliseconds.
+SETTLE_SLACK = 1.5
+
 #: The default compression: the 120 s notice becomes 30 s and a full run about a minute.
 DEFAULT_TIME_SCALE = 4.0
+#: The load-balancer scenario's: the agent keeps 30 real seconds of the notice for the drain after
+#: its wait for deregistration (``command.lb_time_scale_problem``), so the notice must stay longer.
+LB_DEFAULT_TIME_SCALE = 2.0
 #: Below these real durations timings stop being meaningful on a loaded 2-core machine.
 MIN_POLL_INTERVAL = 0.05
 MIN_GRACE_SECONDS = 1
@@ -92,17 +122,35 @@ class Timing:
         # Never less than a few real seconds: a restarted agent process needs ~1 s to import.
         return max(5.0, self.s(CLEANUP_WITHIN_SECONDS))
 
+    @property
+    def lb_settle(self) -> float:
+        """kubespot's settle: the product default compressed, but never closer than ``SETTLE_SLACK``
+        real seconds to the time the balancer needs to stop routing (refresh + propagation)."""
+        return max(
+            self.s(LB_SETTLE_SECONDS), self.s(LB_PROPAGATION_SECONDS) + LB_REFRESH_SECONDS + SETTLE_SLACK
+        )
+
+    @property
+    def lb_max_delay(self) -> float:
+        return self.s(LB_MAX_DELAY_SECONDS)
+
+    @property
+    def deregistration_delay(self) -> int:
+        """Whole seconds (the attribute is an integer on AWS), at least 2 so ``draining`` is seen."""
+        return max(2, math.ceil(self.s(DEREGISTRATION_DELAY_SECONDS)))
+
     def agent_env(self) -> dict[str, str]:
         """The agent settings the sandbox compresses (names from kubespot.config)."""
         return {
-            "KUBESPOT_IMDS_POLL_INTERVAL": _num(self.poll_interval),
-            "KUBESPOT_IMDS_SCHEDULED_LEAD_TIME": _num(self.scheduled_lead),
-            "KUBESPOT_NODE_ACTIONS_REBALANCE_UNDO_AFTER": _num(self.rebalance_undo),
-            "KUBESPOT_DRAIN_SAFETY_MARGIN": _num(self.s(SAFETY_MARGIN_SECONDS)),
-            "KUBESPOT_DRAIN_RETRY_BACKOFF_BASE": _num(self.s(RETRY_BACKOFF_BASE_SECONDS)),
-            "KUBESPOT_DRAIN_RETRY_BACKOFF_CAP": _num(self.s(RETRY_BACKOFF_CAP_SECONDS)),
+            "KUBESPOT_IMDS_POLL_INTERVAL": num(self.poll_interval),
+            "KUBESPOT_IMDS_SCHEDULED_LEAD_TIME": num(self.scheduled_lead),
+            "KUBESPOT_NODE_ACTIONS_REBALANCE_UNDO_AFTER": num(self.rebalance_undo),
+            "KUBESPOT_DRAIN_SAFETY_MARGIN": num(self.s(SAFETY_MARGIN_SECONDS)),
+            "KUBESPOT_DRAIN_RETRY_BACKOFF_BASE": num(self.s(RETRY_BACKOFF_BASE_SECONDS)),
+            "KUBESPOT_DRAIN_RETRY_BACKOFF_CAP": num(self.s(RETRY_BACKOFF_CAP_SECONDS)),
         }
 
 
-def _num(value: float) -> str:
+def num(value: float) -> str:
+    """A setting's value for the environment: at most three decimals, no trailing zeros."""
     return f"{value:.3f}".rstrip("0").rstrip(".")

@@ -2,7 +2,7 @@
 kubectl, on which the rendered objects are created.
 
 kubesim serves no ``rbac.authorization.k8s.io`` (no authorization at all) and no Prometheus Operator
-CRDs: ``STAND_IN_CRDS`` registers ClusterRole, ClusterRoleBinding, PodMonitor and ServiceMonitor as
+CRDs: ``STAND_IN_CRDS`` registers the RBAC kinds, PodMonitor and ServiceMonitor as
 custom resources so that kubectl and helm can create the chart's objects as they would on a cluster.
 Their content is checked by the render tests, not by kubesim.
 """
@@ -115,6 +115,8 @@ def crd(group: str, plural: str, kind: str, scope: str) -> Obj:
 STAND_IN_CRDS = [
     crd("rbac.authorization.k8s.io", "clusterroles", "ClusterRole", "Cluster"),
     crd("rbac.authorization.k8s.io", "clusterrolebindings", "ClusterRoleBinding", "Cluster"),
+    crd("rbac.authorization.k8s.io", "roles", "Role", "Namespaced"),
+    crd("rbac.authorization.k8s.io", "rolebindings", "RoleBinding", "Namespaced"),
     crd("monitoring.coreos.com", "podmonitors", "PodMonitor", "Namespaced"),
     crd("monitoring.coreos.com", "servicemonitors", "ServiceMonitor", "Namespaced"),
 ]

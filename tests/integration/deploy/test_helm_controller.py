@@ -3,13 +3,14 @@
 Checked on parsed YAML, never on text: which workloads each mode renders (``controller.enabled``,
 NTH's ``enableSqsTerminationDraining``, ``daemonset.enabled``), the Deployment (replicas, spread,
 probes, security, no host network), its PodDisruptionBudget, ServiceAccount (IRSA), ClusterRole
-(exactly the controller's API calls), metrics Service and ServiceMonitor. Every environment variable
+(exactly the controller's API calls) and the Role on its leader-election Lease, metrics Service and
+ServiceMonitor. Every environment variable
 the Deployment can render must be a real setting of ``ControllerSettings`` and load through the
 controller's own settings loader. Then the rendered objects are created with ``kubectl create`` on
 kubesim (and installed with ``helm install``), where the Deployment's pods come up.
 
-As in test_helm_chart.py, kubesim serves no RBAC API and no Prometheus Operator CRDs: ClusterRole,
-ClusterRoleBinding, PodMonitor and ServiceMonitor are registered as custom resources first.
+As in test_helm_chart.py, kubesim serves no RBAC API and no Prometheus Operator CRDs: the RBAC kinds,
+PodMonitor and ServiceMonitor are registered as custom resources first.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from helm_support import (
 
 from kubespot.config.controller import ControllerSettings
 from kubespot.config.loader import load, specs
+from kubespot.controller.response_actions import enabled_actions
 from kubespot.sim.kubesim.testing import node
 
 NTH_QUEUE = FIXTURES / "nth-queue-values.yaml"
@@ -63,6 +65,26 @@ CONTROLLER_RULES = [
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
+#: With controller.nodeCleanup.enabled the clean-up also deletes nodes.
+CLEANUP_RULES = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
+    *CONTROLLER_RULES[1:],
+]
+
+
+def lease_rules(name: str) -> list[Obj]:
+    """kube/leases.py's calls on the one Lease: created once, then read and replaced (renewals)."""
+    return [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [name],
+            "verbs": ["get", "update"],
+        },
+    ]
+
+
 #: Controller settings the chart deliberately never renders: in-cluster credentials need no
 #: kubeconfig or context, the webhook URL only ever reaches the pod as a file, and the uptime file
 #: belongs to IMDS monitoring, which the controller does not do.
@@ -82,7 +104,11 @@ ALWAYS = {
     "KUBESPOT_QUEUE_URL",
     "KUBESPOT_KUBE_API_QPS",
     "KUBESPOT_KUBE_API_BURST",
+    # The Lease is always named by the chart, so its Role can name it too.
+    "KUBESPOT_LEADER_ELECTION_LEASE_NAME",
 }
+#: From the Downward API, whatever the values: the replica's identity and its Lease's namespace.
+DOWNWARD = {"KUBESPOT_POD_NAME": "metadata.name", "KUBESPOT_POD_NAMESPACE": "metadata.namespace"}
 
 
 # --- helm ------------------------------------------------------------------------------------------
@@ -161,6 +187,8 @@ def test_controller_enabled_adds_it_beside_the_agents(helm: str) -> None:
         "DaemonSet",
         "Deployment",
         "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
         "ServiceAccount",
         "ServiceAccount",
     ]
@@ -180,6 +208,8 @@ def test_nth_queue_mode_renders_the_deployment_and_no_daemonset(helm: str) -> No
         "ClusterRoleBinding",
         "Deployment",
         "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
         "Service",
         "ServiceAccount",
         "ServiceMonitor",
@@ -353,9 +383,13 @@ def test_probes_target_the_probes_server(helm: str) -> None:
 
 def test_defaults_render_only_the_chart_choices(helm: str) -> None:
     """Unset values leave the controller's defaults; the chart sets probes, metrics, queue and API budget."""
-    env = plain_env(render(helm, sets=ON))
+    objs = render(helm, sets=ON)
+    env = plain_env(objs)
     assert set(env) == ALWAYS
     assert env["KUBESPOT_QUEUE_URL"] == QUEUE_URL
+    assert env["KUBESPOT_LEADER_ELECTION_LEASE_NAME"] == CONTROLLER
+    downward = {n: e["valueFrom"]["fieldRef"]["fieldPath"] for n, e in env_of(objs).items() if n in DOWNWARD}
+    assert downward == DOWNWARD
     # Karpenter's budget for a cluster-wide controller, not the agent's 50/100.
     assert (env["KUBESPOT_KUBE_API_QPS"], env["KUBESPOT_KUBE_API_BURST"]) == ("200", "300")
 
@@ -489,6 +523,46 @@ def test_cluster_role_is_exactly_what_the_controller_calls(helm: str) -> None:
     assert agent["rules"][0] == {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}
 
 
+def test_lease_role_follows_leader_election(helm: str) -> None:
+    objs = render(helm, sets=ON)
+    role = only(objs, "Role", CONTROLLER)
+    assert role["metadata"]["namespace"] == NS
+    assert role["rules"] == lease_rules(CONTROLLER)
+    binding = only(objs, "RoleBinding", CONTROLLER)
+    assert binding["metadata"]["namespace"] == NS
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CONTROLLER}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NS}]
+    # Another lease name and namespace: the Role follows them, the pod is told both.
+    moved = render(
+        helm,
+        sets={
+            **ON,
+            "controller.leaderElection.leaseName": "mine",
+            "controller.leaderElection.namespace": "ops",
+        },
+    )
+    assert only(moved, "Role", CONTROLLER)["metadata"]["namespace"] == "ops"
+    assert only(moved, "Role", CONTROLLER)["rules"] == lease_rules("mine")
+    assert only(moved, "RoleBinding", CONTROLLER)["subjects"][0]["namespace"] == NS
+    env = plain_env(moved)
+    assert env["KUBESPOT_LEADER_ELECTION_LEASE_NAME"] == "mine"
+    assert env["KUBESPOT_LEADER_ELECTION_NAMESPACE"] == "ops"
+    # Election off: no Role, and the controller is told.
+    off = render(helm, sets={**ON, "controller.leaderElection.enabled": "false"})
+    assert not {"Role", "RoleBinding"} & set(kinds(off))
+    assert plain_env(off)["KUBESPOT_LEADER_ELECTION_ENABLED"] == "false"
+
+
+def test_nodes_may_be_deleted_only_with_node_cleanup(helm: str) -> None:
+    assert only(render(helm, sets=ON), "ClusterRole", CONTROLLER)["rules"] == CONTROLLER_RULES
+    objs = render(helm, sets={**ON, "controller.nodeCleanup.enabled": "true"})
+    assert only(objs, "ClusterRole", CONTROLLER)["rules"] == CLEANUP_RULES
+    assert plain_env(objs)["KUBESPOT_NODE_CLEANUP_ENABLED"] == "true"
+    # The agent never gets delete on nodes.
+    agent = only(objs, "ClusterRole", f"{RELEASE}-kubespot")
+    assert "delete" not in agent["rules"][0]["verbs"]
+
+
 # --- metrics ---------------------------------------------------------------------------------------
 
 
@@ -548,6 +622,10 @@ def _controller_env(objs: list[Obj]) -> dict[str, str]:
     for name, e in env_of(objs).items():
         if "value" in e:
             out[name] = e["value"]
+        elif "fieldRef" in e["valueFrom"]:  # the Downward API, as the kubelet would fill it in
+            out[name] = {"metadata.name": f"{CONTROLLER}-0", "metadata.namespace": NS}[
+                e["valueFrom"]["fieldRef"]["fieldPath"]
+            ]
         else:
             ref = e["valueFrom"]["secretKeyRef"]
             out[name] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
@@ -577,6 +655,12 @@ def test_rendered_env_loads_through_the_controllers_settings_loader(helm: str) -
     assert settings.webhook.url is None
     assert settings.webhook.url_file == "/etc/kubespot/webhook-url/url"
     assert settings.observability.probes_server_port == 8181
+    assert (settings.pod_name, settings.pod_namespace) == (f"{CONTROLLER}-0", NS)
+    le = settings.leader_election
+    assert (le.enabled, le.lease_name, le.namespace) == (True, "test-lease", "default")
+    assert (le.lease_duration, le.renew_deadline, le.retry_period) == (20.0, 12.5, 3.0)
+    cleanup = settings.node_cleanup
+    assert (cleanup.enabled, cleanup.interval, cleanup.not_ready_for) == (True, 30.0, 600.0)
     nth = load(ControllerSettings, env=_controller_env(render(helm, NTH_QUEUE)))
     assert nth.queue.delete_if_node_not_found is True
     assert nth.aws.region == "eu-west-1"
@@ -635,16 +719,21 @@ def cluster(tmp_path: Path) -> Iterator[ControllerCluster]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("files", "sets", "replicas"),
+    ("files", "sets", "replicas", "rules"),
     [
-        ([], {**ON, "enablePrometheusServer": "true", "serviceMonitor.create": "true"}, 2),
-        ([NTH_QUEUE], None, 2),
-        ([EVERYTHING_ON, CONTROLLER_EVERYTHING], None, 3),
+        ([], {**ON, "enablePrometheusServer": "true", "serviceMonitor.create": "true"}, 2, CONTROLLER_RULES),
+        ([NTH_QUEUE], None, 2, CONTROLLER_RULES),
+        ([EVERYTHING_ON, CONTROLLER_EVERYTHING], None, 3, CLEANUP_RULES),
     ],
     ids=["controller", "nth-queue", "everything"],
 )
 def test_rendered_controller_objects_create_on_kubesim(
-    helm: str, cluster: ControllerCluster, files: list[Path], sets: dict[str, str] | None, replicas: int
+    helm: str,
+    cluster: ControllerCluster,
+    files: list[Path],
+    sets: dict[str, str] | None,
+    replicas: int,
+    rules: list[Obj],
 ) -> None:
     objs = render(helm, *files, sets=sets)
     out = cluster.create(objs)
@@ -654,7 +743,11 @@ def test_rendered_controller_objects_create_on_kubesim(
         assert got["kind"] == obj["kind"]
         assert f"{obj['metadata']['name']} created" in out
     role = cluster.get("clusterrole", CONTROLLER, None)
-    assert role["rules"] == CONTROLLER_RULES
+    assert role["rules"] == rules
+    lease_role = only(objs, "Role", CONTROLLER)
+    assert (
+        cluster.get("role", CONTROLLER, lease_role["metadata"]["namespace"])["rules"] == lease_role["rules"]
+    )
     pods = cluster.controller_pods(replicas)
     assert len(pods) == replicas, f"{len(pods)} of {replicas} controller pods came up"
     for pod in pods:
@@ -687,3 +780,44 @@ def test_helm_install_nth_queue_values_on_kubesim(helm: str, cluster: Controller
     assert "IRSA role arn:aws:iam::123456789012:role/prod-nth" in res.stdout
     assert "DaemonSet" not in res.stdout
     assert len(cluster.controller_pods(2)) == 2
+
+
+# --- AWS response actions --------------------------------------------------------------------------
+
+
+def test_response_actions_reach_the_controller(helm: str) -> None:
+    settings = load(
+        ControllerSettings, env=_controller_env(render(helm, EVERYTHING_ON, CONTROLLER_EVERYTHING))
+    )
+    lb, iso, pub = settings.loadbalancer, settings.isolation, settings.publish
+    assert (
+        lb.enabled and lb.classic and {k.value for k in lb.kinds} == {"spot-itn", "asg-lifecycle-termination"}
+    )
+    assert (lb.target_group_tag_key, lb.target_group_tag_value) == ("elbv2.k8s.aws/cluster", "test")
+    assert (lb.settle, lb.max_delay, lb.index_ttl) == (3.0, 20.5, 60.0)
+    assert iso.enabled and iso.quarantine_group == "sg-0123456789abcdef0"
+    assert {k.value for k in iso.kinds} == {"spot-itn"}
+    assert pub.sns_topic_arn == "arn:aws:sns:us-east-1:123456789012:kubespot-summaries"
+    assert (pub.event_bus, pub.source, pub.detail_type) == ("ops", "example.kubespot", "Interruption handled")
+    # Off by default: nothing rendered.
+    env = plain_env(render(helm, sets=ON))
+    assert not any(
+        n.startswith(("KUBESPOT_LOADBALANCER_", "KUBESPOT_ISOLATION_", "KUBESPOT_PUBLISH_")) for n in env
+    )
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"controller.loadBalancer.enabled": "true"},
+        {"controller.isolation.enabled": "true", "controller.isolation.quarantineGroup": "quarantine"},
+        {"controller.publish.eventBus": "default"},
+    ],
+)
+def test_a_response_action_lets_the_controller_run_without_a_queue(helm: str, action: dict[str, str]) -> None:
+    objs = render(helm, sets={"controller.enabled": "true", **action})
+    env = _controller_env(objs)
+    assert "KUBESPOT_QUEUE_URL" not in env
+    # The controller accepts it: the queue is optional once an action is on.
+    settings = load(ControllerSettings, env=env)
+    assert settings.queue.url == "" and enabled_actions(settings)

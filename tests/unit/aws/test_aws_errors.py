@@ -90,7 +90,9 @@ def test_lifecycle_gone_is_recognised() -> None:
 
 def test_calls_is_the_only_door() -> None:
     assert ("sqs", "ReceiveMessage") in CALLS
-    assert all(service in ("sqs", "ec2", "autoscaling") for service, _ in CALLS)
+    assert all(
+        service in ("sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events") for service, _ in CALLS
+    )
 
     async def attempt() -> None:
         async with AwsClients(AwsSettings(region="us-east-1")) as clients:

@@ -20,7 +20,7 @@ import botocore.session
 import pytest
 from botocore import xform_name
 
-from kubespot.aws import CALLS, iam
+from kubespot.aws import CALL_GROUPS, CALLS, iam
 from kubespot.aws.bootstrap import InvalidRequest, Request
 from kubespot.cli import main
 
@@ -29,10 +29,22 @@ AWS_PACKAGE = Path(__file__).resolve().parents[3] / "src" / "kubespot" / "aws"
 NOT_CONTROLLER_CODE = {"bootstrap.py", "iam.py"}
 #: Services whose operation names the scan knows: the adapter's three, and those it might plausibly
 #: grow into (a call to any of them must show up in CALLS, and so in the policy).
-SCANNED_SERVICES = ("sqs", "ec2", "autoscaling", "events", "sns", "sts", "kms", "elbv2", "iam")
+SCANNED_SERVICES = ("sqs", "ec2", "autoscaling", "events", "sns", "sts", "kms", "elbv2", "elb", "iam")
 QUEUE_ARN = "arn:aws:sqs:eu-west-1:123456789012:prod-kubespot-interruptions"
 KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 ASG_ARN = "arn:aws:autoscaling:eu-west-1:123456789012:autoScalingGroup:*:autoScalingGroupName/ng-1"
+TG_ARN = "arn:aws:elasticloadbalancing:eu-west-1:123456789012:targetgroup/k8s-web/0123456789abcdef"
+CLB_ARN = "arn:aws:elasticloadbalancing:eu-west-1:123456789012:loadbalancer/legacy-web"
+TOPIC_ARN = "arn:aws:sns:eu-west-1:123456789012:kubespot-summaries"
+BUS_ARN = "arn:aws:events:eu-west-1:123456789012:event-bus/ops"
+QUEUE_ACTIONS = {
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "ec2:DescribeInstances",
+    "autoscaling:CompleteLifecycleAction",
+    "autoscaling:RecordLifecycleActionHeartbeat",
+}
 
 
 # --- the table and the policy --------------------------------------------------------------------
@@ -64,17 +76,110 @@ def test_iam_table_names_real_operations() -> None:
 
 
 def test_policy_allows_exactly_what_the_calls_need() -> None:
+    """By default the queue processor's calls only (the policy as it was before issue 5)."""
     policy = iam.controller_policy(QUEUE_ARN)
-    wanted = {iam.IAM_ACTIONS[c].action for c in CALLS}
-    assert iam.policy_actions(policy) == wanted
-    assert wanted == {
-        "sqs:ReceiveMessage",
-        "sqs:DeleteMessage",
-        "sqs:ChangeMessageVisibility",
-        "ec2:DescribeInstances",
-        "autoscaling:CompleteLifecycleAction",
-        "autoscaling:RecordLifecycleActionHeartbeat",
-    }
+    wanted = {iam.IAM_ACTIONS[c].action for c in CALL_GROUPS["queue"]}
+    assert iam.policy_actions(policy) == wanted == QUEUE_ACTIONS
+    assert [s["Sid"] for s in policy["Statement"]] == [
+        "ConsumeInterruptionQueue",
+        "DescribeAnyResource",
+        "CompleteLifecycleActions",
+    ]
+
+
+def test_calls_are_the_union_of_the_groups() -> None:
+    assert frozenset().union(*CALL_GROUPS.values()) == CALLS
+    assert set(iam.ACTION_GROUPS) == set(CALL_GROUPS) - {"queue"}
+    everything = iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS)
+    assert iam.policy_actions(everything) == {iam.IAM_ACTIONS[c].action for c in CALLS}
+
+
+@pytest.mark.parametrize(
+    ("action", "granted"),
+    [
+        (
+            "loadbalancer",
+            {
+                "elasticloadbalancing:DescribeTargetGroups",
+                "elasticloadbalancing:DescribeTags",
+                "elasticloadbalancing:DescribeTargetHealth",
+                "elasticloadbalancing:DeregisterTargets",
+            },
+        ),
+        (
+            "classic-loadbalancer",
+            {
+                "elasticloadbalancing:DescribeLoadBalancers",
+                "elasticloadbalancing:DeregisterInstancesFromLoadBalancer",
+            },
+        ),
+        (
+            "isolate",
+            {
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSecurityGroups",
+                "ec2:ModifyNetworkInterfaceAttribute",
+            },
+        ),
+        ("sns", {"sns:Publish"}),
+        ("eventbridge", {"events:PutEvents"}),
+    ],
+)
+def test_each_action_adds_only_its_calls(action: str, granted: set[str]) -> None:
+    policy = iam.controller_policy(QUEUE_ARN, actions=[action])
+    assert iam.policy_actions(policy) == QUEUE_ACTIONS | granted
+    alone = iam.controller_policy(None, actions=[action])
+    assert iam.policy_actions(alone) == granted
+    assert not any(a.startswith("sqs:") for a in iam.policy_actions(alone))
+
+
+def test_action_resources_are_scoped_when_given() -> None:
+    policy = iam.controller_policy(
+        QUEUE_ARN,
+        actions=iam.ACTION_GROUPS,
+        target_group_arns=[TG_ARN, TG_ARN],
+        load_balancer_arns=[CLB_ARN],
+        sns_topic_arns=[TOPIC_ARN],
+        event_bus_arns=[BUS_ARN],
+    )
+    by_action = {a: s["Resource"] for s in policy["Statement"] for a in s["Action"]}
+    assert by_action["elasticloadbalancing:DeregisterTargets"] == [TG_ARN]
+    assert by_action["elasticloadbalancing:DeregisterInstancesFromLoadBalancer"] == [CLB_ARN]
+    assert by_action["sns:Publish"] == [TOPIC_ARN]
+    assert by_action["events:PutEvents"] == [BUS_ARN]
+    # No resource-level permissions exist for these (Describe*), or the resources are not known
+    # in advance (the instance's network interfaces).
+    for action in (
+        "elasticloadbalancing:DescribeTargetGroups",
+        "elasticloadbalancing:DescribeTargetHealth",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:ModifyNetworkInterfaceAttribute",
+    ):
+        assert by_action[action] == "*"
+    unscoped = iam.controller_policy(QUEUE_ARN, actions=["loadbalancer", "sns", "eventbridge"])
+    by_action = {a: s["Resource"] for s in unscoped["Statement"] for a in s["Action"]}
+    assert by_action["elasticloadbalancing:DeregisterTargets"] == "*"
+    assert by_action["sns:Publish"] == "*"
+    sids = [s["Sid"] for s in policy["Statement"]]
+    assert len(sids) == len(set(sids))
+    assert all(s["Effect"] == "Allow" and "Condition" not in s for s in policy["Statement"])
+
+
+def test_action_policy_errors() -> None:
+    with pytest.raises(ValueError, match="unknown action nope"):
+        iam.controller_policy(QUEUE_ARN, actions=["sns", "nope"])
+    with pytest.raises(ValueError, match="no calls to allow"):
+        iam.controller_policy(None)
+    with pytest.raises(ValueError, match="queue's ARN"):
+        iam.controller_policy(None, calls=CALLS)
+    for kwargs, message in (
+        ({"target_group_arns": [CLB_ARN]}, "target group ARN"),
+        ({"load_balancer_arns": [TG_ARN]}, "Classic Load Balancer ARN"),
+        ({"sns_topic_arns": [BUS_ARN]}, "SNS topic ARN"),
+        ({"event_bus_arns": [TOPIC_ARN]}, "event bus ARN"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS, **kwargs)  # type: ignore[arg-type]
 
 
 def test_batch_operations_use_the_singular_actions() -> None:
@@ -138,7 +243,50 @@ def test_policy_command_prints_only_the_policy(capsys: pytest.CaptureFixture[str
     assert code == 0
     policy = json.loads(out)  # nothing but JSON on stdout
     assert policy == iam.controller_policy(QUEUE_ARN)
-    assert iam.policy_actions(policy) == {iam.IAM_ACTIONS[c].action for c in CALLS}
+    assert iam.policy_actions(policy) == {iam.IAM_ACTIONS[c].action for c in CALL_GROUPS["queue"]}
+
+
+def test_policy_command_with_actions(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [
+        "aws",
+        "policy",
+        "--queue-arn",
+        QUEUE_ARN,
+        "--actions",
+        "loadbalancer,isolate",
+        "--actions",
+        "sns",
+    ]
+    assert main([*argv, "--target-group-arn", TG_ARN, "--sns-topic-arn", TOPIC_ARN]) == 0
+    policy = json.loads(capsys.readouterr().out)
+    assert policy == iam.controller_policy(
+        QUEUE_ARN,
+        actions=["loadbalancer", "isolate", "sns"],
+        target_group_arns=[TG_ARN],
+        sns_topic_arns=[TOPIC_ARN],
+    )
+    assert "events:PutEvents" not in iam.policy_actions(policy)
+
+    assert main(["aws", "policy", "--no-queue", "--actions", "all", "--event-bus-arn", BUS_ARN]) == 0
+    policy = json.loads(capsys.readouterr().out)
+    assert policy == iam.controller_policy(None, actions=iam.ACTION_GROUPS, event_bus_arns=[BUS_ARN])
+    assert not any(a.startswith(("sqs:", "autoscaling:")) for a in iam.policy_actions(policy))
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--queue-arn", QUEUE_ARN, "--actions", "loadbalancer,teleport"], "unknown action teleport"),
+        (["--no-queue"], "--no-queue needs --actions"),
+        (["--no-queue", "--queue-arn", QUEUE_ARN, "--actions", "sns"], "--no-queue leaves the queue out"),
+        (["--queue-arn", QUEUE_ARN, "--actions", "sns", "--sns-topic-arn", "topic"], "SNS topic ARN"),
+    ],
+)
+def test_policy_command_action_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["aws", "policy", *argv]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_policy_command_from_cluster_account_and_region(capsys: pytest.CaptureFixture[str]) -> None:

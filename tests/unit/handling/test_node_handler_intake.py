@@ -17,6 +17,7 @@ from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.handling.state import STATE_ANNOTATION, decode
 from kubespot.kube import KubeError, NodeView, PodEvent, PodEventType, PodList, Taint
 from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model.summary import InterruptionSummary, Stage
 from kubespot.observability.metrics import Metrics
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
@@ -112,11 +113,21 @@ class FakeKube:
 class CountingNotifier:
     def __init__(self) -> None:
         self.sent: list[str] = []
+        self.stages: list[tuple[str, str]] = []
 
     def notify(
-        self, event: InterruptionEvent, *, node_name: str, extra: Mapping[str, Any] | None = None
+        self,
+        event: InterruptionEvent,
+        *,
+        node_name: str,
+        extra: Mapping[str, Any] | None = None,
+        stage: Stage | None = None,
+        summary: InterruptionSummary | None = None,
     ) -> None:
-        self.sent.append(event.id)
+        stage = stage or Stage.STARTED
+        self.stages.append((event.id, stage.value))
+        if stage is Stage.STARTED:
+            self.sent.append(event.id)
 
 
 def make(
@@ -262,6 +273,8 @@ async def test_a_resumed_fence_does_not_notify_again() -> None:
     await second.handle(spot)
     await settle()
     assert notifier.sent == ["spot"]
+    # The first handler finished the event (an empty node drains at once); the second says nothing.
+    assert notifier.stages == [("spot", "started"), ("spot", "finished")]
     await second.aclose()
 
 

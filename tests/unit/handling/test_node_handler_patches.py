@@ -71,10 +71,21 @@ def test_fence_taints_cordons_and_records_state_keeping_foreign_taints() -> None
     assert node.labels["node.kubernetes.io/exclude-from-external-load-balancers"] == "true"
     state = decode(node.annotations[STATE_ANNOTATION])
     assert state is not None
-    assert state.phase is Phase.FENCED and state.cordoned_by_us and state.event_id == "spot-itn-1"
+    # The plan drains: the same write records DRAINING (no second write when the drain starts).
+    assert state.phase is Phase.DRAINING and state.cordoned_by_us and state.event_id == "spot-itn-1"
     assert set(state.taints) == {"kubespot.io/spot-itn", "aws-node-termination-handler/spot-itn"}
     assert state.labels == ("node.kubernetes.io/exclude-from-external-load-balancers",)
     assert state.deadline == NOW + timedelta(minutes=2)
+
+
+def test_a_fence_without_a_drain_records_fenced_and_a_resumed_fenced_state_moves_on_to_draining() -> None:
+    ev = event()
+    only = fence(NodeView("n"), ev, cordon_only=True)
+    state = decode(only.annotations[STATE_ANNOTATION])
+    assert state is not None and state.phase is Phase.FENCED
+    # A FENCED state of a plan that drains (an earlier version's two-step write) is resumed to DRAINING.
+    again = decode(fence(only, ev).annotations[STATE_ANNOTATION])
+    assert again is not None and again.phase is Phase.DRAINING and again.since == state.since
 
 
 def test_fence_is_idempotent() -> None:
@@ -140,3 +151,33 @@ def test_fence_overwrites_a_hand_edited_state() -> None:
     fenced = fence(node, event())
     state = orjson.loads(fenced.annotations[STATE_ANNOTATION])
     assert state["event_id"] == "spot-itn-1"
+
+
+def test_a_fence_by_another_live_holder_for_the_same_event_is_left_to_it() -> None:
+    # Two controller replicas waking at the same act_at: the one whose write lost the race (409,
+    # re-read) must not take the hold over, or both would drain.
+    ev = event()
+    plan = plan_for(ev, actions=NodeActionSettings(), monitors=MonitorSettings())
+    theirs = apply(
+        NodeView("n"), _fence_patch(NodeView("n"), ev, plan, now=NOW, undo_after=None, holder="a/1")
+    )
+    soon = NOW + timedelta(seconds=1)
+    assert _fence_patch(theirs, ev, plan, now=soon, undo_after=None, holder="b/2") is None
+    # A holder that stopped renewing is taken over, and another event is not blocked by it.
+    late = NOW + timedelta(minutes=5)
+    taken = _fence_patch(theirs, ev, plan, now=late, undo_after=None, holder="b/2")
+    assert taken is not None
+    state = decode(taken["metadata"]["annotations"][STATE_ANNOTATION])
+    assert state is not None and state.holder == "b/2"
+    other = event(ident="spot-itn-2")
+    assert (
+        _fence_patch(
+            theirs,
+            other,
+            plan_for(other, actions=NodeActionSettings(), monitors=MonitorSettings()),
+            now=soon,
+            undo_after=None,
+            holder="b/2",
+        )
+        is not None
+    )

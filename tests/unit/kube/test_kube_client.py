@@ -11,7 +11,8 @@ import pytest
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import Cluster, User
 
-from kubespot.kube import EvictionOutcome, KubeClient, KubeError, PodEventType, Taint, TokenBucket
+from kubespot.kube import EvictionOutcome, KubeClient, KubeError, PodEventType, PodList, Taint, TokenBucket
+from kubespot.kube.podwatch import nodes_in_line
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
 
@@ -167,3 +168,97 @@ async def test_a_garbled_watch_line_is_followed_by_a_relist_not_a_dead_watch() -
     first = await asyncio.wait_for(anext(stream), 10)
     assert first.type is PodEventType.RESYNC and [p.uid for p in first.pods] == ["u1"]
     await stream.aclose()
+
+
+def _full_pod(name: str, node: str, rv: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": rv,
+            "labels": {"app": "web"},
+            "annotations": {"kubernetes.io/config.mirror": "x"},
+            "deletionTimestamp": "2026-11-22T03:00:05Z",
+            "ownerReferences": [
+                {"kind": "Node", "name": node, "uid": "n"},
+                {"kind": "ReplicaSet", "name": "web-1", "uid": "rs", "controller": True},
+            ],
+        },
+        "spec": {
+            "nodeName": node,
+            "priority": 7,
+            "priorityClassName": "low",
+            "terminationGracePeriodSeconds": 12,
+            "volumes": [{"name": "a", "configMap": {"name": "c"}}, {"name": "b", "emptyDir": {}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+async def test_pods_are_read_from_the_raw_json_into_views() -> None:
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        assert req.url.params["fieldSelector"] == "spec.nodeName=n1"
+        body = {"kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": [_full_pod("p", "n1", "8")]}
+        return httpx2.Response(200, json=body)
+
+    listing = await client(handler).list_pods_on_node("n1")
+    assert listing.resource_version == "9"
+    (pod,) = listing.pods
+    assert (pod.namespace, pod.name, pod.uid, pod.node_name, pod.phase) == (
+        "ns",
+        "p",
+        "uid-p",
+        "n1",
+        "Running",
+    )
+    assert (pod.controller_kind, pod.controller_name) == ("ReplicaSet", "web-1")
+    assert (pod.priority, pod.priority_class_name, pod.grace_period_seconds) == (7, "low", 12)
+    assert pod.has_empty_dir and pod.is_mirror and pod.is_terminating and pod.resource_version == "8"
+    assert pod.deletion_timestamp is not None and pod.deletion_timestamp.tzinfo is not None
+    assert pod.labels == {"app": "web"}
+
+
+async def test_a_filtered_watch_skips_lines_it_does_not_want_but_resumes_after_them() -> None:
+    """The shared pod watch decodes only the lines of nodes it follows; a resumed watch still starts
+    from the last version seen, skipped lines included."""
+    watches: list[str | None] = []
+
+    def line(op: str, name: str, node: str, rv: str) -> bytes:
+        return json.dumps({"type": op, "object": _full_pod(name, node, rv)}).encode() + b"\n"
+
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        watches.append(req.url.params.get("resourceVersion"))
+        if len(watches) == 1:
+            body = line("MODIFIED", "a", "n1", "11") + line("DELETED", "b", "n2", "12")
+        else:
+            body = line("DELETED", "c", "n1", "13")
+        return httpx2.Response(200, content=body)
+
+    kube = client(handler)
+    wanted = {b"n1"}
+
+    async def relist() -> PodList:
+        raise AssertionError("no re-list expected")
+
+    stream = kube.watch_pods(
+        "all pods", {}, relist, "10", wanted=lambda raw: any(n in wanted for n in nodes_in_line(raw))
+    )
+    first, second = await anext(stream), await anext(stream)
+    await stream.aclose()
+    assert [(e.type, e.pod and e.pod.name) for e in (first, second)] == [
+        (PodEventType.MODIFIED, "a"),
+        (PodEventType.DELETED, "c"),
+    ]
+    assert watches == ["10", "12"], "resumed after the skipped line of n2"
+
+
+def test_node_names_are_found_in_raw_lines_whatever_the_spacing() -> None:
+    spaced = b'{"type": "ADDED", "object": {"spec": {"nodeName" :  "n1"}}}'
+    assert nodes_in_line(spaced) == [b"n1"]
+    # Inside a string a quote is escaped, so an annotation holding JSON never matches.
+    decoy = b'{"metadata":{"annotations":{"a":"{\\"nodeName\\":\\"n9\\"}"}},"spec":{"nodeName":"n2"}}'
+    assert nodes_in_line(decoy) == [b"n2"]
+    assert nodes_in_line(b'{"spec":{}}') == []

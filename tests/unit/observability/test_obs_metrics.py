@@ -49,6 +49,9 @@ def exercise(metrics: Metrics) -> None:
     metrics.set_info(version="1.2.3", node="ip-10-0-0-1", instance_id="i-0abc", mode="imds")
     metrics.set_node_phase("draining")
     metrics.mark("imds", 1_700_000_000.0)
+    metrics.set_leader("kubespot-controller", True)
+    metrics.set_managed_instances({"spot": 3})
+    metrics.node_cleanup("deleted")
 
 
 def test_counters_appear_with_their_labels_after_calls() -> None:

@@ -68,8 +68,10 @@ writes "" for "use the default", and so does a values file copied from it.
 Chart value -> agent environment variable, for every setting rendered as a plain env value. Names
 come from src/kubespot/config (each setting's env); the chart tests check every one against it.
 Settings handled elsewhere: the Downward API identity, the webhook URL (a file from a Secret),
-headers and proxy (secretKeyRef), template file (a ConfigMap), uptime file (a hostPath mount), and
-the probes / metrics servers (always rendered, see the DaemonSet).
+headers and proxy (secretKeyRef), template file (a ConfigMap), uptime file (a hostPath mount), the
+notification targets and HTTP calls files (Secrets, "kubespot.outgoingEnv"), the load-balancer wait's
+switch and kinds ("kubespot.loadBalancerWaitEnv"), and the probes / metrics servers (always
+rendered, see the DaemonSet).
 */}}
 {{- define "kubespot.settingEnvNames" -}}
 enableSpotInterruptionDraining: KUBESPOT_IMDS_SPOT_INTERRUPTION_DRAINING
@@ -115,6 +117,11 @@ kubeApiRetryAttempts: KUBESPOT_KUBE_RETRY_ATTEMPTS
 probesStaleAfter: KUBESPOT_OBSERVABILITY_PROBES_STALE_AFTER
 webhookTimeout: KUBESPOT_WEBHOOK_TIMEOUT
 webhookAttempts: KUBESPOT_WEBHOOK_ATTEMPTS
+webhookFormat: KUBESPOT_WEBHOOK_FORMAT
+webhookStages: KUBESPOT_WEBHOOK_STAGES
+webhookKinds: KUBESPOT_WEBHOOK_KINDS
+notifyQueueSize: KUBESPOT_NOTIFY_QUEUE_SIZE
+loadBalancerWaitMaxDelay: KUBESPOT_LOADBALANCER_WAIT_MAX_DELAY
 {{- end -}}
 
 {{- define "kubespot.podTerminationGracePeriod" -}}
@@ -169,11 +176,11 @@ webhookAttempts: KUBESPOT_WEBHOOK_ATTEMPTS
 
 {{/* Checks that stop a release before it installs something that cannot work. */}}
 {{- define "kubespot.validate" -}}
-{{- if and (include "kubespot.controllerEnabled" .) (not (include "kubespot.isSet" .Values.queueURL)) -}}
+{{- if and (include "kubespot.controllerEnabled" .) (not (include "kubespot.isSet" .Values.queueURL)) (not (include "kubespot.responseActions" .)) -}}
 {{- if include "kubespot.queueMode" . -}}
 {{- fail "enableSqsTerminationDraining: true runs the queue-processor (kubespot controller), which needs queueURL: set it to the SQS queue's URL (`kubespot aws bootstrap` prints it)" -}}
 {{- else -}}
-{{- fail "controller.enabled: the queue-processor (kubespot controller) needs queueURL: set it to the SQS queue's URL (`kubespot aws bootstrap` prints it)" -}}
+{{- fail "controller.enabled: the queue-processor (kubespot controller) needs queueURL: set it to the SQS queue's URL (`kubespot aws bootstrap` prints it), or turn on a response action (controller.loadBalancer.enabled, controller.isolation.enabled, controller.publish.snsTopicArn or eventBus) to run it without a queue" -}}
 {{- end -}}
 {{- end -}}
 {{- if not (or (include "kubespot.daemonsetEnabled" .) (include "kubespot.controllerEnabled" .)) -}}
@@ -332,6 +339,58 @@ foreignMaxReceives: KUBESPOT_QUEUE_FOREIGN_MAX_RECEIVES
 describeCacheTTL: KUBESPOT_QUEUE_DESCRIBE_CACHE_TTL
 awsMaxConcurrency: KUBESPOT_AWS_MAX_CONCURRENCY
 awsMaxAttempts: KUBESPOT_AWS_MAX_ATTEMPTS
+leaderElection.enabled: KUBESPOT_LEADER_ELECTION_ENABLED
+leaderElection.namespace: KUBESPOT_LEADER_ELECTION_NAMESPACE
+leaderElection.leaseDuration: KUBESPOT_LEADER_ELECTION_LEASE_DURATION
+leaderElection.renewDeadline: KUBESPOT_LEADER_ELECTION_RENEW_DEADLINE
+leaderElection.retryPeriod: KUBESPOT_LEADER_ELECTION_RETRY_PERIOD
+nodeCleanup.enabled: KUBESPOT_NODE_CLEANUP_ENABLED
+nodeCleanup.interval: KUBESPOT_NODE_CLEANUP_INTERVAL
+nodeCleanup.notReadyFor: KUBESPOT_NODE_CLEANUP_NOT_READY_FOR
+loadBalancer.enabled: KUBESPOT_LOADBALANCER_ENABLED
+loadBalancer.kinds: KUBESPOT_LOADBALANCER_KINDS
+loadBalancer.targetGroupTagKey: KUBESPOT_LOADBALANCER_TARGET_GROUP_TAG_KEY
+loadBalancer.targetGroupTagValue: KUBESPOT_LOADBALANCER_TARGET_GROUP_TAG_VALUE
+loadBalancer.classic: KUBESPOT_LOADBALANCER_CLASSIC
+loadBalancer.settle: KUBESPOT_LOADBALANCER_SETTLE
+loadBalancer.maxDelay: KUBESPOT_LOADBALANCER_MAX_DELAY
+loadBalancer.indexTTL: KUBESPOT_LOADBALANCER_INDEX_TTL
+isolation.enabled: KUBESPOT_ISOLATION_ENABLED
+isolation.quarantineGroup: KUBESPOT_ISOLATION_QUARANTINE_GROUP
+isolation.kinds: KUBESPOT_ISOLATION_KINDS
+publish.snsTopicArn: KUBESPOT_PUBLISH_SNS_TOPIC_ARN
+publish.eventBus: KUBESPOT_PUBLISH_EVENT_BUS
+publish.kinds: KUBESPOT_PUBLISH_KINDS
+publish.source: KUBESPOT_PUBLISH_SOURCE
+publish.detailType: KUBESPOT_PUBLISH_DETAIL_TYPE
+{{- end -}}
+
+{{/* A controller value by its dotted path under .Values.controller ("leaderElection.enabled"). */}}
+{{- define "kubespot.controllerValue" -}}
+{{- $value := .root.Values.controller -}}
+{{- range (splitList "." .path) -}}
+{{- if kindIs "map" $value -}}{{- $value = index $value . -}}{{- else -}}{{- $value = "" -}}{{- end -}}
+{{- end -}}
+{{- if include "kubespot.isSet" $value }}{{ include "kubespot.envText" $value }}{{ end -}}
+{{- end -}}
+
+{{/* Whether an AWS response action is on: then the controller may run without a queue. */}}
+{{- define "kubespot.responseActions" -}}
+{{- $on := list (include "kubespot.controllerValue" (dict "root" . "path" "loadBalancer.enabled")) (include "kubespot.controllerValue" (dict "root" . "path" "isolation.enabled")) -}}
+{{- if or (has "true" $on) (include "kubespot.controllerValue" (dict "root" . "path" "publish.snsTopicArn")) (include "kubespot.controllerValue" (dict "root" . "path" "publish.eventBus")) -}}true{{- end -}}
+{{- end -}}
+
+{{/* Leader election is on unless controller.leaderElection.enabled is false. */}}
+{{- define "kubespot.leaderElection" -}}
+{{- if ne (include "kubespot.controllerValue" (dict "root" . "path" "leaderElection.enabled")) "false" -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Lease's name and namespace (the chart always names the Lease, so the Role can too). */}}
+{{- define "kubespot.leaseName" -}}
+{{- default (include "kubespot.controllerFullname" .) (include "kubespot.controllerValue" (dict "root" . "path" "leaderElection.leaseName")) -}}
+{{- end -}}
+{{- define "kubespot.leaseNamespace" -}}
+{{- default .Release.Namespace (include "kubespot.controllerValue" (dict "root" . "path" "leaderElection.namespace")) -}}
 {{- end -}}
 
 {{/* --- Pieces both workloads render ------------------------------------------------------ */}}
@@ -409,5 +468,87 @@ awsMaxAttempts: KUBESPOT_AWS_MAX_ATTEMPTS
 - name: webhook-template
   configMap:
     name: {{ .Values.webhookTemplateConfigMapName }}
+{{- end }}
+{{- end -}}
+
+{{/* --- Notification targets, outgoing HTTP calls, the load-balancer wait (both workloads) --- */}}
+
+{{/*
+The targets and calls files, each mounted from an existing Secret (they may hold URLs and header
+values inline, which are credentials). No suffix: the content says whether it is JSON or YAML.
+*/}}
+{{- define "kubespot.outgoingEnv" -}}
+{{- if .Values.notifyTargetsSecretName }}
+- name: KUBESPOT_NOTIFY_TARGETS_FILE
+  value: "/etc/kubespot/notify/targets"
+{{- end }}
+{{- if .Values.httpCallsSecretName }}
+- name: KUBESPOT_HTTP_CALLS_FILE
+  value: "/etc/kubespot/http-calls/calls"
+{{- end }}
+{{- end -}}
+
+{{- define "kubespot.outgoingVolumeMounts" -}}
+{{- if .Values.notifyTargetsSecretName }}
+- name: notify-targets
+  mountPath: /etc/kubespot/notify
+  readOnly: true
+{{- end }}
+{{- if .Values.httpCallsSecretName }}
+- name: http-calls
+  mountPath: /etc/kubespot/http-calls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "kubespot.outgoingVolumes" -}}
+{{- with .Values.notifyTargetsSecretName }}
+- name: notify-targets
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: {{ $.Values.notifyTargetsSecretKey | default "targets" }}
+        path: targets
+{{- end }}
+{{- with .Values.httpCallsSecretName }}
+- name: http-calls
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: {{ $.Values.httpCallsSecretKey | default "calls" }}
+        path: calls
+{{- end }}
+{{- end -}}
+
+{{/*
+The drain's wait for load-balancer deregistration: loadBalancerWaitEnabled / loadBalancerWaitKinds
+when set. For the agent ("derive": true), unset, it follows the controller of the same release: on,
+for controller.loadBalancer.kinds, when the controller deregisters (controller.loadBalancer.enabled),
+so that one value switches both. The controller derives the same by itself from its own settings.
+*/}}
+{{- define "kubespot.loadBalancerWaitEnv" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $lb := "" -}}
+{{- if and .derive (include "kubespot.controllerEnabled" $root) (eq (include "kubespot.controllerValue" (dict "root" $root "path" "loadBalancer.enabled")) "true") -}}
+{{- $lb = "true" -}}
+{{- end -}}
+{{- if include "kubespot.isSet" $v.loadBalancerWaitEnabled }}
+- name: KUBESPOT_LOADBALANCER_WAIT_ENABLED
+  value: {{ include "kubespot.envText" $v.loadBalancerWaitEnabled | quote }}
+{{- else if $lb }}
+- name: KUBESPOT_LOADBALANCER_WAIT_ENABLED
+  value: "true"
+{{- end }}
+{{- if include "kubespot.isSet" $v.loadBalancerWaitKinds }}
+- name: KUBESPOT_LOADBALANCER_WAIT_KINDS
+  value: {{ include "kubespot.envText" $v.loadBalancerWaitKinds | quote }}
+{{- else if and $lb (not (include "kubespot.isSet" $v.loadBalancerWaitEnabled)) }}
+{{- with (include "kubespot.controllerValue" (dict "root" $root "path" "loadBalancer.kinds")) }}
+- name: KUBESPOT_LOADBALANCER_WAIT_KINDS
+  value: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}

@@ -121,6 +121,10 @@ class KubeSimServer:
             return _error(errors.bad_request(str(exc)))
         except asyncio.CancelledError:
             raise
+        except ConnectionResetError:
+            # The client went away mid-request (it cancelled the call): no bug, and nobody to answer.
+            log.debug("kubesim: client gone during %s %s", request.method, path)
+            return _error(ApiError(500, "the client closed the connection"))
         except Exception as exc:  # never let a malformed request take the server down
             log.exception("kubesim: unhandled error for %s %s", request.method, path)
             return _error(ApiError(500, f"Internal error occurred: {type(exc).__name__}: {exc}"))

@@ -433,7 +433,8 @@ class Store:
         """In-process read-modify-write for the simulated controllers (no conflict is possible).
 
         ``fn`` gets a copy to modify. With ``status_only`` only ``status`` is copied deeply, which is
-        much cheaper for big objects, and ``fn`` must leave everything else untouched.
+        much cheaper for big objects, and ``fn`` must not modify anything else in place (it may
+        replace another top-level part, or a metadata field, with a new object).
         """
         old = self.get(rt, namespace, name)
         if status_only:

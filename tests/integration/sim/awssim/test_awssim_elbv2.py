@@ -3,9 +3,9 @@
 What moto does (5.2.5): CreateTargetGroup (instance and ip targets), RegisterTargets,
 DeregisterTargets, DescribeTargetHealth (optionally for given targets), DescribeTargetGroups by
 load balancer. Gaps: health is reported ``healthy`` as soon as a running instance is registered
-(no ``initial`` state, no health checks); deregistration is instant, there is no ``draining``
-state and the deregistration delay attribute is stored but never waited for; a stopped or
-terminated instance is reported ``unused``/``unhealthy`` only as moto infers it.
+(no ``initial`` state, no health checks); a stopped instance is reported ``unused`` only as moto
+infers it. Stock moto also deregisters at once; the ``elbv2_draining`` extension adds the
+``draining`` state (its own tests: ``test_awssim_elbv2_draining.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ AMI = "ami-12c6146b"
 
 
 def test_register_describe_deregister_targets(aws: MotoServer) -> None:
-    """Targets appear healthy at once and vanish at once on deregistration (no draining: gap)."""
+    """Targets appear healthy at once; a deregistered one is draining (extension ``elbv2_draining``)."""
     ec2 = aws.client("ec2")
     elb = aws.client("elbv2")
     instances = ec2.run_instances(ImageId=AMI, MinCount=2, MaxCount=2, InstanceType="m5.large")["Instances"]
@@ -60,8 +60,11 @@ def test_register_describe_deregister_targets(aws: MotoServer) -> None:
 
     elb.deregister_targets(TargetGroupArn=tg_arn, Targets=[{"Id": ids[0]}])
     after = elb.describe_target_health(TargetGroupArn=tg_arn)["TargetHealthDescriptions"]
-    # AWS would report ids[0] as "draining" for 30 s; moto drops it at once.
-    assert [h["Target"]["Id"] for h in after] == [ids[1]]
+    # Stock moto drops ids[0] at once; with the extension it drains for the 30 s delay, as on AWS.
+    assert {h["Target"]["Id"]: h["TargetHealth"]["State"] for h in after} == {
+        ids[0]: "draining",
+        ids[1]: "healthy",
+    }
 
 
 def test_ip_targets(aws: MotoServer) -> None:
@@ -75,5 +78,10 @@ def test_ip_targets(aws: MotoServer) -> None:
     elb.register_targets(TargetGroupArn=tg_arn, Targets=[{"Id": "172.31.0.10", "Port": 8080}])
     health = elb.describe_target_health(TargetGroupArn=tg_arn)["TargetHealthDescriptions"]
     assert [(h["Target"]["Id"], h["Target"]["Port"]) for h in health] == [("172.31.0.10", 8080)]
+    assert health[0]["TargetHealth"]["State"] == "healthy"
+    elb.modify_target_group_attributes(
+        TargetGroupArn=tg_arn, Attributes=[{"Key": "deregistration_delay.timeout_seconds", "Value": "0"}]
+    )
     elb.deregister_targets(TargetGroupArn=tg_arn, Targets=[{"Id": "172.31.0.10", "Port": 8080}])
+    # A zero deregistration delay skips draining.
     assert elb.describe_target_health(TargetGroupArn=tg_arn)["TargetHealthDescriptions"] == []

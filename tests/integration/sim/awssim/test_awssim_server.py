@@ -55,7 +55,10 @@ def test_unimplemented_call_fails_fast(aws: MotoServer) -> None:
 def test_health_route_lists_extensions(aws: MotoServer) -> None:
     with urllib.request.urlopen(f"{aws.endpoint_url}/_kubespot/health", timeout=5) as response:
         body = json.loads(response.read())
-    assert body == {"ok": True, "extensions": ["sqs_depth", "events_account", "lifecycle", "spot_prices"]}
+    assert body == {
+        "ok": True,
+        "extensions": ["sqs_depth", "events_account", "lifecycle", "spot_prices", "elbv2_draining"],
+    }
 
 
 def test_second_server_on_its_own_port() -> None:

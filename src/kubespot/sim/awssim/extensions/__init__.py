@@ -9,6 +9,8 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
   ``CompleteLifecycleAction`` and ``RecordLifecycleActionHeartbeat``; PutLifecycleHook keeps its
   notification target and metadata.
 - ``spot_prices``: DescribeSpotPriceHistory answers from an on-demand price table at a discount.
+- ``elbv2_draining``: deregistered targets are ``draining`` for the target group's deregistration
+  delay, and deregistering a target that is not registered succeeds, as on AWS.
 
 Installation patches moto's classes in this process, once; calling ``install_all`` again is a no-op.
 """
@@ -17,7 +19,13 @@ from __future__ import annotations
 
 import threading
 
-from kubespot.sim.awssim.extensions import events_account, lifecycle, spot_prices, sqs_depth
+from kubespot.sim.awssim.extensions import (
+    elbv2_draining,
+    events_account,
+    lifecycle,
+    spot_prices,
+    sqs_depth,
+)
 
 __all__ = ["install_all", "installed"]
 
@@ -30,7 +38,7 @@ def install_all() -> None:
     with _lock:
         if _installed:
             return
-        for module in (sqs_depth, events_account, lifecycle, spot_prices):
+        for module in (sqs_depth, events_account, lifecycle, spot_prices, elbv2_draining):
             module.install()
             _installed.append(module.__name__.rsplit(".", 1)[-1])
 

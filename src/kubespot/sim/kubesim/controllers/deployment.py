@@ -91,6 +91,8 @@ class DeploymentController(Controller):
         self.rs_rt = self.rt("apps", "v1", "replicasets")
         self.rses = OwnerIndex("Deployment")
         self.orphans: dict[str, set[str]] = {}
+        #: The Deployment being synced: the events of its own writes need no second sync.
+        self._syncing: ObjKey | None = None
         self.queue: WorkQueue[ObjKey] = WorkQueue(
             "deployment", self.sync, batch_delay=config.sync_batch_seconds
         )
@@ -118,7 +120,7 @@ class DeploymentController(Controller):
             ns = ev.obj["metadata"]["namespace"]
             for obj in (ev.old, ev.obj):
                 name = owner_name(obj, "Deployment")
-                if name:
+                if name and (ns, name) != self._syncing:
                     self.queue.add((ns, name))
             if controller_ref(ev.obj) is None and ev.type != "DELETED":
                 # An orphan may belong to any Deployment of its namespace; rare, so check them all.
@@ -126,7 +128,9 @@ class DeploymentController(Controller):
                     self.queue.add((ns, d["metadata"]["name"]))
         elif ev.rkey == DEPLOY_KEY and ev.type != "DELETED":
             meta = ev.obj["metadata"]
-            self.queue.add((meta["namespace"], meta["name"]))
+            key = (meta["namespace"], meta["name"])
+            if key != self._syncing:
+                self.queue.add(key)
 
     # -- sync -------------------------------------------------------------------------------------
 
@@ -152,6 +156,13 @@ class DeploymentController(Controller):
         return [rs for rs in owned if not is_terminating(rs)]
 
     def sync(self, key: ObjKey) -> None:
+        self._syncing = key
+        try:
+            self._sync(key)
+        finally:
+            self._syncing = None
+
+    def _sync(self, key: ObjKey) -> None:
         ns, name = key
         d = self.store.find(self.d_rt, ns, name)
         if d is None or is_terminating(d):

@@ -35,14 +35,14 @@ together on the next loop tick, so a burst of pod changes recomputes each PDB on
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..resources import ResourceType
 from ..selectors import LabelSelector, SelectorError, label_selector_from_dict
 from ..store import POD_KEY, Obj, ObjKey, Store, WatchEvent, parse_rfc3339, rfc3339
 from . import Controller, ControllerConfig
-from .replicaset import WorkQueue, controller_ref, int_or_percent, is_ready, is_terminating
+from .replicaset import FactsCache, PodFacts, WorkQueue, controller_ref, int_or_percent, pod_facts
 
 PDB_KEY = ("policy", "poddisruptionbudgets")
 SCALE_KEYS = (("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"))
@@ -96,20 +96,16 @@ def _scale_of_controller(store: Store, ref: Mapping[str, Any], namespace: str) -
     return None
 
 
-def _expected_scale(store: Store, pods: list[Obj], namespace: str) -> int:
+#: Controller uid -> (its ownerReference, the name of the first pod that has it), in pod order.
+Owners = dict[str, tuple[Mapping[str, Any], str]]
+
+
+def _expected_scale(store: Store, owners: Owners, namespace: str) -> int:
     scales: dict[str, int] = {}
-    seen: set[str] = set()
-    for pod in pods:
-        ref = controller_ref(pod)
-        if ref is None:
-            continue  # unmanaged: upstream logs an UnmanagedPods event and skips the pod
-        ref_uid = str(ref.get("uid", ""))
-        if ref_uid in seen:
-            continue
+    for ref, pod_name in owners.values():
         found = _scale_of_controller(store, ref, namespace)
         if found is None:
-            raise SyncFailedError(f'found no controllers for pod "{pod["metadata"]["name"]}"')
-        seen.add(ref_uid)
+            raise SyncFailedError(f'found no controllers for pod "{pod_name}"')
         scales[found[0]] = found[1]
     return sum(scales.values())
 
@@ -145,13 +141,19 @@ def _condition(
 
 
 def compute_pdb_status(
-    store: Store, pdb: Mapping[str, Any], *, pods: Iterable[Obj] | None = None, now: float | None = None
+    store: Store,
+    pdb: Mapping[str, Any],
+    *,
+    pods: Iterable[Obj] | None = None,
+    now: float | None = None,
+    facts: Callable[[Obj], PodFacts] = pod_facts,
 ) -> dict[str, Any]:
     """The status upstream's disruption controller would write for ``pdb`` now. Pure: no writes.
 
     ``pods`` are the pods the PDB selects, if the caller already has them (the controller passes its
     index); otherwise the namespace is scanned. ``now`` defaults to ``store.clock()``. The result is
-    a complete ``status`` dict (``disruptedPods`` only when some entry is still honoured).
+    a complete ``status`` dict (``disruptedPods`` only when some entry is still honoured). ``facts``
+    reads what counts of a pod (the controller passes its cache).
     """
     now = store.clock() if now is None else now
     meta = pdb["metadata"]
@@ -164,8 +166,33 @@ def compute_pdb_status(
         pod_list = [] if sel.matches_nothing() else store.list(_rt(store, "", "pods"), ns, labels=sel)
     else:
         pod_list = list(pods)
+    # One pass over the pods: their controllers (unmanaged pods are skipped: upstream logs an
+    # UnmanagedPods event), the disruptions still honoured, the healthy ones.
+    owners: Owners = {}
+    recorded = old_status.get("disruptedPods") or {}
+    disrupted: dict[str, str] = {}
+    healthy = 0
+    for pod in pod_list:
+        f = facts(pod)
+        if f.owner is not None:
+            ref_uid = str(f.owner.get("uid", ""))
+            if ref_uid not in owners:
+                owners[ref_uid] = (f.owner, pod["metadata"]["name"])
+        if f.terminating:
+            continue
+        pname = pod["metadata"]["name"]
+        if pname in recorded:
+            try:
+                at = parse_rfc3339(str(recorded[pname]))
+            except ValueError:
+                at = None
+            if at is not None and at + DELETION_TIMEOUT > now:
+                disrupted[pname] = recorded[pname]
+                continue
+        if f.ready:
+            healthy += 1
     try:
-        expected, desired = _expected_and_desired(store, spec, pod_list, ns)
+        expected, desired = _expected_and_desired(store, spec, len(pod_list), ns, owners)
     except (SyncFailedError, ValueError) as exc:
         failed = dict(old_status)
         failed["disruptionsAllowed"] = 0
@@ -178,23 +205,6 @@ def compute_pdb_status(
             now,
         )
         return failed
-    recorded = old_status.get("disruptedPods") or {}
-    disrupted: dict[str, str] = {}
-    for pod in pod_list:
-        pname = pod["metadata"]["name"]
-        if is_terminating(pod) or pname not in recorded:
-            continue
-        try:
-            at = parse_rfc3339(str(recorded[pname]))
-        except ValueError:
-            continue
-        if at + DELETION_TIMEOUT > now:
-            disrupted[pname] = recorded[pname]
-    healthy = sum(
-        1
-        for p in pod_list
-        if not is_terminating(p) and p["metadata"]["name"] not in disrupted and is_ready(p)
-    )
     allowed = healthy - desired
     if expected <= 0 or allowed <= 0:
         allowed = 0
@@ -217,17 +227,23 @@ def compute_pdb_status(
     return status
 
 
-def _expected_and_desired(store: Store, spec: Mapping[str, Any], pods: list[Obj], ns: str) -> tuple[int, int]:
+def _expected_and_desired(
+    store: Store,
+    spec: Mapping[str, Any],
+    pod_count: int,
+    ns: str,
+    owners: Owners,
+) -> tuple[int, int]:
     """Upstream ``getExpectedPodCount``: (expectedPods, desiredHealthy)."""
     max_unavailable = spec.get("maxUnavailable")
     min_available = spec.get("minAvailable")
     if max_unavailable is not None:
-        expected = _expected_scale(store, pods, ns)
+        expected = _expected_scale(store, owners, ns)
         return expected, max(0, expected - int_or_percent(max_unavailable, expected, round_up=True))
     if min_available is not None:
         if isinstance(min_available, int):
-            return len(pods), min_available
-        expected = _expected_scale(store, pods, ns)
+            return pod_count, min_available
+        expected = _expected_scale(store, owners, ns)
         return expected, int_or_percent(min_available, expected, round_up=True)
     return 0, 0
 
@@ -324,6 +340,9 @@ class DisruptionController(Controller):
         self.members: dict[ObjKey, set[str]] = {}
         #: namespace -> pod names, so a new PDB scans its namespace only.
         self.pods_by_ns: dict[str, set[str]] = {}
+        self.facts = FactsCache()
+        #: The PDB whose status is being written: its own write needs no second sync.
+        self._syncing: ObjKey | None = None
         self.queue: WorkQueue[ObjKey] = WorkQueue(
             "disruption", self.sync, batch_delay=config.sync_batch_seconds
         )
@@ -374,6 +393,7 @@ class DisruptionController(Controller):
         if ev.type == "ADDED":
             self.pods_by_ns.setdefault(ns, set()).add(name)
         elif ev.type == "DELETED":
+            self.facts.forget((ns, name))
             bucket = self.pods_by_ns.get(ns)
             if bucket is not None:
                 bucket.discard(name)
@@ -388,13 +408,29 @@ class DisruptionController(Controller):
             was_in = now_in if old_labels == meta.get("labels") else set(index.matching(old_labels))
         else:
             was_in = set()
+        if not (now_in or was_in):
+            return
+        # A change that moves no pod in or out and leaves what counts of it alone (a binding, the
+        # eviction's DisruptionTarget condition, the status of a pod already terminating) cannot
+        # change any budget: no sync for it.
+        sync = ev.type != "MODIFIED" or now_in != was_in or ev.old is None or self._counts_changed(ev)
         for pdb_name in now_in | was_in:
             members = self.members.setdefault((ns, pdb_name), set())
             if pdb_name in now_in:
                 members.add(name)
             else:
                 members.discard(name)
-            self.queue.add((ns, pdb_name))
+            if sync:
+                self.queue.add((ns, pdb_name))
+
+    def _counts_changed(self, ev: WatchEvent) -> bool:
+        assert ev.old is not None
+        old, new = self.facts.peek(ev.old), self.facts(ev.obj)
+        if old.terminating and new.terminating:
+            return False
+        old_uid = old.owner.get("uid") if old.owner is not None else None
+        new_uid = new.owner.get("uid") if new.owner is not None else None
+        return (old.terminating, old.ready, old_uid) != (new.terminating, new.ready, new_uid)
 
     def _on_pdb(self, ev: WatchEvent) -> None:
         meta = ev.obj["metadata"]
@@ -415,7 +451,7 @@ class DisruptionController(Controller):
             ev.type == "MODIFIED"
             and ev.old is not None
             and (ev.old.get("spec") == ev.obj.get("spec") and ev.old.get("status") == ev.obj.get("status"))
-        ):
+        ) or key == self._syncing:
             return
         self.queue.add(key)
 
@@ -437,11 +473,12 @@ class DisruptionController(Controller):
         names = self.members.get((ns, meta["name"]))
         if names is None:
             names = self._scan(ns, pdb_selector(pdb))
-        return [p for n in names if (p := self.store.find(self.pod_rt, ns, n)) is not None]
+        table = self.store.table(self.pod_rt)
+        return [p for n in names if (p := table.get((ns, n))) is not None]
 
     def status_for(self, pdb: Mapping[str, Any]) -> dict[str, Any]:
         """A fresh status for ``pdb`` (as ``compute_pdb_status``, from the index). No writes."""
-        return compute_pdb_status(self.store, pdb, pods=self.pods_of(pdb))
+        return compute_pdb_status(self.store, pdb, pods=self.pods_of(pdb), facts=self.facts)
 
     def refresh(self, namespace: str, name: str) -> dict[str, Any] | None:
         """Recompute and write the status of one PDB now; returns it (None if the PDB is gone)."""
@@ -454,7 +491,11 @@ class DisruptionController(Controller):
             def apply(o: Obj) -> None:
                 o["status"] = status
 
-            pdb = self.store.mutate(self.pdb_rt, namespace, name, apply)
+            self._syncing = (namespace, name)
+            try:
+                pdb = self.store.mutate(self.pdb_rt, namespace, name, apply, status_only=True)
+            finally:
+                self._syncing = None
         expiry = _next_expiry(status)
         if expiry is not None:
             self.queue.add_after((namespace, name), expiry - self.store.clock() + 0.01)

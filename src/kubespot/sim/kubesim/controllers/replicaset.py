@@ -17,7 +17,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import orjson
 
@@ -159,16 +159,87 @@ def available_in(pod: Mapping[str, Any], min_ready_seconds: int, now: float) -> 
     cond = _ready_condition(pod)
     if cond is None or cond.get("status") != "True":
         return None
-    if min_ready_seconds <= 0:
-        return 0.0
-    since = cond.get("lastTransitionTime")
-    if not since:
+    return _available_in(cond.get("lastTransitionTime"), min_ready_seconds, now)
+
+
+def _available_in(ready_since: Any, min_ready_seconds: int, now: float) -> float:
+    if min_ready_seconds <= 0 or not ready_since:
         return 0.0
     try:
-        left = parse_rfc3339(str(since)) + min_ready_seconds - now
+        left = parse_rfc3339(str(ready_since)) + min_ready_seconds - now
     except ValueError:
         return 0.0
     return max(0.0, left)
+
+
+class PodFacts(NamedTuple):
+    """What the workload and disruption controllers read of a pod, extracted once per pod version."""
+
+    terminating: bool
+    phase: str | None
+    #: The Ready condition is True.
+    ready: bool
+    #: That condition's lastTransitionTime (when it is True).
+    ready_since: Any
+    labels: Mapping[str, str]
+    #: The ownerReference with ``controller: true``.
+    owner: Mapping[str, Any] | None
+
+
+def pod_facts(pod: Mapping[str, Any]) -> PodFacts:
+    meta = pod["metadata"]
+    status = pod.get("status") or {}
+    ready, since = False, None
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+            since = cond.get("lastTransitionTime") if ready else None
+            break
+    return PodFacts(
+        bool(meta.get("deletionTimestamp")),
+        status.get("phase"),
+        ready,
+        since,
+        meta.get("labels") or {},
+        controller_ref(pod),
+    )
+
+
+class FactsCache:
+    """``pod_facts`` of the pods a controller keeps reading, computed once per pod version.
+
+    Stored objects are never mutated, so facts stay valid for as long as the store holds the very
+    object they were computed from. Entries are found by object identity (the cache holds the object,
+    so its id cannot be reused meanwhile); one per pod, the newest version seen, until it is deleted.
+    """
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, tuple[Obj, PodFacts]] = {}
+        self._id_of: dict[ObjKey, int] = {}
+
+    def __call__(self, pod: Obj) -> PodFacts:
+        hit = self._by_id.get(id(pod))
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        facts = pod_facts(pod)
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        previous = self._id_of.get(key)
+        if previous is not None:
+            self._by_id.pop(previous, None)
+        self._id_of[key] = id(pod)
+        self._by_id[id(pod)] = (pod, facts)
+        return facts
+
+    def peek(self, pod: Obj) -> PodFacts:
+        """The facts of ``pod`` without caching them (e.g. an older version)."""
+        hit = self._by_id.get(id(pod))
+        return hit[1] if hit is not None and hit[0] is pod else pod_facts(pod)
+
+    def forget(self, key: ObjKey) -> None:
+        previous = self._id_of.pop(key, None)
+        if previous is not None:
+            self._by_id.pop(previous, None)
 
 
 def template_hash(template: Any, collision_count: int = 0) -> str:
@@ -233,11 +304,11 @@ def delete_quietly(store: Store, rt: ResourceType, namespace: str, name: str) ->
 
 
 class OwnerIndex:
-    """Controller-owner uid -> keys of the objects it controls, for one resource kind."""
+    """Controller-owner uid -> the objects it controls (as last seen), for one resource kind."""
 
     def __init__(self, owner_kind: str) -> None:
         self.owner_kind = owner_kind
-        self._by_owner: dict[str, set[ObjKey]] = {}
+        self._by_owner: dict[str, dict[ObjKey, Obj]] = {}
 
     def _owner_uid(self, obj: Mapping[str, Any] | None) -> str | None:
         ref = controller_ref(obj)
@@ -261,22 +332,27 @@ class OwnerIndex:
         if before is not None and before != after:
             bucket = self._by_owner.get(before)
             if bucket is not None:
-                bucket.discard(key)
+                bucket.pop(key, None)
                 if not bucket:
                     del self._by_owner[before]
         if after is not None:
-            self._by_owner.setdefault(after, set()).add(key)
+            self._by_owner.setdefault(after, {})[key] = obj
         return before, after
 
     def keys(self, owner_uid: str) -> list[ObjKey]:
         return list(self._by_owner.get(owner_uid, ()))
 
     def objects(self, store: Store, rt: ResourceType, owner_uid: str) -> list[Obj]:
-        """Current objects controlled by ``owner_uid`` (stale keys are skipped)."""
+        """Current objects controlled by ``owner_uid`` (stale keys are skipped). The store is the truth:
+        an object is re-checked only when it is not the one this index last saw."""
+        bucket = self._by_owner.get(owner_uid)
+        if not bucket:
+            return []
+        table = store.table(rt)
         out: list[Obj] = []
-        for ns, name in self._by_owner.get(owner_uid, ()):
-            obj = store.find(rt, ns, name)
-            if obj is not None and controller_uid(obj) == owner_uid:
+        for key, seen in bucket.items():
+            obj = table.get(key)
+            if obj is not None and (obj is seen or controller_uid(obj) == owner_uid):
                 out.append(obj)
         return out
 
@@ -333,6 +409,10 @@ class ReplicaSetController(Controller):
         self.rs_rt = self.rt("apps", "v1", "replicasets")
         self.pod_rt = self.rt("", "v1", "pods")
         self.pods = OwnerIndex("ReplicaSet")
+        self.facts = FactsCache()
+        #: The ReplicaSet being synced: the events of its own writes (pods created or deleted, its
+        #: status) need no second sync, which would find exactly what this one wrote.
+        self._syncing: ObjKey | None = None
         self.queue: WorkQueue[ObjKey] = WorkQueue(
             "replicaset", self.sync, batch_delay=config.sync_batch_seconds
         )
@@ -347,19 +427,52 @@ class ReplicaSetController(Controller):
     def on_event(self, ev: WatchEvent) -> None:
         if ev.rkey == POD_KEY:
             before, after = self.pods.apply(ev.type, ev.obj, ev.old)
+            meta = ev.obj["metadata"]
+            ns = meta.get("namespace", "")
+            if ev.type == "DELETED":
+                was_terminating = ev.old is not None and self.facts.peek(ev.old).terminating
+                self.facts.forget((ns, meta["name"]))
+                if was_terminating:
+                    return  # it stopped counting when it started terminating
             if before is None and after is None:
                 return
-            ns = ev.obj["metadata"].get("namespace", "")
+            if ev.type == "MODIFIED" and before == after and ev.old is not None and not self._matters(ev):
+                return
             for obj in (ev.old, ev.obj):
                 name = owner_name(obj, "ReplicaSet")
-                if name:
+                if name and (ns, name) != self._syncing:
                     self.queue.add((ns, name))
         elif ev.rkey == RS_KEY:
             meta = ev.obj["metadata"]
-            if ev.type != "DELETED":
-                self.queue.add((meta["namespace"], meta["name"]))
+            key = (meta["namespace"], meta["name"])
+            if ev.type != "DELETED" and key != self._syncing:
+                self.queue.add(key)
+
+    def _matters(self, ev: WatchEvent) -> bool:
+        """Whether a change to a pod of a ReplicaSet can change what a sync of it does or writes.
+
+        Most pod updates cannot: a binding, the eviction's DisruptionTarget condition, and every
+        status write of a pod already terminating (it no longer counts). Skipping them saves a sync
+        of the whole ReplicaSet each."""
+        assert ev.old is not None
+        old, new = self.facts.peek(ev.old), self.facts(ev.obj)
+        if old.terminating and new.terminating:
+            return False
+        return (old.terminating, old.phase, old.ready, old.ready_since) != (
+            new.terminating,
+            new.phase,
+            new.ready,
+            new.ready_since,
+        ) or (old.labels is not new.labels and old.labels != new.labels)
 
     def sync(self, key: ObjKey) -> None:
+        self._syncing = key
+        try:
+            self._sync(key)
+        finally:
+            self._syncing = None
+
+    def _sync(self, key: ObjKey) -> None:
         ns, name = key
         rs = self.store.find(self.rs_rt, ns, name)
         if rs is None:
@@ -367,11 +480,18 @@ class ReplicaSetController(Controller):
         uid = rs["metadata"]["uid"]
         spec = rs.get("spec") or {}
         pods = self.pods.objects(self.store, self.pod_rt, uid)
-        active = [p for p in pods if is_active(p)]
-        # Failed pods are removed so they stop holding names and resources, as upstream's PodGC would.
+        facts = self.facts
+        active = []
         for p in pods:
-            if is_finished(p) and not is_terminating(p) and (p.get("status") or {}).get("phase") == "Failed":
+            f = facts(p)
+            if f.terminating:
+                continue
+            if f.phase == "Failed":
+                # Failed pods are removed so they stop holding names and resources, as upstream's
+                # PodGC would.
                 delete_quietly(self.store, self.pod_rt, ns, p["metadata"]["name"])
+            elif f.phase != "Succeeded":
+                active.append(p)
         if not is_terminating(rs):
             want = int(spec.get("replicas", 1))
             diff = want - len(active)
@@ -397,13 +517,14 @@ class ReplicaSetController(Controller):
         tmpl_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         ready = available = fully = 0
         recheck: float | None = None
+        wanted = tmpl_labels.items()
         for p in active:
-            labels = p["metadata"].get("labels") or {}
-            if all(labels.get(k) == v for k, v in tmpl_labels.items()):
+            f = self.facts(p)
+            if wanted <= f.labels.items():
                 fully += 1
-            left = available_in(p, min_ready, now)
-            if left is None:
+            if not f.ready:
                 continue
+            left = _available_in(f.ready_since, min_ready, now)
             ready += 1
             if left <= 0:
                 available += 1

@@ -1,0 +1,693 @@
+"""The controller's AWS action runner (kubespot.controller.response_actions) on fakes: the record is
+written before anything is deregistered, the post-drain steps wait for DRAINED and run in order,
+a restarted or second runner continues from the record without repeating a step, one failing
+action never stops the others, a withdrawn event is not isolated, dry run writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kubespot.actions.isolate import InstanceIsolation
+from kubespot.actions.loadbalancer import LoadBalancerDeregistration
+from kubespot.actions.publish import SummaryPublisher
+from kubespot.aws import (
+    AwsError,
+    ClassicRegistration,
+    DeregisterOutcome,
+    GroupRef,
+    InterfaceChange,
+    IsolationOutcome,
+    Registration,
+)
+from kubespot.controller.response_actions import ResponseActions
+from kubespot.handling.actions_record import (
+    ACTIONS_ANNOTATION,
+    ActionsRecord,
+    StepState,
+    decode_record,
+    deregistration_for,
+)
+from kubespot.handling.state import STATE_ANNOTATION, NodeState, Phase
+from kubespot.kube import KubeError, NodeView, PodList, PodView
+from kubespot.model import Kind
+from kubespot.observability.metrics import Metrics
+
+T0 = datetime(2026, 11, 20, 17, 4, 13, tzinfo=UTC)
+NODE = "ip-10-0-0-10.ec2.internal"
+INSTANCE = "i-0123456789abcdef0"
+NODE_IP = "10.0.0.10"
+TG_IP = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/k8s-web/0000000000000001"
+TG_INSTANCE = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/k8s-nodeport/0000000000000002"
+EVENT = "spot-itn-0123456789abcdef01234567"
+ALL = frozenset(Kind)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = T0
+        self.mono = 100.0
+
+    def now(self) -> datetime:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.Event().wait()
+
+
+class Timeline:
+    """What happened, in order, across the fakes."""
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+
+
+class FakeKube:
+    """One node; ``update_node`` applies the annotation patch to the latest copy, atomically (a
+    compare-and-set that re-reads on conflict ends the same way)."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.node: NodeView | None = NodeView(
+            NODE, resource_version="1", provider_id=f"aws:///us-east-1a/{INSTANCE}", internal_ip=NODE_IP
+        )
+        self.pods = [
+            PodView("default", "web-0", "u0", node_name=NODE, phase="Running", ip="10.0.1.5"),
+            PodView("default", "batch-0", "u1", node_name=NODE, phase="Running", ip="10.0.1.6"),
+            # Host network: its IP is the node's, never one of "its" targets.
+            PodView("kube-system", "proxy", "u2", node_name=NODE, phase="Running", ip=NODE_IP),
+            PodView("default", "done", "u3", node_name=NODE, phase="Succeeded", ip="10.0.1.9"),
+        ]
+        self.writes = 0
+        self.fail_writes = 0
+
+    async def update_node(
+        self,
+        name: str,
+        change: Callable[[NodeView], Mapping[str, Any] | None],
+        *,
+        current: NodeView | None = None,
+    ) -> NodeView:
+        if self.node is None:
+            raise KubeError(404, "gone")
+        patch = change(self.node)
+        if patch is None:
+            return self.node
+        if self.fail_writes:
+            self.fail_writes -= 1
+            raise KubeError(503, "apiserver restarting")
+        self.writes += 1
+        text = patch["metadata"]["annotations"][ACTIONS_ANNOTATION]
+        record = decode_record(text)
+        assert record is not None
+        self.timeline.steps.append(f"write:{_phase(record)}")
+        self.set(ACTIONS_ANNOTATION, text)
+        return self.node
+
+    async def list_pods_on_node(self, node: str) -> PodList:
+        return PodList(tuple(self.pods), "7")
+
+    def set(self, key: str, value: str | None) -> None:
+        assert self.node is not None
+        notes = {k: v for k, v in self.node.annotations.items() if k != key}
+        if value is not None:
+            notes[key] = value
+        self.node = replace(
+            self.node, annotations=notes, resource_version=str(int(self.node.resource_version) + 1)
+        )
+
+    def record(self) -> ActionsRecord | None:
+        assert self.node is not None
+        return decode_record(self.node.annotations.get(ACTIONS_ANNOTATION))
+
+
+def _phase(record: ActionsRecord) -> str:
+    if record.finished is not None:
+        return "finished"
+    if record.post is not None:
+        return "post"
+    return record.loadbalancer.state.value if record.loadbalancer is not None else "claimed"
+
+
+class FakeIndex:
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+        self.listeners: list[Callable[[str], None]] = []
+
+    def by_name(self, name: str) -> NodeView | None:
+        return self.kube.node if name == NODE else None
+
+    def nodes(self) -> list[NodeView]:
+        return [self.kube.node] if self.kube.node is not None else []
+
+    def subscribe(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        self.listeners.append(listener)
+        return lambda: self.listeners.remove(listener)
+
+    async def wait_synced(self) -> None:
+        return None
+
+
+class FakeTargets:
+    """ELBv2: the pod 10.0.1.5 in an ip group, the instance in an instance group."""
+
+    def __init__(self, kube: FakeKube, timeline: Timeline) -> None:
+        self.kube = kube
+        self.timeline = timeline
+        self.registered = {
+            "10.0.1.5": (Registration(TG_IP, "10.0.1.5", 8080),),
+            INSTANCE: (Registration(TG_INSTANCE, INSTANCE, 30080),),
+        }
+        self.deregistered: list[Registration] = []
+        self.record_at_deregistration: ActionsRecord | None = None
+        self.fail: AwsError | None = None
+        self.refreshes = 0
+
+    async def lookup(self, target_ids: Iterable[str]) -> dict[str, tuple[Registration, ...]]:
+        return {i: self.registered[i] for i in target_ids if i in self.registered}
+
+    async def refresh(self) -> None:
+        self.refreshes += 1
+
+    async def deregister(self, registrations: Iterable[Registration]) -> DeregisterOutcome[Registration]:
+        regs = tuple(registrations)
+        self.timeline.steps.append("deregister")
+        self.record_at_deregistration = self.kube.record()
+        if self.fail is not None:
+            return DeregisterOutcome(failed=MappingProxyType(dict.fromkeys(regs, self.fail)))
+        self.deregistered += regs
+        return DeregisterOutcome(deregistered=regs)
+
+    async def wait_draining(
+        self, registrations: Iterable[Registration], *, max_wait: float, interval: float = 2.0
+    ) -> bool:
+        return True
+
+
+class FakeQuarantine:
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.isolated: list[str] = []
+        self.fail: AwsError | None = None
+
+    async def isolate(self, instance_id: str, quarantine_group: str) -> IsolationOutcome:
+        self.timeline.steps.append("isolate")
+        if self.fail is not None:
+            raise self.fail
+        first = instance_id not in self.isolated
+        self.isolated.append(instance_id)
+        before = (GroupRef("sg-nodes", "nodes"),) if first else (GroupRef("sg-q", "quarantine"),)
+        return IsolationOutcome(
+            instance_id,
+            "vpc-1",
+            GroupRef("sg-q", "quarantine"),
+            (InterfaceChange("eni-1", before, changed=first),),
+        )
+
+    async def find_group(self, group: str) -> GroupRef | None:
+        return GroupRef("sg-q", "quarantine") if group in ("sg-q", "quarantine") else None
+
+
+class FakeSns:
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.sent: list[tuple[dict[str, Any], str, dict[str, str]]] = []
+        self.fail: AwsError | None = None
+
+    async def publish(
+        self,
+        message: Mapping[str, Any],
+        *,
+        subject: str,
+        kind: str,
+        attributes: Mapping[str, str] | None = None,
+    ) -> str:
+        self.timeline.steps.append("sns")
+        if self.fail is not None:
+            raise self.fail
+        self.sent.append((dict(message), subject, dict(attributes or {})))
+        return f"msg-{len(self.sent)}"
+
+
+class FakeEvents:
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.sent: list[dict[str, Any]] = []
+
+    async def put(
+        self,
+        detail: Mapping[str, Any],
+        *,
+        detail_type: str | None = None,
+        resources: Iterable[str] = (),
+        time: datetime | None = None,
+    ) -> str:
+        self.timeline.steps.append("eventbridge")
+        self.sent.append(dict(detail))
+        return f"evt-{len(self.sent)}"
+
+
+class World:
+    def __init__(self) -> None:
+        self.timeline = Timeline()
+        self.kube = FakeKube(self.timeline)
+        self.index = FakeIndex(self.kube)
+        self.targets = FakeTargets(self.kube, self.timeline)
+        self.quarantine = FakeQuarantine(self.timeline)
+        self.sns = FakeSns(self.timeline)
+        self.events = FakeEvents(self.timeline)
+        self.clock = Clock()
+        self.metrics = Metrics()
+
+    def runner(
+        self, identity: str = "ctl-a", *, exclusive: bool = True, dry_run: bool = False
+    ) -> ResponseActions:
+        return ResponseActions(
+            kube=self.kube,
+            nodes=self.index,
+            clock=self.clock,
+            metrics=self.metrics,
+            identity=identity,
+            exclusive=exclusive,
+            dry_run=dry_run,
+            loadbalancer=LoadBalancerDeregistration(self.targets, None, clock=self.clock),
+            loadbalancer_kinds=ALL,
+            settle=5.0,
+            max_delay=30.0,
+            isolation=InstanceIsolation(self.quarantine, "sg-q", clock=self.clock),
+            isolation_kinds=ALL,
+            publisher=SummaryPublisher(self.sns, self.events, clock=self.clock),
+            publish_kinds=ALL,
+        )
+
+    def state(self, phase: Phase, **extra: Any) -> None:
+        state = NodeState(
+            event_id=EVENT,
+            kind=Kind.SPOT_INTERRUPTION.value,
+            phase=phase,
+            since=T0 - timedelta(seconds=1),
+            deadline=T0 + timedelta(minutes=2),
+            holder="agent",
+            renewed=T0,
+            extra={"source": "imds", "instance_id": INSTANCE, **extra},
+        )
+        self.kube.set(STATE_ANNOTATION, state.encode())
+
+    def actions(self, action: str) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(self.metrics.render()[0].decode()):
+            for sample in family.samples:
+                if sample.name == "kubespot_actions_total" and sample.labels["action"] == action:
+                    out[sample.labels["result"]] = sample.value
+        return out
+
+
+async def test_the_record_lands_before_deregistration_and_names_the_target_pods() -> None:
+    w = World()
+    w.state(Phase.DRAINING)
+    await w.runner().reconcile(NODE)
+
+    # Written pending (targets, pods) before DeregisterTargets was sent, then draining.
+    assert w.timeline.steps == ["write:pending", "deregister", "write:draining"]
+    before = w.targets.record_at_deregistration
+    assert before is not None and before.loadbalancer is not None
+    assert before.loadbalancer.state is StepState.PENDING
+    assert before.loadbalancer.pods == ("default/web-0",)
+    record = w.kube.record()
+    assert record is not None and record.runner == "ctl-a" and record.event == EVENT
+    assert record.kind == "spot-itn" and record.instance == INSTANCE
+    lb = record.loadbalancer
+    assert lb is not None and lb.state is StepState.DRAINING and lb.settle == 5.0
+    # The instance is an instance target: the node is a target, every pod is held.
+    assert lb.node is True
+    assert {(t.tg, t.id, t.port) for t in lb.targets} == {
+        (TG_IP, "10.0.1.5", 8080),
+        (TG_INSTANCE, INSTANCE, 30080),
+    }
+    assert set(w.targets.deregistered) == {r for regs in w.targets.registered.values() for r in regs}
+    # Nothing after the drain yet.
+    assert w.quarantine.isolated == [] and w.sns.sent == []
+    held = deregistration_for(record, EVENT)
+    assert (
+        held is not None and held.state is StepState.DRAINING and held.release_at == T0 + timedelta(seconds=5)
+    )
+    assert w.actions("deregister") == {"success": 1.0}
+    # Seen again: nothing more to do until the drain ends.
+    await w.runner().reconcile(NODE)
+    assert w.kube.writes == 2
+
+
+async def test_only_pod_targets_are_held_when_the_node_is_no_target() -> None:
+    w = World()
+    del w.targets.registered[INSTANCE]
+    w.state(Phase.FENCED)
+    await w.runner().reconcile(NODE)
+    record = w.kube.record()
+    assert record is not None and record.loadbalancer is not None
+    assert record.loadbalancer.node is False and record.loadbalancer.pods == ("default/web-0",)
+    held = deregistration_for(record, EVENT)
+    assert held is not None and held.held == frozenset({"default/web-0"})
+
+
+async def test_no_target_at_all_releases_the_drain_at_once() -> None:
+    w = World()
+    w.targets.registered.clear()
+    w.state(Phase.DRAINING)
+    await w.runner().reconcile(NODE)
+    record = w.kube.record()
+    assert record is not None and record.loadbalancer is not None
+    assert record.loadbalancer.state is StepState.DONE
+    assert "deregister" not in w.timeline.steps
+    held = deregistration_for(record, EVENT)
+    assert held is not None and not held.holds("default/web-0", T0)
+
+
+async def test_post_drain_runs_after_drained_in_order_and_once() -> None:
+    w = World()
+    runner = w.runner()
+    w.state(Phase.DRAINING)
+    await runner.reconcile(NODE)
+    w.clock.t = T0 + timedelta(seconds=40)
+    w.state(Phase.DRAINED, pods={"evicted": 3, "skipped": 1})
+    await runner.reconcile(NODE)
+
+    assert w.timeline.steps == [
+        "write:pending",
+        "deregister",
+        "write:draining",
+        "write:post",
+        "isolate",
+        "sns",
+        "eventbridge",
+        "write:finished",
+    ]
+    record = w.kube.record()
+    assert record is not None and record.finished == w.clock.t
+    assert record.isolation is not None and record.isolation.state is StepState.DONE
+    assert record.isolation.replaced == (("eni-1", ("sg-nodes",)),)
+    assert dict(record.published) == {"sns": "msg-1", "eventbridge": "evt-1"}
+    message, subject, attributes = w.sns.sent[0]
+    assert subject == f"kubespot: spot-itn on node {NODE} done"
+    assert attributes == {"node": NODE, "outcome": "done"}
+    assert message["event_id"] == EVENT and message["stage"] == "finished" and message["outcome"] == "done"
+    assert message["instance_id"] == INSTANCE and message["source"] == "imds"
+    assert message["pods"]["evicted"] == 3 and message["pods"]["skipped"] == 1
+    assert [a["name"] for a in message["actions"]] == ["deregister", "isolate"]
+    assert w.events.sent == [message]
+    # Again (a new change of the node, a restart): nothing is repeated.
+    await runner.reconcile(NODE)
+    await w.runner("ctl-b").reconcile(NODE)
+    assert w.timeline.steps.count("isolate") == 1 and w.timeline.steps.count("sns") == 1
+    assert w.actions("isolate") == {"success": 1.0}
+    assert w.actions("publish_sns") == {"success": 1.0}
+    assert w.actions("publish_eventbridge") == {"success": 1.0}
+
+
+async def test_first_seen_drained_still_deregisters_first() -> None:
+    w = World()
+    w.state(Phase.DRAINED)
+    await w.runner().reconcile(NODE)
+    steps = w.timeline.steps
+    assert steps.index("deregister") < steps.index("isolate") < steps.index("sns")
+    record = w.kube.record()
+    assert record is not None and record.fenced is None and record.finished is not None
+
+
+async def test_a_new_runner_resumes_a_deregistration_left_pending() -> None:
+    w = World()
+    w.state(Phase.DRAINING)
+    # The first runner wrote pending and died before deregistering.
+    w.targets.fail = AwsError("Transport", "connection reset")
+    first = w.runner("ctl-a")
+    original = w.targets.deregister
+
+    async def die(registrations: Iterable[Registration]) -> DeregisterOutcome[Registration]:
+        raise asyncio.CancelledError
+
+    w.targets.deregister = die  # type: ignore[method-assign]
+    with pytest.raises(asyncio.CancelledError):
+        await first.reconcile(NODE)
+    record = w.kube.record()
+    assert record is not None and record.loadbalancer is not None
+    assert record.loadbalancer.state is StepState.PENDING and record.runner == "ctl-a"
+
+    w.targets.deregister = original  # type: ignore[method-assign]
+    w.targets.fail = None
+    # With election off, a fresh record of another replica is followed...
+    await w.runner("ctl-b", exclusive=False).reconcile(NODE)
+    assert w.targets.deregistered == []
+    # ...and taken over once stale; an elected runner takes it over at once.
+    await w.runner("ctl-c", exclusive=True).reconcile(NODE)
+    record = w.kube.record()
+    assert record is not None and record.runner == "ctl-c"
+    assert record.loadbalancer is not None and record.loadbalancer.state is StepState.DRAINING
+    assert len(w.targets.deregistered) == 2
+
+
+async def test_a_resumed_post_drain_repeats_no_recorded_step() -> None:
+    w = World()
+    w.state(Phase.DRAINED)
+    crashed = ActionsRecord(
+        event=EVENT,
+        runner="ctl-a",
+        at=T0,
+        kind="spot-itn",
+        instance=INSTANCE,
+        post=T0,
+        published=(("sns", "msg-old"),),
+    )
+    w.kube.set(ACTIONS_ANNOTATION, crashed.encode())
+    await w.runner("ctl-b").reconcile(NODE)
+    record = w.kube.record()
+    assert record is not None and record.finished is not None
+    assert w.sns.sent == []  # recorded: never published again
+    assert len(w.events.sent) == 1
+    assert dict(record.published) == {"sns": "msg-old", "eventbridge": "evt-1"}
+
+
+async def test_one_failing_action_does_not_stop_the_others() -> None:
+    w = World()
+    w.quarantine.fail = AwsError("UnauthorizedOperation", "not allowed", service="ec2")
+    w.sns.fail = AwsError("NotFound", "Topic does not exist", service="sns", operation="Publish")
+    w.targets.fail = AwsError("AccessDenied", "no", service="elbv2", operation="DeregisterTargets")
+    w.state(Phase.DRAINED)
+    await w.runner().reconcile(NODE)
+    record = w.kube.record()
+    assert record is not None and record.finished is not None
+    assert record.loadbalancer is not None and record.loadbalancer.state is StepState.FAILED
+    assert "AccessDenied" in record.loadbalancer.error
+    assert record.isolation is not None and record.isolation.state is StepState.FAILED
+    assert "UnauthorizedOperation" in record.isolation.error
+    published = dict(record.published)
+    assert published["sns"].startswith("error: ") and published["eventbridge"] == "evt-1"
+    assert w.events.sent[0]["failures"]  # the summary says what failed
+    assert w.actions("deregister") == {"failure": 1.0}
+    assert w.actions("isolate") == {"failure": 1.0}
+    assert w.actions("publish_sns") == {"failure": 1.0}
+    # A failed deregistration holds nothing: the drain goes ahead.
+    held = deregistration_for(record, EVENT)
+    assert held is not None and not held.holds("default/web-0", T0)
+
+
+async def test_a_withdrawn_event_is_published_not_isolated() -> None:
+    w = World()
+    w.state(Phase.FENCED)
+    runner = w.runner()
+    await runner.reconcile(NODE)
+    w.kube.set(STATE_ANNOTATION, None)  # undone: the notice was withdrawn
+    await runner.reconcile(NODE)
+    assert w.quarantine.isolated == []
+    record = w.kube.record()
+    assert record is not None and record.finished is not None
+    assert record.isolation is not None and record.isolation.state is StepState.SKIPPED
+    assert w.sns.sent[0][0]["outcome"] == "withdrawn"
+
+
+async def test_the_deadline_passing_runs_the_post_drain_steps() -> None:
+    w = World()
+    w.state(Phase.DRAINING)
+    runner = w.runner()
+    await runner.reconcile(NODE)
+    w.clock.t = T0 + timedelta(minutes=2, seconds=1)
+    await runner.reconcile(NODE)
+    assert w.quarantine.isolated == [INSTANCE]
+    message = w.sns.sent[0][0]
+    assert (message["stage"], message["outcome"]) == ("failed", "failed")
+    assert "deadline" in message["error"]
+
+
+async def test_a_deleted_node_still_gets_its_post_drain_steps() -> None:
+    w = World()
+    w.state(Phase.DRAINING)
+    runner = w.runner()
+    await runner.reconcile(NODE)
+    writes = w.kube.writes
+    w.kube.node = None
+    await runner.reconcile(NODE)
+    assert w.quarantine.isolated == [INSTANCE]
+    assert w.sns.sent[0][0]["error"] == "the node was deleted before its drain finished"
+    assert w.sns.sent[0][0]["node"] == NODE
+    assert w.kube.writes == writes
+
+
+async def test_two_runners_without_election_do_each_step_once() -> None:
+    w = World()
+    w.state(Phase.DRAINED)
+    a, b = w.runner("ctl-a", exclusive=False), w.runner("ctl-b", exclusive=False)
+    await asyncio.gather(a.reconcile(NODE), b.reconcile(NODE))
+    await asyncio.gather(a.reconcile(NODE), b.reconcile(NODE))
+    assert w.timeline.steps.count("deregister") == 1
+    assert w.timeline.steps.count("isolate") == 1
+    assert w.timeline.steps.count("sns") == 1 and w.timeline.steps.count("eventbridge") == 1
+    record = w.kube.record()
+    assert record is not None and record.finished is not None
+
+
+async def test_a_failed_final_write_is_retried_without_publishing_again() -> None:
+    w = World()
+    w.state(Phase.DRAINED)
+    runner = w.runner()
+    w.kube.fail_writes = 0
+    await runner.reconcile(NODE)  # deregistration
+    record = w.kube.record()
+    assert record is not None
+    w.kube.set(ACTIONS_ANNOTATION, replace(record, finished=None, post=None, published=()).encode())
+    # A record only ever moves forward under one runner: this rewound one is a restarted runner's.
+    runner = w.runner()
+    w.sns.sent.clear()
+    w.events.sent.clear()
+    w.timeline.steps.clear()
+    # post claim ok, final write fails
+    original = w.kube.update_node
+    calls = 0
+
+    async def flaky(name: str, change: Any, *, current: NodeView | None = None) -> NodeView:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KubeError(503, "apiserver restarting")
+        return await original(name, change, current=current)
+
+    w.kube.update_node = flaky  # type: ignore[method-assign]
+    await runner.reconcile(NODE)
+    assert len(w.sns.sent) == 1
+    again = w.kube.record()
+    assert again is not None and again.finished is None
+    await runner.reconcile(NODE)
+    again = w.kube.record()
+    assert again is not None and again.finished is not None
+    assert len(w.sns.sent) == 1 and len(w.events.sent) == 1
+
+
+async def test_dry_run_writes_nothing_and_changes_nothing() -> None:
+    w = World()
+    w.state(Phase.DRAINING)
+    runner = w.runner(dry_run=True)
+    await runner.reconcile(NODE)
+    w.state(Phase.DRAINED)
+    await runner.reconcile(NODE)
+    await runner.reconcile(NODE)
+    assert w.kube.writes == 0 and w.kube.record() is None
+    assert w.targets.deregistered == [] and w.quarantine.isolated == [] and w.sns.sent == []
+    assert w.actions("deregister") == {"dry_run": 1.0}
+    assert w.actions("isolate") == {"dry_run": 1.0}
+    assert w.actions("publish_sns") == {"dry_run": 1.0}
+
+
+async def test_kinds_without_actions_are_left_alone() -> None:
+    w = World()
+    runner = replace_kinds(w.runner(), frozenset({Kind.SCHEDULED_MAINTENANCE}))
+    w.state(Phase.DRAINED)
+    await runner.reconcile(NODE)
+    assert w.kube.writes == 0 and w.timeline.steps == []
+
+
+def replace_kinds(runner: ResponseActions, kinds: frozenset[Kind]) -> ResponseActions:
+    runner._lb_kinds = runner._isolation_kinds = runner._publish_kinds = kinds
+    return runner
+
+
+async def test_start_up_check_and_warm_index() -> None:
+    w = World()
+    assert await w.runner().check() == []
+    bad = ResponseActions(
+        kube=w.kube,
+        nodes=w.index,
+        clock=w.clock,
+        metrics=w.metrics,
+        identity="x",
+        exclusive=True,
+        dry_run=False,
+        isolation=InstanceIsolation(w.quarantine, "sg-missing", clock=w.clock),
+        isolation_kinds=ALL,
+    )
+    assert await bad.check() == [
+        "isolation.quarantine_group: quarantine security group 'sg-missing' does not exist"
+    ]
+    # The duty: warms the index at once and acts on the node once the index has synced.
+    w.state(Phase.DRAINING)
+    runner = w.runner()
+    task = asyncio.create_task(runner.run())
+    for _ in range(50):
+        await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.wait({task})
+    assert w.targets.refreshes == 1
+    record = w.kube.record()
+    assert record is not None and record.loadbalancer is not None
+    assert orjson.loads(w.kube.node.annotations[ACTIONS_ANNOTATION])["loadbalancer"]["state"] == "draining"  # type: ignore[union-attr]
+
+
+def test_classic_registration_is_a_target_reference() -> None:
+    # Classic Load Balancers name the load balancer where ELBv2 names the target group.
+    assert ClassicRegistration("web-classic", INSTANCE).load_balancer_name == "web-classic"
+
+
+def test_the_queue_is_optional_once_an_action_is_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from kubespot.config.loader import SettingsError
+    from kubespot.controller.command import load_settings
+
+    for name in [n for n in os.environ if n.startswith("KUBESPOT_") or n == "QUEUE_URL"]:
+        monkeypatch.delenv(name)
+    with pytest.raises(SettingsError, match=r"queue\.url: required but not set"):
+        load_settings(argparse.Namespace())
+    monkeypatch.setenv("KUBESPOT_PUBLISH_EVENT_BUS", "default")
+    assert load_settings(argparse.Namespace()).queue.url == ""
+    monkeypatch.setenv("KUBESPOT_ISOLATION_ENABLED", "true")
+    with pytest.raises(SettingsError, match=r"isolation\.quarantine_group: required when isolation\.enabled"):
+        load_settings(argparse.Namespace())
+
+
+async def test_a_lagging_index_showing_our_own_pending_record_does_not_deregister_again() -> None:
+    """The node index delivers the runner's own writes late: a re-run that still sees the pending
+    record it wrote (not yet the draining one) must not take it for an interrupted deregistration."""
+    w = World()
+    w.state(Phase.DRAINING)
+    runner = w.runner()
+    await runner.reconcile(NODE)
+    assert w.targets.deregistered != []
+    assert w.kube.node is not None
+    done = w.kube.node
+    pending = w.targets.record_at_deregistration
+    assert pending is not None
+    # The index still shows the node as it was after the pending write.
+    w.kube.node = replace(done, annotations={**done.annotations, ACTIONS_ANNOTATION: pending.encode()})
+    w.clock.t += timedelta(seconds=1)
+    count = len(w.targets.deregistered)
+    await runner.reconcile(NODE)
+    assert len(w.targets.deregistered) == count
+    assert w.timeline.steps.count("deregister") == 1

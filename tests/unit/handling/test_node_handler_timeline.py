@@ -1,0 +1,485 @@
+"""The node handler's timeline around the drain: the stages of the notifications, the pre- and
+post-drain HTTP calls, the wait for load-balancer deregistration, and the drain's counts in the
+state. A fake API (one node with pods, compare-and-set patches) and a clock that moves only when the
+test says so; tests/e2e/agent/test_e2e_new_timeline_*.py check the same against kubesim."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubespot.config.drain import DrainSettings
+from kubespot.config.imds import MonitorSettings
+from kubespot.config.loadbalancer import LoadBalancerWaitSettings
+from kubespot.config.node import NodeActionSettings
+from kubespot.handling.actions_record import (
+    ACTIONS_ANNOTATION,
+    ActionsRecord,
+    StepState,
+    loadbalancer_step,
+)
+from kubespot.handling.deregistration import wait_bound
+from kubespot.handling.node_handler import NodeHandler, Settled
+from kubespot.handling.state import STATE_ANNOTATION, Phase, decode
+from kubespot.handling.timeline import pre_drain_budget
+from kubespot.kube import (
+    EvictionOutcome,
+    EvictionResult,
+    NodeView,
+    PodEvent,
+    PodEventType,
+    PodList,
+    PodView,
+    Taint,
+)
+from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, Stage
+from kubespot.observability.metrics import Metrics
+
+T0 = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.t = T0
+        self._moved = asyncio.Condition()
+
+    def now(self) -> datetime:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t.timestamp()
+
+    async def sleep(self, seconds: float) -> None:
+        until = self.t + timedelta(seconds=max(0.0, seconds))
+        async with self._moved:
+            await self._moved.wait_for(lambda: self.t >= until)
+
+    async def advance(self, seconds: float, *, step: float = 0.25) -> None:
+        """Move time on in small steps, letting every waiter run at each."""
+        left = seconds
+        while left > 1e-9:
+            move = min(step, left)
+            left -= move
+            async with self._moved:
+                self.t += timedelta(seconds=move)
+                self._moved.notify_all()
+            await settle()
+
+    @property
+    def elapsed(self) -> float:
+        return (self.t - T0).total_seconds()
+
+
+async def settle() -> None:
+    for _ in range(60):
+        await asyncio.sleep(0)
+
+
+class FakeKube:
+    """One node ("n") with pods; every eviction is accepted and the pod is gone at once."""
+
+    def __init__(self, clock: ManualClock, pods: list[PodView]) -> None:
+        self.clock = clock
+        self.node = NodeView("n", uid="u")
+        self.pods = {p.uid: p for p in pods}
+        self.writes = 0
+        self.reads = 0
+        self.evictions: list[tuple[str, float]] = []
+        self.watch_events: asyncio.Queue[PodEvent] = asyncio.Queue()
+
+    async def get_node(self, name: str) -> NodeView:
+        self.reads += 1
+        return self.node
+
+    async def update_node(
+        self,
+        name: str,
+        change: Callable[[NodeView], Mapping[str, Any] | None],
+        current: NodeView | None = None,
+    ) -> NodeView:
+        patch = change(self.node)
+        if patch is None:
+            return self.node
+        self.writes += 1
+        spec, meta = dict(patch.get("spec") or {}), dict(patch.get("metadata") or {})
+        node = self.node
+        taints = node.taints
+        if "taints" in spec:
+            taints = tuple(Taint(t["key"], t["effect"], t.get("value")) for t in spec["taints"])
+        notes = {**node.annotations, **meta.get("annotations", {})}
+        self.node = NodeView(
+            "n",
+            uid="u",
+            taints=taints,
+            unschedulable=bool(spec.get("unschedulable", node.unschedulable)),
+            labels={k: v for k, v in {**node.labels, **meta.get("labels", {})}.items() if v is not None},
+            annotations={k: v for k, v in notes.items() if v is not None},
+        )
+        return self.node
+
+    async def set_annotations(self, name: str, notes: Mapping[str, str | None]) -> NodeView:
+        return await self.update_node(name, lambda _: {"metadata": {"annotations": dict(notes)}})
+
+    def annotate(self, key: str, value: str) -> None:
+        """What another process (the controller's action runner) writes on the node."""
+        self.node = NodeView(
+            "n",
+            uid="u",
+            taints=self.node.taints,
+            unschedulable=self.node.unschedulable,
+            labels=self.node.labels,
+            annotations={**self.node.annotations, key: value},
+        )
+
+    async def list_pods_on_node(self, node: str) -> PodList:
+        return PodList(tuple(self.pods.values()), "1")
+
+    async def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]:
+        while True:
+            yield await self.watch_events.get()
+
+    async def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> EvictionResult:
+        self.evictions.append((name, self.clock.elapsed))
+        pod = next(p for p in self.pods.values() if p.name == name)
+        self.watch_events.put_nowait(PodEvent(PodEventType.DELETED, pod))
+        return EvictionResult(EvictionOutcome.EVICTED, 201)
+
+    async def delete_pod(
+        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False
+    ) -> bool:
+        return True
+
+    @property
+    def state_extra(self) -> dict[str, Any]:
+        state = decode(self.node.annotations.get(STATE_ANNOTATION))
+        assert state is not None
+        return dict(state.extra)
+
+
+class Notes:
+    """Notifier: what was announced, at which stage, with which summary."""
+
+    def __init__(self, *, broken: bool = False) -> None:
+        self.sent: list[tuple[Stage, InterruptionSummary | None]] = []
+        self.broken = broken
+
+    def notify(
+        self,
+        event: InterruptionEvent,
+        *,
+        node_name: str,
+        extra: Mapping[str, Any] | None = None,
+        stage: Stage | None = None,
+        summary: InterruptionSummary | None = None,
+    ) -> None:
+        self.sent.append((stage or Stage.STARTED, summary))
+        if self.broken:
+            raise RuntimeError("a notifier that breaks its contract")
+
+    @property
+    def stages(self) -> list[str]:
+        return [stage.value for stage, _ in self.sent]
+
+
+class Calls:
+    """The outgoing HTTP calls: records each stage, when, and how many pods were evicted by then."""
+
+    def __init__(self, kube: FakeKube, clock: ManualClock, *, pre_seconds: float = 0.0) -> None:
+        self.kube = kube
+        self.clock = clock
+        self.pre_seconds = pre_seconds
+        self.ran: list[tuple[str, float, int, float | None]] = []
+
+    async def run_stage(
+        self,
+        stage: str,
+        event: InterruptionEvent,
+        *,
+        node_name: str,
+        summary: InterruptionSummary | None = None,
+        extra: Mapping[str, Any] | None = None,
+        budget: float | None = None,
+    ) -> tuple[ActionSummary, ...]:
+        self.ran.append((stage, self.clock.elapsed, len(self.kube.evictions), budget))
+        if stage == "pre-drain" and self.pre_seconds:
+            await self.clock.sleep(self.pre_seconds)
+        name = "http:mute" if stage == "pre-drain" else "http:ticket"
+        return (
+            ActionSummary(
+                name=name, result=ActionResult.SUCCESS, started=self.clock.now(), detail="HTTP 200"
+            ),
+        )
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.node_events: list[tuple[str, str, bool]] = []
+
+    async def node(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
+        self.node_events.append((reason, message, warning))
+
+    async def pod(self, pod: PodView, reason: str, message: str, *, warning: bool = False) -> None:
+        pass
+
+    def reasons(self) -> list[str]:
+        return [r for r, _, _ in self.node_events]
+
+
+def web(name: str) -> PodView:
+    return PodView(namespace="default", name=name, uid=f"u-{name}", controller_kind="ReplicaSet")
+
+
+def spot(clock: ManualClock, *, deadline_in: float = 120.0) -> InterruptionEvent:
+    return InterruptionEvent(
+        id="spot-1",
+        kind=Kind.SPOT_INTERRUPTION,
+        instance_id="i-1",
+        source=Source.IMDS,
+        notice_time=clock.now(),
+        act_at=clock.now(),
+        deadline=clock.now() + timedelta(seconds=deadline_in),
+    )
+
+
+def make(
+    kube: FakeKube,
+    clock: ManualClock,
+    *,
+    notes: Notes | None = None,
+    calls: Calls | None = None,
+    wait: LoadBalancerWaitSettings | None = None,
+    recorder: Recorder | None = None,
+    metrics: Metrics | None = None,
+) -> NodeHandler:
+    return NodeHandler(
+        node_name="n",
+        kube=kube,  # type: ignore[arg-type]  # the fake implements what the handler calls
+        actions=NodeActionSettings(),
+        monitors=MonitorSettings(),
+        drain=DrainSettings(safety_margin=5),
+        clock=clock,
+        metrics=metrics or Metrics(),
+        recorder=recorder,  # type: ignore[arg-type]
+        notifier=notes,
+        http_calls=calls,
+        loadbalancer_wait=wait,
+    )
+
+
+def counter(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def record(event_id: str, state: StepState, at: datetime, pods: list[str], settle: float = 5.0) -> str:
+    step = loadbalancer_step(state, at, settle=settle, pods=pods)
+    return ActionsRecord(
+        event=event_id, runner="controller-0", at=at, kind="spot-itn", loadbalancer=step
+    ).encode()
+
+
+# --- stages, calls, counts ---------------------------------------------------------------------------
+
+
+async def test_stages_and_calls_surround_the_drain_and_counts_ride_on_the_drained_write() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [web("a"), web("b")])
+    notes, calls, recorder = Notes(), Calls(kube, clock), Recorder()
+    handler = make(kube, clock, notes=notes, calls=calls, recorder=recorder)
+    event = spot(clock)
+    await handler.handle(event)
+    await settle()
+    assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
+    await settle()
+
+    # pre-drain before the first eviction, with its budget; post-drain after the last one.
+    assert [(stage, evicted) for stage, _, evicted, _ in calls.ran] == [("pre-drain", 0), ("post-drain", 2)]
+    assert calls.ran[0][3] == pre_drain_budget(120.0, window=120.0) == 12.0
+    assert calls.ran[1][3] is None  # bounded by the deadline alone
+
+    assert notes.stages == ["started", "finished"]
+    started, finished = notes.sent[0][1], notes.sent[1][1]
+    assert started is not None and started.pods is None and started.actions == ()
+    assert finished is not None and finished.pods is not None and finished.pods.evicted == 2
+    assert [a.name for a in finished.actions] == ["http:mute", "drain", "http:ticket"]
+    assert finished.outcome.value == "done" and finished.error is None
+
+    # Fence and DRAINED: two writes, the counts in the second.
+    assert kube.writes == 2
+    state = decode(kube.node.annotations[STATE_ANNOTATION])
+    assert state is not None and state.phase is Phase.DRAINED
+    assert state.extra["pods"] == {"evicted": 2}
+    assert {"PreDrain", "PostDrain"} <= set(recorder.reasons())
+    await handler.aclose()
+
+
+async def test_a_broken_notifier_stops_nothing() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [web("a")])
+    notes = Notes(broken=True)
+    handler = make(kube, clock, notes=notes)
+    event = spot(clock)
+    await handler.handle(event)
+    await settle()
+    assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
+    assert [name for name, _ in kube.evictions] == ["a"]
+    assert notes.stages == ["started", "finished"]
+    await handler.aclose()
+
+
+async def test_an_empty_node_still_records_its_counts() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [])
+    handler = make(kube, clock)
+    event = spot(clock)
+    await handler.handle(event)
+    await settle()
+    assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
+    assert kube.state_extra["pods"] == {"evicted": 0}
+    await handler.aclose()
+
+
+async def test_a_withdrawn_event_is_reported_finished_as_withdrawn() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [web("target")])
+    notes = Notes()
+    wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
+    handler = make(kube, clock, notes=notes, wait=wait)
+    event = spot(clock)
+    await handler.handle(event)
+    await clock.advance(2)  # waiting for a deregistration record that never comes
+    await handler.handle(replace(event, cancelled=True))
+    await settle()
+    assert notes.stages == ["started", "finished"]
+    summary = notes.sent[1][1]
+    assert summary is not None and summary.outcome.value == "withdrawn"
+    assert kube.evictions == []
+    await handler.aclose()
+
+
+# --- the wait for load-balancer deregistration ------------------------------------------------------
+
+
+async def test_target_pods_are_held_until_draining_plus_settle_others_go_once_the_record_lands() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [web("target"), web("other")])
+    notes, recorder, metrics = Notes(), Recorder(), Metrics()
+    wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
+    handler = make(kube, clock, notes=notes, wait=wait, recorder=recorder, metrics=metrics)
+    event = spot(clock)
+    await handler.handle(event)
+    await clock.advance(1)
+    assert kube.evictions == []  # no record yet: nothing is evicted
+
+    # The controller's runner claims the node: targets known, deregistration not accepted yet.
+    kube.annotate(ACTIONS_ANNOTATION, record(event.id, StepState.PENDING, clock.now(), ["default/target"]))
+    await clock.advance(1)
+    assert [name for name, _ in kube.evictions] == ["other"]
+
+    await clock.advance(2)  # t=4: AWS accepted the deregistration; settle 5 s from now
+    kube.annotate(ACTIONS_ANNOTATION, record(event.id, StepState.DRAINING, clock.now(), ["default/target"]))
+    await clock.advance(4.5)
+    assert [name for name, _ in kube.evictions] == ["other"]
+    await clock.advance(1)
+    assert [name for name, _ in kube.evictions] == ["other", "target"]
+    target_at = dict(kube.evictions)["target"]
+    assert 9.0 <= target_at <= 9.6
+
+    assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
+    assert counter(metrics, "kubespot_actions_total", action="loadbalancer_wait", result="success") == 1
+    assert "LoadBalancerWait" in recorder.reasons()
+    finished = notes.sent[-1][1]
+    assert finished is not None
+    waited = next(a for a in finished.actions if a.name == "loadbalancer_wait")
+    assert waited.result is ActionResult.SUCCESS and "1 pods held" in waited.detail
+    await handler.aclose()
+
+
+async def test_without_a_record_the_drain_goes_ahead_at_max_delay_and_says_so() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [web("target")])
+    recorder, metrics = Recorder(), Metrics()
+    wait = LoadBalancerWaitSettings(enabled=True, max_delay=10)
+    handler = make(kube, clock, wait=wait, recorder=recorder, metrics=metrics)
+    event = spot(clock)
+    await handler.handle(event)
+    await clock.advance(9.5)
+    assert kube.evictions == []
+    reads = kube.reads
+    assert 15 <= reads <= 25  # one read of the node every half second, no more
+    await clock.advance(1)
+    assert [name for name, _ in kube.evictions] == ["target"]
+    assert 10.0 <= kube.evictions[0][1] <= 10.5
+    assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
+    assert counter(metrics, "kubespot_actions_total", action="loadbalancer_wait", result="timeout") == 1
+    assert ("LoadBalancerWaitTimeout", True) in {(r, w) for r, _, w in recorder.node_events}
+    await handler.aclose()
+
+
+async def test_a_record_without_deregistration_holds_nothing() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [web("target")])
+    wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
+    handler = make(kube, clock, wait=wait)
+    event = spot(clock)
+    # The runner recorded the event without a load-balancer step (not configured for the kind).
+    kube.annotate(ACTIONS_ANNOTATION, ActionsRecord(event=event.id, runner="c", at=clock.now()).encode())
+    await handler.handle(event)
+    await clock.advance(0.5)
+    assert [name for name, _ in kube.evictions] == ["target"]
+    await handler.aclose()
+
+
+async def test_kinds_without_the_wait_do_not_wait() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [web("target")])
+    wait = LoadBalancerWaitSettings(enabled=True, max_delay=30, kinds=frozenset({Kind.ASG_LIFECYCLE}))
+    handler = make(kube, clock, wait=wait)
+    await handler.handle(spot(clock))
+    await settle()
+    assert [name for name, _ in kube.evictions] == ["target"]
+    assert kube.reads == 1  # the look for another holder before the fence; no polling
+    await handler.aclose()
+
+
+async def test_pre_drain_calls_and_the_record_wait_run_side_by_side() -> None:
+    clock = ManualClock()
+    kube = FakeKube(clock, [web("other")])
+    calls = Calls(kube, clock, pre_seconds=3)
+    wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
+    handler = make(kube, clock, calls=calls, wait=wait)
+    event = spot(clock)
+    kube.annotate(ACTIONS_ANNOTATION, record(event.id, StepState.DRAINING, clock.now(), []))
+    await handler.handle(event)
+    await clock.advance(2.5)
+    assert kube.evictions == []  # the pre-drain call is still running
+    await clock.advance(1)
+    assert [name for name, _ in kube.evictions] == ["other"]
+    await handler.aclose()
+
+
+def test_the_wait_bound_keeps_time_for_the_drain() -> None:
+    now = T0
+    # A spot notice: max_delay wins.
+    assert wait_bound(now=now, max_delay=30, deadline=now + timedelta(seconds=118), safety_margin=5) == (
+        now + timedelta(seconds=30)
+    )
+    # 50 s left: the drain keeps 35 s (margin + 30).
+    assert wait_bound(now=now, max_delay=30, deadline=now + timedelta(seconds=50), safety_margin=5) == (
+        now + timedelta(seconds=15)
+    )
+    # 20 s left: nothing to spare.
+    assert wait_bound(now=now, max_delay=30, deadline=now + timedelta(seconds=20), safety_margin=5) == now
+    # No deadline: max_delay alone.
+    assert wait_bound(now=now, max_delay=7, deadline=None, safety_margin=5) == now + timedelta(seconds=7)
