@@ -30,6 +30,8 @@ from typing import Any
 
 import orjson
 
+from .annotation_json import text_field, utc_time
+
 ACTIONS_ANNOTATION = "kubespot.io/actions"
 RECORD_VERSION = 1
 #: Caps on the lists: the record stays well under 4 KiB with full target-group ARNs.
@@ -211,9 +213,9 @@ def decode_record(text: str | None) -> ActionsRecord | None:
         if not isinstance(published, dict):
             raise TypeError("published is not an object")
         return ActionsRecord(
-            event=_text(data, "event"),
+            event=text_field(data, "event"),
             runner=str(data.get("runner") or ""),
-            at=_time(data["at"]),
+            at=utc_time(data["at"]),
             kind=str(data.get("kind") or ""),
             instance=str(data.get("instance") or ""),
             source=str(data.get("source") or ""),
@@ -236,10 +238,12 @@ def _lb(raw: Any) -> LoadBalancerStep:
         if not isinstance(item, dict):
             raise TypeError("a target is not an object")
         port = item.get("port")
-        targets.append(TargetRef(_text(item, "tg"), _text(item, "id"), None if port is None else int(port)))
+        targets.append(
+            TargetRef(text_field(item, "tg"), text_field(item, "id"), None if port is None else int(port))
+        )
     return LoadBalancerStep(
         state=StepState(raw["state"]),
-        at=_time(raw["at"]),
+        at=utc_time(raw["at"]),
         settle=float(raw.get("settle") or 0.0),
         node=bool(raw.get("node", False)),
         targets=tuple(targets),
@@ -258,7 +262,7 @@ def _isolation(raw: Any) -> IsolationStep:
         raise TypeError("replaced is not an object")
     return IsolationStep(
         state=StepState(raw["state"]),
-        at=_time(raw["at"]),
+        at=utc_time(raw["at"]),
         replaced=tuple(sorted((str(k), tuple(str(g) for g in v)) for k, v in replaced.items())),
         more_interfaces=int(raw.get("more_interfaces") or 0),
         error=str(raw.get("error") or ""),
@@ -301,24 +305,8 @@ def _iso(value: datetime) -> str:
     return value.isoformat(timespec="milliseconds")
 
 
-def _text(item: Mapping[str, Any], key: str) -> str:
-    value = item[key]
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{key!r} is not a non-empty string")
-    return value
-
-
-def _time(value: Any) -> datetime:
-    if not isinstance(value, str):
-        raise TypeError(f"time is {type(value).__name__}, expected a string")
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:  # kubespot always writes UTC offsets; a naive time was hand-edited
-        raise ValueError(f"time without a timezone: {value!r}")
-    return parsed
-
-
 def _opt_time(value: Any) -> datetime | None:
-    return None if value is None else _time(value)
+    return None if value is None else utc_time(value)
 
 
 # --- writing ------------------------------------------------------------------------------------

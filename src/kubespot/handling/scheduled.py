@@ -36,6 +36,7 @@ from kubespot.model import Clock, InterruptionEvent, Kind, Source
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
 
+from .annotation_json import text_field, utc_time
 from .node_handler import NodeHandler
 from .node_index import NodeIndex
 
@@ -204,31 +205,15 @@ def _entry(item: Any) -> Entry:
         raise TypeError(f"entry is {type(item).__name__}, expected an object")
     deadline = item.get("deadline")
     return Entry(
-        id=_text(item, "id"),
+        id=text_field(item, "id"),
         kind=Kind(item["kind"]),
         instance_id=str(item.get("instance") or ""),
         source=Source(item.get("source") or Source.SQS.value),
-        notice=_time(item["notice"]),
-        act_at=_time(item["act_at"]),
-        deadline=None if deadline is None else _time(deadline),
+        notice=utc_time(item["notice"]),
+        act_at=utc_time(item["act_at"]),
+        deadline=None if deadline is None else utc_time(deadline),
         summary=str(item.get("summary") or ""),
     )
-
-
-def _text(item: Mapping[str, Any], key: str) -> str:
-    value = item[key]
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{key!r} is not a non-empty string")
-    return value
-
-
-def _time(value: Any) -> datetime:
-    if not isinstance(value, str):
-        raise TypeError(f"time is {type(value).__name__}, expected a string")
-    parsed = datetime.fromisoformat(value)
-    if parsed.tzinfo is None:  # kubespot always writes UTC offsets; a naive time was hand-edited
-        raise ValueError(f"time without a timezone: {value!r}")
-    return parsed
 
 
 # --- the controller's side: record, re-arm, clean up -------------------------------------------------
