@@ -513,7 +513,7 @@ class NodeHandler(TimelineSteps):
         # in the summary it publishes (it acts when the state says drained).
         drained = state.advance(Phase.DRAINED, self._clock.now())
         drained = replace(drained, extra={**drained.extra, "pods": counts_extra(pod_counts(result))})
-        state = await self._write_state(drained)
+        state = await self._write_state(drained, durable=True)
         self._set_phase(Phase.DRAINED.value)
         if plan.out_of_service_after_drain and result.emptied:
             key, value, effect = OUT_OF_SERVICE
@@ -703,11 +703,22 @@ class NodeHandler(TimelineSteps):
                 await self._clock.sleep(delay if left is None else min(delay, left))
                 delay = min(self._retry_cap, delay * 2)
 
-    async def _write_state(self, state: NodeState) -> NodeState:
+    async def _write_state(self, state: NodeState, *, durable: bool = False) -> NodeState:
+        """Record ``state`` on the node. ``durable``: retried until it lands or the deadline passes
+        (DRAINED: the controller's post-drain actions and the summary wait for it); otherwise one
+        try, because only the resume point is lost (a restart would redo this step)."""
+        annotations = {STATE_ANNOTATION: state.encode()}
+        if durable:
+            await self._persist(
+                f"record_{state.phase.value}",
+                lambda: self._kube.set_annotations(self.node, annotations),
+                deadline=state.deadline,
+                kind=None,
+            )
+            return state
         try:
-            await self._kube.set_annotations(self.node, {STATE_ANNOTATION: state.encode()})
+            await self._kube.set_annotations(self.node, annotations)
         except KubeError as err:
-            # Only the resume point is lost (a restart would redo this step): not worth stopping for.
             log.warning("could not record phase %s on the node: %s", state.phase.value, err)
         return state
 

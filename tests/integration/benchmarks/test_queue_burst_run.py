@@ -52,6 +52,8 @@ def test_queue_burst_prints_its_figures() -> None:
     assert 0 <= cordoned[0] <= cordoned[1] <= cordoned[2] < 60
     assert _number(out, "all_cordoned_from_first_send_s") >= cordoned[2]
     assert 0 <= _number(out, "all_evictions_issued_s") <= _number(out, "all_done_s") < 120
+    # An Eviction is sent before it can be accepted.
+    assert 0 <= _number(out, "all_evictions_requested_s") <= _number(out, "all_evictions_issued_s")
     assert _number(out, "all_deleted_s") >= 0
     assert _number(out, "evictions_issued") == _number(out, "pods_on_interrupted_nodes") > 0
     assert 10 < _number(out, "peak_rss_mib") < 1024
