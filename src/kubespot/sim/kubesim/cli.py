@@ -12,6 +12,7 @@ import time
 
 from .app import KubeSim
 from .controllers import ControllerConfig
+from .controllers.pacing import DEFAULT_MIN_SHARE
 from .faults import Faults, parse_rule
 
 
@@ -58,6 +59,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds from binding to Ready for pods without the start annotation (default 1)",
     )
     parser.add_argument(
+        "--control-plane-share",
+        type=float,
+        default=DEFAULT_MIN_SHARE,
+        metavar="SHARE",
+        help="least share of wall time (0-1] the simulated control plane keeps while API requests are "
+        f"served ahead of it (default {DEFAULT_MIN_SHARE})",
+    )
+    parser.add_argument(
+        "--no-api-first",
+        action="store_true",
+        help="let the simulated control plane run whenever it has work instead of serving API requests first",
+    )
+    parser.add_argument(
         "--no-controllers",
         action="store_true",
         help="serve the API only: no kubelet, scheduler or workload controllers",
@@ -72,8 +86,15 @@ def build(args: argparse.Namespace) -> KubeSim:
     if args.qps:
         faults.set_qps(args.qps, args.burst or None)
     on = not args.no_controllers
+    if not 0.0 < args.control_plane_share <= 1.0:
+        raise ValueError(f"--control-plane-share must be in (0, 1], not {args.control_plane_share}")
     controllers = ControllerConfig(
-        pod_start_seconds=args.pod_start_seconds, scheduler=on, kubelet=on, workloads=on
+        pod_start_seconds=args.pod_start_seconds,
+        scheduler=on,
+        kubelet=on,
+        workloads=on,
+        api_first=not args.no_api_first,
+        control_plane_share=args.control_plane_share,
     )
     objects = None
     if args.from_file:

@@ -26,6 +26,7 @@ from aiohttp import web
 from . import errors
 from .controllers import ControllerManager
 from .controllers.kubelet import kubelet_of
+from .controllers.pacing import Pacer
 from .errors import ApiError
 from .eviction import evict
 from .faults import Faults, rule_from_dict
@@ -89,6 +90,8 @@ class KubeSimServer:
     ) -> None:
         self.store = store
         self.controllers = controllers
+        #: Told about every request served, so the simulated control plane lets requests go first.
+        self.pacer = controllers.pacer if controllers is not None else Pacer(enabled=False)
         self.faults = faults or Faults()
         self.bookmark_interval = bookmark_interval
         self.requests: Counter[str] = Counter()
@@ -101,6 +104,7 @@ class KubeSimServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
+        serving = False
         try:
             if path.startswith("/kubesim/"):
                 return await self._control(request)
@@ -114,6 +118,11 @@ class KubeSimServer:
             fault = await self.faults.before(verb, resource, path)
             if fault is not None:
                 return _error(fault)
+            # A request is served ahead of the control plane from here (an injected latency is not
+            # work to go first with); a watch is a stream, not a request anyone waits for.
+            serving = verb != "watch"
+            if serving:
+                self.pacer.request_started()
             return await self._serve(request, route, verb)
         except ApiError as exc:
             return _error(exc)
@@ -128,6 +137,9 @@ class KubeSimServer:
         except Exception as exc:  # never let a malformed request take the server down
             log.exception("kubesim: unhandled error for %s %s", request.method, path)
             return _error(ApiError(500, f"Internal error occurred: {type(exc).__name__}: {exc}"))
+        finally:
+            if serving:
+                self.pacer.request_finished()
 
     def _simple(self, request: web.Request) -> web.Response | None:
         path = request.path.rstrip("/") or "/"
@@ -608,6 +620,11 @@ class KubeSimServer:
                     "resourceVersion": self.store.resource_version,
                     "watches": len(self._watch_tasks),
                     "faultsInjected": self.faults.injected,
+                    "pacing": {
+                        "apiFirst": self.pacer.enabled,
+                        "controlPlaneShare": round(self.pacer.share(), 3),
+                        "pauses": self.pacer.pauses,
+                    },
                 }
             )
         raise ApiError(404, f"unknown kubesim control endpoint {method} {path}")

@@ -198,9 +198,9 @@ class DaemonSetController(Controller):
             self._index_pod(pod, None, "ADDED")
         for ds in self.store.iter_objects(self.ds_rt):
             self.full.add((ds["metadata"]["namespace"], ds["metadata"]["name"]))
-        self.spawn(self.full.run())
-        self.spawn(self.nodes.run())
-        self.spawn(self.status.run())
+        self.spawn(self.full.run(self.pacer))
+        self.spawn(self.nodes.run(self.pacer))
+        self.spawn(self.status.run(self.pacer))
 
     def on_event(self, ev: WatchEvent) -> None:
         if ev.rkey == POD_KEY:

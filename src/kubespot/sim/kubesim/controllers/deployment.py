@@ -103,7 +103,7 @@ class DeploymentController(Controller):
             self._index_rs("ADDED", rs, None)
         for d in self.store.iter_objects(self.d_rt):
             self.queue.add((d["metadata"]["namespace"], d["metadata"]["name"]))
-        self.spawn(self.queue.run())
+        self.spawn(self.queue.run(self.pacer))
 
     def _index_rs(self, type_: str, rs: Obj, old: Obj | None) -> None:
         self.rses.apply(type_, rs, old)

@@ -364,7 +364,7 @@ class DisruptionController(Controller):
             if index is not None:
                 for pdb_name in index.matching(meta.get("labels")):
                     self.members[(meta["namespace"], pdb_name)].add(meta["name"])
-        self.spawn(self.queue.run())
+        self.spawn(self.queue.run(self.pacer))
 
     async def stop(self) -> None:
         if _controllers.get(self.store) is self:

@@ -53,7 +53,7 @@ class GarbageCollector(Controller):
         # Dependents whose owners vanished while nobody watched (or never existed) are collected.
         for uid in list(self.dependents):
             self.queue.add(uid)
-        self.spawn(self.queue.run())
+        self.spawn(self.queue.run(self.pacer))
 
     def _index(self, rkey: RKey, obj: Obj, old: Obj | None, type_: str) -> None:
         meta = obj["metadata"]

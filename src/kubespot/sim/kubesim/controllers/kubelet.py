@@ -65,8 +65,6 @@ LEASE_DURATION_SECONDS = 40
 SIGKILL_EXIT_CODE = 137
 
 _START, _KILL, _LEASE, _STATUS = 0, 1, 2, 3
-# Entries processed before yielding to the event loop, so a burst of expiries does not stall the API.
-_BATCH = 500
 # Pod IPs come from 100.64.0.0/10 (the range EKS custom networking uses for pods); the generator
 # takes node and pod IPs from 10.0.0.0/8, and IPs seen at start-up are skipped anyway.
 _POD_IP_FIRST = (100 << 24) | (64 << 16) | 2
@@ -260,21 +258,26 @@ class KubeletController(Controller):
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        pacer = self.pacer
         while True:
             self._wake.clear()
             self._next_wake = -math.inf  # entries pushed while processing must not be missed
             now = loop.time()
-            done = 0
-            while self._heap and self._heap[0][0] <= now and done < _BATCH:
+            started = pacer.clock()
+            # Due entries are processed until the pacer says to yield, so a burst of expiries does not
+            # stall the API.
+            while self._heap and self._heap[0][0] <= now:
                 when, _seq, kind, key, token = heapq.heappop(self._heap)
-                done += 1
                 try:
                     self._fire(when, kind, key, token)
                 except Exception:
                     log.exception("kubelet: timer %s for %s failed", kind, key)
+                if pacer.due(started):
+                    break
             if self._heap and self._heap[0][0] <= loop.time():
-                await asyncio.sleep(0)
+                await pacer.pause(started)
                 continue
+            pacer.charge(started)
             handle = None
             if self._heap:
                 self._next_wake = self._heap[0][0]

@@ -23,8 +23,6 @@ from . import Controller, ControllerConfig
 
 log = logging.getLogger("kubespot.sim.kubesim.namespaces")
 
-_YIELD_EVERY = 500
-
 
 class NamespaceController(Controller):
     """See the module docstring."""
@@ -93,13 +91,13 @@ class NamespaceController(Controller):
             return
         self._remaining[name] = -1  # deletions during the sweep are accounted for by the recount below
         left_keys: list[tuple[ResourceType, str]] = []
-        done = 0
+        pacer = self.pacer
+        started = pacer.clock()
         for rt in self._types():
             for obj in list(self.store.iter_objects(rt, name)):
                 meta = obj["metadata"]
-                done += 1
-                if done % _YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
+                if pacer.due(started):
+                    started = await pacer.pause(started)
                 left_keys.append((rt, meta["name"]))
                 if meta.get("deletionTimestamp"):
                     continue  # already on its way out (a terminating pod, or finalizers pending)
@@ -114,6 +112,7 @@ class NamespaceController(Controller):
                             meta["name"],
                             exc.message,
                         )
+        pacer.charge(started)
         # No await from here on: the count and the DELETED events that decrement it stay consistent.
         left = sum(1 for rt, obj_name in left_keys if self.store.find(rt, name, obj_name) is not None)
         if left == 0:

@@ -48,7 +48,6 @@ NODE_STATUS_UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
 _LEASE_KEY = ("coordination.k8s.io", "leases")
 _MANAGED_TAINTS = (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY)
 _NODE_CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
-_YIELD_EVERY = 500
 
 
 def _noexec_taints(node: Obj) -> list[Obj]:
@@ -245,29 +244,36 @@ class NodeLifecycleController(Controller):
                 log.exception("nodelifecycle: work failed")
 
     async def _work(self) -> None:
-        deleted, self._deleted_nodes = self._deleted_nodes, set()
-        for name in deleted:
-            await self._gc_orphans(name)
-        nodes, self._dirty_nodes = self._dirty_nodes, set()
-        for i, name in enumerate(sorted(nodes)):
-            if i and i % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            self._process_node(name)
-        pods, self._dirty_pods = self._dirty_pods, set()
-        for i, key in enumerate(sorted(pods)):
-            if i and i % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            pod = self.store.find(self.pod_rt, key[0], key[1])
-            if pod is not None:
-                self._process_pod(key, pod)
+        pacer = self.pacer
+        started = pacer.clock()
+        try:
+            deleted, self._deleted_nodes = self._deleted_nodes, set()
+            for name in deleted:
+                started = await self._gc_orphans(name, started)
+            nodes, self._dirty_nodes = self._dirty_nodes, set()
+            for name in sorted(nodes):
+                if pacer.due(started):
+                    started = await pacer.pause(started)
+                self._process_node(name)
+            pods, self._dirty_pods = self._dirty_pods, set()
+            for key in sorted(pods):
+                if pacer.due(started):
+                    started = await pacer.pause(started)
+                pod = self.store.find(self.pod_rt, key[0], key[1])
+                if pod is not None:
+                    self._process_pod(key, pod)
+        finally:
+            pacer.charge(started)
 
-    async def _gc_orphans(self, name: str) -> None:
+    async def _gc_orphans(self, name: str, started: float) -> float:
+        """Force-delete the pods of a deleted node; returns the start of the pacer's current slice."""
         if self.store.find(self.node_rt, None, name) is not None:
-            return  # recreated meanwhile
-        for i, pod in enumerate(self.store.pods_on_node(name)):
-            if i and i % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+            return started  # recreated meanwhile
+        for pod in self.store.pods_on_node(name):
+            if self.pacer.due(started):
+                started = await self.pacer.pause(started)
             self._force_delete(pod)
+        return started
 
     def _force_delete(self, pod: Obj) -> None:
         meta = pod["metadata"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -26,6 +25,7 @@ from ..resources import ResourceType
 from ..selectors import LabelSelector, SelectorError, label_selector_from_dict
 from ..store import POD_KEY, Obj, ObjKey, Store, WatchEvent, deep_copy, parse_rfc3339
 from . import Controller, ControllerConfig
+from .pacing import Pacer
 
 log = logging.getLogger("kubespot.sim.kubesim.controllers")
 
@@ -34,15 +34,17 @@ K = TypeVar("K", bound=Hashable)
 RS_KEY = ("apps", "replicasets")
 #: Most pods one sync creates; the rest follow on the next tick (upstream uses slow-start batches).
 CREATE_BURST = 500
-#: Seconds a work loop may run before yielding, so a start-up resync does not starve the HTTP server.
-YIELD_AFTER = 0.02
 
 
 # -- shared helpers ---------------------------------------------------------------------------------
 
 
 class WorkQueue(Generic[K]):
-    """A set of dirty keys drained by one task; adding a key twice before it runs syncs it once."""
+    """A set of dirty keys drained by one task; adding a key twice before it runs syncs it once.
+
+    The task yields to the HTTP server as its ``Pacer`` says (see ``pacing.py``); keys added while it
+    stays away coalesce, so a controller that falls behind a burst does less work per event.
+    """
 
     def __init__(self, name: str, handler: Callable[[K], None], *, batch_delay: float = 0.0) -> None:
         self.name = name
@@ -74,7 +76,8 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         return len(self._dirty)
 
-    async def run(self) -> None:
+    async def run(self, pacer: Pacer | None = None) -> None:
+        pacer = pacer or Pacer(enabled=False)
         try:
             while True:
                 await self._wake.wait()
@@ -82,7 +85,7 @@ class WorkQueue(Generic[K]):
                     await asyncio.sleep(self._batch_delay)
                 self._wake.clear()
                 batch, self._dirty = self._dirty, {}
-                slice_start = time.perf_counter()
+                slice_start = pacer.clock()
                 for key in batch:
                     try:
                         self._handler(key)
@@ -93,9 +96,9 @@ class WorkQueue(Generic[K]):
                     except Exception:
                         log.exception("%s: sync %s failed", self.name, key)
                         self.add_after(key, 1.0)
-                    if time.perf_counter() - slice_start > YIELD_AFTER:
-                        await asyncio.sleep(0)
-                        slice_start = time.perf_counter()
+                    if pacer.due(slice_start):
+                        slice_start = await pacer.pause(slice_start)
+                pacer.charge(slice_start)
         finally:
             for timer in self._timers.values():
                 timer.cancel()
@@ -422,7 +425,7 @@ class ReplicaSetController(Controller):
         self.pods.build(self.store.iter_objects(self.pod_rt))
         for rs in self.store.iter_objects(self.rs_rt):
             self.queue.add((rs["metadata"]["namespace"], rs["metadata"]["name"]))
-        self.spawn(self.queue.run())
+        self.spawn(self.queue.run(self.pacer))
 
     def on_event(self, ev: WatchEvent) -> None:
         if ev.rkey == POD_KEY:

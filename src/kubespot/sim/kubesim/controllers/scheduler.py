@@ -76,7 +76,6 @@ _NONZERO_MEMORY = 200 * 1024 * 1024
 _DEBOUNCE_SECONDS = 0.01
 #: Bound on cached pod shapes and static filter results (each is small).
 _SHAPE_CACHE = 4096
-_YIELD_EVERY = 50
 # Unschedulable pods are retried on relevant changes, but at most this often: an eviction storm frees
 # resources thousands of times a second (upstream backs unschedulable pods off 1-10 s).
 _RETRY_INTERVAL_SECONDS = 0.1
@@ -485,34 +484,39 @@ class SchedulerController(Controller):
         batch = sorted(self._pending.items(), key=lambda kv: (-kv[1].priority, kv[1].seq))
         self._pending.clear()
         failed: dict[bytes, str] = {}
-        for i, (key, pending) in enumerate(batch):
-            if i and i % _YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            pod = self.store.find(self.pod_rt, key[0], key[1])
-            if (
-                pod is None
-                or (pod.get("spec") or {}).get("nodeName")
-                or pod["metadata"].get("deletionTimestamp")
-            ):
-                continue
-            if key in self._pending or key in self._unschedulable:
-                continue  # re-queued by an event while this pass yielded
-            shape = self._shapes.get(pending.shape_key)
-            if shape is None:  # forgotten while yielding; recompute
-                pending.shape_key = self._shape_key(pod.get("spec") or {})
-                shape = self._shapes[pending.shape_key]
-            message = failed.get(pending.shape_key)
-            if message is None:
-                node, message = self._pick(shape)
-                if node is not None:
-                    try:
-                        self._bind(key, node)
-                    except errors.ApiError as exc:
-                        log.debug("scheduler: binding %s/%s failed: %s", key[0], key[1], exc.message)
-                    continue
-                failed[pending.shape_key] = message
-            self._unschedulable[key] = pending
-            self._mark_unschedulable(key, pod, message)
+        pacer = self.pacer
+        started = pacer.clock()
+        try:
+            for key, pending in batch:
+                if pacer.due(started):
+                    started = await pacer.pause(started)
+                self._schedule_one(key, pending, failed)
+        finally:
+            pacer.charge(started)
+
+    def _schedule_one(self, key: ObjKey, pending: _Pending, failed: dict[bytes, str]) -> None:
+        """Bind one pod of a pass, or mark it unschedulable; ``failed`` holds the pass's failed shapes."""
+        pod = self.store.find(self.pod_rt, key[0], key[1])
+        if pod is None or (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            return
+        if key in self._pending or key in self._unschedulable:
+            return  # re-queued by an event while this pass yielded
+        shape = self._shapes.get(pending.shape_key)
+        if shape is None:  # forgotten while yielding; recompute
+            pending.shape_key = self._shape_key(pod.get("spec") or {})
+            shape = self._shapes[pending.shape_key]
+        message = failed.get(pending.shape_key)
+        if message is None:
+            node, message = self._pick(shape)
+            if node is not None:
+                try:
+                    self._bind(key, node)
+                except errors.ApiError as exc:
+                    log.debug("scheduler: binding %s/%s failed: %s", key[0], key[1], exc.message)
+                return
+            failed[pending.shape_key] = message
+        self._unschedulable[key] = pending
+        self._mark_unschedulable(key, pod, message)
 
     def _static(self, static: _Static) -> _Static:
         """Refresh resource-independent filtering (filters 1-3) if nodes changed."""

@@ -67,7 +67,7 @@ class StatefulSetController(Controller):
         self.pods.build(self.store.iter_objects(self.pod_rt))
         for sts in self.store.iter_objects(self.sts_rt):
             self.queue.add((sts["metadata"]["namespace"], sts["metadata"]["name"]))
-        self.spawn(self.queue.run())
+        self.spawn(self.queue.run(self.pacer))
 
     def on_event(self, ev: WatchEvent) -> None:
         if ev.rkey == POD_KEY:
