@@ -22,9 +22,11 @@ ADAPTER_ONLY = {
     "boto3": "aws",
     "botocore": "aws",
     "aiobotocore": "aws",
+    # The controller's HTTP stack for pod and node calls (kube/aiohttp_transport.py).
+    "aiohttp": "kube",
 }
 #: Never in product code: these are simulator and test dependencies.
-SIM_ONLY = ("moto", "aiohttp")
+SIM_ONLY = ("moto",)
 
 
 def _imports(path: Path) -> list[str]:

@@ -73,7 +73,8 @@ class Controller:
         self.clock = clock or SystemClock()
         self.metrics = Metrics()
         self._listen_host = listen_host
-        self.kube: KubeClient = connect(settings.kube, on_error=self.metrics.kube_error)
+        # aiohttp for the pod and node calls: a burst is thousands of them a second (kube.transport).
+        self.kube: KubeClient = connect(settings.kube, on_error=self.metrics.kube_error, http="aiohttp")
         # Hundreds of drains at once: one pod watch for all of them, not one connection each.
         self.kube.share_pod_watch()
         self.aws = AwsClients(settings.aws)

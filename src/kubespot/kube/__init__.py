@@ -1,4 +1,5 @@
-"""The Kubernetes adapter: the only package that imports the client library (lightkube).
+"""The Kubernetes adapter: the only package that imports the client library (lightkube) and the
+controller's HTTP stack (aiohttp, see ``transport``).
 
 - ``connect(settings)`` builds a :class:`KubeClient` from a kubeconfig or the in-cluster service
   account; every call it makes is rate-limited (token bucket) and retried on transient failures.

@@ -1,5 +1,9 @@
 """The Kubernetes client kubespot uses: lightkube underneath, typed operations on top.
 
+lightkube reads the configuration and credentials and serves the rarer calls (events, leases); pods
+and nodes, nearly all of the traffic, are raw JSON through a ``RawHttp`` (``transport``), decoded
+straight into views.
+
 Every call goes through one client-side token bucket and one retry policy, so the whole process keeps
 to its API budget (``KubeSettings.qps``/``burst``) and rides out API-server hiccups (409 on plain
 patches, 429 throttling, 5xx, dropped connections) with bounded, jittered retries. The one exception
@@ -18,16 +22,16 @@ import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import httpx2
 import orjson
 from lightkube import ApiError, AsyncClient, ConfigError, KubeConfig
-from lightkube.config.client_adapter import verify_cluster
+from lightkube.config.client_adapter import user_auth, verify_cluster
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.models.core_v1 import EventSource, ObjectReference
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
 from ..config.kube import KubeSettings
@@ -36,6 +40,7 @@ from .podwatch import SharedPodWatch
 from .priority import PriorityGate, is_fencing
 from .ratelimit import TokenBucket
 from .retry import TRANSIENT_STATUSES, full_jitter
+from .transport import WATCH_SERVER_TIMEOUT, ApiStatus, HttpxRaw, LinkError, RawHttp
 from .views import (
     DEFAULT_GRACE_SECONDS,
     EvictionOutcome,
@@ -63,6 +68,10 @@ CONFLICT_ATTEMPTS = 10
 #: QPS setting. More buys nothing but idle connections, and httpcore probes every idle connection's
 #: socket on every request and response (it was a tenth of the controller's CPU with 64).
 MAX_IN_FLIGHT = 16
+#: The same on aiohttp (the controller), which has no such per-connection cost: when the API server
+#: answers slower under load, more calls in flight keep its throughput (1 000 drains at once: 16 →
+#: 32 took the last first eviction from 17.4 to 16.0 s, docs/PERFORMANCE.md).
+AIOHTTP_IN_FLIGHT = 32
 #: HTTP connections kept open between calls: every call in flight plus the long-running watches, so a
 #: burst never closes and reopens connections (httpx keeps only 20 by default).
 KEEPALIVE_CONNECTIONS = MAX_IN_FLIGHT + 8
@@ -99,9 +108,14 @@ def connect(
     *,
     config: SingleConfig | KubeConfig | None = None,
     on_error: Callable[[int], None] | None = None,
+    http: Literal["httpx", "aiohttp"] = "httpx",
 ) -> KubeClient:
     """A ready client for ``settings`` (``config`` overrides where the cluster is; ``on_error`` is told
-    the status of every failed call, 0 for transport errors)."""
+    the status of every failed call, 0 for transport errors).
+
+    ``http``: the stack of the pod and node calls (see ``transport``): "aiohttp" needs the
+    ``kubespot[controller]`` install; everything else always goes through lightkube's httpx client.
+    """
     given = config if config is not None else load_config(settings)
     single = given.get() if isinstance(given, KubeConfig) else given
     if single is None or single.user is None:
@@ -109,21 +123,32 @@ def connect(
     # Calls are capped by the client (MAX_IN_FLIGHT) and watches are few, so the pool itself needs no
     # cap; it must keep every connection alive, or a busy client would reconnect for most calls.
     # lightkube has no setting for that: the transport is built here, with lightkube's TLS setup.
-    transport = httpx2.AsyncHTTPTransport(
-        verify=verify_cluster(single.cluster, single.user, single.abs_file),
-        limits=httpx2.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE_CONNECTIONS),
-    )
+    tls = verify_cluster(single.cluster, single.user, single.abs_file)
+    limits = httpx2.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE_CONNECTIONS)
+    transport = httpx2.AsyncHTTPTransport(verify=tls, limits=limits)
     api = AsyncClient(
         config=single,
         timeout=httpx2.Timeout(settings.request_timeout),
         field_manager="kubespot",
         transport=transport,
     )
+    raw: RawHttp | None = None
+    if http == "aiohttp":
+        from .aiohttp_transport import AiohttpRaw  # only the controller: the agent never loads aiohttp
+
+        raw = AiohttpRaw(
+            single.cluster.server,
+            tls=tls,
+            auth=user_auth(single.user),
+            timeout=settings.request_timeout,
+        )
     return KubeClient(
         api,
+        raw=raw,
         limiter=TokenBucket(qps=settings.qps, burst=settings.burst),
         attempts=settings.retry_attempts,
         on_error=on_error,
+        max_in_flight=AIOHTTP_IN_FLIGHT if raw is not None else MAX_IN_FLIGHT,
     )
 
 
@@ -178,50 +203,39 @@ def pod_list(body: bytes) -> PodList:
     )
 
 
-def node_view(node: Node) -> NodeView:
-    meta = node.metadata or ObjectMeta()
-    spec = node.spec
-    taints = tuple(
-        Taint(key=t.key, effect=t.effect, value=t.value) for t in ((spec.taints or ()) if spec else ())
-    )
+def node_view(node: Mapping[str, Any]) -> NodeView:
+    """The view of a node as decoded from the API's JSON."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    ready = ready_since = internal_ip = None
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "Ready":
+            ready = {"True": True, "False": False}.get(cond.get("status"))
+            since = cond.get("lastTransitionTime")
+            ready_since = datetime.fromisoformat(since) if since else None
+            break
+    for address in status.get("addresses") or ():
+        if address.get("type") == "InternalIP":
+            internal_ip = address.get("address")
+            break
     return NodeView(
-        name=meta.name or "",
-        uid=meta.uid or "",
-        resource_version=meta.resourceVersion or "",
-        unschedulable=bool(spec.unschedulable) if spec is not None else False,
-        taints=taints,
-        labels=dict(meta.labels or {}),
-        annotations=dict(meta.annotations or {}),
-        provider_id=(spec.providerID or "") if spec is not None else "",
-        ready=_ready(node),
-        ready_since=_ready_since(node),
-        internal_ip=_internal_ip(node),
+        name=meta.get("name") or "",
+        uid=meta.get("uid") or "",
+        resource_version=meta.get("resourceVersion") or "",
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=tuple(
+            Taint(key=t.get("key") or "", effect=t.get("effect") or "", value=t.get("value"))
+            for t in spec.get("taints") or ()
+        ),
+        labels=meta.get("labels") or {},
+        annotations=meta.get("annotations") or {},
+        provider_id=spec.get("providerID") or "",
+        ready=ready,
+        ready_since=ready_since,
+        internal_ip=internal_ip,
     )
 
-
-def _ready(node: Node) -> bool | None:
-    for cond in (node.status.conditions or ()) if node.status is not None else ():
-        if cond.type == "Ready":
-            return {"True": True, "False": False}.get(cond.status)
-    return None
-
-
-def _internal_ip(node: Node) -> str | None:
-    for address in (node.status.addresses or ()) if node.status is not None else ():
-        if address.type == "InternalIP":
-            return address.address
-    return None
-
-
-def _ready_since(node: Node) -> datetime | None:
-    for cond in (node.status.conditions or ()) if node.status is not None else ():
-        if cond.type == "Ready":
-            return cond.lastTransitionTime
-    return None
-
-
-#: Seconds after which the API server ends a pod watch (it is then resumed from its resourceVersion).
-WATCH_SERVER_TIMEOUT = 60
 
 #: In a raw watch line: the value of every "resourceVersion" key, whatever the JSON spacing (inside a
 #: JSON string a quote is always escaped, so the contents of strings never match).
@@ -245,6 +259,7 @@ class KubeClient:
         self,
         api: AsyncClient,
         *,
+        raw: RawHttp | None = None,
         limiter: TokenBucket,
         attempts: int = 5,
         backoff_base: float = 0.1,
@@ -255,9 +270,9 @@ class KubeClient:
         max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self.api = api
-        #: lightkube's httpx client (base URL, credentials, TLS, timeouts, connection pool): the pod
-        #: calls send and read raw JSON through it, sharing its connections with every other call.
-        self._http: httpx2.AsyncClient = api._client._client
+        #: Where the pod and node calls go, as raw JSON (see ``transport``): by default lightkube's
+        #: httpx client (base URL, credentials, TLS, timeouts, connections), shared with every call.
+        self.raw: RawHttp = raw if raw is not None else HttpxRaw(api._client._client)
         #: Calls waiting for an answer (see ``inflight``).
         self.in_flight = InFlight(max_in_flight)
         #: Fencing calls go ahead of the others (see ``priority``).
@@ -283,6 +298,7 @@ class KubeClient:
     async def close(self) -> None:
         if self.pod_watch is not None:
             await self.pod_watch.aclose()
+        await self.raw.aclose()
         await self.api.close()
 
     async def __aenter__(self) -> KubeClient:
@@ -317,21 +333,24 @@ class KubeClient:
             try:
                 async with self.in_flight.slot(urgent=urgent):
                     result = await fn()
-            except ApiError as err:
-                code = int(err.status.code or (err.response.status_code if err.response is not None else 0))
+            except (ApiStatus, ApiError) as err:
+                if isinstance(err, ApiStatus):
+                    code, message, reason, wait = err.code, err.message, err.reason, err.retry_after
+                else:
+                    answer = err.response.status_code if err.response is not None else 0
+                    code = int(err.status.code or answer)
+                    message, reason = err.status.message or str(err), err.status.reason or ""
+                    wait = _retry_after(err)
                 self._answered(code)
                 if code not in retry or last:
-                    raise KubeError(
-                        code, err.status.message or str(err), reason=err.status.reason or ""
-                    ) from err
-                wait = _retry_after(err)
+                    raise KubeError(code, message, reason=reason) from err
                 log.debug("%s: %s, retrying (attempt %d)", op, code, attempt + 1)
-            except httpx2.TransportError as err:
+            except (LinkError, httpx2.TransportError) as err:
                 self._failed(0)
                 if last:
-                    raise KubeError(0, f"{type(err).__name__}: {err}") from err
+                    raise KubeError(0, str(err) if isinstance(err, LinkError) else _link(err)) from err
                 wait = None
-                log.debug("%s: %s, retrying (attempt %d)", op, type(err).__name__, attempt + 1)
+                log.debug("%s: %s, retrying (attempt %d)", op, err, attempt + 1)
             else:
                 self._answered(200)
                 return result
@@ -365,25 +384,29 @@ class KubeClient:
             except Exception:  # a metrics hook must never break an API call
                 log.exception("on_error hook failed")
 
-    # -- pods ------------------------------------------------------------------------------------
+    # -- pods and nodes ----------------------------------------------------------------------------
 
-    # Pods are read and evicted as raw JSON through lightkube's HTTP client, not through its models:
-    # in a burst they are most of the controller's traffic, and the views need a few fields each.
+    # Pods and nodes are read, written and watched as raw JSON (see ``transport``), not through
+    # lightkube's models: in a burst they are nearly all of the controller's traffic, and the views
+    # need a few fields each.
 
     async def _send(
-        self, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
     ) -> bytes:
-        """One request; the body of a 2xx answer. Errors are raised as lightkube raises them."""
-        request = self._http.build_request(
+        """One request; the body of a 2xx answer. Raises ``ApiStatus`` or ``LinkError``."""
+        return await self.raw.request(
             method,
             path,
             params=params,
-            content=orjson.dumps(body) if body is not None else None,
-            headers=_JSON_BODY if body is not None else None,
+            body=orjson.dumps(body) if body is not None else None,
+            content_type=content_type,
         )
-        response = await self._http.send(request)
-        _raise_for_status(response)
-        return response.content
 
     async def list_pods_on_node(self, node: str) -> PodList:
         """The pods on ``node`` and the version to watch them from. After ``share_pod_watch()`` the
@@ -444,26 +467,40 @@ class KubeClient:
         ``wanted(line)``: a cheap test of the raw event line; the lines it rejects are not decoded
         (their resourceVersion is still followed, so a resumed watch does not replay them).
         """
+        async for op, view, listing in self._watch(
+            what, "api/v1/pods", params, pod_view, relist, resource_version, wanted=wanted
+        ):
+            if listing is not None:
+                yield PodEvent(PodEventType.RESYNC, pods=listing.pods)
+            elif view is not None:
+                yield PodEvent(PodEventType(op), view)
+
+    async def _watch(
+        self,
+        what: str,
+        path: str,
+        params: Mapping[str, str],
+        view: Callable[[Mapping[str, Any]], V],
+        relist: Callable[[], Awaitable[L]],
+        resource_version: str,
+        *,
+        wanted: Callable[[bytes], bool] | None = None,
+    ) -> AsyncIterator[tuple[str, V | None, L | None]]:
+        """(op, view, None) per change; (RESYNC, None, listing) after a broken watch was re-listed.
+
+        The server ends each watch after WATCH_SERVER_TIMEOUT and it is resumed from the last version
+        seen, so a connection that died silently (no FIN, no data) is replaced within a minute.
+        """
         rv = resource_version or None
         failures = 0
-        timeout = self._http.timeout
-        # A watch waits for events as long as it must: no read timeout (the server ends it, below).
-        stream_timeout = httpx2.Timeout(
-            connect=timeout.connect, read=None, write=timeout.write, pool=timeout.pool
-        )
         while True:
             try:
                 await self.limiter.acquire()
                 query = {**params, "watch": "true", "timeoutSeconds": str(WATCH_SERVER_TIMEOUT)}
                 if rv:
                     query["resourceVersion"] = rv
-                request = self._http.build_request("GET", "api/v1/pods", params=query, timeout=stream_timeout)
-                response = await self._http.send(request, stream=True)
-                try:
-                    if response.is_error:
-                        await response.aread()
-                        _raise_for_status(response)
-                    async for line in _lines(response):
+                async with self.raw.stream(path, query) as lines:
+                    async for line in lines:
                         failures = 0
                         accepted = wanted is None or wanted(line)
                         if not accepted:
@@ -476,72 +513,9 @@ class KubeClient:
                         if not accepted or op not in ("ADDED", "MODIFIED", "DELETED"):  # or a bookmark
                             rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                             continue
-                        view = pod_view(obj)
-                        rv = view.resource_version or rv
-                        yield PodEvent(PodEventType(op), view)
-                finally:
-                    await response.aclose()
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        yield op, view(obj), None
                 # The server ended the watch (its timeout): resume where it stopped.
-            except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
-                failures += 1
-                log.warning("watch of %s broke (%s: %s); re-listing", what, type(err).__name__, err)
-                await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng))
-                try:
-                    listing = await relist()
-                except KubeError as list_err:
-                    log.warning("re-list of %s failed: %s", what, list_err)
-                    continue
-                rv = listing.resource_version or None
-                yield PodEvent(PodEventType.RESYNC, pods=listing.pods)
-
-    async def list_nodes(self) -> NodeList:
-        async def run() -> NodeList:
-            it = self.api.list(Node)
-            nodes = [node_view(n) async for n in it]
-            try:
-                rv = it.resourceVersion
-            except Exception:  # an empty answer may carry no version; watch from "now" then
-                rv = ""
-            return NodeList(tuple(nodes), rv)
-
-        return await self._call("list nodes", run)
-
-    async def watch_nodes(self, *, resource_version: str) -> AsyncIterator[NodeEvent]:
-        """Changes to every node from ``resource_version``; re-listed (``RESYNC``) after any failure."""
-        async for op, view, listing in self._watch(
-            Node, "nodes", {}, node_view, self.list_nodes, resource_version
-        ):
-            if listing is not None:
-                yield NodeEvent(PodEventType.RESYNC, nodes=listing.nodes)
-            else:
-                yield NodeEvent(PodEventType(op), view)
-
-    async def _watch(
-        self,
-        resource: Any,
-        what: str,
-        selection: Mapping[str, Any],
-        view: Callable[[Any], V],
-        relist: Callable[[], Awaitable[L]],
-        resource_version: str,
-    ) -> AsyncIterator[tuple[str, V | None, L | None]]:
-        """(op, view, None) per change; (RESYNC, None, listing) after a broken watch was re-listed."""
-        rv: str | None = resource_version or None
-        failures = 0
-        while True:
-            try:
-                await self.limiter.acquire()
-                # The server ends the watch after server_timeout, so a connection that died silently
-                # (no FIN, no data) is replaced within a minute instead of leaving the caller blind.
-                async for op, obj in self.api.watch(
-                    resource, resource_version=rv, server_timeout=WATCH_SERVER_TIMEOUT, **selection
-                ):
-                    failures = 0
-                    if op not in ("ADDED", "MODIFIED", "DELETED"):
-                        continue  # bookmarks
-                    seen = view(obj)
-                    rv = getattr(seen, "resource_version", "") or rv
-                    yield op, seen, None
             except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
                 failures += 1
                 log.warning("watch of %s broke (%s: %s); re-listing", what, type(err).__name__, err)
@@ -553,6 +527,25 @@ class KubeClient:
                     continue
                 rv = getattr(listing, "resource_version", "") or None
                 yield PodEventType.RESYNC.value, None, listing
+
+    async def list_nodes(self) -> NodeList:
+        async def run() -> NodeList:
+            data = orjson.loads(await self._send("GET", "api/v1/nodes"))
+            nodes = tuple(node_view(n) for n in data.get("items") or ())
+            # An empty answer may carry no version: the watch then starts from "now".
+            return NodeList(nodes, (data.get("metadata") or {}).get("resourceVersion") or "")
+
+        return await self._call("list nodes", run)
+
+    async def watch_nodes(self, *, resource_version: str) -> AsyncIterator[NodeEvent]:
+        """Changes to every node from ``resource_version``; re-listed (``RESYNC``) after any failure."""
+        async for op, view, listing in self._watch(
+            "nodes", "api/v1/nodes", {}, node_view, self.list_nodes, resource_version
+        ):
+            if listing is not None:
+                yield NodeEvent(PodEventType.RESYNC, nodes=listing.nodes)
+            else:
+                yield NodeEvent(PodEventType(op), view)
 
     async def evict_pod(
         self,
@@ -580,7 +573,7 @@ class KubeClient:
             if uid:
                 options["preconditions"] = {"uid": uid}
         path = f"api/v1/namespaces/{namespace}/pods/{name}/eviction"
-        params = {"dryRun": "All"} if dry_run else None
+        params = _dry_run(dry_run)
         try:
             await self._call(
                 "evict",
@@ -611,29 +604,26 @@ class KubeClient:
         self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False
     ) -> bool:
         """Delete a pod gracefully (``grace_period_seconds`` None: its own). False if it was gone."""
+        params = _dry_run(dry_run)
+        if grace_period_seconds is not None:
+            params["gracePeriodSeconds"] = str(grace_period_seconds)
+        path = f"api/v1/namespaces/{namespace}/pods/{name}"
         try:
-            await self._call(
-                "delete pod",
-                lambda: self.api.delete(
-                    Pod, name, namespace=namespace, grace_period=grace_period_seconds, dry_run=dry_run
-                ),
-            )
+            await self._call("delete pod", lambda: self._send("DELETE", path, params=params))
         except KubeError as err:
             if err.code == 404:
                 return False
             raise
         return True
 
-    # -- nodes -----------------------------------------------------------------------------------
-
     async def get_node(self, name: str) -> NodeView | None:
         try:
-            node = await self._call("get node", lambda: self.api.get(Node, name))
+            body = await self._call("get node", lambda: self._send("GET", f"api/v1/nodes/{name}"))
         except KubeError as err:
             if err.code == 404:
                 return None
             raise
-        return node_view(node)
+        return node_view(orjson.loads(body))
 
     async def _require_node(self, name: str) -> NodeView:
         node = await self.get_node(name)
@@ -643,12 +633,17 @@ class KubeClient:
 
     async def patch_node(self, name: str, patch: Mapping[str, Any], *, dry_run: bool = False) -> NodeView:
         """A JSON merge patch on the node; a 409 (a conflict the server could not resolve) is retried."""
-        node = await self._call(
+        body = await self._call(
             "patch node",
-            lambda: self.api.patch(Node, name, dict(patch), patch_type=PatchType.MERGE, dry_run=dry_run),
+            lambda: self._merge_patch_node(name, patch, dry_run),
             retry=TRANSIENT_STATUSES | {409},
         )
-        return node_view(node)
+        return node_view(orjson.loads(body))
+
+    async def _merge_patch_node(self, name: str, patch: Mapping[str, Any], dry_run: bool) -> bytes:
+        return await self._send(
+            "PATCH", f"api/v1/nodes/{name}", params=_dry_run(dry_run), body=patch, content_type=MERGE_PATCH
+        )
 
     async def update_node(
         self,
@@ -675,9 +670,7 @@ class KubeClient:
             try:
                 updated = await self._call(
                     "patch node",
-                    lambda body=body: self.api.patch(  # type: ignore[misc]
-                        Node, name, body, patch_type=PatchType.MERGE, dry_run=dry_run
-                    ),
+                    lambda body=body: self._merge_patch_node(name, body, dry_run),  # type: ignore[misc]
                 )
             except KubeError as err:
                 if err.code != 409:
@@ -685,13 +678,14 @@ class KubeClient:
                 log.info("node %s changed under us (409), re-reading (attempt %d)", name, attempt + 1)
                 await self._sleep(full_jitter(attempt, base=self._base / 2, cap=self._cap, rng=self._rng))
                 continue
-            return node_view(updated)
+            return node_view(orjson.loads(updated))
         raise KubeError(409, f"node {name} kept changing: {CONFLICT_ATTEMPTS} conflicting writes")
 
     async def delete_node(self, name: str, *, dry_run: bool = False) -> bool:
         """Delete the Node object (not the instance). False if it was already gone."""
         try:
-            await self._call("delete node", lambda: self.api.delete(Node, name, dry_run=dry_run))
+            path = f"api/v1/nodes/{name}"
+            await self._call("delete node", lambda: self._send("DELETE", path, params=_dry_run(dry_run)))
         except KubeError as err:
             if err.code == 404:
                 return False
@@ -794,32 +788,20 @@ class ObjectRef:
         return (self.kind, self.name, self.namespace, self.uid)
 
 
-_JSON_BODY = {"Content-Type": "application/json"}
+#: The content type of a JSON merge patch (RFC 7386).
+MERGE_PATCH = "application/merge-patch+json"
 
 
-def _raise_for_status(response: httpx2.Response) -> None:
-    """What lightkube does with an error answer: ``ApiError`` with the Status body when it is JSON."""
-    if response.is_error:
-        if response.headers.get("Content-Type", "").startswith("application/json"):
-            raise ApiError(request=response.request, response=response)
-        response.raise_for_status()
+def _dry_run(dry_run: bool) -> dict[str, str]:
+    return {"dryRun": "All"} if dry_run else {}
 
 
-async def _lines(response: httpx2.Response) -> AsyncIterator[bytes]:
-    """The non-empty lines of a streamed answer, as bytes."""
-    pending = b""
-    async for chunk in response.aiter_bytes():
-        if pending:
-            chunk = pending + chunk
-        lines = chunk.split(b"\n")
-        pending = lines.pop()
-        for line in lines:
-            if line.strip():
-                yield line
-    if pending.strip():
-        yield pending
+def _link(err: httpx2.TransportError) -> str:
+    return f"{type(err).__name__}: {err}"
 
 
 def _retry_after_of(err: KubeError) -> float | None:
     cause = err.__cause__
+    if isinstance(cause, ApiStatus):
+        return cause.retry_after
     return _retry_after(cause) if isinstance(cause, ApiError) else None

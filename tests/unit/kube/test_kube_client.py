@@ -1,20 +1,63 @@
-"""KubeClient's retry policy and compare-and-set, against a scripted HTTP transport."""
+"""KubeClient's retry policy and compare-and-set, against a scripted HTTP server.
+
+Every test runs twice: with the pod and node calls on lightkube's httpx client (the agent's stack)
+and on aiohttp (the controller's, ``kube/aiohttp_transport.py``) talking to a real local server that
+answers what the same script says.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import httpx2
 import pytest
+from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import Cluster, User
 
 from kubespot.kube import EvictionOutcome, KubeClient, KubeError, PodEventType, PodList, Taint, TokenBucket
+from kubespot.kube.aiohttp_transport import AiohttpRaw
 from kubespot.kube.podwatch import nodes_in_line
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
+
+#: The stack under test and, for aiohttp, the local server's URL and its current script.
+_STACK: dict[str, object] = {}
+
+
+@pytest.fixture(autouse=True, params=["httpx", "aiohttp"])
+async def stack(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    _STACK.clear()
+    _STACK["name"] = request.param
+    if request.param == "httpx":
+        yield request.param
+        return
+
+    async def serve(req: web.Request) -> web.StreamResponse:
+        handler = _STACK["handler"]
+        assert callable(handler)
+        body = await req.read()
+        scripted = httpx2.Request(req.method, str(req.url), headers=dict(req.headers), content=body)
+        answer: httpx2.Response = handler(scripted)
+        headers = {k: v for k, v in answer.headers.items() if k.lower() in ("content-type", "retry-after")}
+        return web.Response(status=answer.status_code, body=answer.content, headers=headers)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", serve)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    _STACK["url"] = f"http://127.0.0.1:{port}"
+    try:
+        yield request.param
+    finally:
+        for kube in _STACK.get("clients", []):  # type: ignore[attr-defined]
+            await kube.close()
+        await runner.cleanup()
 
 
 def status(code: int, reason: str, message: str = "") -> httpx2.Response:
@@ -30,7 +73,13 @@ def client(handler: Handler) -> KubeClient:
     async def no_sleep(_: float) -> None:
         return None
 
-    return KubeClient(api, limiter=TokenBucket(qps=0, burst=1), attempts=4, sleep=no_sleep)
+    raw = None
+    if _STACK["name"] == "aiohttp":
+        _STACK["handler"] = handler
+        raw = AiohttpRaw(str(_STACK["url"]), tls=None, auth=httpx2.BasicAuth("u", "p"), timeout=10)
+    kube = KubeClient(api, raw=raw, limiter=TokenBucket(qps=0, burst=1), attempts=4, sleep=no_sleep)
+    _STACK.setdefault("clients", []).append(kube)  # type: ignore[attr-defined]
+    return kube
 
 
 def node_json(rv: str, taints: list[dict[str, str]]) -> dict[str, object]:

@@ -1,0 +1,125 @@
+"""The controller's aiohttp stack for pod and node calls: credentials, errors, content types.
+
+The retry and compare-and-set behaviour is shared with the httpx stack and tested for both in
+``test_kube_client.py``; here is what only this transport does itself.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from lightkube import KubeConfig
+from lightkube.config.client_adapter import BearerTokenFileAuth
+from lightkube.config.kubeconfig import Cluster, User
+
+from kubespot.config.kube import KubeSettings
+from kubespot.kube import connect
+from kubespot.kube.aiohttp_transport import AiohttpRaw, _env_proxy
+from kubespot.kube.client import AIOHTTP_IN_FLIGHT, MAX_IN_FLIGHT
+from kubespot.kube.transport import ApiStatus, HttpxRaw, LinkError
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[str, list[web.Request], dict[str, str]]]:
+    """A server that accepts only the token in ``valid["token"]`` and records what it was sent."""
+    seen: list[web.Request] = []
+    valid = {"token": "new"}
+
+    async def serve(req: web.Request) -> web.Response:
+        await req.read()
+        seen.append(req)
+        if req.headers.get("Authorization") != f"Bearer {valid['token']}":
+            return web.json_response({"kind": "Status", "reason": "Unauthorized", "code": 401}, status=401)
+        return web.json_response({"kind": "Node", "metadata": {"name": "n1"}})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", serve)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield f"http://127.0.0.1:{port}", seen, valid
+    await runner.cleanup()
+
+
+async def test_a_rotated_token_file_is_read_again_after_a_401_and_the_call_goes_through(
+    server: tuple[str, list[web.Request], dict[str, str]], tmp_path: Path
+) -> None:
+    url, seen, valid = server
+    token = tmp_path / "token"
+    token.write_text("old\n")
+    raw = AiohttpRaw(url, tls=None, auth=BearerTokenFileAuth(str(token)), timeout=5)
+    try:
+        valid["token"] = "old"
+        await raw.request("GET", "api/v1/nodes/n1")
+        token.write_text("new\n")  # the kubelet rotated the projected token; the old one is refused
+        valid["token"] = "new"
+        body = await raw.request("PATCH", "api/v1/nodes/n1", body=b"{}", content_type="application/x")
+    finally:
+        await raw.aclose()
+    assert b'"n1"' in body
+    assert [r.headers["Authorization"] for r in seen] == ["Bearer old", "Bearer old", "Bearer new"]
+    assert seen[-1].headers["Content-Type"] == "application/x"
+
+
+async def test_a_refused_credential_that_does_not_change_is_an_api_status(
+    server: tuple[str, list[web.Request], dict[str, str]], tmp_path: Path
+) -> None:
+    url, seen, _ = server
+    token = tmp_path / "token"
+    token.write_text("wrong")
+    raw = AiohttpRaw(url, tls=None, auth=BearerTokenFileAuth(str(token)), timeout=5)
+    try:
+        with pytest.raises(ApiStatus) as err:
+            await raw.request("GET", "api/v1/pods", params={"fieldSelector": "spec.nodeName=n1"})
+    finally:
+        await raw.aclose()
+    assert err.value.code == 401 and err.value.reason == "Unauthorized"
+    assert len(seen) == 1, "the same token is not sent twice"
+    assert seen[0].query["fieldSelector"] == "spec.nodeName=n1"
+
+
+async def test_no_server_is_a_link_error_not_a_crash() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    raw = AiohttpRaw(f"http://127.0.0.1:{port}", tls=None, auth=None, timeout=5)
+    try:
+        with pytest.raises(LinkError):
+            await raw.request("GET", "api/v1/nodes")
+        with pytest.raises(LinkError):
+            async with raw.stream("api/v1/pods", {"watch": "true"}):
+                pass
+    finally:
+        await raw.aclose()
+
+
+def test_the_proxy_comes_from_the_environment_once_and_no_proxy_is_honoured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("NO_PROXY", "10.100.0.1,.svc")
+    assert _env_proxy("https://api.example.com:6443") == "http://proxy.internal:3128"
+    assert _env_proxy("https://10.100.0.1:443") is None
+    assert _env_proxy("https://kubernetes.default.svc") is None
+    monkeypatch.delenv("HTTPS_PROXY")
+    assert _env_proxy("https://api.example.com:6443") is None
+
+
+async def test_the_controller_stack_is_chosen_at_connect_with_its_own_in_flight_cap() -> None:
+    config = KubeConfig.from_one(cluster=Cluster(server="https://api.example:6443"), user=User(token="t"))
+    agent = connect(KubeSettings(), config=config)
+    controller = connect(KubeSettings(), config=config, http="aiohttp")
+    try:
+        assert isinstance(agent.raw, HttpxRaw) and agent.in_flight.limit == MAX_IN_FLIGHT
+        assert isinstance(controller.raw, AiohttpRaw) and controller.in_flight.limit == AIOHTTP_IN_FLIGHT
+        assert AIOHTTP_IN_FLIGHT > MAX_IN_FLIGHT
+        assert await controller.raw._header() == "Bearer t"  # the credentials lightkube read
+    finally:
+        await agent.close()
+        await controller.close()
