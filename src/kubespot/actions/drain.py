@@ -36,6 +36,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from ..config.drain import DrainSettings
+from ..kube.inflight import InFlight
 from ..kube.retry import full_jitter
 from ..kube.views import EvictionOutcome, EvictionResult, PodEvent, PodEventType, PodList, PodView
 from ..model.clock import Clock, SystemClock
@@ -60,20 +61,23 @@ EVENT_FLUSH_SECONDS = 5.0
 #: Eviction and delete calls started at once by all the drains of a process (of an event loop), on top
 #: of each drain's ``eviction_concurrency``. The client's rate limit lets a few hundred calls through
 #: per second; a burst of a thousand drains would otherwise start ~20 000 at once, each a chain of
-#: coroutines waiting for a token, which costs memory and nothing else. The others wait here, cheaply.
+#: coroutines waiting for a token, which costs memory and nothing else. The others wait here, cheaply,
+#: and a pod's first eviction goes ahead of the retries of pods a PodDisruptionBudget refused: those are
+#: likely refused again, while a first attempt mostly succeeds (in a 1 000-node burst the retries were
+#: two thirds of the calls and would hold the last first evictions back by tens of seconds).
 CALLS_AT_ONCE = 256
 
-_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+_gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, InFlight] = weakref.WeakKeyDictionary()
 #: Backoff jitter for every drain (a generator each would cost 2.5 KiB a drain for nothing).
 _rng = random.Random()
 
 
-def _gate() -> asyncio.Semaphore:
+def _gate() -> InFlight:
     """``CALLS_AT_ONCE`` for the running event loop."""
     loop = asyncio.get_running_loop()
     gate = _gates.get(loop)
     if gate is None:
-        gate = _gates[loop] = asyncio.Semaphore(CALLS_AT_ONCE)
+        gate = _gates[loop] = InFlight(CALLS_AT_ONCE)
     return gate
 
 
@@ -494,11 +498,16 @@ class _Drain:
                 log.info("%s: starting the critical tier early to keep its grace period", self.node)
                 return
 
-    async def _call(self, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def _call(self, call: Callable[[], Awaitable[Any]], *, first: bool = False) -> Any:
+        """``first``: a pod's first eviction, ahead of every retry (see ``CALLS_AT_ONCE``)."""
         # No call may outlive the drain: a hung API server (each call retries internally) must not
         # hold a pod's slot past the moment the deadline action has to run (the time left is read
         # once this drain's slot is taken: the contexts are entered in order).
-        async with self.sem, asyncio.timeout(max(MIN_CALL_SECONDS, self.left())), _gate():
+        async with (
+            self.sem,
+            asyncio.timeout(max(MIN_CALL_SECONDS, self.left())),
+            _gate().slot(urgent=first),
+        ):
             return await call()
 
     async def _move(self, plan: PodPlan, res: PodResult, gone: asyncio.Event) -> None:
@@ -568,7 +577,8 @@ class _Drain:
                 answer: EvictionResult = await self._call(
                     lambda grace=grace: self.kube.evict_pod(  # type: ignore[misc]
                         pod.namespace, pod.name, uid=pod.uid, grace_period_seconds=grace
-                    )
+                    ),
+                    first=res.attempts == 0,
                 )
             except TimeoutError:
                 answer = EvictionResult(EvictionOutcome.ERROR, 0, "the eviction request timed out")

@@ -7,6 +7,9 @@ import dataclasses
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from kubespot.actions import drain
 from kubespot.actions.drain import Outcome, drain_node
 from kubespot.config.drain import DrainSettings
 from kubespot.kube import EvictionOutcome, EvictionResult, PodEvent, PodEventType, PodList, PodView
@@ -134,3 +137,54 @@ async def test_a_notice_seen_after_the_deadline_still_tries_each_pod_once() -> N
     (res,) = result.pods
     assert [name for name, _grace in kube.evictions] == ["db-0"]
     assert res.outcome is Outcome.EVICTED and res.attempts == 1
+
+
+class SlowKube(FakeKube):
+    """Each eviction holds its call slot for a few loop turns; pods named a* are always refused."""
+
+    async def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> EvictionResult:
+        self.evictions.append((name, grace_period_seconds))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        if name.startswith("a"):
+            return EvictionResult(EvictionOutcome.BLOCKED, 429, "budget")
+        self._gone(name)
+        return EvictionResult(EvictionOutcome.EVICTED, 201)
+
+
+async def test_first_evictions_go_ahead_of_the_retries_of_refused_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With every call slot of the process taken, a newly drained node's pods are not queued behind
+    the retries of pods a budget keeps refusing on the nodes drained before it."""
+    monkeypatch.setattr(drain, "CALLS_AT_ONCE", 1)
+
+    def pods(prefix: str, n: int) -> list[PodView]:
+        return [dataclasses.replace(POD, name=f"{prefix}{i}", uid=f"{prefix}{i}") for i in range(n)]
+
+    clock = FakeClock()
+    refused, fresh = SlowKube(pods("a", 6)), SlowKube(pods("b", 5))
+    fresh.evictions = refused.evictions  # one log of the process's calls, in the order they ran
+    deadline = T0 + timedelta(seconds=200)
+    first = asyncio.ensure_future(
+        drain_node("n1", kube=refused, settings=SETTINGS, deadline=deadline, clock=clock)
+    )
+    for _ in range(10_000):  # until a0..a5 were tried once and their retries wait
+        if len(refused.evictions) >= 8:
+            break
+        await asyncio.sleep(0)
+    started = len(refused.evictions)
+    await drain_node("n2", kube=fresh, settings=SETTINGS, deadline=deadline, clock=clock)
+    await first
+    after = [name for name, _ in refused.evictions[started:]]
+    last_fresh = max(i for i, name in enumerate(after) if name.startswith("b"))
+    # Only calls already holding the slot when n2 started may come before its pods.
+    assert sum(1 for name in after[:last_fresh] if name.startswith("a")) <= 1, after[: last_fresh + 1]
