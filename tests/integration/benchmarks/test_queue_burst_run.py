@@ -54,6 +54,10 @@ def test_queue_burst_prints_its_figures() -> None:
     assert 0 <= _number(out, "all_evictions_issued_s") <= _number(out, "all_done_s") < 120
     # An Eviction is sent before it can be accepted.
     assert 0 <= _number(out, "all_evictions_requested_s") <= _number(out, "all_evictions_issued_s")
+    # The goal is judged on the pods outside the drain's last (critical) tier, asked no later.
+    first_tier = _number(out, "all_first_tier_evictions_requested_s")
+    assert 0 <= first_tier <= _number(out, "all_evictions_requested_s")
+    assert _number(out, "last_tier_pods") >= 0 and isinstance(out["last_evictions_requested"], list)
     assert _number(out, "all_deleted_s") >= 0
     assert _number(out, "evictions_issued") == _number(out, "pods_on_interrupted_nodes") > 0
     assert 10 < _number(out, "peak_rss_mib") < 1024
