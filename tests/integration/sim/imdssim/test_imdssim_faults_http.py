@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
@@ -54,11 +55,24 @@ async def test_timeout_hangs_past_the_client_timeout_and_stop_releases_it(
 ) -> None:
     sim = ImdsSim([SimInstance(IID)], faults=[Fault(kind="timeout")])
     await sim.start()
+    held = 0
+    trigger = sim.fleet.faults.trigger
+
+    def counting(*args: Any, **kwargs: Any) -> list[Fault]:
+        nonlocal held
+        held += 1
+        return trigger(*args, **kwargs)
+
+    sim.fleet.faults.trigger = counting  # type: ignore[method-assign]
     try:
         with pytest.raises(asyncio.TimeoutError):
             await status_of(http, sim.url + ID_PATH, timeout=aiohttp.ClientTimeout(total=0.3))
         pending = asyncio.create_task(status_of(http, sim.url + ID_PATH))
-        await asyncio.sleep(0.1)
+        for _ in range(500):  # until the server holds the second request (a loaded machine is slow)
+            if held >= 2:
+                break
+            await asyncio.sleep(0.01)
+        assert held == 2, "the second request never reached the server"
     finally:
         start = time.monotonic()
         await sim.stop()
