@@ -195,8 +195,12 @@ class NodeHandler(TimelineSteps):
             except Exception:
                 log.exception("event %s: handling failed", event.id, extra={"event_id": event.id})
 
-    async def handle(self, event: InterruptionEvent) -> None:
+    async def handle(self, event: InterruptionEvent, *, announce: bool = True) -> None:
         """Take ``event`` in: returns once the decision is made (its work runs in the background).
+
+        ``announce=False``: a notice this process re-reads rather than receives (a scheduled change
+        re-armed from its record on the Node): it is not counted or reported as a new notice again,
+        so each controller replica and restart does not add one more Kubernetes event.
 
         A new notice is remembered; if it is due and stronger than the event being handled (see
         ``policy.supersedes``) it takes the node over, if it is not due yet a timer wakes the handler
@@ -207,9 +211,9 @@ class NodeHandler(TimelineSteps):
             event_id=event.id, kind=event.kind.value, node=self.node, instance_id=event.instance_id
         ):
             async with self._lock:
-                await self._take(event)
+                await self._take(event, announce=announce)
 
-    async def _take(self, event: InterruptionEvent) -> None:
+    async def _take(self, event: InterruptionEvent, *, announce: bool = True) -> None:
         plan = plan_for(event, actions=self._actions, monitors=self._monitors)
         if not plan.acts:
             log.info("event %s: %s is switched off; ignored", event.id, event.kind.value)
@@ -229,7 +233,8 @@ class NodeHandler(TimelineSteps):
             return
         self._known[event.id] = event
         if known is None:
-            self._metrics.interruption(event.kind.value, event.source.value)
+            if announce:
+                self._metrics.interruption(event.kind.value, event.source.value)
             log.info(
                 "event %s: %s (acting at %s, deadline %s)",
                 event.id,
@@ -237,7 +242,8 @@ class NodeHandler(TimelineSteps):
                 event.act_at.isoformat(),
                 event.deadline.isoformat() if event.deadline else "none",
             )
-            self._node_event(NOTICE_REASONS[event.kind], event.description or event.kind.value)
+            if announce:
+                self._node_event(NOTICE_REASONS[event.kind], event.description or event.kind.value)
         else:
             log.info(
                 "event %s rescheduled: acting at %s, deadline %s",

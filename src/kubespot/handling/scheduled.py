@@ -444,7 +444,8 @@ class ScheduledChanges:
             return  # this replica does not act on that kind: leave the entry to those that do
         handler = await self._handler_for(name)
         with log_context(event_id=event.id, kind=event.kind.value, node=name, instance_id=event.instance_id):
-            await handler.handle(event)
+            # The replica that took the message announced it; this one only re-reads the record.
+            await handler.handle(event, announce=False)
             log.info(
                 "scheduled change %s re-armed from node %s: acting at %s",
                 event.id,

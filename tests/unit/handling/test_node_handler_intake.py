@@ -400,3 +400,36 @@ async def test_start_retries_an_unreadable_node_and_survives_a_broken_resume() -
     broken.resume = boom  # type: ignore[method-assign]
     await asyncio.wait_for(broken.start(), 1)  # logged, not raised: intake must still start
     await broken.aclose()
+
+
+class RecordingEvents:
+    """The part of EventRecorder the handler uses: node events by reason."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    async def node(self, node: str, reason: str, message: str, *, warning: bool = False) -> None:
+        self.reasons.append(reason)
+
+    async def pod(self, pod: object, reason: str, message: str, *, warning: bool = False) -> None:
+        return None
+
+
+async def test_a_notice_rearmed_from_its_record_is_not_counted_or_announced_again() -> None:
+    """Each controller replica re-arms a scheduled change recorded on the Node; only the replica
+    that received the message reports it as a new notice."""
+    clock, kube = ManualClock(), FakeKube()
+    recorder = RecordingEvents()
+    h = make(kube, clock)
+    h._recorder = recorder  # type: ignore[assignment]
+    count = "kubespot_interruptions_total"
+    labels = {"kind": "scheduled-maintenance", "source": "imds"}
+    rearmed = event(Kind.SCHEDULED_MAINTENANCE, "s1", clock, act_in=7200, deadline_in=7500)
+    await h.handle(rearmed, announce=False)
+    await settle()
+    seen = h._metrics.registry.get_sample_value
+    assert recorder.reasons == [] and seen(count, labels) in (None, 0.0)
+    await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s2", clock, act_in=7200, deadline_in=7500))
+    await settle()
+    assert recorder.reasons == ["ScheduledEvent"] and seen(count, labels) == 1.0
+    await h.aclose()

@@ -128,11 +128,14 @@ class FakeHandler:
 
     def __init__(self) -> None:
         self.handled: list[InterruptionEvent] = []
+        #: Whether each handed event was to be announced as a new notice.
+        self.announced: list[bool] = []
         self.current: InterruptionEvent | None = None
         self._settled: dict[str, asyncio.Future[Settled]] = {}
 
-    async def handle(self, event: InterruptionEvent) -> None:
+    async def handle(self, event: InterruptionEvent, *, announce: bool = True) -> None:
         self.handled.append(event)
+        self.announced.append(announce)
         if event.cancelled:
             self.settle(event.id, Settled.WITHDRAWN)
 
@@ -210,7 +213,7 @@ async def test_hold_records_arms_and_removes_the_entry_once_settled() -> None:
     event = change()
     assert await replica.changes.hold(kube.nodes["n1"], event)
     assert kube.entries("n1") == (Entry.of(event),)
-    assert replica.handled("n1") == [event]
+    assert replica.handled("n1") == [event] and replica.handlers["n1"].announced == [True]
     assert await replica.changes.hold(kube.nodes["n1"], event), "a redelivery"
     assert kube.writes == 1, "the same entry is not written twice"
 
@@ -254,6 +257,7 @@ async def test_every_replica_rearms_from_the_node_with_its_own_lead_time(
     [armed] = other.handled("n1")
     assert armed.id == recorded.id and armed.act_at == recorded.deadline - LEAD  # type: ignore[operator]
     assert armed.node_name == "n1" and not armed.cancelled
+    assert other.handlers["n1"].announced == [False], "the replica that took the message announced it"
     assert other.handled("n2") == []
 
     other.index.changed("n1")  # e.g. a status update: nothing new for the handler
