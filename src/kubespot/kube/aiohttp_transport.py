@@ -66,20 +66,23 @@ class AiohttpRaw:
             )
         return self._session
 
-    async def _header(self, *, refused: bytes | None = None) -> str:
-        """The Authorization header ("-" for none). ``refused``: the body of a 401 to the current one,
-        which makes token-file and exec credentials read afresh."""
+    async def _header(self, *, refused: tuple[str, bytes] | None = None) -> str:
+        """The Authorization header ("-" for none). ``refused``: a header the server answered 401 to,
+        and that answer's body; unless another call has already replaced that header, the
+        credentials are read afresh (a token file re-read, an exec plugin run again) once."""
         if self._auth is None:
             return _NO_AUTH
+        if refused is None and self._authorization is not None:
+            return self._authorization  # every call but the first: no lock on the hot path
         async with self._auth_lock:
-            if self._authorization is not None and refused is None:
-                return self._authorization
+            if self._authorization is not None and (refused is None or refused[0] != self._authorization):
+                return self._authorization  # fresh already (calls refused together refresh once)
             request = httpx2.Request("GET", self._base)
             flow = self._auth.async_auth_flow(request)
             try:
                 request = await flow.__anext__()
-                if refused is not None and self._authorization is not None:
-                    request = await flow.asend(httpx2.Response(401, content=refused, request=request))
+                if refused is not None:
+                    request = await flow.asend(httpx2.Response(401, content=refused[1], request=request))
             except StopAsyncIteration:
                 pass
             finally:
@@ -119,7 +122,7 @@ class AiohttpRaw:
             except _LINK_ERRORS as err:
                 raise LinkError(f"{type(err).__name__}: {err}") from err
             if response.status == 401 and attempt == 1 and self._auth is not None:
-                fresh = await self._header(refused=content)
+                fresh = await self._header(refused=(authorization, content))
                 if fresh != authorization:
                     authorization = fresh
                     continue
@@ -146,7 +149,8 @@ class AiohttpRaw:
             if response.status >= 400:
                 content = await response.read()
                 if response.status == 401:
-                    await self._header(refused=content)  # the next attempt (a re-list) uses the new one
+                    # The next attempt (a re-list) uses the new one.
+                    await self._header(refused=(authorization, content))
                 raise _status_of(response, content)
             yield split_lines(response.content.iter_any())
         finally:

@@ -6,10 +6,12 @@ The retry and compare-and-set behaviour is shared with the httpx stack and teste
 
 from __future__ import annotations
 
+import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from pathlib import Path
 
+import httpx2
 import pytest
 from aiohttp import web
 from lightkube import KubeConfig
@@ -123,3 +125,37 @@ async def test_the_controller_stack_is_chosen_at_connect_with_its_own_in_flight_
     finally:
         await agent.close()
         await controller.close()
+
+
+class CountingTokenAuth(httpx2.Auth):
+    """Like a token file: "old" until it is re-read after a refusal, then "new"; counts the re-reads."""
+
+    def __init__(self) -> None:
+        self.token = "old"
+        self.rereads = 0
+
+    def auth_flow(self, request: httpx2.Request) -> Generator[httpx2.Request, httpx2.Response, None]:
+        request.headers["Authorization"] = f"Bearer {self.token}"
+        response = yield request
+        if response.status_code == 401:
+            self.rereads += 1
+            self.token = "new"
+            request.headers["Authorization"] = f"Bearer {self.token}"
+            yield request
+
+
+async def test_calls_refused_together_read_the_credentials_again_once(
+    server: tuple[str, list[web.Request], dict[str, str]],
+) -> None:
+    """An exec plugin must not run once per call in flight when a token expires under a burst."""
+    url, seen, _ = server
+    auth = CountingTokenAuth()
+    raw = AiohttpRaw(url, tls=None, auth=auth, timeout=5)
+    try:
+        await raw._header()  # the first read, as the first call makes it
+        bodies = await asyncio.gather(*(raw.request("GET", f"api/v1/nodes/n{i}") for i in range(10)))
+    finally:
+        await raw.aclose()
+    assert all(b'"n1"' in body for body in bodies)
+    assert auth.rereads == 1
+    assert sum(r.headers["Authorization"] == "Bearer new" for r in seen) == 10
