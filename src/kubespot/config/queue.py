@@ -162,6 +162,18 @@ class QueueSettings:
         unit="seconds",
     )
 
+    held_margin: float = setting(
+        60.0,
+        doc=(
+            "How long past an event's deadline (for an event without one: the drain window after it "
+            "is due) the controller still waits for its node's handling before it lets the message "
+            "go: the instance is gone by then. Every wait for one message is bounded so; a message "
+            "still held after its bound is reported by kubespot_queue_messages_overdue and /healthz."
+        ),
+        env="KUBESPOT_QUEUE_HELD_MARGIN",
+        unit="seconds",
+    )
+
     def __post_init__(self) -> None:
         if self.url and not self.url.startswith(("http://", "https://")):
             raise InvalidSetting("url", "must be an SQS queue URL (https://sqs.<region>.amazonaws.com/...)")

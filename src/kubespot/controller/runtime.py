@@ -26,7 +26,7 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from kubespot.actions.http_call import HttpCalls
 from kubespot.actions.notify import Notifier
@@ -39,7 +39,7 @@ from kubespot.handling.queue_handler import QueueHandler
 from kubespot.kube import EventRecorder, KubeClient, Leases, connect
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
-from kubespot.observability.health import HealthReport, freshness, report
+from kubespot.observability.health import Check, HealthReport, freshness, report
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.observability.server import EndpointServer
@@ -222,7 +222,16 @@ class Controller:
                 detail=f"{len(self.nodes)} nodes",
             ),
             tasks_check(self._tasks, now=now, max_age=max_age),
+            *self._queue_checks(now),
         )
+
+    def _queue_checks(self, now: datetime) -> tuple[Check, ...]:
+        """Fails while a message is held past its bound (a handling step is stuck)."""
+        if self.consumer is None:
+            return ()
+        late = self.handler.overdue()
+        detail = f"{len(late)} held past their bound: {', '.join(late[:5])}" if late else "none overdue"
+        return (Check("queue", not late, detail, None if late else now),)
 
     async def run(self, stop: asyncio.Event) -> int:
         try:
@@ -249,6 +258,9 @@ class Controller:
         self._tasks = {"node-index": asyncio.create_task(self.nodes.run(), name="node-index")}
         if self.consumer is not None:
             self._tasks["queue-consumer"] = asyncio.create_task(self.consumer.run(), name="queue-consumer")
+            # Every replica resumes the states on the Nodes (interrupted drains, auto-undos) and
+            # drops the handlers of Nodes that went away.
+            self._tasks["node-handlers"] = asyncio.create_task(self.handler.run(), name="node-handlers")
             # Every replica re-arms the scheduled changes recorded on the Nodes.
             self._tasks["scheduled-changes"] = asyncio.create_task(
                 self.handler.scheduled.run(), name="scheduled-changes"

@@ -41,7 +41,7 @@ from kubespot.model.summary import Outcome, Stage
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
 
-from .policy import OUT_OF_SERVICE, Plan, plan_for, supersedes
+from .policy import OUT_OF_SERVICE, Plan, effective_deadline, plan_for, scheduled_code, supersedes
 from .state import (
     STATE_ANNOTATION,
     UNDONE_ANNOTATION,
@@ -81,6 +81,13 @@ FOLLOW_POLL = 2.0
 #: A node state is cleared when the instance booted this long after the node was fenced: the boot
 #: time is computed from uptime and the wall clock, which can disagree by a little.
 BOOT_SLACK = timedelta(seconds=5)
+#: How many ended events' outcomes are kept for ``settled()`` callers that come late.
+SETTLED_KEPT = 64
+#: A live event that lost the node (covered by the current one) is forgotten this long after its
+#: instance was expected to go, so a long-lived handler does not keep every notice it ever saw.
+KNOWN_KEPT_PAST_DEADLINE = timedelta(minutes=10)
+#: At shutdown, how long the release of this process's hold on the node may take.
+RELEASE_TIMEOUT = 2.0
 
 
 class Settled(StrEnum):
@@ -91,6 +98,7 @@ class Settled(StrEnum):
     WITHDRAWN = "withdrawn"  # canceled or completed before or while it was handled
     IGNORED = "ignored"  # its kind is switched off
     FAILED = "failed"  # gave up (the deadline passed) or an unexpected error
+    GONE = "gone"  # the Node was deleted (or replaced by another Node of the same name)
 
 
 class NodeHandler(TimelineSteps):
@@ -115,8 +123,14 @@ class NodeHandler(TimelineSteps):
         node_hint: Callable[[], NodeView | None] = lambda: None,
         identity: str = "",
         retry_cap: float = 10.0,
+        node_uid: str = "",
+        keep_last_drain: bool = True,
     ) -> None:
         self.node = node_name
+        #: The Node's UID when known (the controller): names are reused (EKS and Karpenter name
+        #: nodes by private IP), so a handler belongs to one Node object, not to a name.
+        self.node_uid = node_uid
+        self._keep_last_drain = keep_last_drain
         #: Who is working on the node, as written in its state (see ``NodeState.holder``).
         self.identity = identity or f"{socket.gethostname()}/{os.getpid()}"
         self._kube = kube
@@ -145,8 +159,10 @@ class NodeHandler(TimelineSteps):
         self._work: asyncio.Task[None] | None = None
         self._timer: asyncio.Task[None] | None = None
         self._side: set[asyncio.Task[None]] = set()
-        #: Per event: how its handling ended (see ``settled``).
+        #: Per event: how its handling ended (see ``settled``); bounded by ``_prune``.
         self._settled: dict[str, asyncio.Future[Settled]] = {}
+        #: Whether this process's mark is on the node's state (released at shutdown).
+        self._holding = False
         #: Per event handled by this process and not reported as ended yet: its timeline so far.
         self._runs: dict[str, Run] = {}
         self._window = timedelta(seconds=drain.node_termination_grace_period)
@@ -185,6 +201,49 @@ class NodeHandler(TimelineSteps):
         fut = self._future(event_id)
         if not fut.done():
             fut.set_result(how)
+        if self._current is not None and self._current.id == event_id:
+            self._settle_covered()
+
+    def _settle_covered(self) -> None:
+        """Due events that did not take the node over are covered by the current event's work (an
+        EC2 "shutting-down" or an ASG termination after a spot warning, a second lifecycle hook): the
+        node is fenced and drained for the stronger reason, so they end as the current one ends."""
+        current = self._current
+        fut = None if current is None else self._settled.get(current.id)
+        if current is None or fut is None or not fut.done():
+            return
+        how = fut.result()
+        if how not in (Settled.DONE, Settled.FAILED):
+            return  # superseded or withdrawn: the next current event decides for them
+        now = self._clock.now()
+        for event in self._known.values():
+            if event.id != current.id and event.act_at <= now:
+                other = self._future(event.id)
+                if not other.done():
+                    log.info("event %s: covered by %s (%s)", event.id, current.id, how.value)
+                    other.set_result(how)
+
+    def _prune(self, now: datetime) -> None:
+        """Forget live events long past their instance's end and the oldest outcomes, so memory stays
+        bounded on a handler that lives as long as its Node."""
+        current = None if self._current is None else self._current.id
+        for event_id, event in list(self._known.items()):
+            fut = self._settled.get(event_id)
+            if event_id == current or fut is None or not fut.done():
+                continue
+            ends = effective_deadline(event, now=event.act_at, window=self._window)
+            if ends + KNOWN_KEPT_PAST_DEADLINE < now:
+                del self._known[event_id]
+        ended = [i for i, f in self._settled.items() if f.done() and i not in self._known]
+        for event_id in ended[: max(0, len(ended) - SETTLED_KEPT)]:
+            del self._settled[event_id]
+
+    def close_gone(self) -> None:
+        """The Node was deleted: every event still waited for ends as ``GONE`` (its instance is
+        gone with it); the work is stopped by ``aclose()``."""
+        for fut in self._settled.values():
+            if not fut.done():
+                fut.set_result(Settled.GONE)
 
     async def run(self, events: asyncio.Queue[InterruptionEvent]) -> None:
         """Handle events from ``events`` until cancelled; a failure handling one never stops the loop."""
@@ -285,6 +344,8 @@ class NodeHandler(TimelineSteps):
             self._current = best
             plan = plan_for(best, actions=self._actions, monitors=self._monitors)
             await self._replace_work(self._execute(best, plan))
+        self._settle_covered()
+        self._prune(now)
         waiting = [e.act_at for e in self._known.values() if e.act_at > now]
         self._arm_timer(min(waiting) if waiting else None)
         if self._current is None:
@@ -356,14 +417,37 @@ class NodeHandler(TimelineSteps):
                 self._current = event
                 await self._replace_work(self._execute(event, plan, resumed=True))
 
-    async def aclose(self) -> None:
-        """Stop the work in progress (its state stays on the node, for the next start to resume)."""
+    async def aclose(self, *, release: bool = True) -> None:
+        """Stop the work in progress (its state stays on the node, for the next start to resume).
+
+        ``release``: if this process holds the node (fencing or draining), clear its mark at once so
+        the next process (another replica, the restarted agent) takes over without waiting for the
+        mark to go stale. One bounded try: a shutdown must not hang on an unreachable API server.
+        """
         self._arm_timer(None)
         await self._replace_work(None)
         for task in list(self._side):
             task.cancel()
         if self._side:
             await asyncio.wait(self._side)
+        if release and self._holding:
+            try:
+                async with asyncio.timeout(RELEASE_TIMEOUT):
+                    await self._kube.update_node(self.node, self._release_patch, current=self._node_hint())
+            except (KubeError, TimeoutError) as err:
+                log.warning("could not release the hold on %s at shutdown: %s", self.node, err)
+            self._holding = False
+
+    def _release_patch(self, node: NodeView) -> Mapping[str, Any] | None:
+        try:
+            state = decode(node.annotations.get(STATE_ANNOTATION))
+        except StateError:
+            return None
+        if state is None or state.holder != self.identity or state.phase is Phase.DRAINED:
+            return None
+        log.info("releasing the hold on %s (%s, %s)", self.node, state.event_id, state.phase.value)
+        released = replace(state, holder="", renewed=None)
+        return {"metadata": {"annotations": {STATE_ANNOTATION: released.encode()}}}
 
     async def _replace_work(self, coro: Coroutine[Any, Any, None] | None) -> None:
         old = self._work
@@ -392,7 +476,7 @@ class NodeHandler(TimelineSteps):
                 self._settle(event.id, Settled.FAILED)
                 self._failed(event, "the node could not be fenced: the API server was unreachable")
                 return
-            if not take_over and state.held_by_other(self.identity, self._clock.now(), HOLD_STALE):
+            if state.held_by_other(self.identity, self._clock.now(), HOLD_STALE):
                 await self._follow(event, plan)  # another process fenced it first (see _fence_patch)
                 return
             # The timeline of this process: a fresh fence made the run (and sent "started"); a
@@ -458,9 +542,12 @@ class NodeHandler(TimelineSteps):
             return None
         fenced = self._clock.now()
         state = decode(node.annotations.get(STATE_ANNOTATION))
+        if state is not None and state.held_by_other(self.identity, fenced, HOLD_STALE):
+            return state  # another live process holds the node (see _fence_patch): the caller follows
         if state is None or state.event_id != event.id:  # pragma: no cover - our own write, just made
             log.error("event %s: the state annotation did not stick", event.id)
             return None
+        self._holding = state.holder == self.identity
         self._set_phase(state.phase.value)
         if not (announce and wrote):
             return state
@@ -513,7 +600,8 @@ class NodeHandler(TimelineSteps):
                 run.pods = pod_counts(result)
         if result is None:
             return state
-        self.last_drain = result
+        if self._keep_last_drain:
+            self.last_drain = result
         self._report_drain(event, result)
         # The counts ride on the write that records DRAINED: the controller's action runner puts them
         # in the summary it publishes (it acts when the state says drained).
@@ -522,20 +610,54 @@ class NodeHandler(TimelineSteps):
         state = await self._write_state(drained, durable=True)
         self._set_phase(Phase.DRAINED.value)
         if plan.out_of_service_after_drain and result.emptied:
-            key, value, effect = OUT_OF_SERVICE
+            # Recorded in the state's taints in the same write, so an undo (a withdrawn event) or the
+            # clean-up after a reboot removes it like the fence's own taints.
             await self._persist(
                 "out_of_service",
-                lambda: self._kube.add_taint(self.node, Taint(key, effect, value)),
+                lambda: self._kube.update_node(
+                    self.node, lambda node: _out_of_service_patch(node, event.id), current=self._node_hint()
+                ),
                 deadline=event.deadline,
                 kind=None,  # the drain is done: a late taint is not a missed deadline
             )
         return state
 
     async def _renew(self, state: NodeState) -> None:
-        """Keep the holder mark fresh while the drain runs, so others keep following."""
+        """Keep the holder mark fresh while the drain runs, so others keep following.
+
+        Compare-and-set: the mark is renewed only while the node's state is still this event's and
+        no other live process holds it (one that took over a mark that looked stale, e.g. after a
+        long API outage here, is not overwritten). A lost hold stops the renewals."""
+        lost = False
+
+        def change(node: NodeView) -> Mapping[str, Any] | None:
+            nonlocal lost
+            now = self._clock.now()
+            try:
+                current = decode(node.annotations.get(STATE_ANNOTATION))
+            except StateError:
+                current = None
+            if (
+                current is None
+                or current.event_id != state.event_id
+                or current.held_by_other(self.identity, now, HOLD_STALE)
+            ):
+                lost = True
+                return None
+            renewed = replace(current, holder=self.identity, renewed=now)
+            return {"metadata": {"annotations": {STATE_ANNOTATION: renewed.encode()}}}
+
         while True:
             await self._clock.sleep(HOLD_RENEW)
-            state = await self._write_state(replace(state, holder=self.identity, renewed=self._clock.now()))
+            try:
+                await self._kube.update_node(self.node, change, current=self._node_hint())
+            except KubeError as err:
+                log.warning("could not renew the hold on %s: %s", self.node, err)
+                continue
+            if lost:
+                log.warning("event %s: another process took the hold on %s", state.event_id, self.node)
+                self._holding = False
+                return
 
     async def _held_elsewhere(self) -> NodeState | None:
         """The node's state if another live process (a controller replica, the agent) is on it."""
@@ -562,11 +684,14 @@ class NodeHandler(TimelineSteps):
         self._set_phase("following")
         while True:
             await self._clock.sleep(FOLLOW_POLL)
-            try:
-                node = await self._kube.get_node(self.node)
-            except KubeError as err:
-                log.warning("following node %s: %s", self.node, err)
-                continue
+            # The controller's watch has the node already: no GET per follower every FOLLOW_POLL.
+            node = self._node_hint()
+            if node is None:
+                try:
+                    node = await self._kube.get_node(self.node)
+                except KubeError as err:
+                    log.warning("following node %s: %s", self.node, err)
+                    continue
             try:
                 state = None if node is None else decode(node.annotations.get(STATE_ANNOTATION))
             except StateError:
@@ -772,6 +897,7 @@ def _event_from_state(state: NodeState, *, node_name: str) -> InterruptionEvent:
         deadline=state.deadline,
         node_name=node_name,
         description=f"resumed {state.kind} from the node's state",
+        raw={"Code": code} if isinstance(code := state.extra.get("code"), str) else {},
     )
 
 
@@ -790,9 +916,10 @@ def _fence_patch(
     except StateError:
         old = None  # hand-edited: overwritten with what is true from now on
     same = old is not None and old.event_id == event.id
-    if same and old is not None and old.held_by_other(holder, now, HOLD_STALE):
-        # Another live process fenced the node for this event since we last looked (two replicas
-        # waking at the same act_at): it goes on, we follow instead of taking the hold over.
+    if old is not None and old.held_by_other(holder, now, HOLD_STALE):
+        # Another live process fenced the node since we last looked: two replicas waking at the same
+        # act_at, or the agent (IMDS) and the controller (EventBridge) seeing one interruption under
+        # two event ids. It goes on, we follow instead of taking the hold over.
         return None
     wanted = [Taint(t.key, t.effect, t.value) for t in plan.taints]
     keys = {(t.key, t.effect) for t in wanted}
@@ -847,10 +974,30 @@ def _extra(event: InterruptionEvent, old: NodeState | None) -> dict[str, Any]:
     extra: dict[str, Any] = {"source": event.source.value}
     if event.instance_id:
         extra["instance_id"] = event.instance_id
-    code = event.raw.get("Code") if event.kind is Kind.SCHEDULED_MAINTENANCE else None
-    if isinstance(code, str):
-        extra["code"] = code
+    code = scheduled_code(event) if event.kind is Kind.SCHEDULED_MAINTENANCE else None
+    if code is not None:
+        extra["code"] = code  # read back by _event_from_state: whether the instance stops
     return extra
+
+
+def _out_of_service_patch(node: NodeView, event_id: str) -> Mapping[str, Any] | None:
+    """Taint the node ``node.kubernetes.io/out-of-service`` and record the key in its state."""
+    try:
+        state = decode(node.annotations.get(STATE_ANNOTATION))
+    except StateError:
+        return None
+    if state is None or state.event_id != event_id:
+        return None  # undone or taken over meanwhile: the taint is no longer ours to add
+    key, value, effect = OUT_OF_SERVICE
+    taint = Taint(key, effect, value)
+    if taint in node.taints and key in state.taints:
+        return None
+    others = [t for t in node.taints if (t.key, t.effect) != (key, effect)]
+    recorded = replace(state, taints=tuple(sorted({*state.taints, key})))
+    return {
+        "spec": {"taints": [t.to_dict() for t in (*others, taint)]},
+        "metadata": {"annotations": {STATE_ANNOTATION: recorded.encode()}},
+    }
 
 
 def _undo_patch(node: NodeView, event_id: str) -> Mapping[str, Any] | None:

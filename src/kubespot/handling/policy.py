@@ -85,11 +85,43 @@ def plan_for(event: InterruptionEvent, *, actions: NodeActionSettings, monitors:
         labels=labels,
         cordon=True,
         drain=drain,
-        out_of_service_after_drain=drain and actions.enable_out_of_service_taint and not rebalance,
+        out_of_service_after_drain=drain and actions.enable_out_of_service_taint and stops_instance(event),
         undo_after=actions.rebalance_undo_after if rebalance and actions.rebalance_undo_after > 0 else None,
         dry_run=actions.dry_run,
         reason=event.kind.value,
     )
+
+
+#: Scheduled-event codes (IMDS ``Code``) after which the instance stays stopped: the other codes are
+#: reboots or maintenance the instance comes back from (EC2 API ``InstanceStatusEvent.code``).
+STOPPING_SCHEDULED_CODES = frozenset({"instance-stop", "instance-retirement"})
+
+
+def scheduled_code(event: InterruptionEvent) -> str | None:
+    """The scheduled event's code: IMDS ``Code``, or AWS Health ``detail.eventTypeCode``."""
+    code = event.raw.get("Code")
+    if isinstance(code, str):
+        return code
+    detail = event.raw.get("detail")
+    health = detail.get("eventTypeCode") if isinstance(detail, dict) else None
+    return health if isinstance(health, str) else None
+
+
+def stops_instance(event: InterruptionEvent) -> bool:
+    """Whether the instance really goes away (stopped, hibernated or terminated) after ``event``:
+    only then may the node be tainted ``node.kubernetes.io/out-of-service``, which lets Kubernetes
+    force-delete its pods and detach its volumes as from a node that is shut down (non-graceful node
+    shutdown). A reboot, power or network maintenance, or a rebalance recommendation leaves it running.
+    """
+    if event.kind is Kind.REBALANCE_RECOMMENDATION:
+        return False
+    if event.kind is not Kind.SCHEDULED_MAINTENANCE:
+        return True  # spot interruption (terminate, stop, hibernate), ASG termination, state change
+    code = scheduled_code(event)
+    if code is None:
+        return False
+    # Health codes: AWS_EC2_INSTANCE_STOP_SCHEDULED, AWS_EC2_[PERSISTENT_]INSTANCE_RETIREMENT_SCHEDULED.
+    return code in STOPPING_SCHEDULED_CODES or "RETIREMENT" in code or "_STOP_" in code
 
 
 def effective_deadline(event: InterruptionEvent, *, now: datetime, window: timedelta) -> datetime:

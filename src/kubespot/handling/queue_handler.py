@@ -14,6 +14,17 @@ message for minutes, the change is days away). A Health "closed" message removes
 withdraws the event. In dry run nothing is recorded and such a message is left on the queue to
 reappear shortly before the change is due, as the reminder.
 
+Every wait for one message is bounded by its event's deadline plus ``held_margin`` (the instance is
+gone by then): a follow-up for a node already fenced and drained for a stronger reason settles at
+once (``NodeHandler`` covers it), and a message still held past its bound is counted in
+``kubespot_queue_messages_overdue`` and fails the queue health check.
+
+Handlers belong to a Node object (its UID), not to a name: EKS and Karpenter name nodes by private IP
+and IPs are reused, so a handler is dropped when its Node goes away or a new Node takes its name.
+At start-up, once the node index is synced, every Node with a ``kubespot.io/interruption`` state gets
+its handler, which resumes it (an interrupted drain, a rebalance's auto-undo, a pending undo), as the
+agent does at its start.
+
 Messages about instances that are not nodes of this cluster (another cluster's, an unmanaged one, a
 long-gone one) are left for their owner and deleted after ``foreign_max_receives`` receives, so they
 never loop for ever; malformed messages go to the configured outcome, never stop the consumer.
@@ -26,7 +37,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from kubespot.aws.autoscaling import LifecycleActionGone
@@ -47,14 +58,22 @@ from kubespot.sources.sqs.parsers import LifecycleAction, ParsedMessage, parse_m
 
 from .node_handler import NodeHandler, Notifier, Settled, StageCalls
 from .node_index import NodeIndex
-from .policy import plan_for
+from .policy import effective_deadline, plan_for
 from .scheduled import ScheduledChanges
+from .state import STATE_ANNOTATION
 
 log = logging.getLogger("kubespot.handling.queue")
 
 #: An event due further ahead than this is not held in flight: once it is recorded on its node the
 #: message is deleted (in dry run, or if the record cannot be written, it is left on the queue).
 HOLD_HORIZON = timedelta(minutes=10)
+#: With heartbeats and no heartbeat_until, a lifecycle hook is kept at most this long: Auto Scaling's
+#: own limit (the global timeout: 100 x the heartbeat timeout or 48 hours, whichever is smaller).
+LIFECYCLE_MAX = timedelta(hours=48)
+#: How often handlers of Nodes that went away are dropped.
+PRUNE_EVERY = 30.0
+#: Resumes at start-up run this many at a time (each reads nothing: the index has the node).
+RESUME_CONCURRENCY = 32
 
 
 class InstanceLookup(Protocol):
@@ -106,8 +125,12 @@ class QueueHandler:
         self._notifier = notifier
         self._http_calls = http_calls
         self._lb_wait = loadbalancer_wait
+        #: Per node name, the handler of the Node object that has that name now (see ``_handler``).
         self._handlers: dict[str, NodeHandler] = {}
         self._starting: dict[str, asyncio.Task[NodeHandler]] = {}
+        #: Messages being handled: (message id, event id) -> (monotonic bound, what it is).
+        self._held: dict[tuple[str, str], tuple[float, str]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         #: The scheduled changes recorded on nodes; ``scheduled.run()`` must run beside the consumer
         #: (it re-arms every replica's handlers from the nodes).
         self.scheduled = ScheduledChanges(
@@ -127,8 +150,75 @@ class QueueHandler:
 
     async def aclose(self) -> None:
         await self.scheduled.aclose()
-        for handler in list(self._handlers.values()):
-            await handler.aclose()
+        # Each releases its hold on its node at once, so another replica takes over without waiting.
+        await asyncio.gather(*(handler.aclose() for handler in list(self._handlers.values())))
+        if self._closing:
+            await asyncio.wait(self._closing)
+
+    # --- the handlers' life --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Resume every node's state once the index is synced, then drop, every ``PRUNE_EVERY``
+        seconds, the handlers of Nodes that went away. Runs until cancelled."""
+        await self._nodes.wait_synced()
+        await self.resume_all()
+        while True:
+            await self._clock.sleep(PRUNE_EVERY)
+            self.prune()
+
+    async def resume_all(self) -> int:
+        """Start (and so resume) the handler of every Node that has a kubespot state; returns how many."""
+        stated = [n.name for n in self._nodes.nodes() if n.annotations.get(STATE_ANNOTATION)]
+        if not stated:
+            return 0
+        log.info("resuming the state of %d nodes", len(stated))
+        gate = asyncio.Semaphore(RESUME_CONCURRENCY)
+
+        async def one(name: str) -> None:
+            async with gate:
+                try:
+                    await self._handler(name)
+                except Exception:  # one node's failure must not stop the others
+                    log.exception("resuming node %s failed", name)
+
+        await asyncio.gather(*(one(name) for name in stated))
+        return len(stated)
+
+    def prune(self) -> None:
+        """Drop the handlers whose Node is gone or was replaced by a Node of the same name."""
+        for name, handler in list(self._handlers.items()):
+            node = self._nodes.by_name(name)
+            if node is None or (handler.node_uid and node.uid != handler.node_uid):
+                self._drop(name, handler, "deleted" if node is None else "replaced by a new Node")
+
+    def _drop(self, name: str, handler: NodeHandler, why: str) -> None:
+        if self._handlers.get(name) is handler:
+            del self._handlers[name]
+        log.info("node %s (uid %s) %s: its handler is dropped", name, handler.node_uid or "?", why)
+        handler.close_gone()
+        task = asyncio.create_task(handler.aclose(release=False))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    # --- messages held ---------------------------------------------------------------------------------
+
+    def overdue(self) -> list[str]:
+        """The messages still being handled past their bound (a stuck step), for /healthz."""
+        now = self._clock.monotonic()
+        late = [what for bound, what in self._held.values() if now > bound]
+        self._metrics.set_overdue_messages(len(late))
+        return late
+
+    def _bound(self, event: InterruptionEvent, parsed: ParsedMessage) -> datetime:
+        """Until when the handling of ``event`` may hold its message."""
+        now = self._clock.now()
+        ends = effective_deadline(
+            event, now=now, window=timedelta(seconds=self._drain.node_termination_grace_period)
+        )
+        if parsed.lifecycle is not None and self._queue.heartbeat_interval > 0:
+            until = self._queue.heartbeat_until
+            ends = max(ends, now + (timedelta(seconds=until) if until > 0 else LIFECYCLE_MAX))
+        return ends + timedelta(seconds=self._queue.held_margin)
 
     # --- one message ---------------------------------------------------------------------------------
 
@@ -170,40 +260,68 @@ class QueueHandler:
         self, event: InterruptionEvent, parsed: ParsedMessage, message: QueueMessage, lease: Lease
     ) -> Outcome:
         with log_context(event_id=event.id, kind=event.kind.value, instance_id=event.instance_id):
-            node = await self._node_of(event.instance_id)
-            if node is None:
-                return self._foreign(event, message, parsed.lifecycle)
-            handler = await self._handler(node.name)
-            event = dataclasses.replace(event, node_name=node.name)
-            keep = False  # leave the message although the event was handled (a record not written)
-            if self.scheduled.wanted(event):
-                recorded = await self.scheduled.hold(node, event)
-                ahead = event.act_at - self._clock.now()
-                if ahead > HOLD_HORIZON:
-                    return self._far_ahead(event, node.name, lease, recorded=recorded, ahead=ahead)
-                # Due soon: the message is held until the node is drained, as for any notice; the
-                # record only matters should this replica die meanwhile.
-            elif event.kind is Kind.SCHEDULED_MAINTENANCE and event.cancelled:
-                keep = not await self.scheduled.release(node.name, event.id)
-                await handler.handle(event)
-            else:
-                await handler.handle(event)
-            heartbeats = self._heartbeats(parsed.lifecycle) if parsed.lifecycle else None
+            bound = self._bound(event, parsed)
+            left = (bound - self._clock.now()).total_seconds()
+            key = (message.message_id, event.id)
+            self._held[key] = (
+                self._clock.monotonic() + left,
+                f"message {message.message_id} ({event.kind.value} {event.id})",
+            )
             try:
-                settled = await handler.settled(event.id)
+                async with asyncio.timeout(max(0.0, left)):
+                    return await self._event_within(event, parsed, message, lease)
+            except TimeoutError:
+                # The instance is gone by now: holding the message serves no one, and an Auto
+                # Scaling group waits for its hook only until the hook's own timeout anyway.
+                log.error(
+                    "event %s: not settled by %s (deadline plus held_margin): message released",
+                    event.id,
+                    bound.isoformat(),
+                )
+                self._metrics.action("message", "overdue")
+                if parsed.lifecycle is not None and not self._actions.dry_run:
+                    await self._complete(parsed.lifecycle, Settled.FAILED)
+                return Outcome.DONE
             finally:
-                if heartbeats is not None:
-                    heartbeats.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await heartbeats
-            log.info("event %s on node %s: %s", event.id, node.name, settled.value)
-            self._metrics.action("message", settled.value)
-            if parsed.lifecycle is not None:
-                if self._actions.dry_run:
-                    log.info("dry run: would complete the lifecycle action of %s", event.instance_id)
-                else:
-                    await self._complete(parsed.lifecycle, settled)
-            return Outcome.LEAVE if keep else Outcome.DONE
+                self._held.pop(key, None)
+
+    async def _event_within(
+        self, event: InterruptionEvent, parsed: ParsedMessage, message: QueueMessage, lease: Lease
+    ) -> Outcome:
+        node = await self._node_of(event.instance_id)
+        if node is None:
+            return self._foreign(event, message, parsed.lifecycle)
+        handler = await self._handler(node.name, node.uid)
+        event = dataclasses.replace(event, node_name=node.name)
+        keep = False  # leave the message although the event was handled (a record not written)
+        if self.scheduled.wanted(event):
+            recorded = await self.scheduled.hold(node, event)
+            ahead = event.act_at - self._clock.now()
+            if ahead > HOLD_HORIZON:
+                return self._far_ahead(event, node.name, lease, recorded=recorded, ahead=ahead)
+            # Due soon: the message is held until the node is drained, as for any notice; the
+            # record only matters should this replica die meanwhile.
+        elif event.kind is Kind.SCHEDULED_MAINTENANCE and event.cancelled:
+            keep = not await self.scheduled.release(node.name, event.id)
+            await handler.handle(event)
+        else:
+            await handler.handle(event)
+        heartbeats = self._heartbeats(parsed.lifecycle) if parsed.lifecycle else None
+        try:
+            settled = await handler.settled(event.id)
+        finally:
+            if heartbeats is not None:
+                heartbeats.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeats
+        log.info("event %s on node %s: %s", event.id, node.name, settled.value)
+        self._metrics.action("message", settled.value)
+        if parsed.lifecycle is not None:
+            if self._actions.dry_run:
+                log.info("dry run: would complete the lifecycle action of %s", event.instance_id)
+            else:
+                await self._complete(parsed.lifecycle, settled)
+        return Outcome.LEAVE if keep else Outcome.DONE
 
     def _far_ahead(
         self, event: InterruptionEvent, node: str, lease: Lease, *, recorded: bool, ahead: timedelta
@@ -256,23 +374,34 @@ class QueueHandler:
         self._metrics.action("message", "foreign")
         return Outcome.DONE if give_up else Outcome.LEAVE
 
-    async def _handler(self, node: str) -> NodeHandler:
-        """The node's handler, created and resumed from the node's state once."""
+    async def _handler(self, node: str, uid: str | None = None) -> NodeHandler:
+        """The handler of the Node named ``node`` now (``uid``: as the caller saw it; default: as the
+        index has it), created and resumed from the node's state once. A handler of an older Node
+        of that name (a reused private-IP name) is dropped first: its notices ended with that Node.
+        """
+        if uid is None:
+            seen = self._nodes.by_name(node)
+            uid = seen.uid if seen is not None else ""
         handler = self._handlers.get(node)
         if handler is not None:
-            return handler
+            if not uid or not handler.node_uid or handler.node_uid == uid:
+                return handler
+            self._drop(node, handler, "replaced by a new Node")
         starting = self._starting.get(node)
         if starting is None:
-            starting = self._starting[node] = asyncio.ensure_future(self._start(node))
+            starting = self._starting[node] = asyncio.ensure_future(self._start(node, uid))
         try:
             return await asyncio.shield(starting)
         finally:
             if starting.done():
                 self._starting.pop(node, None)
 
-    async def _start(self, node: str) -> NodeHandler:
+    async def _start(self, node: str, uid: str) -> NodeHandler:
         handler = NodeHandler(
             node_name=node,
+            node_uid=uid,
+            # A thousand handlers in a burst: the per-pod results are in the logs and the summary.
+            keep_last_drain=False,
             kube=self._kube,
             actions=self._actions,
             monitors=self._monitors,

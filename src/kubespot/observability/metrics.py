@@ -201,6 +201,14 @@ METRICS: tuple[MetricSpec, ...] = (
         "targets' deregistration being accepted (the drain holds target pods until then), by kind.",
         DEREGISTRATION_BUCKETS,
     ),
+    MetricSpec(
+        "kubespot_queue_messages_overdue",
+        "gauge",
+        (),
+        "Controller only: queue messages still being handled past their bound (the event's "
+        "deadline plus held_margin; for a lifecycle hook with heartbeats, its heartbeat horizon). "
+        "Above 0 means a handling step is stuck: /healthz fails its queue check too.",
+    ),
 )
 
 _SPECS = {spec.name: spec for spec in METRICS}
@@ -265,6 +273,7 @@ class Metrics:
         self._managed = self._gauge("kubespot_managed_instances")
         self._cleanups = self._counter("kubespot_node_cleanups_total")
         self._deregistration = self._histogram("kubespot_deregistration_seconds")
+        self._overdue = self._gauge("kubespot_queue_messages_overdue")
         self._last_success_at: dict[str, float] = {}
         self._phases: set[str] = set(NODE_PHASES)
         # Export every phase from the start, so dashboards see "none" = 1 before any interruption.
@@ -360,6 +369,11 @@ class Metrics:
             return
         self._last_success_at[_label(name)] = when
         self._last_success.labels(_label(name)).set(when)
+
+    @_never_raises
+    def set_overdue_messages(self, count: int) -> None:
+        """How many queue messages are held past their bound right now."""
+        self._overdue.set(count)
 
     @_never_raises
     def set_leader(self, lease: str, leading: bool) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
-from kubespot.handling.policy import EXCLUDE_LB_LABEL, IGNORE, plan_for, supersedes
+from kubespot.handling.policy import EXCLUDE_LB_LABEL, IGNORE, plan_for, stops_instance, supersedes
 from kubespot.handling.state import NodeState, Phase, StateError, decode
 from kubespot.model import InterruptionEvent, Kind, Source
 
@@ -74,7 +74,53 @@ def test_cordon_only_dry_run_and_out_of_service(kind: Kind) -> None:
         actions=NodeActionSettings(enable_out_of_service_taint=True, dry_run=True),
         monitors=MonitorSettings(),
     )
-    assert oos.out_of_service_after_drain and oos.dry_run
+    # Scheduled maintenance without a stop code (here: none at all) leaves the instance running.
+    assert oos.out_of_service_after_drain is (kind is Kind.SPOT_INTERRUPTION) and oos.dry_run
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "stops"),
+    [
+        (Kind.SPOT_INTERRUPTION, {}, True),
+        (Kind.ASG_LIFECYCLE, {}, True),
+        (Kind.STATE_CHANGE, {}, True),
+        (Kind.REBALANCE_RECOMMENDATION, {}, False),
+        # IMDS codes (EC2 API InstanceStatusEvent.code): stop and retirement stop the instance;
+        # reboots and system-maintenance (power or network) leave it running afterwards.
+        (Kind.SCHEDULED_MAINTENANCE, {"Code": "instance-stop"}, True),
+        (Kind.SCHEDULED_MAINTENANCE, {"Code": "instance-retirement"}, True),
+        (Kind.SCHEDULED_MAINTENANCE, {"Code": "system-reboot"}, False),
+        (Kind.SCHEDULED_MAINTENANCE, {"Code": "instance-reboot"}, False),
+        (Kind.SCHEDULED_MAINTENANCE, {"Code": "system-maintenance"}, False),
+        # AWS Health eventTypeCode (the queue's scheduled changes).
+        (Kind.SCHEDULED_MAINTENANCE, {"detail": {"eventTypeCode": "AWS_EC2_INSTANCE_STOP_SCHEDULED"}}, True),
+        (
+            Kind.SCHEDULED_MAINTENANCE,
+            {"detail": {"eventTypeCode": "AWS_EC2_PERSISTENT_INSTANCE_RETIREMENT_SCHEDULED"}},
+            True,
+        ),
+        (
+            Kind.SCHEDULED_MAINTENANCE,
+            {"detail": {"eventTypeCode": "AWS_EC2_SYSTEM_REBOOT_MAINTENANCE_SCHEDULED"}},
+            False,
+        ),
+    ],
+)
+def test_out_of_service_only_for_instances_that_really_stop(
+    kind: Kind, raw: dict[str, object], stops: bool
+) -> None:
+    # node.kubernetes.io/out-of-service makes Kubernetes treat the node as shut down (force-deleted
+    # pods, volumes detached): wrong for a node that comes back after a reboot (issue 10).
+    event = InterruptionEvent(
+        "e", kind, "i-0abc", Source.SQS, NOW, NOW, NOW + timedelta(seconds=120), raw=raw
+    )
+    assert stops_instance(event) is stops
+    plan = plan_for(
+        event,
+        actions=NodeActionSettings(enable_out_of_service_taint=True),
+        monitors=MonitorSettings(rebalance_draining=True, asg_lifecycle_draining=True),
+    )
+    assert plan.out_of_service_after_drain is stops
 
 
 def test_a_withdrawn_event_undoes() -> None:

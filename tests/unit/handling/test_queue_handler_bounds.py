@@ -1,0 +1,114 @@
+"""Every wait for one queue message is bounded by its event's deadline plus ``held_margin``, and a
+message held past its bound is reported (issue 10 §1): a stuck step must not hold an in-flight slot
+for ever while /healthz stays green. Fakes for the node index and the instance lookup; the real
+controller's behaviour end to end is in tests/e2e/controller/test_e2e_queue_followups.py."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from test_node_handler_intake import FakeKube
+
+from kubespot.aws.sqs import QueueMessage
+from kubespot.config.drain import DrainSettings
+from kubespot.config.imds import MonitorSettings
+from kubespot.config.node import NodeActionSettings
+from kubespot.config.queue import QueueSettings
+from kubespot.handling.node_index import NodeIndex
+from kubespot.handling.queue_handler import QueueHandler
+from kubespot.model.clock import SystemClock
+from kubespot.observability.metrics import Metrics
+from kubespot.sources.sqs.consumer import Lease, Outcome
+
+
+class NoInstances:
+    async def lookup(self, instance_ids: list[str]) -> dict[str, Any]:
+        return {}
+
+
+class NoLifecycle:
+    async def complete_lifecycle_action(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def record_heartbeat(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def spot(instance_id: str, at: datetime) -> str:
+    return orjson.dumps(
+        {
+            "version": "0",
+            "id": "unit-spot",
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2",
+            "account": "123456789012",
+            "time": at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": "us-east-1",
+            "resources": [],
+            "detail": {"instance-id": instance_id, "instance-action": "terminate"},
+        }
+    ).decode()
+
+
+def handler(margin: float) -> QueueHandler:
+    kube = FakeKube()
+    nodes = NodeIndex(kube)  # type: ignore[arg-type]  # never run: the test fills nothing in
+    return QueueHandler(
+        kube=kube,  # type: ignore[arg-type]
+        nodes=nodes,
+        instances=NoInstances(),
+        lifecycle=NoLifecycle(),
+        queue=QueueSettings(held_margin=margin),
+        monitors=MonitorSettings(),
+        actions=NodeActionSettings(),
+        drain=DrainSettings(),
+        clock=SystemClock(),
+        metrics=Metrics(),
+    )
+
+
+async def test_a_stuck_step_releases_the_message_at_its_bound_and_is_reported_meanwhile() -> None:
+    # The spot warning was sent 119.5 s ago: its deadline is 0.5 s away; the margin adds 0.5 s.
+    now = datetime.now(tz=UTC)
+    sent = now - timedelta(seconds=119.5)
+    q = handler(margin=0.5)
+    # The node index never syncs (a frozen watch): the handling is stuck in its first step.
+    message = QueueMessage("m-1", "r-1", spot("i-0abc", sent), 1, sent)
+    lease = Lease(message, 0.0, 30)
+    task = asyncio.ensure_future(q.handle(message, lease))
+    await asyncio.sleep(0.2)
+    assert not task.done() and q.overdue() == [], "within its bound: not overdue"
+    outcome = await asyncio.wait_for(task, 5)
+    assert outcome is Outcome.DONE, "released once the instance is surely gone"
+    assert q.overdue() == []
+
+
+async def test_a_step_that_ignores_cancellation_shows_as_overdue() -> None:
+    q = handler(margin=0.0)
+    now = datetime.now(tz=UTC)
+    release = asyncio.Event()
+
+    async def stubborn(*args: Any) -> Outcome:
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                continue  # a step that swallows cancellation (a bug): only the report can tell
+        return Outcome.DONE
+
+    q._event_within = stubborn  # type: ignore[method-assign]
+    sent = now - timedelta(seconds=119.7)
+    message = QueueMessage("m-2", "r-2", spot("i-0abc", sent), 1, sent)
+    task = asyncio.ensure_future(q.handle(message, Lease(message, 0.0, 30)))
+    try:
+        await asyncio.sleep(1.0)
+        late = q.overdue()
+        assert len(late) == 1 and "m-2" in late[0]
+        assert "kubespot_queue_messages_overdue 1.0" in q._metrics.render()[0].decode()
+    finally:
+        release.set()
+    await asyncio.wait_for(task, 2)
+    assert q.overdue() == []
