@@ -35,6 +35,7 @@ from .aws.bootstrap import (
 from .config import loader
 from .config.aws import AwsSettings
 from .config.loader import InvalidSetting
+from .config.queue import MANAGED_TAG
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +151,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         pol.add_argument(
             flag, metavar="ARN", action="append", default=[], help=f"{what} (repeatable; default: *)"
         )
+    pol.add_argument(
+        "--managed-tag",
+        metavar="KEY",
+        default=MANAGED_TAG,
+        help=(
+            "the tag key (any value) the policy demands on the Auto Scaling group for lifecycle-hook "
+            f"calls and on the instance for isolation (default {MANAGED_TAG})"
+        ),
+    )
+    pol.add_argument(
+        "--no-tag-conditions",
+        action="store_true",
+        help="leave the managed-tag conditions out (groups and instances not tagged)",
+    )
+    pol.add_argument(
+        "--vpc-id",
+        metavar="ID",
+        action="append",
+        default=[],
+        help="limit isolation to network interfaces and security groups of this VPC (repeatable)",
+    )
     _common(pol)
 
 
@@ -271,6 +293,9 @@ def run_policy(args: argparse.Namespace, *, out: TextIO) -> int:
             load_balancer_arns=args.load_balancer_arn,
             sns_topic_arns=args.sns_topic_arn,
             event_bus_arns=args.event_bus_arn,
+            managed_tag=None if args.no_tag_conditions else args.managed_tag,
+            vpc_ids=args.vpc_id,
+            partition=args.partition,
         )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None

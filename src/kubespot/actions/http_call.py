@@ -9,7 +9,9 @@ caller's own cancellation goes through.
 
 Method, URL, header values and body are templates with the notification variables
 (``kubespot.actions.templates.message_variables``: ``{{ .InstanceID }}``, ``{{ DeadlineUnix }}``...),
-rendered in the sandbox; with a JSON Content-Type the body's printed values are JSON-escaped.
+rendered in the sandbox; with a JSON Content-Type the body's printed values are JSON-escaped, and
+the URL's values are percent-encoded for the path or the query (``kubespot.actions.url``), whose
+scheme, host and port are literal (refused at start-up otherwise).
 Header values read from files (``header_files``) are used as read. The URL and header values are
 secrets: logs name the call, the status and the failure class, never them.
 """
@@ -34,6 +36,7 @@ from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSumm
 
 from . import templates
 from .notify import AttemptFailed, backoff_delay, is_json, new_client, send_once, settings_reason
+from .url import ServerChanged, render_url
 
 log = logging.getLogger("kubespot.actions.http_call")
 
@@ -189,9 +192,14 @@ class HttpCallAction:
         variables = templates.message_variables(
             event, node_name=node_name, summary=summary, now=now, extra=extra
         )
-        url = templates.render_template(self.call.read_url(), variables).strip()
+        template = self.call.read_url()  # SettingsError: a url_file unreadable or naming no host
+        try:
+            # Values percent-encoded by where they land; scheme and host literal (start-up check,
+            # and at each read of a url_file), compared once more after rendering.
+            url = render_url(template, variables)
+        except ServerChanged as exc:
+            raise SettingsError([Problem(f"{self.call.path}.url", "rendered", None, str(exc))]) from None
         if check_url(url):
-            # Scheme and host are literal (checked at start-up) unless the URL came from a file.
             raise SettingsError([Problem(f"{self.call.path}.url", "rendered", None, "is not an http(s) URL")])
         rendered = tuple(
             (name, templates.render_template(value, variables)) for name, value in self.call.headers

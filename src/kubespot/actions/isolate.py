@@ -4,15 +4,22 @@ Every interface of the instance goes onto the quarantine security group alone
 (``kubespot.aws.NetworkIsolation``); what each interface had is returned for the record and the
 summary. Isolating twice changes nothing the second time (the adapter reports such interfaces as
 unchanged), so a resumed runner is harmless. AWS errors never reach the caller.
+
+Only an instance carrying the managed tag (``queue.managed_tag``, the tag that marks the cluster's
+instances) is isolated: the instance id comes from the Node's providerID, which the cloud provider
+sets, but the Node is writable by more than the controller, and a quarantine is too drastic to do
+to an instance this cluster does not own. The generated IAM policy makes the same demand of the
+instance (``kubespot.aws.iam``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kubespot.aws import AwsError, GroupRef, IsolationOutcome, QuarantineGroupError
+from kubespot.aws import AwsError, GroupRef, InstanceInfo, IsolationOutcome, QuarantineGroupError
 from kubespot.model import Clock
 from kubespot.model.summary import ActionResult, ActionSummary
 
@@ -29,6 +36,12 @@ class Quarantine(Protocol):
     async def find_group(self, group: str) -> GroupRef | None: ...
 
 
+class Instances(Protocol):
+    """``kubespot.aws.InstanceDirectory`` as this action uses it: the instance's tags."""
+
+    async def lookup(self, instance_ids: Iterable[str]) -> dict[str, InstanceInfo]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class IsolationResult:
     """``replaced``: interface id -> the group ids it had, for the interfaces this call changed."""
@@ -41,14 +54,34 @@ class IsolationResult:
     def ok(self) -> bool:
         return self.summary.result is ActionResult.SUCCESS
 
+    @property
+    def skipped(self) -> bool:
+        """Nothing was asked of AWS: the instance is not one this cluster may isolate."""
+        return self.summary.result is ActionResult.SKIPPED
+
 
 class InstanceIsolation:
-    """Isolates instances onto ``quarantine_group`` (an ``sg-`` id or a group name)."""
+    """Isolates instances onto ``quarantine_group`` (an ``sg-`` id or a group name).
 
-    def __init__(self, quarantine: Quarantine, quarantine_group: str, *, clock: Clock) -> None:
+    With ``instances`` given, only an instance whose tags include ``managed_tag`` is isolated; any
+    other is skipped (the result says why). ``instances`` None (unit tests of the action alone)
+    checks nothing.
+    """
+
+    def __init__(
+        self,
+        quarantine: Quarantine,
+        quarantine_group: str,
+        *,
+        clock: Clock,
+        instances: Instances | None = None,
+        managed_tag: str = "",
+    ) -> None:
         self._quarantine = quarantine
         self.quarantine_group = quarantine_group
         self._clock = clock
+        self._instances = instances
+        self.managed_tag = managed_tag
 
     async def check(self) -> str | None:
         """Start-up check: None when the group exists (or AWS cannot tell now: logged), else why
@@ -78,6 +111,19 @@ class InstanceIsolation:
             )
             return IsolationResult(summary, replaced, error)
 
+        if self._instances is not None:
+            try:
+                info = (await self._instances.lookup([instance_id])).get(instance_id)
+            except AwsError as err:
+                log.warning("cannot read the tags of %s: %s", instance_id, err)
+                return done(ActionResult.FAILURE, f"cannot read the instance's tags: {err}", {}, str(err))
+            if info is None:
+                why = f"instance {instance_id} is unknown to EC2"
+                return done(ActionResult.SKIPPED, why, {}, why)
+            if self.managed_tag not in info.tags:
+                why = f"instance {instance_id} has no {self.managed_tag} tag: not managed here"
+                log.warning("not isolating %s: it has no %s tag", instance_id, self.managed_tag)
+                return done(ActionResult.SKIPPED, why, {}, why)
         try:
             outcome = await self._quarantine.isolate(instance_id, self.quarantine_group)
         except (AwsError, QuarantineGroupError) as err:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -567,6 +567,14 @@ def render_template(template: str, variables: Mapping[str, Any], *, json_escape:
     (``TemplateSyntaxError``, ``SecurityError``...) for the caller to report.
     """
     return _compile(template, json_escape).render(dict(variables))
+
+
+def render_values_with(template: str, variables: Mapping[str, Any], show: Callable[[str], str]) -> str:
+    """``template`` filled in with ``variables``, each printed value (as ``format_value`` prints it)
+    passed through ``show``; the template's own text is left as written (``kubespot.actions.url``
+    encodes the values of a URL by where they land)."""
+    env = _environment(False).overlay(finalize=lambda value: show(format_value(value)))
+    return env.from_string(translate_go_template(template)).render(dict(variables))
 
 
 def check_template(template: str, *, field: str = "template") -> None:

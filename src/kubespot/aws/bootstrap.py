@@ -73,12 +73,19 @@ class RuleKind:
     pattern: Mapping[str, Any]
 
 
-#: The rules aws-node-termination-handler documents for its queue mode, with the same patterns.
+#: The rules aws-node-termination-handler documents for its queue mode, with the same patterns, and
+#: the interruptible Capacity Reservation warning (which Karpenter's set-up routes to its queue too).
 RULE_KINDS: tuple[RuleKind, ...] = (
     RuleKind(
         "spot-interruption",
         "EC2 Spot Instance Interruption Warning",
         {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    ),
+    RuleKind(
+        # Short, so the longest rule name (and so the longest cluster name) is unchanged.
+        "cr-interruption",
+        "EC2 Capacity Reservation Instance Interruption Warning",
+        {"source": ["aws.ec2"], "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"]},
     ),
     RuleKind(
         "rebalance",

@@ -15,15 +15,22 @@ Facts the table relies on (AWS docs, checked):
   ``ChangeMessageVisibilityBatch`` (SQS Developer Guide, "Amazon SQS batch actions").
 * ``ec2:DescribeInstances`` supports no resource-level permissions: its resource must be ``*``.
 * ``autoscaling:CompleteLifecycleAction`` and ``autoscaling:RecordLifecycleActionHeartbeat`` take
-  the ``autoScalingGroup`` resource type, so they can be limited to the cluster's groups.
+  the ``autoScalingGroup`` resource type, so they can be limited to the cluster's groups, and the
+  ``autoscaling:ResourceTag/${TagKey}`` condition key: the policy demands the managed tag on the
+  group (``Null: false``, any value), so the controller cannot complete another cluster's hooks.
 * Reading an SSE-KMS queue needs only ``kms:Decrypt`` on its key; ``kms:GenerateDataKey`` is for
   senders (EventBridge, through the key policy), which the controller is not.
 * Elastic Load Balancing's ``Describe*`` actions (both APIs share the ``elasticloadbalancing``
   prefix) support no resource-level permissions; ``DeregisterTargets`` takes the ``targetgroup``
   resource type and ``DeregisterInstancesFromLoadBalancer`` the ``loadbalancer`` one.
-* ``ec2:DescribeNetworkInterfaces`` and ``ec2:DescribeSecurityGroups`` take ``*`` only;
-  ``ec2:ModifyNetworkInterfaceAttribute`` takes network interfaces and security groups, which are
-  not known in advance, so ``*``.
+* ``ec2:DescribeNetworkInterfaces`` and ``ec2:DescribeSecurityGroups`` take ``*`` only.
+  ``ec2:ModifyNetworkInterfaceAttribute`` authorizes a ``network-interface`` (required) and
+  optionally ``instance``, ``security-group`` and ``subnet`` resources (Service Authorization
+  Reference, "Actions, resources, and condition keys for Amazon EC2"). The interface, group and
+  subnet types all support ``ec2:Vpc`` (the VPC's ARN): with ``vpc_ids`` given they are allowed
+  only in those VPCs (``ArnLike``, any region and account: VPC ids are unique). The instance type
+  supports ``ec2:ResourceTag/${TagKey}``: it is allowed only with the managed tag. Interfaces
+  themselves are not tagged by the cluster (the VPC CNI tags its own), so no tag is asked of them.
 * ``sns:Publish`` takes the topic; ``events:PutEvents`` the event bus.
 
 The response actions (issue 5) are opt-in: ``controller_policy(..., actions=["loadbalancer"])``
@@ -33,9 +40,12 @@ isolate instances does not grant ``ec2:ModifyNetworkInterfaceAttribute``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from kubespot.config.queue import MANAGED_TAG
 
 from .session import CALL_GROUPS, CALLS
 
@@ -126,6 +136,11 @@ _ARN_SHAPES: Mapping[Scope, tuple[str, str, str]] = {
 }
 
 
+#: The resource types ``ec2:ModifyNetworkInterfaceAttribute`` authorizes that have ``ec2:Vpc``.
+_IN_VPC_TYPES = ("network-interface", "security-group", "subnet")
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+
+
 class UnknownOperation(LookupError):
     """A call the controller makes has no row in ``IAM_ACTIONS``: its permission is undecided."""
 
@@ -182,6 +197,9 @@ def controller_policy(
     load_balancer_arns: Iterable[str] = (),
     sns_topic_arns: Iterable[str] = (),
     event_bus_arns: Iterable[str] = (),
+    managed_tag: str | None = MANAGED_TAG,
+    vpc_ids: Iterable[str] = (),
+    partition: str = "aws",
     calls: Iterable[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The IAM policy document for the controller's role (IRSA or node role).
@@ -195,11 +213,22 @@ def controller_policy(
     ``classic-loadbalancer``, ``isolate``, ``sns``, ``eventbridge``); their write actions are scoped
     to ``target_group_arns``, ``load_balancer_arns`` (Classic), ``sns_topic_arns`` and
     ``event_bus_arns`` when given, else ``*``. ``calls`` replaces the derived call list entirely.
+
+    ``managed_tag`` (None: no condition) must be on the Auto Scaling group for the lifecycle-hook
+    actions and on the instance for ``ec2:ModifyNetworkInterfaceAttribute``; ``vpc_ids`` limit that
+    action to interfaces, groups and subnets of those VPCs. ``partition`` is the ARN partition of the
+    EC2 resource patterns.
     """
     if calls is None:
         calls = calls_for(actions, queue=queue_arn is not None)
     if queue_arn is not None and (not queue_arn.startswith("arn:") or ":sqs:" not in queue_arn):
         raise ValueError(f"not an SQS queue ARN: {queue_arn!r}")
+    vpcs = tuple(dict.fromkeys(vpc_ids))
+    bad_vpcs = [v for v in vpcs if not _VPC_ID.match(v)]
+    if bad_vpcs:
+        raise ValueError(f"not a VPC id: {bad_vpcs[0]!r} (vpc-...)")
+    if managed_tag is not None and not managed_tag.strip():
+        raise ValueError("the managed tag is empty: name it, or leave the tag conditions out")
     if kms_key_arn is not None and (not kms_key_arn.startswith("arn:") or ":kms:" not in kms_key_arn):
         raise ValueError(f"not a KMS key ARN: {kms_key_arn!r} (IAM needs the key's ARN, not an alias)")
     scoped: dict[Scope, tuple[str, ...]] = {
@@ -222,17 +251,23 @@ def controller_policy(
     resources: dict[Scope, str | list[str]] = {
         scope: list(arns) if arns else "*" for scope, arns in scoped.items()
     }
-    resources.update({"queue": queue_arn or "", "any": "*", "network-interface": "*"})
-    statements: list[dict[str, Any]] = [
-        {
+    resources.update({"queue": queue_arn or "", "any": "*"})
+    statements: list[dict[str, Any]] = []
+    for scope in _SIDS:
+        if scope not in by_scope:
+            continue
+        if scope == "network-interface":
+            statements.extend(_quarantine_statements(sorted(by_scope[scope]), managed_tag, vpcs, partition))
+            continue
+        statement: dict[str, Any] = {
             "Sid": _SIDS[scope],
             "Effect": "Allow",
             "Action": sorted(by_scope[scope]),
             "Resource": resources[scope],
         }
-        for scope in _SIDS
-        if scope in by_scope
-    ]
+        if scope == "asg" and managed_tag is not None:
+            statement["Condition"] = {"Null": {f"autoscaling:ResourceTag/{managed_tag}": "false"}}
+        statements.append(statement)
     if kms_key_arn is not None and kms:
         statements.append(
             {
@@ -243,6 +278,31 @@ def controller_policy(
             }
         )
     return {"Version": POLICY_VERSION, "Statement": statements}
+
+
+def _quarantine_statements(
+    actions: list[str], managed_tag: str | None, vpcs: tuple[str, ...], partition: str
+) -> list[dict[str, Any]]:
+    """``ec2:ModifyNetworkInterfaceAttribute``: one statement for the resource types that have
+    ``ec2:Vpc``, one for the instance (the managed tag). Every type the action may authorize is
+    covered, so a request naming an optional one is not refused for lack of a statement."""
+    in_vpc: dict[str, Any] = {
+        "Sid": _SIDS["network-interface"],
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": [f"arn:{partition}:ec2:*:*:{kind}/*" for kind in _IN_VPC_TYPES],
+    }
+    if vpcs:
+        in_vpc["Condition"] = {"ArnLike": {"ec2:Vpc": [f"arn:{partition}:ec2:*:*:vpc/{v}" for v in vpcs]}}
+    instance: dict[str, Any] = {
+        "Sid": "QuarantineManagedInstances",
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": f"arn:{partition}:ec2:*:*:instance/*",
+    }
+    if managed_tag is not None:
+        instance["Condition"] = {"Null": {f"ec2:ResourceTag/{managed_tag}": "false"}}
+    return [in_vpc, instance]
 
 
 def policy_actions(policy: Mapping[str, Any]) -> frozenset[str]:

@@ -76,9 +76,11 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
                 ("elb", "DeregisterInstancesFromLoadBalancer"),
             }
         ),
-        # kubespot.aws.isolation: swap an instance's security groups for a quarantine group.
+        # kubespot.aws.isolation: swap an instance's security groups for a quarantine group;
+        # DescribeInstances checks first that the instance carries the managed tag.
         "isolate": frozenset(
             {
+                ("ec2", "DescribeInstances"),
                 ("ec2", "DescribeNetworkInterfaces"),
                 ("ec2", "DescribeSecurityGroups"),
                 ("ec2", "ModifyNetworkInterfaceAttribute"),

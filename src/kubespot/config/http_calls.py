@@ -13,6 +13,7 @@ each call.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass
 from typing import Literal
@@ -40,8 +41,10 @@ class HttpCall:
     url: str | None = setting(
         None,
         doc=(
-            "URL, a template (e.g. https://api.example.com/hosts/{{ .InstanceID }}/mute); the scheme "
-            "and host must be literal. Secret (a query string may carry a key). Set url or url_file."
+            "URL, a template (e.g. https://api.example.com/hosts/{{ .InstanceID }}/mute); scheme, "
+            "host and port must be literal (a tag only after the first /, ? or # following the host), "
+            "and the values are percent-encoded for the path or the query. Secret (a query string may "
+            "carry a key). Set url or url_file."
         ),
         env="KUBESPOT_HTTP_CALL_<NAME>_URL",
         secret=True,
@@ -126,8 +129,8 @@ class HttpCall:
             raise InvalidSetting("url", "set url or url_file")
         if self.url is not None and self.url_file is not None:
             raise InvalidSetting("url_file", "set either url or url_file, not both")
-        if self.url is not None and (why := check_url(_literal_prefix(self.url))):
-            raise InvalidSetting("url", why + " (scheme and host literal, not templated)")
+        if self.url is not None and (why := authority_problem(self.url)):
+            raise InvalidSetting("url", why)
         if self.proxy is not None and (why := check_url(self.proxy)):
             raise InvalidSetting("proxy", why)
         check_headers(self.headers, self.header_files)
@@ -162,14 +165,8 @@ class HttpCall:
             return self.url
         assert self.url_file is not None  # __post_init__: one of the two
         url = read_setting_file(f"{self.path}.url_file", self.url_file).strip()
-        if check_url(_literal_prefix(url)):
-            raise SettingsError(
-                [
-                    Problem(
-                        f"{self.path}.url_file", f"file {self.url_file}", None, "does not hold an http(s) URL"
-                    )
-                ]
-            )
+        if why := authority_problem(url):
+            raise SettingsError([Problem(f"{self.path}.url_file", f"file {self.url_file}", None, why)])
         return url
 
     def read_headers(self) -> list[tuple[str, str]]:
@@ -183,12 +180,31 @@ class HttpCall:
         return None if self.body is None else (self.body, "body")
 
 
-def _literal_prefix(url: str) -> str:
-    """The URL up to its first template tag: what must already name scheme and host."""
-    cut = min((i for i in (url.find("{{"), url.find("{%")) if i >= 0), default=len(url))
-    prefix = url[:cut]
-    # A tag right after the scheme (https://{{ host }}/...) leaves no literal host.
-    return prefix if "/" in prefix.split("://", 1)[-1] or cut == len(url) else prefix + "/"
+#: Where a template tag (Go or jinja: value, block or comment) starts.
+_TAG_START = re.compile(r"\{[{%#]")
+
+
+def authority_problem(url: str) -> str | None:
+    """Why the URL template ``url`` could send the call to another server than it names, or None.
+
+    Scheme, userinfo, host and port must be literal: every template tag must come after the end of
+    the authority, the first ``/``, ``?`` or ``#`` after ``://``. A value in ``https://api.test{{ x }}``
+    (``.evil.test``), ``https://api.test:{{ x }}`` or ``https://{{ x }}@api.test`` could redirect the
+    call, its headers and their credentials to a host of the sender's choosing.
+    """
+    tag = _TAG_START.search(url)
+    if tag is None:
+        return check_url(url)
+    literal = url[: tag.start()]
+    if why := check_url(literal if literal.endswith("/") else literal + "/"):
+        return why + " (scheme and host literal, not templated)"
+    authority_end = re.search(r"[/?#]", literal.split("://", 1)[1])
+    if authority_end is None:
+        return (
+            "scheme, host and port must be literal: a template may only follow the first '/', '?' "
+            "or '#' after the host"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

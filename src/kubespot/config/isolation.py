@@ -30,8 +30,10 @@ class IsolationSettings:
             "After the drain (the node's state says drained, or its deadline passed, or the node "
             "was deleted), put every network interface of the instance on quarantine_group alone. "
             "Done once per event by the controller's elected replica, and recorded (with the groups "
-            "replaced) in the node's kubespot.io/actions annotation. Needs the IAM actions of "
-            "`kubespot aws policy --actions isolate`."
+            "replaced) in the node's kubespot.io/actions annotation. The instance is the one in the "
+            "Node's providerID (never an id written in an annotation), and only an instance carrying "
+            "queue.managed_tag is isolated. Needs the IAM actions of `kubespot aws policy --actions "
+            "isolate` (give --vpc-id to limit them to the cluster's VPC)."
         ),
         env="KUBESPOT_ISOLATION_ENABLED",
     )

@@ -14,6 +14,9 @@ from typing import Literal
 from .base import setting
 from .loader import InvalidSetting
 
+#: The reference handler's tag marking the instances (and Auto Scaling groups) it handles.
+MANAGED_TAG = "aws-node-termination-handler/managed"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueSettings:
@@ -109,7 +112,7 @@ class QueueSettings:
         nth="CHECK_TAG_BEFORE_DRAINING",
     )
     managed_tag: str = setting(
-        "aws-node-termination-handler/managed",
+        MANAGED_TAG,
         doc="The tag key that marks an instance as handled by this controller (any value).",
         env="KUBESPOT_QUEUE_MANAGED_TAG",
         nth="MANAGED_TAG",

@@ -21,6 +21,12 @@ over a record left by its predecessor at once; with election off every replica r
 follows a record another one wrote recently (the compare-and-set decides who claims each step).
 Under ``node_actions.dry_run`` nothing is written to AWS or to the node: the plan is logged and
 recorded as ``DryRun`` events.
+
+The instance acted on is always the one in the Node's ``spec.providerID`` (``aws:///<zone>/<id>``),
+set by the cloud provider: never an instance id read from an annotation (the state's ``extra``, the
+record's ``instance``), which any process allowed to patch Nodes (every agent) can write. A node
+without an AWS providerID gets no instance-level action; isolation further requires the managed tag
+on the instance (``kubespot.actions.isolate``).
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from kubespot.aws import (
     AwsClients,
     ClassicLoadBalancers,
     EventBridgePublisher,
+    InstanceDirectory,
     NetworkIsolation,
     SnsPublisher,
     TargetDirectory,
@@ -252,7 +259,13 @@ class ResponseActions:
             classic = ClassicLoadBalancers(aws, ttl=lb.index_ttl, clock=clock) if lb.classic else None
             deregistration = LoadBalancerDeregistration(directory, classic, clock=clock)
         isolation = (
-            InstanceIsolation(NetworkIsolation(aws, clock=clock), iso.quarantine_group, clock=clock)
+            InstanceIsolation(
+                NetworkIsolation(aws, clock=clock),
+                iso.quarantine_group,
+                clock=clock,
+                instances=InstanceDirectory(aws, cache_ttl=settings.queue.describe_cache_ttl, clock=clock),
+                managed_tag=settings.queue.managed_tag,
+            )
             if iso.enabled
             else None
         )
@@ -502,7 +515,7 @@ class ResponseActions:
         None when another runner has it (or the record could not be written)."""
         now = self._clock.now()
         kind = Kind(state.kind)
-        instance = node.instance_id or str(state.extra.get("instance_id") or "")
+        instance = node.instance_id or ""
         base = resume or ActionsRecord(
             event=state.event_id,
             runner=self.identity,
@@ -630,7 +643,8 @@ class ResponseActions:
         if kind is None:
             return
         copy = node or last
-        instance = record.instance or (copy.instance_id if copy is not None else None) or ""
+        # The Node's providerID, never the record's ``instance``: an annotation anyone may write.
+        instance = (copy.instance_id if copy is not None else None) or ""
         actions: list[ActionSummary] = []
         if record.loadbalancer is not None:
             actions.append(_lb_summary(record.loadbalancer))
@@ -663,10 +677,16 @@ class ResponseActions:
             return isolation_step(StepState.SKIPPED, now, error="withdrawn: the node stays in service")
         if not instance:
             self._metrics.action("isolate", ActionResult.SKIPPED.value)
-            return isolation_step(StepState.SKIPPED, now, error="no instance id known")
+            return isolation_step(StepState.SKIPPED, now, error="the node has no AWS providerID")
         result = await self._isolation.isolate(instance)
         self._metrics.action("isolate", result.summary.result.value)
         target = node if node is not None else None
+        if result.skipped:
+            if target is not None:
+                self._event(
+                    target, "IsolationSkipped", f"Not isolated: {result.summary.detail}", warning=True
+                )
+            return isolation_step(StepState.SKIPPED, self._clock.now(), error=result.error)
         if result.ok:
             log.info("instance %s isolated: %s", instance, result.summary.detail)
             if target is not None:
@@ -737,7 +757,7 @@ class ResponseActions:
     async def _dry_run(self, node: NodeView, state: NodeState) -> None:
         reported = self._dry.setdefault((node.name, state.event_id), set())
         kind = Kind(state.kind)
-        instance = node.instance_id or str(state.extra.get("instance_id") or "")
+        instance = node.instance_id or ""
         if "pre" not in reported and self._lb is not None and kind in self._lb_kinds:
             reported.add("pre")
             targets, why = await self._targets(node, instance)

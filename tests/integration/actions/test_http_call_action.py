@@ -62,6 +62,7 @@ class Seen:
     path_qs: str
     headers: dict[str, str]
     body: bytes
+    raw_path: str = ""
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Receiver:
                 request.path_qs,
                 {k.lower(): v for k, v in request.headers.items()},
                 await request.read(),
+                request.raw_path,
             )
         )
         if self.hold is not None:
@@ -343,3 +345,25 @@ async def test_dry_run_sends_nothing() -> None:
         finally:
             await actions.aclose()
     assert outcome.result is ActionResult.DRY_RUN and rec.requests == []
+
+
+# --- the URL's values (issue 10: a value is data, never URL structure) ----------------------------------
+
+
+async def test_url_values_are_percent_encoded_for_the_path_or_the_query() -> None:
+    """A node name (or any variable) with URL delimiters stays one path segment or one query value:
+    it cannot add a path, a parameter or a fragment (RFC 3986 sections 3.3 and 3.4)."""
+    name = "a/../admin?x=1&y=2#frag %"
+    async with receiver() as rec:
+        mute = call(f"{rec.base}/hosts/{{{{ .NodeName }}}}/mute?node={{{{ .NodeName }}}}&k=v", method="GET")
+        async with action(mute) as a:
+            outcome = await a.run(event(), node_name=name)
+        dots = call(f"{rec.base}/hosts/{{{{ .NodeName }}}}/mute", method="GET", name="dots")
+        async with action(dots) as a:
+            assert (await a.run(event(), node_name="..")).result is ActionResult.SUCCESS
+    assert outcome.result is ActionResult.SUCCESS
+    first, second = rec.requests
+    assert first.raw_path == (
+        "/hosts/a%2F..%2Fadmin%3Fx%3D1%26y%3D2%23frag%20%25/mute?node=a/../admin?x%3D1%26y%3D2%23frag%20%25&k=v"
+    )
+    assert second.raw_path == "/hosts/%2E%2E/mute"

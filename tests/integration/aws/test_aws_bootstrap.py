@@ -37,6 +37,10 @@ EXPECTED: dict[str, tuple[dict[str, Any], str]] = {
         {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
         "spot-interruption-warning.json",
     ),
+    "cr-interruption": (
+        {"source": ["aws.ec2"], "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"]},
+        "capacity-reservation-interruption-warning.json",
+    ),
     "rebalance": (
         {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
         "rebalance-recommendation.json",
@@ -267,7 +271,7 @@ def test_skipped_kinds_get_no_rule_and_no_events(
     aws = aws_env
     code, _, err = run(aws, capsys, "--no-rebalance", "--no-scheduled-change")
     assert code == 0, err
-    kept = {"spot-interruption", "state-change", "asg-lifecycle"}
+    kept = {"spot-interruption", "cr-interruption", "state-change", "asg-lifecycle"}
     names = {r["Name"] for r in aws.client("events").list_rules()["Rules"]}
     assert names == {f"{CLUSTER}-kubespot-{k}" for k in kept}
     policy = json.loads(queue_attributes(aws, QUEUE)["Policy"])

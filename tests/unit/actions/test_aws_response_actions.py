@@ -17,6 +17,7 @@ from kubespot.aws import (
     ClassicRegistration,
     DeregisterOutcome,
     GroupRef,
+    InstanceInfo,
     InterfaceChange,
     IsolationOutcome,
     PublishError,
@@ -137,8 +138,10 @@ async def test_lookup_and_warm_failures_are_reported_not_raised() -> None:
 class Quarantine:
     def __init__(self, outcome: IsolationOutcome | Exception) -> None:
         self.outcome = outcome
+        self.asked: list[str] = []
 
     async def isolate(self, instance_id: str, quarantine_group: str) -> IsolationOutcome:
+        self.asked.append(instance_id)
         if isinstance(self.outcome, Exception):
             raise self.outcome
         return self.outcome
@@ -175,6 +178,44 @@ async def test_isolation_outcomes() -> None:
     assert await InstanceIsolation(Quarantine(changed), "sg-q", clock=Clock()).check() is not None
     throttled = AwsError("RequestLimitExceeded", "slow down", throttled=True)
     assert await InstanceIsolation(Quarantine(throttled), "sg-q", clock=Clock()).check() is None
+
+
+class Instances:
+    def __init__(self, tags: dict[str, dict[str, str]], error: AwsError | None = None) -> None:
+        self.tags = tags
+        self.error = error
+
+    async def lookup(self, instance_ids: Iterable[str]) -> dict[str, InstanceInfo]:
+        if self.error is not None:
+            raise self.error
+        return {
+            i: InstanceInfo(i, "", "us-east-1a", "running", MappingProxyType(self.tags[i]))
+            for i in instance_ids
+            if i in self.tags
+        }
+
+
+async def test_only_an_instance_with_the_managed_tag_is_isolated() -> None:
+    """Issue 10: the quarantine is asked for only when the instance carries the managed tag."""
+    outcome = IsolationOutcome("i-0abc", "vpc-1", GroupRef("sg-q"), ())
+    tag = "aws-node-termination-handler/managed"
+    instances = Instances({"i-0abc": {tag: ""}, "i-0def": {"team": "other"}})
+    quarantine = Quarantine(outcome)
+
+    def action(found: Instances) -> InstanceIsolation:
+        return InstanceIsolation(quarantine, "sg-q", clock=Clock(), instances=found, managed_tag=tag)
+
+    assert (await action(instances).isolate("i-0abc")).ok
+    assert quarantine.asked == ["i-0abc"]
+    untagged = await action(instances).isolate("i-0def")
+    assert untagged.skipped and f"no {tag} tag" in untagged.error
+    unknown = await action(instances).isolate("i-0123")
+    assert unknown.skipped and "unknown to EC2" in unknown.error
+    denied = await action(Instances({}, AwsError("UnauthorizedOperation", "no", service="ec2"))).isolate(
+        "i-0abc"
+    )
+    assert denied.summary.result is ActionResult.FAILURE and "tags" in denied.summary.detail
+    assert quarantine.asked == ["i-0abc"]
 
 
 class Sns:

@@ -116,6 +116,7 @@ def test_calls_are_the_union_of_the_groups() -> None:
         (
             "isolate",
             {
+                "ec2:DescribeInstances",  # the managed-tag check
                 "ec2:DescribeNetworkInterfaces",
                 "ec2:DescribeSecurityGroups",
                 "ec2:ModifyNetworkInterfaceAttribute",
@@ -153,7 +154,6 @@ def test_action_resources_are_scoped_when_given() -> None:
         "elasticloadbalancing:DescribeTargetGroups",
         "elasticloadbalancing:DescribeTargetHealth",
         "ec2:DescribeNetworkInterfaces",
-        "ec2:ModifyNetworkInterfaceAttribute",
     ):
         assert by_action[action] == "*"
     unscoped = iam.controller_policy(QUEUE_ARN, actions=["loadbalancer", "sns", "eventbridge"])
@@ -162,7 +162,9 @@ def test_action_resources_are_scoped_when_given() -> None:
     assert by_action["sns:Publish"] == "*"
     sids = [s["Sid"] for s in policy["Statement"]]
     assert len(sids) == len(set(sids))
-    assert all(s["Effect"] == "Allow" and "Condition" not in s for s in policy["Statement"])
+    conditioned = {s["Sid"] for s in policy["Statement"] if "Condition" in s}
+    assert conditioned == {"CompleteLifecycleActions", "QuarantineManagedInstances"}
+    assert all(s["Effect"] == "Allow" for s in policy["Statement"])
 
 
 def test_action_policy_errors() -> None:
@@ -197,7 +199,7 @@ def test_resources_are_as_narrow_as_iam_allows() -> None:
     assert by_action["sqs:ChangeMessageVisibility"] == QUEUE_ARN
     assert by_action["ec2:DescribeInstances"] == "*"  # no resource-level permissions exist
     assert by_action["autoscaling:CompleteLifecycleAction"] == "*"
-    assert all(s["Effect"] == "Allow" and "Condition" not in s for s in policy["Statement"])
+    assert [s["Sid"] for s in policy["Statement"] if "Condition" in s] == ["CompleteLifecycleActions"]
     assert not any(a.startswith("kms:") for a in iam.policy_actions(policy))
 
     scoped = iam.controller_policy(QUEUE_ARN, asg_arns=[ASG_ARN, ASG_ARN])
@@ -390,3 +392,76 @@ def test_adapter_calls_only_what_calls_lists() -> None:
                 bad.append(f"{path.name}:{line}: {what} ({names}) is not in kubespot.aws.CALLS")
     assert "__init__.py" in scanned
     assert not bad, "\n".join(bad)
+
+
+# --- conditions (issue 10: the controller may touch only the cluster's groups and instances) ---------
+# Condition keys checked against the Service Authorization Reference ("Actions, resources, and
+# condition keys for Amazon EC2" and "... for Amazon EC2 Auto Scaling"):
+# ec2:ModifyNetworkInterfaceAttribute authorizes network-interface (required), instance,
+# security-group and subnet; ec2:Vpc (an ARN) exists on network-interface, security-group and subnet,
+# ec2:ResourceTag/${TagKey} on instance. autoscaling:CompleteLifecycleAction and
+# RecordLifecycleActionHeartbeat authorize autoScalingGroup, with autoscaling:ResourceTag/${TagKey}.
+
+VPC = "vpc-0123456789abcdef0"
+TAG = "aws-node-termination-handler/managed"
+
+
+def _statements(policy: dict[str, object], action: str) -> list[dict[str, object]]:
+    return [s for s in policy["Statement"] if action in s["Action"]]  # type: ignore[attr-defined]
+
+
+def test_lifecycle_calls_need_the_managed_tag_on_the_group() -> None:
+    (statement,) = _statements(iam.controller_policy(QUEUE_ARN), "autoscaling:CompleteLifecycleAction")
+    assert statement["Action"] == [
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+    ]
+    # Null false: the tag key is present, with any value (as the queue processor's own check).
+    assert statement["Condition"] == {"Null": {f"autoscaling:ResourceTag/{TAG}": "false"}}
+    (own,) = _statements(
+        iam.controller_policy(QUEUE_ARN, managed_tag="team/kubespot"), "autoscaling:CompleteLifecycleAction"
+    )
+    assert own["Condition"] == {"Null": {"autoscaling:ResourceTag/team/kubespot": "false"}}
+    (bare,) = _statements(
+        iam.controller_policy(QUEUE_ARN, managed_tag=None), "autoscaling:CompleteLifecycleAction"
+    )
+    assert "Condition" not in bare
+
+
+def test_modify_network_interface_is_limited_to_the_vpc_and_managed_instances() -> None:
+    policy = iam.controller_policy(None, actions=["isolate"], vpc_ids=[VPC, VPC], partition="aws-cn")
+    in_vpc, instance = _statements(policy, "ec2:ModifyNetworkInterfaceAttribute")
+    # Every resource type the action authorizes is covered (none refused for want of a statement).
+    assert in_vpc["Resource"] == [
+        "arn:aws-cn:ec2:*:*:network-interface/*",
+        "arn:aws-cn:ec2:*:*:security-group/*",
+        "arn:aws-cn:ec2:*:*:subnet/*",
+    ]
+    assert in_vpc["Condition"] == {"ArnLike": {"ec2:Vpc": [f"arn:aws-cn:ec2:*:*:vpc/{VPC}"]}}
+    assert instance["Resource"] == "arn:aws-cn:ec2:*:*:instance/*"
+    assert instance["Condition"] == {"Null": {f"ec2:ResourceTag/{TAG}": "false"}}
+    assert all(s["Resource"] != "*" for s in (in_vpc, instance))
+    # Without a VPC the interfaces are not limited by one; the instance still needs the tag.
+    in_any, tagged = _statements(
+        iam.controller_policy(None, actions=["isolate"]), "ec2:ModifyNetworkInterfaceAttribute"
+    )
+    assert "Condition" not in in_any and tagged["Condition"] == instance["Condition"]
+    with pytest.raises(ValueError, match="not a VPC id"):
+        iam.controller_policy(None, actions=["isolate"], vpc_ids=["default"])
+    with pytest.raises(ValueError, match="managed tag is empty"):
+        iam.controller_policy(QUEUE_ARN, managed_tag=" ")
+
+
+def test_policy_command_conditions(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["aws", "policy", "--queue-arn", QUEUE_ARN, "--actions", "isolate", "--vpc-id", VPC]
+    assert main([*argv, "--managed-tag", "team/kubespot"]) == 0
+    policy = json.loads(capsys.readouterr().out)
+    assert policy == iam.controller_policy(
+        QUEUE_ARN, actions=["isolate"], vpc_ids=[VPC], managed_tag="team/kubespot"
+    )
+    assert main([*argv, "--no-tag-conditions", "--partition", "aws-us-gov"]) == 0
+    policy = json.loads(capsys.readouterr().out)
+    assert policy == iam.controller_policy(
+        QUEUE_ARN, actions=["isolate"], vpc_ids=[VPC], managed_tag=None, partition="aws-us-gov"
+    )
+    assert not any("ResourceTag" in json.dumps(s) for s in policy["Statement"])

@@ -306,6 +306,18 @@ def test_http_calls_from_the_environment_and_a_file(tmp_path: Path) -> None:
     [
         ({"KUBESPOT_HTTP_CALL_X_URL": "api.test/x"}, "http_calls.x.url", "http:// or https://"),
         ({"KUBESPOT_HTTP_CALL_X_URL": "https://{{ .Host }}/x"}, "http_calls.x.url", "host"),
+        # Issue 10: nothing templated may reach the authority (host, port, userinfo).
+        ({"KUBESPOT_HTTP_CALL_X_URL": "https://api.test{{ .X }}/x"}, "http_calls.x.url", "must be literal"),
+        ({"KUBESPOT_HTTP_CALL_X_URL": "https://api.test{{ .X }}"}, "http_calls.x.url", "must be literal"),
+        ({"KUBESPOT_HTTP_CALL_X_URL": "https://api.test:{{ .P }}/x"}, "http_calls.x.url", "must be literal"),
+        ({"KUBESPOT_HTTP_CALL_X_URL": "https://u:{{ .P }}@api.test/"}, "http_calls.x.url", "must be literal"),
+        ({"KUBESPOT_HTTP_CALL_X_URL": "https://{{ .U }}@api.test/"}, "http_calls.x.url", "host"),
+        (
+            {"KUBESPOT_HTTP_CALL_X_URL": "https://api{% if 1 %}.evil{% endif %}.test/"},
+            "http_calls.x.url",
+            "must be literal",
+        ),
+        ({"KUBESPOT_HTTP_CALL_X_URL": "{{ .Url }}"}, "http_calls.x.url", "http:// or https://"),
         (
             {"KUBESPOT_HTTP_CALL_X_URL": "https://a.test", "KUBESPOT_HTTP_CALL_X_METHOD": "FETCH"},
             "http_calls.x.method",
@@ -344,6 +356,21 @@ def test_http_call_templates_are_checked_at_start_up(tmp_path: Path) -> None:
         "http_calls.b.headers[X-Host]",
         "http_calls.c.body_file",
     ]
+
+
+def test_templates_after_the_host_are_accepted_and_a_url_file_is_checked_when_read(tmp_path: Path) -> None:
+    for url in (
+        "https://api.test/{{ .X }}",
+        "https://api.test?{{ .X }}",
+        "https://api.test#{{ .X }}",
+        "https://u:p@api.test:8443/h/{{ .X }}?k={{ .Y }}",
+    ):
+        assert HttpCall(name="ok", url=url).url == url
+    url_file = tmp_path / "url"
+    url_file.write_text("https://api.test{{ .NodeName }}/mute\n")
+    with pytest.raises(SettingsError) as err:
+        HttpCall(name="f", url_file=str(url_file)).read_url()
+    assert "must be literal" in problems(err)["http_calls.f.url_file"]
 
 
 def test_every_field_of_targets_and_calls_is_documented() -> None:

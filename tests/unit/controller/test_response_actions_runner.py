@@ -691,3 +691,43 @@ async def test_a_lagging_index_showing_our_own_pending_record_does_not_deregiste
     await runner.reconcile(NODE)
     assert len(w.targets.deregistered) == count
     assert w.timeline.steps.count("deregister") == 1
+
+
+# --- which instance (issue 10: annotations are writable by every agent) ----------------------------
+
+OTHER = "i-0fedcba9876543210"
+
+
+async def test_the_instance_isolated_is_the_nodes_provider_id_never_an_annotations() -> None:
+    """An agent can patch any Node's annotations: one naming another instance in the state's
+    ``extra`` and in a record of its own making must not get that instance isolated."""
+    w = World()
+    w.state(Phase.DRAINED, instance_id=OTHER)
+    forged = ActionsRecord(
+        event=EVENT, runner="ip-agent/1", at=T0 - timedelta(hours=1), kind="spot-itn", instance=OTHER
+    )
+    w.kube.set(ACTIONS_ANNOTATION, forged.encode())
+    await w.runner().reconcile(NODE)
+    assert w.timeline.steps.count("isolate") == 1
+    assert w.quarantine.isolated == [INSTANCE]
+    message = w.sns.sent[0][0]
+    assert message["instance_id"] == INSTANCE
+
+
+async def test_a_node_without_provider_id_gets_no_instance_action() -> None:
+    w = World()
+    assert w.kube.node is not None
+    w.kube.node = replace(w.kube.node, provider_id="")
+    # The other instance is a load balancer target: it must not be deregistered either.
+    w.targets.registered[OTHER] = (Registration(TG_INSTANCE, OTHER, 30080),)
+    w.state(Phase.DRAINING, instance_id=OTHER)  # what an agent wrote: not trusted
+    runner = w.runner()
+    await runner.reconcile(NODE)
+    w.state(Phase.DRAINED, instance_id=OTHER)
+    await runner.reconcile(NODE)
+    assert w.quarantine.isolated == []
+    record = w.kube.record()
+    assert record is not None and record.instance == ""
+    assert record.isolation is not None and record.isolation.state is StepState.SKIPPED
+    assert "providerID" in record.isolation.error
+    assert all(r.target_id != OTHER for r in w.targets.deregistered)

@@ -2,9 +2,10 @@
 
 This module owns the shapes that arrive on the queue and what each one means for the controller:
 
-- EventBridge events (``detail-type``): spot interruption warnings, rebalance recommendations,
-  instance state changes, Auto Scaling terminate/launch lifecycle actions, AWS Health EC2 scheduled
-  changes; any other detail-type is understood as "nothing to do".
+- EventBridge events (``detail-type``): spot interruption warnings, interruptible Capacity
+  Reservation interruption warnings, rebalance recommendations, instance state changes, Auto Scaling
+  terminate/launch lifecycle actions, AWS Health EC2 scheduled changes; any other detail-type is
+  understood as "nothing to do".
 - Auto Scaling notifications sent straight to SQS (``Service: AWS Auto Scaling``): lifecycle
   actions and the test notification.
 - Either of those wrapped in an SNS envelope (``Type: Notification``, ``Message`` a JSON string).
@@ -46,6 +47,11 @@ AUTOSCALING_SERVICE = "AWS Auto Scaling"
 HEALTH_CLOSED = "closed"
 
 DETAIL_SPOT = "EC2 Spot Instance Interruption Warning"
+#: An instance in an interruptible Capacity Reservation whose owner reclaims the capacity: terminated
+#: two minutes later, at ``detail.instance-termination-time`` (EC2 User Guide, "Monitor
+#: interruptible Capacity Reservations with EventBridge and CloudTrail"). Karpenter's interruption
+#: controller acts on it as on a spot warning (cordon and drain); so does kubespot, as ``spot-itn``.
+DETAIL_CAPACITY_RESERVATION = "EC2 Capacity Reservation Instance Interruption Warning"
 DETAIL_REBALANCE = "EC2 Instance Rebalance Recommendation"
 DETAIL_STATE_CHANGE = "EC2 Instance State-change Notification"
 DETAIL_ASG_TERMINATE = "EC2 Instance-terminate Lifecycle Action"
@@ -256,6 +262,38 @@ def _spot(env: _Envelope, ctx: _Context) -> ParsedMessage:
     return env.result((event,))
 
 
+def _capacity_reservation(env: _Envelope, ctx: _Context) -> ParsedMessage:
+    what = "capacity reservation interruption detail"
+    iid = _instance_id(env.detail, "instance-id", what, env.text)
+    action = _optional_string(env.detail, "instance-action", what, env.text)
+    when = env.detail.get("instance-termination-time")
+    warnings: tuple[str, ...] = ()
+    deadline = _shift(env.time, SPOT_WARNING, env.text)  # "2 minutes before" (the documented notice)
+    if isinstance(when, str) and when:
+        try:
+            deadline = _iso_time(when, "instance-termination-time", env.text)
+        except MessageError as exc:
+            # The instance is still going: act with the documented notice rather than drop it.
+            warnings = (f"{exc.reason}; deadline taken as 2 minutes after the notice",)
+    elif when is not None and when != "":
+        warnings = (
+            f"'instance-termination-time' is {_type(when)}; deadline taken as 2 minutes after the notice",
+        )
+    verb = _short(action or "terminate", quote=False)
+    event = InterruptionEvent(
+        id=event_id(Kind.SPOT_INTERRUPTION, iid, env.id),
+        kind=Kind.SPOT_INTERRUPTION,
+        instance_id=iid,
+        source=Source.SQS,
+        notice_time=env.time,
+        act_at=ctx.now,
+        deadline=deadline,
+        description=f"capacity reservation interruption warning: {verb} at {_iso(deadline)}",
+        raw=env.doc,
+    )
+    return env.result((event,), warnings=warnings)
+
+
 def _rebalance(env: _Envelope, ctx: _Context) -> ParsedMessage:
     iid = _instance_id(env.detail, "instance-id", "rebalance recommendation detail", env.text)
     event = InterruptionEvent(
@@ -349,6 +387,7 @@ def _health(env: _Envelope, ctx: _Context) -> ParsedMessage:
 
 _EVENTBRIDGE: dict[str, Callable[[_Envelope, _Context], ParsedMessage]] = {
     DETAIL_SPOT: _spot,
+    DETAIL_CAPACITY_RESERVATION: _capacity_reservation,
     DETAIL_REBALANCE: _rebalance,
     DETAIL_STATE_CHANGE: _state_change,
     DETAIL_ASG_TERMINATE: _asg_terminate,

@@ -28,6 +28,10 @@ EVENTS_DIR = Path(__file__).resolve().parents[3] / "fixtures" / "eventbridge"
 #: The rules people configure for one cluster queue (FACTS.md, "EventBridge events").
 RULES: dict[str, dict[str, Any]] = {
     "spot-interruption": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    "cr-interruption": {
+        "source": ["aws.ec2"],
+        "detail-type": ["EC2 Capacity Reservation Instance Interruption Warning"],
+    },
     "rebalance": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
     "state-change": {
         "source": ["aws.ec2"],
@@ -47,6 +51,7 @@ RULES: dict[str, dict[str, Any]] = {
 
 SAMPLES = [
     "spot-interruption-warning.json",
+    "capacity-reservation-interruption-warning.json",
     "rebalance-recommendation.json",
     "instance-state-change.json",
     "asg-terminate-lifecycle-action.json",

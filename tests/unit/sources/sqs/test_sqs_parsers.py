@@ -79,6 +79,14 @@ EXPECTED = {
         NOW,
         at("2026-11-20T17:04:13"),
     ),
+    # An interruption with a deadline, handled as a spot warning (as Karpenter does).
+    "capacity-reservation-interruption-warning": (
+        Kind.SPOT_INTERRUPTION,
+        "i-0a1b2c3d4e5f60007",
+        at("2026-11-20T17:02:13"),
+        NOW,
+        at("2026-11-20T17:04:13"),
+    ),
     "rebalance-recommendation": (
         Kind.REBALANCE_RECOMMENDATION,
         "i-0a1b2c3d4e5f60002",
@@ -165,6 +173,31 @@ def test_spot_sample_details() -> None:
     ev = the_event(parse(sample("spot-interruption-warning")))
     assert ev.seconds_left(NOW) == 73
     assert ev.description == "spot interruption warning: terminate at 2026-11-20T17:04:13Z"
+
+
+def test_capacity_reservation_warning_takes_its_termination_time() -> None:
+    """EC2 User Guide, "Monitor interruptible Capacity Reservations with EventBridge and
+    CloudTrail": sent 2 minutes before the instance is terminated, at ``instance-termination-time``."""
+    doc = sample("capacity-reservation-interruption-warning")
+    ev = the_event(parse(doc))
+    assert ev.description == "capacity reservation interruption warning: terminate at 2026-11-20T17:04:13Z"
+    later = copy.deepcopy(doc)
+    later["detail"]["instance-termination-time"] = "2026-11-20T17:05:00.500Z"
+    assert the_event(parse(later)).deadline == at("2026-11-20T17:05:00.500")
+    # Without the time, or with one that cannot be read, the documented two minutes still hold.
+    for value in (None, "soon", 17):
+        odd = copy.deepcopy(doc)
+        if value is None:
+            del odd["detail"]["instance-termination-time"]
+        else:
+            odd["detail"]["instance-termination-time"] = value
+        parsed = parse(odd)
+        assert the_event(parsed).deadline == at("2026-11-20T17:04:13")
+        assert bool(parsed.warnings) is (value is not None)
+    with pytest.raises(MessageError, match="instance-id"):
+        bad = copy.deepcopy(doc)
+        del bad["detail"]["instance-id"]
+        parse(bad)
 
 
 def test_different_notices_get_different_ids() -> None:
