@@ -176,6 +176,8 @@ class QueueHandler:
                 return self._foreign(event, message, parsed.lifecycle, lease)
             handler = await self._handler(node.name)
             event = dataclasses.replace(event, node_name=node.name)
+            if self.scheduled.outdated(node, event):
+                return Outcome.DONE
             keep = False  # leave the message although the event was handled (a record not written)
             if self.scheduled.wanted(event):
                 recorded = await self.scheduled.hold(node, event)
@@ -185,7 +187,7 @@ class QueueHandler:
                 # Due soon: the message is held until the node is drained, as for any notice; the
                 # record only matters should this replica die meanwhile.
             elif event.kind is Kind.SCHEDULED_MAINTENANCE and event.cancelled:
-                keep = not await self.scheduled.release(node.name, event.id)
+                keep = not await self.scheduled.release(node.name, event.id, closed=event)
                 await handler.handle(event)
             else:
                 await handler.handle(event)
