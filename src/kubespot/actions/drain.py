@@ -607,7 +607,12 @@ class _Drain:
                 log.debug(
                     "%s: evicting %s/%s throttled; again in %.2fs", self.node, pod.namespace, pod.name, pause
                 )
-                await _wait_event(gone, max(MIN_RETRY_SECONDS, min(pause, self.left())), self.clock)
+                # Honoured, but never past the moment the deadline action becomes due (nor past
+                # the deadline): the answer then decides, not the throttling.
+                left = self.left()
+                due_in = left - deadline_reserve(pod, settings=s, window=self.window)
+                bound = due_in if due_in > 0 else left
+                await _wait_event(gone, max(MIN_RETRY_SECONDS, min(pause, bound)), self.clock)
                 continue
             if answer.outcome is EvictionOutcome.EVICTED:
                 res.evicted_at, res.grace_seconds = self.clock.now(), grace
