@@ -17,12 +17,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import THROTTLED_MESSAGE, ApiError, throttled
+from .errors import ApiError, throttled
 
 VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
 
 _MESSAGES = {
-    429: THROTTLED_MESSAGE,
     500: "Internal error occurred: kubesim injected fault",
     503: "The server is currently unable to handle the request",
     409: "Operation cannot be fulfilled: kubesim injected conflict",
