@@ -10,7 +10,9 @@ The instance dies at a known time whatever happens, so every step is measured ag
    those pods their grace period.
 3. A 429 (PodDisruptionBudget) is retried with exponential backoff and jitter until the time left is
    less than the pod's grace period plus the safety margin; then ``pdb_deadline_action`` decides:
-   ``delete`` deletes the pod gracefully (logged, Warning event), ``keep`` retries to the end.
+   ``delete`` deletes the pod gracefully (logged, Warning event; only that pod, by uid), ``keep``
+   retries to the end. A 429 from the API server's throttling is no refusal: the eviction is sent
+   again after its Retry-After, and neither counts as blocked nor advances the backoff.
 4. Grace periods are cut so pods finish before the deadline.
 5. Completion is observed on one watch of the node's pods (not by polling): a pod is gone when it is
    deleted or a different uid takes its name.
@@ -99,7 +101,13 @@ class DrainKube(Protocol):
     ) -> EvictionResult: ...
 
     async def delete_pod(
-        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> bool: ...
 
 
@@ -143,6 +151,8 @@ class PodResult:
     attempts: int = 0
     #: Evictions refused with 429 (PodDisruptionBudget).
     blocked: int = 0
+    #: Evictions the API server throttled (429, no budget cause): sent again, never a refusal.
+    throttled: int = 0
     started_at: datetime | None = None
     evicted_at: datetime | None = None
     gone_at: datetime | None = None
@@ -170,6 +180,7 @@ class PodResult:
             "grace_seconds": self.grace_seconds,
             "attempts": self.attempts,
             "blocked": self.blocked,
+            "throttled": self.throttled,
             "started_at": iso(self.started_at),
             "evicted_at": iso(self.evicted_at),
             "gone_at": iso(self.gone_at),
@@ -565,7 +576,7 @@ class _Drain:
             # notice (agent restart, clock skew) should still move what it can.
             if left <= 0 and res.attempts > 0:
                 res.outcome = Outcome.STILL_RUNNING
-                res.reason = f"PodDisruptionBudget still blocking at the deadline ({res.blocked} refusals)"
+                res.reason = _still_running(res)
                 log.warning("%s: %s/%s still running at the deadline", self.node, pod.namespace, pod.name)
                 self.pod_event(pod, "StillRunningAtDeadline", res.reason, warning=True)
                 return False
@@ -578,11 +589,31 @@ class _Drain:
                     lambda grace=grace: self.kube.evict_pod(  # type: ignore[misc]
                         pod.namespace, pod.name, uid=pod.uid, grace_period_seconds=grace
                     ),
-                    first=res.attempts == 0,
+                    # Throttled attempts were not looked at: the pod's first answer is still to come.
+                    first=res.attempts == res.throttled,
                 )
             except TimeoutError:
                 answer = EvictionResult(EvictionOutcome.ERROR, 0, "the eviction request timed out")
             res.attempts += 1
+            if answer.outcome is EvictionOutcome.THROTTLED:
+                # The server did not look at the eviction: no refusal, no step of the backoff, no
+                # deadline action on its account (that one follows a budget's own answer).
+                res.throttled += 1
+                pause = answer.retry_after
+                if pause is None:
+                    pause = full_jitter(
+                        attempt, base=s.retry_backoff_base, cap=s.retry_backoff_cap, rng=self.rng
+                    )
+                log.debug(
+                    "%s: evicting %s/%s throttled; again in %.2fs", self.node, pod.namespace, pod.name, pause
+                )
+                # Honoured, but never past the moment the deadline action becomes due (nor past
+                # the deadline): the answer then decides, not the throttling.
+                left = self.left()
+                due_in = left - deadline_reserve(pod, settings=s, window=self.window)
+                bound = due_in if due_in > 0 else left
+                await _wait_event(gone, max(MIN_RETRY_SECONDS, min(pause, bound)), self.clock)
+                continue
             if answer.outcome is EvictionOutcome.EVICTED:
                 res.evicted_at, res.grace_seconds = self.clock.now(), grace
                 if plan.action is Action.EVICT_BARE:
@@ -643,7 +674,8 @@ class _Drain:
         )
         try:
             existed = await self._call(
-                lambda: self.kube.delete_pod(pod.namespace, pod.name, grace_period_seconds=grace)
+                # By uid, as the eviction: a namesake created since (a StatefulSet's next pod) stays.
+                lambda: self.kube.delete_pod(pod.namespace, pod.name, uid=pod.uid, grace_period_seconds=grace)
             )
         except Exception as err:
             log.error(
@@ -665,3 +697,12 @@ class _Drain:
             warning=True,
         )
         return True
+
+
+def _still_running(res: PodResult) -> str:
+    """Why a pod is still running at the deadline, from the answers its evictions got."""
+    if res.blocked:
+        return f"PodDisruptionBudget still blocking at the deadline ({res.blocked} refusals)"
+    if res.throttled == res.attempts:
+        return f"the API server throttled every eviction until the deadline ({res.throttled} times)"
+    return f"eviction still failing at the deadline ({res.attempts} attempts)"

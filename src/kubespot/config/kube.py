@@ -71,7 +71,8 @@ class KubeSettings:
         doc=(
             "Attempts for one API call failing with 409 (plain patches), 429 (except evictions), 500, "
             "503, 504 or a transport error, with exponential backoff and jitter between them. An "
-            "eviction's 429 is never retried here: it is the drain engine's PodDisruptionBudget signal."
+            "eviction's 429 is never retried here: the drain engine tells a PodDisruptionBudget's "
+            "refusal from the API server's throttling and waits the Retry-After of the latter."
         ),
         env="KUBESPOT_KUBE_RETRY_ATTEMPTS",
         unit="attempts",

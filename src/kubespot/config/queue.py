@@ -86,8 +86,9 @@ class QueueSettings:
         False,
         doc=(
             "Delete a message about an instance that is not a node of this cluster at once. Off: "
-            "leave it for the cluster that owns the instance (several clusters may share a queue) "
-            "until it has been received foreign_max_receives times."
+            "give it back to the queue at once (visibility 0) for the cluster that owns the instance "
+            "(several clusters may share a queue), hidden 1, 2, 4… s more each time it comes back "
+            "here, until it has been received foreign_max_receives times."
         ),
         env="KUBESPOT_QUEUE_DELETE_IF_NODE_NOT_FOUND",
         nth="DELETE_SQS_MSG_IF_NODE_NOT_FOUND",

@@ -26,8 +26,9 @@ its handler, which resumes it (an interrupted drain, a rebalance's auto-undo, a 
 agent does at its start.
 
 Messages about instances that are not nodes of this cluster (another cluster's, an unmanaged one, a
-long-gone one) are left for their owner and deleted after ``foreign_max_receives`` receives, so they
-never loop for ever; malformed messages go to the configured outcome, never stop the consumer.
+long-gone one) are given back to the queue at once for their owner (``foreign_pause``) and deleted
+after ``foreign_max_receives`` receives, so they never loop for ever; malformed messages go to the
+configured outcome, never stop the consumer.
 """
 
 from __future__ import annotations
@@ -290,9 +291,11 @@ class QueueHandler:
     ) -> Outcome:
         node = await self._node_of(event.instance_id)
         if node is None:
-            return self._foreign(event, message, parsed.lifecycle)
+            return self._foreign(event, message, parsed.lifecycle, lease)
         handler = await self._handler(node.name, node.uid)
         event = dataclasses.replace(event, node_name=node.name)
+        if self.scheduled.outdated(node, event):
+            return Outcome.DONE
         keep = False  # leave the message although the event was handled (a record not written)
         if self.scheduled.wanted(event):
             recorded = await self.scheduled.hold(node, event)
@@ -302,7 +305,7 @@ class QueueHandler:
             # Due soon: the message is held until the node is drained, as for any notice; the
             # record only matters should this replica die meanwhile.
         elif event.kind is Kind.SCHEDULED_MAINTENANCE and event.cancelled:
-            keep = not await self.scheduled.release(node.name, event.id)
+            keep = not await self.scheduled.release(node.name, event.id, closed=event)
             await handler.handle(event)
         else:
             await handler.handle(event)
@@ -360,7 +363,11 @@ class QueueHandler:
         return node
 
     def _foreign(
-        self, event: InterruptionEvent, message: QueueMessage, lifecycle: LifecycleAction | None
+        self,
+        event: InterruptionEvent,
+        message: QueueMessage,
+        lifecycle: LifecycleAction | None,
+        lease: Lease,
     ) -> Outcome:
         give_up = (
             self._queue.delete_if_node_not_found or message.receive_count >= self._queue.foreign_max_receives
@@ -372,6 +379,8 @@ class QueueHandler:
             message.receive_count,
         )
         self._metrics.action("message", "foreign")
+        if not give_up:
+            lease.reappear_after(foreign_pause(message.receive_count, self._queue.visibility_timeout))
         return Outcome.DONE if give_up else Outcome.LEAVE
 
     async def _handler(self, node: str, uid: str | None = None) -> NodeHandler:
@@ -462,3 +471,19 @@ class QueueHandler:
             return
         log.info("lifecycle action of %s completed (CONTINUE) after the drain", action.instance_id)
         self._metrics.action("lifecycle_complete", "success")
+
+
+def foreign_pause(receive_count: int, visibility_timeout: int) -> float:
+    """Seconds a message about another cluster's instance stays hidden once given back.
+
+    Visible again at once after its first receive, so the cluster that owns the instance gets it
+    within its next poll instead of after our visibility timeout (a spot notice gives two minutes;
+    the reference handler leaves such a message hidden for its own timeout, 20 s by default, and
+    deletes it only with DELETE_SQS_MSG_IF_NODE_NOT_FOUND). A message that keeps coming back here
+    (no owner is polling) is hidden 1, 2, 4 … s, up to the visibility timeout, so it never spins
+    between this cluster's receivers and its receives (``foreign_max_receives``) span seconds, not
+    milliseconds, of the owner's chances.
+    """
+    if receive_count <= 1:
+        return 0.0
+    return float(min(visibility_timeout, 2 ** (receive_count - 2)))

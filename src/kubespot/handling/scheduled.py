@@ -17,6 +17,14 @@ never acted on once its start time has passed: the maintenance has begun by then
 Writes are compare-and-set on the node and idempotent by event id, so any replica may add, replace
 (a Health update moves ``startTime``) or remove an entry. In dry run nothing is written: the old
 behaviour (the message stays on the queue as the reminder) applies.
+
+SQS does not keep order, and a Health event's messages may come back after a newer one (a
+redelivery, another replica's slow receive). A "closed" message leaves a tombstone on the node
+(``kubespot.io/scheduled-closed``: the event id, the closed message's time, kept until the change's
+start time has long passed), so an "upcoming" message sent before it (EventBridge ``time``) is
+outdated and never re-arms the cancelled change, on any replica and after restarts; an update older
+than the recorded one is outdated likewise (``outdated``). The tombstones have their own annotation
+so an older kubespot reading ``kubespot.io/scheduled`` never mistakes one for a change to act on.
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ from .node_index import NodeIndex
 log = logging.getLogger("kubespot.handling.scheduled")
 
 SCHEDULED_ANNOTATION = "kubespot.io/scheduled"
+#: Health events closed (cancelled) before their start: id → the closed message's time and a prune time.
+CLOSED_ANNOTATION = "kubespot.io/scheduled-closed"
+#: Tombstones kept per node (the latest to expire stay).
+CLOSED_KEPT = 16
 #: Entries kept per node: an instance rarely has more than one or two scheduled changes at a time,
 #: and the annotation must stay small (every node watch carries it).
 SCHEDULED_KEPT = 8
@@ -200,6 +212,84 @@ def record_patch(
     return {"metadata": {"annotations": {SCHEDULED_ANNOTATION: new_text}}}
 
 
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """A tombstone: the Health event ``id`` was closed by a message sent at ``at``."""
+
+    id: str
+    #: The "closed" message's time (EventBridge ``time``): an "upcoming" sent no later is outdated.
+    at: datetime
+    #: Dropped after this: the change's start time plus ``PRUNE_AFTER`` (by then no "upcoming" is
+    #: acted on anyway: its start time has passed).
+    until: datetime
+
+
+def decode_closed(text: str | None) -> dict[str, Closed]:
+    """The tombstones in an annotation value; garbage reads as none (it only ever adds caution)."""
+    if not text:
+        return {}
+    try:
+        data = orjson.loads(text)
+        if not isinstance(data, dict):
+            return {}
+        return {
+            key: Closed(key, utc_time(value["at"]), utc_time(value["until"]))
+            for key, value in data.items()
+            if isinstance(value, dict)
+        }
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return {}
+
+
+def encode_closed(tombstones: Mapping[str, Closed]) -> str | None:
+    if not tombstones:
+        return None
+    ordered = sorted(tombstones.values(), key=lambda c: (c.until, c.id))
+    return orjson.dumps(
+        {c.id: {"at": c.at.isoformat(), "until": c.until.isoformat()} for c in ordered}
+    ).decode()
+
+
+def with_closed(tombstones: Mapping[str, Closed], closed: Closed, now: datetime) -> dict[str, Closed]:
+    """``tombstones`` with ``closed`` (the latest closing time kept per id), the expired ones dropped
+    and at most ``CLOSED_KEPT`` kept, those expiring last."""
+    kept = {key: c for key, c in tombstones.items() if c.until >= now}
+    before = kept.get(closed.id)
+    if before is None or before.at < closed.at:
+        kept[closed.id] = closed
+    ordered = sorted(kept.values(), key=lambda c: (c.until, c.id))[-CLOSED_KEPT:]
+    return {c.id: c for c in ordered}
+
+
+def closed_of(event: InterruptionEvent) -> Closed:
+    """The tombstone a "closed" message leaves."""
+    when = event.deadline or event.act_at
+    return Closed(event.id, event.notice_time, max(when, event.notice_time) + PRUNE_AFTER)
+
+
+def is_outdated(event: InterruptionEvent, entries: Iterable[Entry], tombstones: Mapping[str, Closed]) -> str:
+    """Why an "upcoming" (or updated) scheduled change is older than what the node already knows, or
+    "" when it is not: its event was closed by a later message, or a later update is recorded."""
+    if event.kind is not Kind.SCHEDULED_MAINTENANCE or event.cancelled:
+        return ""
+    closed = tombstones.get(event.id)
+    if closed is not None and event.notice_time <= closed.at:
+        return f"closed by a message of {closed.at.isoformat()}"
+    for entry in entries:
+        if entry.id == event.id and entry.notice > event.notice_time:
+            return f"a later update ({entry.notice.isoformat()}) is recorded"
+    return ""
+
+
+def pruned_closed(node: NodeView, now: datetime) -> Mapping[str, Any] | None:
+    """The merge patch dropping the node's expired tombstones (None: nothing to drop)."""
+    old_text = node.annotations.get(CLOSED_ANNOTATION)
+    new_text = encode_closed({k: c for k, c in decode_closed(old_text).items() if c.until >= now})
+    if new_text == old_text:
+        return None
+    return {"metadata": {"annotations": {CLOSED_ANNOTATION: new_text}}}
+
+
 def _entry(item: Any) -> Entry:
     if not isinstance(item, dict):
         raise TypeError(f"entry is {type(item).__name__}, expected an object")
@@ -269,6 +359,8 @@ class ScheduledChanges:
         self._wake = asyncio.Event()
         #: Nodes whose record could not be read, with the text that was logged (logged once).
         self._garbled: dict[str, str] = {}
+        #: Per node: the tombstones this replica wrote (until the node watch shows them).
+        self._closed: dict[str, dict[str, Closed]] = {}
 
     def armed(self, node_name: str) -> Mapping[str, InterruptionEvent]:
         """The events armed on ``node_name`` from its record (for logs and tests)."""
@@ -324,13 +416,45 @@ class ScheduledChanges:
         self._metrics.action("scheduled_record", "written")
         return True
 
-    async def release(self, node_name: str, event_id: str) -> bool:
-        """Remove ``event_id``'s entry from the node (a Health "closed" message). False when the
-        write failed (logged): the caller keeps the message to try again."""
+    def outdated(self, node: NodeView, event: InterruptionEvent) -> bool:
+        """Whether ``event`` (a scheduled change from the queue) is older than what ``node`` records:
+        a stale "upcoming" after the "closed" one, or an update older than the recorded one. Such a
+        message is done with: it must neither re-arm nor move the change (logged)."""
+        if event.kind is not Kind.SCHEDULED_MAINTENANCE or event.cancelled:
+            return False
+        try:
+            entries = decode_entries(node.annotations.get(SCHEDULED_ANNOTATION))
+        except RecordError:
+            entries = ()
+        why = is_outdated(event, entries, self._tombstones(node))
+        if why:
+            log.info(
+                "scheduled change %s on node %s: outdated message (%s); ignored", event.id, node.name, why
+            )
+            self._metrics.action("scheduled_record", "outdated")
+        return bool(why)
+
+    def _tombstones(self, node: NodeView) -> dict[str, Closed]:
+        """The node's tombstones, with this replica's own not yet seen through the node watch."""
+        found = decode_closed(node.annotations.get(CLOSED_ANNOTATION))
+        for closed in self._closed.get(node.name, {}).values():
+            if closed.id not in found or found[closed.id].at < closed.at:
+                found[closed.id] = closed
+        return found
+
+    async def release(
+        self, node_name: str, event_id: str, *, closed: InterruptionEvent | None = None
+    ) -> bool:
+        """Remove ``event_id``'s entry from the node (a Health "closed" message: ``closed``, which
+        also leaves its tombstone, see the module's docstring). False when the write failed (logged):
+        the caller keeps the message to try again."""
         if self.dry_run:
             return True
         try:
-            await self._remove(node_name, event_id)
+            if closed is not None:
+                await self._close(node_name, closed_of(closed))
+            else:
+                await self._remove(node_name, event_id)
         except KubeError as err:
             log.warning("could not remove %s from the record of node %s: %s", event_id, node_name, err)
             self._metrics.action("scheduled_record", "failure")
@@ -388,7 +512,11 @@ class ScheduledChanges:
         while True:
             await self._clock.sleep(SWEEP_SECONDS)
             self._dirty.update(self._armed)
-            self._dirty.update(n.name for n in self._nodes.nodes() if SCHEDULED_ANNOTATION in n.annotations)
+            self._dirty.update(
+                n.name
+                for n in self._nodes.nodes()
+                if SCHEDULED_ANNOTATION in n.annotations or CLOSED_ANNOTATION in n.annotations
+            )
             self._wake.set()
 
     async def reconcile(self, name: str) -> None:
@@ -401,6 +529,7 @@ class ScheduledChanges:
                 self._stop(gone)
             self._armed.pop(name, None)
             self._garbled.pop(name, None)
+            self._closed.pop(name, None)
             return
         text = node.annotations.get(SCHEDULED_ANNOTATION)
         try:
@@ -421,9 +550,13 @@ class ScheduledChanges:
             if not was.seen and self._clock.monotonic() - was.since < UNSEEN_GRACE:
                 continue  # an older copy of the node than our own write
             await self._forget(name, was, now)
+        tombstones = self._tombstones(node)
         for entry in entries:
             if entry.expired(now):
                 continue  # the change has begun: too late to fence for it
+            closed = tombstones.get(entry.id)
+            if closed is not None and entry.notice <= closed.at:
+                continue  # written from a stale message (e.g. by an older replica): closed since
             await self._arm(name, entry)
         if any(entry.stale(now) for entry in entries):
             try:
@@ -433,6 +566,11 @@ class ScheduledChanges:
                 self._metrics.action("scheduled_record", "pruned")
             except KubeError as err:
                 log.warning("could not prune the record of node %s: %s", name, err)
+        if any(c.until < now for c in decode_closed(node.annotations.get(CLOSED_ANNOTATION)).values()):
+            try:
+                await self._kube.update_node(name, lambda n: pruned_closed(n, now), current=node)
+            except KubeError as err:
+                log.warning("could not prune the closed changes of node %s: %s", name, err)
 
     async def _arm(self, name: str, entry: Entry) -> None:
         event = entry.event(node_name=name, lead_time=self._lead_time)
@@ -502,6 +640,31 @@ class ScheduledChanges:
                         return
                     await self._clock.sleep(delay)
                     delay *= 2
+
+    async def _close(self, name: str, closed: Closed) -> None:
+        """Remove the entry and leave the tombstone, in one compare-and-set write. Raises KubeError."""
+        now = self._clock.now()
+        mine = self._closed.setdefault(name, {})
+        mine[closed.id] = closed
+        for key in [k for k, c in mine.items() if c.until < now]:
+            del mine[key]
+
+        def change(node: NodeView) -> Mapping[str, Any] | None:
+            patch = record_patch(node, lambda old: without_entry(old, closed.id, now))
+            old_text = node.annotations.get(CLOSED_ANNOTATION)
+            new_text = encode_closed(with_closed(decode_closed(old_text), closed, now))
+            if new_text == old_text:
+                return patch
+            annotations = dict((patch or {}).get("metadata", {}).get("annotations", {}))
+            annotations[CLOSED_ANNOTATION] = new_text
+            return {"metadata": {"annotations": annotations}}
+
+        try:
+            await self._kube.update_node(name, change, current=self._nodes.by_name(name))
+        except KubeError as err:
+            if err.code != 404:  # a node gone has nothing left to re-arm
+                raise
+        self._metrics.action("scheduled_record", "closed")
 
     async def _remove(self, name: str, event_id: str) -> bool:
         """Remove the entry (compare-and-set; True when there was one). Raises KubeError."""

@@ -7,8 +7,10 @@ straight into views.
 Every call goes through one client-side token bucket and one retry policy, so the whole process keeps
 to its API budget (``KubeSettings.qps``/``burst``) and rides out API-server hiccups (409 on plain
 patches, 429 throttling, 5xx, dropped connections) with bounded, jittered retries. The one exception
-is deliberate: an eviction's 429 comes back at once as ``EvictionOutcome.BLOCKED``, because it is how
-a PodDisruptionBudget says "not now" and the drain engine owns that decision.
+is deliberate: an eviction's 429 comes back at once, because it is how a PodDisruptionBudget says
+"not now" (``EvictionOutcome.BLOCKED``) and the drain engine owns that decision; a 429 from the API
+server's throttling comes back as ``EvictionOutcome.THROTTLED``, so the engine waits its Retry-After
+without taking it for a budget's refusal.
 
 Node writes that replace a list (taints) are compare-and-set on ``metadata.resourceVersion`` and
 re-read the node on 409, so a concurrent writer's taint is never lost.
@@ -40,7 +42,7 @@ from .podwatch import SharedPodWatch
 from .priority import PriorityGate, is_fencing
 from .ratelimit import TokenBucket
 from .retry import TRANSIENT_STATUSES, full_jitter
-from .transport import WATCH_SERVER_TIMEOUT, ApiStatus, HttpxRaw, LinkError, RawHttp
+from .transport import WATCH_SERVER_TIMEOUT, ApiStatus, HttpxRaw, LinkError, RawHttp, api_status
 from .views import (
     DEFAULT_GRACE_SECONDS,
     EvictionOutcome,
@@ -149,6 +151,20 @@ def connect(
         attempts=settings.retry_attempts,
         on_error=on_error,
         max_in_flight=AIOHTTP_IN_FLIGHT if raw is not None else MAX_IN_FLIGHT,
+    )
+
+
+def _plain_status(response: httpx2.Response) -> ApiStatus:
+    """The error of an answer lightkube did not decode (not JSON)."""
+    try:
+        body = response.content
+    except httpx2.ResponseNotRead:  # a stream (a watch) whose body nobody read
+        body = b""
+    return api_status(
+        response.status_code,
+        body,
+        content_type=response.headers.get("Content-Type", ""),
+        retry_after=response.headers.get("Retry-After"),
     )
 
 
@@ -333,14 +349,19 @@ class KubeClient:
             try:
                 async with self.in_flight.slot(urgent=urgent):
                     result = await fn()
-            except (ApiStatus, ApiError) as err:
+            except (ApiStatus, httpx2.HTTPStatusError) as err:
                 if isinstance(err, ApiStatus):
                     code, message, reason, wait = err.code, err.message, err.reason, err.retry_after
-                else:
+                elif isinstance(err, ApiError):
                     answer = err.response.status_code if err.response is not None else 0
                     code = int(err.status.code or answer)
                     message, reason = err.status.message or str(err), err.status.reason or ""
                     wait = _retry_after(err)
+                else:
+                    # lightkube passes on an answer that is not JSON as it is: API Priority and
+                    # Fairness rejects with a text 429 (see ``_budget_refusal``).
+                    status = _plain_status(err.response)
+                    code, message, reason, wait = status.code, status.message, "", status.retry_after
                 self._answered(code)
                 if code not in retry or last:
                     raise KubeError(code, message, reason=reason) from err
@@ -582,7 +603,8 @@ class KubeClient:
             )
         except KubeError as err:
             if err.code == 429:
-                return EvictionResult(EvictionOutcome.BLOCKED, 429, err.message, _retry_after_of(err))
+                outcome = EvictionOutcome.BLOCKED if _budget_refusal(err) else EvictionOutcome.THROTTLED
+                return EvictionResult(outcome, 429, err.message, _retry_after_of(err))
             if err.code == 404:
                 return EvictionResult(EvictionOutcome.NOT_FOUND, err.code, err.message)
             if err.code == 409 and await self._replaced(namespace, name, uid):
@@ -601,17 +623,30 @@ class KubeClient:
         return current is None or (uid is not None and current.uid != uid)
 
     async def delete_pod(
-        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> bool:
-        """Delete a pod gracefully (``grace_period_seconds`` None: its own). False if it was gone."""
+        """Delete a pod gracefully (``grace_period_seconds`` None: its own). False if it was gone.
+
+        ``uid`` deletes that pod only (``DeleteOptions.preconditions.uid``): the API server answers
+        409 Conflict when the name now belongs to another pod, which then counts as gone.
+        """
         params = _dry_run(dry_run)
         if grace_period_seconds is not None:
             params["gracePeriodSeconds"] = str(grace_period_seconds)
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         path = f"api/v1/namespaces/{namespace}/pods/{name}"
         try:
-            await self._call("delete pod", lambda: self._send("DELETE", path, params=params))
+            await self._call("delete pod", lambda: self._send("DELETE", path, params=params, body=body))
         except KubeError as err:
             if err.code == 404:
+                return False
+            if err.code == 409 and await self._replaced(namespace, name, uid):
                 return False
             raise
         return True
@@ -805,3 +840,25 @@ def _retry_after_of(err: KubeError) -> float | None:
     if isinstance(cause, ApiStatus):
         return cause.retry_after
     return _retry_after(cause) if isinstance(cause, ApiError) else None
+
+
+#: Upstream ``policyv1.DisruptionBudgetCause``: the cause a budget's refusal names.
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+
+
+def _budget_refusal(err: KubeError) -> bool:
+    """Whether an eviction's 429 is a PodDisruptionBudget's refusal rather than throttling.
+
+    A budget refuses from the eviction handler with a ``Status`` (reason ``TooManyRequests``, a
+    ``DisruptionBudget`` cause; kubernetes pkg/registry/core/pod/storage/eviction.go
+    ``checkAndDecrement`` and ``createTooManyRequestsError``). API Priority and Fairness and the
+    max-in-flight limit reject before any handler with a text body and a Retry-After header
+    (k8s.io/apiserver pkg/server/filters ``tooManyRequests``): no ``Status``, so no reason. The raw
+    transports report the Status's reason but not its causes, so that is what is read there.
+    """
+    cause = err.__cause__
+    if isinstance(cause, ApiError):
+        details = cause.status.details
+        causes = (details.causes or []) if details is not None else []
+        return any(c.reason == DISRUPTION_BUDGET_CAUSE for c in causes)
+    return err.reason == "TooManyRequests"

@@ -145,8 +145,11 @@ class NodeEvent:
 
 class EvictionOutcome(StrEnum):
     EVICTED = "evicted"
-    #: 429: a PodDisruptionBudget (or API throttling) refuses the eviction now; try again later.
+    #: 429 from the eviction itself: a PodDisruptionBudget refuses it now; try again later.
     BLOCKED = "blocked"
+    #: 429 from the API server's throttling (API Priority and Fairness, max-in-flight): the eviction
+    #: was not looked at; try again after ``retry_after``. Says nothing about any budget.
+    THROTTLED = "throttled"
     #: The pod (with that uid) no longer exists.
     NOT_FOUND = "not-found"
     ERROR = "error"

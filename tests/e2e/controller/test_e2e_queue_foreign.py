@@ -5,6 +5,8 @@ untagged node is handled."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,42 @@ async def test_untagged_node_is_handled_without_the_tag_check(aws: MotoServer, t
 
         await until(done, within=20)
         assert world.fenced(target.node_name) and not world.pods_on(target.node_name)
+
+
+async def test_a_foreign_message_is_given_back_at_once_for_its_owner(aws: MotoServer, tmp_path: Path) -> None:
+    """Another cluster's message is visible again as soon as this controller has looked at it, not
+    after its 30 s visibility timeout: the owner's two-minute notice must not wait on ours.
+
+    NTH leaves such a message hidden for its visibility timeout (it deletes it only with
+    DELETE_SQS_MSG_IF_NODE_NOT_FOUND); here it is given back with ChangeMessageVisibility(0).
+    """
+    async with controller_world(aws, workload("web", 1), tmp=tmp_path, instances=1) as world:
+        proc = await world.start_controller(
+            KUBESPOT_QUEUE_VISIBILITY_TIMEOUT="30",
+            KUBESPOT_QUEUE_FOREIGN_MAX_RECEIVES="100",
+            KUBESPOT_QUEUE_RECEIVERS="1",
+        )
+        world.send(spot_warning("i-0fedcba9876543210", event_id="e2e-owned-elsewhere"))
+
+        async def looked_at() -> bool:
+            return "is not a node of this cluster: left for its owner (received 1 times)" in world.log_text()
+
+        await until(looked_at, within=15)
+        # The owner stands in for the other cluster; this controller leaves the stage, so what the
+        # owner sees is what the controller did with the message (a handler cut short by the stop
+        # gives its message back at once either way).
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 15)
+        sqs = aws.client("sqs")
+        received: list[dict[str, object]] = []
+        for _ in range(5):
+            answer = sqs.receive_message(
+                QueueUrl=world.queue_url,
+                WaitTimeSeconds=1,
+                MessageSystemAttributeNames=["ApproximateReceiveCount"],
+            )
+            received = answer.get("Messages", [])  # type: ignore[assignment]
+            if received:
+                break
+        assert received, "the message stayed hidden for the controller's visibility timeout"
+        assert "e2e-owned-elsewhere" in str(received[0]["Body"])

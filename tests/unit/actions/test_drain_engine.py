@@ -70,7 +70,13 @@ class FakeKube:
         return EvictionResult(EvictionOutcome.EVICTED, 201)
 
     async def delete_pod(
-        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> bool:
         self.deletes.append((name, grace_period_seconds))
         self._gone(name)
@@ -188,3 +194,47 @@ async def test_first_evictions_go_ahead_of_the_retries_of_refused_pods(
     last_fresh = max(i for i, name in enumerate(after) if name.startswith("b"))
     # Only calls already holding the slot when n2 started may come before its pods.
     assert sum(1 for name in after[:last_fresh] if name.startswith("a")) <= 1, after[: last_fresh + 1]
+
+
+class ThrottledKube(FakeKube):
+    """The budget refuses the first eviction; the API server then throttles every other one with a
+    long Retry-After (API Priority and Fairness under a burst)."""
+
+    def __init__(self, pods: list[PodView], *, retry_after: float) -> None:
+        super().__init__(pods)
+        self.retry_after = retry_after
+        self.times: list[float] = []
+        self.clock: FakeClock | None = None
+
+    async def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> EvictionResult:
+        assert self.clock is not None
+        self.times.append(self.clock.t)
+        if len(self.times) == 1:
+            return EvictionResult(EvictionOutcome.BLOCKED, 429, "budget")
+        return EvictionResult(EvictionOutcome.THROTTLED, 429, "Too many requests", self.retry_after)
+
+
+async def test_throttling_waits_its_retry_after_but_never_past_the_deadline_action() -> None:
+    clock, kube = FakeClock(), ThrottledKube([POD], retry_after=50)
+    kube.clock = clock
+    result = await drain_node(
+        "n1", kube=kube, settings=SETTINGS, deadline=T0 + timedelta(seconds=120), clock=clock
+    )
+    (res,) = result.pods
+    assert res.blocked == 1 and res.throttled == len(kube.times) - 1
+    # Refused at 0 and retried after the backoff; then the Retry-After (50 s) is honoured, but the
+    # next one is cut to the deadline action's moment (85 s: 120 - grace 30 - margin 5).
+    first_retry = kube.times[1]
+    assert 0 < first_retry <= 1
+    assert kube.times[2:] == pytest.approx([first_retry + 50, 85], abs=0.01), kube.times
+    # Only throttled answers past the budget's one refusal: the delete waits for a budget's answer.
+    assert res.outcome is Outcome.STILL_RUNNING and kube.deletes == []
+    assert "PodDisruptionBudget" in res.reason

@@ -79,7 +79,13 @@ class FakeKube:
         return EvictionResult(EvictionOutcome.EVICTED, 201)
 
     async def delete_pod(
-        self, namespace: str, name: str, *, grace_period_seconds: int | None = None, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        *,
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
     ) -> bool:
         self.delete(name)
         return True

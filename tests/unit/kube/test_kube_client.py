@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 from lightkube.config.kubeconfig import Cluster, User
+from lightkube.resources.core_v1 import Namespace
 
 from kubespot.kube import EvictionOutcome, KubeClient, KubeError, PodEventType, PodList, Taint, TokenBucket
 from kubespot.kube.aiohttp_transport import AiohttpRaw
@@ -105,6 +106,56 @@ async def test_eviction_429_is_returned_at_once_not_retried() -> None:
     result = await kube.evict_pod("ns", "p", uid="abc", grace_period_seconds=3)
     assert result.outcome is EvictionOutcome.BLOCKED and "disruption budget" in result.message
     assert calls == 1
+
+
+async def test_eviction_throttled_by_priority_and_fairness_is_not_a_budget_refusal() -> None:
+    """APF's 429 is text with Retry-After (k8s.io/apiserver filters ``tooManyRequests``); a budget's
+    is a Status with the DisruptionBudget cause (eviction.go ``checkAndDecrement``)."""
+
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(
+            429,
+            text="Too many requests, please try again later.\n",
+            headers={"Content-Type": "text/plain; charset=utf-8", "Retry-After": "3"},
+        )
+
+    result = await client(handler).evict_pod("ns", "p", uid="abc")
+    assert result.outcome is EvictionOutcome.THROTTLED and result.retry_after == 3.0
+
+
+async def test_lightkube_calls_retry_a_text_429() -> None:
+    """lightkube hands an answer that is not JSON over as a bare HTTPStatusError: still retried."""
+    calls = 0
+
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return httpx2.Response(429, text="Too many requests, please try again later.\n")
+        return httpx2.Response(200, json={"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "x"}})
+
+    kube = client(handler)
+    ns = await kube.call("get namespace", lambda: kube.api.get(Namespace, "x"))
+    assert ns.metadata is not None and ns.metadata.name == "x" and calls == 2
+
+
+async def test_delete_sends_the_uid_precondition_and_a_conflict_means_replaced() -> None:
+    bodies: list[object] = []
+
+    def handler(req: httpx2.Request) -> httpx2.Response:
+        if req.method == "DELETE":
+            bodies.append(json.loads(req.content))
+            return status(
+                409, "Conflict", "Precondition failed: UID in precondition: abc, UID in object meta: new"
+            )
+        return httpx2.Response(200, json=_pod_json("new"))
+
+    assert await client(handler).delete_pod("ns", "p", uid="abc", grace_period_seconds=1) is False
+    assert bodies and bodies[0] == {
+        "apiVersion": "v1",
+        "kind": "DeleteOptions",
+        "preconditions": {"uid": "abc"},
+    }
 
 
 async def test_eviction_sends_uid_precondition_and_grace_and_retries_503() -> None:

@@ -35,6 +35,7 @@ class ApiError(Exception):
         reason: str | None = None,
         details: dict[str, Any] | None = None,
         retry_after: int | None = None,
+        plain_text: bool = False,
     ) -> None:
         super().__init__(message)
         self.code = code
@@ -42,6 +43,9 @@ class ApiError(Exception):
         self.reason = reason or _REASONS.get(code, "Unknown")
         self.details = details
         self.retry_after = retry_after
+        #: Answered as Go's ``http.Error`` does (a text line, no ``Status``): the API server's
+        #: request filters (priority and fairness, max-in-flight) reject that way, before any handler.
+        self.plain_text = plain_text
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -104,6 +108,21 @@ def method_not_allowed(
     message: str = "the server does not allow this method on the requested resource",
 ) -> ApiError:
     return ApiError(405, message)
+
+
+#: The body of every 429 from API Priority and Fairness and the max-in-flight filter.
+THROTTLED_MESSAGE = "Too many requests, please try again later."
+
+
+def throttled(retry_after: int) -> ApiError:
+    """A request rejected by API Priority and Fairness (or the max-in-flight limit), as upstream does.
+
+    k8s.io/apiserver pkg/server/filters priority-and-fairness.go and maxinflight.go,
+    ``tooManyRequests``: ``w.Header().Set("Retry-After", ...)`` then
+    ``http.Error(w, "Too many requests, please try again later.", 429)`` — a text body, no
+    ``Status`` and so no ``DisruptionBudget`` cause, unlike an eviction a budget refuses.
+    """
+    return ApiError(429, THROTTLED_MESSAGE, retry_after=retry_after, plain_text=True)
 
 
 def gone(message: str) -> ApiError:

@@ -17,12 +17,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import ApiError
+from .errors import ApiError, throttled
 
 VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"})
 
 _MESSAGES = {
-    429: "Too many requests, please try again later.",
     500: "Internal error occurred: kubesim injected fault",
     503: "The server is currently unable to handle the request",
     409: "Operation cannot be fulfilled: kubesim injected conflict",
@@ -126,7 +125,7 @@ def rule_from_dict(data: Any) -> FaultRule:
 
 
 class TokenBucket:
-    """Client-visible API rate limit, like API Priority and Fairness rejecting with 429."""
+    """Client-visible API rate limit, like API Priority and Fairness rejecting with 429 (``throttled``)."""
 
     def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.qps = qps
@@ -187,7 +186,7 @@ class Faults:
         """Apply latency; return the error to answer with, if any. ``resource`` may be empty."""
         if self.limit is not None and not self.limit.take():
             self.injected += 1
-            return ApiError(429, _MESSAGES[429], retry_after=1)
+            return throttled(retry_after=1)
         if not self.rules:
             return None
         delay = 0.0
@@ -202,10 +201,16 @@ class Faults:
             delay = max(delay, rule.latency_ms / 1000.0)
             if failure is None and rule.error_rate > 0 and self._rng.random() < rule.error_rate:
                 code = int(rule.error_code)
-                failure = ApiError(
-                    code,
-                    _MESSAGES.get(code, f"kubesim injected fault {code}"),
-                    retry_after=1 if code in (429, 503) else None,
+                # An injected 429 is the API server's throttling (a budget's refusal is the
+                # eviction's own answer, from a PodDisruptionBudget: see ``eviction``).
+                failure = (
+                    throttled(retry_after=1)
+                    if code == 429
+                    else ApiError(
+                        code,
+                        _MESSAGES.get(code, f"kubesim injected fault {code}"),
+                        retry_after=1 if code == 503 else None,
+                    )
                 )
         if delay:
             await asyncio.sleep(delay)

@@ -71,7 +71,12 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 
 def _error(exc: ApiError) -> web.Response:
-    resp = _json(exc.status(), exc.code)
+    if exc.plain_text:
+        # Go's http.Error: text/plain, nosniff, the message and a newline.
+        resp = web.Response(text=exc.message + "\n", status=exc.code, content_type="text/plain")
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+    else:
+        resp = _json(exc.status(), exc.code)
     if exc.retry_after is not None:
         resp.headers["Retry-After"] = str(exc.retry_after)
     return resp

@@ -477,6 +477,33 @@ async def test_faults_errors_latency_qps_and_dropped_watches(
     assert status == 400 and "unknown verb" in body["message"]
 
 
+async def test_throttling_429s_are_plain_text_with_retry_after_as_upstream(
+    http: aiohttp.ClientSession, sim: KubeSim
+) -> None:
+    """The QPS limit and injected 429s answer as API Priority and Fairness does.
+
+    k8s.io/apiserver pkg/server/filters priority-and-fairness.go ``tooManyRequests``: a Retry-After
+    header and ``http.Error(w, "Too many requests, please try again later.", 429)`` — text, not a
+    ``Status``, so never the ``DisruptionBudget`` cause a budget's refusal carries (eviction.go).
+    """
+    sim.faults.set_qps(1, 1)
+    answers = []
+    for _ in range(3):
+        async with http.get("/api/v1/nodes") as resp:
+            answers.append(
+                (resp.status, resp.headers.get("Retry-After"), resp.content_type, await resp.text())
+            )
+    sim.faults.clear()
+    sim.faults.add("verb=create,resource=pods/eviction,rate=1,code=429,count=1")
+    async with http.post("/api/v1/namespaces/default/pods/p/eviction", json={}) as resp:
+        answers.append((resp.status, resp.headers.get("Retry-After"), resp.content_type, await resp.text()))
+    throttled = [a for a in answers if a[0] == 429]
+    assert len(throttled) >= 2
+    assert all(
+        a[1:] == ("1", "text/plain", "Too many requests, please try again later.\n") for a in throttled
+    )
+
+
 async def test_malformed_requests_never_crash_the_server(http: aiohttp.ClientSession) -> None:
     status, _ = await call(http, "POST", "/api/v1/namespaces/default/pods", b"\x00\xff garbage")
     assert status == 400
