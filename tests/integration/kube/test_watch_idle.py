@@ -47,7 +47,15 @@ async def cluster(stack: Stack, *objects: dict[str, Any]) -> AsyncIterator[tuple
 
 def create(sim: KubeSim, plural: str, obj: dict[str, Any]) -> None:
     rt = sim.store.registry.lookup("", "v1", plural)
+    assert rt is not None
     sim.store.create(rt, copy.deepcopy(obj), namespace=obj["metadata"].get("namespace"))
+
+
+def delete_at_once(sim: KubeSim, name: str) -> None:
+    """Remove a pod of the default namespace now (grace 0), in the store: no request that could race."""
+    rt = sim.store.registry.lookup("", "v1", "pods")
+    assert rt is not None
+    sim.store.delete(rt, "default", name, grace_period_seconds=0)
 
 
 def watches_check(kube: KubeClient) -> tuple[bool, str]:
@@ -89,8 +97,7 @@ async def test_the_shared_pod_watch_recovers_after_it_goes_silent(stack: Stack) 
         events: asyncio.Queue[PodEvent] = asyncio.Queue()
         task = asyncio.create_task(_follow(kube, "node-a", listing.resource_version, events))
         try:
-            rt = sim.store.registry.lookup("", "v1", "pods")
-            sim.store.delete(rt, "default", "p1", grace_period_seconds=0)
+            delete_at_once(sim, "p1")
             assert await asyncio.wait_for(_p1_gone(events), 4 * IDLE)
         finally:
             task.cancel()
@@ -109,7 +116,7 @@ async def test_health_names_a_watch_stuck_silent_and_clears_when_it_speaks_again
         try:
             await asyncio.wait_for(index.wait_synced(), 5)
             assert watches_check(kube)[0], "a fresh watch is healthy"
-            ok, detail = await until(lambda: _red(kube), within=4 * IDLE)
+            detail = await until(lambda: _red(kube), within=4 * IDLE)
             assert "nodes silent for" in detail, detail
             sim.faults.remove(rule.id)
             await until(lambda: _true(watches_check(kube)[0]), within=4 * IDLE)
@@ -122,9 +129,10 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def _red(kube: KubeClient) -> tuple[bool, str] | None:
+async def _red(kube: KubeClient) -> str:
+    """The watches check's detail once it is red ("" while it is green)."""
     ok, detail = watches_check(kube)
-    return None if ok else (ok, detail)
+    return "" if ok else detail
 
 
 async def _follow(kube: KubeClient, node_name: str, rv: str, into: asyncio.Queue[PodEvent]) -> None:
@@ -164,8 +172,7 @@ async def test_a_failed_re_list_of_one_node_is_retried_so_its_drain_sees_the_del
             attempts = KubeSettings().retry_attempts
             query = "spec.nodeName=node-a"
             sim.faults.add(verb="list", resource="pods", query=query, error_rate=1.0, remaining=attempts)
-            rt = sim.store.registry.lookup("", "v1", "pods")
-            sim.store.delete(rt, "default", "p1", grace_period_seconds=0)
+            delete_at_once(sim, "p1")
             assert await asyncio.wait_for(_p1_gone(events), 15)
             assert not sim.faults.rules, "node-a's re-list failed at least once"
         finally:
