@@ -83,14 +83,17 @@ async def test_the_node_index_recovers_after_its_watch_goes_silent(stack: Stack)
 
 
 @STACKS
-async def test_the_shared_pod_watch_recovers_after_it_goes_silent(stack: Stack) -> None:
-    """A pod deleted while the controller's cluster-wide pod watch is half-open reaches the drain
-    following its node (a RESYNC without it) once the silence is taken as a break."""
+@pytest.mark.parametrize("shared", [True, False], ids=["controller-shared", "agent-per-node"])
+async def test_a_drains_pod_watch_recovers_after_it_goes_silent(stack: Stack, shared: bool) -> None:
+    """A pod deleted while a drain's pod watch is half-open (the controller's cluster-wide one, or
+    the agent's watch of its node) reaches the drain (a RESYNC without it) once the silence is taken
+    as a break."""
     async with cluster(stack, node("node-a"), pod("p1", node="node-a"), pod("p2", node="node-a")) as (
         sim,
         kube,
     ):
-        kube.share_pod_watch()
+        if shared:
+            kube.share_pod_watch()
         sim.faults.add(resource="pods", stall_watch_after_s=0)
         listing = await kube.list_pods_on_node("node-a")
         assert {p.name for p in listing.pods} == {"p1", "p2"}
