@@ -66,7 +66,9 @@ def watches_check(kube: KubeClient) -> tuple[bool, str]:
 
 
 @STACKS
-async def test_the_node_index_recovers_after_its_watch_goes_silent(stack: Stack) -> None:
+async def test_the_node_index_recovers_after_its_watch_goes_silent(
+    stack: Stack, caplog: pytest.LogCaptureFixture
+) -> None:
     """A node added while the node watch is half-open shows up once the silence is taken as a break
     and the nodes are re-listed; without the idle bound the index never learns of it."""
     async with cluster(stack, node("n1")) as (sim, kube):
@@ -77,6 +79,8 @@ async def test_the_node_index_recovers_after_its_watch_goes_silent(stack: Stack)
             await asyncio.wait_for(index.wait_synced(), 5)
             create(sim, "nodes", node("n2"))
             await until(lambda: _true(index.by_name("n2") is not None), within=4 * IDLE)
+            # The transport's idle bound broke the watch, not another failure.
+            assert any("watch silent for 2s, taken as broken" in r.getMessage() for r in caplog.records)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
