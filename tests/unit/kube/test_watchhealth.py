@@ -9,7 +9,7 @@ import pytest
 
 from kubespot.config.kube import KubeSettings
 from kubespot.config.loader import InvalidSetting
-from kubespot.kube.watchhealth import Watches, server_timeout
+from kubespot.kube.watchhealth import DEFAULT_IDLE_TIMEOUT, Watches, server_timeout
 from kubespot.observability.health import silence
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -17,7 +17,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def test_a_watch_asks_the_server_to_end_it_within_its_idle_bound() -> None:
     # The default bound is a little above the 60 s a watch asks for (kopf: 70 s; kube-rs: +5 s).
-    assert KubeSettings().watch_idle_timeout == 75.0
+    assert KubeSettings().watch_idle_timeout == DEFAULT_IDLE_TIMEOUT == 75.0
     assert server_timeout(75.0) == 60
     assert server_timeout(600.0) == 60
     assert server_timeout(10.0) == 8

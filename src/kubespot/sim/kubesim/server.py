@@ -715,4 +715,5 @@ __all__ = ["POD_KEY", "KubeSimServer", "Route"]
 
 def _query_text(request: web.Request) -> str:
     """The request's query string, decoded, for fault rules to match (``spec.nodeName=node-a``)."""
+    # yarl's query_string leaves reserved characters such as "=" inside a value percent-encoded.
     return unquote(request.query_string.replace("+", " "))
