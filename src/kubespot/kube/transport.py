@@ -100,10 +100,27 @@ def api_status(code: int, body: bytes, *, content_type: str, retry_after: str | 
     return ApiStatus(code, message, reason=reason, retry_after=wait)
 
 
-async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The non-empty lines of a streamed answer."""
+async def watch_lines(
+    chunks: AsyncIterator[bytes],
+    *,
+    idle_timeout: float,
+    timeouts: tuple[type[BaseException], ...],
+    failures: tuple[type[BaseException], ...],
+) -> AsyncIterator[bytes]:
+    """The non-empty lines of a streamed answer (a watch), its stack's errors as ``LinkError``:
+    ``timeouts`` (a read that waited ``idle_timeout``) say the watch went silent, ``failures`` that
+    the connection broke. One generator, not two stacked: a burst streams thousands of lines."""
     pending = b""
-    async for chunk in chunks:
+    while True:
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            break
+        except timeouts as err:
+            silent = f"watch silent for {idle_timeout:g}s, taken as broken"
+            raise LinkError(f"{silent} ({type(err).__name__})") from err
+        except failures as err:
+            raise LinkError(f"{type(err).__name__}: {err}") from err
         if pending:
             chunk = pending + chunk
         lines = chunk.split(b"\n")
@@ -113,25 +130,6 @@ async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
                 yield line
     if pending.strip():
         yield pending
-
-
-async def watch_lines(
-    chunks: AsyncIterator[bytes],
-    *,
-    idle_timeout: float,
-    timeouts: tuple[type[BaseException], ...],
-    failures: tuple[type[BaseException], ...],
-) -> AsyncIterator[bytes]:
-    """The lines of a watch (``split_lines``), its stack's errors as ``LinkError``: ``timeouts``
-    (a read that waited ``idle_timeout``) say the watch went silent, ``failures`` that it broke."""
-    try:
-        async for line in split_lines(chunks):
-            yield line
-    except timeouts as err:
-        silent = f"watch silent for {idle_timeout:g}s, taken as broken"
-        raise LinkError(f"{silent} ({type(err).__name__})") from err
-    except failures as err:
-        raise LinkError(f"{type(err).__name__}: {err}") from err
 
 
 class HttpxRaw:
