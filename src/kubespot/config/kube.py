@@ -60,8 +60,8 @@ class KubeSettings:
         10.0,
         doc=(
             "Seconds to wait for one API response (connect, read, write). A watch's reads are "
-            "bounded by watch_idle_timeout instead. 10 s is lightkube's default; a call that takes longer is retried, and the "
-            "drain deadline bounds the total."
+            "bounded by watch_idle_timeout instead. 10 s is lightkube's default; a call that takes "
+            "longer is retried, and the drain deadline bounds the total."
         ),
         env="KUBESPOT_KUBE_REQUEST_TIMEOUT",
         unit="seconds",
