@@ -377,9 +377,9 @@ def watch_requests(sim: KubeSim, observer: Observer) -> None:
     faults = sim.server.faults
     before = faults.before
 
-    async def seen(verb: str, resource: str, path: str) -> Any:
+    async def seen(verb: str, resource: str, path: str, *rest: Any) -> Any:
         observer.request_seen(verb, resource, path)
-        return await before(verb, resource, path)
+        return await before(verb, resource, path, *rest)
 
     faults.before = seen  # type: ignore[method-assign]
 

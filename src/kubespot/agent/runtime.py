@@ -35,7 +35,7 @@ from kubespot.kube import EventRecorder, KubeClient, KubeError, connect
 from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
 from kubespot.model.summary import InterruptionSummary, Stage
-from kubespot.observability.health import HealthReport, freshness, report
+from kubespot.observability.health import HealthReport, freshness, report, silence
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.observability.server import EndpointServer
@@ -176,13 +176,16 @@ class Agent:
     # --- health ------------------------------------------------------------------------------------
 
     def health(self) -> HealthReport:
-        """Healthy when IMDS and the API server answered recently and every part is running."""
+        """Healthy when IMDS and the API server answered recently, no watch is stuck silent and every
+        part is running."""
         now = self.clock.now()
         max_age = timedelta(seconds=self.settings.observability.probes_stale_after)
         imds = self.monitor.health
         return report(
             freshness("imds", imds.last_contact, now=now, max_age=max_age, detail=imds.last_error or ""),
             freshness("kubernetes", self.kube.last_contact, now=now, max_age=max_age),
+            # A drain's pod watch that went silent (half-open) and keeps coming back silent.
+            silence("watches", self.kube.watches.silences(), now=now, limit=self.kube.watches.health_limit),
             tasks_check(self._tasks, now=now, max_age=max_age),
         )
 

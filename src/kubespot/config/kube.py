@@ -59,11 +59,26 @@ class KubeSettings:
     request_timeout: float = setting(
         10.0,
         doc=(
-            "Seconds to wait for one API response (connect, read, write). Watches are exempt from the "
-            "read timeout. 10 s is lightkube's default; a call that takes longer is retried, and the "
-            "drain deadline bounds the total."
+            "Seconds to wait for one API response (connect, read, write). A watch's reads are "
+            "bounded by watch_idle_timeout instead. 10 s is lightkube's default; a call that takes "
+            "longer is retried, and the drain deadline bounds the total."
         ),
         env="KUBESPOT_KUBE_REQUEST_TIMEOUT",
+        unit="seconds",
+    )
+    watch_idle_timeout: float = setting(
+        75.0,
+        doc=(
+            "Seconds a watch may go without a word from the API server (an event, a bookmark, the "
+            "server ending it) before it is taken as broken: the connection is dropped, the "
+            "objects re-listed and the watch resumed. A half-open connection (a control-plane "
+            "upgrade or a NAT entry reset with no FIN or RST) otherwise freezes a watch for ever. "
+            "Watches ask the server to end them after 60 s (or 4/5 of this bound if shorter) and "
+            "for bookmarks, so a live watch always speaks within it; 75 s is that 60 s plus a "
+            "margin, near kopf's 70 s watch inactivity timeout. /healthz turns red when a watch has "
+            "been silent for twice this long (it kept failing to come back)."
+        ),
+        env="KUBESPOT_KUBE_WATCH_IDLE_TIMEOUT",
         unit="seconds",
     )
     retry_attempts: int = setting(
@@ -85,5 +100,10 @@ class KubeSettings:
             raise InvalidSetting("burst", f"must be >= 1, got {self.burst}")
         if self.request_timeout <= 0:
             raise InvalidSetting("request_timeout", f"must be > 0, got {self.request_timeout}")
+        if self.watch_idle_timeout < 2:
+            raise InvalidSetting(
+                "watch_idle_timeout",
+                f"must be >= 2 (the server's shortest watch is 1 s), got {self.watch_idle_timeout}",
+            )
         if self.retry_attempts < 1:
             raise InvalidSetting("retry_attempts", f"must be >= 1, got {self.retry_attempts}")

@@ -39,7 +39,7 @@ from kubespot.handling.queue_handler import QueueHandler
 from kubespot.kube import EventRecorder, KubeClient, Leases, connect
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
-from kubespot.observability.health import Check, HealthReport, freshness, report
+from kubespot.observability.health import Check, HealthReport, freshness, report, silence
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.observability.server import EndpointServer
@@ -209,7 +209,8 @@ class Controller:
         )
 
     def health(self) -> HealthReport:
-        """Healthy when the API server answered recently, the node index is synced and every part runs."""
+        """Healthy when the API server answered recently, the node index is synced, no watch is stuck
+        silent and every part runs."""
         now = self.clock.now()
         max_age = timedelta(seconds=self.settings.observability.probes_stale_after)
         return report(
@@ -221,6 +222,9 @@ class Controller:
                 max_age=max_age,
                 detail=f"{len(self.nodes)} nodes",
             ),
+            # The node index's and the shared pod watch's streams: a half-open one that keeps coming
+            # back silent freezes them while every call still answers.
+            silence("watches", self.kube.watches.silences(), now=now, limit=self.kube.watches.health_limit),
             tasks_check(self._tasks, now=now, max_age=max_age),
             *self._queue_checks(now),
         )

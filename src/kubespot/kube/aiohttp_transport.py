@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 import aiohttp
 import httpx2
 
-from .transport import ApiStatus, LinkError, api_status, body_headers, split_lines
+from .transport import ApiStatus, LinkError, api_status, body_headers, watch_lines
 
 #: What aiohttp raises when no answer came (besides asyncio.TimeoutError).
 _LINK_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
@@ -44,9 +44,7 @@ class AiohttpRaw:
         self._tls = tls if base_url.startswith("https:") else None
         self._auth = auth
         self._timeout = aiohttp.ClientTimeout(total=timeout)
-        # A watch has no read timeout: the server ends it (WATCH_SERVER_TIMEOUT), and a connection
-        # that died silently is caught by that end not coming.
-        self._stream_timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout)
+        self._connect_timeout = timeout
         self._proxy = _env_proxy(base_url)
         self._session: aiohttp.ClientSession | None = None
         self._authorization: str | None = None
@@ -132,15 +130,22 @@ class AiohttpRaw:
         raise AssertionError("unreachable")  # pragma: no cover
 
     @asynccontextmanager
-    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[AsyncIterator[bytes]]:
+    async def stream(
+        self, path: str, params: Mapping[str, str], *, idle_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
         session = self._open()
         authorization = await self._header()
+        # No bound on the whole watch (the server ends it); aiohttp's sock_read bounds each wait for
+        # data on the socket, headers included: the idle bound of the watch.
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._connect_timeout, sock_read=idle_timeout
+        )
         try:
             response = await session.get(
                 self._base + path,
                 params=params,
                 headers=self._headers(authorization, None, None),
-                timeout=self._stream_timeout,
+                timeout=timeout,
                 proxy=self._proxy,
             )
         except _LINK_ERRORS as err:
@@ -152,8 +157,17 @@ class AiohttpRaw:
                     # The next attempt (a re-list) uses the new one.
                     await self._header(refused=(authorization, content))
                 raise _status_of(response, content)
-            yield split_lines(response.content.iter_any())
-        finally:
+            yield watch_lines(
+                response.content.iter_any(),
+                idle_timeout=idle_timeout,
+                timeouts=(asyncio.TimeoutError,),
+                failures=_LINK_ERRORS,
+            )
+        except BaseException:
+            # A broken, silent or abandoned watch: its connection is never handed back to the pool.
+            response.close()
+            raise
+        else:
             response.release()
 
     async def aclose(self) -> None:

@@ -42,7 +42,7 @@ from .podwatch import SharedPodWatch
 from .priority import PriorityGate, is_fencing
 from .ratelimit import TokenBucket
 from .retry import TRANSIENT_STATUSES, full_jitter
-from .transport import WATCH_SERVER_TIMEOUT, ApiStatus, HttpxRaw, LinkError, RawHttp, api_status
+from .transport import ApiStatus, HttpxRaw, LinkError, RawHttp, api_status
 from .views import (
     DEFAULT_GRACE_SECONDS,
     EvictionOutcome,
@@ -56,6 +56,7 @@ from .views import (
     PodView,
     Taint,
 )
+from .watchhealth import DEFAULT_IDLE_TIMEOUT, Watches, server_timeout
 
 log = logging.getLogger("kubespot.kube")
 
@@ -149,6 +150,7 @@ def connect(
         raw=raw,
         limiter=TokenBucket(qps=settings.qps, burst=settings.burst),
         attempts=settings.retry_attempts,
+        watch_idle_timeout=settings.watch_idle_timeout,
         on_error=on_error,
         max_in_flight=AIOHTTP_IN_FLIGHT if raw is not None else MAX_IN_FLIGHT,
     )
@@ -284,6 +286,7 @@ class KubeClient:
         rng: random.Random | None = None,
         on_error: Callable[[int], None] | None = None,
         max_in_flight: int = MAX_IN_FLIGHT,
+        watch_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.api = api
         #: Where the pod and node calls go, as raw JSON (see ``transport``): by default lightkube's
@@ -297,6 +300,8 @@ class KubeClient:
         self.pod_watch: SharedPodWatch | None = None
         #: When the API server last answered a call (any answer but a transport error): for /healthz.
         self.last_contact: datetime | None = None
+        #: The running watches and how long each has been silent (see ``watchhealth``): for /healthz.
+        self.watches = Watches(watch_idle_timeout)
         #: Told the status of every failed attempt (0 for transport errors): for metrics.
         self.on_error = on_error
         self.limiter = limiter
@@ -509,45 +514,53 @@ class KubeClient:
     ) -> AsyncIterator[tuple[str, V | None, L | None]]:
         """(op, view, None) per change; (RESYNC, None, listing) after a broken watch was re-listed.
 
-        The server ends each watch after WATCH_SERVER_TIMEOUT and it is resumed from the last version
-        seen, so a connection that died silently (no FIN, no data) is replaced within a minute.
+        The server ends each watch after ``server_timeout`` and it is resumed from the last version
+        seen; bookmarks keep that version fresh. A watch that hears nothing (no event, no bookmark,
+        no end) for ``watches.idle_timeout`` is silent, not alive: a half-open connection, dropped and
+        re-listed like any broken watch (see ``watchhealth``).
         """
         rv = resource_version or None
         failures = 0
-        while True:
-            try:
-                await self.limiter.acquire()
-                query = {**params, "watch": "true", "timeoutSeconds": str(WATCH_SERVER_TIMEOUT)}
-                if rv:
-                    query["resourceVersion"] = rv
-                async with self.raw.stream(path, query) as lines:
-                    async for line in lines:
-                        failures = 0
-                        accepted = wanted is None or wanted(line)
-                        if not accepted:
-                            found = _RV_IN_LINE.findall(line)
-                            if len(found) == 1:
-                                rv = found[0].decode() or rv
-                                continue
-                            # Several versions in the line (a label named so): decode it to be sure.
-                        op, obj = _watch_event(line)
-                        if not accepted or op not in ("ADDED", "MODIFIED", "DELETED"):  # or a bookmark
-                            rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                            continue
-                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
-                        yield op, view(obj), None
-                # The server ended the watch (its timeout): resume where it stopped.
-            except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
-                failures += 1
-                log.warning("watch of %s broke (%s: %s); re-listing", what, type(err).__name__, err)
-                await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng))
+        idle = self.watches.idle_timeout
+        base = {**params, "watch": "true", "allowWatchBookmarks": "true"}
+        base["timeoutSeconds"] = str(server_timeout(idle))
+        with self.watches.running(what) as watch:
+            while True:
                 try:
-                    listing = await relist()
-                except KubeError as list_err:
-                    log.warning("re-list of %s failed: %s", what, list_err)
-                    continue
-                rv = getattr(listing, "resource_version", "") or None
-                yield PodEventType.RESYNC.value, None, listing
+                    await self.limiter.acquire()
+                    query = dict(base)
+                    if rv:
+                        query["resourceVersion"] = rv
+                    async with self.raw.stream(path, query, idle_timeout=idle) as lines:
+                        async for line in lines:
+                            watch.hear()
+                            failures = 0
+                            accepted = wanted is None or wanted(line)
+                            if not accepted:
+                                found = _RV_IN_LINE.findall(line)
+                                if len(found) == 1:
+                                    rv = found[0].decode() or rv
+                                    continue
+                                # Several versions in the line (a label named so): decode it to be sure.
+                            op, obj = _watch_event(line)
+                            if not accepted or op not in ("ADDED", "MODIFIED", "DELETED"):  # or a bookmark
+                                rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                                continue
+                            rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                            yield op, view(obj), None
+                    # The server ended the watch (its timeout): it is there; resume where it stopped.
+                    watch.hear()
+                except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
+                    failures += 1
+                    log.warning("watch of %s broke (%s: %s); re-listing", what, type(err).__name__, err)
+                    await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng))
+                    try:
+                        listing = await relist()
+                    except KubeError as list_err:
+                        log.warning("re-list of %s failed: %s", what, list_err)
+                        continue
+                    rv = getattr(listing, "resource_version", "") or None
+                    yield PodEventType.RESYNC.value, None, listing
 
     async def list_nodes(self) -> NodeList:
         async def run() -> NodeList:

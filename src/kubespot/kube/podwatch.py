@@ -17,6 +17,11 @@ than a subscriber's list may follow it, which is harmless to the drain's tracker
 that a pod is gone). If the shared watch breaks, every subscriber gets a fresh ``RESYNC`` of its
 node. All of this relies on the watch starting from a version no newer than the lists: it is read
 before them.
+
+A node whose re-list fails after a break (its own calls throttled or refused while the others
+pass) would miss every change that fell in the gap, a pod's deletion among them, and its drain
+would wait for that pod until its deadline: such nodes are re-listed again, with backoff, until
+the list comes or nobody follows the node any more, and get their ``RESYNC`` then.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
+from .retry import backoff_with_floor
 from .views import PodEvent, PodEventType, PodList
 
 if TYPE_CHECKING:
@@ -43,6 +49,10 @@ _NODE_IN_LINE = re.compile(rb'"nodeName"\s*:\s*"([^"\\]*)"')
 #: Seconds the events after a ``list`` are kept for a ``subscribe`` that has not come (a drain
 #: subscribes right after its list; anything else that lists does not subscribe at all).
 UNCLAIMED_SECONDS = 30.0
+#: Backoff between rounds of re-lists of the nodes whose re-list failed after a break (seconds;
+#: each round is already a call with the client's own retries).
+CATCH_UP_BASE = 0.5
+CATCH_UP_CAP = 10.0
 
 
 def nodes_in_line(line: bytes) -> list[bytes]:
@@ -66,6 +76,9 @@ class SharedPodWatch:
         #: Queues filled since a ``list``, by (node, the list's version), until a subscriber claims them.
         self._unclaimed: dict[tuple[str, str], tuple[Queue, asyncio.TimerHandle]] = {}
         self._task: asyncio.Task[None] | None = None
+        #: Subscribed nodes that a break left without their ``RESYNC`` yet (their re-list failed).
+        self._behind: set[str] = set()
+        self._catch_up: asyncio.Task[None] | None = None
         #: Set once the watch's starting version is known: lists made after it miss nothing.
         self._started = asyncio.Event()
 
@@ -113,9 +126,10 @@ class SharedPodWatch:
         for _queue, expiry in self._unclaimed.values():
             expiry.cancel()
         self._unclaimed.clear()
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait({self._task})
+        for task in (self._catch_up, self._task):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
 
     def _add(self, node: str, queue: Queue) -> None:
         self._subscribers.setdefault(node, set()).add(queue)
@@ -166,12 +180,32 @@ class SharedPodWatch:
         """After a broken watch: the watch restarts from now, and every subscriber gets its node
         re-listed after that point (so no change falls between the two)."""
         start = await self._client._list_pods_on_node(_NO_NODE)
-        for node, queues in list(self._subscribers.items()):
+        self._behind.update(self._subscribers)
+        await self._relist_behind()
+        if self._behind and (self._catch_up is None or self._catch_up.done()):
+            self._catch_up = asyncio.create_task(self._catch_up_loop(), name="shared-pod-watch-catch-up")
+        return start
+
+    async def _relist_behind(self) -> None:
+        """Re-list every node left behind and hand its subscribers the ``RESYNC``; the nodes whose
+        list fails stay behind."""
+        for node in list(self._behind):
+            if node not in self._subscribers:
+                self._behind.discard(node)  # nobody follows it any more
+                continue
             try:
                 listing = await self._client._list_pods_on_node(node)
             except Exception as err:
-                log.warning("re-list of pods on %s failed: %s", node, err)
+                log.warning("re-list of pods on %s failed (retrying): %s", node, err)
                 continue
-            for queue in queues:
+            self._behind.discard(node)
+            for queue in self._subscribers.get(node, ()):
                 queue.put_nowait(PodEvent(PodEventType.RESYNC, pods=listing.pods))
-        return start
+
+    async def _catch_up_loop(self) -> None:
+        """Retry the nodes left behind until none is: their drains must see what the gap hid."""
+        attempt = 0
+        while self._behind:
+            await asyncio.sleep(backoff_with_floor(attempt, base=CATCH_UP_BASE, cap=CATCH_UP_CAP))
+            attempt += 1
+            await self._relist_behind()

@@ -62,10 +62,12 @@ class RawHttp(Protocol):
         ...
 
     def stream(
-        self, path: str, params: Mapping[str, str]
+        self, path: str, params: Mapping[str, str], *, idle_timeout: float
     ) -> AbstractAsyncContextManager[AsyncIterator[bytes]]:
-        """A GET whose answer is read as it comes (a watch), as its non-empty lines, with no read
-        timeout; opening it raises ``ApiStatus`` or ``LinkError``."""
+        """A GET whose answer is read as it comes (a watch), as its non-empty lines. Opening it
+        raises ``ApiStatus`` or ``LinkError``; reading it raises ``LinkError`` when the connection
+        fails or when no byte (headers included) came for ``idle_timeout`` seconds: a silent watch
+        is a broken one (see ``watchhealth``)."""
         ...
 
     async def aclose(self) -> None: ...
@@ -98,10 +100,27 @@ def api_status(code: int, body: bytes, *, content_type: str, retry_after: str | 
     return ApiStatus(code, message, reason=reason, retry_after=wait)
 
 
-async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The non-empty lines of a streamed answer."""
+async def watch_lines(
+    chunks: AsyncIterator[bytes],
+    *,
+    idle_timeout: float,
+    timeouts: tuple[type[BaseException], ...],
+    failures: tuple[type[BaseException], ...],
+) -> AsyncIterator[bytes]:
+    """The non-empty lines of a streamed answer (a watch), its stack's errors as ``LinkError``:
+    ``timeouts`` (a read that waited ``idle_timeout``) say the watch went silent, ``failures`` that
+    the connection broke. One generator, not two stacked: a burst streams thousands of lines."""
     pending = b""
-    async for chunk in chunks:
+    while True:
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            break
+        except timeouts as err:
+            silent = f"watch silent for {idle_timeout:g}s, taken as broken"
+            raise LinkError(f"{silent} ({type(err).__name__})") from err
+        except failures as err:
+            raise LinkError(f"{type(err).__name__}: {err}") from err
         if pending:
             chunk = pending + chunk
         lines = chunk.split(b"\n")
@@ -118,11 +137,6 @@ class HttpxRaw:
 
     def __init__(self, http: httpx2.AsyncClient) -> None:
         self._http = http
-        timeout = http.timeout
-        # A watch waits for events as long as it must: no read timeout (the server ends it).
-        self._stream_timeout = httpx2.Timeout(
-            connect=timeout.connect, read=None, write=timeout.write, pool=timeout.pool
-        )
 
     async def request(
         self,
@@ -145,8 +159,13 @@ class HttpxRaw:
         return response.content
 
     @asynccontextmanager
-    async def stream(self, path: str, params: Mapping[str, str]) -> AsyncIterator[AsyncIterator[bytes]]:
-        request = self._http.build_request("GET", path, params=params, timeout=self._stream_timeout)
+    async def stream(
+        self, path: str, params: Mapping[str, str], *, idle_timeout: float
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        # httpx's read timeout bounds each read of the socket: the idle bound of the watch.
+        base = self._http.timeout
+        timeout = httpx2.Timeout(connect=base.connect, read=idle_timeout, write=base.write, pool=base.pool)
+        request = self._http.build_request("GET", path, params=params, timeout=timeout)
         try:
             response = await self._http.send(request, stream=True)
         except httpx2.TransportError as err:
@@ -155,7 +174,12 @@ class HttpxRaw:
             if response.is_error:
                 await response.aread()
                 raise _status_of(response)
-            yield split_lines(response.aiter_bytes())
+            yield watch_lines(
+                response.aiter_bytes(),
+                idle_timeout=idle_timeout,
+                timeouts=(httpx2.TimeoutException,),
+                failures=(httpx2.TransportError,),
+            )
         finally:
             await response.aclose()
 

@@ -8,7 +8,7 @@ model, the standard library, prometheus_client and orjson, because it runs in th
 
 from __future__ import annotations
 
-from .health import Check, HealthReport, freshness, report
+from .health import Check, HealthReport, freshness, report, silence
 from .logs import bind, configure, current_context, log_context, unbind
 from .metrics import METRICS, NODE_PHASES, Metrics, MetricSpec, reference_markdown
 from .server import EndpointServer, health_handler, metrics_handler
@@ -30,5 +30,6 @@ __all__ = [
     "metrics_handler",
     "reference_markdown",
     "report",
+    "silence",
     "unbind",
 ]

@@ -7,12 +7,13 @@ passes ``now``, so the verdict is testable without a clock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import orjson
 
-__all__ = ["Check", "HealthReport", "freshness", "report"]
+__all__ = ["Check", "HealthReport", "freshness", "report", "silence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,19 @@ def freshness(
         limit = max_age.total_seconds()
         detail = f"last success {age:.1f}s ago" + ("" if ok else f", more than {limit:g}s")
     return Check(name, ok, detail, last_success)
+
+
+def silence(name: str, silences: Iterable[tuple[str, float]], *, now: datetime, limit: float) -> Check:
+    """ok iff none of the ``(what, seconds silent)`` streams (e.g. watches) has been silent for more
+    than ``limit`` seconds; the detail names those that have. ok with no streams at all."""
+    quiet = sorted(silences, key=lambda item: -item[1])
+    if not quiet:
+        return Check(name, True, "none running", _utc(now))
+    stuck = [f"{what} silent for {age:.1f}s" for what, age in quiet if age > limit]
+    last = _utc(now) - timedelta(seconds=quiet[0][1])
+    if stuck:
+        return Check(name, False, f"{', '.join(stuck)} (more than {limit:g}s)", last)
+    return Check(name, True, f"{len(quiet)} running, the quietest silent for {quiet[0][1]:.1f}s", last)
 
 
 def report(*checks: Check) -> HealthReport:

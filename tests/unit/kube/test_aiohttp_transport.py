@@ -95,7 +95,7 @@ async def test_no_server_is_a_link_error_not_a_crash() -> None:
         with pytest.raises(LinkError):
             await raw.request("GET", "api/v1/nodes")
         with pytest.raises(LinkError):
-            async with raw.stream("api/v1/pods", {"watch": "true"}):
+            async with raw.stream("api/v1/pods", {"watch": "true"}, idle_timeout=5):
                 pass
     finally:
         await raw.aclose()

@@ -1,7 +1,13 @@
-"""Fault injection for kubesim: errors, latency, dropped watches and an API QPS limit.
+"""Fault injection for kubesim: errors, latency, dropped or silent watches and an API QPS limit.
 
-Rules match on verb, resource (``pods``, ``pods/eviction``, ``nodes``…) and a path regex; each
-matching request may be delayed, failed with a status code, or (for watches) cut after a time.
+Rules match on verb, resource (``pods``, ``pods/eviction``, ``nodes``…), a path regex and a regex
+on the decoded query string (``spec.nodeName=node-a`` picks one node's list); each matching request
+may be delayed, failed with a status code, or (for watches) cut or silenced after a time.
+
+A silenced watch is what a half-open connection looks like to a client: the watch was answered
+(200 and its headers) and may have carried events, then no byte comes and the connection is never
+closed (no FIN, no RST), whatever ``timeoutSeconds`` asked for, as after a control-plane upgrade or
+a NAT entry reset (client-go#374, kubernetes#65012). Only the client's own idle bound ends it.
 Rules are set from the CLI (``--fault``), from tests (``sim.faults.add(...)``) and at runtime over
 HTTP (``/kubesim/v1/faults``).
 """
@@ -39,6 +45,8 @@ class FaultRule:
     verb: str | None = None
     resource: str | None = None
     path: str | None = None
+    #: Regex searched in the decoded query string (e.g. ``spec.nodeName=node-a``).
+    query: str | None = None
     #: Fraction of matching requests that fail, 0..1.
     error_rate: float = 0.0
     #: HTTP status of injected failures (429, 500, 503, 409, 504…).
@@ -47,10 +55,14 @@ class FaultRule:
     latency_ms: float = 0.0
     #: Watches matching this rule are cut after this many seconds.
     drop_watch_after_s: float | None = None
+    #: Watches matching this rule go silent after this many seconds (0: at once, after the headers):
+    #: their events are swallowed and the connection is held open until the client closes it.
+    stall_watch_after_s: float | None = None
     #: The rule expires after this many matches (None: never).
     remaining: int | None = None
     id: int = 0
     _path_re: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
+    _query_re: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.verb is not None and self.verb not in VERBS:
@@ -63,8 +75,12 @@ class FaultRule:
             self._path_re = re.compile(self.path) if self.path else None
         except re.error as exc:
             raise ValueError(f"bad path regex {self.path!r}: {exc}") from None
+        try:
+            self._query_re = re.compile(self.query) if self.query else None
+        except re.error as exc:
+            raise ValueError(f"bad query regex {self.query!r}: {exc}") from None
 
-    def matches(self, verb: str, resource: str, path: str) -> bool:
+    def matches(self, verb: str, resource: str, path: str, query: str = "") -> bool:
         if self.verb is not None and self.verb != verb:
             return False
         if (
@@ -73,11 +89,14 @@ class FaultRule:
             and self.resource != resource.split("/")[0]
         ):
             return False
+        if self._query_re is not None and self._query_re.search(query) is None:
+            return False
         return self._path_re is None or self._path_re.search(path) is not None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("_path_re", None)
+        d.pop("_query_re", None)
         return d
 
 
@@ -85,6 +104,7 @@ _KEYS = {
     "verb": ("verb", str),
     "resource": ("resource", str),
     "path": ("path", str),
+    "query": ("query", str),
     "rate": ("error_rate", float),
     "error_rate": ("error_rate", float),
     "code": ("error_code", int),
@@ -93,6 +113,8 @@ _KEYS = {
     "latency_ms": ("latency_ms", float),
     "drop_watch_after": ("drop_watch_after_s", float),
     "drop_watch_after_s": ("drop_watch_after_s", float),
+    "stall_watch_after": ("stall_watch_after_s", float),
+    "stall_watch_after_s": ("stall_watch_after_s", float),
     "count": ("remaining", int),
     "remaining": ("remaining", int),
 }
@@ -182,8 +204,9 @@ class Faults:
             "injected": self.injected,
         }
 
-    async def before(self, verb: str, resource: str, path: str) -> ApiError | None:
-        """Apply latency; return the error to answer with, if any. ``resource`` may be empty."""
+    async def before(self, verb: str, resource: str, path: str, query: str = "") -> ApiError | None:
+        """Apply latency; return the error to answer with, if any. ``resource`` may be empty;
+        ``query``: the decoded query string."""
         if self.limit is not None and not self.limit.take():
             self.injected += 1
             return throttled(retry_after=1)
@@ -192,7 +215,7 @@ class Faults:
         delay = 0.0
         failure: ApiError | None = None
         for rule in list(self.rules):
-            if not rule.matches(verb, resource, path):
+            if not rule.matches(verb, resource, path, query):
                 continue
             if rule.remaining is not None:
                 rule.remaining -= 1
@@ -218,10 +241,19 @@ class Faults:
             self.injected += 1
         return failure
 
-    def watch_cut_after(self, resource: str, path: str) -> float | None:
+    def watch_cut_after(self, resource: str, path: str, query: str = "") -> float | None:
         cut = [
             r.drop_watch_after_s
             for r in self.rules
-            if r.drop_watch_after_s is not None and r.matches("watch", resource, path)
+            if r.drop_watch_after_s is not None and r.matches("watch", resource, path, query)
         ]
         return min(cut) if cut else None
+
+    def watch_stall_after(self, resource: str, path: str, query: str = "") -> float | None:
+        """Seconds after which a watch goes silent but stays open (a half-open connection)."""
+        stall = [
+            r.stall_watch_after_s
+            for r in self.rules
+            if r.stall_watch_after_s is not None and r.matches("watch", resource, path, query)
+        ]
+        return min(stall) if stall else None

@@ -120,7 +120,7 @@ class KubeSimServer:
             verb = self._verb(request, route)
             resource = route.rt.plural + (f"/{route.subresource}" if route.subresource else "")
             self.requests[f"{verb} {resource}"] += 1
-            fault = await self.faults.before(verb, resource, path)
+            fault = await self.faults.before(verb, resource, path, _query_text(request))
             if fault is not None:
                 return _error(fault)
             # A request is served ahead of the control plane from here (an injected latency is not
@@ -510,18 +510,28 @@ class KubeSimServer:
         if initial and not since:
             since = "0"
         timeout = float(_int(q["timeoutSeconds"], "timeoutSeconds")) if q.get("timeoutSeconds") else 1800.0
-        cut = self.faults.watch_cut_after(rt.plural, request.path)
+        query = _query_text(request)
+        cut = self.faults.watch_cut_after(rt.plural, request.path, query)
         if cut is not None:
             timeout = min(timeout, cut)
+        stall = self.faults.watch_stall_after(rt.plural, request.path, query)
+        stall_at = None if stall is None else time.monotonic() + stall
         watcher = self.store.watch(rt, ns, labels=labels, fields=fields, since=since)
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         resp.enable_chunked_encoding()
         self._watch_tasks.add(watcher)
         try:
             await resp.prepare(request)
+            if stall == 0:
+                await self._hold_silent(request, watcher)
+                return resp  # a half-open connection is never closed from this end
             if initial and bookmarks:
                 await self._send_initial_then_bookmark(resp, watcher, rt)
-            await self._pump(resp, watcher, rt, bookmarks, time.monotonic() + timeout)
+            end = time.monotonic() + timeout
+            await self._pump(resp, watcher, rt, bookmarks, end if stall_at is None else min(end, stall_at))
+            if stall_at is not None and time.monotonic() >= stall_at:
+                await self._hold_silent(request, watcher)
+                return resp
         except (ConnectionResetError, asyncio.CancelledError):
             pass
         finally:
@@ -530,6 +540,19 @@ class KubeSimServer:
         with contextlib.suppress(ConnectionResetError, RuntimeError):
             await resp.write_eof()
         return resp
+
+    async def _hold_silent(self, request: web.Request, w: Watcher) -> None:
+        """A half-open watch (fault injection): send nothing, swallow the events, never close; return
+        only when the client has gone or the server drops its watches (test teardown)."""
+        while True:
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return
+            try:
+                if await asyncio.wait_for(w.queue.get(), timeout=0.1) is None:
+                    return
+            except TimeoutError:
+                pass
 
     async def _send_initial_then_bookmark(
         self, resp: web.StreamResponse, w: Watcher, rt: ResourceType
@@ -693,3 +716,9 @@ def _scale(obj: Obj) -> dict[str, Any]:
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 __all__ = ["POD_KEY", "KubeSimServer", "Route"]
+
+
+def _query_text(request: web.Request) -> str:
+    """The request's query string, decoded, for fault rules to match (``spec.nodeName=node-a``)."""
+    # yarl's query_string leaves reserved characters such as "=" inside a value percent-encoded.
+    return unquote(request.query_string.replace("+", " "))

@@ -569,3 +569,23 @@ async def test_protobuf_bodies_kubesim_cannot_read_get_415(http: aiohttp.ClientS
         http, "POST", "/apis/apps/v1/namespaces/default/deployments", b"k8s\x00\x0a\xff", headers
     )
     assert status == 415 and body["reason"] == "UnsupportedMediaType"
+
+
+async def test_a_silenced_watch_is_a_half_open_connection(sim: KubeSim, http: aiohttp.ClientSession) -> None:
+    """``stall_watch_after_s``: the watch is answered (200, headers), carries events until the stall,
+    then sends nothing (no event, no bookmark, no end at its timeoutSeconds) and stays open, as a
+    connection that went half-open does to its client (client-go#374, kubernetes#65012)."""
+    sim.faults.add(resource="configmaps", stall_watch_after_s=0.3)
+    params = {"watch": "true", "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
+    async with http.get("/api/v1/namespaces/default/configmaps", params=params) as resp:
+        assert resp.status == 200
+        await call(http, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "before"}})
+        first = await asyncio.wait_for(resp.content.readline(), 2)
+        assert orjson.loads(first)["type"] == "ADDED"
+        await asyncio.sleep(0.4)  # past the stall
+        resp.content.read_nowait()  # what came before it (a bookmark)
+        await call(http, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "after"}})
+        with pytest.raises(TimeoutError):
+            # Neither the event, nor a bookmark (every 0.2 s here), nor the end after 1 s comes.
+            await asyncio.wait_for(resp.content.readline(), 1.5)
+        assert not resp.content.at_eof()

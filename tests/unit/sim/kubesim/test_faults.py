@@ -56,3 +56,18 @@ def test_token_bucket_refills_at_qps() -> None:
     now[0] += 0.1
     assert bucket.take() is True
     assert bucket.take() is False
+
+
+def test_matching_by_query_and_parsing_a_silenced_watch() -> None:
+    """``query`` picks one node's list by its field selector; ``stall_watch_after`` silences watches."""
+    rule = parse_rule("verb=list,resource=pods,query=spec.nodeName=node-a$,rate=1")
+    assert rule.matches("list", "pods", "/api/v1/pods", "fieldSelector=spec.nodeName=node-a")
+    assert not rule.matches("list", "pods", "/api/v1/pods", "fieldSelector=spec.nodeName=node-ab")
+    assert not rule.matches("list", "pods", "/api/v1/pods")
+    faults = Faults()
+    faults.add("resource=nodes,stall_watch_after=0")
+    assert faults.watch_stall_after("nodes", "/api/v1/nodes") == 0.0
+    assert faults.watch_stall_after("pods", "/api/v1/pods") is None
+    assert "query" in rule.to_dict() and "_query_re" not in rule.to_dict()
+    with pytest.raises(ValueError, match="bad query regex"):
+        FaultRule(query="(")
