@@ -201,8 +201,15 @@ class QueueHandler:
             if parsed.lifecycle is not None:
                 if self._actions.dry_run:
                     log.info("dry run: would complete the lifecycle action of %s", event.instance_id)
-                else:
-                    await self._complete(parsed.lifecycle, settled)
+                elif settled is Settled.FAILED:
+                    # Not drained (refused, pods left, no fence): CONTINUE would say it was. The hook
+                    # ends at its own timeout with its DefaultResult; the node stays fenced.
+                    log.error(
+                        "lifecycle action of %s not completed: node %s was not drained", event.instance_id, node.name
+                    )
+                    self._metrics.action("lifecycle_complete", "skipped")
+                elif not await self._complete(parsed.lifecycle, settled):
+                    return Outcome.LEAVE  # the message comes back for another CompleteLifecycleAction
             return Outcome.LEAVE if keep else Outcome.DONE
 
     def _far_ahead(
@@ -308,12 +315,19 @@ class QueueHandler:
                     action.group_name, action.hook_name, action.instance_id, action.token
                 )
                 self._metrics.action("lifecycle_heartbeat", "success")
+            except LifecycleActionGone as err:  # completed or timed out: beating on is pointless
+                log.info("lifecycle action of %s is over; heartbeats stop: %s", action.instance_id, err)
+                self._metrics.action("lifecycle_heartbeat", "gone")
+                return
             except Exception as err:  # the drain goes on; the hook may still time out by itself
                 log.warning("lifecycle heartbeat for %s failed: %s", action.instance_id, err)
                 self._metrics.action("lifecycle_heartbeat", "failure")
 
-    async def _complete(self, action: LifecycleAction, settled: Settled) -> None:
-        """CONTINUE the termination now that the node's pods are gone (or the deadline passed)."""
+    async def _complete(self, action: LifecycleAction, settled: Settled) -> bool:
+        """CONTINUE the termination now that the node's pods are gone (or the deadline passed).
+
+        False when it failed and is worth another try (throttled, denied, no answer); an action
+        AWS no longer has ("No active Lifecycle Action found") counts as done."""
         if self._queue.complete_lifecycle_action_delay > 0:
             await self._clock.sleep(self._queue.complete_lifecycle_action_delay)
         try:
@@ -330,6 +344,7 @@ class QueueHandler:
                 err,
             )
             self._metrics.action("lifecycle_complete", "gone" if gone else "failure")
-            return
+            return gone
         log.info("lifecycle action of %s completed (CONTINUE) after the drain", action.instance_id)
         self._metrics.action("lifecycle_complete", "success")
+        return True
