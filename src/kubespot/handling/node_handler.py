@@ -409,7 +409,9 @@ class NodeHandler(TimelineSteps):
             if run is not None:
                 await self._post_drain(event, run)
             # A drain that did not empty the node is no DONE: its hook stays uncompleted.
-            self._settle(event.id, Settled.FAILED if drains and state.phase is not Phase.DRAINED else Settled.DONE)
+            self._settle(
+                event.id, Settled.FAILED if drains and state.phase is not Phase.DRAINED else Settled.DONE
+            )
             if run is not None:
                 self._finish(event, run)
             reported = True

@@ -205,7 +205,9 @@ class QueueHandler:
                     # Not drained (refused, pods left, no fence): CONTINUE would say it was. The hook
                     # ends at its own timeout with its DefaultResult; the node stays fenced.
                     log.error(
-                        "lifecycle action of %s not completed: node %s was not drained", event.instance_id, node.name
+                        "lifecycle action of %s not completed: node %s was not drained",
+                        event.instance_id,
+                        node.name,
                     )
                     self._metrics.action("lifecycle_complete", "skipped")
                 elif not await self._complete(parsed.lifecycle, settled):
