@@ -45,6 +45,7 @@ from kubespot.sources.sqs.consumer import Lease, Outcome
 from kubespot.sources.sqs.errors import MessageError
 from kubespot.sources.sqs.parsers import LifecycleAction, ParsedMessage, parse_message
 
+from .lifecycle_hooks import HookClient, LifecycleHooks
 from .node_handler import NodeHandler, Notifier, Settled, StageCalls
 from .node_index import NodeIndex
 from .policy import plan_for
@@ -91,6 +92,7 @@ class QueueHandler:
         notifier: Notifier | None = None,
         http_calls: StageCalls | None = None,
         loadbalancer_wait: LoadBalancerWaitSettings | None = None,
+        hooks: HookClient | None = None,
     ) -> None:
         self._kube = kube
         self._nodes = nodes
@@ -107,6 +109,20 @@ class QueueHandler:
         self._http_calls = http_calls
         self._lb_wait = loadbalancer_wait
         self._handlers: dict[str, NodeHandler] = {}
+        #: Launch actions, and terminate actions of instances that are no node here.
+        self.hooks = (
+            LifecycleHooks(
+                nodes=nodes,
+                client=hooks,
+                queue=queue,
+                instances=instances,
+                clock=clock,
+                metrics=metrics,
+                dry_run=actions.dry_run,
+            )
+            if hooks is not None
+            else None
+        )
         self._starting: dict[str, asyncio.Task[NodeHandler]] = {}
         #: The scheduled changes recorded on nodes; ``scheduled.run()`` must run beside the consumer
         #: (it re-arms every replica's handlers from the nodes).
@@ -155,6 +171,8 @@ class QueueHandler:
                 log.info("message %s: nothing to do: %s", message.message_id, parsed.ignore_reason)
                 self._metrics.action("message", "ignored")
                 return Outcome.DONE
+            if parsed.launch is not None and self.hooks is not None:
+                return await self.hooks.launch(parsed.launch, hold=float(self._queue.visibility_timeout))
             if not parsed.events:
                 return Outcome.DONE
             outcomes = await asyncio.gather(
@@ -172,7 +190,10 @@ class QueueHandler:
         with log_context(event_id=event.id, kind=event.kind.value, instance_id=event.instance_id):
             node = await self._node_of(event.instance_id)
             if node is None:
-                return self._foreign(event, message, parsed.lifecycle)
+                outcome = self._foreign(event, message, parsed.lifecycle)
+                if parsed.lifecycle and self._queue.delete_if_node_not_found and self.hooks is not None:
+                    return await self.hooks.not_a_node(parsed.lifecycle)  # as NTH completes it
+                return outcome
             handler = await self._handler(node.name)
             event = dataclasses.replace(event, node_name=node.name)
             keep = False  # leave the message although the event was handled (a record not written)

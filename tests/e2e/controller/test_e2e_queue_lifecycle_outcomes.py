@@ -108,3 +108,24 @@ async def test_heartbeats_stop_once_the_action_is_gone(aws: MotoServer, tmp_path
         await asyncio.sleep(2.5)  # two more intervals: no further RecordLifecycleActionHeartbeat
         assert world.log_text().count("lifecycle heartbeat for") == failures
         assert world.log_text().count("heartbeats stop") == 1
+
+
+async def test_not_a_node_here_completes_the_action_when_asked_to_delete(
+    aws: MotoServer, tmp_path: Path
+) -> None:
+    """DELETE_SQS_MSG_IF_NODE_NOT_FOUND: NTH runs the post-drain task of an event whose node is not
+    found, which for an ASG termination is CompleteLifecycleAction(CONTINUE), then deletes the message
+    (pkg/interruptionevent/draincordon/handler.go); so the group is not held up to the hook timeout."""
+    async with asg_controller_world(aws, workload("web", 1), tmp=tmp_path) as world:
+        gone = world.instances[1]  # a group instance whose node has left the cluster
+        world.kubesim.store.delete(world._rt("nodes"), None, gone.node_name)
+        await world.start_controller(DELETE_SQS_MSG_IF_NODE_NOT_FOUND="true")
+        action = aws.start_lifecycle_action(ASG_GROUP, gone.instance_id, decrement_desired_capacity=True)
+
+        async def completed() -> bool:
+            return _action(aws, action.token).completed_at is not None
+
+        await until(completed, within=15)
+        done = _action(aws, action.token)
+        assert (done.result, done.completed_by) == ("CONTINUE", "CompleteLifecycleAction")
+        await _message_gone(world, within=10)

@@ -3,7 +3,8 @@
 This module owns the shapes that arrive on the queue and what each one means for the controller:
 
 - EventBridge events (``detail-type``): spot interruption warnings, rebalance recommendations,
-  instance state changes, Auto Scaling terminate/launch lifecycle actions, AWS Health EC2 scheduled
+  instance state changes, Auto Scaling terminate and launch lifecycle actions (a launch action is
+  no interruption: ``ParsedMessage.launch``), AWS Health EC2 scheduled
   changes; any other detail-type is understood as "nothing to do".
 - Auto Scaling notifications sent straight to SQS (``Service: AWS Auto Scaling``): lifecycle
   actions and the test notification.
@@ -40,6 +41,7 @@ SPOT_WARNING = timedelta(seconds=120)
 #: State-change states after which the instance is going or gone.
 GOING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
 AUTOSCALING_SERVICE = "AWS Auto Scaling"
 #: A Health event's status once it is over; handled as a withdrawal of the notice (undo).
@@ -84,7 +86,8 @@ class ParsedMessage:
 
     ``events`` has one event per affected instance (a Health event can name several); it is empty
     when ``ignore_reason`` says why there is nothing to do (delete the message). ``lifecycle`` is
-    set for Auto Scaling terminate actions. ``form`` is the shape (``FORM_*``); ``via_sns`` says it
+    set for Auto Scaling terminate actions; ``launch`` (with no events) for a launch action, to
+    complete once the instance's node is Ready. ``form`` is the shape (``FORM_*``); ``via_sns`` says it
     came wrapped in an SNS notification. ``warnings`` name parts skipped as malformed while the rest
     was usable (e.g. one bad Health entity beside good ones): log them.
     """
@@ -92,6 +95,7 @@ class ParsedMessage:
     events: tuple[InterruptionEvent, ...]
     ignore_reason: str | None = None
     lifecycle: LifecycleAction | None = None
+    launch: LifecycleAction | None = None
     source_account: str | None = None
     region: str | None = None
     form: str = ""
@@ -303,7 +307,12 @@ def _asg_terminate(env: _Envelope, ctx: _Context) -> ParsedMessage:
 
 
 def _asg_launch(env: _Envelope, ctx: _Context) -> ParsedMessage:
-    return env.ignore("launch lifecycle action: nothing to drain")
+    what = "launch lifecycle action detail"
+    transition = _optional_string(env.detail, "LifecycleTransition", what, env.text)
+    if transition is not None and transition != LAUNCHING:
+        return env.ignore(f"lifecycle transition {_short(transition)} is not a launch")
+    action = _lifecycle(env.detail, what, env.text, env.time)
+    return replace(env.result(()), launch=action)
 
 
 def _health(env: _Envelope, ctx: _Context) -> ParsedMessage:
@@ -419,10 +428,12 @@ def _autoscaling(doc: dict[str, Any], text: str, ctx: _Context) -> ParsedMessage
         raise MessageError(f"{what} with neither 'LifecycleTransition' nor 'Event'", text)
     if not isinstance(transition, str):
         raise MessageError(f"{what}: 'LifecycleTransition' is {_type(transition)}, expected a string", text)
-    if transition != TERMINATING:
+    if transition not in (TERMINATING, LAUNCHING):
         return ignore(f"lifecycle transition {_short(transition)} is not a termination")
     started = _iso_time(_string(doc, "Time", what, text), "Time", text)
     action = _lifecycle(doc, what, text, started)
+    if transition == LAUNCHING:
+        return ParsedMessage((), launch=action, source_account=account, region=region, form=FORM_AUTOSCALING)
     request = _optional_string(doc, "RequestId", what, text)
     key = action.token or request or f"{action.group_name}\x00{action.hook_name}\x00{doc['Time']}"
     event = _asg_event(action, key, started, ctx, doc)

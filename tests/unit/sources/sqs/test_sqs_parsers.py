@@ -345,7 +345,10 @@ def test_test_notification_is_ignored(wrapped: bool) -> None:
     assert parsed.region == "us-east-1"  # from the group ARN
 
 
-def test_launch_lifecycle_is_ignored_in_both_forms() -> None:
+def test_launch_lifecycle_is_a_launch_action_in_every_form() -> None:
+    """EC2_INSTANCE_LAUNCHING, from EventBridge, straight from the hook or through SNS: no event to
+    handle, the action to complete once the node is Ready (as aws-node-termination-handler does,
+    pkg/monitor/sqsevent/asg-lifecycle-event.go createAsgInstanceLaunchEvent)."""
     bridged = sample("asg-terminate-lifecycle-action")
     bridged["detail-type"] = "EC2 Instance-launch Lifecycle Action"
     bridged["detail"]["LifecycleTransition"] = "autoscaling:EC2_INSTANCE_LAUNCHING"
@@ -353,7 +356,14 @@ def test_launch_lifecycle_is_ignored_in_both_forms() -> None:
     direct["LifecycleTransition"] = "autoscaling:EC2_INSTANCE_LAUNCHING"
     for doc in (bridged, direct, sns(direct)):
         parsed = parse(doc)
-        assert parsed.events == () and parsed.lifecycle is None and parsed.ignore_reason
+        assert parsed.events == () and parsed.lifecycle is None and parsed.ignore_reason is None
+        assert parsed.launch is not None
+        assert (
+            parsed.launch.instance_id.startswith("i-")
+            and parsed.launch.group_name
+            and parsed.launch.hook_name
+            and parsed.launch.token
+        )
 
 
 def test_terminate_detail_type_with_a_launch_transition_is_ignored() -> None:
