@@ -148,18 +148,37 @@ class LifecycleHooks:
         """When the launch action times out by itself (kubespot sends no heartbeat for it)."""
         if action.started_at is None:
             return None
+        timeouts = await self._timeouts_of(action)
+        seconds = timeouts.heartbeat if timeouts is not None else MAX_HEARTBEAT_TIMEOUT
+        return action.started_at + timedelta(seconds=seconds) + TIMEOUT_SLACK
+
+    async def _timeouts_of(self, action: LifecycleAction) -> HookTimeouts | None:
+        """The hook's timeouts, read once per hook; None when they cannot be read."""
         key = (action.group_name, action.hook_name)
         if key not in self._timeouts:
             try:
                 self._timeouts[key] = await self._client.hook_timeouts(*key)
             except Exception as err:  # e.g. NTH's IAM policy, which lacks the permission
-                log.info(
-                    "cannot read hook %s of %s (%s): assuming AWS's longest timeout", key[1], key[0], err
-                )
+                log.info("cannot read hook %s of %s: %s", key[1], key[0], err)
                 self._timeouts[key] = None
-        timeouts = self._timeouts[key]
-        seconds = timeouts.heartbeat if timeouts is not None else MAX_HEARTBEAT_TIMEOUT
-        return action.started_at + timedelta(seconds=seconds) + TIMEOUT_SLACK
+        return self._timeouts[key]
+
+    # --- terminate -----------------------------------------------------------------------------------
+
+    async def terminate_bound(self, action: LifecycleAction) -> datetime | None:
+        """How long a terminate action can keep its instance: the hook's heartbeat timeout from its
+        start, or with heartbeats on (``queue.heartbeat_interval``) its global timeout (AWS: min(48 h,
+        100 x heartbeat timeout)), cut by ``queue.heartbeat_until``. None when the hook cannot be read
+        (the drain is then bounded by ``drain.voluntary_timeout``)."""
+        timeouts = None if action.started_at is None else await self._timeouts_of(action)
+        if timeouts is None or action.started_at is None:
+            return None
+        seconds = timeouts.heartbeat
+        if self._queue.heartbeat_interval > 0:
+            seconds = timeouts.global_
+            if self._queue.heartbeat_until > 0:
+                seconds = min(seconds, int(self._queue.heartbeat_until) + timeouts.heartbeat)
+        return action.started_at + timedelta(seconds=seconds)
 
     # --- not a node here -----------------------------------------------------------------------------
 

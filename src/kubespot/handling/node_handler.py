@@ -41,7 +41,7 @@ from kubespot.model.summary import Outcome, Stage
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
 
-from .policy import OUT_OF_SERVICE, Plan, plan_for, supersedes
+from .policy import OUT_OF_SERVICE, Plan, plan_for, supersedes, voluntary_drain
 from .state import (
     STATE_ANNOTATION,
     UNDONE_ANNOTATION,
@@ -485,13 +485,16 @@ class NodeHandler(TimelineSteps):
             state = await self._write_state(state.advance(Phase.DRAINING, self._clock.now()))
         self._set_phase(Phase.DRAINING.value)
         gate: DeregistrationWait | None = None
+        settings, deadline = voluntary_drain(
+            plan, self._drain_settings, event.deadline or state.deadline, self._clock.now()
+        )
 
         async def attempt() -> DrainResult:
             return await drain_node(
                 self.node,
                 kube=self._kube,
-                settings=self._drain_settings,
-                deadline=event.deadline or state.deadline,
+                settings=settings,
+                deadline=deadline,
                 clock=self._clock,
                 own_pod=self._own_pod,
                 recorder=self._recorder,

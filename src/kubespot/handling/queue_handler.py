@@ -196,6 +196,11 @@ class QueueHandler:
                 return outcome
             handler = await self._handler(node.name)
             event = dataclasses.replace(event, node_name=node.name)
+            if parsed.lifecycle is not None and self.hooks is not None and event.deadline is None:
+                # A scale-in is voluntary: bounded by what the hook allows, never by a guess.
+                event = dataclasses.replace(
+                    event, deadline=await self.hooks.terminate_bound(parsed.lifecycle)
+                )
             keep = False  # leave the message although the event was handled (a record not written)
             if self.scheduled.wanted(event):
                 recorded = await self.scheduled.hold(node, event)

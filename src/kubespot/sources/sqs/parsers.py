@@ -120,7 +120,7 @@ def parse_message(
     """One SQS message body to what the controller needs; raises only ``MessageError``.
 
     ``lead_time`` is how long before a Health scheduled change to act; ``node_termination_grace``
-    is the deadline given to an Auto Scaling termination (its hook has no fixed one).
+    is kept for callers and unused: an Auto Scaling termination gets no invented deadline.
     """
     text = _text(body)
     doc = _json_object(text, "message")
@@ -466,9 +466,8 @@ def _asg_event(
         source=Source.SQS,
         notice_time=notice,
         act_at=ctx.now,
-        # The hook's own timeout is not in the message: give the node the configured grace, counted
-        # from the notification (not from receipt) so every redelivery carries the same deadline.
-        deadline=notice + ctx.grace,
+        # No deadline: a scale-in is voluntary (the hook holds the instance until it is completed or
+        # times out); the controller bounds it by the hook's timeout (handling.lifecycle_hooks).
         description=(
             f"auto scaling group {_short(action.group_name, quote=False)} terminating the instance "
             f"(hook {_short(action.hook_name, quote=False)})"

@@ -98,7 +98,7 @@ EXPECTED = {
         "i-0a1b2c3d4e5f60004",
         at("2026-11-20T17:20:00"),
         NOW,
-        at("2026-11-20T17:20:00") + GRACE,
+        None,  # voluntary: the hook, not the message, bounds it
     ),
     "health-scheduled-change": (
         Kind.SCHEDULED_MAINTENANCE,
@@ -112,7 +112,7 @@ EXPECTED = {
         "i-0a1b2c3d4e5f60006",
         at("2026-11-20T17:25:00.123"),
         NOW,
-        at("2026-11-20T17:25:00.123") + GRACE,
+        None,
     ),
 }
 
@@ -325,14 +325,17 @@ def test_lifecycle_action_without_token_is_still_handled() -> None:
     )
 
 
-def test_deadline_is_the_grace_from_the_notification_so_redeliveries_agree() -> None:
+def test_a_scale_in_gets_no_invented_deadline_and_redeliveries_agree() -> None:
+    """The hook holds the instance until it is completed or times out: the message carries no stop
+    time, so none is made up from NODE_TERMINATION_GRACE_PERIOD (the controller bounds the drain by
+    the hook's timeout instead)."""
     body = json.dumps(sample("asg-lifecycle-direct"))
     grace = timedelta(minutes=30)
     first = parse_message(body, now=NOW, lead_time=LEAD, node_termination_grace=grace).events[0]
     later = NOW + timedelta(minutes=7)
     again = parse_message(body, now=later, lead_time=LEAD, node_termination_grace=grace).events[0]
-    assert first.deadline == again.deadline == at("2026-11-20T17:25:00.123") + grace
-    assert first.id == again.id
+    assert first.deadline is None and again.deadline is None
+    assert first.id == again.id and first.notice_time == again.notice_time
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["bare", "sns"])
