@@ -47,6 +47,8 @@ log = logging.getLogger("kubespot.handling.lifecycle")
 #: Looked at a little past the hook's timeout: the notification's time has whole seconds (EventBridge)
 #: and AWS's clock is not ours.
 TIMEOUT_SLACK = timedelta(seconds=5)
+#: Seconds before a hook that could not be read (DescribeLifecycleHooks failed) is asked again.
+UNREADABLE_RETRY = 300.0
 
 
 class HookClient(Protocol):
@@ -87,8 +89,10 @@ class LifecycleHooks:
         self._clock = clock
         self._metrics = metrics
         self._dry_run = dry_run
-        #: (group, hook) -> its timeouts; None when it could not be read (the fallback applies).
+        #: (group, hook) -> its timeouts (None: no such hook), read once.
         self._timeouts: dict[tuple[str, str], HookTimeouts | None] = {}
+        #: (group, hook) -> when reading it failed (the fallback applies until it is asked again).
+        self._unreadable: dict[tuple[str, str], float] = {}
 
     # --- launch --------------------------------------------------------------------------------------
 
@@ -153,15 +157,22 @@ class LifecycleHooks:
         return action.started_at + timedelta(seconds=seconds) + TIMEOUT_SLACK
 
     async def _timeouts_of(self, action: LifecycleAction) -> HookTimeouts | None:
-        """The hook's timeouts, read once per hook; None when they cannot be read."""
+        """The hook's timeouts, read once per hook; None when it cannot be read (asked again after
+        ``UNREADABLE_RETRY``, so a throttled call is no lasting fallback)."""
         key = (action.group_name, action.hook_name)
-        if key not in self._timeouts:
-            try:
-                self._timeouts[key] = await self._client.hook_timeouts(*key)
-            except Exception as err:  # e.g. NTH's IAM policy, which lacks the permission
-                log.info("cannot read hook %s of %s: %s", key[1], key[0], err)
-                self._timeouts[key] = None
-        return self._timeouts[key]
+        if key in self._timeouts:
+            return self._timeouts[key]
+        failed = self._unreadable.get(key)
+        if failed is not None and self._clock.monotonic() - failed < UNREADABLE_RETRY:
+            return None
+        try:
+            self._timeouts[key] = found = await self._client.hook_timeouts(*key)
+        except Exception as err:  # e.g. NTH's IAM policy, which lacks the permission
+            log.info("cannot read hook %s of %s: %s", key[1], key[0], err)
+            self._unreadable[key] = self._clock.monotonic()
+            return None
+        self._unreadable.pop(key, None)
+        return found
 
     # --- terminate -----------------------------------------------------------------------------------
 
