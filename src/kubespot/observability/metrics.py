@@ -160,8 +160,8 @@ METRICS: tuple[MetricSpec, ...] = (
         "kubespot_node_interruption_phase",
         "gauge",
         ("phase",),
-        "1 for the node's current interruption phase (none, pending, fenced, draining, drained, drain-failed), "
-        "0 for the others.",
+        "1 for the node's current interruption phase (none, pending, fenced, draining, drained, "
+        "drain-failed), 0 for the others.",
     ),
     MetricSpec(
         "kubespot_last_success_timestamp_seconds",

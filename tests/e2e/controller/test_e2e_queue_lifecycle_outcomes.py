@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from controller_world import ASG_GROUP, ASG_HOOK, ControllerWorld, asg_controller_world, workload
@@ -31,9 +32,8 @@ def _action(aws: MotoServer, token: str) -> LifecycleAction:
     return next(a for a in aws.lifecycle_actions() if a.token == token)
 
 
-def _with_empty_dir(obj: dict[str, object]) -> dict[str, object]:
-    template = obj["spec"]["template"]  # type: ignore[index]
-    template["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]  # type: ignore[index]
+def _with_empty_dir(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["spec"]["template"]["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
     return obj
 
 

@@ -44,9 +44,9 @@ async def test_a_scale_in_respects_the_budget_to_the_end(aws: MotoServer, tmp_pa
         assert "deadline" in state and state["deadline"] > state["since"]
 
         # The budget is relaxed: the pods go, and only then is the hook completed.
-        world.kubesim.store.delete(
-            world.kubesim.store.registry.lookup("policy", "v1", "poddisruptionbudgets"), "default", "web"
-        )
+        budgets = world.kubesim.store.registry.lookup("policy", "v1", "poddisruptionbudgets")
+        assert budgets is not None
+        world.kubesim.store.delete(budgets, "default", "web")
 
         async def completed() -> bool:
             done = next(a for a in aws.lifecycle_actions() if a.token == action.token)
