@@ -104,8 +104,15 @@ RULE_KINDS: tuple[RuleKind, ...] = (
     ),
     RuleKind(
         "asg-lifecycle",
-        "EC2 Instance-terminate Lifecycle Action",
-        {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
+        "EC2 Instance-terminate and -launch Lifecycle Actions",
+        # Launch actions arrive only from groups with a launch hook: completed once the node is Ready.
+        {
+            "source": ["aws.autoscaling"],
+            "detail-type": [
+                "EC2 Instance-terminate Lifecycle Action",
+                "EC2 Instance-launch Lifecycle Action",
+            ],
+        },
     ),
     RuleKind(
         "scheduled-change",

@@ -84,6 +84,7 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
         "autoscaling:RecordLifecycleActionHeartbeat", "asg"
     ),
     # Describe* of Auto Scaling has no resource-level permissions.
+    ("autoscaling", "DescribeLifecycleHooks"): Permission("autoscaling:DescribeLifecycleHooks", "any"),
     ("autoscaling", "DescribeAutoScalingInstances"): Permission(
         "autoscaling:DescribeAutoScalingInstances", "any"
     ),

@@ -58,6 +58,8 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
                 ("ec2", "DescribeInstances"),
                 ("autoscaling", "CompleteLifecycleAction"),
                 ("autoscaling", "RecordLifecycleActionHeartbeat"),
+                # A hook's timeouts: how long a launch action can still wait for its node.
+                ("autoscaling", "DescribeLifecycleHooks"),
             }
         ),
         # kubespot.aws.elbv2: the target index, deregistration and its progress.

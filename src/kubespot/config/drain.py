@@ -52,11 +52,25 @@ class DrainSettings:
     node_termination_grace_period: int = setting(
         120,
         doc=(
-            "Time a drain may take when the event gives no deadline (a manual drain, a rebalance "
-            "drain). 120 s is the spot notice, so such drains behave like the real thing."
+            "Time a drain may take when the event gives no deadline and is not voluntary (a manual "
+            "drain; voluntary events use voluntary_timeout). 120 s is the spot notice, so such "
+            "drains behave like the real thing."
         ),
         env="KUBESPOT_DRAIN_NODE_TERMINATION_GRACE_PERIOD",
         nth="NODE_TERMINATION_GRACE_PERIOD",
+        unit="seconds",
+    )
+    voluntary_timeout: int = setting(
+        3600,
+        doc=(
+            "Longest drain for a voluntary event without a known end: a rebalance drain, an Auto "
+            "Scaling scale-in seen through IMDS, scheduled maintenance that does not stop the "
+            "instance. Such drains respect PodDisruptionBudgets to the end (pdb_deadline_action "
+            "does not apply) and give pods their own grace periods. An Auto Scaling termination "
+            "from the queue is bounded by its hook instead (heartbeat timeout, or the global "
+            "timeout while heartbeats are sent). 3600 s is AWS's default hook heartbeat timeout."
+        ),
+        env="KUBESPOT_DRAIN_VOLUNTARY_TIMEOUT",
         unit="seconds",
     )
     pdb_deadline_action: Literal["delete", "keep"] = setting(
@@ -124,6 +138,8 @@ class DrainSettings:
             )
         if self.pod_termination_grace_period < -1:
             raise InvalidSetting("pod_termination_grace_period", "must be -1 (the pod's own) or >= 0")
+        if self.voluntary_timeout <= 0:
+            raise InvalidSetting("voluntary_timeout", "must be > 0")
         if self.node_termination_grace_period <= 0:
             raise InvalidSetting("node_termination_grace_period", "must be > 0")
         if self.safety_margin < 0:

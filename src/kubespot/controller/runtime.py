@@ -121,11 +121,12 @@ class Controller:
         # An Auto Scaling lifecycle message only reaches the queue when its EventBridge rule exists,
         # and the group waits on the hook: in queue mode it is always handled.
         monitors = dataclasses.replace(settings.monitors, asg_lifecycle_draining=True)
+        lifecycle = LifecycleActions(self.aws)
         self.handler = QueueHandler(
             kube=self.kube,
             nodes=self.nodes,
             instances=self.instances,
-            lifecycle=LifecycleActions(self.aws),
+            lifecycle=lifecycle,
             queue=settings.queue,
             monitors=monitors,
             actions=settings.node_actions,
@@ -136,6 +137,7 @@ class Controller:
             notifier=self.notifier,
             http_calls=self.http_calls,
             loadbalancer_wait=settings.drain_wait,
+            hooks=lifecycle,
         )
         self.consumer = (
             QueueConsumer(self.queue, settings=settings.queue, handle=self.handler.handle, clock=self.clock)

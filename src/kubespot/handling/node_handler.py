@@ -41,7 +41,15 @@ from kubespot.model.summary import Outcome, Stage
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
 
-from .policy import OUT_OF_SERVICE, Plan, effective_deadline, plan_for, scheduled_code, supersedes
+from .policy import (
+    OUT_OF_SERVICE,
+    Plan,
+    effective_deadline,
+    plan_for,
+    scheduled_code,
+    supersedes,
+    voluntary_drain,
+)
 from .state import (
     STATE_ANNOTATION,
     UNDONE_ANNOTATION,
@@ -492,7 +500,10 @@ class NodeHandler(TimelineSteps):
                 await self._pre_drain(event, run)
             if run is not None:
                 await self._post_drain(event, run)
-            self._settle(event.id, Settled.DONE)
+            # A drain that did not empty the node is no DONE: its hook stays uncompleted.
+            self._settle(
+                event.id, Settled.FAILED if drains and state.phase is not Phase.DRAINED else Settled.DONE
+            )
             if run is not None:
                 self._finish(event, run)
             reported = True
@@ -569,13 +580,16 @@ class NodeHandler(TimelineSteps):
             state = await self._write_state(state.advance(Phase.DRAINING, self._clock.now()))
         self._set_phase(Phase.DRAINING.value)
         gate: DeregistrationWait | None = None
+        settings, deadline = voluntary_drain(
+            plan, self._drain_settings, event.deadline or state.deadline, self._clock.now()
+        )
 
         async def attempt() -> DrainResult:
             return await drain_node(
                 self.node,
                 kube=self._kube,
-                settings=self._drain_settings,
-                deadline=event.deadline or state.deadline,
+                settings=settings,
+                deadline=deadline,
                 clock=self._clock,
                 own_pod=self._own_pod,
                 recorder=self._recorder,
@@ -599,16 +613,17 @@ class NodeHandler(TimelineSteps):
             if result is not None:
                 run.pods = pod_counts(result)
         if result is None:
-            return state
+            return await self._write_state(state.advance(Phase.DRAIN_FAILED, self._clock.now()))
         if self._keep_last_drain:
             self.last_drain = result
         self._report_drain(event, result)
-        # The counts ride on the write that records DRAINED: the controller's action runner puts them
-        # in the summary it publishes (it acts when the state says drained).
-        drained = state.advance(Phase.DRAINED, self._clock.now())
+        # The counts ride on the write that records DRAINED (DRAIN_FAILED when pods were refused or
+        # left): the controller's action runner puts them in the summary it publishes (it acts when
+        # the state says drained).
+        drained = state.advance(Phase.DRAINED if result.emptied else Phase.DRAIN_FAILED, self._clock.now())
         drained = replace(drained, extra={**drained.extra, "pods": counts_extra(pod_counts(result))})
         state = await self._write_state(drained, durable=True)
-        self._set_phase(Phase.DRAINED.value)
+        self._set_phase(state.phase.value)
         if plan.out_of_service_after_drain and result.emptied:
             # Recorded in the state's taints in the same write, so an undo (a withdrawn event) or the
             # clean-up after a reboot removes it like the fence's own taints.
@@ -696,10 +711,11 @@ class NodeHandler(TimelineSteps):
                 state = None if node is None else decode(node.annotations.get(STATE_ANNOTATION))
             except StateError:
                 state = None
-            if state is None or state.phase is Phase.DRAINED:
+            if state is None or state.phase in (Phase.DRAINED, Phase.DRAIN_FAILED):
                 log.info("event %s: the other process finished with node %s", event.id, self.node)
                 self._set_phase(state.phase.value if state else "none")
-                self._settle(event.id, Settled.DONE)
+                failed = state is not None and state.phase is Phase.DRAIN_FAILED
+                self._settle(event.id, Settled.FAILED if failed else Settled.DONE)
                 return
             if not state.held_by_other(self.identity, self._clock.now(), HOLD_STALE):
                 log.warning(

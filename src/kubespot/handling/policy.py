@@ -2,15 +2,18 @@
 
 Pure: an event and settings in, a ``Plan`` out. The names and defaults follow the reference handler
 (FACTS.md) so a migrated configuration behaves the same, with kubespot's fixes: the kubespot taint is
-always set (so the provisioner can learn why a node went), and rebalance fences are undone after a
-while instead of staying for ever.
+always set (so the provisioner can learn why a node went), rebalance fences are undone after a
+while instead of staying for ever, and voluntary events (see ``voluntary``) are drained without
+forcing anything: no deadline is invented for them, PodDisruptionBudgets hold to the end and pods
+keep their own grace periods.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.model import InterruptionEvent, Kind
@@ -44,6 +47,10 @@ class Plan:
     drain: bool = False
     #: Taint the node out-of-service once drained (lets volumes detach from a vanished node).
     out_of_service_after_drain: bool = False
+    #: A voluntary event: drain with PodDisruptionBudgets respected to the end (``keep``), bounded
+    #: by the event's deadline if it has one (an Auto Scaling hook's timeout), else by
+    #: ``DrainSettings.voluntary_timeout``, never by an invented spot-like window.
+    voluntary: bool = False
     #: Undo the fence after this many seconds unless a stronger event follows (rebalance).
     undo_after: float | None = None
     #: Undo what an earlier event with this id did (a canceled or completed scheduled event).
@@ -67,6 +74,17 @@ def _enabled(kind: Kind, monitors: MonitorSettings) -> bool:
     return True  # state changes come from the queue, which has its own switches
 
 
+def voluntary(event: InterruptionEvent) -> bool:
+    """Whether the instance goes only when someone lets it: an Auto Scaling scale-in (the lifecycle
+    hook waits until it is completed or times out), a rebalance recommendation (nothing stops the
+    instance), scheduled maintenance without a stop time (the instance keeps running). Spot
+    interruptions, stopping maintenance and state changes have a deadline AWS keeps whatever
+    happens."""
+    if event.kind in (Kind.ASG_LIFECYCLE, Kind.REBALANCE_RECOMMENDATION):
+        return True
+    return event.kind is Kind.SCHEDULED_MAINTENANCE and event.deadline is None
+
+
 def plan_for(event: InterruptionEvent, *, actions: NodeActionSettings, monitors: MonitorSettings) -> Plan:
     """The plan for ``event``; ``IGNORE`` when its kind is switched off."""
     if not _enabled(event.kind, monitors):
@@ -86,6 +104,7 @@ def plan_for(event: InterruptionEvent, *, actions: NodeActionSettings, monitors:
         cordon=True,
         drain=drain,
         out_of_service_after_drain=drain and actions.enable_out_of_service_taint and stops_instance(event),
+        voluntary=voluntary(event),
         undo_after=actions.rebalance_undo_after if rebalance and actions.rebalance_undo_after > 0 else None,
         dry_run=actions.dry_run,
         reason=event.kind.value,
@@ -122,6 +141,18 @@ def stops_instance(event: InterruptionEvent) -> bool:
         return False
     # Health codes: AWS_EC2_INSTANCE_STOP_SCHEDULED, AWS_EC2_[PERSISTENT_]INSTANCE_RETIREMENT_SCHEDULED.
     return code in STOPPING_SCHEDULED_CODES or "RETIREMENT" in code or "_STOP_" in code
+
+
+def voluntary_drain(
+    plan: Plan, settings: DrainSettings, deadline: datetime | None, now: datetime
+) -> tuple[DrainSettings, datetime | None]:
+    """The drain engine's settings and deadline for ``plan``: as configured for an involuntary
+    event; for a voluntary one, budgets kept to the end and, without a known end, the deadline
+    ``voluntary_timeout`` from now (a bound, not a stop: grace periods fit in it whole)."""
+    if not plan.voluntary:
+        return settings, deadline
+    bound = deadline if deadline is not None else now + timedelta(seconds=settings.voluntary_timeout)
+    return replace(settings, pdb_deadline_action="keep"), bound
 
 
 def effective_deadline(event: InterruptionEvent, *, now: datetime, window: timedelta) -> datetime:

@@ -57,9 +57,10 @@ from kubespot.sources.sqs.consumer import Lease, Outcome
 from kubespot.sources.sqs.errors import MessageError
 from kubespot.sources.sqs.parsers import LifecycleAction, ParsedMessage, parse_message
 
+from .lifecycle_hooks import HookClient, LifecycleHooks
 from .node_handler import NodeHandler, Notifier, Settled, StageCalls
 from .node_index import NodeIndex
-from .policy import effective_deadline, plan_for
+from .policy import effective_deadline, plan_for, voluntary
 from .scheduled import ScheduledChanges
 from .state import STATE_ANNOTATION
 
@@ -111,6 +112,7 @@ class QueueHandler:
         notifier: Notifier | None = None,
         http_calls: StageCalls | None = None,
         loadbalancer_wait: LoadBalancerWaitSettings | None = None,
+        hooks: HookClient | None = None,
     ) -> None:
         self._kube = kube
         self._nodes = nodes
@@ -128,6 +130,20 @@ class QueueHandler:
         self._lb_wait = loadbalancer_wait
         #: Per node name, the handler of the Node object that has that name now (see ``_handler``).
         self._handlers: dict[str, NodeHandler] = {}
+        #: Launch actions, and terminate actions of instances that are no node here.
+        self.hooks = (
+            LifecycleHooks(
+                nodes=nodes,
+                client=hooks,
+                queue=queue,
+                instances=instances,
+                clock=clock,
+                metrics=metrics,
+                dry_run=actions.dry_run,
+            )
+            if hooks is not None
+            else None
+        )
         self._starting: dict[str, asyncio.Task[NodeHandler]] = {}
         #: Messages being handled: (message id, event id) -> (monotonic bound, what it is).
         self._held: dict[tuple[str, str], tuple[float, str]] = {}
@@ -213,9 +229,13 @@ class QueueHandler:
     def _bound(self, event: InterruptionEvent, parsed: ParsedMessage) -> datetime:
         """Until when the handling of ``event`` may hold its message."""
         now = self._clock.now()
-        ends = effective_deadline(
-            event, now=now, window=timedelta(seconds=self._drain.node_termination_grace_period)
-        )
+        if event.deadline is None and voluntary(event):
+            # Nothing stops the instance: the drain is bounded by voluntary_timeout (policy).
+            ends = now + timedelta(seconds=self._drain.voluntary_timeout)
+        else:
+            ends = effective_deadline(
+                event, now=now, window=timedelta(seconds=self._drain.node_termination_grace_period)
+            )
         if parsed.lifecycle is not None and self._queue.heartbeat_interval > 0:
             until = self._queue.heartbeat_until
             ends = max(ends, now + (timedelta(seconds=until) if until > 0 else LIFECYCLE_MAX))
@@ -246,6 +266,8 @@ class QueueHandler:
                 log.info("message %s: nothing to do: %s", message.message_id, parsed.ignore_reason)
                 self._metrics.action("message", "ignored")
                 return Outcome.DONE
+            if parsed.launch is not None and self.hooks is not None:
+                return await self.hooks.launch(parsed.launch, hold=float(self._queue.visibility_timeout))
             if not parsed.events:
                 return Outcome.DONE
             outcomes = await asyncio.gather(
@@ -261,6 +283,11 @@ class QueueHandler:
         self, event: InterruptionEvent, parsed: ParsedMessage, message: QueueMessage, lease: Lease
     ) -> Outcome:
         with log_context(event_id=event.id, kind=event.kind.value, instance_id=event.instance_id):
+            if parsed.lifecycle is not None and self.hooks is not None and event.deadline is None:
+                # A scale-in is voluntary: bounded by what the hook allows, never by a guess.
+                event = dataclasses.replace(
+                    event, deadline=await self.hooks.terminate_bound(parsed.lifecycle)
+                )
             bound = self._bound(event, parsed)
             left = (bound - self._clock.now()).total_seconds()
             key = (message.message_id, event.id)
@@ -280,8 +307,8 @@ class QueueHandler:
                     bound.isoformat(),
                 )
                 self._metrics.action("message", "overdue")
-                if parsed.lifecycle is not None and not self._actions.dry_run:
-                    await self._complete(parsed.lifecycle, Settled.FAILED)
+                # A lifecycle action is not completed: the node was not seen drained, and the hook
+                # has reached its own timeout (its DefaultResult applies) or the instance is gone.
                 return Outcome.DONE
             finally:
                 self._held.pop(key, None)
@@ -291,7 +318,10 @@ class QueueHandler:
     ) -> Outcome:
         node = await self._node_of(event.instance_id)
         if node is None:
-            return self._foreign(event, message, parsed.lifecycle, lease)
+            outcome = self._foreign(event, message, parsed.lifecycle, lease)
+            if parsed.lifecycle and self._queue.delete_if_node_not_found and self.hooks is not None:
+                return await self.hooks.not_a_node(parsed.lifecycle)  # as NTH completes it
+            return outcome
         handler = await self._handler(node.name, node.uid)
         event = dataclasses.replace(event, node_name=node.name)
         if self.scheduled.outdated(node, event):
@@ -322,8 +352,17 @@ class QueueHandler:
         if parsed.lifecycle is not None:
             if self._actions.dry_run:
                 log.info("dry run: would complete the lifecycle action of %s", event.instance_id)
-            else:
-                await self._complete(parsed.lifecycle, settled)
+            elif settled is Settled.FAILED:
+                # Not drained (refused, pods left, no fence): CONTINUE would say it was. The hook
+                # ends at its own timeout with its DefaultResult; the node stays fenced.
+                log.error(
+                    "lifecycle action of %s not completed: node %s was not drained",
+                    event.instance_id,
+                    node.name,
+                )
+                self._metrics.action("lifecycle_complete", "skipped")
+            elif not await self._complete(parsed.lifecycle, settled):
+                return Outcome.LEAVE  # the message comes back for another CompleteLifecycleAction
         return Outcome.LEAVE if keep else Outcome.DONE
 
     def _far_ahead(
@@ -446,12 +485,19 @@ class QueueHandler:
                     action.group_name, action.hook_name, action.instance_id, action.token
                 )
                 self._metrics.action("lifecycle_heartbeat", "success")
+            except LifecycleActionGone as err:  # completed or timed out: beating on is pointless
+                log.info("lifecycle action of %s is over; heartbeats stop: %s", action.instance_id, err)
+                self._metrics.action("lifecycle_heartbeat", "gone")
+                return
             except Exception as err:  # the drain goes on; the hook may still time out by itself
                 log.warning("lifecycle heartbeat for %s failed: %s", action.instance_id, err)
                 self._metrics.action("lifecycle_heartbeat", "failure")
 
-    async def _complete(self, action: LifecycleAction, settled: Settled) -> None:
-        """CONTINUE the termination now that the node's pods are gone (or the deadline passed)."""
+    async def _complete(self, action: LifecycleAction, settled: Settled) -> bool:
+        """CONTINUE the termination now that the node's pods are gone (or the deadline passed).
+
+        False when it failed and is worth another try (throttled, denied, no answer); an action
+        AWS no longer has ("No active Lifecycle Action found") counts as done."""
         if self._queue.complete_lifecycle_action_delay > 0:
             await self._clock.sleep(self._queue.complete_lifecycle_action_delay)
         try:
@@ -468,9 +514,10 @@ class QueueHandler:
                 err,
             )
             self._metrics.action("lifecycle_complete", "gone" if gone else "failure")
-            return
+            return gone
         log.info("lifecycle action of %s completed (CONTINUE) after the drain", action.instance_id)
         self._metrics.action("lifecycle_complete", "success")
+        return True
 
 
 def foreign_pause(receive_count: int, visibility_timeout: int) -> float:

@@ -38,6 +38,10 @@ class Phase(StrEnum):
     FENCED = "fenced"  # tainted and cordoned
     DRAINING = "draining"
     DRAINED = "drained"
+    #: The drain ended without emptying the node (refused under the settings, pods left at the
+    #: deadline, the API unreachable): not DRAINED, so no lifecycle hook is completed and no
+    #: post-drain action (isolation) runs; nobody holds the node, a restart retries the drain.
+    DRAIN_FAILED = "drain-failed"
 
 
 class StateError(ValueError):
@@ -70,7 +74,7 @@ class NodeState:
     def held_by_other(self, me: str, now: datetime, stale_after: float) -> bool:
         """Whether a live process other than ``me`` is fencing or draining the node right now."""
         return (
-            self.phase is not Phase.DRAINED
+            self.phase not in (Phase.DRAINED, Phase.DRAIN_FAILED)
             and bool(self.holder)
             and self.holder != me
             and self.renewed is not None

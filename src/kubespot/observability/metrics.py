@@ -77,7 +77,7 @@ CORDON_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5
 DEREGISTRATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 
 #: The node's interruption phases, in order; ``none`` when nothing is happening to the node.
-NODE_PHASES = ("none", "pending", "fenced", "draining", "drained")
+NODE_PHASES = ("none", "pending", "fenced", "draining", "drained", "drain-failed")
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
@@ -160,8 +160,8 @@ METRICS: tuple[MetricSpec, ...] = (
         "kubespot_node_interruption_phase",
         "gauge",
         ("phase",),
-        "1 for the node's current interruption phase (none, pending, fenced, draining, drained), "
-        "0 for the others.",
+        "1 for the node's current interruption phase (none, pending, fenced, draining, drained, "
+        "drain-failed), 0 for the others.",
     ),
     MetricSpec(
         "kubespot_last_success_timestamp_seconds",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from agent_world import (
+    INSTANCE,
     NODE,
     World,
     agent_world,
@@ -129,3 +130,25 @@ async def test_dry_run_deletes_nothing_at_the_deadline(tmp_path: Path) -> None:
         assert not world.cordoned() and world.state() is None
         assert not {"DeletedAtDeadline", "StillRunningAtDeadline", "Evicted"} & world.reasons()
         assert agent.running
+
+
+async def test_a_scale_in_keeps_the_budget_whatever_the_grace_period(tmp_path: Path) -> None:
+    """An Auto Scaling scale-in (target lifecycle state Terminated) is voluntary: the group's hook
+    holds the instance, so no deadline is invented from NODE_TERMINATION_GRACE_PERIOD and the budget
+    is respected to the end (no delete), the drain still going on past that window."""
+    async with agent_world(*blocked_db(), tmp=tmp_path) as world:
+        originals = running_uids(world)
+        await world.start_agent(ENABLE_ASG_LIFECYCLE_DRAINING="true", NODE_TERMINATION_GRACE_PERIOD="4")
+        world.imds.fleet.set_asg_state(INSTANCE, "Terminated")
+
+        async def draining() -> bool:
+            state = world.state()
+            return state is not None and state.get("phase") == "draining"
+
+        await until(draining, within=10)
+        state = world.state()
+        assert state is not None and not state.get("deadline"), "a deadline was invented"
+        await asyncio.sleep(8)  # twice the would-be window
+        assert running_uids(world) == originals, "a budget-blocked pod was removed"
+        state = world.state()
+        assert state is not None and state.get("phase") == "draining"

@@ -54,7 +54,13 @@ EXPECTED: dict[str, tuple[dict[str, Any], str]] = {
         "instance-state-change.json",
     ),
     "asg-lifecycle": (
-        {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
+        {
+            "source": ["aws.autoscaling"],
+            "detail-type": [
+                "EC2 Instance-terminate Lifecycle Action",
+                "EC2 Instance-launch Lifecycle Action",
+            ],
+        },
         "asg-terminate-lifecycle-action.json",
     ),
     "scheduled-change": (

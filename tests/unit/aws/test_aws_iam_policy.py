@@ -44,6 +44,7 @@ QUEUE_ACTIONS = {
     "ec2:DescribeInstances",
     "autoscaling:CompleteLifecycleAction",
     "autoscaling:RecordLifecycleActionHeartbeat",
+    "autoscaling:DescribeLifecycleHooks",
 }
 
 

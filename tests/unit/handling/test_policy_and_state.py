@@ -168,3 +168,51 @@ def test_state_round_trips_through_its_annotation() -> None:
     for garbage in ("{", '{"event_id": 1}', nope, naive):
         with pytest.raises(StateError):
             decode(garbage)
+
+
+# --- voluntary events --------------------------------------------------------------------------------
+
+
+def test_voluntary_events_keep_budgets_and_get_no_invented_window() -> None:
+    """Scale-in, rebalance and maintenance that does not stop the instance are voluntary: the drain
+    keeps PodDisruptionBudgets to the end and, without a known end, is bounded by voluntary_timeout
+    (an hour by default, so pods' own grace periods fit) instead of a 120 s spot-like window."""
+    from dataclasses import replace as with_
+
+    from kubespot.actions.drain_plan import capped_grace
+    from kubespot.config.drain import DrainSettings
+    from kubespot.handling.policy import voluntary, voluntary_drain
+    from kubespot.kube import PodView
+
+    monitors = MonitorSettings(
+        asg_lifecycle_draining=True, rebalance_draining=True, scheduled_event_draining=True
+    )
+    settings = DrainSettings()  # pdb_deadline_action=delete, node_termination_grace_period=120
+    no_end = {
+        Kind.ASG_LIFECYCLE: True,
+        Kind.REBALANCE_RECOMMENDATION: True,
+        Kind.SCHEDULED_MAINTENANCE: True,
+        Kind.SPOT_INTERRUPTION: False,
+        Kind.STATE_CHANGE: False,
+    }
+    for kind, expected in no_end.items():
+        event = with_(ev(kind), deadline=None)
+        plan = plan_for(event, actions=NodeActionSettings(), monitors=monitors)
+        assert voluntary(event) is plan.voluntary is expected, kind
+        chosen, deadline = voluntary_drain(plan, settings, event.deadline, NOW)
+        if expected:
+            assert chosen.pdb_deadline_action == "keep"
+            assert deadline == NOW + timedelta(seconds=settings.voluntary_timeout)
+            pod = PodView(namespace="default", name="db-0", uid="u", node_name="n", grace_period_seconds=300)
+            left = (deadline - NOW).total_seconds()
+            assert capped_grace(pod, settings=chosen, seconds_left=left) is None  # its own 300 s
+        else:
+            assert (chosen, deadline) == (settings, None)
+    # Maintenance that stops the instance has AWS's deadline: involuntary.
+    assert not voluntary(ev(Kind.SCHEDULED_MAINTENANCE))
+    # A scale-in bounded by its hook keeps that bound (the hook's timeout), budgets still kept.
+    hook_end = NOW + timedelta(seconds=300)
+    asg = with_(ev(Kind.ASG_LIFECYCLE), deadline=hook_end)
+    plan = plan_for(asg, actions=NodeActionSettings(), monitors=monitors)
+    chosen, deadline = voluntary_drain(plan, settings, asg.deadline, NOW)
+    assert chosen.pdb_deadline_action == "keep" and deadline == hook_end

@@ -12,6 +12,9 @@ of ``MotoServer`` are out of its reach. These routes expose the same operations:
     "Emit"? (default true), "DecrementDesiredCapacity"?, "Region"?}``; starts a lifecycle action
     (see ``extensions.lifecycle.start_action``) and answers it, token included. 400 when the group,
     instance or hook is unknown.
+``POST /_kubespot/autoscaling/lifecycle-faults``
+    body ``{"Operation", "Code", "Times"? (default 1), "Region"?}``: the next calls of that lifecycle
+    operation fail with that AWS error (see ``extensions.lifecycle.inject_fault``).
 
 Everything else goes to moto unchanged.
 """
@@ -85,6 +88,18 @@ class AdminMiddleware:
                 )
                 return 200, action.to_dict()
             return 405, {"error": f"{method} not allowed"}
+        if route == "autoscaling/lifecycle-faults":
+            if method != "POST":
+                return 405, {"error": f"{method} not allowed"}
+            request = _read_json(environ)
+            lifecycle.inject_fault(
+                DEFAULT_ACCOUNT_ID,
+                str(request.get("Region", self._region)),
+                str(request["Operation"]),
+                str(request["Code"]),
+                times=int(request.get("Times", 1)),
+            )
+            return 200, {"ok": True}
         return 404, {"error": f"no route {route!r}"}
 
 

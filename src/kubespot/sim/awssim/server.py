@@ -265,6 +265,11 @@ class MotoServer:
         """Every lifecycle action started in this server's region, with completions and heartbeats."""
         return lifecycle.list_actions(self.account_id, self.region)
 
+    def inject_lifecycle_fault(self, operation: str, code: str, *, times: int = 1) -> None:
+        """Fail the next ``times`` calls of a lifecycle ``operation`` with AWS error ``code``
+        (``Throttling``, ``AccessDeniedException``); see ``extensions.lifecycle.inject_fault``."""
+        lifecycle.inject_fault(self.account_id, self.region, operation, code, times=times)
+
     def start_lifecycle_action(
         self,
         auto_scaling_group_name: str,

@@ -4,8 +4,8 @@ This module owns the shapes that arrive on the queue and what each one means for
 
 - EventBridge events (``detail-type``): spot interruption warnings, interruptible Capacity
   Reservation interruption warnings, rebalance recommendations, instance state changes, Auto Scaling
-  terminate/launch lifecycle actions, AWS Health EC2 scheduled changes; any other detail-type is
-  understood as "nothing to do".
+  terminate and launch lifecycle actions (a launch action is no interruption: ``ParsedMessage.launch``),
+  AWS Health EC2 scheduled changes; any other detail-type is understood as "nothing to do".
 - Auto Scaling notifications sent straight to SQS (``Service: AWS Auto Scaling``): lifecycle
   actions and the test notification.
 - Either of those wrapped in an SNS envelope (``Type: Notification``, ``Message`` a JSON string).
@@ -41,6 +41,7 @@ SPOT_WARNING = timedelta(seconds=120)
 #: State-change states after which the instance is going or gone.
 GOING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
+LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 TEST_NOTIFICATION = "autoscaling:TEST_NOTIFICATION"
 AUTOSCALING_SERVICE = "AWS Auto Scaling"
 #: A Health event's status once it is over; handled as a withdrawal of the notice (undo).
@@ -90,7 +91,8 @@ class ParsedMessage:
 
     ``events`` has one event per affected instance (a Health event can name several); it is empty
     when ``ignore_reason`` says why there is nothing to do (delete the message). ``lifecycle`` is
-    set for Auto Scaling terminate actions. ``form`` is the shape (``FORM_*``); ``via_sns`` says it
+    set for Auto Scaling terminate actions; ``launch`` (with no events) for a launch action, to
+    complete once the instance's node is Ready. ``form`` is the shape (``FORM_*``); ``via_sns`` says it
     came wrapped in an SNS notification. ``warnings`` name parts skipped as malformed while the rest
     was usable (e.g. one bad Health entity beside good ones): log them.
     """
@@ -98,6 +100,7 @@ class ParsedMessage:
     events: tuple[InterruptionEvent, ...]
     ignore_reason: str | None = None
     lifecycle: LifecycleAction | None = None
+    launch: LifecycleAction | None = None
     source_account: str | None = None
     region: str | None = None
     form: str = ""
@@ -122,7 +125,7 @@ def parse_message(
     """One SQS message body to what the controller needs; raises only ``MessageError``.
 
     ``lead_time`` is how long before a Health scheduled change to act; ``node_termination_grace``
-    is the deadline given to an Auto Scaling termination (its hook has no fixed one).
+    is kept for callers and unused: an Auto Scaling termination gets no invented deadline.
     """
     text = _text(body)
     doc = _json_object(text, "message")
@@ -341,7 +344,12 @@ def _asg_terminate(env: _Envelope, ctx: _Context) -> ParsedMessage:
 
 
 def _asg_launch(env: _Envelope, ctx: _Context) -> ParsedMessage:
-    return env.ignore("launch lifecycle action: nothing to drain")
+    what = "launch lifecycle action detail"
+    transition = _optional_string(env.detail, "LifecycleTransition", what, env.text)
+    if transition is not None and transition != LAUNCHING:
+        return env.ignore(f"lifecycle transition {_short(transition)} is not a launch")
+    action = _lifecycle(env.detail, what, env.text, env.time)
+    return replace(env.result(()), launch=action)
 
 
 def _health(env: _Envelope, ctx: _Context) -> ParsedMessage:
@@ -458,10 +466,12 @@ def _autoscaling(doc: dict[str, Any], text: str, ctx: _Context) -> ParsedMessage
         raise MessageError(f"{what} with neither 'LifecycleTransition' nor 'Event'", text)
     if not isinstance(transition, str):
         raise MessageError(f"{what}: 'LifecycleTransition' is {_type(transition)}, expected a string", text)
-    if transition != TERMINATING:
+    if transition not in (TERMINATING, LAUNCHING):
         return ignore(f"lifecycle transition {_short(transition)} is not a termination")
     started = _iso_time(_string(doc, "Time", what, text), "Time", text)
     action = _lifecycle(doc, what, text, started)
+    if transition == LAUNCHING:
+        return ParsedMessage((), launch=action, source_account=account, region=region, form=FORM_AUTOSCALING)
     request = _optional_string(doc, "RequestId", what, text)
     key = action.token or request or f"{action.group_name}\x00{action.hook_name}\x00{doc['Time']}"
     event = _asg_event(action, key, started, ctx, doc)
@@ -494,9 +504,8 @@ def _asg_event(
         source=Source.SQS,
         notice_time=notice,
         act_at=ctx.now,
-        # The hook's own timeout is not in the message: give the node the configured grace, counted
-        # from the notification (not from receipt) so every redelivery carries the same deadline.
-        deadline=notice + ctx.grace,
+        # No deadline: a scale-in is voluntary (the hook holds the instance until it is completed or
+        # times out); the controller bounds it by the hook's timeout (handling.lifecycle_hooks).
         description=(
             f"auto scaling group {_short(action.group_name, quote=False)} terminating the instance "
             f"(hook {_short(action.hook_name, quote=False)})"

@@ -301,3 +301,28 @@ def test_stock_moto_terminates_without_hooks(aws: MotoServer) -> None:
     asg.terminate_instance_in_auto_scaling_group(InstanceId=victim, ShouldDecrementDesiredCapacity=False)
     assert victim not in _instances(asg)
     assert aws.lifecycle_actions() == []
+
+
+def test_injected_faults_fail_the_call_and_leave_the_action(aws: MotoServer) -> None:
+    """Throttling and AccessDeniedException (HTTP 400 each, as the Auto Scaling API's Common Errors
+    list them) reach boto3 as AWS would send them; the action stays waiting, so a retry completes it."""
+    asg = _group(aws)
+    once = aws.client("autoscaling")
+    victim = sorted(_instances(asg))[0]
+    action = aws.start_lifecycle_action(GROUP, victim, emit=False)
+    # Enough for every attempt the client makes (botocore retries throttling by itself).
+    aws.inject_lifecycle_fault("CompleteLifecycleAction", "Throttling", times=2)
+    aws.inject_lifecycle_fault("RecordLifecycleActionHeartbeat", "AccessDeniedException", times=2)
+    target = {"AutoScalingGroupName": GROUP, "LifecycleHookName": HOOK, "LifecycleActionToken": action.token}
+    with pytest.raises(ClientError) as throttled:
+        once.complete_lifecycle_action(**target, LifecycleActionResult="CONTINUE")
+    assert _error(throttled) == ("Throttling", "Rate exceeded")
+    assert throttled.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    with pytest.raises(ClientError) as denied:
+        once.record_lifecycle_action_heartbeat(**target)
+    assert _error(denied)[0] == "AccessDeniedException"
+    (waiting,) = aws.lifecycle_actions()
+    assert waiting.active and not waiting.heartbeats
+    once.complete_lifecycle_action(**target, LifecycleActionResult="CONTINUE")
+    (done,) = aws.lifecycle_actions()
+    assert (done.result, done.completed_by) == ("CONTINUE", "CompleteLifecycleAction")

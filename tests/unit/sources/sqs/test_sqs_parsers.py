@@ -106,7 +106,7 @@ EXPECTED = {
         "i-0a1b2c3d4e5f60004",
         at("2026-11-20T17:20:00"),
         NOW,
-        at("2026-11-20T17:20:00") + GRACE,
+        None,  # voluntary: the hook, not the message, bounds it
     ),
     "health-scheduled-change": (
         Kind.SCHEDULED_MAINTENANCE,
@@ -120,7 +120,7 @@ EXPECTED = {
         "i-0a1b2c3d4e5f60006",
         at("2026-11-20T17:25:00.123"),
         NOW,
-        at("2026-11-20T17:25:00.123") + GRACE,
+        None,
     ),
 }
 
@@ -358,14 +358,17 @@ def test_lifecycle_action_without_token_is_still_handled() -> None:
     )
 
 
-def test_deadline_is_the_grace_from_the_notification_so_redeliveries_agree() -> None:
+def test_a_scale_in_gets_no_invented_deadline_and_redeliveries_agree() -> None:
+    """The hook holds the instance until it is completed or times out: the message carries no stop
+    time, so none is made up from NODE_TERMINATION_GRACE_PERIOD (the controller bounds the drain by
+    the hook's timeout instead)."""
     body = json.dumps(sample("asg-lifecycle-direct"))
     grace = timedelta(minutes=30)
     first = parse_message(body, now=NOW, lead_time=LEAD, node_termination_grace=grace).events[0]
     later = NOW + timedelta(minutes=7)
     again = parse_message(body, now=later, lead_time=LEAD, node_termination_grace=grace).events[0]
-    assert first.deadline == again.deadline == at("2026-11-20T17:25:00.123") + grace
-    assert first.id == again.id
+    assert first.deadline is None and again.deadline is None
+    assert first.id == again.id and first.notice_time == again.notice_time
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["bare", "sns"])
@@ -378,7 +381,10 @@ def test_test_notification_is_ignored(wrapped: bool) -> None:
     assert parsed.region == "us-east-1"  # from the group ARN
 
 
-def test_launch_lifecycle_is_ignored_in_both_forms() -> None:
+def test_launch_lifecycle_is_a_launch_action_in_every_form() -> None:
+    """EC2_INSTANCE_LAUNCHING, from EventBridge, straight from the hook or through SNS: no event to
+    handle, the action to complete once the node is Ready (as aws-node-termination-handler does,
+    pkg/monitor/sqsevent/asg-lifecycle-event.go createAsgInstanceLaunchEvent)."""
     bridged = sample("asg-terminate-lifecycle-action")
     bridged["detail-type"] = "EC2 Instance-launch Lifecycle Action"
     bridged["detail"]["LifecycleTransition"] = "autoscaling:EC2_INSTANCE_LAUNCHING"
@@ -386,7 +392,14 @@ def test_launch_lifecycle_is_ignored_in_both_forms() -> None:
     direct["LifecycleTransition"] = "autoscaling:EC2_INSTANCE_LAUNCHING"
     for doc in (bridged, direct, sns(direct)):
         parsed = parse(doc)
-        assert parsed.events == () and parsed.lifecycle is None and parsed.ignore_reason
+        assert parsed.events == () and parsed.lifecycle is None and parsed.ignore_reason is None
+        assert parsed.launch is not None
+        assert (
+            parsed.launch.instance_id.startswith("i-")
+            and parsed.launch.group_name
+            and parsed.launch.hook_name
+            and parsed.launch.token
+        )
 
 
 def test_terminate_detail_type_with_a_launch_transition_is_ignored() -> None:

@@ -23,6 +23,12 @@ processor needs the whole loop, so this module adds it:
 - PutLifecycleHook keeps ``NotificationTargetARN``, ``RoleARN`` and ``NotificationMetadata``
   (moto drops them and reports placeholders).
 
+- ``inject_fault()`` makes the next calls of one lifecycle operation fail the way AWS can fail
+  them and moto never does: ``Throttling`` ("Rate exceeded") or ``AccessDeniedException``, both
+  HTTP 400 as the Auto Scaling API reference's Common Errors lists them
+  (https://docs.aws.amazon.com/autoscaling/ec2/APIReference/CommonErrors.html); the action is left
+  as it was, so a retry can still complete it.
+
 Every action, completion and heartbeat is recorded on the Auto Scaling backend, so ``reset()``
 forgets them with everything else; read them with ``list_actions()`` (or
 ``MotoServer.lifecycle_actions()``, or ``GET /_kubespot/autoscaling/lifecycle-actions``).
@@ -44,6 +50,7 @@ from typing import Any
 from moto.autoscaling import models as asg_models
 from moto.autoscaling import responses as asg_responses
 from moto.autoscaling.exceptions import ValidationError
+from moto.core.exceptions import _RESTError
 from moto.core.responses import EmptyResult
 
 __all__ = [
@@ -52,6 +59,7 @@ __all__ = [
     "LifecycleAction",
     "LifecycleActionError",
     "complete_action",
+    "inject_fault",
     "install",
     "list_actions",
     "record_heartbeat",
@@ -63,6 +71,12 @@ LAUNCHING = "autoscaling:EC2_INSTANCE_LAUNCHING"
 _RESULTS = ("CONTINUE", "ABANDON")
 _MAX_GLOBAL_TIMEOUT_S = 48 * 3600
 _STORE = "_kubespot_lifecycle_actions"
+_FAULTS = "_kubespot_lifecycle_faults"
+#: AWS's messages for the errors ``inject_fault`` can raise (HTTP 400 each, per Common Errors).
+FAULT_MESSAGES = {
+    "Throttling": "Rate exceeded",
+    "AccessDeniedException": "You do not have sufficient access to perform this action.",
+}
 _MARK = "_kubespot_lifecycle"
 
 _lock = threading.RLock()
@@ -371,10 +385,38 @@ def record_heartbeat(
         return action
 
 
+class _Fault(_RESTError):
+    """An injected AWS error, serialized as the Query protocol's ErrorResponse with HTTP 400."""
+
+
+def inject_fault(account_id: str, region: str, operation: str, code: str, *, times: int = 1) -> None:
+    """Make the next ``times`` calls of ``operation`` (CompleteLifecycleAction or
+    RecordLifecycleActionHeartbeat) answer ``code`` (a key of ``FAULT_MESSAGES``) without touching
+    the action. ``reset()`` forgets pending faults with the rest of the backend."""
+    if operation not in ("CompleteLifecycleAction", "RecordLifecycleActionHeartbeat"):
+        raise LifecycleActionError(f"cannot inject a fault into {operation!r}")
+    if code not in FAULT_MESSAGES:
+        raise LifecycleActionError(f"unknown fault {code!r}: one of {', '.join(FAULT_MESSAGES)}")
+    with _lock:
+        backend = _backend(account_id, region)
+        faults: list[tuple[str, str]] = backend.__dict__.setdefault(_FAULTS, [])
+        faults.extend([(operation, code)] * times)
+
+
+def _raise_fault(backend: Any, operation: str) -> None:
+    with _lock:
+        faults: list[tuple[str, str]] = backend.__dict__.get(_FAULTS) or []
+        for n, (op, code) in enumerate(faults):
+            if op == operation:
+                del faults[n]
+                raise _Fault(code, FAULT_MESSAGES[code])
+
+
 # -- moto response handlers ----------------------------------------------------------------------
 
 
 def _complete_lifecycle_action(self: Any) -> EmptyResult:
+    _raise_fault(self.autoscaling_backend, "CompleteLifecycleAction")
     complete_action(
         self.autoscaling_backend,
         self._get_param("AutoScalingGroupName"),
@@ -387,6 +429,7 @@ def _complete_lifecycle_action(self: Any) -> EmptyResult:
 
 
 def _record_lifecycle_action_heartbeat(self: Any) -> EmptyResult:
+    _raise_fault(self.autoscaling_backend, "RecordLifecycleActionHeartbeat")
     record_heartbeat(
         self.autoscaling_backend,
         self._get_param("AutoScalingGroupName"),
