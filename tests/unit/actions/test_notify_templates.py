@@ -1,4 +1,5 @@
-"""Webhook templates: Go-template translation, variables, Go-style printing, JSON escaping, sandbox."""
+"""Webhook templates: Go or jinja, the variables (NTH's fields), Go-style printing, JSON escaping,
+sandbox, and the start-up check. The Go engine itself: test_gotemplate.py."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from kubespot.actions.templates import (
     check_template,
     go_time,
     render_template,
+    template_problem,
     template_variables,
-    translate_go_template,
 )
 from kubespot.config.loader import InvalidSetting
 from kubespot.config.webhook import DEFAULT_TEMPLATE
@@ -40,40 +41,7 @@ def spot(description: str = "Spot ITN received", **kw: object) -> InterruptionEv
     return InterruptionEvent(**fields)  # type: ignore[arg-type]
 
 
-# --- translation --------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("go", "jinja"),
-    [
-        ("{{ .EventID }}", "{{ EventID }}"),
-        ("{{.EventID}}", "{{ EventID }}"),
-        ("{{- .Kind -}}", "{{- Kind -}}"),
-        ("{{ $.NodeName }}", "{{ NodeName }}"),
-        ("{{ .Raw.State }}", "{{ Raw.State }}"),
-        ("{{ if .Pods }}x{{ else }}y{{ end }}", "{% if Pods %}x{% else %}y{% endif %}"),
-        ("{{ if .A }}a{{ else if .B }}b{{ end }}", "{% if A %}a{% elif B %}b{% endif %}"),
-        ("{{ range .Pods }}[{{ . }}]{{ end }}", "{% for go_item1 in Pods %}[{{ go_item1 }}]{% endfor %}"),
-    ],
-)
-def test_go_forms_become_jinja(go: str, jinja: str) -> None:
-    assert translate_go_template(go) == jinja
-
-
-@pytest.mark.parametrize(
-    "native",
-    [
-        "{{ EventID }}",
-        "{{ foo.bar }}",
-        "{{ 1.5 }}",
-        '{{ "text with .Dot" }}',
-        "{{ ''.upper() }}",
-        "{% if Pods %}{{ Pods | join(', ') }}{% endif %}",
-        "{{ end }}",
-    ],
-)
-def test_native_jinja_is_left_alone(native: str) -> None:
-    assert translate_go_template(native) == native
+# --- Go and jinja ------------------------------------------------------------------------------------
 
 
 def test_go_and_native_forms_render_the_same() -> None:
@@ -152,9 +120,14 @@ def test_lists_and_booleans_print_as_go_prints_them() -> None:
     assert render_template("{{ .Pods }} {{ .Cancelled }}", v) == "[a b] false"
 
 
-def test_undefined_variables_render_empty() -> None:
+def test_unknown_names_follow_each_language() -> None:
+    """Go: a map's absent key prints ``<no value>`` (and so does a field of it), a field the data does
+    not have is an error, as on NTH's struct (text/template exec.go evalField). jinja: empty."""
     v = template_variables(spot(), node_name="n")
-    assert render_template("<{{ .NoSuchThing }}|{{ .Raw.Missing.Deeper }}|{{ nope }}>", v) == "<||>"
+    assert render_template("<{{ .Raw.Missing }}|{{ .Raw.Missing.Deeper }}>", v) == "<<no value>|<no value>>"
+    assert render_template("<{{ nope }}|{{ Raw.Missing.Deeper }}>", v) == "<|>"
+    problem = template_problem("{{ .NoSuchThing }}")
+    assert problem is not None and "can't evaluate field NoSuchThing" in problem
 
 
 # --- JSON escaping ------------------------------------------------------------------------------------
@@ -173,7 +146,11 @@ def test_default_template_stays_valid_json_with_hostile_description() -> None:
 def test_without_json_escape_values_are_inserted_verbatim() -> None:
     v = template_variables(spot(description='a "b"\n'), node_name="n")
     assert render_template("{{ .Description }}", v) == 'a "b"\n'
-    assert render_template("{{ .Description }}", v, json_escape=True) == 'a \\"b\\"\\n'
+    # Go: escaped inside a JSON string of the body, printed as is outside one (a toJson value).
+    assert render_template('"{{ .Description }}"', v, json_escape=True) == '"a \\"b\\"\\n"'
+    assert render_template("{{ toJson .Description }}", v, json_escape=True) == '"a \\"b\\"\\n"'
+    # jinja: every printed value, as before.
+    assert render_template("{{ Description }}", v, json_escape=True) == 'a \\"b\\"\\n'
 
 
 def test_json_escape_applies_inside_loops_and_to_filtered_values() -> None:
@@ -216,25 +193,42 @@ def test_check_template_accepts_default_and_native() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "reason"),
     [
-        "{{ .EventID ",  # unclosed tag: no translation, jinja reports it
-        "{{ if .Pods }}never closed",
-        '{{ .EventID | printf "%s" }}',  # Go pipelines are not supported
-        "{% for %}",
+        ("{{ .EventID ", "invalid template (line 1): unclosed action"),
+        ("{{ if .Pods }}never closed", "invalid template (line 1): unexpected EOF"),
+        ("{{ .EventID | nosuchfunc }}", 'invalid template (line 1): function "nosuchfunc" not defined'),
+        ('{{ template "x" . }}', "unsupported construct (line 1): {{template}}"),
+        ('{{ env "WEBHOOK_URL" }}', "unsupported construct (line 1): function 'env'"),
+        ("{% for %}", "invalid template (line 1): Expected an expression"),
+        ("{{ .A }}{% if X %}{% endif %}", "invalid template (line 1): unexpected"),
     ],
 )
-def test_check_template_names_the_setting(bad: str) -> None:
+def test_check_template_names_the_setting_and_the_construct(bad: str, reason: str) -> None:
     with pytest.raises(InvalidSetting) as err:
         check_template(bad)
     assert err.value.field == "template"
-    assert str(err.value).startswith("template: invalid template")
+    assert err.value.reason.startswith(reason), err.value.reason
     with pytest.raises(InvalidSetting) as from_file:
         check_template(bad, field="template_file")
     assert from_file.value.field == "template_file"
 
 
-def test_importing_the_notifier_does_not_load_jinja2() -> None:
-    code = "import sys, kubespot.actions.notify; assert 'jinja2' not in sys.modules, 'jinja2 loaded'"
+def test_go_templates_reach_no_python_attribute() -> None:
+    """Fields are mapping keys only, methods only time.Time's listed ones."""
+    v = template_variables(spot(), node_name="n")
+    for escape in ("{{ .Description.__class__ }}", "{{ .StartTime.__reduce_ex__ }}", "{{ .Raw.__class__ }}"):
+        problem = template_problem(escape)
+        assert problem is not None or render_template(escape, v) == "<no value>", escape
+    assert render_template("{{ .Raw.__class__ }}", v) == "<no value>"
+
+
+def test_importing_the_notifier_and_rendering_go_does_not_load_jinja2() -> None:
+    code = (
+        "import sys, kubespot.actions.notify as n, kubespot.actions.templates as t;"
+        "from kubespot.config.webhook import DEFAULT_TEMPLATE as d;"
+        "assert t.template_problem(d) is None;"
+        "assert 'jinja2' not in sys.modules, 'jinja2 loaded'"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
