@@ -623,7 +623,8 @@ def sample_variables() -> dict[str, Any]:
     )
     extra = {
         "NodeLabels": {"kubernetes.io/hostname": "node", "node.kubernetes.io/instance-type": "m5.large"},
-        "Pods": ["default/web-0"],
+        # No pods, as NTH validates its template with empty data: `index .Pods 0` fails there too.
+        "Pods": [],
         "InstanceType": "m5.large",
         "AvailabilityZone": "us-east-1a",
         "Region": "us-east-1",

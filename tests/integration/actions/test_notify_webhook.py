@@ -430,28 +430,40 @@ async def test_url_file_is_read_at_each_send(tmp_path: Path, debug_logs: pytest.
     assert_no_secrets(debug_logs, "not a url")
 
 
-async def test_render_error_is_a_logged_failure_not_an_exception(
+async def test_render_error_sends_the_default_message_and_is_logged(
     debug_logs: pytest.LogCaptureFixture,
 ) -> None:
-    # Passes the start-up check (Pods is absent there, so the loop body never runs) but fails on a
-    # real message whose Pods hold something that cannot be added to a number.
+    # Passes the start-up check (no pods there, so the loop body never runs) but fails on a real
+    # message whose Pods hold something that cannot be added to a number: NTH's message goes instead.
     template = '{"text": "{% for p in Pods %}{{ p + 1 }}{% endfor %}"}'
     async with receiver() as rec, harness(settings(rec.url(), template=template)) as h:
         h.notifier.notify(event(1), node_name="n", extra={"Pods": ["web-0"]})
         h.notifier.notify(event(2), node_name="n", extra={"Pods": []})
-        await until(lambda: h.results == ["failure", "success"])
-    assert len(rec.requests) == 1
+        await until(lambda: h.results == ["success", "success"])
+    assert len(rec.requests) == 2
+    assert json.loads(rec.requests[0].body)["text"].startswith(
+        "[NTH][Instance Interruption] EventID: spot-itn-0001"
+    )
+    assert json.loads(rec.requests[1].body) == {"text": ""}
     record = next(r for r in debug_logs.records if "failed to render" in r.getMessage())
     assert record.event_id == "spot-itn-0001"  # type: ignore[attr-defined]
     assert_no_secrets(debug_logs)
 
 
-async def test_bad_template_fails_at_construction() -> None:
-    from kubespot.config.loader import InvalidSetting
-
-    with pytest.raises(InvalidSetting) as err:
-        WebhookNotifier(settings("http://127.0.0.1:1/x", template="{{ if .X }}"), clock=RecordingClock())
-    assert err.value.field == "template"
+async def test_unusable_template_is_logged_and_the_default_message_sent(
+    debug_logs: pytest.LogCaptureFixture,
+) -> None:
+    """Once an unusable template stopped the agent (exit 2, a crash loop on every node); now the
+    construct is named in the log and NTH's default message is sent."""
+    async with receiver() as rec, harness(settings(rec.url(), template='{{ template "x" . }}')) as h:
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["success"])
+    assert json.loads(rec.requests[0].body)["text"].startswith(
+        "[NTH][Instance Interruption] EventID: spot-itn-0001"
+    )
+    (line,) = [r.getMessage() for r in debug_logs.records if "not usable" in r.getMessage()]
+    assert "template: unsupported construct (line 1): {{template}}" in line
+    assert "sending NTH's default message instead" in line
 
 
 async def test_notify_never_raises_even_when_the_callback_does() -> None:
