@@ -575,7 +575,8 @@ def compile_template(template: str) -> Compiled:
     except TemplateError as exc:
         if go_error is not None:
             raise TemplateProblem(_reason(go_error)) from None
-        line = f" (line {exc.lineno})" if getattr(exc, "lineno", None) else ""
+        lineno = getattr(exc, "lineno", None)
+        line = f" (line {lineno})" if lineno else ""
         raise TemplateProblem(f"invalid template{line}: {exc.message or type(exc).__name__}") from None
     return Compiled(jinja=template)
 
