@@ -168,7 +168,8 @@ def test_time_methods() -> None:
         ('{{ .NodeName | replace "." "-" }}', "ip-10-0-1-2-ec2-internal"),
         ('{{ if contains "ec2" .NodeName }}yes{{ end }}', "yes"),
         (
-            '{{ if hasPrefix "ip-" .NodeName }}yes{{ end }}{{ if hasSuffix ".internal" .NodeName }}!{{ end }}',
+            '{{ if hasPrefix "ip-" .NodeName }}yes{{ end }}'
+            '{{ if hasSuffix ".internal" .NodeName }}!{{ end }}',
             "yes!",
         ),
         ('{{ trimPrefix "ip-" .NodeName | trimSuffix ".ec2.internal" }}', "10-0-1-2"),
@@ -208,7 +209,8 @@ def test_time_methods() -> None:
         ('{{ max 1 5 3 }} {{ min 4 2 }} {{ int "42" }} {{ atoi "7" }}', "5 2 42 7"),
         ('{{ list 1 "a" | last }} {{ has "web-1" .Pods }} {{ .Pods | reverse }}', "a true [web-1 web-0]"),
         (
-            '{{ get (dict "k" "v") "k" }} {{ hasKey .NodeLabels "stage" }} {{ keys .NodeLabels | sortAlpha }}',
+            '{{ get (dict "k" "v") "k" }} {{ hasKey .NodeLabels "stage" }} '
+            "{{ keys .NodeLabels | sortAlpha }}",
             "v true [foo kubernetes.io/os stage]",
         ),
         ('{{ b64enc "hi" }} {{ b64dec "aGk=" }} {{ sha256sum "" | trunc 8 }}', "aGk= hi e3b0c442"),
