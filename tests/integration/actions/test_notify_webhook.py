@@ -399,6 +399,81 @@ async def test_requests_go_through_the_configured_proxy(debug_logs: pytest.LogCa
     assert_no_secrets(debug_logs, "proxy-pa55")
 
 
+async def test_tcp_proxy_is_an_http_proxy_as_in_go() -> None:
+    """NTH's flag help gives ``--webhook-proxy tcp://<host>:<port>``; Go's HTTP transport treats a
+    proxy whose scheme is not https or socks5 as a plain HTTP proxy (net/http transport.go,
+    dialConn/connectMethod), so tcp:// is http://. It once stopped the agent at start-up."""
+    async with (
+        receiver() as rec,
+        forward_proxy() as proxy,
+        harness(settings(rec.url(), proxy=f"tcp://127.0.0.1:{proxy.port}")) as h,
+    ):
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["success"])
+    assert [(m, t) for m, t, _ in proxy.seen] == [("POST", rec.url())]
+    assert len(rec.requests) == 1
+
+
+@dataclass
+class Socks5:
+    port: int = 0
+    #: (host, port) of every CONNECT relayed.
+    targets: list[tuple[str, int]] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def socks5_proxy() -> AsyncIterator[Socks5]:
+    """A minimal SOCKS5 server (RFC 1928: no authentication, CONNECT)."""
+    socks = Socks5()
+    seen = socks.targets
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        version, methods = await reader.readexactly(2)
+        await reader.readexactly(methods)
+        writer.write(bytes([5, 0]))  # no authentication
+        _, command, _, atyp = await reader.readexactly(4)
+        if atyp == 1:
+            host = socket.inet_ntoa(await reader.readexactly(4))
+        else:
+            host = (await reader.readexactly((await reader.readexactly(1))[0])).decode()
+        port = int.from_bytes(await reader.readexactly(2), "big")
+        assert (version, command) == (5, 1)
+        seen.append((host, port))
+        up_reader, up_writer = await asyncio.open_connection(host, port)
+        writer.write(bytes([5, 0, 0, 1, 127, 0, 0, 1, 0, 0]))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    socks.port = server.sockets[0].getsockname()[1]
+    try:
+        yield socks
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("scheme", ["socks5", "socks5h"])
+async def test_socks5_proxy(scheme: str) -> None:
+    """``socks5://`` (a proxy Go's transport supports, so NTH users may have one) once stopped the
+    agent at start-up; it is now used, through httpx2's SOCKS support (socksio)."""
+    async with (
+        receiver() as rec,
+        socks5_proxy() as socks,
+        harness(settings(rec.url(), proxy=f"{scheme}://127.0.0.1:{socks.port}")) as h,
+    ):
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["success"])
+    assert socks.targets == [("127.0.0.1", urlsplit(rec.url()).port)]
+    assert len(rec.requests) == 1
+
+
 async def test_no_proxy_means_direct_even_with_proxy_env(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
