@@ -232,3 +232,56 @@ def test_importing_the_notifier_and_rendering_go_does_not_load_jinja2() -> None:
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+# --- NTH's fields ------------------------------------------------------------------------------------
+
+
+def test_every_field_nth_passes_exists_even_without_the_node_facts() -> None:
+    """NTH's template data is ``monitor.InterruptionEvent`` + ``ec2metadata.NodeMetadata``
+    (pkg/webhook/webhook.go combinedDrainData): a template naming any of their fields must render,
+    not fail on "can't evaluate field", when the agent could not read the node."""
+    nth_fields = ["EventID", "Kind", "Monitor", "Description", "State", "AutoScalingGroupName", "NodeName", "NodeLabels", "Pods", "InstanceID", "ProviderID", "InstanceType", "IsManaged", "StartTime", "EndTime", "NodeProcessed", "InProgress", "AccountId", "InstanceLifeCycle", "PublicHostname", "PublicIP", "LocalHostname", "LocalIP", "AvailabilityZone", "Region"]
+    v = template_variables(spot(), node_name="n")
+    assert set(nth_fields) <= set(v)
+    rendered = render_template(" ".join(f"{{{{ .{f} }}}}" for f in nth_fields), v)
+    assert rendered.startswith("spot-itn-abc SPOT_ITN SPOT_ITN_MONITOR Spot ITN received")
+    assert "map[] []" in rendered  # empty labels and pods, as Go prints them
+
+
+@pytest.mark.parametrize(
+    ("kind", "source", "monitor"),
+    [
+        (Kind.SPOT_INTERRUPTION, Source.IMDS, "SPOT_ITN_MONITOR"),
+        (Kind.SCHEDULED_MAINTENANCE, Source.IMDS, "SCHEDULED_EVENT_MONITOR"),
+        (Kind.REBALANCE_RECOMMENDATION, Source.IMDS, "REBALANCE_RECOMMENDATION_MONITOR"),
+        (Kind.ASG_LIFECYCLE, Source.IMDS, "ASG_LIFECYCLE_MONITOR"),
+        (Kind.SPOT_INTERRUPTION, Source.SQS, "SQS_MONITOR"),
+        (Kind.STATE_CHANGE, Source.SQS, "SQS_MONITOR"),
+    ],
+)
+def test_monitor_is_nths_monitor_name(kind: Kind, source: Source, monitor: str) -> None:
+    """NTH's monitor packages' ``...MonitorKind`` constants (pkg/monitor/*/...-monitor.go)."""
+    assert template_variables(spot(kind=kind, source=source), node_name="n")["Monitor"] == monitor
+
+
+def test_asg_name_comes_from_the_message_and_node_facts_fill_in() -> None:
+    from kubespot.actions.templates import with_context
+
+    plain = spot(kind=Kind.ASG_LIFECYCLE, source=Source.SQS, raw={"AutoScalingGroupName": "workers"})
+    wrapped = spot(kind=Kind.ASG_LIFECYCLE, source=Source.SQS, raw={"detail": {"AutoScalingGroupName": "w2"}})
+    assert template_variables(plain, node_name="n")["AutoScalingGroupName"] == "workers"
+    assert template_variables(wrapped, node_name="n")["AutoScalingGroupName"] == "w2"
+    v = with_context(
+        template_variables(plain, node_name="n"),
+        {
+            "NodeLabels": {"a": "b"},
+            "Pods": ["p"],
+            "InstanceType": "m5.large",
+            "EventID": "forged",
+            "AutoScalingGroupName": "other",
+        },
+    )
+    assert (v["NodeLabels"], v["Pods"], v["InstanceType"]) == ({"a": "b"}, ["p"], "m5.large")
+    assert v["EventID"] == "spot-itn-abc"  # the event's own fields are never replaced
+    assert v["AutoScalingGroupName"] == "workers"  # nor the group the message named
