@@ -241,7 +241,33 @@ def test_every_field_nth_passes_exists_even_without_the_node_facts() -> None:
     """NTH's template data is ``monitor.InterruptionEvent`` + ``ec2metadata.NodeMetadata``
     (pkg/webhook/webhook.go combinedDrainData): a template naming any of their fields must render,
     not fail on "can't evaluate field", when the agent could not read the node."""
-    nth_fields = ["EventID", "Kind", "Monitor", "Description", "State", "AutoScalingGroupName", "NodeName", "NodeLabels", "Pods", "InstanceID", "ProviderID", "InstanceType", "IsManaged", "StartTime", "EndTime", "NodeProcessed", "InProgress", "AccountId", "InstanceLifeCycle", "PublicHostname", "PublicIP", "LocalHostname", "LocalIP", "AvailabilityZone", "Region"]
+    nth_fields = [
+        "EventID",
+        "Kind",
+        "Monitor",
+        "Description",
+        "State",
+        "AutoScalingGroupName",
+        "NodeName",
+        "NodeLabels",
+        "Pods",
+        "InstanceID",
+        "ProviderID",
+        "InstanceType",
+        "IsManaged",
+        "StartTime",
+        "EndTime",
+        "NodeProcessed",
+        "InProgress",
+        "AccountId",
+        "InstanceLifeCycle",
+        "PublicHostname",
+        "PublicIP",
+        "LocalHostname",
+        "LocalIP",
+        "AvailabilityZone",
+        "Region",
+    ]
     v = template_variables(spot(), node_name="n")
     assert set(nth_fields) <= set(v)
     rendered = render_template(" ".join(f"{{{{ .{f} }}}}" for f in nth_fields), v)
