@@ -635,6 +635,10 @@ class Notifier:
             return None
         found = self._contexts.get(event.id)
         if found is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # no loop to read them on (a caller outside asyncio): none
+                return None
             found = asyncio.ensure_future(self._context(event, node_name))
             # Read or not, the outcome is looked at by whoever awaits it; never "never retrieved".
             found.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -714,6 +718,7 @@ class WebhookNotifier(Notifier):
         max_queue: int = 256,
         transport: httpx2.AsyncBaseTransport | None = None,
         rng: Callable[[], float] | None = None,
+        context: ContextReader | None = None,
     ) -> None:
         webhook = [webhook_target(settings)] if settings.enabled else []
         super().__init__(
@@ -724,6 +729,7 @@ class WebhookNotifier(Notifier):
             max_queue=max_queue,
             transport=transport,
             rng=rng,
+            context=context,
         )
 
 

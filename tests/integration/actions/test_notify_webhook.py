@@ -541,6 +541,46 @@ async def test_unusable_template_is_logged_and_the_default_message_sent(
     assert "sending NTH's default message instead" in line
 
 
+async def test_node_facts_are_read_once_per_event_and_fill_the_template(
+    monkeypatch: pytest.MonkeyPatch, debug_logs: pytest.LogCaptureFixture
+) -> None:
+    """The labels and pods are read once per event, when its first message is queued (NTH reads them
+    once, before the drain), and every message of the event uses them; a read that does not finish
+    in time leaves them empty rather than holding the message."""
+    from kubespot.model.summary import Stage
+
+    calls: list[str] = []
+    slow = asyncio.Event()
+
+    async def facts(ev: InterruptionEvent, node: str) -> dict[str, Any]:
+        calls.append(ev.id)
+        if ev.id == "spot-itn-0002":
+            await slow.wait()
+        return {"NodeLabels": {"team": "search"}, "Pods": ["web-0", "web-1"], "InstanceType": "m5.large"}
+
+    monkeypatch.setattr(notify_module, "CONTEXT_TIMEOUT", 0.2)
+    template = '{"text": "{{ .Stage }} {{ .NodeLabels.team }} {{ join "," .Pods }} {{ .InstanceType }}"}'
+    stages = frozenset({Stage.STARTED, Stage.FINISHED})
+    async with (
+        receiver() as rec,
+        harness(settings(rec.url(), template=template, stages=stages), context=facts) as h,
+    ):
+        h.notifier.notify(event(1), node_name="n")
+        h.notifier.notify(event(1), node_name="n", stage=Stage.FINISHED)
+        await until(lambda: h.results == ["success", "success"])
+        h.notifier.notify(event(2), node_name="n")
+        await until(lambda: len(h.results) == 3)
+        slow.set()
+    texts = [json.loads(r.body)["text"] for r in rec.requests]
+    assert texts == [
+        "started search web-0,web-1 m5.large",
+        "finished search web-0,web-1 m5.large",
+        "started <no value>  ",  # not read in time: empty labels and pods, no instance type
+    ]
+    assert calls == ["spot-itn-0001", "spot-itn-0002"]
+    assert any("node facts for event spot-itn-0002 not read" in r.getMessage() for r in debug_logs.records)
+
+
 async def test_notify_never_raises_even_when_the_callback_does() -> None:
     def broken(_: str) -> None:
         raise RuntimeError("callback bug")
