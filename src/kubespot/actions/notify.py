@@ -296,8 +296,9 @@ class _Sender:
 
     @property
     def has_templates(self) -> bool:
-        """Whether some message of this target is a template (only templates use the node's facts)."""
-        return bool(self._templates)
+        """Whether some template of this target uses the node's facts (``NodeLabels``, ``Pods``...):
+        only then are they read, so NTH's default message costs no API call."""
+        return any(templates.uses_context(text) for text in self._templates.values())
 
     def _what(self, m: _Message) -> str:
         # Started messages read as they always have; later stages say which they are.

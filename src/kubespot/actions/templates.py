@@ -148,6 +148,16 @@ def template_variables(
     return {**context, **own}
 
 
+def uses_context(template: str) -> bool:
+    """Whether ``template`` may use the node and instance facts (it names one, or prints dot whole)."""
+    names = (*NTH_CONTEXT_DEFAULTS, "AutoScalingGroupName")
+    return any(name in template for name in names) or bool(_WHOLE_DOT.search(template))
+
+
+#: An action that prints or passes dot or ``$`` itself (``{{ . }}``, ``{{ toJson $ }}``).
+_WHOLE_DOT = re.compile(r"\{\{[^}]*?(?<![\w)\]])(?:\.|\$)(?![\w.$])")
+
+
 def with_context(variables: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
     """``variables`` with the node and instance facts of ``context`` filled in (only those names:
     ``NTH_CONTEXT_DEFAULTS`` and ``AutoScalingGroupName`` when the event named none)."""

@@ -311,3 +311,13 @@ def test_asg_name_comes_from_the_message_and_node_facts_fill_in() -> None:
     assert (v["NodeLabels"], v["Pods"], v["InstanceType"]) == ({"a": "b"}, ["p"], "m5.large")
     assert v["EventID"] == "spot-itn-abc"  # the event's own fields are never replaced
     assert v["AutoScalingGroupName"] == "workers"  # nor the group the message named
+
+
+def test_node_facts_are_read_only_for_templates_that_use_them() -> None:
+    """NTH's default message names none of them: it costs the agent no API call per event."""
+    from kubespot.actions.templates import uses_context
+
+    assert not uses_context(DEFAULT_TEMPLATE)
+    assert not uses_context('{"id": "{{ .EventID }}", "n": {{ 1.5 }}, "x": "{{ $.NodeName }}"}')
+    for template in ("{{ .NodeLabels }}", "{{ range .Pods }}{{ end }}", "{{ toJson . }}", "{{ .Region }}"):
+        assert uses_context(template), template
