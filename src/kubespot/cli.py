@@ -2,7 +2,9 @@
 
 This module is the composition root: it is the only module allowed to reach both the product
 packages and ``kubespot.sim``, and it imports each subcommand lazily so ``kubespot agent`` never
-loads simulator code (or its dependencies) into the per-node agent's memory.
+loads simulator code (or its dependencies) into the per-node agent's memory. A subcommand whose
+optional dependencies are not installed (``kubespot[sim]``, ``kubespot[controller]``) says in one line
+which extra to install and exits 2, instead of a traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from . import __version__
 
@@ -26,31 +29,78 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: subcommand -> the optional dependency group (``pip install 'kubespot[<extra>]'``) it needs.
+EXTRAS: dict[str, str] = {
+    "kubesim": "sim",
+    "imds-sim": "sim",
+    "sandbox": "sim",
+    "controller": "controller",
+    "aws": "controller",
+}
+
+
+class MissingExtra(Exception):
+    """A subcommand's third-party module is not installed: the user needs an extra, not a traceback."""
+
+    def __init__(self, command: str, module: str) -> None:
+        extra = EXTRAS.get(command)
+        if extra:
+            need = (
+                f"needs the '{extra}' extra (module {module!r} is not installed): "
+                f"pip install 'kubespot[{extra}]'"
+            )
+        else:
+            need = f"module {module!r} is not installed: reinstall kubespot"
+        super().__init__(f"kubespot {command} {need}")
+
+
+def _import(command: str) -> Any:
+    """The subcommand's module; ``MissingExtra`` when a dependency outside kubespot is missing."""
+    try:
+        return importlib.import_module(SUBCOMMANDS[command][0])
+    except ModuleNotFoundError as exc:
+        _reraise_missing(command, exc)
+
+
+def _reraise_missing(command: str, exc: ModuleNotFoundError) -> NoReturn:
+    top = (exc.name or "").split(".")[0]
+    if not top or top == "kubespot":
+        raise exc  # a bug in kubespot itself: the traceback is what a developer needs
+    raise MissingExtra(command, top) from None
+
+
 def _parser(selected: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubespot", description="Kubernetes on spot instances, safely.")
     parser.add_argument("--version", action="version", version=f"kubespot {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("version", help="print the version")
-    for name, (module, help_text) in SUBCOMMANDS.items():
+    for name, (_module, help_text) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         # Only the chosen subcommand's module is imported (its flags are needed to parse).
         if selected == name:
-            importlib.import_module(module).add_arguments(p)
+            _import(name).add_arguments(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _parser(argv[0] if argv else None)
-    args = parser.parse_args(argv)
-    if args.command in (None, "version"):
-        if args.command is None:
-            parser.print_help()
-            return 2
-        print(f"kubespot {__version__}")
-        return 0
-    module = importlib.import_module(SUBCOMMANDS[args.command][0])
-    return int(module.main(args))
+    try:
+        parser = _parser(argv[0] if argv else None)
+        args = parser.parse_args(argv)
+        if args.command in (None, "version"):
+            if args.command is None:
+                parser.print_help()
+                return 2
+            print(f"kubespot {__version__}")
+            return 0
+        module = _import(args.command)
+        try:
+            return int(module.main(args))
+        except ModuleNotFoundError as exc:  # a subcommand that imports its dependencies lazily
+            _reraise_missing(args.command, exc)
+    except MissingExtra as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return 2
 
 
 if __name__ == "__main__":

@@ -30,17 +30,18 @@ import contextvars
 import email.utils
 import logging
 import random
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 import httpx2
 
-from kubespot.config.loader import InvalidSetting, Problem, SettingsError
+from kubespot.config.loader import Problem, SettingsError
+from kubespot.config.named import proxy_url
 from kubespot.config.notify import WEBHOOK_TARGET, NotifyTarget, webhook_target
-from kubespot.config.webhook import WebhookSettings
+from kubespot.config.webhook import DEFAULT_TEMPLATE, WebhookSettings
 from kubespot.model import Clock, InterruptionEvent, Kind
 from kubespot.model.summary import InterruptionSummary, Stage
 
@@ -114,7 +115,8 @@ def new_client(*, proxy: str | None, transport: httpx2.AsyncBaseTransport | None
     install_log_filter()
     return httpx2.AsyncClient(
         transport=transport,
-        proxy=proxy,
+        # tcp:// (NTH's example) is an HTTP proxy; socks5:// uses socksio, a dependency for this.
+        proxy=proxy_url(proxy),
         # Only the configured proxy applies: an HTTP(S)_PROXY or .netrc in the pod's environment must
         # not reroute or add credentials to a request (the reference handler ignores them too).
         trust_env=False,
@@ -217,6 +219,8 @@ class _Message:
     stage: Stage
     summary: InterruptionSummary
     variables: dict[str, Any]
+    #: The node and instance facts for templates (NodeLabels, Pods...), being read since notify().
+    context: asyncio.Future[Mapping[str, Any]] | None = None
 
 
 def _field(target: NotifyTarget, field: str) -> str:
@@ -225,16 +229,33 @@ def _field(target: NotifyTarget, field: str) -> str:
     return field if target.name == WEBHOOK_TARGET else f"{target.path}.{field}"
 
 
-def _compile_templates(target: NotifyTarget) -> dict[tuple[Kind | None, Stage | None], str]:
-    """The target's templates, read and checked (``InvalidSetting``/``SettingsError`` if unusable)."""
-    out: dict[tuple[Kind | None, Stage | None], str] = {}
+TemplateKey = tuple[Kind | None, Stage | None]
+
+
+def _compile_templates(target: NotifyTarget) -> tuple[dict[TemplateKey, str], list[str]]:
+    """The target's usable templates (files read: ``SettingsError`` if one cannot be), and a line
+    per template that cannot be used, naming its setting and the construct at fault.
+
+    An unusable template is replaced by the default message rather than stopping the process: a
+    template written for NTH that uses something this engine lacks must not crash-loop the agent on
+    every node. The default is NTH's message for the target's main template in format ``template``;
+    otherwise the next template that applies, or the target's built-in format.
+    """
+    out: dict[TemplateKey, str] = {}
+    problems: list[str] = []
     for key, (text, field) in target.read_templates().items():
-        try:
-            templates.check_template(text, field=field)
-        except InvalidSetting as exc:
-            raise InvalidSetting(_field(target, field), exc.reason) from None
-        out[key] = text
-    return out
+        problem = templates.template_problem(text)
+        if problem is None:
+            out[key] = text
+            continue
+        fallback = key == (None, None) and target.format == "template"
+        instead = (
+            "NTH's default message" if fallback else "the next template that applies, or the built-in message"
+        )
+        problems.append(f"{_field(target, field)}: {problem}; sending {instead} instead")
+        if fallback:
+            out[key] = DEFAULT_TEMPLATE
+    return out, problems
 
 
 class _Sender:
@@ -244,7 +265,7 @@ class _Sender:
         self,
         target: NotifyTarget,
         *,
-        templates: dict[tuple[Kind | None, Stage | None], str],
+        templates: dict[TemplateKey, str],
         http: httpx2.AsyncClient,
         clock: Clock,
         report: Callable[[_Sender, Result, str, Stage], None],
@@ -272,6 +293,12 @@ class _Sender:
     @property
     def queued(self) -> int:
         return len(self._queue)
+
+    @property
+    def has_templates(self) -> bool:
+        """Whether some template of this target uses the node's facts (``NodeLabels``, ``Pods``...):
+        only then are they read, so NTH's default message costs no API call."""
+        return any(templates.uses_context(text) for text in self._templates.values())
 
     def _what(self, m: _Message) -> str:
         # Started messages read as they always have; later stages say which they are.
@@ -361,6 +388,28 @@ class _Sender:
                 return self._templates[key]
         return None
 
+    async def _render(self, m: _Message, template: str | None, json_body: bool) -> str:
+        """The body: the template with the node's facts, else the built-in message. A template that
+        fails on this event's data gives way to the default message, so the message still goes out."""
+        if template is None:
+            return templates.render_builtin(self.target.format, m.summary)
+        variables = m.variables
+        if m.context is not None:
+            variables = templates.with_context(variables, await _context_of(m))
+        try:
+            return templates.render_template(template, variables, json_escape=json_body)
+        except Exception as exc:
+            log.error(
+                "%s: the template failed to render (%s: %s); sending the default message instead",
+                self._what(m),
+                type(exc).__name__,
+                exc,
+                extra=self._extra(m),
+            )
+        if self.target.format == "template":
+            return templates.render_template(DEFAULT_TEMPLATE, variables, json_escape=json_body)
+        return templates.render_builtin(self.target.format, m.summary)
+
     async def _send(self, m: _Message) -> Result:
         what, extra = self._what(m), self._extra(m)
         try:
@@ -370,10 +419,7 @@ class _Sender:
             return "failure"
         template = self._template_for(m.kind, m.stage)
         try:
-            if template is not None:
-                body = templates.render_template(template, m.variables, json_escape=is_json(headers))
-            else:
-                body = templates.render_builtin(self.target.format, m.summary)
+            body = await self._render(m, template, is_json(headers))
         except Exception as exc:
             # Template errors name the template construct, never a secret.
             log.error(
@@ -432,14 +478,41 @@ class _Sender:
         self._report_to(self, result, message.event_id, message.stage)
 
 
+#: Events whose facts are kept for their later messages (started, then finished or failed).
+_CONTEXTS_KEPT = 64
+#: How long a message waits for the node's facts (labels, pods) before it is sent without them.
+CONTEXT_TIMEOUT = 3.0
+
+#: Reads the node and instance facts templates may use (``NodeLabels``, ``Pods``, ``InstanceType``...)
+#: for an event on a node; called once per event, when its first message is queued.
+ContextReader = Callable[[InterruptionEvent, str], Awaitable[Mapping[str, Any]]]
+
+
+async def _context_of(m: _Message) -> Mapping[str, Any]:
+    """The message's facts, or none if they could not be read in time (the message must go out)."""
+    assert m.context is not None
+    try:
+        async with asyncio.timeout(CONTEXT_TIMEOUT):
+            return await asyncio.shield(m.context)
+    except Exception as exc:
+        log.warning(
+            "node facts for event %s not read (%s): the message leaves them empty",
+            m.event_id,
+            type(exc).__name__,
+            extra={"event_id": m.event_id},
+        )
+        return {}
+
+
 # --- the notifier -------------------------------------------------------------------------------------
 
 
 class Notifier:
     """Queues notifications for every target and sends them in the background, one sender each.
 
-    Construction reads and checks every template (raising ``InvalidSetting``/``SettingsError``, so a
-    bad template stops the process at start-up); jinja2 is imported only when a target has one.
+    Construction reads and checks every template: an unreadable file raises ``SettingsError``; a
+    template that cannot be used is logged, naming the setting and the construct, and replaced by the
+    default message. ``context`` reads the node's facts for templates (labels, pods, instance).
     Call ``notify()`` from the event loop's thread; run ``run()`` as a task; call ``aclose()`` at
     shutdown. ``on_result(result)`` and ``on_delivery(target, stage, result)`` hear about every
     message of every target; neither may block.
@@ -455,6 +528,7 @@ class Notifier:
         max_queue: int = 256,
         transport: httpx2.AsyncBaseTransport | None = None,
         rng: Callable[[], float] | None = None,
+        context: ContextReader | None = None,
     ) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
@@ -464,8 +538,16 @@ class Notifier:
         self._clock = clock
         self._on_result = on_result
         self._on_delivery = on_delivery
-        # Every template first: a bad one raises before any client exists.
-        compiled = [_compile_templates(t) for t in targets]
+        # Every template first: an unreadable file raises before any client exists; a template that
+        # cannot be used is named here (the logs are set up by now) and replaced by the default.
+        compiled: list[dict[TemplateKey, str]] = []
+        for t in targets:
+            usable, problems = _compile_templates(t)
+            compiled.append(usable)
+            for problem in problems:
+                log.error("notification template not usable: %s", problem, extra={"target": t.name})
+        self._context = context
+        self._contexts: OrderedDict[str, asyncio.Future[Mapping[str, Any]]] = OrderedDict()
         # One client per proxy, shared: each costs ~0.2 MiB on every node, and its connection pool
         # serves concurrent senders without one waiting for another (timeouts are per request).
         self._clients: dict[str | None, httpx2.AsyncClient] = {}
@@ -531,7 +613,8 @@ class Notifier:
             variables = templates.message_variables(
                 event, node_name=node_name, summary=summary, now=now, extra=extra
             )
-            message = _Message(ev_id, event.kind, stage, summary, variables)
+            context = self._context_for(event, node_name) if any(s.has_templates for s in wanted) else None
+            message = _Message(ev_id, event.kind, stage, summary, variables, context)
             for sender in wanted:
                 sender.put(message)
         except Exception as exc:  # the caller is draining a node: nothing here may interrupt it
@@ -543,6 +626,27 @@ class Notifier:
             )
             for sender in self._senders:
                 self._report(sender, "failure", ev_id, stage)
+
+    def _context_for(
+        self, event: InterruptionEvent, node_name: str
+    ) -> asyncio.Future[Mapping[str, Any]] | None:
+        """The facts for ``event``, read once per event (its later messages reuse them, as NTH reads
+        the labels and pods once, before the drain), starting now."""
+        if self._context is None:
+            return None
+        found = self._contexts.get(event.id)
+        if found is None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # no loop to read them on (a caller outside asyncio): none
+                return None
+            found = asyncio.ensure_future(self._context(event, node_name))
+            # Read or not, the outcome is looked at by whoever awaits it; never "never retrieved".
+            found.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self._contexts[event.id] = found
+            while len(self._contexts) > _CONTEXTS_KEPT:
+                self._contexts.popitem(last=False)
+        return found
 
     # --- senders -------------------------------------------------------------------------------------
 
@@ -615,6 +719,7 @@ class WebhookNotifier(Notifier):
         max_queue: int = 256,
         transport: httpx2.AsyncBaseTransport | None = None,
         rng: Callable[[], float] | None = None,
+        context: ContextReader | None = None,
     ) -> None:
         webhook = [webhook_target(settings)] if settings.enabled else []
         super().__init__(
@@ -625,13 +730,16 @@ class WebhookNotifier(Notifier):
             max_queue=max_queue,
             transport=transport,
             rng=rng,
+            context=context,
         )
 
 
 def check_targets(targets: Sequence[NotifyTarget]) -> None:
-    """Read and compile every target's templates; ``SettingsError`` naming each one that fails.
+    """Read every target's template files; ``SettingsError`` naming each one that cannot be read.
 
-    For start-up, so a typo in a template stops the process with a clear message, not at 3 a.m.
+    For start-up: a template file that cannot be read stops the process with a clear message. A
+    template that cannot be used does not: the notifier names it in the logs and sends the default
+    message instead (see ``_compile_templates``).
     """
     problems: list[Problem] = []
     for target in targets:
@@ -639,8 +747,5 @@ def check_targets(targets: Sequence[NotifyTarget]) -> None:
             _compile_templates(target)
         except SettingsError as exc:
             problems += exc.problems
-        except InvalidSetting as exc:
-            field = exc.field if "." in exc.field else f"{target.path}.{exc.field}"
-            problems.append(Problem(field, "validation", None, exc.reason))
     if problems:
         raise SettingsError(problems)

@@ -3,28 +3,30 @@
 This module owns everything between an ``InterruptionEvent`` and the text of a webhook body:
 
 * ``template_variables`` builds the variables under the reference handler's names (``EventID``,
-  ``Kind``, ``StartTime``...), so a template written for aws-node-termination-handler fills in the
-  same way;
-* Go-template references (``{{ .EventID }}``, ``{{ if .X }}...{{ end }}``, ``{{ range .Pods }}``) are
-  translated to jinja before compiling, and native jinja works as well;
-* templates run in jinja's ``SandboxedEnvironment``, with unsafe attribute access raising at once, so a
-  user template cannot reach Python internals;
-* every value a template prints passes through one formatter: times and lists print as Go prints them
-  (what the reference handler's users see), and with ``json_escape`` the text is escaped as the
-  inside of a JSON string, so a quote or newline in a description cannot break a JSON body;
+  ``Kind``, ``StartTime``, ``NodeLabels``, ``Pods``, ``InstanceType``...: every field NTH gives its
+  template), so a template written for aws-node-termination-handler fills in the same way;
+* templates are Go ``text/template`` with sprig's functions, as NTH renders them, run by kubespot's
+  own engine (``kubespot.actions.gotemplate``: no attribute of a Python object is reachable). A
+  template that is not Go but jinja (``{{ EventID }}``, ``{% for %}``) still renders in jinja's
+  sandbox, as before;
+* every value a template prints is formatted as Go prints it, and with ``json_escape`` a value
+  printed inside a JSON string is escaped as JSON string content, so a quote or newline in a
+  description cannot break a JSON body;
+* ``template_problem`` says, once at start-up, why a template cannot be used (naming the construct),
+  so the caller can fall back to the default message instead of stopping;
 * ``message_variables`` adds the stage, the outcome and the summary of what was done, and
   ``render_builtin`` writes the built-in messages (Slack Block Kit, a Microsoft Teams Adaptive Card,
-  Amazon Chime, a structured JSON object) from an ``InterruptionSummary``, without jinja.
+  Amazon Chime, a structured JSON object) from an ``InterruptionSummary``.
 
-jinja2 is imported on first use, not at import time: the per-node agent loads it only when a
-webhook is configured.
+jinja2 is imported only for a template that is not Go: the per-node agent never loads it otherwise.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +45,8 @@ from kubespot.model.summary import (
     rfc3339,
 )
 
+from . import gotemplate
+
 if TYPE_CHECKING:
     from jinja2 import Template
     from jinja2.sandbox import SandboxedEnvironment
@@ -60,32 +64,79 @@ NTH_KINDS: Mapping[Kind, str] = {
 # --- variables ----------------------------------------------------------------------------------------
 
 
+#: NTH's monitor names (its monitor packages' ``...MonitorKind`` constants), by source and kind.
+NTH_MONITORS: Mapping[Kind, str] = {
+    Kind.SPOT_INTERRUPTION: "SPOT_ITN_MONITOR",
+    Kind.SCHEDULED_MAINTENANCE: "SCHEDULED_EVENT_MONITOR",
+    Kind.REBALANCE_RECOMMENDATION: "REBALANCE_RECOMMENDATION_MONITOR",
+    Kind.ASG_LIFECYCLE: "ASG_LIFECYCLE_MONITOR",
+}
+
+#: The node and instance facts NTH gives its template (``monitor.InterruptionEvent`` and
+#: ``ec2metadata.NodeMetadata``) that the event itself does not carry: filled from ``extra`` (the
+#: agent reads them from the Node, its pods and IMDS), else empty, as NTH leaves what it cannot read.
+NTH_CONTEXT_DEFAULTS: Mapping[str, Any] = {
+    "NodeLabels": {},
+    "Pods": [],
+    "ProviderID": "",
+    "InstanceType": "",
+    "AccountId": "",
+    "InstanceLifeCycle": "",
+    "PublicHostname": "",
+    "PublicIP": "",
+    "LocalHostname": "",
+    "LocalIP": "",
+    "AvailabilityZone": "",
+    "Region": "",
+}
+
+
+def _asg_name(raw: Mapping[str, Any]) -> str:
+    """The Auto Scaling group named by the message (a lifecycle notice, plain or in an EventBridge
+    envelope), as NTH fills ``AutoScalingGroupName``; "" when none."""
+    detail = raw.get("detail")
+    for where in (raw, detail if isinstance(detail, Mapping) else {}):
+        name = where.get("AutoScalingGroupName")
+        if isinstance(name, str):
+            return name
+    return ""
+
+
 def template_variables(
     event: InterruptionEvent, *, node_name: str, extra: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """The variables a template sees for ``event`` on ``node_name``.
 
-    Reference-handler names: ``EventID``, ``Kind`` (its kind strings), ``Description``, ``State``,
-    ``NodeName``, ``InstanceID``, ``StartTime`` (when the interruption takes effect: the deadline when
-    one is known, as the reference handler uses the spot interruption time, else the notice time) and
-    ``EndTime`` (the deadline; empty without one). kubespot adds ``KubespotKind``, ``Source``,
-    ``NoticeTime``, ``ActAt``, ``Cancelled`` and ``Raw`` (the payload as received). ``extra`` (e.g.
-    ``InstanceType``, ``AvailabilityZone``, ``Pods``) adds more; it cannot replace the event's own.
-    Times stay ``datetime`` objects so native templates can format them; printed bare they come out
-    as the reference handler's Go ``time.Time`` does (``2026-11-20 17:04:13 +0000 UTC``).
+    Every field NTH's template gets: ``EventID``, ``Kind`` (its kind strings), ``Monitor`` (its
+    monitor names), ``Description``, ``State``, ``AutoScalingGroupName``, ``NodeName``,
+    ``NodeLabels``, ``Pods``, ``InstanceID``, ``ProviderID``, ``InstanceType``, ``IsManaged``,
+    ``StartTime`` (when the interruption takes effect: the deadline when one is known, as NTH uses the
+    spot interruption time, else the notice time), ``EndTime`` (the deadline; empty without one),
+    ``NodeProcessed``, ``InProgress``, and the instance's ``AccountId``, ``InstanceLifeCycle``,
+    ``PublicHostname``, ``PublicIP``, ``LocalHostname``, ``LocalIP``, ``AvailabilityZone``,
+    ``Region``. The node and instance facts come from ``extra`` (empty when not given); ``extra``
+    cannot replace the event's own fields. kubespot adds ``KubespotKind``, ``Source``,
+    ``NoticeTime``, ``ActAt``, ``Cancelled`` and ``Raw`` (the payload as received). Times stay
+    ``datetime`` objects; printed bare they come out as Go's ``time.Time`` does
+    (``2026-11-20 17:04:13 +0000 UTC``).
     """
     raw_state = event.raw.get("State")
     state = raw_state if isinstance(raw_state, str) else ("canceled" if event.cancelled else "")
+    monitor = "SQS_MONITOR" if event.source is Source.SQS else NTH_MONITORS.get(event.kind, "")
     own: dict[str, Any] = {
         "EventID": event.id,
         "Kind": NTH_KINDS.get(event.kind, event.kind.name),
+        "Monitor": monitor,
         "KubespotKind": event.kind.value,
         "Description": event.description,
         "State": state,
         "NodeName": node_name,
         "InstanceID": event.instance_id,
+        "IsManaged": True,
         "StartTime": event.deadline or event.notice_time,
         "EndTime": event.deadline,
+        "NodeProcessed": False,
+        "InProgress": not event.cancelled,
         "NoticeTime": event.notice_time,
         "ActAt": event.act_at,
         "Source": event.source.value,
@@ -93,7 +144,28 @@ def template_variables(
         # A snapshot: the queued message must not change if the caller's mapping does.
         "Raw": dict(event.raw),
     }
-    return {**dict(extra or {}), **own}
+    context = {**NTH_CONTEXT_DEFAULTS, "AutoScalingGroupName": _asg_name(event.raw), **dict(extra or {})}
+    return {**context, **own}
+
+
+def uses_context(template: str) -> bool:
+    """Whether ``template`` may use the node and instance facts (it names one, or prints dot whole)."""
+    names = (*NTH_CONTEXT_DEFAULTS, "AutoScalingGroupName")
+    return any(name in template for name in names) or bool(_WHOLE_DOT.search(template))
+
+
+#: An action that prints or passes dot or ``$`` itself (``{{ . }}``, ``{{ toJson $ }}``).
+_WHOLE_DOT = re.compile(r"\{\{[^}]*?(?<![\w)\]])(?:\.|\$)(?![\w.$])")
+
+
+def with_context(variables: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """``variables`` with the node and instance facts of ``context`` filled in (only those names:
+    ``NTH_CONTEXT_DEFAULTS`` and ``AutoScalingGroupName`` when the event named none)."""
+    out = dict(variables)
+    for name, value in context.items():
+        if name in NTH_CONTEXT_DEFAULTS or (name == "AutoScalingGroupName" and not out.get(name)):
+            out[name] = value
+    return out
 
 
 def message_variables(
@@ -376,36 +448,13 @@ def render_builtin(fmt: str, summary: InterruptionSummary) -> str:
 
 # --- printing values ----------------------------------------------------------------------------------
 
-
-def go_time(value: datetime) -> str:
-    """``value`` as Go's ``time.Time.String()`` prints a UTC time: ``2006-01-02 15:04:05.5 +0000 UTC``.
-
-    Naive times are taken as UTC (every time kubespot handles comes from AWS in UTC).
-    """
-    utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    text = utc.strftime("%Y-%m-%d %H:%M:%S")
-    if utc.microsecond:
-        # Go prints the fraction with trailing zeros trimmed (".999999999" layout).
-        text += f".{utc.microsecond:06d}".rstrip("0")
-    return text + " +0000 UTC"
+#: ``time.Time.String()`` as Go prints it; shared with the Go-template engine.
+go_time = gotemplate.go_time
 
 
 def format_value(value: Any) -> str:
     """How a value prints in a message: as the reference handler (Go's ``%v``) would print it."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, datetime):
-        return go_time(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping):
-        items = " ".join(f"{format_value(k)}:{format_value(v)}" for k, v in sorted(value.items(), key=str))
-        return f"map[{items}]"
-    if isinstance(value, list | tuple | Set):
-        return "[" + " ".join(format_value(v) for v in value) + "]"
-    return str(value)
+    return gotemplate.go_value(value)
 
 
 def json_string_content(text: str) -> str:
@@ -421,90 +470,7 @@ def _finalize_json(value: Any) -> str:
     return json_string_content(format_value(value))
 
 
-# --- Go template syntax -------------------------------------------------------------------------------
-
-_TAG = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
-# String literals are matched first and kept as they are: a dot inside "a .B" is text, not a reference.
-# A dot right after something it could be an attribute of (`foo.bar`, `x().y`, `''.x`, `1.5`) is not
-# a Go reference either, so the look-behind lists what may precede one.
-_STRING = r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`'
-_NOT_AFTER = r"(?<![\w)\]\.$'\"`])"
-_PATH = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
-_TOKENS = re.compile(
-    rf"(?P<string>{_STRING})|\$\.(?P<root>{_PATH})|{_NOT_AFTER}\.(?P<field>{_PATH})|{_NOT_AFTER}\.(?![\w.])",
-    re.DOTALL,
-)
-_RANGE = re.compile(r"range\s+(.+)", re.DOTALL)
-_IF = re.compile(r"(else\s+)?if\s+(.+)", re.DOTALL)
-
-
-def translate_go_template(template: str) -> str:
-    """Rewrite the Go-template forms the reference handler's users write into jinja.
-
-    Handled: field references (``.EventID``, ``$.NodeName``), ``{{ . }}`` inside ``range``,
-    ``if``/``else if``/``else``/``end`` and ``range .List``, with ``{{-``/``-}}`` trim markers (the
-    same in both languages). Native jinja passes through unchanged: a tag is only rewritten when it
-    holds a Go reference or closes a block this function opened. Go functions and pipelines
-    (``{{ .X | printf "%s" }}``) are not translated and fail ``check_template`` with jinja's message.
-    """
-    blocks: list[str] = []  # "if", or the loop variable of a range; innermost last
-
-    def expression(text: str) -> str:
-        loop = next((b for b in reversed(blocks) if b != "if"), None)
-        return _TOKENS.sub(lambda m: _rewrite(m, loop), text)
-
-    def tag(match: re.Match[str]) -> str:
-        inner = match.group(1)
-        # Go's trim markers need a space after/before the dash; jinja accepts the same spelling.
-        left = "-" if re.match(r"-\s", inner) else ""
-        right = "-" if re.search(r"\s-$", inner) else ""
-        body = inner[len(left) : len(inner) - len(right)].strip()
-        if body == "end" and blocks:
-            kind = blocks.pop()
-            return f"{{%{left} {'endif' if kind == 'if' else 'endfor'} {right}%}}"
-        if body == "else" and blocks:
-            return f"{{%{left} else {right}%}}"
-        if not _is_go(body, in_range=any(b != "if" for b in blocks)):
-            return match.group(0)
-        if m := _IF.fullmatch(body):
-            condition = expression(m.group(2))
-            if m.group(1):
-                return f"{{%{left} elif {condition} {right}%}}"
-            blocks.append("if")
-            return f"{{%{left} if {condition} {right}%}}"
-        if m := _RANGE.fullmatch(body):
-            iterable = expression(m.group(1))
-            var = f"go_item{len(blocks) + 1}"
-            blocks.append(var)
-            return f"{{%{left} for {var} in {iterable} {right}%}}"
-        return f"{{{{{left} {expression(body)} {right}}}}}"
-
-    return _TAG.sub(tag, template)
-
-
-def _is_go(body: str, *, in_range: bool) -> bool:
-    """Whether a tag's body holds a Go reference (a bare ``.`` counts only inside a range)."""
-    for m in _TOKENS.finditer(body):
-        if m.group("root") or m.group("field") or (in_range and not m.group("string")):
-            return True
-    return False
-
-
-def _rewrite(m: re.Match[str], loop: str | None) -> str:
-    """One token of a Go expression in jinja form."""
-    if m.group("string") is not None:
-        lit = m.group("string")
-        # Go's raw strings have no jinja spelling: a JSON string literal reads the same in jinja.
-        return orjson.dumps(lit[1:-1]).decode() if lit.startswith("`") else lit
-    if m.group("root"):
-        return m.group("root")
-    # Inside `range`, Go's dot is the current element: `.` is the item, `.Name` a field of it.
-    if m.group("field"):
-        return m.group("field") if loop is None else f"{loop}.{m.group('field')}"
-    return loop if loop is not None else m.group(0)
-
-
-# --- compiling and rendering --------------------------------------------------------------------------
+# --- jinja (templates that are not Go) ------------------------------------------------------------------
 
 
 @functools.cache
@@ -520,8 +486,8 @@ def _environment(json_escape: bool) -> SandboxedEnvironment:
             raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} is unsafe")
 
     env = _Sandbox(
-        # Unknown variables print as "" (the reference handler prints "<no value>"), and chains
-        # through them (`Raw.Missing.Deeper`) too, so one missing field never loses the message.
+        # Unknown variables print as "", and chains through them (`Raw.Missing.Deeper`) too, so one
+        # missing field never loses the message.
         undefined=ChainableUndefined,
         finalize=_finalize_json if json_escape else _finalize_plain,
         autoescape=False,
@@ -555,36 +521,108 @@ def _filter_unix(value: Any) -> int | str:
     return int(when.timestamp()) if when is not None else ""
 
 
+# --- compiling and rendering --------------------------------------------------------------------------
+
+
+class TemplateProblem(Exception):
+    """A template that cannot be used: ``reason`` names the construct (and the line) at fault."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """A template ready to render: Go (``go``) or, for a template that is not Go, jinja."""
+
+    go: gotemplate.Template | None = None
+    jinja: str | None = None
+
+    def render(self, variables: Mapping[str, Any], *, json_escape: bool) -> str:
+        if self.go is not None:
+            now = variables.get("Now")
+            return self.go.execute(
+                gotemplate.Struct(variables),
+                now=now if isinstance(now, datetime) else None,
+                json_strings=json_escape,
+            )
+        assert self.jinja is not None
+        return _jinja(self.jinja, json_escape).render(dict(variables))
+
+
 @functools.lru_cache(maxsize=8)
-def _compile(template: str, json_escape: bool) -> Template:
-    return _environment(json_escape).from_string(translate_go_template(template))
+def _jinja(template: str, json_escape: bool) -> Template:
+    return _environment(json_escape).from_string(template)
+
+
+#: A Go field or variable reference inside an action (``.Name``, ``$x``), which jinja never has (its
+#: attributes follow a name: ``foo.bar``).
+_GO_REFERENCE = re.compile(r"\{\{[^}]*?(?:(?<![\w)\]'\"`])\.[A-Za-z_]|\$)")
+
+
+@functools.lru_cache(maxsize=16)
+def compile_template(template: str) -> Compiled:
+    """``template`` compiled: as Go ``text/template`` (NTH's language), or as jinja when it is
+    jinja: it has jinja blocks (``{% ... %}``) or no Go reference (``{{ EventID }}``), and compiles
+    as jinja. ``TemplateProblem`` otherwise, with the Go engine's reason (naming the construct)."""
+    jinja_blocks = "{%" in template or "{#" in template
+    go_error: gotemplate.TemplateError | None = None
+    if not jinja_blocks:
+        try:
+            return Compiled(go=gotemplate.parse(template))
+        except gotemplate.Unsupported as exc:
+            # Valid Go that this engine does not offer: never second-guessed as jinja.
+            raise TemplateProblem(_reason(exc)) from None
+        except gotemplate.TemplateError as exc:
+            go_error = exc
+        if _GO_REFERENCE.search(template):
+            raise TemplateProblem(_reason(go_error)) from None
+    from jinja2 import TemplateError
+
+    try:
+        _jinja(template, False)
+    except TemplateError as exc:
+        if go_error is not None:
+            raise TemplateProblem(_reason(go_error)) from None
+        lineno = getattr(exc, "lineno", None)
+        line = f" (line {lineno})" if lineno else ""
+        raise TemplateProblem(f"invalid template{line}: {exc.message or type(exc).__name__}") from None
+    return Compiled(jinja=template)
+
+
+def _reason(exc: gotemplate.TemplateError) -> str:
+    where = f" (line {exc.line})" if exc.line else ""
+    kind = "unsupported construct" if isinstance(exc, gotemplate.Unsupported) else "invalid template"
+    return f"{kind}{where}: {exc.reason}"
 
 
 def render_template(template: str, variables: Mapping[str, Any], *, json_escape: bool = False) -> str:
-    """``template`` (Go-style or jinja) filled in with ``variables``.
+    """``template`` (Go, or jinja) filled in with ``variables``.
 
-    With ``json_escape`` every printed value is escaped as JSON string content. Raises jinja's errors
-    (``TemplateSyntaxError``, ``SecurityError``...) for the caller to report.
+    With ``json_escape`` every value printed inside a JSON string is escaped as JSON string content.
+    Raises ``TemplateProblem`` for a template that does not compile, and the engines' errors
+    (``gotemplate.TemplateError``, jinja's ``SecurityError``...) for one that fails to render.
     """
-    return _compile(template, json_escape).render(dict(variables))
+    return compile_template(template).render(variables, json_escape=json_escape)
 
 
 def render_values_with(template: str, variables: Mapping[str, Any], show: Callable[[str], str]) -> str:
-    """``template`` filled in with ``variables``, each printed value (as ``format_value`` prints it)
-    passed through ``show``; the template's own text is left as written (``kubespot.actions.url``
-    encodes the values of a URL by where they land)."""
+    """``template`` filled in with ``variables``, each printed value (as the engine prints it) passed
+    through ``show``; the template's own text is left as written (``kubespot.actions.url`` encodes the
+    values of a URL by where they land)."""
+    compiled = compile_template(template)
+    if compiled.go is not None:
+        now = variables.get("Now")
+        return compiled.go.execute(
+            gotemplate.Struct(variables), now=now if isinstance(now, datetime) else None, show=show
+        )
     env = _environment(False).overlay(finalize=lambda value: show(format_value(value)))
-    return env.from_string(translate_go_template(template)).render(dict(variables))
+    return env.from_string(template).render(dict(variables))
 
 
-def check_template(template: str, *, field: str = "template") -> None:
-    """Refuse a template that cannot work, so the agent stops at start-up with a clear message.
-
-    The template is compiled and rendered once with a sample event, as the reference handler does,
-    so syntax errors and sandbox violations are both caught. Raises ``InvalidSetting(field, reason)``.
-    """
-    from jinja2 import TemplateError
-
+def sample_variables() -> dict[str, Any]:
+    """The variables of a made-up spot interruption, every field filled: what a check renders with."""
     sample = InterruptionEvent(
         id="spot-itn-0000",
         kind=Kind.SPOT_INTERRUPTION,
@@ -608,12 +646,45 @@ def check_template(template: str, *, field: str = "template") -> None:
         ),
         pods=PodCounts(evicted=1),
     )
-    variables = message_variables(sample, node_name="node", summary=summary, now=sample.notice_time)
+    extra = {
+        "NodeLabels": {"kubernetes.io/hostname": "node", "node.kubernetes.io/instance-type": "m5.large"},
+        # No pods, as NTH validates its template with empty data: `index .Pods 0` fails there too.
+        "Pods": [],
+        "InstanceType": "m5.large",
+        "AvailabilityZone": "us-east-1a",
+        "Region": "us-east-1",
+        "AccountId": "123456789012",
+        "LocalIP": "10.0.0.1",
+        "LocalHostname": "ip-10-0-0-1.ec2.internal",
+        "InstanceLifeCycle": "spot",
+        "ProviderID": "aws:///us-east-1a/i-0123456789abcdef0",
+    }
+    return message_variables(sample, node_name="node", summary=summary, now=sample.notice_time, extra=extra)
+
+
+def template_problem(template: str) -> str | None:
+    """Why ``template`` cannot be used (None when it can): compiled and rendered once with a sample
+    event, as the reference handler validates its template at start-up, so syntax errors,
+    unsupported constructs and sandbox violations are all found before the first interruption."""
     try:
-        render_template(template, variables, json_escape=True)
-    except TemplateError as exc:
+        compiled = compile_template(template)
+    except TemplateProblem as exc:
+        return exc.reason
+    try:
+        compiled.render(sample_variables(), json_escape=True)
+    except gotemplate.TemplateError as exc:
+        return "template fails to render: " + _reason(exc).removeprefix("invalid template")
+    except Exception as exc:  # jinja's errors, e.g. a SecurityError; the reason is all we need
+        message = getattr(exc, "message", None) or str(exc)
         line = getattr(exc, "lineno", None)
         where = f" (line {line})" if line else ""
-        raise InvalidSetting(field, f"invalid template{where}: {exc.message or type(exc).__name__}") from None
-    except Exception as exc:  # e.g. a TypeError from `{{ .Kind + 1 }}`; the reason is all we need
-        raise InvalidSetting(field, f"template fails to render: {type(exc).__name__}: {exc}") from None
+        return f"template fails to render{where}: {type(exc).__name__}: {message}"
+    return None
+
+
+def check_template(template: str, *, field: str = "template") -> None:
+    """Refuse a template that cannot work: ``InvalidSetting(field, reason)`` (for templates with no
+    default to fall back to, such as an outgoing call's URL)."""
+    problem = template_problem(template)
+    if problem is not None:
+        raise InvalidSetting(field, problem)

@@ -16,11 +16,10 @@ import orjson
 
 from kubespot import __version__
 from kubespot.actions.outgoing import describe_outgoing, load_outgoing
-from kubespot.actions.templates import check_template
 from kubespot.config import loader
 from kubespot.config.agent import AgentSettings
 from kubespot.config.http_calls import HttpCall
-from kubespot.config.loader import InvalidSetting, Problem, SettingsError
+from kubespot.config.loader import SettingsError
 from kubespot.config.notify import NotifyTarget
 from kubespot.kube import KubeError
 from kubespot.observability.logs import configure
@@ -36,19 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_settings(args: argparse.Namespace) -> AgentSettings:
-    """The settings, validated, including the webhook template (a typo fails now, not at 3 a.m.)."""
-    settings = loader.load(AgentSettings, namespace=args)
-    if settings.webhook.enabled:
-        try:
-            check_template(settings.webhook.read_template())
-        except InvalidSetting as exc:
-            source = (
-                f"file {settings.webhook.template_file} (KUBESPOT_WEBHOOK_TEMPLATE_FILE)"
-                if settings.webhook.template_file
-                else "KUBESPOT_WEBHOOK_TEMPLATE / WEBHOOK_TEMPLATE"
-            )
-            raise SettingsError([Problem("webhook.template", source, None, exc.reason)]) from None
-    return settings
+    """The settings, validated. Templates are checked by ``load_outgoing`` (an unreadable file stops
+    the agent) and by the notifier (one that cannot be used is logged, naming the construct, and the
+    default message is sent instead: NTH's templates must never crash-loop the agent on every node)."""
+    return loader.load(AgentSettings, namespace=args)
 
 
 async def run(

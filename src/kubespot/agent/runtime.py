@@ -41,6 +41,7 @@ from kubespot.observability.process import shut_down, start_endpoints, supervise
 from kubespot.observability.server import EndpointServer
 from kubespot.sources.imds import ImdsClient, ImdsMonitor
 
+from .template_context import TemplateContext
 from .uptime import boot_time_reader
 
 if TYPE_CHECKING:
@@ -137,6 +138,8 @@ class Agent:
                     on_result=self.metrics.webhook,
                     on_delivery=self.metrics.notification,
                     max_queue=settings.notify.queue_size,
+                    # Templates get the node's labels and pods and the instance's metadata, as NTH's.
+                    context=TemplateContext(self.kube, lambda: self.monitor.identity),
                 )
         self.http_calls: HttpCalls | None = None
         if calls:

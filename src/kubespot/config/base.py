@@ -15,6 +15,7 @@ class SettingMeta(TypedDict, total=False):
     flag: str  # command-line flag, e.g. "--poll-interval"
     secret: bool  # never printed or logged
     unit: str  # e.g. "seconds"
+    empty_is_value: bool  # an empty env var under kubespot's name is a value ("Empty: ..."), not unset
 
 
 def setting(
@@ -26,9 +27,16 @@ def setting(
     flag: str | None = None,
     secret: bool = False,
     unit: str | None = None,
+    empty_is_value: bool = False,
 ) -> Any:
-    """Declare a settings field. Mutable defaults are not allowed: use tuples and frozensets."""
+    """Declare a settings field. Mutable defaults are not allowed: use tuples and frozensets.
+
+    ``empty_is_value``: the doc gives an empty value a meaning of its own (``Empty: one tier``) that
+    differs from the default, so ``KUBESPOT_X=""`` means that, not "unset".
+    """
     meta: SettingMeta = {"doc": doc, "secret": secret, "nth": (nth,) if isinstance(nth, str) else tuple(nth)}
+    if empty_is_value:
+        meta["empty_is_value"] = True
     if env:
         meta["env"] = env
     if flag:

@@ -126,9 +126,11 @@ class DrainSettings:
         doc=(
             "Priority classes evicted in a last tier, after every other pod is gone (as Karpenter "
             "does), so DNS, CNI and log shippers serve the others while they leave. They start earlier "
-            "only if waiting would leave them less than their grace period. Empty: one tier."
+            "only if waiting would leave them less than their grace period. Empty: one tier "
+            '(KUBESPOT_DRAIN_CRITICAL_LAST="" included).'
         ),
         env="KUBESPOT_DRAIN_CRITICAL_LAST",
+        empty_is_value=True,
     )
 
     def __post_init__(self) -> None:

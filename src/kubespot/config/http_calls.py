@@ -22,7 +22,7 @@ from kubespot.model import Kind
 
 from .base import setting
 from .loader import InvalidSetting, Problem, SettingsError, redacted, specs
-from .named import NAME, check_url, load_named, read_setting_file
+from .named import NAME, check_proxy, check_url, load_named, read_setting_file
 from .notify import check_headers, read_headers
 
 Method = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -117,7 +117,10 @@ class HttpCall:
     )
     proxy: str | None = setting(
         None,
-        doc="HTTP(S) proxy for this call only. Secret (it may carry credentials). Unset: direct.",
+        doc=(
+            "Proxy for this call only: http://, https://, socks5:// or socks5h://; tcp:// is an HTTP "
+            "proxy. Secret (it may carry credentials). Unset: direct."
+        ),
         env="KUBESPOT_HTTP_CALL_<NAME>_PROXY",
         secret=True,
     )
@@ -131,7 +134,7 @@ class HttpCall:
             raise InvalidSetting("url_file", "set either url or url_file, not both")
         if self.url is not None and (why := authority_problem(self.url)):
             raise InvalidSetting("url", why)
-        if self.proxy is not None and (why := check_url(self.proxy)):
+        if self.proxy is not None and (why := check_proxy(self.proxy)):
             raise InvalidSetting("proxy", why)
         check_headers(self.headers, self.header_files)
         if self.body is not None and self.body_file is not None:

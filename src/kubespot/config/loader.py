@@ -3,7 +3,10 @@
 Environment variables are read under kubespot's name first, then under each name
 aws-node-termination-handler uses for the same setting, so an env block written for the reference
 handler works unchanged. An empty variable counts as unset: Helm charts render unset values as
-``""``, and the reference handler's chart does exactly that.
+``""``, and the reference handler's chart does exactly that (and NTH's own ``getEnv`` falls back to
+the default for an empty value). The exception is a setting declared ``empty_is_value`` (its doc
+says what "Empty:" means, and that differs from the default): an empty variable under kubespot's own
+name is that value. Under an NTH name an empty variable stays unset, as in NTH.
 
 The file (YAML or JSON) names settings by path (``drain.delete_local_data``) or by nesting
 (``drain: {delete_local_data: true}``); a key that names no setting is an error, because a typo
@@ -398,7 +401,9 @@ def _from_env(all_specs: Sequence[Spec], env: Mapping[str, str]) -> dict[str, _R
         # kubespot's own name wins over the reference handler's when both are set.
         for name in (spec.env, *spec.nth):
             value = env.get(name)
-            if value is not None and value.strip() != "":
+            if value is not None and (
+                value.strip() != "" or (name == spec.env and spec.meta.get("empty_is_value", False))
+            ):
                 source = (
                     f"env {name}" if name == spec.env else f"env {name} (aws-node-termination-handler name)"
                 )

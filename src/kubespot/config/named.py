@@ -172,6 +172,31 @@ def read_setting_file(setting: str, path: str) -> str:
         raise SettingsError([Problem(setting, f"file {path}", None, reason)]) from None
 
 
+#: Proxy schemes: HTTP(S) proxies, SOCKS5 (``socks5h``: the proxy resolves the name), and ``tcp``,
+#: the scheme of NTH's own ``--webhook-proxy`` example. Go's HTTP transport (which NTH uses) treats any
+#: proxy scheme other than https and socks5 as a plain HTTP proxy reached over TCP, so ``tcp://h:p``
+#: is ``http://h:p``.
+PROXY_SCHEMES = ("http", "https", "socks5", "socks5h", "tcp")
+
+
+def check_proxy(text: str) -> str | None:
+    """Why ``text`` cannot be a proxy URL, or None when it can."""
+    scheme, sep, rest = text.partition("://")
+    if not sep or scheme.lower() not in PROXY_SCHEMES:
+        return "must be an http://, https://, socks5://, socks5h:// or tcp:// URL"
+    if not rest or rest[0] in "/?#":
+        return "must name a host after the scheme"
+    return None
+
+
+def proxy_url(text: str | None) -> str | None:
+    """The proxy URL as the HTTP client takes it: ``tcp://`` is an HTTP proxy (see ``PROXY_SCHEMES``)."""
+    if text is None:
+        return None
+    scheme, sep, rest = text.partition("://")
+    return f"http://{rest}" if sep and scheme.lower() == "tcp" else text
+
+
 def check_url(text: str) -> str | None:
     """Why ``text`` cannot be an endpoint URL (scheme and host needed), or None when it can."""
     if not text.startswith(("http://", "https://")):

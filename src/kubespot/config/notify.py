@@ -23,7 +23,7 @@ from kubespot.model.summary import Stage
 
 from .base import setting
 from .loader import InvalidSetting, Problem, SettingsError, redacted, specs
-from .named import NAME, check_url, load_named, read_setting_file
+from .named import NAME, check_proxy, check_url, load_named, read_setting_file
 from .webhook import DEFAULT_TEMPLATE, FORMATS, Format, WebhookSettings
 
 __all__ = ["FORMATS", "Format", "NotifySettings", "NotifyTarget", "notify_targets", "webhook_target"]
@@ -150,7 +150,10 @@ class NotifyTarget:
     )
     proxy: str | None = setting(
         None,
-        doc="HTTP(S) proxy for this target only. Secret (it may carry credentials). Unset: direct.",
+        doc=(
+            "Proxy for this target only: http://, https://, socks5:// or socks5h://; tcp:// (NTH's "
+            "example) is an HTTP proxy. Secret (it may carry credentials). Unset: direct."
+        ),
         env="KUBESPOT_NOTIFY_<NAME>_PROXY",
         secret=True,
     )
@@ -181,7 +184,7 @@ class NotifyTarget:
             raise InvalidSetting("url_file", "set either url or url_file, not both")
         if self.url is not None and (why := check_url(self.url)):
             raise InvalidSetting("url", why)
-        if self.proxy is not None and (why := check_url(self.proxy)):
+        if self.proxy is not None and (why := check_proxy(self.proxy)):
             raise InvalidSetting("proxy", why)
         check_headers(self.headers, self.header_files)
         if self.timeout <= 0:

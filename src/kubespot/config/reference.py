@@ -31,7 +31,9 @@ Every setting of `kubespot agent` and `kubespot controller`, generated from the 
 1. command-line flags;
 2. environment variables: kubespot's name (`KUBESPOT_...`), then the name
    aws-node-termination-handler (NTH) uses, so an env block written for NTH works unchanged. An empty
-   variable counts as unset (Helm charts render unset values as `""`);
+   variable counts as unset (Helm charts render unset values as `""`, and NTH does the same), except
+   for a setting whose description gives "Empty:" a meaning that differs from its default
+   (`KUBESPOT_DRAIN_CRITICAL_LAST=""` is one tier); under an NTH name empty is always unset;
 3. the settings file, YAML or JSON, given by `--config FILE` or `${CONFIG_FILE_ENV}`. Keys are
    setting paths (`drain.delete_local_data: false`) or the same nested
    (`drain: {{delete_local_data: false}}`); a key naming no setting is an error;

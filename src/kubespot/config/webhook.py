@@ -19,6 +19,7 @@ from kubespot.model.summary import Stage
 
 from .base import setting
 from .loader import InvalidSetting, Problem, SettingsError, redacted
+from .named import check_proxy
 
 #: Message formats: the user's template, or a built-in message (kubespot.actions.templates).
 Format = Literal["template", "slack", "teams", "chime", "json"]
@@ -88,8 +89,10 @@ class WebhookSettings:
     proxy: str | None = setting(
         None,
         doc=(
-            "HTTP(S) proxy for webhook requests only (e.g. http://proxy.internal:3128). Secret, "
-            "since a proxy URL may carry credentials (http://user:password@host). Unset: direct."
+            "Proxy for webhook requests only (e.g. http://proxy.internal:3128): http://, https://, "
+            "socks5:// or socks5h://; tcp://host:port (NTH's own example) is an HTTP proxy, as Go's "
+            "HTTP client treats it. Secret, since a proxy URL may carry credentials "
+            "(http://user:password@host). Unset: direct."
         ),
         env="KUBESPOT_WEBHOOK_PROXY",
         nth="WEBHOOK_PROXY",
@@ -142,8 +145,8 @@ class WebhookSettings:
             raise InvalidSetting("url", "must be an http:// or https:// URL")
         if self.url is not None and self.url_file is not None:
             raise InvalidSetting("url_file", "set either webhook.url or webhook.url_file, not both")
-        if self.proxy is not None and not self.proxy.startswith(("http://", "https://")):
-            raise InvalidSetting("proxy", "must be an http:// or https:// URL")
+        if self.proxy is not None and (why := check_proxy(self.proxy)):
+            raise InvalidSetting("proxy", why)
         if any(not name.strip() for name, _ in self.headers):
             raise InvalidSetting("headers", "header names must not be empty")
         if self.timeout <= 0:

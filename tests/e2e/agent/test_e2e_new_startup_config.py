@@ -28,10 +28,12 @@ BAD: list[tuple[str, dict[str, Any], tuple[str, ...]]] = [
         ("node_termination_grace_period", "NODE_TERMINATION_GRACE_PERIOD", "abc"),
     ),
     ("missing-node-name", {"KUBESPOT_NODE_NAME": ""}, ("node_name", "KUBESPOT_NODE_NAME")),
+    # A template that cannot be used no longer stops the agent (it is logged and NTH's default message
+    # is sent: test_e2e_nth_webhook_templates.py); a template file that cannot be read still does.
     (
-        "webhook-template-syntax",
-        {"WEBHOOK_URL": SECRET_URL, "WEBHOOK_TEMPLATE": '{"text": "{{ .EventID "}'},
-        ("webhook.template", "WEBHOOK_TEMPLATE"),
+        "webhook-template-file-missing",
+        {"WEBHOOK_URL": SECRET_URL, "WEBHOOK_TEMPLATE_FILE": "/nonexistent/template.json"},
+        ("webhook.template_file", "/nonexistent/template.json"),
     ),
     (
         "no-cluster-configuration",

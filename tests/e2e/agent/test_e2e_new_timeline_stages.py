@@ -159,7 +159,7 @@ async def test_pre_drain_call_before_the_first_eviction_post_drain_after_the_las
             "mute": {
                 "url": receiver.url("/mute") + "/{{ .InstanceID }}",
                 "stage": "pre-drain",
-                "body": '{"scope": "host:{{ .NodeName }}", "end": {{ DeadlineUnix + 900 }}}',
+                "body": '{"scope": "host:{{ .NodeName }}", "end": {{ add .DeadlineUnix 900 }}}',
             },
             "ticket": {"url": receiver.url("/ticket"), "stage": "post-drain", "method": "PUT"},
         }
@@ -223,10 +223,11 @@ async def test_a_bad_target_or_call_stops_the_agent_at_start_naming_each_setting
         )
         assert code == 2, out
         assert "notify.ops.format" in out and "http_calls.mute.body" in out, out
-        # A template that does not compile, named down to its key.
+        # A template file that cannot be read, named down to its key. (A template that cannot be used
+        # is logged and replaced by the default message instead: test_e2e_nth_webhook_templates.py.)
         code, out = await world.run_agent_to_exit(
             KUBESPOT_NOTIFY_AUTOMATION_URL="http://127.0.0.1:9/auto",
-            KUBESPOT_NOTIFY_AUTOMATION_TEMPLATES='{"finished": "{{ if .NodeName }}unclosed"}',
+            KUBESPOT_NOTIFY_AUTOMATION_TEMPLATE_FILES='{"finished": "/nonexistent/finished.json"}',
         )
         assert code == 2, out
-        assert "notify.automation.templates[finished]" in out, out
+        assert "notify.automation.template_files[finished]" in out, out

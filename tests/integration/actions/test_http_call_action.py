@@ -158,7 +158,7 @@ async def test_a_datadog_style_mute_is_rendered_and_succeeds(
     body = (
         '{"data": {"type": "downtime", "attributes": {"scope": "host:{{ .InstanceID }}", '
         '"message": "{{ .Description }} on {{ .NodeName }}", '
-        '"schedule": {"end": "{{ ((DeadlineUnix or NowUnix) + 900) | rfc3339 }}"}}}}'
+        '"schedule": {"end": "{{ add (or .DeadlineUnix .NowUnix) 900 | rfc3339 }}"}}}}'
     )
     async with receiver() as rec:
         mute = call(

@@ -399,6 +399,81 @@ async def test_requests_go_through_the_configured_proxy(debug_logs: pytest.LogCa
     assert_no_secrets(debug_logs, "proxy-pa55")
 
 
+async def test_tcp_proxy_is_an_http_proxy_as_in_go() -> None:
+    """NTH's flag help gives ``--webhook-proxy tcp://<host>:<port>``; Go's HTTP transport treats a
+    proxy whose scheme is not https or socks5 as a plain HTTP proxy (net/http transport.go,
+    dialConn/connectMethod), so tcp:// is http://. It once stopped the agent at start-up."""
+    async with (
+        receiver() as rec,
+        forward_proxy() as proxy,
+        harness(settings(rec.url(), proxy=f"tcp://127.0.0.1:{proxy.port}")) as h,
+    ):
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["success"])
+    assert [(m, t) for m, t, _ in proxy.seen] == [("POST", rec.url())]
+    assert len(rec.requests) == 1
+
+
+@dataclass
+class Socks5:
+    port: int = 0
+    #: (host, port) of every CONNECT relayed.
+    targets: list[tuple[str, int]] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def socks5_proxy() -> AsyncIterator[Socks5]:
+    """A minimal SOCKS5 server (RFC 1928: no authentication, CONNECT)."""
+    socks = Socks5()
+    seen = socks.targets
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        version, methods = await reader.readexactly(2)
+        await reader.readexactly(methods)
+        writer.write(bytes([5, 0]))  # no authentication
+        _, command, _, atyp = await reader.readexactly(4)
+        if atyp == 1:
+            host = socket.inet_ntoa(await reader.readexactly(4))
+        else:
+            host = (await reader.readexactly((await reader.readexactly(1))[0])).decode()
+        port = int.from_bytes(await reader.readexactly(2), "big")
+        assert (version, command) == (5, 1)
+        seen.append((host, port))
+        up_reader, up_writer = await asyncio.open_connection(host, port)
+        writer.write(bytes([5, 0, 0, 1, 127, 0, 0, 1, 0, 0]))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    socks.port = server.sockets[0].getsockname()[1]
+    try:
+        yield socks
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("scheme", ["socks5", "socks5h"])
+async def test_socks5_proxy(scheme: str) -> None:
+    """``socks5://`` (a proxy Go's transport supports, so NTH users may have one) once stopped the
+    agent at start-up; it is now used, through httpx2's SOCKS support (socksio)."""
+    async with (
+        receiver() as rec,
+        socks5_proxy() as socks,
+        harness(settings(rec.url(), proxy=f"{scheme}://127.0.0.1:{socks.port}")) as h,
+    ):
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["success"])
+    assert socks.targets == [("127.0.0.1", urlsplit(rec.url()).port)]
+    assert len(rec.requests) == 1
+
+
 async def test_no_proxy_means_direct_even_with_proxy_env(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -430,28 +505,80 @@ async def test_url_file_is_read_at_each_send(tmp_path: Path, debug_logs: pytest.
     assert_no_secrets(debug_logs, "not a url")
 
 
-async def test_render_error_is_a_logged_failure_not_an_exception(
+async def test_render_error_sends_the_default_message_and_is_logged(
     debug_logs: pytest.LogCaptureFixture,
 ) -> None:
-    # Passes the start-up check (Pods is absent there, so the loop body never runs) but fails on a
-    # real message whose Pods hold something that cannot be added to a number.
+    # Passes the start-up check (no pods there, so the loop body never runs) but fails on a real
+    # message whose Pods hold something that cannot be added to a number: NTH's message goes instead.
     template = '{"text": "{% for p in Pods %}{{ p + 1 }}{% endfor %}"}'
     async with receiver() as rec, harness(settings(rec.url(), template=template)) as h:
         h.notifier.notify(event(1), node_name="n", extra={"Pods": ["web-0"]})
         h.notifier.notify(event(2), node_name="n", extra={"Pods": []})
-        await until(lambda: h.results == ["failure", "success"])
-    assert len(rec.requests) == 1
+        await until(lambda: h.results == ["success", "success"])
+    assert len(rec.requests) == 2
+    assert json.loads(rec.requests[0].body)["text"].startswith(
+        "[NTH][Instance Interruption] EventID: spot-itn-0001"
+    )
+    assert json.loads(rec.requests[1].body) == {"text": ""}
     record = next(r for r in debug_logs.records if "failed to render" in r.getMessage())
     assert record.event_id == "spot-itn-0001"  # type: ignore[attr-defined]
     assert_no_secrets(debug_logs)
 
 
-async def test_bad_template_fails_at_construction() -> None:
-    from kubespot.config.loader import InvalidSetting
+async def test_unusable_template_is_logged_and_the_default_message_sent(
+    debug_logs: pytest.LogCaptureFixture,
+) -> None:
+    """Once an unusable template stopped the agent (exit 2, a crash loop on every node); now the
+    construct is named in the log and NTH's default message is sent."""
+    async with receiver() as rec, harness(settings(rec.url(), template='{{ template "x" . }}')) as h:
+        h.notifier.notify(event(1), node_name="n")
+        await until(lambda: h.results == ["success"])
+    assert json.loads(rec.requests[0].body)["text"].startswith(
+        "[NTH][Instance Interruption] EventID: spot-itn-0001"
+    )
+    (line,) = [r.getMessage() for r in debug_logs.records if "not usable" in r.getMessage()]
+    assert "template: unsupported construct (line 1): {{template}}" in line
+    assert "sending NTH's default message instead" in line
 
-    with pytest.raises(InvalidSetting) as err:
-        WebhookNotifier(settings("http://127.0.0.1:1/x", template="{{ if .X }}"), clock=RecordingClock())
-    assert err.value.field == "template"
+
+async def test_node_facts_are_read_once_per_event_and_fill_the_template(
+    monkeypatch: pytest.MonkeyPatch, debug_logs: pytest.LogCaptureFixture
+) -> None:
+    """The labels and pods are read once per event, when its first message is queued (NTH reads them
+    once, before the drain), and every message of the event uses them; a read that does not finish
+    in time leaves them empty rather than holding the message."""
+    from kubespot.model.summary import Stage
+
+    calls: list[str] = []
+    slow = asyncio.Event()
+
+    async def facts(ev: InterruptionEvent, node: str) -> dict[str, Any]:
+        calls.append(ev.id)
+        if ev.id == "spot-itn-0002":
+            await slow.wait()
+        return {"NodeLabels": {"team": "search"}, "Pods": ["web-0", "web-1"], "InstanceType": "m5.large"}
+
+    monkeypatch.setattr(notify_module, "CONTEXT_TIMEOUT", 0.2)
+    template = '{"text": "{{ .Stage }} {{ .NodeLabels.team }} {{ join "," .Pods }} {{ .InstanceType }}"}'
+    stages = frozenset({Stage.STARTED, Stage.FINISHED})
+    async with (
+        receiver() as rec,
+        harness(settings(rec.url(), template=template, stages=stages), context=facts) as h,
+    ):
+        h.notifier.notify(event(1), node_name="n")
+        h.notifier.notify(event(1), node_name="n", stage=Stage.FINISHED)
+        await until(lambda: h.results == ["success", "success"])
+        h.notifier.notify(event(2), node_name="n")
+        await until(lambda: len(h.results) == 3)
+        slow.set()
+    texts = [json.loads(r.body)["text"] for r in rec.requests]
+    assert texts == [
+        "started search web-0,web-1 m5.large",
+        "finished search web-0,web-1 m5.large",
+        "started <no value>  ",  # not read in time: empty labels and pods, no instance type
+    ]
+    assert calls == ["spot-itn-0001", "spot-itn-0002"]
+    assert any("node facts for event spot-itn-0002 not read" in r.getMessage() for r in debug_logs.records)
 
 
 async def test_notify_never_raises_even_when_the_callback_does() -> None:

@@ -16,7 +16,7 @@ from kubespot.actions.templates import (
     render_builtin,
     render_template,
 )
-from kubespot.config.loader import InvalidSetting, SettingsError
+from kubespot.config.loader import SettingsError
 from kubespot.config.notify import NotifyTarget
 from kubespot.config.webhook import WebhookSettings
 from kubespot.model import InterruptionEvent, Kind, Source, SystemClock
@@ -186,8 +186,8 @@ def test_new_variables_and_filters() -> None:
     )
     text = render_template(
         '{"s": "{{ .Stage }}/{{ .Outcome }}", "p": {{ .PodsEvicted }}, "a": "{{ range .Actions }}{{ .name }} '
-        '{{ end }}", "end": {{ DeadlineUnix + 600 }}, "iso": "{{ Deadline | rfc3339 }}", '
-        '"later": "{{ (DeadlineUnix + 900) | rfc3339 }}", "pods": "{{ .Pods }}", "d": {{ .Duration }}}',
+        '{{ end }}", "end": {{ add .DeadlineUnix 600 }}, "iso": "{{ .Deadline | rfc3339 }}", '
+        '"later": "{{ add .DeadlineUnix 900 | rfc3339 }}", "pods": "{{ .Pods }}", "d": {{ .Duration }}}',
         variables,
         json_escape=True,
     )
@@ -335,15 +335,20 @@ async def test_the_webhook_with_a_builtin_format() -> None:
     assert [json.loads(b)["stage"] for b in sink.bodies("/hook")] == ["started", "finished"]
 
 
-def test_bad_templates_are_refused_naming_the_setting(tmp_path: Any) -> None:
+def test_unreadable_template_files_are_refused_unusable_templates_logged(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A missing file stops start-up (naming it); a template that cannot be used does not: it is
+    logged, naming the setting and the construct, and the default message replaces it."""
     bad = target("ops", templates=(("failed", "{{ if .X }}"),))
     with pytest.raises(SettingsError) as err:
         check_targets([bad, target("ok", template_files=(("finished", str(tmp_path / "missing")),))])
-    settings = [p.setting for p in err.value.problems]
-    assert settings == ["notify.ops.templates[failed]", "notify.ok.template_files[finished]"]
-    with pytest.raises(InvalidSetting) as construct:
+    assert [p.setting for p in err.value.problems] == ["notify.ok.template_files[finished]"]
+    check_targets([bad])
+    with caplog.at_level("ERROR", logger="kubespot.actions.notify"):
         Notifier([bad], clock=SystemClock())
-    assert construct.value.field == "notify.ops.templates[failed]"
+    (line,) = [r.getMessage() for r in caplog.records if "not usable" in r.getMessage()]
+    assert "notify.ops.templates[failed]: invalid template (line 1): unexpected EOF" in line
 
 
 def test_importing_the_notifier_and_rendering_builtins_does_not_load_jinja2() -> None:

@@ -1,4 +1,5 @@
-"""Webhook templates: Go-template translation, variables, Go-style printing, JSON escaping, sandbox."""
+"""Webhook templates: Go or jinja, the variables (NTH's fields), Go-style printing, JSON escaping,
+sandbox, and the start-up check. The Go engine itself: test_gotemplate.py."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from kubespot.actions.templates import (
     check_template,
     go_time,
     render_template,
+    template_problem,
     template_variables,
-    translate_go_template,
 )
 from kubespot.config.loader import InvalidSetting
 from kubespot.config.webhook import DEFAULT_TEMPLATE
@@ -40,40 +41,7 @@ def spot(description: str = "Spot ITN received", **kw: object) -> InterruptionEv
     return InterruptionEvent(**fields)  # type: ignore[arg-type]
 
 
-# --- translation --------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("go", "jinja"),
-    [
-        ("{{ .EventID }}", "{{ EventID }}"),
-        ("{{.EventID}}", "{{ EventID }}"),
-        ("{{- .Kind -}}", "{{- Kind -}}"),
-        ("{{ $.NodeName }}", "{{ NodeName }}"),
-        ("{{ .Raw.State }}", "{{ Raw.State }}"),
-        ("{{ if .Pods }}x{{ else }}y{{ end }}", "{% if Pods %}x{% else %}y{% endif %}"),
-        ("{{ if .A }}a{{ else if .B }}b{{ end }}", "{% if A %}a{% elif B %}b{% endif %}"),
-        ("{{ range .Pods }}[{{ . }}]{{ end }}", "{% for go_item1 in Pods %}[{{ go_item1 }}]{% endfor %}"),
-    ],
-)
-def test_go_forms_become_jinja(go: str, jinja: str) -> None:
-    assert translate_go_template(go) == jinja
-
-
-@pytest.mark.parametrize(
-    "native",
-    [
-        "{{ EventID }}",
-        "{{ foo.bar }}",
-        "{{ 1.5 }}",
-        '{{ "text with .Dot" }}',
-        "{{ ''.upper() }}",
-        "{% if Pods %}{{ Pods | join(', ') }}{% endif %}",
-        "{{ end }}",
-    ],
-)
-def test_native_jinja_is_left_alone(native: str) -> None:
-    assert translate_go_template(native) == native
+# --- Go and jinja ------------------------------------------------------------------------------------
 
 
 def test_go_and_native_forms_render_the_same() -> None:
@@ -152,9 +120,14 @@ def test_lists_and_booleans_print_as_go_prints_them() -> None:
     assert render_template("{{ .Pods }} {{ .Cancelled }}", v) == "[a b] false"
 
 
-def test_undefined_variables_render_empty() -> None:
+def test_unknown_names_follow_each_language() -> None:
+    """Go: a map's absent key prints ``<no value>`` (and so does a field of it), a field the data does
+    not have is an error, as on NTH's struct (text/template exec.go evalField). jinja: empty."""
     v = template_variables(spot(), node_name="n")
-    assert render_template("<{{ .NoSuchThing }}|{{ .Raw.Missing.Deeper }}|{{ nope }}>", v) == "<||>"
+    assert render_template("<{{ .Raw.Missing }}|{{ .Raw.Missing.Deeper }}>", v) == "<<no value>|<no value>>"
+    assert render_template("<{{ nope }}|{{ Raw.Missing.Deeper }}>", v) == "<|>"
+    problem = template_problem("{{ .NoSuchThing }}")
+    assert problem is not None and "can't evaluate field NoSuchThing" in problem
 
 
 # --- JSON escaping ------------------------------------------------------------------------------------
@@ -173,7 +146,11 @@ def test_default_template_stays_valid_json_with_hostile_description() -> None:
 def test_without_json_escape_values_are_inserted_verbatim() -> None:
     v = template_variables(spot(description='a "b"\n'), node_name="n")
     assert render_template("{{ .Description }}", v) == 'a "b"\n'
-    assert render_template("{{ .Description }}", v, json_escape=True) == 'a \\"b\\"\\n'
+    # Go: escaped inside a JSON string of the body, printed as is outside one (a toJson value).
+    assert render_template('"{{ .Description }}"', v, json_escape=True) == '"a \\"b\\"\\n"'
+    assert render_template("{{ toJson .Description }}", v, json_escape=True) == '"a \\"b\\"\\n"'
+    # jinja: every printed value, as before.
+    assert render_template("{{ Description }}", v, json_escape=True) == 'a \\"b\\"\\n'
 
 
 def test_json_escape_applies_inside_loops_and_to_filtered_values() -> None:
@@ -216,25 +193,131 @@ def test_check_template_accepts_default_and_native() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad",
+    ("bad", "reason"),
     [
-        "{{ .EventID ",  # unclosed tag: no translation, jinja reports it
-        "{{ if .Pods }}never closed",
-        '{{ .EventID | printf "%s" }}',  # Go pipelines are not supported
-        "{% for %}",
+        ("{{ .EventID ", "invalid template (line 1): unclosed action"),
+        ("{{ if .Pods }}never closed", "invalid template (line 1): unexpected EOF"),
+        ("{{ .EventID | nosuchfunc }}", 'invalid template (line 1): function "nosuchfunc" not defined'),
+        ('{{ template "x" . }}', "unsupported construct (line 1): {{template}}"),
+        ('{{ env "WEBHOOK_URL" }}', "unsupported construct (line 1): function 'env'"),
+        ("{% for %}", "invalid template (line 1): Expected an expression"),
+        ("{{ .A }}{% if X %}{% endif %}", "invalid template (line 1): unexpected"),
     ],
 )
-def test_check_template_names_the_setting(bad: str) -> None:
+def test_check_template_names_the_setting_and_the_construct(bad: str, reason: str) -> None:
     with pytest.raises(InvalidSetting) as err:
         check_template(bad)
     assert err.value.field == "template"
-    assert str(err.value).startswith("template: invalid template")
+    assert err.value.reason.startswith(reason), err.value.reason
     with pytest.raises(InvalidSetting) as from_file:
         check_template(bad, field="template_file")
     assert from_file.value.field == "template_file"
 
 
-def test_importing_the_notifier_does_not_load_jinja2() -> None:
-    code = "import sys, kubespot.actions.notify; assert 'jinja2' not in sys.modules, 'jinja2 loaded'"
+def test_go_templates_reach_no_python_attribute() -> None:
+    """Fields are mapping keys only, methods only time.Time's listed ones."""
+    v = template_variables(spot(), node_name="n")
+    for escape in ("{{ .Description.__class__ }}", "{{ .StartTime.__reduce_ex__ }}", "{{ .Raw.__class__ }}"):
+        problem = template_problem(escape)
+        assert problem is not None or render_template(escape, v) == "<no value>", escape
+    assert render_template("{{ .Raw.__class__ }}", v) == "<no value>"
+
+
+def test_importing_the_notifier_and_rendering_go_does_not_load_jinja2() -> None:
+    code = (
+        "import sys, kubespot.actions.notify as n, kubespot.actions.templates as t;"
+        "from kubespot.config.webhook import DEFAULT_TEMPLATE as d;"
+        "assert t.template_problem(d) is None;"
+        "assert 'jinja2' not in sys.modules, 'jinja2 loaded'"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+# --- NTH's fields ------------------------------------------------------------------------------------
+
+
+def test_every_field_nth_passes_exists_even_without_the_node_facts() -> None:
+    """NTH's template data is ``monitor.InterruptionEvent`` + ``ec2metadata.NodeMetadata``
+    (pkg/webhook/webhook.go combinedDrainData): a template naming any of their fields must render,
+    not fail on "can't evaluate field", when the agent could not read the node."""
+    nth_fields = [
+        "EventID",
+        "Kind",
+        "Monitor",
+        "Description",
+        "State",
+        "AutoScalingGroupName",
+        "NodeName",
+        "NodeLabels",
+        "Pods",
+        "InstanceID",
+        "ProviderID",
+        "InstanceType",
+        "IsManaged",
+        "StartTime",
+        "EndTime",
+        "NodeProcessed",
+        "InProgress",
+        "AccountId",
+        "InstanceLifeCycle",
+        "PublicHostname",
+        "PublicIP",
+        "LocalHostname",
+        "LocalIP",
+        "AvailabilityZone",
+        "Region",
+    ]
+    v = template_variables(spot(), node_name="n")
+    assert set(nth_fields) <= set(v)
+    rendered = render_template(" ".join(f"{{{{ .{f} }}}}" for f in nth_fields), v)
+    assert rendered.startswith("spot-itn-abc SPOT_ITN SPOT_ITN_MONITOR Spot ITN received")
+    assert "map[] []" in rendered  # empty labels and pods, as Go prints them
+
+
+@pytest.mark.parametrize(
+    ("kind", "source", "monitor"),
+    [
+        (Kind.SPOT_INTERRUPTION, Source.IMDS, "SPOT_ITN_MONITOR"),
+        (Kind.SCHEDULED_MAINTENANCE, Source.IMDS, "SCHEDULED_EVENT_MONITOR"),
+        (Kind.REBALANCE_RECOMMENDATION, Source.IMDS, "REBALANCE_RECOMMENDATION_MONITOR"),
+        (Kind.ASG_LIFECYCLE, Source.IMDS, "ASG_LIFECYCLE_MONITOR"),
+        (Kind.SPOT_INTERRUPTION, Source.SQS, "SQS_MONITOR"),
+        (Kind.STATE_CHANGE, Source.SQS, "SQS_MONITOR"),
+    ],
+)
+def test_monitor_is_nths_monitor_name(kind: Kind, source: Source, monitor: str) -> None:
+    """NTH's monitor packages' ``...MonitorKind`` constants (pkg/monitor/*/...-monitor.go)."""
+    assert template_variables(spot(kind=kind, source=source), node_name="n")["Monitor"] == monitor
+
+
+def test_asg_name_comes_from_the_message_and_node_facts_fill_in() -> None:
+    from kubespot.actions.templates import with_context
+
+    plain = spot(kind=Kind.ASG_LIFECYCLE, source=Source.SQS, raw={"AutoScalingGroupName": "workers"})
+    wrapped = spot(kind=Kind.ASG_LIFECYCLE, source=Source.SQS, raw={"detail": {"AutoScalingGroupName": "w2"}})
+    assert template_variables(plain, node_name="n")["AutoScalingGroupName"] == "workers"
+    assert template_variables(wrapped, node_name="n")["AutoScalingGroupName"] == "w2"
+    v = with_context(
+        template_variables(plain, node_name="n"),
+        {
+            "NodeLabels": {"a": "b"},
+            "Pods": ["p"],
+            "InstanceType": "m5.large",
+            "EventID": "forged",
+            "AutoScalingGroupName": "other",
+        },
+    )
+    assert (v["NodeLabels"], v["Pods"], v["InstanceType"]) == ({"a": "b"}, ["p"], "m5.large")
+    assert v["EventID"] == "spot-itn-abc"  # the event's own fields are never replaced
+    assert v["AutoScalingGroupName"] == "workers"  # nor the group the message named
+
+
+def test_node_facts_are_read_only_for_templates_that_use_them() -> None:
+    """NTH's default message names none of them: it costs the agent no API call per event."""
+    from kubespot.actions.templates import uses_context
+
+    assert not uses_context(DEFAULT_TEMPLATE)
+    assert not uses_context('{"id": "{{ .EventID }}", "n": {{ 1.5 }}, "x": "{{ $.NodeName }}"}')
+    for template in ("{{ .NodeLabels }}", "{{ range .Pods }}{{ end }}", "{{ toJson . }}", "{{ .Region }}"):
+        assert uses_context(template), template

@@ -99,6 +99,32 @@ def test_an_empty_variable_counts_as_unset(tmp_path: Path) -> None:
     assert load(Root, env={**BASE, "KUBESPOT_INNER_COUNT": "", "COUNT": " "}, file=f).inner.count == 9
 
 
+def test_an_empty_variable_is_a_value_where_the_doc_gives_empty_a_meaning(tmp_path: Path) -> None:
+    """``KUBESPOT_DRAIN_CRITICAL_LAST=""`` is "Empty: one tier" (its doc), not "unset, so the default
+    two classes". Under an NTH name, or for a setting without the marker, empty stays unset: NTH's own
+    ``getEnv`` (pkg/config/config.go) falls back to the default for an empty value."""
+    from kubespot.config.agent import AgentSettings
+
+    env = {"NODE_NAME": "n1"}
+    assert load(AgentSettings, env=env).drain.critical_last == (
+        "system-cluster-critical",
+        "system-node-critical",
+    )
+    assert load(AgentSettings, env={**env, "KUBESPOT_DRAIN_CRITICAL_LAST": ""}).drain.critical_last == ()
+    assert load(AgentSettings, env={**env, "KUBESPOT_DRAIN_CRITICAL_LAST": " "}).drain.critical_last == ()
+    # A file's value still loses to the empty variable, as to any other env value.
+    f = tmp_path / "s.yaml"
+    f.write_text("drain:\n  critical_last: [a]\n")
+    assert (
+        load(AgentSettings, env={**env, "KUBESPOT_DRAIN_CRITICAL_LAST": ""}, file=f).drain.critical_last == ()
+    )
+    # Unmarked settings keep treating empty as unset.
+    assert (
+        load(AgentSettings, env={**env, "KUBESPOT_DRAIN_DELETE_LOCAL_DATA": ""}).drain
+        == load(AgentSettings, env=env).drain
+    )
+
+
 def test_file_comes_from_config_flag_or_env(tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
     f.write_text("verbose: true\n")

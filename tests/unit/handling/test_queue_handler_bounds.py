@@ -71,17 +71,18 @@ def handler(margin: float) -> QueueHandler:
 
 
 async def test_a_stuck_step_releases_the_message_at_its_bound_and_is_reported_meanwhile() -> None:
-    # The spot warning was sent 119.5 s ago: its deadline is 0.5 s away; the margin adds 0.5 s.
+    # The spot warning was sent 118 s ago (EventBridge's time has whole seconds): its deadline is
+    # 1 to 2 s away; the margin adds 1 s.
     now = datetime.now(tz=UTC)
-    sent = now - timedelta(seconds=119.5)
-    q = handler(margin=0.5)
+    sent = now - timedelta(seconds=118)
+    q = handler(margin=1.0)
     # The node index never syncs (a frozen watch): the handling is stuck in its first step.
     message = QueueMessage("m-1", "r-1", spot("i-0abc", sent), 1, sent)
     lease = Lease(message, 0.0, 30)
     task = asyncio.ensure_future(q.handle(message, lease))
     await asyncio.sleep(0.2)
     assert not task.done() and q.overdue() == [], "within its bound: not overdue"
-    outcome = await asyncio.wait_for(task, 5)
+    outcome = await asyncio.wait_for(task, 6)
     assert outcome is Outcome.DONE, "released once the instance is surely gone"
     assert q.overdue() == []
 

@@ -56,6 +56,9 @@ class InstanceIdentity:
     local_hostname: str = ""
     life_cycle: str = ""
     """``spot``, ``on-demand`` or ``scheduled``."""
+    public_ip: str = ""
+    """"" when the instance has no public IPv4 address (IMDS answers 404)."""
+    public_hostname: str = ""
     document: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -148,8 +151,13 @@ class ImdsClient:
         """The identity document plus the few metadata items it lacks."""
         doc_body = await self._require(paths.IDENTITY_DOCUMENT)
         doc = parse_identity_document(doc_body)
-        hostname, life_cycle, local_ip = await asyncio.gather(
-            self.get(paths.LOCAL_HOSTNAME), self.get(paths.LIFE_CYCLE), self.get(paths.LOCAL_IPV4)
+        hostname, life_cycle, local_ip, public_ip, public_hostname = await asyncio.gather(
+            self.get(paths.LOCAL_HOSTNAME),
+            self.get(paths.LIFE_CYCLE),
+            self.get(paths.LOCAL_IPV4),
+            # For webhook templates (NTH's PublicIP and PublicHostname); absent on private instances.
+            self.get(paths.PUBLIC_IPV4),
+            self.get(paths.PUBLIC_HOSTNAME),
         )
 
         def text(key: str) -> str:
@@ -165,6 +173,8 @@ class ImdsClient:
             private_ip=text("privateIp") or (local_ip or "").strip(),
             local_hostname=(hostname or "").strip(),
             life_cycle=(life_cycle or "").strip(),
+            public_ip=(public_ip or "").strip(),
+            public_hostname=(public_hostname or "").strip(),
             document=doc,
         )
 
