@@ -17,6 +17,7 @@ import base64
 from pathlib import Path
 
 import pytest
+import yaml
 from helm_support import FIXTURES, NS, RELEASE, Obj, find_helm, only, run_helm, template_args
 
 from kubespot.config.agent import AgentSettings
@@ -39,8 +40,6 @@ def helm() -> str:
 
 
 def render(helm: str, *files: Path, sets: dict[str, str] | None = None) -> list[Obj]:
-    import yaml
-
     out = run_helm(helm, *template_args(files, sets), "--kube-version", KUBE).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
@@ -85,7 +84,9 @@ def test_nths_full_values_render_nths_imds_daemonset(helm: str) -> None:
     assert "terminationGracePeriodSeconds" not in spec
     assert "nodeSelector" not in spec
     assert spec["tolerations"] == [{"operator": "Exists"}]
-    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
     assert BASE_TERMS[1] in term["matchExpressions"]
     assert spec["priorityClassName"] == "system-node-critical"
     assert spec["dnsPolicy"] == "ClusterFirstWithHostNet"
@@ -109,7 +110,9 @@ def test_psp_enabled_fails_only_where_the_psp_api_still_exists(helm: str) -> Non
 
 def test_a_users_affinity_and_tolerations_win_over_nths_daemonset_defaults(helm: str) -> None:
     spec = pod(render(helm, FULL, NTH / "variant-affinity.yaml"), "DaemonSet")
-    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
     assert term["matchExpressions"] == [
         {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]},
         *BASE_TERMS,
@@ -125,13 +128,18 @@ def test_probes_dns_and_linux_tolerations_as_nth_renders_them(helm: str) -> None
     assert c["livenessProbe"]["httpGet"] == {"path": "/livez", "port": 8091}
     assert (c["livenessProbe"]["initialDelaySeconds"], c["livenessProbe"]["periodSeconds"]) == (5, 5)
     e = env(objs, "DaemonSet")
-    assert (e["KUBESPOT_OBSERVABILITY_PROBES_SERVER_PORT"], e["KUBESPOT_OBSERVABILITY_PROBES_SERVER_ENDPOINT"]) == (
+    assert (
+        e["KUBESPOT_OBSERVABILITY_PROBES_SERVER_PORT"],
+        e["KUBESPOT_OBSERVABILITY_PROBES_SERVER_ENDPOINT"],
+    ) == (
         "8091",
         "/livez",
     )
     assert spec["dnsConfig"] == {"options": [{"name": "ndots", "value": "2"}]}
     assert spec["dnsPolicy"] == "Default"
-    assert spec["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}]
+    assert spec["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "spot", "effect": "NoSchedule"}
+    ]
 
 
 # --- The docs' and blogs' IMDS-mode files ---------------------------------------------------------
@@ -187,10 +195,15 @@ def test_queue_mode_pod_values_go_to_the_controller(helm: str) -> None:
     objs = render(helm, NTH / "queue-pod.yaml")
     dep = only(objs, "Deployment")
     spec = dep["spec"]["template"]["spec"]
-    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "eks.amazonaws.com/capacityType": "ON_DEMAND"}
+    assert spec["nodeSelector"] == {
+        "kubernetes.io/os": "linux",
+        "eks.amazonaws.com/capacityType": "ON_DEMAND",
+    }
     assert spec["tolerations"] == [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
     assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "node-role", "operator": "In", "values": ["system"]}]}]
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "node-role", "operator": "In", "values": ["system"]}]}
+        ]
     }
     (spread,) = spec["topologySpreadConstraints"]
     assert (spread["topologyKey"], spread["whenUnsatisfiable"]) == ("kubernetes.io/hostname", "DoNotSchedule")
@@ -217,13 +230,24 @@ def test_queue_mode_pod_values_go_to_the_controller(helm: str) -> None:
 @pytest.mark.parametrize(
     ("sets", "named"),
     [
-        ({"image.repository": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/aws-node-termination-handler"}, "image.repository"),
-        ({"image.repository": "public.ecr.aws/aws-ec2/aws-node-termination-handler", "image.tag": "v1.25.6"}, "image.repository"),
+        (
+            {"image.repository": "123456789012.dkr.ecr.eu-west-1.amazonaws.com/aws-node-termination-handler"},
+            "image.repository",
+        ),
+        (
+            {
+                "image.repository": "public.ecr.aws/aws-ec2/aws-node-termination-handler",
+                "image.tag": "v1.25.6",
+            },
+            "image.repository",
+        ),
         ({"image.tag": "v1.25.6"}, "image.tag"),
         ({"targetNodeOs": "linux windows"}, "targetNodeOs"),
     ],
 )
-def test_nth_values_kubespot_cannot_honour_fail_naming_the_value(helm: str, sets: dict[str, str], named: str) -> None:
+def test_nth_values_kubespot_cannot_honour_fail_naming_the_value(
+    helm: str, sets: dict[str, str], named: str
+) -> None:
     assert named in fails(helm, sets=sets)
 
 
@@ -245,7 +269,9 @@ def test_pod_delete_is_granted_only_when_the_deadline_action_deletes(helm: str) 
     both = {"controller.enabled": "true", "queueURL": "q"}
     for role in [o for o in render(helm, sets=both) if o["kind"] == "ClusterRole"]:
         assert "delete" in _pod_verbs(role)
-    for role in [o for o in render(helm, sets={**both, "pdbDeadlineAction": "keep"}) if o["kind"] == "ClusterRole"]:
+    for role in [
+        o for o in render(helm, sets={**both, "pdbDeadlineAction": "keep"}) if o["kind"] == "ClusterRole"
+    ]:
         assert _pod_verbs(role) == ["get", "list", "watch"]
 
 
@@ -257,7 +283,9 @@ def test_own_node_policy_is_off_by_default_and_binds_the_agents_account(helm: st
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert binding["spec"]["validationActions"] == ["Deny"]
     (cond,) = policy["spec"]["matchConditions"]
-    assert cond["expression"] == f'request.userInfo.username == "system:serviceaccount:{NS}:{RELEASE}-kubespot"'
+    assert (
+        cond["expression"] == f'request.userInfo.username == "system:serviceaccount:{NS}:{RELEASE}-kubespot"'
+    )
     (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
     assert rule["operations"] == ["UPDATE"] and "nodes" in rule["resources"]
     assert "authentication.kubernetes.io/node-name" in policy["spec"]["variables"][0]["expression"]

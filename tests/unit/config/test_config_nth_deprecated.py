@@ -32,7 +32,10 @@ def test_managed_asg_tag_alone_names_the_managed_tag() -> None:
 
 
 def test_grace_period_alone_sets_the_pod_grace_period_and_the_newer_name_wins() -> None:
-    assert load(AgentSettings, env={"NODE_NAME": "n", "GRACE_PERIOD": "45"}).drain.pod_termination_grace_period == 45
+    assert (
+        load(AgentSettings, env={"NODE_NAME": "n", "GRACE_PERIOD": "45"}).drain.pod_termination_grace_period
+        == 45
+    )
     env = {"NODE_NAME": "n", "GRACE_PERIOD": "45", "POD_TERMINATION_GRACE_PERIOD": "20"}
     assert load(AgentSettings, env=env).drain.pod_termination_grace_period == 20
 
