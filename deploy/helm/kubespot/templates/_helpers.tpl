@@ -270,7 +270,7 @@ loadBalancerWaitMaxDelay: KUBESPOT_LOADBALANCER_WAIT_MAX_DELAY
 {{- end -}}
 {{- include "kubespot.validateImage" . -}}
 {{- if and (eq (toString .Values.rbac.pspEnabled | lower) "true") (semverCompare "<1.25-0" .Capabilities.KubeVersion.GitVersion) -}}
-{{- fail (printf "rbac.pspEnabled: kubespot ships no PodSecurityPolicy, and this cluster (%s) still has the PSP API; set rbac.pspEnabled: false and grant the agent a policy yourself (hostNetwork, hostPath /proc/uptime when procUptimeFile is set)" .Capabilities.KubeVersion.GitVersion) -}}
+{{- fail (printf "rbac.pspEnabled: kubespot ships no PodSecurityPolicy, and this cluster (%s) still has the PSP API; set rbac.pspEnabled: false and grant the agent a policy yourself (hostNetwork, hostPath /proc/uptime when procUptimeFile is set); with helm template, pass the cluster's --kube-version" .Capabilities.KubeVersion.GitVersion) -}}
 {{- end -}}
 {{- with .Values.sqsMsgVisibilityTimeoutSec -}}
 {{- if and (include "kubespot.controllerEnabled" $) (lt (float64 .) 3.0) -}}
