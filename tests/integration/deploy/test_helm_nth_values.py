@@ -14,15 +14,29 @@ Deployment takes the top-level pod values; its ServiceAccount is the chart's ful
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from helm_support import FIXTURES, NS, RELEASE, Obj, find_helm, only, run_helm, template_args
+from helm_support import (
+    FIXTURES,
+    NS,
+    RELEASE,
+    Cluster,
+    Obj,
+    find_helm,
+    kubesim_cluster,
+    only,
+    run_helm,
+    template_args,
+)
 
 from kubespot.config.agent import AgentSettings
 from kubespot.config.controller import ControllerSettings
 from kubespot.config.loader import load
+from kubespot.sim.kubesim.testing import node
 
 NTH = FIXTURES / "nth"
 FULL = NTH / "nth-full-values.yaml"
@@ -290,3 +304,63 @@ def test_own_node_policy_is_off_by_default_and_binds_the_agents_account(helm: st
     assert rule["operations"] == ["UPDATE"] and "nodes" in rule["resources"]
     assert "authentication.kubernetes.io/node-name" in policy["spec"]["variables"][0]["expression"]
     assert "object.metadata.name" in policy["spec"]["validations"][0]["expression"]
+
+
+# --- Placement on kubesim: the DaemonSet controller places the agents NTH's chart would -----------
+
+LINUX = {"kubernetes.io/os": "linux"}
+PLACEMENT_NODES: list[Obj] = [
+    node("karpenter-spot", labels={**LINUX, "karpenter.sh/capacity-type": "spot"}),
+    node(
+        "karpenter-spot-only",
+        labels={**LINUX, "karpenter.sh/capacity-type": "spot"},
+        taints=[{"key": "spot-only", "value": "true", "effect": "NoSchedule"}],
+    ),
+    node("ec2spot-group", labels={**LINUX, "lifecycle": "Ec2Spot"}),
+    node("ondemand", labels={**LINUX, "karpenter.sh/capacity-type": "on-demand"}),
+    node(
+        "fargate-ip-10-0-0-9",
+        labels={**LINUX, "eks.amazonaws.com/compute-type": "fargate"},
+        taints=[{"key": "eks.amazonaws.com/compute-type", "value": "fargate", "effect": "NoSchedule"}],
+    ),
+]
+
+
+@pytest.fixture()
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with kubesim_cluster(tmp_path, PLACEMENT_NODES) as c:
+        yield c
+
+
+def placed(cluster: Cluster) -> set[str]:
+    """Nodes with an agent once the DaemonSet controller has placed them all."""
+    deadline = time.monotonic() + 10
+    names: set[str] = set()
+    while time.monotonic() < deadline:
+        names = {p["spec"]["nodeName"] for p in cluster.pods(f"app.kubernetes.io/instance={RELEASE}")}
+        ds = cluster.get("daemonset", f"{RELEASE}-kubespot", NS)
+        desired = (ds.get("status") or {}).get("desiredNumberScheduled")
+        if desired is not None and len(names) == desired:
+            return names
+        time.sleep(0.1)
+    raise AssertionError(f"agents not placed in time: {sorted(names)}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ([NTH / "imds-ec2spot-nodegroup.yaml"], {"ec2spot-group"}),
+        ([NTH / "imds-karpenter-spot.yaml"], {"karpenter-spot", "karpenter-spot-only"}),
+        ([FULL], {"karpenter-spot", "karpenter-spot-only", "ec2spot-group", "ondemand"}),
+        # The user's spot-only affinity and their one toleration: the tainted spot node is kept,
+        # the untainted one too, nothing else.
+        ([FULL, NTH / "variant-affinity.yaml"], {"karpenter-spot", "karpenter-spot-only"}),
+    ],
+    ids=["ec2spot", "karpenter", "nth-full", "nth-full-user-affinity"],
+)
+def test_agents_land_where_nths_chart_puts_them(
+    helm: str, cluster: Cluster, files: list[Path], expected: set[str]
+) -> None:
+    cluster.create(render(helm, *files))
+    assert placed(cluster) == expected
