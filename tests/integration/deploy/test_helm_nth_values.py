@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 from helm_support import (
+    CHART,
     FIXTURES,
     NS,
     RELEASE,
@@ -31,6 +32,7 @@ from helm_support import (
     only,
     run_helm,
     template_args,
+    values_args,
 )
 
 from kubespot.config.agent import AgentSettings
@@ -82,6 +84,16 @@ def env(objs: list[Obj], kind: str) -> dict[str, str]:
             ref = e["valueFrom"]["secretKeyRef"]
             out[e["name"]] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
     return out
+
+
+@pytest.mark.parametrize(
+    "name", ["imds-karpenter-spot", "imds-ec2spot-nodegroup", "queue-irsa", "queue-pod", "variant-probes"]
+)
+def test_helm_lint_passes_with_nths_values_files(helm: str, name: str) -> None:
+    # NTH's full values.yaml is left out: helm lint assumes Kubernetes 1.20, where its
+    # rbac.pspEnabled: true is refused (tested below with --kube-version).
+    res = run_helm(helm, "lint", "--strict", str(CHART), *values_args([NTH / f"{name}.yaml"], None))
+    assert "0 chart(s) failed" in res.stdout
 
 
 # --- NTH's own full values.yaml ------------------------------------------------------------------
