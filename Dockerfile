@@ -1,8 +1,9 @@
 # kubespot image, run by the Helm chart (deploy/helm/kubespot) as `kubespot agent` (and, with the
 # [controller] extra's AWS SDK, as `kubespot controller`; the agent never imports it).
 #
-# Not built or tested here: the development machines have no Docker engine. Keep it simple.
-# Build: docker build -t <registry>/kubespot:0.1.0 .
+# Built for linux/amd64 and linux/arm64 and pushed as ghcr.io/kubespot/kubespot:<appVersion> by
+# .github/workflows/release.yml (the chart's default image). Not built on the development machines,
+# which have no Docker engine: keep it simple. By hand: docker build -t <registry>/kubespot:0.1.0 .
 #
 # Runs as a non-root user (1000, the chart's runAsUser) and works with a read-only root filesystem:
 # nothing is written at run time (no bytecode caches); the chart mounts an emptyDir at /tmp.

@@ -43,11 +43,13 @@ class AgentSettings:
             "namespace only."
         ),
         env="KUBESPOT_POD_NAME",
+        nth="POD_NAME",
     )
     pod_namespace: str | None = setting(
         None,
         doc="Namespace of the agent's own pod (Downward API metadata.namespace); see pod_name.",
         env="KUBESPOT_POD_NAMESPACE",
+        nth="NAMESPACE",
     )
     imds: ImdsSettings = field(default_factory=ImdsSettings)
     monitors: MonitorSettings = field(default_factory=MonitorSettings)

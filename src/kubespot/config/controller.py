@@ -41,6 +41,7 @@ class ControllerSettings:
             "reporting instance of its events."
         ),
         env="KUBESPOT_POD_NAME",
+        nth="POD_NAME",
     )
     pod_namespace: str | None = setting(
         None,
@@ -49,6 +50,7 @@ class ControllerSettings:
             "leader-election Lease lives unless leader_election.namespace says otherwise."
         ),
         env="KUBESPOT_POD_NAMESPACE",
+        nth="NAMESPACE",
     )
     queue: QueueSettings = field(default_factory=QueueSettings)
     aws: AwsSettings = field(default_factory=AwsSettings)

@@ -46,7 +46,8 @@ class DrainSettings:
             "deadline."
         ),
         env="KUBESPOT_DRAIN_POD_TERMINATION_GRACE_PERIOD",
-        nth="POD_TERMINATION_GRACE_PERIOD",
+        # NTH's deprecated GRACE_PERIOD counts only when the newer name is absent (pkg/config/config.go).
+        nth=("POD_TERMINATION_GRACE_PERIOD", "GRACE_PERIOD"),
         unit="seconds",
     )
     node_termination_grace_period: int = setting(

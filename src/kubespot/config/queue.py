@@ -110,13 +110,15 @@ class QueueSettings:
             "or leave unmanaged instances alone. Default true, as in the reference handler."
         ),
         env="KUBESPOT_QUEUE_CHECK_TAG_BEFORE_DRAINING",
-        nth="CHECK_TAG_BEFORE_DRAINING",
+        # NTH's deprecated CHECK_ASG_TAG_BEFORE_DRAINING counts only when the newer name is absent.
+        nth=("CHECK_TAG_BEFORE_DRAINING", "CHECK_ASG_TAG_BEFORE_DRAINING"),
     )
     managed_tag: str = setting(
         MANAGED_TAG,
         doc="The tag key that marks an instance as handled by this controller (any value).",
         env="KUBESPOT_QUEUE_MANAGED_TAG",
-        nth="MANAGED_TAG",
+        # NTH's deprecated MANAGED_ASG_TAG counts only when the newer name is absent.
+        nth=("MANAGED_TAG", "MANAGED_ASG_TAG"),
     )
     use_provider_id: bool = setting(
         False,

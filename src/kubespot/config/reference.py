@@ -92,7 +92,9 @@ def _table(group: Group, *, identity: str = "Identity") -> list[str]:
 
 
 def _aliases(all_groups: Sequence[Group]) -> list[str]:
-    rows = sorted((n, s) for g in all_groups for s in g.specs for n in s.nth)
+    # Both commands declare their identity (pod name, namespace) under the same NTH names: list once.
+    by_name = {(n, s.path): s for g in all_groups for s in g.specs for n in s.nth}
+    rows = [(n, by_name[(n, path)]) for n, path in sorted(by_name)]
     lines = [
         "## Migrating from aws-node-termination-handler",
         "",

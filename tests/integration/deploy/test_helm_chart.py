@@ -57,6 +57,9 @@ RBAC_RULES = [
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
+RBAC_RULES_KEEP = [
+    {**r, "verbs": ["get", "list", "watch"]} if r["resources"] == ["pods"] else r for r in RBAC_RULES
+]
 WEBHOOK_URL = "https://hooks.example.com/services/T000/B000/plain-secret-token"
 
 
@@ -177,9 +180,10 @@ def test_affinity_requires_linux_and_excludes_fargate(helm: str, tmp_path: Path)
 
 
 def test_liveness_probe_targets_the_configured_probes_server(helm: str) -> None:
+    on = {"enableProbesServer": "true"}
     for sets, port, path in [
-        (None, 8080, "/healthz"),
-        ({"probesServerPort": "8181", "probesServerEndpoint": "/livez"}, 8181, "/livez"),
+        (on, 8080, "/healthz"),
+        ({**on, "probesServerPort": "8181", "probesServerEndpoint": "/livez"}, 8181, "/livez"),
     ]:
         objs = render(helm, sets=sets)
         c = container(objs)
@@ -193,27 +197,28 @@ def test_liveness_probe_targets_the_configured_probes_server(helm: str) -> None:
         ]
 
 
-def test_probes_server_can_be_turned_off(helm: str) -> None:
-    objs = render(helm, sets={"enableProbesServer": "false"})
-    assert "livenessProbe" not in container(objs)
+def test_probes_server_is_off_by_default_as_in_nths_chart(helm: str) -> None:
+    # NTH's values.yaml: enableProbesServer: false (IMDS mode); no port is bound on the node.
+    objs = render(helm)
+    assert "livenessProbe" not in container(objs) and "ports" not in container(objs)
     assert plain_env(objs)["KUBESPOT_OBSERVABILITY_ENABLE_PROBES_SERVER"] == "false"
 
 
 def test_unset_settings_leave_the_agent_defaults(helm: str) -> None:
-    """Only the chart's own choices (probes on, metrics off) appear; everything else is the agent's."""
+    """Only the chart's own choices appear (probes and metrics off, and ASG lifecycle draining on:
+    NTH's chart default, where its code's default is off); everything else is the agent's."""
     env = env_of(render(helm))
     assert set(env) == {
         *DOWNWARD,
         "KUBESPOT_OBSERVABILITY_ENABLE_PROBES_SERVER",
-        "KUBESPOT_OBSERVABILITY_PROBES_SERVER_PORT",
-        "KUBESPOT_OBSERVABILITY_PROBES_SERVER_ENDPOINT",
         "KUBESPOT_OBSERVABILITY_ENABLE_PROMETHEUS_SERVER",
+        "KUBESPOT_IMDS_ASG_LIFECYCLE_DRAINING",
     }
+    assert env["KUBESPOT_IMDS_ASG_LIFECYCLE_DRAINING"]["value"] == "true"
 
 
 def test_metrics_port_is_exposed_only_when_enabled(helm: str) -> None:
-    names = [p["name"] for p in container(render(helm))["ports"]]
-    assert names == ["http-probes"]
+    assert "ports" not in container(render(helm))
     c = container(render(helm, sets={"enablePrometheusServer": "true", "prometheusServerPort": "9100"}))
     assert {"name": "http-metrics", "containerPort": 9100, "hostPort": 9100, "protocol": "TCP"} in c["ports"]
 
@@ -293,7 +298,10 @@ def test_nth_webhook_secret_name_is_mounted_with_nths_key(helm: str) -> None:
         ({"targetNodeOs": "linux windows"}, "Linux nodes only"),
         ({"podMonitor.create": "true"}, "enablePrometheusServer"),
         ({"webhookTemplateConfigMapName": "tpl"}, "webhookTemplateConfigMapKey"),
-        ({"enablePrometheusServer": "true", "prometheusServerPort": "8080"}, "must differ"),
+        (
+            {"enablePrometheusServer": "true", "enableProbesServer": "true", "prometheusServerPort": "8080"},
+            "must differ",
+        ),
     ],
 )
 def test_values_that_cannot_work_stop_the_release(helm: str, sets: dict[str, str], message: str) -> None:
@@ -522,7 +530,8 @@ def test_rendered_objects_create_on_kubesim(
         assert got["metadata"]["name"] == obj["metadata"]["name"]
         assert f"{obj['metadata']['name']} created" in out
     role = cluster.get("clusterrole", f"{RELEASE}-kubespot", None)
-    assert role["rules"] == RBAC_RULES
+    # everything-on sets pdbDeadlineAction: keep, so no pod is ever deleted and no delete is granted.
+    assert role["rules"] == (RBAC_RULES_KEEP if EVERYTHING_ON in files else RBAC_RULES)
     pods = cluster.agent_pods()
     # One agent per Linux non-Fargate node the selector allows, tainted and cordoned ones included.
     assert set(pods) == expected_nodes

@@ -70,6 +70,10 @@ CLEANUP_RULES = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch", "delete"]},
     *CONTROLLER_RULES[1:],
 ]
+#: everything-on sets pdbDeadlineAction: keep: no pod is ever deleted, so delete is not granted.
+CLEANUP_RULES_KEEP = [
+    {**r, "verbs": ["get", "list", "watch"]} if r["resources"] == ["pods"] else r for r in CLEANUP_RULES
+]
 
 
 def lease_rules(name: str) -> list[Obj]:
@@ -106,6 +110,8 @@ ALWAYS = {
     "KUBESPOT_KUBE_API_BURST",
     # The Lease is always named by the chart, so its Role can name it too.
     "KUBESPOT_LEADER_ELECTION_LEASE_NAME",
+    # enableASGLifecycleDraining: true, NTH's chart default (shared with the agent).
+    "KUBESPOT_IMDS_ASG_LIFECYCLE_DRAINING",
 }
 #: From the Downward API, whatever the values: the replica's identity and its Lease's namespace.
 DOWNWARD = {"KUBESPOT_POD_NAME": "metadata.name", "KUBESPOT_POD_NAMESPACE": "metadata.namespace"}
@@ -376,9 +382,11 @@ def test_probes_target_the_probes_server(helm: str) -> None:
         assert env["KUBESPOT_OBSERVABILITY_ENABLE_PROBES_SERVER"] == "true"
         assert env["KUBESPOT_OBSERVABILITY_PROBES_SERVER_PORT"] == str(port)
         assert env["KUBESPOT_OBSERVABILITY_PROBES_SERVER_ENDPOINT"] == path
+    # The agent's switch: the controller always serves its probes, as NTH's Deployment does
+    # (it renders ENABLE_PROBES_SERVER "true" whatever enableProbesServer says).
     off = render(helm, sets={**ON, "enableProbesServer": "false"})
-    assert "livenessProbe" not in container(off)
-    assert plain_env(off)["KUBESPOT_OBSERVABILITY_ENABLE_PROBES_SERVER"] == "false"
+    assert "livenessProbe" in container(off)
+    assert plain_env(off)["KUBESPOT_OBSERVABILITY_ENABLE_PROBES_SERVER"] == "true"
 
 
 def test_defaults_render_only_the_chart_choices(helm: str) -> None:
@@ -407,7 +415,9 @@ def test_nth_queue_values_produce_the_matching_controller_env(helm: str) -> None
         "KUBESPOT_QUEUE_COMPLETE_LIFECYCLE_ACTION_DELAY": "5",
         "KUBESPOT_QUEUE_HEARTBEAT_INTERVAL": "30",
         "KUBESPOT_QUEUE_HEARTBEAT_UNTIL": "600",
-        "KUBESPOT_IMDS_REBALANCE_MONITORING": "false",
+        # NTH's queue mode ignores the IMDS-only switches: every rebalance message is cordoned and
+        # drained (NTH's draincordon handler), so both are on whatever the file says.
+        "KUBESPOT_IMDS_REBALANCE_MONITORING": "true",
         "KUBESPOT_IMDS_REBALANCE_DRAINING": "true",
         "KUBESPOT_NODE_ACTIONS_TAINT_NODE": "true",
         "KUBESPOT_DRAIN_DELETE_LOCAL_DATA": "true",
@@ -423,12 +433,11 @@ def test_nth_queue_values_produce_the_matching_controller_env(helm: str) -> None
     }
     assert {k: env.get(k) for k in expected} == expected
     # NTH's "" means "the default"; IMDS-only values never reach the controller.
-    for unset in (
-        "KUBESPOT_AWS_ENDPOINT_URL",
-        "KUBESPOT_IMDS_SPOT_INTERRUPTION_DRAINING",
-        "KUBESPOT_IMDS_TRIES",
-    ):
+    for unset in ("KUBESPOT_AWS_ENDPOINT_URL", "KUBESPOT_IMDS_TRIES"):
         assert unset not in env
+    # NTH's queue processor acts on every spot, scheduled and ASG message whatever the IMDS switches say.
+    for on in ("SPOT_INTERRUPTION", "SCHEDULED_EVENT", "ASG_LIFECYCLE"):
+        assert env[f"KUBESPOT_IMDS_{on}_DRAINING"] == "true"
     assert "KUBESPOT_NODE_NAME" not in env  # no Downward API: the controller serves every node
 
 
@@ -723,7 +732,7 @@ def cluster(tmp_path: Path) -> Iterator[ControllerCluster]:
     [
         ([], {**ON, "enablePrometheusServer": "true", "serviceMonitor.create": "true"}, 2, CONTROLLER_RULES),
         ([NTH_QUEUE], None, 2, CONTROLLER_RULES),
-        ([EVERYTHING_ON, CONTROLLER_EVERYTHING], None, 3, CLEANUP_RULES),
+        ([EVERYTHING_ON, CONTROLLER_EVERYTHING], None, 3, CLEANUP_RULES_KEEP),
     ],
     ids=["controller", "nth-queue", "everything"],
 )

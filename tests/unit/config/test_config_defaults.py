@@ -59,7 +59,9 @@ NTH_DEFAULTS: dict[str, Any] = {
 #: Where kubespot deliberately differs (the setting's doc must say why): NTH name -> kubespot default.
 DELIBERATE: dict[str, Any] = {"KUBE_API_QPS": 50.0, "KUBE_API_BURST": 100}
 #: NTH names with no fixed default value in FACTS.md.
-NO_DEFAULT = {"NODE_NAME", "UPTIME_FROM_FILE"}
+NO_DEFAULT = {"NODE_NAME", "UPTIME_FROM_FILE", "POD_NAME", "NAMESPACE"}
+#: NTH's deprecated names, read when the newer name is absent (NTH pkg/config/config.go).
+DEPRECATED = {"GRACE_PERIOD"}
 #: NTH's queue-processor settings: read by `kubespot controller`, not the agent.
 QUEUE_MODE = {
     "ENABLE_SQS_TERMINATION_DRAINING",
@@ -75,12 +77,17 @@ QUEUE_MODE = {
     "HEARTBEAT_INTERVAL",
     "HEARTBEAT_UNTIL",
     "SQS_MSG_VISIBILITY_TIMEOUT_SEC",
+    "CHECK_ASG_TAG_BEFORE_DRAINING",
+    "MANAGED_ASG_TAG",
 }
-FACTS_NAMES = set(NTH_DEFAULTS) | NO_DEFAULT | QUEUE_MODE
+FACTS_NAMES = set(NTH_DEFAULTS) | NO_DEFAULT | QUEUE_MODE | DEPRECATED
 
 #: One non-default value per NTH name, as a user would write it in an env block, and what it gives.
 ALIAS_VALUES: dict[str, tuple[str, Any]] = {
     "NODE_NAME": ("ip-10-0-0-1.ec2.internal", "ip-10-0-0-1.ec2.internal"),
+    "POD_NAME": ("aws-node-termination-handler-x7k2p", "aws-node-termination-handler-x7k2p"),
+    "NAMESPACE": ("kube-system", "kube-system"),
+    "GRACE_PERIOD": ("45", 45),
     "DRY_RUN": ("true", True),
     "INSTANCE_METADATA_URL": ("http://127.0.0.1:1338", "http://127.0.0.1:1338"),
     "DELETE_LOCAL_DATA": ("false", False),

@@ -40,8 +40,72 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+NTH's own default image (its values.yaml as `helm show values` prints it: this repository, tag "")
+means "the project's image", so it gives kubespot's; any other NTH image stops the render
+("kubespot.validateImage").
+*/}}
+{{- define "kubespot.nthDefaultImage" -}}
+{{- if and (eq (toString .Values.image.repository) "public.ecr.aws/aws-ec2/aws-node-termination-handler") (not (include "kubespot.isSet" .Values.image.tag)) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The image .github/workflows/release.yml builds (tests check the two agree). */}}
+{{- define "kubespot.defaultImageRepository" -}}ghcr.io/kubespot/kubespot{{- end -}}
+
 {{- define "kubespot.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) -}}
+{{- $repository := .Values.image.repository | default (include "kubespot.defaultImageRepository" .) -}}
+{{- if include "kubespot.nthDefaultImage" . -}}{{- $repository = include "kubespot.defaultImageRepository" . -}}{{- end -}}
+{{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion | toString) -}}
+{{- end -}}
+
+{{- define "kubespot.validateImage" -}}
+{{- $repository := toString .Values.image.repository -}}
+{{- $tag := toString (.Values.image.tag | default "") -}}
+{{- if and (not (include "kubespot.nthDefaultImage" .)) (contains "aws-node-termination-handler" $repository) -}}
+{{- fail (printf "image.repository: %q is aws-node-termination-handler's image, which cannot run `kubespot agent`; remove image.repository (kubespot's image is %s) or point it at your mirror of kubespot's image" $repository (include "kubespot.defaultImageRepository" .)) -}}
+{{- end -}}
+{{- if regexMatch "^v[0-9]" $tag -}}
+{{- fail (printf "image.tag: %q is an aws-node-termination-handler-style tag; kubespot's images are tagged with the chart's appVersion without the v prefix (%s): remove image.tag or set a kubespot version" $tag .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The name NTH's chart gives its objects and ServiceAccount (its "fullname" with its chart name): an
+NTH queue-mode install's IAM role trusts system:serviceaccount:<ns>:<this>.
+*/}}
+{{- define "kubespot.nthFullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default "aws-node-termination-handler" .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Extra env vars, a list of EnvVar objects or a map name: value (NTH's older form), as a YAML list. */}}
+{{- define "kubespot.envList" -}}
+{{- if kindIs "map" . }}
+{{- range $name, $value := . }}
+- name: {{ $name }}
+  value: {{ $value | toString | quote }}
+{{- end }}
+{{- else if . }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The probes server's port and path: NTH's probes.httpGet when set, else probesServerPort / Endpoint. */}}
+{{- define "kubespot.probePort" -}}
+{{- $port := dig "httpGet" "port" "" (.Values.probes | default dict) -}}
+{{- include "kubespot.envText" (ternary $port .Values.probesServerPort (ne (toString $port) "")) -}}
+{{- end -}}
+{{- define "kubespot.probePath" -}}
+{{- $path := dig "httpGet" "path" "" (.Values.probes | default dict) -}}
+{{- ternary $path .Values.probesServerEndpoint (ne (toString $path) "") -}}
 {{- end -}}
 
 {{/*
@@ -201,9 +265,26 @@ loadBalancerWaitMaxDelay: KUBESPOT_LOADBALANCER_WAIT_MAX_DELAY
 {{- if and .Values.webhookTemplateConfigMapName (not .Values.webhookTemplateConfigMapKey) -}}
 {{- fail "webhookTemplateConfigMapName needs webhookTemplateConfigMapKey (the key holding the template)" -}}
 {{- end -}}
-{{- if and (include "kubespot.metricsEnabled" .) (include "kubespot.probesEnabled" .) (eq (toString .Values.prometheusServerPort) (toString .Values.probesServerPort)) -}}
-{{- fail "prometheusServerPort and probesServerPort must differ" -}}
+{{- if and (include "kubespot.metricsEnabled" .) (or (include "kubespot.probesEnabled" .) (include "kubespot.controllerEnabled" .)) (eq (toString .Values.prometheusServerPort) (include "kubespot.probePort" .)) -}}
+{{- fail "prometheusServerPort and the probes port (probes.httpGet.port or probesServerPort) must differ" -}}
 {{- end -}}
+{{- include "kubespot.validateImage" . -}}
+{{- if and (eq (toString .Values.rbac.pspEnabled | lower) "true") (semverCompare "<1.25-0" .Capabilities.KubeVersion.GitVersion) -}}
+{{- fail (printf "rbac.pspEnabled: kubespot ships no PodSecurityPolicy, and this cluster (%s) still has the PSP API; set rbac.pspEnabled: false and grant the agent a policy yourself (hostNetwork, hostPath /proc/uptime when procUptimeFile is set); with helm template, pass the cluster's --kube-version" .Capabilities.KubeVersion.GitVersion) -}}
+{{- end -}}
+{{- with .Values.sqsMsgVisibilityTimeoutSec -}}
+{{- if and (include "kubespot.controllerEnabled" $) (lt (float64 .) 3.0) -}}
+{{- fail (printf "sqsMsgVisibilityTimeoutSec: %v is below kubespot's minimum of 3 seconds (the controller renews it while a node is handled, so a short timeout buys nothing)" .) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (eq (toString .Values.nodeRestrictionPolicy.enabled | lower) "true") (not (include "kubespot.daemonsetEnabled" .)) -}}
+{{- fail "nodeRestrictionPolicy.enabled: it limits the agent DaemonSet's service account, and the DaemonSet is off" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* pods delete is needed unless pdbDeadlineAction is keep (the agent's default is delete). */}}
+{{- define "kubespot.podDeleteNeeded" -}}
+{{- if ne (toString .Values.pdbDeadlineAction | lower) "keep" -}}true{{- end -}}
 {{- end -}}
 
 {{/* --- Which workloads run ---------------------------------------------------------------- */}}
@@ -270,7 +351,14 @@ trust policy names that account); else the controller gets <fullname>-controller
 {{- $name = .Values.serviceAccount.name -}}
 {{- end -}}
 {{- if include "kubespot.controllerServiceAccountCreate" . -}}
-{{- default (include "kubespot.controllerFullname" .) $name -}}
+{{- if $name -}}
+{{- $name -}}
+{{- else if and (include "kubespot.queueMode" .) (not (include "kubespot.daemonsetEnabled" .)) -}}
+{{- /* NTH's queue mode: the account NTH's chart would have created (its IRSA trust policy names it). */ -}}
+{{- include "kubespot.nthFullname" . -}}
+{{- else -}}
+{{- include "kubespot.controllerFullname" . -}}
+{{- end -}}
 {{- else -}}
 {{- default "default" $name -}}
 {{- end -}}
@@ -296,6 +384,20 @@ Settings of the agent's (top-level) values the controller does not take: IMDS on
 controller.* (the API rate limits of a cluster-wide controller are not a node agent's). The uptime
 file is never rendered for the controller (it reads no IMDS).
 */}}
+{{/*
+Switches NTH reads in IMDS mode only ("Only used in IMDS mode", its values.yaml): its queue processor
+acts on every spot, scheduled, ASG and rebalance message, and cordons and drains on a rebalance
+(pkg/interruptionevent/draincordon/handler.go). In NTH's queue mode the controller is given exactly
+that, whatever these say.
+*/}}
+{{- define "kubespot.nthImdsOnlySwitches" -}}
+- enableSpotInterruptionDraining
+- enableScheduledEventDraining
+- enableRebalanceMonitoring
+- enableRebalanceDraining
+- enableASGLifecycleDraining
+{{- end -}}
+
 {{- define "kubespot.agentOnlySettings" -}}
 - instanceMetadataURL
 - metadataTries
