@@ -20,6 +20,10 @@ def _number(out: dict[str, object], key: str) -> float:
     return float(value)
 
 
+def first_tier_pods(out: dict[str, object]) -> int:
+    return int(_number(out, "pods_on_interrupted_nodes") - _number(out, "last_tier_pods"))
+
+
 @pytest.mark.slow
 def test_queue_burst_prints_its_figures() -> None:
     res = subprocess.run(
@@ -75,3 +79,18 @@ def test_queue_burst_prints_its_figures() -> None:
     assert _number(out, "goal_done_s") == 120 and _number(out, "goal_peak_rss_mib") == 300
     assert isinstance(out["met"], bool) and isinstance(out["met_by_goal"], dict)
     assert isinstance(out["timeline"], list) and out["timeline"]
+
+    # The ideal client's time on a fresh copy of the cluster, and the product's against it.
+    limit = out["limit"]
+    assert isinstance(limit, dict)
+    assert limit["fences"] == 4 and 0 < limit["evictions"] <= first_tier_pods(out)
+    assert 0 < _number(out, "limit_s") == limit["limit_s"] < 60
+    assert 0 <= _number(limit, "limit_cordoned_s") <= _number(out, "limit_s")
+    assert _number(out, "limit_ratio") == pytest.approx(first_tier / _number(out, "limit_s"), abs=0.01)
+    assert limit["kube_requests_by_kind"] == {"patch nodes": 4, "create pods/eviction": limit["evictions"]}
+    assert _number(out, "goal_limit_ratio") == 1.5
+    assert isinstance(out["met_by_goal"]["limit_ratio"], bool)
+    speed = out["machine_speed"]
+    assert isinstance(speed, dict) and isinstance(speed["after"], dict)
+    for key in ("cpu_loop_ms", "wall_loop_ms"):
+        assert _number(speed, key) > 0 and _number(speed["after"], key) > 0, key
