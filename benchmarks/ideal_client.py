@@ -1,21 +1,21 @@
 """The ideal client of ``queue_burst``: the burst's API calls with no product logic, for its ``limit_s``.
 
 It sends what the controller must send before every pod outside the drain's last tier has been asked
-to leave, and nothing else: one merge PATCH per node (taint + cordon, with the node's
-resourceVersion, as the controller's compare-and-set fence), then, once that node's PATCH is answered,
-one policy/v1 Eviction per pod (with its uid precondition), whatever the answer. No queue, no AWS,
-no watch, no list, no retry: the pods to evict are given. Calls keep to the controller's client-side
-budget, a token bucket of ``--qps``/``--burst`` (first come, first served: the fences, queued first,
-go first), and at most ``--in-flight`` calls await an answer at once, over one aiohttp session with
-unlimited keep-alive connections, as the controller's pod and node calls do (``AIOHTTP_IN_FLIGHT`` =
-32). It imports no kubespot code, so it measures the API server and the machine, not the product.
+to leave, and nothing else: one merge PATCH per node (taint + cordon), then, once that node's PATCH
+is answered, one policy/v1 Eviction per pod (with its uid precondition), whatever the answer. No
+queue, no AWS, no watch, no list, no retry: the pods to evict are given. Calls keep to the
+controller's client-side budget, a token bucket of ``--qps``/``--burst`` (first come, first served:
+the fences, queued first, go first), and at most ``--in-flight`` calls await an answer at once, over
+one aiohttp session with unlimited keep-alive connections, as the controller's pod and node calls do
+(``AIOHTTP_IN_FLIGHT`` = 32). It imports no kubespot code: it measures the API server and the
+machine, not the product.
 
 Protocol (``queue_burst.measure_limit`` drives it): it opens its session, checks the server answers,
 prints ``ready`` and reads one line from stdin, the plan (JSON: ``{"nodes": [{"name", "patch",
-"pods": [[namespace, name, uid], ...]}]}``, built from the cluster at that moment so the
-resourceVersions are current); it then sends everything and prints one JSON object: ``started`` /
-``ended`` (epoch seconds, from the plan read to the last answer), ``fences``, ``evictions``,
-``answers`` (count per "<call> <status>") and ``cpu_s`` (its own CPU time over that span).
+"pods": [[namespace, name, uid], ...]}]}``, built from the cluster at that moment); it then sends
+everything and prints one JSON object: ``started`` / ``ended`` (epoch seconds, from the plan read to
+the last answer), ``fences``, ``evictions``, ``answers`` (count per "<call> <status>") and ``cpu_s``
+(its own CPU time over that span).
 """
 
 from __future__ import annotations
