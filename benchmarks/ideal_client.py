@@ -10,12 +10,12 @@ one aiohttp session with unlimited keep-alive connections, as the controller's p
 (``AIOHTTP_IN_FLIGHT`` = 32). It imports no kubespot code: it measures the API server and the
 machine, not the product.
 
-Protocol (``queue_burst.measure_limit`` drives it): it opens its session, checks the server answers,
-prints ``ready`` and reads one line from stdin, the plan (JSON: ``{"nodes": [{"name", "patch",
-"pods": [[namespace, name, uid], ...]}]}``, built from the cluster at that moment); it then sends
-everything and prints one JSON object: ``started`` / ``ended`` (epoch seconds, from the plan read to
-the last answer), ``fences``, ``evictions``, ``answers`` (count per "<call> <status>") and ``cpu_s``
-(its own CPU time over that span).
+Protocol (``queue_burst.measure_limit`` drives it): it opens its session and one connection per
+call in flight (checking the server answers), prints ``ready`` and reads one line from stdin, the
+plan (JSON: ``{"nodes": [{"name", "patch", "pods": [[namespace, name, uid], ...]}]}``, built from
+the cluster at that moment); it then sends everything and prints one JSON object: ``started`` /
+``ended`` (epoch seconds, from the plan read to the last answer), ``fences``, ``evictions``,
+``answers`` (count per "<call> <status>") and ``cpu_s`` (its own CPU time over that span).
 """
 
 from __future__ import annotations
@@ -86,14 +86,20 @@ class Client:
         await self.call("evict", "POST", path, body, "application/json")
 
 
+async def version(session: aiohttp.ClientSession, url: str) -> None:
+    async with session.get(url.rstrip("/") + "/version") as resp:
+        resp.raise_for_status()
+        await resp.read()
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
     headers = {"Authorization": f"Bearer {args.token}", "Accept": "application/json"}
     async with aiohttp.ClientSession(
         connector=connector, headers=headers, timeout=aiohttp.ClientTimeout(total=120)
     ) as session:
-        async with session.get(args.url.rstrip("/") + "/version") as resp:
-            resp.raise_for_status()
+        # One request per call in flight at once: every connection the burst uses is open before it.
+        await asyncio.gather(*(version(session, args.url) for _ in range(args.in_flight)))
         client = Client(session, args.url, Bucket(args.qps, args.burst), args.in_flight)
         print("ready", flush=True)
         nodes = orjson.loads(await asyncio.to_thread(sys.stdin.buffer.readline))["nodes"]
