@@ -229,3 +229,23 @@ def percentile(values: list[float], q: float) -> float:
 
 def round_all(obj: dict[str, Any], digits: int = 3) -> dict[str, Any]:
     return {k: round(v, digits) if isinstance(v, float) else v for k, v in obj.items()}
+
+
+#: Iterations of ``machine_speed``'s loop: ~50-100 ms of one core on the project's machine kind.
+SPEED_LOOP = 1_000_000
+
+
+def machine_speed(runs: int = 5) -> dict[str, float]:
+    """How fast this machine runs Python, so wall-clock figures from two machines can be compared:
+    the best of ``runs`` timings of a fixed pure-Python loop (``cpu_loop_ms``: CPU time of this
+    process, the core's speed; ``wall_loop_ms``: wall time, larger when other processes take the
+    core). Lower is faster."""
+    cpu = wall = float("inf")
+    for _ in range(runs):
+        started_cpu, started_wall = time.process_time(), time.perf_counter()
+        total = 0
+        for i in range(SPEED_LOOP):
+            total += i * i % 7
+        cpu = min(cpu, time.process_time() - started_cpu)
+        wall = min(wall, time.perf_counter() - started_wall)
+    return {"cpu_loop_ms": round(1000 * cpu, 1), "wall_loop_ms": round(1000 * wall, 1)}
