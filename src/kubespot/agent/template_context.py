@@ -11,16 +11,13 @@ as NTH falls back to what it had.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable
 from typing import Any
 
-from kubespot.kube import KubeClient, KubeError
+from kubespot.actions.node_facts import node_facts
+from kubespot.kube import KubeClient
 from kubespot.model import InterruptionEvent
 from kubespot.sources.imds.client import InstanceIdentity
-
-log = logging.getLogger("kubespot.agent")
 
 
 class TemplateContext:
@@ -31,21 +28,7 @@ class TemplateContext:
         self._identity = identity
 
     async def __call__(self, event: InterruptionEvent, node_name: str) -> dict[str, Any]:
-        facts = instance_facts(self._identity())
-        node, pods = await asyncio.gather(
-            self._kube.get_node(node_name), self._kube.list_pods_on_node(node_name), return_exceptions=True
-        )
-        if isinstance(node, BaseException):
-            _unread("node labels", node, event)
-        elif node is not None:
-            facts["NodeLabels"] = dict(node.labels)
-            facts["ProviderID"] = node.provider_id
-        if isinstance(pods, BaseException):
-            _unread("pod names", pods, event)
-        else:
-            # Names only, in the API server's order, as NTH's FetchPodNameList returns them.
-            facts["Pods"] = [pod.name for pod in pods.pods]
-        return facts
+        return {**instance_facts(self._identity()), **await node_facts(self._kube, event, node_name)}
 
 
 def instance_facts(identity: InstanceIdentity | None) -> dict[str, Any]:
@@ -64,11 +47,3 @@ def instance_facts(identity: InstanceIdentity | None) -> dict[str, Any]:
         "PublicHostname": identity.public_hostname,
     }
     return {name: value for name, value in facts.items() if value}
-
-
-def _unread(what: str, exc: BaseException, event: InterruptionEvent) -> None:
-    if not isinstance(exc, KubeError | OSError | TimeoutError):
-        raise exc
-    log.warning(
-        "webhook template: %s not read for event %s: %s", what, event.id, exc, extra={"event_id": event.id}
-    )

@@ -48,6 +48,7 @@ from kubespot.sources.sqs.consumer import QueueConsumer
 from .leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
 from .response_actions import ResponseActions, enabled_actions
 from .singleton import ManagedInstancesGauge, NodeCleanup
+from .template_context import QueueTemplateContext
 
 log = logging.getLogger("kubespot.controller")
 
@@ -106,6 +107,8 @@ class Controller:
                 on_result=self.metrics.webhook,
                 on_delivery=self.metrics.notification,
                 max_queue=settings.notify.queue_size,
+                # Templates get the node's labels and pods and what EC2 says of the instance.
+                context=QueueTemplateContext(self.kube, self.instances, settings.aws.region or ""),
             )
             if targets and not settings.node_actions.dry_run
             else None

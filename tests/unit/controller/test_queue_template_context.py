@@ -1,0 +1,55 @@
+"""In queue mode a webhook template gets the Node's labels, providerID and pods, and what EC2 says of
+the interrupted instance (issue 10: NTH's fields must not print empty in the controller's messages)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kubespot.aws.ec2 import InstanceInfo
+from kubespot.controller.template_context import QueueTemplateContext
+from kubespot.kube import KubeError, NodeView, PodList, PodView
+from kubespot.model import InterruptionEvent, Kind, Source
+
+NOW = datetime(2026, 11, 25, tzinfo=UTC)
+
+
+class Kube:
+    def __init__(self, *, fail_pods: bool = False) -> None:
+        self.fail_pods = fail_pods
+
+    async def get_node(self, name: str) -> NodeView:
+        return NodeView(name, labels={"team": "web"}, provider_id="aws:///us-east-1a/i-0abc")
+
+    async def list_pods_on_node(self, node: str) -> PodList:
+        if self.fail_pods:
+            raise KubeError(503, "apiserver restarting")
+        return PodList((PodView("default", "web-1", "u1", node_name=node),), "7")
+
+
+class Instances:
+    async def lookup(self, instance_ids: list[str]) -> dict[str, Any]:
+        return {
+            "i-0abc": InstanceInfo(
+                "i-0abc", "ip-10-0-0-1.ec2.internal", "us-east-1a", "running", lifecycle="spot"
+            )
+        }
+
+
+def event() -> InterruptionEvent:
+    return InterruptionEvent("e", Kind.SPOT_INTERRUPTION, "i-0abc", Source.SQS, NOW, NOW, NOW)
+
+
+async def test_the_node_and_instance_facts_are_filled() -> None:
+    context = QueueTemplateContext(Kube(), Instances(), "us-east-1")  # type: ignore[arg-type]
+    facts = await context(event(), "ip-10-0-0-1.ec2.internal")
+    assert facts["NodeLabels"] == {"team": "web"} and facts["Pods"] == ["web-1"]
+    assert facts["ProviderID"] == "aws:///us-east-1a/i-0abc"
+    assert facts["AvailabilityZone"] == "us-east-1a" and facts["InstanceLifeCycle"] == "spot"
+    assert facts["Region"] == "us-east-1" and facts["LocalHostname"] == "ip-10-0-0-1.ec2.internal"
+
+
+async def test_a_part_that_cannot_be_read_is_left_out() -> None:
+    context = QueueTemplateContext(Kube(fail_pods=True), Instances(), "")  # type: ignore[arg-type]
+    facts = await context(event(), "n")
+    assert "Pods" not in facts and facts["NodeLabels"] == {"team": "web"} and "Region" not in facts
