@@ -597,8 +597,17 @@ class _Drain:
             res.attempts += 1
             if answer.outcome is EvictionOutcome.THROTTLED:
                 # The server did not look at the eviction: no refusal, no step of the backoff, no
-                # deadline action on its account (that one follows a budget's own answer).
+                # deadline action on its account (that one follows a budget's own answer)...
                 res.throttled += 1
+                left = self.left()
+                if (
+                    res.blocked > 0
+                    and s.pdb_deadline_action == "delete"
+                    and deadline_action_due(pod, settings=s, seconds_left=left, window=self.window)
+                ):
+                    # ...unless a budget already refused this pod and the action is due now: that
+                    # refusal stands, and throttling must not carry the pod past its delete.
+                    return await self._delete_at_deadline(plan, res, left, answer)
                 pause = answer.retry_after
                 if pause is None:
                     pause = full_jitter(

@@ -134,7 +134,10 @@ def template_variables(
         "InstanceID": event.instance_id,
         "IsManaged": True,
         "StartTime": event.deadline or event.notice_time,
-        "EndTime": event.deadline,
+        # NTH sets EndTime only for scheduled events; elsewhere it is Go's zero time (prints
+        # 0001-01-01 00:00:00 +0000 UTC, .IsZero is true), never nil: .EndTime.Format must work.
+        "EndTime": (event.deadline if event.kind is Kind.SCHEDULED_MAINTENANCE else None)
+        or gotemplate.GO_ZERO_TIME,
         "NodeProcessed": False,
         "InProgress": not event.cancelled,
         "NoticeTime": event.notice_time,

@@ -1,9 +1,11 @@
 """An outgoing call's URL template, rendered with every value percent-encoded for where it lands.
 
 The template's own text is the URL as written; each value a tag prints is data, so it is encoded:
-in the path as one segment (``/``, ``?``, ``#`` and ``%`` encoded, and a value of ``.`` or ``..``
-too, so it cannot climb the path), in the query and the fragment as one component (``&``, ``=``,
-``+``, ``#``, spaces and ``%`` encoded; ``/``, ``?``, ``:`` and ``@`` may stay, RFC 3986 section 3.4).
+in the path as one segment (``/``, ``?``, ``#`` and ``%`` encoded; a value that would make a whole
+segment ``.`` or ``..`` is refused: RFC 3986 section 6.2.2.2 lets a server or proxy decode ``%2E``
+before it removes dot segments, so encoding alone cannot stop it climbing the path), in the query
+and the fragment as one component (``&``, ``=``, ``+``, ``#``, spaces and ``%`` encoded; ``/``,
+``?``, ``:`` and ``@`` may stay, RFC 3986 section 3.4).
 Where a value lands is where its tag sits in the rendered text: after the first ``?`` or ``#`` of the
 template's own text, it is in the query (or fragment).
 
@@ -28,13 +30,12 @@ _QUERY_SAFE: Final = "/?:@"
 
 
 class ServerChanged(ValueError):
-    """The rendered URL names another scheme or authority than its template's literal start."""
+    """The rendered URL names another scheme or authority than its template's literal start, or
+    a value made a dot segment of its path (``/../``) that would climb it."""
 
 
 def encode_path_segment(value: str) -> str:
-    """``value`` as one path segment: every reserved character encoded, dot segments too."""
-    if value in (".", ".."):
-        return value.replace(".", "%2E")
+    """``value`` inside a path segment: every reserved character encoded."""
     return quote(value, safe="")
 
 
@@ -73,4 +74,7 @@ def render_url(template: str, variables: Mapping[str, Any]) -> str:
     got = urlsplit(url)
     if (got.scheme, got.netloc) != (expected.scheme, expected.netloc):
         raise ServerChanged("the rendered URL names another server than its template")
+    literal_dots = {seg for seg in urlsplit(template).path.split("/") if seg in (".", "..")}
+    if any(seg in (".", "..") and seg not in literal_dots for seg in got.path.split("/")):
+        raise ServerChanged("a value made a '.' or '..' segment of the URL's path")
     return url

@@ -94,6 +94,11 @@ SETTLED_KEPT = 64
 #: A live event that lost the node (covered by the current one) is forgotten this long after its
 #: instance was expected to go, so a long-lived handler does not keep every notice it ever saw.
 KNOWN_KEPT_PAST_DEADLINE = timedelta(minutes=10)
+#: An event whose work has ended keeps the node (and covers weaker follow-ups: the EC2 state changes
+#: and hooks that come after a spot interruption) until this long after its instance's expected end;
+#: then the node is free again, so a later interruption of the same Node (a stopped and restarted
+#: instance, a warm pool) is handled on its own instead of being taken for a follow-up.
+CURRENT_KEPT_PAST_DEADLINE = timedelta(minutes=10)
 #: At shutdown, how long the release of this process's hold on the node may take.
 RELEASE_TIMEOUT = 2.0
 
@@ -101,8 +106,8 @@ RELEASE_TIMEOUT = 2.0
 class Settled(StrEnum):
     """How the handling of one event ended, as far as the instance's fate goes."""
 
+    #: An event that lost the node to a stronger one (or was covered by it) ends as that one ends.
     DONE = "done"  # fenced, and drained if the plan drains (or a dry run of that)
-    SUPERSEDED = "superseded"  # a stronger event took the node over
     WITHDRAWN = "withdrawn"  # canceled or completed before or while it was handled
     IGNORED = "ignored"  # its kind is switched off
     FAILED = "failed"  # gave up (the deadline passed) or an unexpected error
@@ -231,6 +236,22 @@ class NodeHandler(TimelineSteps):
                     log.info("event %s: covered by %s (%s)", event.id, current.id, how.value)
                     other.set_result(how)
 
+    def _ends(self, event: InterruptionEvent) -> datetime:
+        """When ``event``'s instance was expected to go (its deadline, else the drain window)."""
+        return effective_deadline(event, now=event.act_at, window=self._window)
+
+    def _release_ended(self, now: datetime) -> None:
+        """Free the node from a current event whose work has ended well past its instance's end."""
+        current = self._current
+        fut = None if current is None else self._settled.get(current.id)
+        if current is None or fut is None or not fut.done() or self.busy:
+            return  # still working (a rebalance's undo timer counts), or never settled
+        if self._ends(current) + CURRENT_KEPT_PAST_DEADLINE >= now:
+            return
+        log.info("event %s ended at %s: the node is free for new notices", current.id, self._ends(current))
+        self._known.pop(current.id, None)
+        self._current = None
+
     def _prune(self, now: datetime) -> None:
         """Forget live events long past their instance's end and the oldest outcomes, so memory stays
         bounded on a handler that lives as long as its Node."""
@@ -239,8 +260,7 @@ class NodeHandler(TimelineSteps):
             fut = self._settled.get(event_id)
             if event_id == current or fut is None or not fut.done():
                 continue
-            ends = effective_deadline(event, now=event.act_at, window=self._window)
-            if ends + KNOWN_KEPT_PAST_DEADLINE < now:
+            if self._ends(event) + KNOWN_KEPT_PAST_DEADLINE < now:
                 del self._known[event_id]
         ended = [i for i, f in self._settled.items() if f.done() and i not in self._known]
         for event_id in ended[: max(0, len(ended) - SETTLED_KEPT)]:
@@ -340,14 +360,17 @@ class NodeHandler(TimelineSteps):
         """Give the node to the strongest due event if it beats the current one; arm the timer for
         the next event that is not due yet. Called under the lock."""
         now = self._clock.now()
+        self._release_ended(now)
         best: InterruptionEvent | None = None
         for event in self._known.values():
             if event.act_at <= now and supersedes(event, best, now=now, window=self._window):
                 best = event
         if best is not None and supersedes(best, self._current, now=now, window=self._window):
             if self._current is not None:
+                # Not settled here: the event that lost the node is covered by the one that took it
+                # and ends as that one ends (an Auto Scaling hook is completed only once the node is
+                # drained for the stronger reason, never at the takeover).
                 log.info("event %s takes the node over from %s", best.id, self._current.id)
-                self._settle(self._current.id, Settled.SUPERSEDED)
                 self._report_end(self._current, Outcome.SUPERSEDED)
             self._current = best
             plan = plan_for(best, actions=self._actions, monitors=self._monitors)
@@ -418,6 +441,11 @@ class NodeHandler(TimelineSteps):
             plan = plan_for(event, actions=self._actions, monitors=self._monitors)
             if not plan.acts:
                 log.warning("state for %s found, but that kind is switched off: left as it is", event.kind)
+                return
+            ended = self._ends(event) + CURRENT_KEPT_PAST_DEADLINE < self._clock.now()
+            if state.phase is Phase.DRAINED and state.undo_at is None and ended:
+                # Long over: nothing to resume, and a new notice must not be taken for its follow-up.
+                log.info("state of %s (drained, ended) left as it is", event.id)
                 return
             log.info("resuming %s from phase %s", event.id, state.phase.value)
             async with self._lock:
@@ -948,7 +976,11 @@ def _fence_patch(
     state = NodeState(
         event_id=event.id,
         kind=event.kind.value,
-        phase=old.phase if same and old is not None and old.phase is not Phase.FENCED else fenced,
+        # DRAIN_FAILED is retried: back to DRAINING in this compare-and-set write, so the retry has
+        # one owner (two replicas resuming the node at a rollout do not both drain it).
+        phase=old.phase
+        if same and old is not None and old.phase not in (Phase.FENCED, Phase.DRAIN_FAILED)
+        else fenced,
         since=old.since if same and old is not None else now,
         deadline=event.deadline,
         cordoned_by_us=(old.cordoned_by_us if old is not None else False)

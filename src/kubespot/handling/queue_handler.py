@@ -239,7 +239,10 @@ class QueueHandler:
         if parsed.lifecycle is not None and self._queue.heartbeat_interval > 0:
             until = self._queue.heartbeat_until
             ends = max(ends, now + (timedelta(seconds=until) if until > 0 else LIFECYCLE_MAX))
-        return ends + timedelta(seconds=self._queue.held_margin)
+        # At least held_margin from now: a message that arrives late (an EC2 state change's deadline
+        # is its own time) is still handed to its node's handler, which acts on it as it can.
+        margin = timedelta(seconds=self._queue.held_margin)
+        return max(ends, now) + margin
 
     # --- one message ---------------------------------------------------------------------------------
 
@@ -336,9 +339,11 @@ class QueueHandler:
             # record only matters should this replica die meanwhile.
         elif event.kind is Kind.SCHEDULED_MAINTENANCE and event.cancelled:
             keep = not await self.scheduled.release(node.name, event.id, closed=event)
-            await handler.handle(event)
+            await asyncio.shield(handler.handle(event))
         else:
-            await handler.handle(event)
+            # Shielded: a bound that runs out must not cancel the handler half-way through its
+            # decision (the new event current, its work not started).
+            await asyncio.shield(handler.handle(event))
         heartbeats = self._heartbeats(parsed.lifecycle) if parsed.lifecycle else None
         try:
             settled = await handler.settled(event.id)

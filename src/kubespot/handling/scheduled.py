@@ -281,6 +281,12 @@ def is_outdated(event: InterruptionEvent, entries: Iterable[Entry], tombstones: 
     return ""
 
 
+def _closed_since(entry: Entry, tombstones: Mapping[str, Closed]) -> bool:
+    """Whether ``entry`` was recorded from a message older than its event's closing."""
+    closed = tombstones.get(entry.id)
+    return closed is not None and entry.notice <= closed.at
+
+
 def pruned_closed(node: NodeView, now: datetime) -> Mapping[str, Any] | None:
     """The merge patch dropping the node's expired tombstones (None: nothing to drop)."""
     old_text = node.annotations.get(CLOSED_ANNOTATION)
@@ -395,10 +401,21 @@ class ScheduledChanges:
         # Known before the write, so the node change our own write causes is not taken for news.
         mine = armed[event.id] = _Armed(event, self._clock.monotonic(), seen=before.seen if before else False)
         now = self._clock.now()
+        stale = ""
+
+        def change(n: NodeView) -> Mapping[str, Any] | None:
+            # Checked on the node the write applies to, not on this replica's copy, which may not
+            # show yet the "closed" another replica recorded a moment ago.
+            nonlocal stale
+            try:
+                recorded = decode_entries(n.annotations.get(SCHEDULED_ANNOTATION))
+            except RecordError:
+                recorded = ()
+            stale = is_outdated(event, recorded, decode_closed(n.annotations.get(CLOSED_ANNOTATION)))
+            return None if stale else record_patch(n, lambda old: with_entry(old, entry, now))
+
         try:
-            written = await self._kube.update_node(
-                node.name, lambda n: record_patch(n, lambda old: with_entry(old, entry, now)), current=node
-            )
+            written = await self._kube.update_node(node.name, change, current=node)
         except KubeError as err:
             if before is not None:
                 armed[event.id] = before
@@ -408,6 +425,14 @@ class ScheduledChanges:
             self._metrics.action("scheduled_record", "failure")
             await handler.handle(event)
             return False
+        if stale:
+            if before is not None:
+                armed[event.id] = before
+            else:
+                armed.pop(event.id, None)
+            log.info("scheduled change %s on node %s is outdated (%s): not armed", event.id, node.name, stale)
+            self._metrics.action("message", "outdated")
+            return True
         mine.written = written.resource_version
         if before is not None and before.watcher is not None and not before.watcher.done():
             mine.watcher = before.watcher  # same event id: the same settlement to wait for
@@ -545,7 +570,10 @@ class ScheduledChanges:
         for event_id, was in list(armed.items()):
             if event_id in present or node.resource_version == was.written:
                 was.seen = True
-            if event_id in present:
+            if event_id in present and not _closed_since(present[event_id], self._tombstones(node)):
+                continue
+            if event_id in present:  # recorded from a stale message, closed since: withdrawn
+                await self._forget(name, was, now)
                 continue
             if not was.seen and self._clock.monotonic() - was.since < UNSEEN_GRACE:
                 continue  # an older copy of the node than our own write
@@ -554,8 +582,7 @@ class ScheduledChanges:
         for entry in entries:
             if entry.expired(now):
                 continue  # the change has begun: too late to fence for it
-            closed = tombstones.get(entry.id)
-            if closed is not None and entry.notice <= closed.at:
+            if _closed_since(entry, tombstones):
                 continue  # written from a stale message (e.g. by an older replica): closed since
             await self._arm(name, entry)
         if any(entry.stale(now) for entry in entries):

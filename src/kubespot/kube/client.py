@@ -559,6 +559,8 @@ class KubeClient:
                     except KubeError as list_err:
                         log.warning("re-list of %s failed: %s", what, list_err)
                         continue
+                    # The server answered the re-list: the time it took is no silence of the watch.
+                    watch.hear()
                     rv = getattr(listing, "resource_version", "") or None
                     yield PodEventType.RESYNC.value, None, listing
 
@@ -649,10 +651,20 @@ class KubeClient:
         ``uid`` deletes that pod only (``DeleteOptions.preconditions.uid``): the API server answers
         409 Conflict when the name now belongs to another pod, which then counts as gone.
         """
-        params = _dry_run(dry_run)
-        if grace_period_seconds is not None:
-            params["gracePeriodSeconds"] = str(grace_period_seconds)
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
+        # With a body the API server reads the options from it alone and ignores the query
+        # (apiserver handlers/delete.go: the query is decoded only when the body is empty).
+        params: dict[str, str] = {}
+        body: dict[str, Any] | None = None
+        if uid:
+            body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+            if grace_period_seconds is not None:
+                body["gracePeriodSeconds"] = grace_period_seconds
+            if dry_run:
+                body["dryRun"] = ["All"]
+        else:
+            params = _dry_run(dry_run)
+            if grace_period_seconds is not None:
+                params["gracePeriodSeconds"] = str(grace_period_seconds)
         path = f"api/v1/namespaces/{namespace}/pods/{name}"
         try:
             await self._call("delete pod", lambda: self._send("DELETE", path, params=params, body=body))

@@ -15,6 +15,7 @@ Through kubesim over HTTP:
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import dataclasses
 from typing import Any
@@ -150,3 +151,57 @@ async def test_delete_at_the_deadline_spares_a_namesake_created_since() -> None:
         successor = copy.deepcopy(env.pod("default", "db-0"))
         assert successor is not None and successor["metadata"]["uid"] == kube.replaced_uid
         assert not successor["metadata"].get("deletionTimestamp")
+
+
+async def test_the_deadline_delete_carries_its_capped_grace_in_the_body() -> None:
+    # The delete with a UID precondition has a DeleteOptions body, and the API server then reads
+    # every option from the body alone (apiserver handlers/delete.go): a grace period sent in the
+    # query would be ignored and the pod would outlive the instance with its own 600 s.
+    objects = [
+        template(deployment("slow", 1, grace=600), shutdown=600.0),
+        pdb("slow", selector={"matchLabels": {"app": "slow"}}, min_available=1),
+    ]
+    async with drain_env(*objects) as env:
+        result = await drain_node(
+            NODE,
+            kube=env.kube,
+            settings=dataclasses.replace(QUICK, pdb_deadline_action="delete"),
+            deadline=Env.deadline(3),
+            clock=CLOCK,
+        )
+        (slow,) = result.pods
+        assert slow.outcome in (Outcome.DELETED_AT_DEADLINE, Outcome.GONE), slow
+        assert slow.grace_seconds is not None and slow.grace_seconds <= 3, slow
+
+        async def gone() -> bool:
+            return env.pod("default", slow.name) is None
+
+        # The kubelet kills it at the capped grace; with its own 600 s it would still be there.
+        await until(gone, within=8)
+
+
+async def test_throttling_from_the_due_moment_on_does_not_save_a_refused_pod_from_its_delete() -> None:
+    # A budget refused the pod; from then on every eviction is throttled. The budget's refusal
+    # stands: at the due moment the pod is deleted, throttling must not carry it past (review).
+    objects = [
+        template(deployment("db", 1, grace=1), shutdown=0.2),
+        pdb("db", selector={"matchLabels": {"app": "db"}}, min_available=1),
+    ]
+    async with drain_env(*objects) as env:
+
+        async def throttle_later() -> None:
+            await asyncio.sleep(1.0)
+            env.sim.faults.add(_apf(10_000))
+
+        later = asyncio.ensure_future(throttle_later())
+        result = await drain_node(
+            NODE,
+            kube=env.kube,
+            settings=dataclasses.replace(QUICK, pdb_deadline_action="delete"),
+            deadline=Env.deadline(4),
+            clock=CLOCK,
+        )
+        await later
+        (db,) = result.pods
+        assert db.blocked > 0 and db.throttled > 0, db
+        assert db.outcome is Outcome.DELETED_AT_DEADLINE, db

@@ -358,12 +358,13 @@ async def test_url_values_are_percent_encoded_for_the_path_or_the_query() -> Non
         mute = call(f"{rec.base}/hosts/{{{{ .NodeName }}}}/mute?node={{{{ .NodeName }}}}&k=v", method="GET")
         async with action(mute) as a:
             outcome = await a.run(event(), node_name=name)
+        # A value that makes a whole segment ".." is refused, not sent encoded: a server or proxy may
+        # decode %2E before removing dot segments (RFC 3986 sections 6.2.2.2 and 5.2.4).
         dots = call(f"{rec.base}/hosts/{{{{ .NodeName }}}}/mute", method="GET", name="dots")
         async with action(dots) as a:
-            assert (await a.run(event(), node_name="..")).result is ActionResult.SUCCESS
+            assert (await a.run(event(), node_name="..")).result is not ActionResult.SUCCESS
     assert outcome.result is ActionResult.SUCCESS
-    first, second = rec.requests
+    (first,) = rec.requests
     assert first.raw_path == (
         "/hosts/a%2F..%2Fadmin%3Fx%3D1%26y%3D2%23frag%20%25/mute?node=a/../admin?x%3D1%26y%3D2%23frag%20%25&k=v"
     )
-    assert second.raw_path == "/hosts/%2E%2E/mute"

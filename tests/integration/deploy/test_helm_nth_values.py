@@ -202,7 +202,7 @@ def test_queue_mode_with_irsa_keeps_nths_service_account_name(helm: str) -> None
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NS}]
     s = load(ControllerSettings, env=env(objs, "Deployment"))
     assert s.queue.url == "https://sqs.eu-west-1.amazonaws.com/123456789012/nth-queue"
-    assert s.queue.check_tag_before_draining is False  # NTH's deprecated checkASGTagBeforeDraining
+    assert s.queue.check_tag_before_draining is False
     # NTH's queue processor cordons and drains on every rebalance message and never undoes it; the
     # IMDS-only switches do not gate its messages.
     assert s.monitors.rebalance_draining and s.monitors.rebalance_monitoring

@@ -313,3 +313,9 @@ def test_runaway_templates_are_bounded() -> None:
         render("{{ range 100000000 }}x{{ end }}")
     with pytest.raises(TemplateError):
         render('{{ range 150000 }}{{ repeat 100 "x" }}{{ end }}')
+    # Values that never reach the output are bounded too: doubling a string in a variable, or one
+    # huge repeat, must fail fast instead of taking the agent's memory (review of issue 10).
+    with pytest.raises(TemplateError, match="longer than"):
+        render('{{ $s := "xxxxxxxxxxxxxxxx" }}{{ range 40 }}{{ $s = cat $s $s }}{{ end }}{{ len $s }}')
+    with pytest.raises(TemplateError, match="longer than"):
+        render('{{ len (repeat 300000000 "ab") }}')

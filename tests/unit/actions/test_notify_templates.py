@@ -68,7 +68,8 @@ def test_variables_use_the_reference_handler_names_and_kinds() -> None:
     assert v["InstanceID"] == "i-0123"
     assert v["Description"] == "Spot ITN received"
     assert v["StartTime"] == DEADLINE  # the interruption time, as the reference handler sets it
-    assert v["EndTime"] == DEADLINE
+    # NTH sets EndTime only for scheduled events (pkg/monitor/types.go): Go's zero time elsewhere.
+    assert v["EndTime"] == datetime(1, 1, 1, tzinfo=UTC)
     assert v["NoticeTime"] == NOTICE
     assert v["InstanceType"] == "m5.large"
 
@@ -93,10 +94,25 @@ def test_extra_cannot_override_event_fields() -> None:
     assert v["AvailabilityZone"] == "az1"
 
 
-def test_without_deadline_start_is_notice_and_end_is_empty() -> None:
+def test_without_deadline_start_is_notice_and_end_is_gos_zero_time() -> None:
+    # NTH's EndTime is a time.Time, zero unless a scheduled event set it: it prints Go's zero time,
+    # .IsZero is true, and .EndTime.Format works instead of failing on nil (issue 10 review).
     v = template_variables(spot(kind=Kind.REBALANCE_RECOMMENDATION, deadline=None), node_name="n")
     assert v["StartTime"] == NOTICE
-    assert render_template("[{{ .EndTime }}]", v) == "[]"
+    assert render_template("[{{ .EndTime }}]", v) == "[0001-01-01 00:00:00 +0000 UTC]"
+    assert render_template("{{ if .EndTime.IsZero }}none{{ end }}", v) == "none"
+    assert render_template('{{ .EndTime.Format "2006-01-02" }}', v) == "0001-01-01"
+    scheduled = template_variables(spot(kind=Kind.SCHEDULED_MAINTENANCE), node_name="n")
+    assert scheduled["EndTime"] == DEADLINE
+
+
+def test_index_of_an_absent_label_is_the_empty_string() -> None:
+    # Go's index on map[string]string returns the zero value "" for an absent key (text/template
+    # funcs.go: indexArg / reflect.Zero), so `eq (index .NodeLabels "team") ""` is true.
+    v = template_variables(spot(), node_name="n", extra={"NodeLabels": {"stage": "prod"}})
+    template = '{{ if eq (index .NodeLabels "team") "" }}no-team{{ else }}team{{ end }}'
+    assert render_template(template, v) == "no-team"
+    assert render_template('{{ printf "%q" (index .NodeLabels "team") }}', v) == '""'
 
 
 def test_state_comes_from_the_payload_or_cancellation() -> None:

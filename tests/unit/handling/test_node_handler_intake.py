@@ -315,16 +315,22 @@ async def test_settled_tells_the_queue_processor_how_each_event_ended() -> None:
     await h.aclose()
 
 
-async def test_an_event_that_loses_the_node_is_settled_as_superseded() -> None:
+async def test_an_event_that_loses_the_node_ends_when_the_stronger_one_does() -> None:
+    # An Auto Scaling hook superseded by a spot warning must not be completed (CONTINUE) at the
+    # takeover: AWS terminates the instance on CONTINUE, cutting the spot drain short (issue 10 review).
     clock, kube = ManualClock(), FakeKube()
     h = make(kube, clock)
     kube.failures = 1000  # the first fence hangs in retries, so the spot notice arrives mid-work
     await h.handle(event(Kind.ASG_LIFECYCLE, "asg", clock))
     await settle()
-    kube.failures = 0
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=60))
-    assert await asyncio.wait_for(h.settled("asg"), 1) == Settled.SUPERSEDED
+    waiting = asyncio.ensure_future(h.settled("asg"))
+    await settle()
+    assert not waiting.done(), "the hook waits while the spot event's fence is still retrying"
+    kube.failures = 0
+    await clock.advance(10)
     assert await asyncio.wait_for(h.settled("spot"), 1) == Settled.DONE
+    assert await asyncio.wait_for(waiting, 1) == Settled.DONE
     await h.aclose()
 
 

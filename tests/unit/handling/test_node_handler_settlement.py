@@ -82,7 +82,37 @@ async def test_outcomes_and_old_notices_are_bounded() -> None:
         await clock.advance(60)
     assert len(h._known) < 20, "notices long past their instance's end are forgotten"
     assert len(h._settled) <= SETTLED_KEPT + len(h._known), len(h._settled)
-    assert h.current is not None and h.current.id == "spot"
+    await h.aclose()
+
+
+async def test_a_new_interruption_after_the_nodes_event_ended_is_handled_on_its_own() -> None:
+    # The instance was stopped (EC2 "stopping"), drained, started again days later on the same Node:
+    # a spot warning then is a new interruption, not a follow-up of the old event (issue 10 review).
+    clock, kube = ManualClock(), FakeKube()
+    h = make(kube, clock)
+    await h.handle(event(Kind.STATE_CHANGE, "stopping", clock, deadline_in=0))
+    assert await asyncio.wait_for(h.settled("stopping"), 1) is Settled.DONE
+    kube.node = NodeView("n", uid="u")  # an operator uncordoned it; the instance runs again
+    await clock.advance(3 * 86400)
+    writes = kube.writes
+    await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
+    assert await asyncio.wait_for(h.settled("spot"), 1) is Settled.DONE
+    assert kube.writes > writes and kube.owner == "spot" and kube.node.unschedulable
+    await h.aclose()
+
+
+async def test_an_old_drained_state_is_not_resumed_as_the_current_event() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    state = decode(held("drained", "gone-replica", T0))
+    assert state is not None
+    kube.node = NodeView("n", uid="u", annotations={STATE_ANNOTATION: state.encode()})
+    await clock.advance(30 * 86400)
+    h = make(kube, clock)
+    await h.resume()
+    assert h.current is None and kube.writes == 0, "nothing to resume, nothing written"
+    await h.handle(event(Kind.ASG_LIFECYCLE, "asg", clock))
+    await settle()
+    assert kube.owner == "asg", "a new hook drains the node instead of being taken as covered"
     await h.aclose()
 
 

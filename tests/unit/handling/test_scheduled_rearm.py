@@ -439,3 +439,22 @@ async def test_node_index_tells_subscribers_which_node_changed() -> None:
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_stale_upcoming_is_not_recorded_over_a_closing_the_index_does_not_show_yet() -> None:
+    # Replica A took the Health "closed" and left its tombstone; replica B's node index still shows
+    # the node without it when B takes a stale "upcoming": the compare-and-set write, made on the
+    # node as the API server has it, sees the tombstone and records nothing (issue 10 review).
+    from kubespot.handling.scheduled import CLOSED_ANNOTATION, Closed, encode_closed
+
+    kube = FakeKube("n1")
+    replica = Replica(kube)
+    event = change()
+    before = kube.nodes["n1"]
+    closed = Closed(event.id, T0 + timedelta(minutes=1), T0 + timedelta(days=3))
+    kube.nodes["n1"] = NodeView(
+        "n1", resource_version="2", annotations={CLOSED_ANNOTATION: encode_closed({event.id: closed}) or ""}
+    )
+    assert await replica.changes.hold(before, event), "dealt with: the message can go"
+    assert kube.entries("n1") == () and kube.writes == 0
+    assert replica.handled("n1") == [] and replica.changes.armed("n1") == {}

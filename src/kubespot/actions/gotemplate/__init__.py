@@ -16,12 +16,22 @@ from typing import Any
 
 from . import funcs
 from .errors import TemplateError, Unsupported
-from .execute import Executor, Struct
+from .execute import GO_ZERO_TIME, Executor, Struct
 from .gofmt import MISSING, go_time, go_value
 from .parser import Node
 from .parser import parse as _parse
 
-__all__ = ["MISSING", "Struct", "Template", "TemplateError", "Unsupported", "go_time", "go_value", "parse"]
+__all__ = [
+    "GO_ZERO_TIME",
+    "MISSING",
+    "Struct",
+    "Template",
+    "TemplateError",
+    "Unsupported",
+    "go_time",
+    "go_value",
+    "parse",
+]
 
 
 @dataclass(frozen=True, slots=True)

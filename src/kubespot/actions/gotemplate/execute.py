@@ -60,6 +60,9 @@ def _go_duration(value: Any) -> timedelta:
     return timedelta(microseconds=value / 1000)
 
 
+#: Go's zero ``time.Time`` (January 1, year 1, UTC): what NTH's ``EndTime`` is for an event without one.
+GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+
 #: The methods of Go's ``time.Time`` a template may call (``.StartTime.Format "2006-01-02"``).
 TIME_METHODS: dict[str, Callable[..., Any]] = {
     "Format": lambda t, layout: go_format(_t(t), layout if isinstance(layout, str) else go_value(layout)),
@@ -78,7 +81,7 @@ TIME_METHODS: dict[str, Callable[..., Any]] = {
     "Nanosecond": lambda t: t.microsecond * 1000,
     "YearDay": lambda t: t.timetuple().tm_yday,
     "Weekday": lambda t: Weekday((t.weekday() + 1) % 7),
-    "IsZero": lambda t: False,
+    "IsZero": lambda t: _t(t) == GO_ZERO_TIME,
     "Add": lambda t, d: _t(t) + _go_duration(d),
     "AddDate": lambda t, y, m, d: _add_date(_t(t), y, m, d),
     "Before": lambda t, u: _t(t) < _t(u),
@@ -356,13 +359,17 @@ class Executor:
                 raise TemplateError(f"wrong number of args for now: want 0 got {len(values)}", fn.line)
             return self.now
         try:
-            return FUNCS[name](*values)
+            result = FUNCS[name](*values)
         except TemplateError as exc:
             raise TemplateError(f"error calling {name}: {exc.reason}", exc.line or fn.line) from None
         except TypeError:
             raise TemplateError(f"wrong number of args for {name}: got {len(values)}", fn.line) from None
         except (ValueError, OverflowError, ArithmeticError) as exc:
             raise TemplateError(f"error calling {name}: {exc}", fn.line) from None
+        # Bounded like the output: doubling a string in a loop must not take the agent's memory.
+        if isinstance(result, str | bytes | list | tuple | dict) and len(result) > MAX_OUTPUT:
+            raise TemplateError(f"error calling {name}: result longer than {MAX_OUTPUT}", fn.line)
+        return result
 
     # --- variables ---------------------------------------------------------------------------------------
 

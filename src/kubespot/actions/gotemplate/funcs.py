@@ -230,11 +230,29 @@ def _order(a: Any, b: Any) -> int:
     return -1 if a < b else (1 if a > b else 0)
 
 
+#: The longest string or list a function may make: what a template could print (execute.MAX_OUTPUT).
+MAX_VALUE = 1 << 20
+
+
+def _repeat(count: int, text: str) -> str:
+    if count > 0 and count * len(text) > MAX_VALUE:
+        raise TemplateError(f"repeat: result longer than {MAX_VALUE} characters")
+    return text * max(0, count)
+
+
 def go_index(item: Any, *keys: Any) -> Any:
-    """``index x 1 2``: slice elements, map values (an absent key gives the zero value), string bytes."""
+    """``index x 1 2``: slice elements, map values (an absent key gives the zero value), string bytes.
+
+    The data's maps are Python dicts without an element type: a map whose values are all strings
+    (NTH's ``NodeLabels map[string]string``) gives ``""`` for an absent key, as Go's zero value."""
     for key in keys:
         if isinstance(item, Mapping):
-            item = item.get(key)
+            if key in item:
+                item = item[key]
+            elif item and all(isinstance(v, str) for v in item.values()):
+                item = ""
+            else:
+                item = None
         elif isinstance(item, list | tuple | str):
             i = _int(key, "index")
             seq: Sequence[Any] = item.encode() if isinstance(item, str) else item
@@ -462,7 +480,7 @@ FUNCS: dict[str, Func] = {
     "trimSuffix": lambda p, s: _str(s).removesuffix(_str(p)),
     "trunc": _trunc,
     "substr": _substr,
-    "repeat": lambda n, s: _str(s) * max(0, _int(n)),
+    "repeat": lambda n, s: _repeat(_int(n), _str(s)),
     "nospace": lambda s: re.sub(r"\s", "", _str(s)),
     "contains": lambda sub, s: _str(sub) in _str(s),
     "hasPrefix": lambda p, s: _str(s).startswith(_str(p)),

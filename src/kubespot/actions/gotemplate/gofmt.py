@@ -76,7 +76,8 @@ class Weekday(GoInt):
 def go_time(value: datetime) -> str:
     """``time.Time.String()`` of a UTC time: ``2006-01-02 15:04:05.5 +0000 UTC`` (naive = UTC)."""
     utc = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    text = utc.strftime("%Y-%m-%d %H:%M:%S")
+    # strftime's %Y does not pad years below 1000 on every libc; Go prints four digits (0001).
+    text = f"{utc.year:04d}-" + utc.strftime("%m-%d %H:%M:%S")
     if utc.microsecond:
         # Go prints the fraction with trailing zeros trimmed (".999999999" layout).
         text += f".{utc.microsecond:06d}".rstrip("0")

@@ -293,14 +293,14 @@ class KubeSimServer:
             )
         if verb == "delete":
             assert route.name is not None
-            grace, pre = await self._delete_options(request)
+            grace, pre, dry_run = await self._delete_options(request)
             return _json(
                 store.delete(
                     rt, ns, route.name, grace_period_seconds=grace, preconditions=pre, dry_run=dry_run
                 )
             )
         if verb == "deletecollection":
-            grace, _pre = await self._delete_options(request)
+            grace, _pre, dry_run = await self._delete_options(request)
             labels, fields = self._selectors(request, rt)
             deleted = [
                 store.delete(
@@ -362,7 +362,10 @@ class KubeSimServer:
         self.store.mutate(pod_rt, ns, name, bind)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
-    async def _delete_options(self, request: web.Request) -> tuple[int | None, dict[str, Any] | None]:
+    async def _delete_options(self, request: web.Request) -> tuple[int | None, dict[str, Any] | None, bool]:
+        """Grace period, preconditions and dry run of a delete. As upstream's ``DeleteResource``
+        (k8s.io/apiserver pkg/endpoints/handlers/delete.go): a non-empty body is the DeleteOptions and
+        the query's parameters are then ignored; only without a body are they read from the query."""
         q = request.query
         grace: int | None = None
         pre: dict[str, Any] | None = None
@@ -378,9 +381,10 @@ class KubeSimServer:
                 if opts.get("gracePeriodSeconds") is not None:
                     grace = _int(opts["gracePeriodSeconds"], "gracePeriodSeconds")
                 pre = opts.get("preconditions") or None
+                return grace, pre, "All" in (opts.get("dryRun") or ())
         if "gracePeriodSeconds" in q:
             grace = _int(q["gracePeriodSeconds"], "gracePeriodSeconds")
-        return grace, pre
+        return grace, pre, q.get("dryRun") == "All"
 
     # -- reads -----------------------------------------------------------------------------------
 

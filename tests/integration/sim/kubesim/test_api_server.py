@@ -319,6 +319,22 @@ async def test_watch_bookmarks_and_initial_events(http: aiohttp.ClientSession) -
     assert periodic[0]["type"] == "BOOKMARK" and periodic[0]["object"]["kind"] == "ConfigMap"
 
 
+async def test_delete_options_come_from_the_body_when_there_is_one(http: aiohttp.ClientSession) -> None:
+    # k8s.io/apiserver pkg/endpoints/handlers/delete.go (DeleteResource): a non-empty body is decoded
+    # as the DeleteOptions and the query parameters are then not read at all; only an empty body
+    # lets gracePeriodSeconds and dryRun come from the query.
+    await call(http, "POST", "/api/v1/namespaces/default/pods", pod("b", node="n1", grace=60))
+    await call(http, "DELETE", "/api/v1/namespaces/default/pods/b", {"preconditions": {}}, dryRun="All")
+    status, now = await call(http, "GET", "/api/v1/namespaces/default/pods/b")
+    assert status == 200 and now["metadata"].get("deletionTimestamp"), "the query's dryRun is ignored"
+    ignored = await call(
+        http, "DELETE", "/api/v1/namespaces/default/pods/b", {"preconditions": {}}, gracePeriodSeconds="1"
+    )
+    assert ignored[1]["metadata"]["deletionGracePeriodSeconds"] == 60, "the query's grace is ignored"
+    _, from_body = await call(http, "DELETE", "/api/v1/namespaces/default/pods/b", {"gracePeriodSeconds": 2})
+    assert from_body["metadata"]["deletionGracePeriodSeconds"] == 2
+
+
 async def test_graceful_pod_deletion(http: aiohttp.ClientSession) -> None:
     await call(http, "POST", "/api/v1/namespaces/default/pods", pod("g", node="n1", grace=60))
     status, deleting = await call(http, "DELETE", "/api/v1/namespaces/default/pods/g")
