@@ -62,7 +62,7 @@ from .node_handler import NodeHandler, Notifier, Settled, StageCalls
 from .node_index import NodeIndex
 from .policy import effective_deadline, plan_for, voluntary
 from .scheduled import ScheduledChanges
-from .state import STATE_ANNOTATION
+from .state import STATE_ANNOTATION, Phase, StateError, decode
 
 log = logging.getLogger("kubespot.handling.queue")
 
@@ -185,7 +185,7 @@ class QueueHandler:
 
     async def resume_all(self) -> int:
         """Start (and so resume) the handler of every Node that has a kubespot state; returns how many."""
-        stated = [n.name for n in self._nodes.nodes() if n.annotations.get(STATE_ANNOTATION)]
+        stated = [n.name for n in self._nodes.nodes() if _needs_resume(n)]
         if not stated:
             return 0
         log.info("resuming the state of %d nodes", len(stated))
@@ -539,3 +539,14 @@ def foreign_pause(receive_count: int, visibility_timeout: int) -> float:
     if receive_count <= 1:
         return 0.0
     return float(min(visibility_timeout, 2 ** (receive_count - 2)))
+
+
+def _needs_resume(node: NodeView) -> bool:
+    """Whether ``node``'s state has work left for a handler: a fence or drain in progress (or failed,
+    to retry), or a rebalance's undo to re-arm. A drained node has none: resuming it would only
+    rewrite its holder, a write per drained node at every restart."""
+    try:
+        state = decode(node.annotations.get(STATE_ANNOTATION))
+    except StateError:
+        return False
+    return state is not None and (state.phase is not Phase.DRAINED or state.undo_at is not None)

@@ -113,3 +113,22 @@ async def test_a_step_that_ignores_cancellation_shows_as_overdue() -> None:
         release.set()
     await asyncio.wait_for(task, 2)
     assert q.overdue() == []
+
+
+def test_only_states_with_work_left_are_resumed_at_start_up() -> None:
+    # A controller restart resumes fences and drains in progress (or failed, to retry) and rebalance
+    # undos; a drained node has nothing left, and resuming it would rewrite its holder (a write per
+    # drained node at every restart: review of issue 10).
+    from kubespot.handling.queue_handler import _needs_resume
+    from kubespot.handling.state import STATE_ANNOTATION, NodeState, Phase
+    from kubespot.kube import NodeView
+
+    def node(phase: Phase, undo: bool = False) -> NodeView:
+        t = datetime(2026, 11, 25, tzinfo=UTC)
+        state = NodeState("e", "spot-itn", phase, t, undo_at=t if undo else None)
+        return NodeView("n", annotations={STATE_ANNOTATION: state.encode()})
+
+    assert _needs_resume(node(Phase.DRAINING)) and _needs_resume(node(Phase.FENCED))
+    assert _needs_resume(node(Phase.DRAIN_FAILED)) and _needs_resume(node(Phase.DRAINED, undo=True))
+    assert not _needs_resume(node(Phase.DRAINED)) and not _needs_resume(NodeView("n"))
+    assert not _needs_resume(NodeView("n", annotations={STATE_ANNOTATION: "garbage"}))
