@@ -206,6 +206,16 @@ class DrainResult:
         return all(p.gone_at is not None and p.gone_at <= self.deadline for p in self.pods if p.must_leave)
 
     @property
+    def sent_away(self) -> bool:
+        """Every pod that had to leave is gone or on its way out at kubespot's request (evicted or
+        deleted, maybe still in its grace period at the deadline): nothing was refused or left
+        behind. Such a node counts as drained; its pods end with the instance at the latest."""
+        if self.dry_run or self.refused:
+            return False
+        away = (Outcome.EVICTED, Outcome.DELETED_BARE, Outcome.DELETED_AT_DEADLINE, Outcome.GONE)
+        return all(p.outcome in away or p.gone_at is not None for p in self.pods if p.must_leave)
+
+    @property
     def ok(self) -> bool:
         """Emptied in time; for a dry run, would be allowed to start."""
         return (not self.refused) if self.dry_run else self.emptied

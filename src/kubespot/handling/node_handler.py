@@ -648,7 +648,9 @@ class NodeHandler(TimelineSteps):
         # The counts ride on the write that records DRAINED (DRAIN_FAILED when pods were refused or
         # left): the controller's action runner puts them in the summary it publishes (it acts when
         # the state says drained).
-        drained = state.advance(Phase.DRAINED if result.emptied else Phase.DRAIN_FAILED, self._clock.now())
+        # DRAIN_FAILED: refused, or pods left (a budget to the end, a failed delete); pods still in
+        # their grace period at the deadline were sent away and count as drained.
+        drained = state.advance(Phase.DRAINED if result.sent_away else Phase.DRAIN_FAILED, self._clock.now())
         drained = replace(drained, extra={**drained.extra, "pods": counts_extra(pod_counts(result))})
         state = await self._write_state(drained, durable=True)
         self._set_phase(state.phase.value)
