@@ -190,9 +190,8 @@ async def test_shutdown_releases_the_hold_so_the_next_process_takes_over_at_once
     assert kube.node.unschedulable, "the fence stays"
 
 
-async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
-    clock, kube = ManualClock(), FakeKube()
-    h = NodeHandler(
+def out_of_service_handler(kube: FakeKube, clock: ManualClock) -> NodeHandler:
+    return NodeHandler(
         node_name="n",
         kube=kube,  # type: ignore[arg-type]
         actions=NodeActionSettings(enable_out_of_service_taint=True),
@@ -201,6 +200,11 @@ async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
         clock=clock,
         metrics=Metrics(),
     )
+
+
+async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
+    clock, kube = ManualClock(), FakeKube()
+    h = out_of_service_handler(kube, clock)
     stop = event(Kind.SCHEDULED_MAINTENANCE, "stop", clock, deadline_in=600)
     stop = dataclasses.replace(stop, raw={"Code": "instance-stop"})
     await h.handle(stop)
@@ -217,15 +221,7 @@ async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
 
 async def test_no_out_of_service_for_a_reboot() -> None:
     clock, kube = ManualClock(), FakeKube()
-    h = NodeHandler(
-        node_name="n",
-        kube=kube,  # type: ignore[arg-type]
-        actions=NodeActionSettings(enable_out_of_service_taint=True),
-        monitors=MonitorSettings(),
-        drain=DrainSettings(),
-        clock=clock,
-        metrics=Metrics(),
-    )
+    h = out_of_service_handler(kube, clock)
     reboot = event(Kind.SCHEDULED_MAINTENANCE, "reboot", clock, deadline_in=600)
     reboot = dataclasses.replace(reboot, raw={"Code": "system-reboot"})
     await h.handle(reboot)

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from .gotime import MONTHS
+
 
 class _Missing:
     """A map's absent key, as Go's invalid ``reflect.Value``: prints ``<no value>``, is false."""
@@ -50,22 +52,7 @@ class GoInt(int):
 
 
 class Month(GoInt):
-    names = tuple(
-        [
-            "January",
-            "February",
-            "March",
-            "April",
-            "May",
-            "June",
-            "July",
-            "August",
-            "September",
-            "October",
-            "November",
-            "December",
-        ]
-    )
+    names = MONTHS
     first = 1
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-_MONTHS = [
+#: Go's month names (time.Month.String), January first.
+MONTHS = (
     "January",
     "February",
     "March",
@@ -25,7 +26,7 @@ _MONTHS = [
     "October",
     "November",
     "December",
-]
+)
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
@@ -66,7 +67,7 @@ def _chunk(layout: str, i: int, t: datetime) -> tuple[str, int] | None:
     c = rest[0]
     hour12 = t.hour % 12 or 12
     if c == "J" and rest.startswith("Jan"):
-        return (_MONTHS[t.month - 1], 7) if rest.startswith("January") else (_MONTHS[t.month - 1][:3], 3)
+        return (MONTHS[t.month - 1], 7) if rest.startswith("January") else (MONTHS[t.month - 1][:3], 3)
     if c == "M":
         if rest.startswith("Monday"):
             return _DAYS[t.weekday()], 6

@@ -250,8 +250,16 @@ def _spot(env: _Envelope, ctx: _Context) -> ParsedMessage:
     iid = _instance_id(env.detail, "instance-id", "spot interruption detail", env.text)
     action = _optional_string(env.detail, "instance-action", "spot interruption detail", env.text)
     deadline = _shift(env.time, SPOT_WARNING, env.text)
+    return env.result((_termination_warning(env, ctx, iid, action, deadline, "spot interruption"),))
+
+
+def _termination_warning(
+    env: _Envelope, ctx: _Context, iid: str, action: str | None, deadline: datetime, what: str
+) -> InterruptionEvent:
+    """A two-minute warning that the instance goes (spot, or an interruptible Capacity Reservation
+    reclaimed): one spot-itn event, as Karpenter handles both."""
     verb = _short(action or "terminate", quote=False)
-    event = InterruptionEvent(
+    return InterruptionEvent(
         id=event_id(Kind.SPOT_INTERRUPTION, iid, env.id),
         kind=Kind.SPOT_INTERRUPTION,
         instance_id=iid,
@@ -259,10 +267,9 @@ def _spot(env: _Envelope, ctx: _Context) -> ParsedMessage:
         notice_time=env.time,
         act_at=ctx.now,
         deadline=deadline,
-        description=f"spot interruption warning: {verb} at {_iso(deadline)}",
+        description=f"{what} warning: {verb} at {_iso(deadline)}",
         raw=env.doc,
     )
-    return env.result((event,))
 
 
 def _capacity_reservation(env: _Envelope, ctx: _Context) -> ParsedMessage:
@@ -282,18 +289,7 @@ def _capacity_reservation(env: _Envelope, ctx: _Context) -> ParsedMessage:
         warnings = (
             f"'instance-termination-time' is {_type(when)}; deadline taken as 2 minutes after the notice",
         )
-    verb = _short(action or "terminate", quote=False)
-    event = InterruptionEvent(
-        id=event_id(Kind.SPOT_INTERRUPTION, iid, env.id),
-        kind=Kind.SPOT_INTERRUPTION,
-        instance_id=iid,
-        source=Source.SQS,
-        notice_time=env.time,
-        act_at=ctx.now,
-        deadline=deadline,
-        description=f"capacity reservation interruption warning: {verb} at {_iso(deadline)}",
-        raw=env.doc,
-    )
+    event = _termination_warning(env, ctx, iid, action, deadline, "capacity reservation interruption")
     return env.result((event,), warnings=warnings)
 
 
