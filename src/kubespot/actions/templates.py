@@ -45,11 +45,11 @@ from kubespot.model.summary import (
     rfc3339,
 )
 
-from . import gotemplate
-
 if TYPE_CHECKING:
     from jinja2 import Template
     from jinja2.sandbox import SandboxedEnvironment
+
+    from . import gotemplate
 
 #: The reference handler's kind strings (its monitor package constants), so templates and receivers
 #: that switch on ``Kind`` keep working. kubespot's own value is offered as ``KubespotKind``.
@@ -136,8 +136,7 @@ def template_variables(
         "StartTime": event.deadline or event.notice_time,
         # NTH sets EndTime only for scheduled events; elsewhere it is Go's zero time (prints
         # 0001-01-01 00:00:00 +0000 UTC, .IsZero is true), never nil: .EndTime.Format must work.
-        "EndTime": (event.deadline if event.kind is Kind.SCHEDULED_MAINTENANCE else None)
-        or gotemplate.GO_ZERO_TIME,
+        "EndTime": (event.deadline if event.kind is Kind.SCHEDULED_MAINTENANCE else None) or GO_ZERO_TIME,
         "NodeProcessed": False,
         "InProgress": not event.cancelled,
         "NoticeTime": event.notice_time,
@@ -451,13 +450,28 @@ def render_builtin(fmt: str, summary: InterruptionSummary) -> str:
 
 # --- printing values ----------------------------------------------------------------------------------
 
-#: ``time.Time.String()`` as Go prints it; shared with the Go-template engine.
-go_time = gotemplate.go_time
+#: Go's zero ``time.Time``: NTH's ``EndTime`` of an event without one (``gotemplate.GO_ZERO_TIME``).
+GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+
+
+def _engine() -> Any:
+    """The Go-template engine, imported on first use: an agent without templates or notification
+    targets never loads it (its memory is paid on every node)."""
+    from . import gotemplate
+
+    return gotemplate
+
+
+def go_time(value: datetime) -> str:
+    """``time.Time.String()`` as Go prints it; shared with the Go-template engine."""
+    result: str = _engine().go_time(value)
+    return result
 
 
 def format_value(value: Any) -> str:
     """How a value prints in a message: as the reference handler (Go's ``%v``) would print it."""
-    return gotemplate.go_value(value)
+    result: str = _engine().go_value(value)
+    return result
 
 
 def json_string_content(text: str) -> str:
@@ -543,6 +557,8 @@ class Compiled:
     jinja: str | None = None
 
     def render(self, variables: Mapping[str, Any], *, json_escape: bool) -> str:
+        from . import gotemplate  # on first use (see _engine)
+
         if self.go is not None:
             now = variables.get("Now")
             return self.go.execute(
@@ -569,6 +585,8 @@ def compile_template(template: str) -> Compiled:
     """``template`` compiled: as Go ``text/template`` (NTH's language), or as jinja when it is
     jinja: it has jinja blocks (``{% ... %}``) or no Go reference (``{{ EventID }}``), and compiles
     as jinja. ``TemplateProblem`` otherwise, with the Go engine's reason (naming the construct)."""
+    from . import gotemplate  # on first use (see _engine)
+
     jinja_blocks = "{%" in template or "{#" in template
     go_error: gotemplate.TemplateError | None = None
     if not jinja_blocks:
@@ -595,6 +613,8 @@ def compile_template(template: str) -> Compiled:
 
 
 def _reason(exc: gotemplate.TemplateError) -> str:
+    from . import gotemplate  # on first use (see _engine)
+
     where = f" (line {exc.line})" if exc.line else ""
     kind = "unsupported construct" if isinstance(exc, gotemplate.Unsupported) else "invalid template"
     return f"{kind}{where}: {exc.reason}"
@@ -607,6 +627,7 @@ def render_template(template: str, variables: Mapping[str, Any], *, json_escape:
     Raises ``TemplateProblem`` for a template that does not compile, and the engines' errors
     (``gotemplate.TemplateError``, jinja's ``SecurityError``...) for one that fails to render.
     """
+
     return compile_template(template).render(variables, json_escape=json_escape)
 
 
@@ -614,6 +635,8 @@ def render_values_with(template: str, variables: Mapping[str, Any], show: Callab
     """``template`` filled in with ``variables``, each printed value (as the engine prints it) passed
     through ``show``; the template's own text is left as written (``kubespot.actions.url`` encodes the
     values of a URL by where they land)."""
+    from . import gotemplate  # on first use (see _engine)
+
     compiled = compile_template(template)
     if compiled.go is not None:
         now = variables.get("Now")
@@ -669,6 +692,8 @@ def template_problem(template: str) -> str | None:
     """Why ``template`` cannot be used (None when it can): compiled and rendered once with a sample
     event, as the reference handler validates its template at start-up, so syntax errors,
     unsupported constructs and sandbox violations are all found before the first interruption."""
+    from . import gotemplate  # on first use (see _engine)
+
     try:
         compiled = compile_template(template)
     except TemplateProblem as exc:

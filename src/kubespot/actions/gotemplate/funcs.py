@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import TemplateError
 from .gofmt import MISSING, GoInt, go_quote, go_value, sprint, sprintf, sprintln
@@ -340,6 +339,9 @@ def _default(default: Any, *given: Any) -> Any:
 def _date_in_zone(layout: Any, when: Any, zone: Any) -> str:
     t = _time(when) or datetime.now(UTC)
     name = _str(zone, "zone")
+    # Imported here: zoneinfo (and sysconfig behind it) would cost every agent memory at start-up.
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         tz = UTC if name in ("UTC", "Local", "") else ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
