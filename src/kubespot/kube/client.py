@@ -559,8 +559,6 @@ class KubeClient:
                     except KubeError as list_err:
                         log.warning("re-list of %s failed: %s", what, list_err)
                         continue
-                    # The server answered the re-list: the time it took is no silence of the watch.
-                    watch.hear()
                     rv = getattr(listing, "resource_version", "") or None
                     yield PodEventType.RESYNC.value, None, listing
 
