@@ -141,21 +141,27 @@ async def test_lightkube_calls_retry_a_text_429() -> None:
 
 async def test_delete_sends_the_uid_precondition_and_a_conflict_means_replaced() -> None:
     bodies: list[object] = []
+    queries: list[str] = []
 
     def handler(req: httpx2.Request) -> httpx2.Response:
         if req.method == "DELETE":
             bodies.append(json.loads(req.content))
+            queries.append(req.url.query.decode() if isinstance(req.url.query, bytes) else str(req.url.query))
             return status(
                 409, "Conflict", "Precondition failed: UID in precondition: abc, UID in object meta: new"
             )
         return httpx2.Response(200, json=_pod_json("new"))
 
     assert await client(handler).delete_pod("ns", "p", uid="abc", grace_period_seconds=1) is False
+    # With a body the API server reads every option from it and ignores the query
+    # (apiserver handlers/delete.go), so the grace period rides in the body.
     assert bodies and bodies[0] == {
         "apiVersion": "v1",
         "kind": "DeleteOptions",
         "preconditions": {"uid": "abc"},
+        "gracePeriodSeconds": 1,
     }
+    assert "gracePeriodSeconds" not in queries[0]
 
 
 async def test_eviction_sends_uid_precondition_and_grace_and_retries_503() -> None:
