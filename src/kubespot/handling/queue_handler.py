@@ -175,13 +175,15 @@ class QueueHandler:
     # --- the handlers' life --------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Resume every node's state once the index is synced, then drop, every ``PRUNE_EVERY``
-        seconds, the handlers of Nodes that went away. Runs until cancelled."""
+        """Resume every node's state once the index is synced, then, every ``PRUNE_EVERY`` seconds,
+        drop the handlers of Nodes that went away and refresh the overdue-messages gauge (also
+        refreshed by each /healthz call). Runs until cancelled."""
         await self._nodes.wait_synced()
         await self.resume_all()
         while True:
             await self._clock.sleep(PRUNE_EVERY)
             self.prune()
+            self.overdue()
 
     async def resume_all(self) -> int:
         """Start (and so resume) the handler of every Node that has a kubespot state; returns how many."""

@@ -567,10 +567,11 @@ class ScheduledChanges:
         self._garbled.pop(name, None)
         now = self._clock.now()
         present = {entry.id: entry for entry in entries}
+        tombstones = self._tombstones(node)
         for event_id, was in list(armed.items()):
             if event_id in present or node.resource_version == was.written:
                 was.seen = True
-            if event_id in present and not _closed_since(present[event_id], self._tombstones(node)):
+            if event_id in present and not _closed_since(present[event_id], tombstones):
                 continue
             if event_id in present:  # recorded from a stale message, closed since: withdrawn
                 await self._forget(name, was, now)
@@ -578,7 +579,6 @@ class ScheduledChanges:
             if not was.seen and self._clock.monotonic() - was.since < UNSEEN_GRACE:
                 continue  # an older copy of the node than our own write
             await self._forget(name, was, now)
-        tombstones = self._tombstones(node)
         for entry in entries:
             if entry.expired(now):
                 continue  # the change has begun: too late to fence for it
