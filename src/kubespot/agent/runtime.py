@@ -17,9 +17,6 @@ state on the node makes the new process resume); SIGTERM stops it with 0.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
-import gc
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -35,6 +32,7 @@ from kubespot.kube import EventRecorder, KubeClient, KubeError, connect
 from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
 from kubespot.model.summary import InterruptionSummary, Stage
+from kubespot.observability.collector import settle_after_startup
 from kubespot.observability.health import HealthReport, freshness, report, silence
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
@@ -246,7 +244,7 @@ class Agent:
                     mode="imds",
                 )
                 info_set = True
-                release_startup_memory()
+                settle_after_startup()
             now = self.clock.now()
             if self.monitor.health.last_contact is not None:
                 self.metrics.mark("imds", self.monitor.health.last_contact.timestamp())
@@ -262,17 +260,3 @@ class Agent:
                 self.metrics.mark("kube", self.kube.last_contact.timestamp())
             # Quick ticks until the first poll has read the identity, so kubespot_info appears early.
             await self.clock.sleep(interval if info_set else 0.5)
-
-
-def release_startup_memory() -> None:
-    """Once running, hand back what start-up used (imports, settings, first requests) and freeze the
-    long-lived objects out of the garbage collector's way.
-
-    The agent runs on every node, so its resident memory is multiplied by the cluster size; glibc
-    keeps freed heap pages until asked (~3 MiB here), and ``gc.freeze`` spares the collector from
-    re-scanning tens of thousands of module-level objects on every collection (idle CPU).
-    """
-    gc.collect()
-    gc.freeze()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc (e.g. musl): nothing to trim
-        ctypes.CDLL("libc.so.6").malloc_trim(0)

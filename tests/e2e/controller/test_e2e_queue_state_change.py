@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from controller_world import controller_world, state_change, workload
 
+from kubespot.observability.collector import BURST_THRESHOLDS
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.testing import until
 
@@ -41,6 +42,8 @@ async def test_stopping_and_terminated_drain_running_is_ignored(aws: MotoServer,
         assert not world.fenced(running.node_name) and world.state(running.node_name) is None
         assert not world.fenced(spare.node_name)
         assert "'running': not an interruption" in world.log_text()
+        # Once its index synced, the controller set the collector for bursts (observability.collector).
+        assert f"collector thresholds {BURST_THRESHOLDS}" in world.log_text()
 
 
 async def test_state_change_dry_run_changes_nothing(aws: MotoServer, tmp_path: Path) -> None:
