@@ -39,8 +39,8 @@ from typing import Any, Protocol
 
 from ..config.drain import DrainSettings
 from ..kube.inflight import InFlight
-from ..kube.retry import full_jitter
 from ..kube.views import EvictionOutcome, EvictionResult, PodEvent, PodEventType, PodList, PodView
+from ..model.backoff import full_jitter
 from ..model.clock import Clock, SystemClock
 from .drain_plan import (
     Action,
@@ -621,7 +621,7 @@ class _Drain:
                 pause = answer.retry_after
                 if pause is None:
                     pause = full_jitter(
-                        attempt, base=s.retry_backoff_base, cap=s.retry_backoff_cap, rng=self.rng
+                        attempt, base=s.retry_backoff_base, cap=s.retry_backoff_cap, rng=self.rng.random
                     )
                 log.debug(
                     "%s: evicting %s/%s throttled; again in %.2fs", self.node, pod.namespace, pod.name, pause
@@ -661,14 +661,16 @@ class _Drain:
                 if s.pdb_deadline_action == "delete":
                     return await self._delete_at_deadline(plan, res, left, answer)
                 wait = min(
-                    full_jitter(attempt, base=s.retry_backoff_base, cap=s.retry_backoff_cap, rng=self.rng),
+                    full_jitter(
+                        attempt, base=s.retry_backoff_base, cap=s.retry_backoff_cap, rng=self.rng.random
+                    ),
                     left,
                 )
             else:
                 # Sleep no later than the moment the deadline action becomes due.
                 due_in = left - deadline_reserve(pod, settings=s, window=self.window)
                 backoff = full_jitter(
-                    attempt, base=s.retry_backoff_base, cap=s.retry_backoff_cap, rng=self.rng
+                    attempt, base=s.retry_backoff_base, cap=s.retry_backoff_cap, rng=self.rng.random
                 )
                 wait = min(backoff, due_in)
             attempt += 1

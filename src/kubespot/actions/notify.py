@@ -43,6 +43,7 @@ from kubespot.config.named import proxy_url
 from kubespot.config.notify import WEBHOOK_TARGET, NotifyTarget, webhook_target
 from kubespot.config.webhook import DEFAULT_TEMPLATE, WebhookSettings
 from kubespot.model import Clock, InterruptionEvent, Kind
+from kubespot.model.backoff import full_jitter
 from kubespot.model.summary import InterruptionSummary, Stage
 
 from . import templates
@@ -172,7 +173,7 @@ def backoff_delay(attempt: int, retry_after: str | None, *, now: datetime, rng: 
     asked = _retry_after(retry_after, now)
     if asked is not None:
         return min(asked, RETRY_AFTER_CAP)
-    return rng() * min(BACKOFF_CAP, BACKOFF_BASE * 2.0 ** (attempt - 1))
+    return full_jitter(attempt - 1, base=BACKOFF_BASE, cap=BACKOFF_CAP, rng=rng)
 
 
 def _retry_after(value: str | None, now: datetime) -> float | None:

@@ -37,11 +37,12 @@ from lightkube.resources.core_v1 import Event
 from lightkube.types import PatchType
 
 from ..config.kube import KubeSettings
+from ..model.backoff import full_jitter
 from .inflight import InFlight
 from .podwatch import SharedPodWatch
 from .priority import PriorityGate, is_fencing
 from .ratelimit import TokenBucket
-from .retry import TRANSIENT_STATUSES, full_jitter
+from .retry import TRANSIENT_STATUSES
 from .transport import ApiStatus, HttpxRaw, LinkError, RawHttp, api_status
 from .views import (
     DEFAULT_GRACE_SECONDS,
@@ -380,7 +381,7 @@ class KubeClient:
             else:
                 self._answered(200)
                 return result
-            backoff = full_jitter(attempt, base=self._base, cap=self._cap, rng=self._rng)
+            backoff = full_jitter(attempt, base=self._base, cap=self._cap, rng=self._rng.random)
             # A server's Retry-After is honoured, but within our cap: a drain cannot wait 10 s blindly.
             await self._sleep(min(self._cap, wait) if wait is not None else backoff)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -553,7 +554,9 @@ class KubeClient:
                 except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
                     failures += 1
                     log.warning("watch of %s broke (%s: %s); re-listing", what, type(err).__name__, err)
-                    await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng))
+                    await self._sleep(
+                        full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng.random)
+                    )
                     try:
                         listing = await relist()
                     except KubeError as list_err:
@@ -734,7 +737,9 @@ class KubeClient:
                 if err.code != 409:
                     raise
                 log.info("node %s changed under us (409), re-reading (attempt %d)", name, attempt + 1)
-                await self._sleep(full_jitter(attempt, base=self._base / 2, cap=self._cap, rng=self._rng))
+                await self._sleep(
+                    full_jitter(attempt, base=self._base / 2, cap=self._cap, rng=self._rng.random)
+                )
                 continue
             return node_view(orjson.loads(updated))
         raise KubeError(409, f"node {name} kept changing: {CONFLICT_ATTEMPTS} conflicting writes")

@@ -32,7 +32,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from .retry import backoff_with_floor
+from ..model.backoff import equal_jitter
 from .views import PodEvent, PodEventType, PodList
 
 if TYPE_CHECKING:
@@ -206,6 +206,6 @@ class SharedPodWatch:
         """Retry the nodes left behind until none is: their drains must see what the gap hid."""
         attempt = 0
         while self._behind:
-            await asyncio.sleep(backoff_with_floor(attempt, base=CATCH_UP_BASE, cap=CATCH_UP_CAP))
+            await asyncio.sleep(equal_jitter(attempt, base=CATCH_UP_BASE, cap=CATCH_UP_CAP))
             attempt += 1
             await self._relist_behind()

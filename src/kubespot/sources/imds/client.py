@@ -26,6 +26,7 @@ import httpx2
 
 from kubespot.config.imds import ImdsSettings
 from kubespot.model import Clock
+from kubespot.model.backoff import full_jitter
 from kubespot.sources.imds import paths
 from kubespot.sources.imds.errors import (
     ImdsError,
@@ -187,7 +188,7 @@ class ImdsClient:
     def _backoff(self, attempt: int) -> float:
         """Full jitter: uniform in [0, min(cap, base * 2^(attempt-1))]."""
         s = self._settings
-        return self._rng() * min(s.retry_backoff_cap, s.retry_backoff_base * 2.0 ** (attempt - 1))
+        return full_jitter(attempt - 1, base=s.retry_backoff_base, cap=s.retry_backoff_cap, rng=self._rng)
 
     async def _get_once(self, path: str) -> str | None:
         token = await self._session_token(path)

@@ -20,13 +20,13 @@ import asyncio
 import contextlib
 import enum
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from kubespot.aws import AwsError, Queue, QueueMessage
 from kubespot.config.queue import QueueSettings
 from kubespot.model import Clock
+from kubespot.model.backoff import full_jitter
 from kubespot.observability.logs import log_context
 
 __all__ = ["ConsumerStats", "Lease", "Outcome", "QueueConsumer"]
@@ -196,7 +196,7 @@ class QueueConsumer:
                 # silently halve intake, so it is logged with its traceback and retried the same way.
                 failures += 1
                 self.stats.receive_errors += 1
-                pause = random.uniform(0, min(_BACKOFF_MAX, _BACKOFF_MIN * 2 ** (failures - 1)))
+                pause = full_jitter(failures - 1, base=_BACKOFF_MIN, cap=_BACKOFF_MAX)
                 _log.warning(
                     "SQS receive failed (receiver %d, attempt %d): %s; retrying in %.1f s",
                     index,
