@@ -39,7 +39,7 @@ from kubespot.handling.queue_handler import QueueHandler
 from kubespot.kube import EventRecorder, KubeClient, Leases, connect
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
-from kubespot.observability.collector import BURST_THRESHOLDS, settle_after_startup
+from kubespot.observability.collector import BURST_THRESHOLDS, collect_periodically, settle_after_startup
 from kubespot.observability.health import Check, HealthReport, freshness, report, silence
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
@@ -265,7 +265,10 @@ class Controller:
                     log.critical("cannot start: %s", problem)
                 await self.close()
                 return 2
-        self._tasks = {"node-index": asyncio.create_task(self._index(), name="node-index")}
+        self._tasks = {
+            "node-index": asyncio.create_task(self.nodes.run(), name="node-index"),
+            "collector": asyncio.create_task(self._collector(), name="collector"),
+        }
         if self.consumer is not None:
             self._tasks["queue-consumer"] = asyncio.create_task(self.consumer.run(), name="queue-consumer")
             # Every replica resumes the states on the Nodes (interrupted drains, auto-undos) and
@@ -299,20 +302,13 @@ class Controller:
         await self.close()
         return code
 
-    async def _index(self) -> None:
-        """Keep the node index; once it is first synced, settle start-up memory and set the collector
-        for bursts (``observability.collector``: the drains of a burst allocate faster than the
-        default collector copes with)."""
-        settle = asyncio.ensure_future(self._settle_when_synced())
-        try:
-            await self.nodes.run()
-        finally:
-            settle.cancel()
-
-    async def _settle_when_synced(self) -> None:
+    async def _collector(self) -> None:
+        """Once the node index is first synced: settle start-up memory and set the collector for
+        bursts, then run a full collection every few minutes (``observability.collector``)."""
         await self.nodes.wait_synced()
         settle_after_startup(thresholds=BURST_THRESHOLDS)
         log.info("node index synced; start-up memory settled, collector thresholds %s", BURST_THRESHOLDS)
+        await collect_periodically(asyncio.sleep)
 
     async def close(self) -> None:
         await shut_down(self._tasks, flush=self._flush, keep_until_flushed="webhook", servers=self._servers)

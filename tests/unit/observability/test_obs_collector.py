@@ -1,15 +1,21 @@
-"""``settle_after_startup``: the live heap frozen, the controller's thresholds applied.
+"""``settle_after_startup``: the live heap frozen, the controller's thresholds applied; and the
+controller's periodic full collection.
 
-Run in a child interpreter: freezing and new thresholds are process-wide and would change how the
-rest of the test session collects."""
+The settling runs in a child interpreter: freezing and new thresholds are process-wide and would
+change how the rest of the test session collects."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import subprocess
 import sys
+import weakref
 
-from kubespot.observability.collector import BURST_THRESHOLDS
+import pytest
+
+from kubespot.observability.collector import BURST_THRESHOLDS, collect_periodically
 
 PROBE = """
 import gc, json
@@ -42,3 +48,32 @@ def test_without_thresholds_the_defaults_stay() -> None:
     got = probe("")
     assert got["after"] == got["before"] == [700, 10, 10]
     assert isinstance(got["frozen"], int) and got["frozen"] > 1000
+
+
+async def test_the_periodic_full_collection_frees_what_the_thresholds_leave() -> None:
+    """With the controller's thresholds a burst's cyclic garbage that reached the old generation
+    would wait ~10^8 allocations; ``collect_periodically`` frees it every period instead."""
+
+    class Drain:
+        me: object
+
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) > 1:
+            raise asyncio.CancelledError
+
+    gc.disable()  # nothing but the periodic collection may free the cycle here
+    try:
+        drain = Drain()
+        drain.me = drain
+        left = weakref.ref(drain)
+        del drain
+        assert left() is not None
+        with pytest.raises(asyncio.CancelledError):
+            await collect_periodically(sleep, seconds=7.0)
+        assert left() is None
+        assert sleeps == [7.0, 7.0]
+    finally:
+        gc.enable()
