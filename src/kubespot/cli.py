@@ -22,7 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kubesim": ("kubespot.sim.kubesim.cli", "serve a simulated Kubernetes API with a sample cluster"),
     "imds-sim": ("kubespot.sim.imdssim.cli", "serve a simulated EC2 instance metadata service"),
     "agent": ("kubespot.agent.command", "the per-node agent: watch instance metadata, fence and drain"),
-    "controller": ("kubespot.controller.command", "the cluster-wide queue processor (SQS/EventBridge)"),
+    "controller": ("kubespot.operator.command", "the cluster-wide queue processor (SQS/EventBridge)"),
     "aws": ("kubespot.aws_cli", "AWS set-up for the controller: queue, EventBridge rules, IAM policy"),
     "drain": ("kubespot.drain_cli", "deadline-aware drain of one node, like kubectl drain"),
     "sandbox": ("kubespot.sandbox.command", "a simulated cluster with real agents under interruptions"),

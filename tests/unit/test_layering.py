@@ -102,6 +102,53 @@ def test_sources_and_actions_never_import_each_other() -> None:
     assert not bad, "\n".join(bad)
 
 
+def _subpackage(path: Path) -> str | None:
+    """The controller a module belongs to (``controllers/<concern>/...``), if any."""
+    rel = path.relative_to(SRC).parts
+    return rel[1] if rel[0] == "controllers" and len(rel) > 2 else None
+
+
+def test_controllers_never_import_each_other() -> None:
+    """One folder per concern, wired by the operator: a new controller cannot lean on another."""
+    bad = []
+    for path, _top, imports in _modules():
+        mine = _subpackage(path)
+        if mine is None:
+            continue
+        for name in imports:
+            parts = name.split(".")
+            if parts[:2] == ["kubespot", "controllers"] and len(parts) > 2 and parts[2] != mine:
+                bad.append(f"{path}: {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_agent_never_imports_the_operator_or_its_controllers() -> None:
+    bad = [
+        f"{p}: {n}"
+        for p, top, imps in _modules()
+        if top == "agent"
+        for n in imps
+        if n.startswith(("kubespot.operator", "kubespot.controllers"))
+    ]
+    assert not bad, "\n".join(bad)
+
+
+#: The pure cores the provisioner adds below the adapters (scheduling simulation, the cloud
+#: interface with its fake): time and data in, no I/O, so only the layers below them.
+PURE_CORES = ("scheduling", "cloud")
+
+
+def test_pure_cores_import_only_config_and_model() -> None:
+    bad = [
+        f"{p}: {n}"
+        for p, top, imps in _modules()
+        if top in PURE_CORES
+        for n in imps
+        if n.startswith("kubespot.") and n.split(".")[1] not in (top, "config", "model")
+    ]
+    assert not bad, "\n".join(bad)
+
+
 def test_import_linter_contracts_hold() -> None:
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     assert exe, "import-linter is a dev dependency; run scripts/bootstrap"

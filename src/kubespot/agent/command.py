@@ -23,7 +23,7 @@ from kubespot.config.loader import SettingsError
 from kubespot.config.notify import NotifyTarget
 from kubespot.kube import KubeError
 from kubespot.observability.logs import configure
-from kubespot.observability.process import install_signal_handlers
+from kubespot.process.supervise import install_signal_handlers
 
 from .runtime import Agent
 

@@ -32,11 +32,11 @@ from kubespot.kube import EventRecorder, KubeClient, KubeError, connect
 from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
 from kubespot.model.summary import InterruptionSummary, Stage
-from kubespot.observability.collector import settle_after_startup
 from kubespot.observability.health import HealthReport, freshness, report, silence
 from kubespot.observability.metrics import Metrics
-from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.observability.server import EndpointServer
+from kubespot.process.collector import settle_after_startup
+from kubespot.process.supervise import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.sources.imds import ImdsClient, ImdsMonitor
 
 from .template_context import TemplateContext

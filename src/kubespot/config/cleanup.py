@@ -1,8 +1,8 @@
 """Clean-up of Node objects left behind by terminated instances (a singleton duty of the controller).
 
-Read by ``kubespot.controller.singleton``; the loader composes this group with the others. Off by
-default: deleting Nodes is the cloud controller manager's job, and this only covers for clusters
-where it lags or is missing (self-managed control planes, a node lifecycle controller that never
+Read by ``kubespot.controllers.housekeeping.singleton``; the loader composes this group with the
+others. Off by default: deleting Nodes is the cloud controller manager's job, and this only covers
+for clusters where it lags or is missing (self-managed control planes, a node lifecycle controller that never
 ran for an instance).
 """
 

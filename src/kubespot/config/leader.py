@@ -1,6 +1,6 @@
 """Which controller replica runs the singleton duties: leader election on a coordination.k8s.io Lease.
 
-Read by ``kubespot.controller.leader``; the loader composes this group with the others. The queue
+Read by ``kubespot.operator.leader``; the loader composes this group with the others. The queue
 is shared by every replica whatever this says: only the duties one replica must do for the whole
 cluster (the managed-instance gauge, node clean-up) wait for the lease. The timings are client-go's
 defaults (kube-controller-manager's and Karpenter's too), and so are the rules between them.

@@ -1,6 +1,6 @@
 """Load-balancer deregistration, a response action of the controller (docs/designs/response-actions.md).
 
-Read by ``kubespot.controller.response_actions``; the loader composes this group with the others.
+Read by ``kubespot.controllers.response.response_actions``; the loader composes this group with the others.
 Off by default: it needs IAM rights over the account's target groups (``kubespot aws policy
 --actions loadbalancer``), which a cluster grants deliberately.
 """

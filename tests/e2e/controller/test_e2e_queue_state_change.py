@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from controller_world import controller_world, state_change, workload
 
-from kubespot.observability.collector import BURST_THRESHOLDS
+from kubespot.process.collector import BURST_THRESHOLDS
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.testing import until
 

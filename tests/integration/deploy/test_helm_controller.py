@@ -42,7 +42,7 @@ from helm_support import (
 
 from kubespot.config.controller import ControllerSettings
 from kubespot.config.loader import load, specs
-from kubespot.controller.response_actions import enabled_actions
+from kubespot.controllers.response.response_actions import enabled_actions
 from kubespot.sim.kubesim.testing import node
 
 NTH_QUEUE = FIXTURES / "nth-queue-values.yaml"

@@ -17,8 +17,8 @@ from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.config.queue import QueueSettings
+from kubespot.controllers.interruption.queue_handler import QueueHandler
 from kubespot.handling.node_index import NodeIndex
-from kubespot.handling.queue_handler import QueueHandler
 from kubespot.model.clock import SystemClock
 from kubespot.observability.metrics import Metrics
 from kubespot.sources.sqs.consumer import Lease, Outcome
@@ -119,7 +119,7 @@ def test_only_states_with_work_left_are_resumed_at_start_up() -> None:
     # A controller restart resumes fences and drains in progress (or failed, to retry) and rebalance
     # undos; a drained node has nothing left, and resuming it would rewrite its holder (a write per
     # drained node at every restart: review of issue 10).
-    from kubespot.handling.queue_handler import _needs_resume
+    from kubespot.controllers.interruption.queue_handler import _needs_resume
     from kubespot.handling.state import STATE_ANNOTATION, NodeState, Phase
     from kubespot.kube import NodeView
 

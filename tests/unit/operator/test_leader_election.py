@@ -1,4 +1,4 @@
-"""Leader election (kubespot.controller.leader) on an in-memory Lease with a clock that moves only
+"""Leader election (kubespot.operator.leader) on an in-memory Lease with a clock that moves only
 when told: who leads, when a standby may take over, that two replicas never lead at once, and what
 the Lease records."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from kubespot.config.leader import LeaderElectionSettings
 from kubespot.config.loader import InvalidSetting
-from kubespot.controller.leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
 from kubespot.kube import KubeError, LeaseRecord, LeaseView
+from kubespot.operator.leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 NS, NAME = "kube-system", "kubespot-controller"

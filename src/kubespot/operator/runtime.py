@@ -34,22 +34,21 @@ from kubespot.aws import AwsClients, InstanceDirectory, LifecycleActions, Queue
 from kubespot.config.controller import ControllerSettings
 from kubespot.config.http_calls import HttpCall, http_calls
 from kubespot.config.notify import NotifyTarget, notify_targets
+from kubespot.controllers.housekeeping.singleton import ManagedInstancesGauge, NodeCleanup
+from kubespot.controllers.interruption.queue_handler import QueueHandler
+from kubespot.controllers.interruption.template_context import QueueTemplateContext
+from kubespot.controllers.response.response_actions import ResponseActions, enabled_actions
 from kubespot.handling.node_index import NodeIndex
-from kubespot.handling.queue_handler import QueueHandler
 from kubespot.kube import EventRecorder, KubeClient, Leases, connect
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
-from kubespot.observability.collector import BURST_THRESHOLDS, collect_periodically, settle_after_startup
 from kubespot.observability.health import Check, HealthReport, freshness, report, silence
 from kubespot.observability.metrics import Metrics
-from kubespot.observability.process import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.observability.server import EndpointServer
+from kubespot.operator.leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
+from kubespot.process.collector import BURST_THRESHOLDS, collect_periodically, settle_after_startup
+from kubespot.process.supervise import shut_down, start_endpoints, supervise, tasks_check
 from kubespot.sources.sqs.consumer import QueueConsumer
-
-from .leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
-from .response_actions import ResponseActions, enabled_actions
-from .singleton import ManagedInstancesGauge, NodeCleanup
-from .template_context import QueueTemplateContext
 
 log = logging.getLogger("kubespot.controller")
 

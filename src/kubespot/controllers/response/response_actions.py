@@ -26,7 +26,7 @@ The instance acted on is always the one in the Node's ``spec.providerID`` (``aws
 set by the cloud provider: never an instance id read from an annotation (the state's ``extra``, the
 record's ``instance``), which any process allowed to patch Nodes (every agent) can write. A node
 without an AWS providerID gets no instance-level action; isolation further requires the managed tag
-on the instance (``kubespot.actions.isolate``).
+on the instance (``kubespot.controllers.response.isolate``).
 """
 
 from __future__ import annotations
@@ -41,9 +41,6 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
-from kubespot.actions.isolate import InstanceIsolation
-from kubespot.actions.loadbalancer import LoadBalancerDeregistration, NodeTargets, TargetPlan
-from kubespot.actions.publish import Published, SummaryPublisher
 from kubespot.aws import (
     AwsClients,
     ClassicLoadBalancers,
@@ -54,6 +51,9 @@ from kubespot.aws import (
     TargetDirectory,
 )
 from kubespot.config.controller import ControllerSettings
+from kubespot.controllers.response.isolate import InstanceIsolation
+from kubespot.controllers.response.loadbalancer import LoadBalancerDeregistration, NodeTargets, TargetPlan
+from kubespot.controllers.response.publish import Published, SummaryPublisher
 from kubespot.handling.actions_record import (
     ACTIONS_ANNOTATION,
     ActionsRecord,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubespot.aws.ec2 import InstanceInfo
-from kubespot.controller.template_context import QueueTemplateContext
+from kubespot.controllers.interruption.template_context import QueueTemplateContext
 from kubespot.kube import KubeError, NodeView, PodList, PodView
 from kubespot.model import InterruptionEvent, Kind, Source
 

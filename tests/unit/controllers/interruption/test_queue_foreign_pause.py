@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubespot.handling.queue_handler import foreign_pause
+from kubespot.controllers.interruption.queue_handler import foreign_pause
 
 
 def test_visible_at_once_after_the_first_receive_then_backing_off_to_the_visibility_timeout() -> None:

@@ -1,5 +1,5 @@
-"""The controller's singleton duties (kubespot.controller.singleton) on fakes: which NotReady nodes
-the clean-up deletes, what dry run does, and how the managed-instance gauge counts."""
+"""The controller's singleton duties (kubespot.controllers.housekeeping.singleton) on fakes: which
+NotReady nodes the clean-up deletes, what dry run does, and how the managed-instance gauge counts."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kubespot.aws import InstanceInfo
 from kubespot.config.cleanup import NodeCleanupSettings
 from kubespot.config.queue import QueueSettings
-from kubespot.controller.singleton import ManagedInstancesGauge, NodeCleanup, capacity_type
+from kubespot.controllers.housekeeping.singleton import ManagedInstancesGauge, NodeCleanup, capacity_type
 from kubespot.kube import NodeView
 from kubespot.observability.metrics import Metrics
 

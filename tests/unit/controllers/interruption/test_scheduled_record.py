@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from kubespot.handling.scheduled import (
+from kubespot.controllers.interruption.scheduled import (
     PRUNE_AFTER,
     SCHEDULED_ANNOTATION,
     SCHEDULED_KEPT,

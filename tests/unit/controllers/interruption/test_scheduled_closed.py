@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from kubespot.handling.scheduled import (
+from kubespot.controllers.interruption.scheduled import (
     CLOSED_ANNOTATION,
     CLOSED_KEPT,
     PRUNE_AFTER,

@@ -1,4 +1,4 @@
-"""The controller's AWS action runner (kubespot.controller.response_actions) on fakes: the record is
+"""The controller's AWS action runner (kubespot.controllers.response.response_actions) on fakes: the record is
 written before anything is deregistered, the post-drain steps wait for DRAINED and run in order,
 a restarted or second runner continues from the record without repeating a step, one failing
 action never stops the others, a withdrawn event is not isolated, dry run writes nothing."""
@@ -17,9 +17,6 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kubespot.actions.isolate import InstanceIsolation
-from kubespot.actions.loadbalancer import LoadBalancerDeregistration
-from kubespot.actions.publish import SummaryPublisher
 from kubespot.aws import (
     AwsError,
     ClassicRegistration,
@@ -29,7 +26,10 @@ from kubespot.aws import (
     IsolationOutcome,
     Registration,
 )
-from kubespot.controller.response_actions import ResponseActions
+from kubespot.controllers.response.isolate import InstanceIsolation
+from kubespot.controllers.response.loadbalancer import LoadBalancerDeregistration
+from kubespot.controllers.response.publish import SummaryPublisher
+from kubespot.controllers.response.response_actions import ResponseActions
 from kubespot.handling.actions_record import (
     ACTIONS_ANNOTATION,
     ActionsRecord,
@@ -659,7 +659,7 @@ def test_the_queue_is_optional_once_an_action_is_on(monkeypatch: pytest.MonkeyPa
     import argparse
 
     from kubespot.config.loader import SettingsError
-    from kubespot.controller.command import load_settings
+    from kubespot.operator.command import load_settings
 
     for name in [n for n in os.environ if n.startswith("KUBESPOT_") or n == "QUEUE_URL"]:
         monkeypatch.delenv(name)

@@ -15,11 +15,11 @@ import weakref
 
 import pytest
 
-from kubespot.observability.collector import BURST_THRESHOLDS, collect_periodically
+from kubespot.process.collector import BURST_THRESHOLDS, collect_periodically
 
 PROBE = """
 import gc, json
-from kubespot.observability.collector import BURST_THRESHOLDS, settle_after_startup
+from kubespot.process.collector import BURST_THRESHOLDS, settle_after_startup
 kept = [[i] for i in range(1000)]            # long-lived state, e.g. a synced index
 before = gc.get_threshold()
 settle_after_startup({arg})

@@ -11,7 +11,7 @@ from kubespot.aws.autoscaling import HookTimeouts
 from kubespot.aws.ec2 import InstanceInfo
 from kubespot.aws.session import AwsError
 from kubespot.config.queue import QueueSettings
-from kubespot.handling.lifecycle_hooks import UNREADABLE_RETRY, LifecycleHooks
+from kubespot.controllers.interruption.lifecycle_hooks import UNREADABLE_RETRY, LifecycleHooks
 from kubespot.handling.node_index import NodeIndex
 from kubespot.model import SystemClock
 from kubespot.observability.metrics import Metrics

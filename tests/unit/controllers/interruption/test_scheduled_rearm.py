@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 
-from kubespot.handling.node_handler import Settled
-from kubespot.handling.node_index import NodeIndex
-from kubespot.handling.scheduled import (
+from kubespot.controllers.interruption.scheduled import (
     PRUNE_AFTER,
     SCHEDULED_ANNOTATION,
     Entry,
@@ -23,6 +21,8 @@ from kubespot.handling.scheduled import (
     decode_entries,
     encode_entries,
 )
+from kubespot.handling.node_handler import Settled
+from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import KubeError, NodeEvent, NodeList, NodeView, PodEventType
 from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.observability.metrics import Metrics
@@ -445,7 +445,7 @@ async def test_a_stale_upcoming_is_not_recorded_over_a_closing_the_index_does_no
     # Replica A took the Health "closed" and left its tombstone; replica B's node index still shows
     # the node without it when B takes a stale "upcoming": the compare-and-set write, made on the
     # node as the API server has it, sees the tombstone and records nothing (issue 10 review).
-    from kubespot.handling.scheduled import CLOSED_ANNOTATION, Closed, encode_closed
+    from kubespot.controllers.interruption.scheduled import CLOSED_ANNOTATION, Closed, encode_closed
 
     kube = FakeKube("n1")
     replica = Replica(kube)

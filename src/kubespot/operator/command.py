@@ -22,12 +22,11 @@ from kubespot.config.controller import ControllerSettings
 from kubespot.config.http_calls import HttpCall
 from kubespot.config.loader import Problem, SettingsError
 from kubespot.config.notify import NotifyTarget
+from kubespot.controllers.response.response_actions import enabled_actions
 from kubespot.kube import KubeError
 from kubespot.observability.logs import configure
-from kubespot.observability.process import install_signal_handlers
-
-from .response_actions import enabled_actions
-from .runtime import Controller
+from kubespot.operator.runtime import Controller
+from kubespot.process.supervise import install_signal_handlers
 
 log = logging.getLogger("kubespot.controller")
 

@@ -12,10 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
 from kubespot.config.observability import ObservabilitySettings
-
-from .health import Check, HealthReport, freshness
-from .metrics import Metrics
-from .server import EndpointServer, health_handler, metrics_handler
+from kubespot.observability.health import Check, HealthReport, freshness
+from kubespot.observability.metrics import Metrics
+from kubespot.observability.server import EndpointServer, health_handler, metrics_handler
 
 log = logging.getLogger("kubespot.process")
 

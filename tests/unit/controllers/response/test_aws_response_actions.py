@@ -9,9 +9,6 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from kubespot.actions.isolate import InstanceIsolation
-from kubespot.actions.loadbalancer import LoadBalancerDeregistration, NodeTargets
-from kubespot.actions.publish import SummaryPublisher, subject
 from kubespot.aws import (
     AwsError,
     ClassicRegistration,
@@ -24,6 +21,9 @@ from kubespot.aws import (
     QuarantineGroupError,
     Registration,
 )
+from kubespot.controllers.response.isolate import InstanceIsolation
+from kubespot.controllers.response.loadbalancer import LoadBalancerDeregistration, NodeTargets
+from kubespot.controllers.response.publish import SummaryPublisher, subject
 from kubespot.model import Kind, Source
 from kubespot.model.summary import ActionResult, InterruptionSummary, Outcome, Stage
 

@@ -1,1 +1,0 @@
-"""``kubespot controller``: the cluster-wide queue processor (SQS fed by EventBridge)."""
