@@ -133,9 +133,10 @@ def test_the_agent_never_imports_the_operator_or_its_controllers() -> None:
     assert not bad, "\n".join(bad)
 
 
-#: The pure cores the provisioner adds below the adapters (scheduling simulation, the cloud
-#: interface with its fake): time and data in, no I/O, so only the layers below them.
-PURE_CORES = ("scheduling", "cloud")
+#: The pure cores below the adapters: the node records' codecs, and those the provisioner adds
+#: (scheduling simulation, the cloud interface with its fake): time and data in, no I/O, so only the
+#: layers below them.
+PURE_CORES = ("records", "scheduling", "cloud")
 
 
 def test_pure_cores_import_only_config_and_model() -> None:

@@ -1,6 +1,6 @@
 """The controller's SQS queue: where it is, how it is consumed, and what happens to each message.
 
-Read by ``kubespot.sources.sqs``; the loader composes this group with the others. Names and
+Read by ``kubespot.controllers.interruption.sqs``; the loader composes this group with the others. Names and
 defaults follow aws-node-termination-handler's queue mode where it has them (accepted as aliases),
 except where its defaults are what users report as broken (a fixed 20 s visibility timeout, ten
 workers): those are kubespot's own settings.

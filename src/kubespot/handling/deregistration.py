@@ -18,8 +18,7 @@ from datetime import datetime, timedelta
 from kubespot.kube import KubeError, NodeView, PodView
 from kubespot.model import Clock
 from kubespot.model.summary import ActionResult, ActionSummary
-
-from .actions_record import ACTIONS_ANNOTATION, Deregistration, StepState, deregistration_for
+from kubespot.records.actions import ACTIONS_ANNOTATION, Deregistration, StepState, deregistration_for
 
 log = logging.getLogger("kubespot.handling")
 

@@ -40,17 +40,7 @@ from kubespot.model import Clock, InterruptionEvent, Kind, Source
 from kubespot.model.summary import Outcome, Stage
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
-
-from .policy import (
-    OUT_OF_SERVICE,
-    Plan,
-    effective_deadline,
-    plan_for,
-    scheduled_code,
-    supersedes,
-    voluntary_drain,
-)
-from .state import (
+from kubespot.records.interruption import (
     STATE_ANNOTATION,
     UNDONE_ANNOTATION,
     UNDONE_KEPT,
@@ -60,6 +50,16 @@ from .state import (
     decode,
     undone_ids,
     with_undone,
+)
+
+from .policy import (
+    OUT_OF_SERVICE,
+    Plan,
+    effective_deadline,
+    plan_for,
+    scheduled_code,
+    supersedes,
+    voluntary_drain,
 )
 from .timeline import Run, counts_extra, drain_error, drain_summary, pod_counts
 from .timeline_steps import Notifier, StageCalls, TimelineSteps

@@ -23,8 +23,8 @@ from kubespot.kube import KubeClient, NodeView
 from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, Outcome, Stage
 from kubespot.observability.metrics import Metrics
+from kubespot.records.interruption import NodeState
 
-from .state import NodeState
 from .timeline import Run, pre_drain_budget, stage_event
 
 if TYPE_CHECKING:

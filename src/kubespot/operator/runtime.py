@@ -36,6 +36,7 @@ from kubespot.config.http_calls import HttpCall, http_calls
 from kubespot.config.notify import NotifyTarget, notify_targets
 from kubespot.controllers.housekeeping.singleton import ManagedInstancesGauge, NodeCleanup
 from kubespot.controllers.interruption.queue_handler import QueueHandler
+from kubespot.controllers.interruption.sqs.consumer import QueueConsumer
 from kubespot.controllers.interruption.template_context import QueueTemplateContext
 from kubespot.controllers.response.response_actions import ResponseActions, enabled_actions
 from kubespot.handling.node_index import NodeIndex
@@ -48,7 +49,6 @@ from kubespot.observability.server import EndpointServer
 from kubespot.operator.leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
 from kubespot.process.collector import BURST_THRESHOLDS, collect_periodically, settle_after_startup
 from kubespot.process.supervise import shut_down, start_endpoints, supervise, tasks_check
-from kubespot.sources.sqs.consumer import QueueConsumer
 
 log = logging.getLogger("kubespot.controller")
 

@@ -17,7 +17,7 @@ import pytest
 from agent_world import NODE, Obj, World, agent_world, node_events_with, running_uids, web
 from nth_support import app_pods, check, spot_event_id, spot_itn, stays_false
 
-from kubespot.handling.actions_record import ACTIONS_ANNOTATION, ActionsRecord, StepState, loadbalancer_step
+from kubespot.records.actions import ACTIONS_ANNOTATION, ActionsRecord, StepState, loadbalancer_step
 from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow

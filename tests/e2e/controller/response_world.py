@@ -26,8 +26,8 @@ from controller_world import (
     settled_world,
 )
 
-from kubespot.handling.actions_record import ACTIONS_ANNOTATION
-from kubespot.handling.state import STATE_ANNOTATION, NodeState, Phase
+from kubespot.records.actions import ACTIONS_ANNOTATION
+from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase
 from kubespot.sim.awssim import MotoServer
 
 

@@ -13,8 +13,8 @@ from controller_world import MANAGED_TAG, ControllerWorld, spot_warning, workloa
 from response_world import STATE, Phase, agent_state, interface_groups, record, response_world
 
 from kubespot.config.kube import KubeSettings
-from kubespot.handling.actions_record import ACTIONS_ANNOTATION, ActionsRecord
 from kubespot.kube import connect
+from kubespot.records.actions import ACTIONS_ANNOTATION, ActionsRecord
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.testing import until
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 import pytest
 
-from kubespot.handling.actions_record import (
+from kubespot.records.actions import (
     ACTIONS_ANNOTATION,
     MAX_PODS,
     MAX_TARGETS,

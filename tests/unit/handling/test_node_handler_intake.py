@@ -14,11 +14,11 @@ from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.node_handler import NodeHandler, Settled
-from kubespot.handling.state import STATE_ANNOTATION, decode
 from kubespot.kube import KubeError, NodeView, PodEvent, PodEventType, PodList, Taint
 from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.model.summary import InterruptionSummary, Stage
 from kubespot.observability.metrics import Metrics
+from kubespot.records.interruption import STATE_ANNOTATION, decode
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 

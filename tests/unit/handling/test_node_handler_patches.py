@@ -12,9 +12,9 @@ from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.node_handler import _fence_patch, _undo_patch
 from kubespot.handling.policy import plan_for
-from kubespot.handling.state import STATE_ANNOTATION, UNDONE_ANNOTATION, Phase, decode
 from kubespot.kube import NodeView, Taint
 from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.records.interruption import STATE_ANNOTATION, UNDONE_ANNOTATION, Phase, decode
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 FOREIGN = Taint("team.example/maintenance", "NoSchedule", "x")

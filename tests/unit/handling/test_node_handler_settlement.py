@@ -18,10 +18,10 @@ from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.node_handler import SETTLED_KEPT, NodeHandler, Settled
-from kubespot.handling.state import STATE_ANNOTATION, decode
 from kubespot.kube import NodeView
 from kubespot.model import Kind
 from kubespot.observability.metrics import Metrics
+from kubespot.records.interruption import STATE_ANNOTATION, decode
 
 OOS = "node.kubernetes.io/out-of-service"
 

@@ -15,15 +15,8 @@ from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.loadbalancer import LoadBalancerWaitSettings
 from kubespot.config.node import NodeActionSettings
-from kubespot.handling.actions_record import (
-    ACTIONS_ANNOTATION,
-    ActionsRecord,
-    StepState,
-    loadbalancer_step,
-)
 from kubespot.handling.deregistration import wait_bound
 from kubespot.handling.node_handler import NodeHandler, Settled
-from kubespot.handling.state import STATE_ANNOTATION, Phase, decode
 from kubespot.handling.timeline import pre_drain_budget
 from kubespot.kube import (
     EvictionOutcome,
@@ -38,6 +31,13 @@ from kubespot.kube import (
 from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, Stage
 from kubespot.observability.metrics import Metrics
+from kubespot.records.actions import (
+    ACTIONS_ANNOTATION,
+    ActionsRecord,
+    StepState,
+    loadbalancer_step,
+)
+from kubespot.records.interruption import STATE_ANNOTATION, Phase, decode
 
 T0 = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ import pytest
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.policy import EXCLUDE_LB_LABEL, IGNORE, plan_for, stops_instance, supersedes
-from kubespot.handling.state import NodeState, Phase, StateError, decode
 from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.records.interruption import NodeState, Phase, StateError, decode
 
 NOW = datetime(2026, 11, 20, 17, 0, tzinfo=UTC)
 

@@ -18,10 +18,10 @@ from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.config.queue import QueueSettings
 from kubespot.controllers.interruption.queue_handler import QueueHandler
+from kubespot.controllers.interruption.sqs.consumer import Lease, Outcome
 from kubespot.handling.node_index import NodeIndex
 from kubespot.model.clock import SystemClock
 from kubespot.observability.metrics import Metrics
-from kubespot.sources.sqs.consumer import Lease, Outcome
 
 
 class NoInstances:
@@ -120,8 +120,8 @@ def test_only_states_with_work_left_are_resumed_at_start_up() -> None:
     # undos; a drained node has nothing left, and resuming it would rewrite its holder (a write per
     # drained node at every restart: review of issue 10).
     from kubespot.controllers.interruption.queue_handler import _needs_resume
-    from kubespot.handling.state import STATE_ANNOTATION, NodeState, Phase
     from kubespot.kube import NodeView
+    from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase
 
     def node(phase: Phase, undo: bool = False) -> NodeView:
         t = datetime(2026, 11, 25, tzinfo=UTC)

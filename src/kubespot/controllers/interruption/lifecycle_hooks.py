@@ -32,12 +32,12 @@ from typing import Protocol
 from kubespot.aws.autoscaling import MAX_HEARTBEAT_TIMEOUT, HookTimeouts, LifecycleActionGone, LifecycleResult
 from kubespot.aws.ec2 import InstanceInfo
 from kubespot.config.queue import QueueSettings
+from kubespot.controllers.interruption.sqs.consumer import Outcome
+from kubespot.controllers.interruption.sqs.parsers import LifecycleAction
 from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import NodeView
 from kubespot.model import Clock
 from kubespot.observability.metrics import Metrics
-from kubespot.sources.sqs.consumer import Outcome
-from kubespot.sources.sqs.parsers import LifecycleAction
 
 __all__ = ["HookClient", "LifecycleHooks"]
 

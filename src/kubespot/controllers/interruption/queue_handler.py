@@ -51,17 +51,17 @@ from kubespot.config.node import NodeActionSettings
 from kubespot.config.queue import QueueSettings
 from kubespot.controllers.interruption.lifecycle_hooks import HookClient, LifecycleHooks
 from kubespot.controllers.interruption.scheduled import ScheduledChanges
+from kubespot.controllers.interruption.sqs.consumer import Lease, Outcome
+from kubespot.controllers.interruption.sqs.errors import MessageError
+from kubespot.controllers.interruption.sqs.parsers import LifecycleAction, ParsedMessage, parse_message
 from kubespot.handling.node_handler import NodeHandler, Notifier, Settled, StageCalls
 from kubespot.handling.node_index import NodeIndex
 from kubespot.handling.policy import effective_deadline, plan_for, voluntary
-from kubespot.handling.state import STATE_ANNOTATION, Phase, StateError, decode
 from kubespot.kube import EventRecorder, KubeClient, NodeView
 from kubespot.model import Clock, InterruptionEvent, Kind
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
-from kubespot.sources.sqs.consumer import Lease, Outcome
-from kubespot.sources.sqs.errors import MessageError
-from kubespot.sources.sqs.parsers import LifecycleAction, ParsedMessage, parse_message
+from kubespot.records.interruption import STATE_ANNOTATION, Phase, StateError, decode
 
 log = logging.getLogger("kubespot.handling.queue")
 

@@ -39,13 +39,13 @@ from typing import Any
 
 import orjson
 
-from kubespot.handling.annotation_json import text_field, utc_time
 from kubespot.handling.node_handler import NodeHandler
 from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import KubeClient, KubeError, NodeView
 from kubespot.model import Clock, InterruptionEvent, Kind, Source
 from kubespot.observability.logs import log_context
 from kubespot.observability.metrics import Metrics
+from kubespot.records.annotation_json import text_field, utc_time
 
 log = logging.getLogger("kubespot.handling.scheduled")
 

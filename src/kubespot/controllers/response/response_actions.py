@@ -54,7 +54,19 @@ from kubespot.config.controller import ControllerSettings
 from kubespot.controllers.response.isolate import InstanceIsolation
 from kubespot.controllers.response.loadbalancer import LoadBalancerDeregistration, NodeTargets, TargetPlan
 from kubespot.controllers.response.publish import Published, SummaryPublisher
-from kubespot.handling.actions_record import (
+from kubespot.kube import KubeError, NodeView, PodList, fencing
+from kubespot.model import Clock, Kind, Source
+from kubespot.model.summary import (
+    ActionResult,
+    ActionSummary,
+    InterruptionSummary,
+    Outcome,
+    PodCounts,
+    Stage,
+)
+from kubespot.observability.logs import log_context
+from kubespot.observability.metrics import Metrics
+from kubespot.records.actions import (
     ACTIONS_ANNOTATION,
     ActionsRecord,
     IsolationStep,
@@ -68,19 +80,7 @@ from kubespot.handling.actions_record import (
     record_patch,
     short,
 )
-from kubespot.handling.state import STATE_ANNOTATION, NodeState, Phase, StateError, decode
-from kubespot.kube import KubeError, NodeView, PodList, fencing
-from kubespot.model import Clock, Kind, Source
-from kubespot.model.summary import (
-    ActionResult,
-    ActionSummary,
-    InterruptionSummary,
-    Outcome,
-    PodCounts,
-    Stage,
-)
-from kubespot.observability.logs import log_context
-from kubespot.observability.metrics import Metrics
+from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase, StateError, decode
 
 log = logging.getLogger("kubespot.controller.actions")
 

@@ -12,10 +12,10 @@ from kubespot.aws.ec2 import InstanceInfo
 from kubespot.aws.session import AwsError
 from kubespot.config.queue import QueueSettings
 from kubespot.controllers.interruption.lifecycle_hooks import UNREADABLE_RETRY, LifecycleHooks
+from kubespot.controllers.interruption.sqs.parsers import LifecycleAction
 from kubespot.handling.node_index import NodeIndex
 from kubespot.model import SystemClock
 from kubespot.observability.metrics import Metrics
-from kubespot.sources.sqs.parsers import LifecycleAction
 
 STARTED = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 ACTION = LifecycleAction("ng", "drain", "tok", "i-0abc", STARTED)

@@ -30,17 +30,17 @@ from kubespot.controllers.response.isolate import InstanceIsolation
 from kubespot.controllers.response.loadbalancer import LoadBalancerDeregistration
 from kubespot.controllers.response.publish import SummaryPublisher
 from kubespot.controllers.response.response_actions import ResponseActions
-from kubespot.handling.actions_record import (
+from kubespot.kube import KubeError, NodeView, PodList, PodView
+from kubespot.model import Kind
+from kubespot.observability.metrics import Metrics
+from kubespot.records.actions import (
     ACTIONS_ANNOTATION,
     ActionsRecord,
     StepState,
     decode_record,
     deregistration_for,
 )
-from kubespot.handling.state import STATE_ANNOTATION, NodeState, Phase
-from kubespot.kube import KubeError, NodeView, PodList, PodView
-from kubespot.model import Kind
-from kubespot.observability.metrics import Metrics
+from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase
 
 T0 = datetime(2026, 11, 20, 17, 4, 13, tzinfo=UTC)
 NODE = "ip-10-0-0-10.ec2.internal"

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from .annotation_json import text_field, utc_time
+from kubespot.records.annotation_json import text_field, utc_time
 
 ACTIONS_ANNOTATION = "kubespot.io/actions"
 RECORD_VERSION = 1

@@ -33,8 +33,8 @@ from typing import Any
 
 import orjson
 
+from kubespot.controllers.interruption.sqs.errors import MessageError
 from kubespot.model import InterruptionEvent, Kind, Source, event_id
-from kubespot.sources.sqs.errors import MessageError
 
 #: The spot interruption warning comes two minutes before EC2 acts.
 SPOT_WARNING = timedelta(seconds=120)

@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from kubespot.model import Kind, Source
-from kubespot.sources.sqs.errors import MessageError
-from kubespot.sources.sqs.parsers import (
+from kubespot.controllers.interruption.sqs.errors import MessageError
+from kubespot.controllers.interruption.sqs.parsers import (
     FORM_AUTOSCALING,
     FORM_EVENTBRIDGE,
     FORM_SNS,
@@ -22,6 +21,7 @@ from kubespot.sources.sqs.parsers import (
     ParsedMessage,
     parse_message,
 )
+from kubespot.model import Kind, Source
 
 SAMPLES = Path(__file__).resolve().parents[3] / "fixtures" / "eventbridge"
 NOW = datetime(2026, 11, 20, 17, 3, 0, tzinfo=UTC)

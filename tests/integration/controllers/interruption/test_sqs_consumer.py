@@ -20,9 +20,9 @@ import pytest
 from kubespot.aws import AwsClients, Queue, QueueMessage
 from kubespot.config.aws import AwsSettings
 from kubespot.config.queue import QueueSettings
+from kubespot.controllers.interruption.sqs.consumer import Lease, Outcome, QueueConsumer
 from kubespot.model import SystemClock
 from kubespot.sim.awssim import MotoServer
-from kubespot.sources.sqs.consumer import Lease, Outcome, QueueConsumer
 
 Handler = Callable[[QueueMessage, Lease], Awaitable[Outcome]]
 
@@ -191,7 +191,7 @@ async def test_handler_exception_is_logged_and_left(
             raise RuntimeError("boom")
         return Outcome.DONE
 
-    with caplog.at_level(logging.ERROR, logger="kubespot.sources.sqs.consumer"):
+    with caplog.at_level(logging.ERROR, logger="kubespot.controllers.interruption.sqs.consumer"):
         async with _running(clients, url, handle) as consumer:
             await _until(lambda: consumer.stats.deleted == 4, 5, "the other four deletes")
             _send(aws_env, url, 3, start=10)  # the consumer keeps going after the failure
