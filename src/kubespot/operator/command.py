@@ -25,7 +25,7 @@ from kubespot.config.notify import NotifyTarget
 from kubespot.controllers.response.response_actions import enabled_actions
 from kubespot.kube import KubeError
 from kubespot.observability.logs import configure
-from kubespot.operator.runtime import Controller
+from kubespot.operator.runtime import Operator
 from kubespot.process.supervise import install_signal_handlers
 
 log = logging.getLogger("kubespot.controller")
@@ -63,7 +63,7 @@ async def run(
     stop = asyncio.Event()
     install_signal_handlers(stop)
     try:
-        controller = Controller(settings, targets=targets, calls=calls)
+        controller = Operator(settings, targets=targets, calls=calls)
     except KubeError as err:
         log.critical("cannot start: %s", err)
         return 2

@@ -1,4 +1,5 @@
-"""The running controller: builds every part from ``ControllerSettings`` and runs them until stopped.
+"""The running operator: builds the shared parts from ``ControllerSettings``, its controllers from
+them (``controllers``: the list), and runs them until stopped.
 
 - a node index (one list + watch of Nodes) answers "which node is instance i-…";
 - the queue consumer long-polls SQS with several receivers and hands each message, in its own task,
@@ -10,7 +11,7 @@
   are the agent's; with ``loadbalancer.enabled`` the drains also wait for the deregistration
   (``ControllerSettings.drain_wait``);
 - the singleton duties (managed-instance gauge, node clean-up, the AWS response actions) run on the
-  replica that holds the leader-election Lease (``leader``, ``singleton``, ``response_actions``).
+  replica that holds the leader-election Lease (``leader``; the controllers' leader-only runnables).
 
 The queue is optional when an AWS response action is on (IMDS-only clusters: the agents fence, the
 controller deregisters, isolates and publishes): then no consumer runs.
@@ -22,42 +23,36 @@ the Node (compare-and-set) keeps two replicas from starting two drains for one n
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from kubespot.actions.http_call import HttpCalls
 from kubespot.actions.notify import Notifier
-from kubespot.aws import AwsClients, InstanceDirectory, LifecycleActions, Queue
+from kubespot.aws import AwsClients, InstanceDirectory
 from kubespot.config.controller import ControllerSettings
 from kubespot.config.http_calls import HttpCall, http_calls
 from kubespot.config.notify import NotifyTarget, notify_targets
-from kubespot.controllers.housekeeping.singleton import ManagedInstancesGauge, NodeCleanup
-from kubespot.controllers.interruption.queue_handler import QueueHandler
-from kubespot.controllers.interruption.sqs.consumer import QueueConsumer
 from kubespot.controllers.interruption.template_context import QueueTemplateContext
-from kubespot.controllers.response.response_actions import ResponseActions, enabled_actions
+from kubespot.controllers.response.response_actions import enabled_actions
 from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import EventRecorder, KubeClient, Leases, connect
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
-from kubespot.observability.health import Check, HealthReport, freshness, report, silence
+from kubespot.observability.health import HealthReport, freshness, report, silence
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.server import EndpointServer
+from kubespot.operator.controllers import Controller, Shared, new_controllers
 from kubespot.operator.leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
 from kubespot.process.collector import BURST_THRESHOLDS, collect_periodically, settle_after_startup
 from kubespot.process.supervise import shut_down, start_endpoints, supervise, tasks_check
 
 log = logging.getLogger("kubespot.controller")
 
-#: Seconds in-flight messages get to finish at shutdown before they are left to reappear.
-DRAIN_ON_STOP = 10.0
 
-
-class Controller:
-    """One controller replica. ``await run(stop)`` returns the process exit code."""
+class Operator:
+    """One operator replica. ``await run(stop)`` returns the process exit code."""
 
     def __init__(
         self,
@@ -79,8 +74,6 @@ class Controller:
         # Hundreds of drains at once: one pod watch for all of them, not one connection each.
         self.kube.share_pod_watch()
         self.aws = AwsClients(settings.aws)
-        # Without a queue (IMDS-only clusters with AWS response actions) nothing is consumed.
-        self.queue = Queue(self.aws, settings.queue.url) if settings.queue.url else None
         self.instances = InstanceDirectory(
             self.aws, cache_ttl=settings.queue.describe_cache_ttl, clock=self.clock
         )
@@ -121,82 +114,38 @@ class Controller:
             if calls
             else None
         )
-        # An Auto Scaling lifecycle message only reaches the queue when its EventBridge rule exists,
-        # and the group waits on the hook: in queue mode it is always handled.
-        monitors = dataclasses.replace(settings.monitors, asg_lifecycle_draining=True)
-        lifecycle = LifecycleActions(self.aws)
-        self.handler = QueueHandler(
-            kube=self.kube,
-            nodes=self.nodes,
-            instances=self.instances,
-            lifecycle=lifecycle,
-            queue=settings.queue,
-            monitors=monitors,
-            actions=settings.node_actions,
-            drain=settings.drain,
-            clock=self.clock,
-            metrics=self.metrics,
-            recorder=self.recorder,
-            notifier=self.notifier,
-            http_calls=self.http_calls,
-            loadbalancer_wait=settings.drain_wait,
-            hooks=lifecycle,
-        )
-        self.consumer = (
-            QueueConsumer(self.queue, settings=settings.queue, handle=self.handler.handle, clock=self.clock)
-            if self.queue is not None
-            else None
-        )
         #: This replica's identity: its Lease holder name and the runner named in the actions record.
         self.identity = identity(settings.pod_name)
-        self.response = ResponseActions.from_settings(
-            settings,
-            aws=self.aws,
-            kube=self.kube,
-            nodes=self.nodes,
-            clock=self.clock,
-            metrics=self.metrics,
-            identity=self.identity,
-            recorder=self.recorder,
+        self.controllers: list[Controller] = new_controllers(
+            Shared(
+                settings=settings,
+                clock=self.clock,
+                metrics=self.metrics,
+                kube=self.kube,
+                aws=self.aws,
+                instances=self.instances,
+                nodes=self.nodes,
+                recorder=self.recorder,
+                notifier=self.notifier,
+                http_calls=self.http_calls,
+                identity=self.identity,
+            )
         )
         self.leadership = self._leadership()
         self._servers: list[EndpointServer] = []
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
+    def controller(self, name: str) -> Controller | None:
+        """The running controller called ``name``, if these settings switch it on."""
+        return next((c for c in self.controllers if c.name == name), None)
+
     def _leadership(self) -> LeaderElector | SoleLeader:
         """The singleton duties, run by the replica holding the Lease (by this one if election is off)."""
         s = self.settings
         duties = Duties(
-            {
-                "managed-instances": ManagedInstancesGauge(
-                    nodes=self.nodes,
-                    instances=self.instances,
-                    queue=s.queue,
-                    metrics=self.metrics,
-                    clock=self.clock,
-                ).run
-            },
+            {r.name: r.run for c in self.controllers for r in c.runnables if r.leader_only},
             clock=self.clock,
         )
-        if s.node_cleanup.enabled:
-            duties.add(
-                "node-cleanup",
-                NodeCleanup(
-                    kube=self.kube,
-                    nodes=self.nodes,
-                    instances=self.instances,
-                    settings=s.node_cleanup,
-                    queue=s.queue,
-                    dry_run=s.node_actions.dry_run,
-                    metrics=self.metrics,
-                    clock=self.clock,
-                    recorder=self.recorder,
-                ).run,
-            )
-        if self.response is not None:
-            # Once per cluster: the Lease keeps two replicas from deregistering or publishing twice
-            # (with election off, the compare-and-set on the record does).
-            duties.add("response-actions", self.response.run)
         lease = s.leader_election.lease_name
         self.metrics.set_leader(lease, False)
         on_change = functools.partial(self.metrics.set_leader, lease)
@@ -215,7 +164,7 @@ class Controller:
 
     def health(self) -> HealthReport:
         """Healthy when the API server answered recently, the node index is synced, no watch is stuck
-        silent and every part runs."""
+        silent, every part runs and every controller's own checks pass."""
         now = self.clock.now()
         max_age = timedelta(seconds=self.settings.observability.probes_stale_after)
         return report(
@@ -231,16 +180,8 @@ class Controller:
             # back silent freezes them while every call still answers.
             silence("watches", self.kube.watches.silences(), now=now, limit=self.kube.watches.health_limit),
             tasks_check(self._tasks, now=now, max_age=max_age),
-            *self._queue_checks(now),
+            *(check for c in self.controllers for check in c.checks(now)),
         )
-
-    def _queue_checks(self, now: datetime) -> tuple[Check, ...]:
-        """Fails while a message is held past its bound (a handling step is stuck)."""
-        if self.consumer is None:
-            return ()
-        late = self.handler.overdue()
-        detail = f"{len(late)} held past their bound: {', '.join(late[:5])}" if late else "none overdue"
-        return (Check("queue", not late, detail, None if late else now),)
 
     async def run(self, stop: asyncio.Event) -> int:
         try:
@@ -251,14 +192,16 @@ class Controller:
             log.critical("cannot start the metrics or probe server: %s", exc)
             await self.close()
             return 1
-        if self.response is not None:
+        response = self.controller("response")
+        if response is not None:
             actions = ",".join(enabled_actions(self.settings))
             log.info(
                 "response actions: %s (IAM: kubespot aws policy --actions %s)",
-                self.response.describe(),
+                response.describe,
                 actions,
             )
-            problems = await self.response.check()
+        for controller in self.controllers:
+            problems = await controller.problems() if controller.problems is not None else []
             if problems:
                 for problem in problems:
                     log.critical("cannot start: %s", problem)
@@ -268,20 +211,15 @@ class Controller:
             "node-index": asyncio.create_task(self.nodes.run(), name="node-index"),
             "collector": asyncio.create_task(self._collector(), name="collector"),
         }
-        if self.consumer is not None:
-            self._tasks["queue-consumer"] = asyncio.create_task(self.consumer.run(), name="queue-consumer")
-            # Every replica resumes the states on the Nodes (interrupted drains, auto-undos) and
-            # drops the handlers of Nodes that went away.
-            self._tasks["node-handlers"] = asyncio.create_task(self.handler.run(), name="node-handlers")
-            # Every replica re-arms the scheduled changes recorded on the Nodes.
-            self._tasks["scheduled-changes"] = asyncio.create_task(
-                self.handler.scheduled.run(), name="scheduled-changes"
-            )
+        for controller in self.controllers:
+            for runnable in controller.runnables:
+                if not runnable.leader_only:
+                    self._tasks[runnable.name] = asyncio.create_task(runnable.run(), name=runnable.name)
         if self.notifier is not None:
             self._tasks["webhook"] = asyncio.create_task(self.notifier.run(), name="webhook")
         # Always running, leader or not: a standby replica is healthy.
         self._tasks["leader-election"] = asyncio.create_task(self.leadership.run(), name="leader-election")
-        if self.consumer is not None:
+        if self.controller("interruption") is not None:
             log.info("consuming %s with %d receivers", self.settings.queue.url, self.settings.queue.receivers)
         else:
             log.info(
@@ -291,19 +229,19 @@ class Controller:
         code = await supervise(self._tasks, stop)
         if code == 0:
             # Release the Lease first, so another replica takes the duties over while this one
-            # finishes its messages.
+            # finishes its work in flight.
             elector = self._tasks["leader-election"]
             elector.cancel()
             await asyncio.wait({elector})
-            # Let messages being handled finish; the rest reappear for another replica.
-            if self.consumer is not None:
-                await self.consumer.drain(DRAIN_ON_STOP)
+            for controller in self.controllers:
+                if controller.finish is not None:
+                    await controller.finish()
         await self.close()
         return code
 
     async def _collector(self) -> None:
         """Once the node index is first synced: settle start-up memory and set the collector for
-        bursts, then run a full collection every few minutes (``observability.collector``)."""
+        bursts, then run a full collection every few minutes (``process.collector``)."""
         await self.nodes.wait_synced()
         settle_after_startup(thresholds=BURST_THRESHOLDS)
         log.info("node index synced; start-up memory settled, collector thresholds %s", BURST_THRESHOLDS)
@@ -317,8 +255,8 @@ class Controller:
             await self.http_calls.aclose()
 
     async def _flush(self) -> None:
-        await self.handler.aclose()
-        if self.response is not None:
-            await self.response.aclose()
+        for controller in self.controllers:
+            if controller.close is not None:
+                await controller.close()
         if self.notifier is not None:
             await self.notifier.aclose(timeout=2.0)

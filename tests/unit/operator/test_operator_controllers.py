@@ -1,0 +1,84 @@
+"""The operator's list of controllers (``kubespot.operator.controllers``): which controllers the
+settings switch on, which runnables each brings, and which of them run on the leader only.
+
+The parts are stand-ins: building a controller makes no call (its runnables do, once started)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from unittest.mock import MagicMock
+
+from kubespot.config import loader
+from kubespot.config.controller import ControllerSettings
+from kubespot.model.clock import SystemClock
+from kubespot.observability.metrics import Metrics
+from kubespot.operator.controllers import CONTROLLERS, Shared, new_controllers
+
+QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/kubespot"
+
+
+def shared(**env: str) -> Shared:
+    return Shared(
+        settings=loader.load(ControllerSettings, env=env),
+        clock=SystemClock(),
+        metrics=Metrics(),
+        kube=MagicMock(),
+        aws=MagicMock(),
+        instances=MagicMock(),
+        nodes=MagicMock(),
+        recorder=None,
+        notifier=None,
+        http_calls=None,
+        identity="replica-1",
+    )
+
+
+def wired(**env: str) -> dict[str, list[tuple[str, bool]]]:
+    return {c.name: [(r.name, r.leader_only) for r in c.runnables] for c in new_controllers(shared(**env))}
+
+
+def test_the_queue_path_runs_on_every_replica_and_the_duties_on_the_leader() -> None:
+    assert wired(KUBESPOT_QUEUE_URL=QUEUE) == {
+        "interruption": [("queue-consumer", False), ("node-handlers", False), ("scheduled-changes", False)],
+        "housekeeping": [("managed-instances", True)],
+    }
+
+
+def test_response_actions_and_node_cleanup_are_leader_duties_when_switched_on() -> None:
+    got = wired(
+        KUBESPOT_QUEUE_URL=QUEUE,
+        KUBESPOT_NODE_CLEANUP_ENABLED="true",
+        KUBESPOT_ISOLATION_ENABLED="true",
+        KUBESPOT_ISOLATION_QUARANTINE_GROUP="sg-0123456789abcdef0",
+    )
+    assert got["housekeeping"] == [("managed-instances", True), ("node-cleanup", True)]
+    assert got["response"] == [("response-actions", True)]
+
+
+def test_without_a_queue_no_interruption_controller_runs() -> None:
+    got = wired(KUBESPOT_ISOLATION_ENABLED="true", KUBESPOT_ISOLATION_QUARANTINE_GROUP="sg-0123456789abcdef0")
+    assert "interruption" not in got and "response" in got
+
+
+def test_runnable_names_are_unique_across_controllers() -> None:
+    """They name the operator's tasks and the leader's duties (and /healthz's "stopped: …")."""
+    got = wired(
+        KUBESPOT_QUEUE_URL=QUEUE,
+        KUBESPOT_NODE_CLEANUP_ENABLED="true",
+        KUBESPOT_ISOLATION_ENABLED="true",
+        KUBESPOT_ISOLATION_QUARANTINE_GROUP="sg-0123456789abcdef0",
+    )
+    names = [n for runnables in got.values() for n, _ in runnables]
+    assert len(names) == len(set(names)) == 6
+    assert len(CONTROLLERS) == 3
+
+
+def test_the_queue_check_fails_while_a_message_is_held_past_its_bound() -> None:
+    (interruption, *_) = new_controllers(shared(KUBESPOT_QUEUE_URL=QUEUE))
+    handler = interruption.parts["handler"]
+    now = datetime(2026, 11, 25, tzinfo=UTC)
+    (check,) = interruption.checks(now)
+    assert check.name == "queue" and check.ok
+    handler.overdue = lambda: ["msg-1 (node ip-10-0-0-1, 75s past)"]  # type: ignore[attr-defined]
+    (check,) = interruption.checks(now)
+    assert not check.ok and "1 held past their bound: msg-1" in check.detail
