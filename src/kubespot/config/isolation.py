@@ -1,6 +1,7 @@
 """Network isolation, a response action of the controller (docs/designs/response-actions.md).
 
-Read by ``kubespot.controllers.response.response_actions``; the loader composes this group with the others.
+Read by ``kubespot.controllers.response.isolate_step``, which builds the action from it; the loader
+composes this group with the others.
 Off by default: swapping an instance's security groups cuts every connection it has, which a
 cluster opts into (forensics, compliance) with a quarantine group it prepared.
 """

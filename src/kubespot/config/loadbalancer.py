@@ -1,6 +1,7 @@
 """Load-balancer deregistration, a response action of the controller (docs/designs/response-actions.md).
 
-Read by ``kubespot.controllers.response.response_actions``; the loader composes this group with the others.
+Read by ``kubespot.controllers.response.loadbalancer_step``, which builds the action from it; the loader
+composes this group with the others.
 Off by default: it needs IAM rights over the account's target groups (``kubespot aws policy
 --actions loadbalancer``), which a cluster grants deliberately.
 """

@@ -1,6 +1,7 @@
 """Publishing the interruption summary to SNS and EventBridge, a response action of the controller.
 
-Read by ``kubespot.controllers.response.response_actions``; the loader composes this group with the others.
+Read by ``kubespot.controllers.response.publish_step``, which builds the action from it; the loader
+composes this group with the others.
 On when a target is set (an SNS topic, an event bus, or both): there is nothing to switch on
 without one.
 """
