@@ -30,6 +30,7 @@ so an older kubespot reading ``kubespot.io/scheduled`` never mistakes one for a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -39,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from kubespot.handling.node_changes import NodeChanges
 from kubespot.handling.node_handler import NodeHandler
 from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import KubeClient, KubeError, NodeView
@@ -360,8 +362,7 @@ class ScheduledChanges:
         self.dry_run = dry_run
         #: Per node, per event id: what this replica armed from an entry.
         self._armed: dict[str, dict[str, _Armed]] = {}
-        self._dirty: set[str] = set()
-        self._wake = asyncio.Event()
+        self._changes = NodeChanges(nodes)
         #: Nodes whose record could not be read, with the text that was logged (logged once).
         self._garbled: dict[str, str] = {}
         #: Per node: the tombstones this replica wrote (until the node watch shows them).
@@ -493,25 +494,18 @@ class ScheduledChanges:
         if self.dry_run:
             log.info("dry run: scheduled changes are not recorded on nodes; the queue keeps them")
             await asyncio.Event().wait()
-        unsubscribe = self._nodes.subscribe(self._changed)
         sweeper = asyncio.create_task(self._sweep())
         try:
-            await self._nodes.wait_synced()
-            self._dirty.update(node.name for node in self._nodes.nodes())
-            self._wake.set()
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                names, self._dirty = self._dirty, set()
-                for name in sorted(names):
-                    try:
-                        await self.reconcile(name)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:  # one node's trouble must not stop the others being re-armed
-                        log.exception("re-arming the scheduled changes of node %s failed", name)
+            async with contextlib.aclosing(self._changes.batches()) as batches:
+                async for names in batches:
+                    for name in names:
+                        try:
+                            await self.reconcile(name)
+                        except asyncio.CancelledError:
+                            raise
+                        except Exception:  # one node's trouble must not stop the others being re-armed
+                            log.exception("re-arming the scheduled changes of node %s failed", name)
         finally:
-            unsubscribe()
             sweeper.cancel()
             await asyncio.wait({sweeper})
             await self.aclose()
@@ -528,20 +522,15 @@ class ScheduledChanges:
         if watchers:
             await asyncio.wait(watchers)
 
-    def _changed(self, name: str) -> None:
-        self._dirty.add(name)
-        self._wake.set()
-
     async def _sweep(self) -> None:
         while True:
             await self._clock.sleep(SWEEP_SECONDS)
-            self._dirty.update(self._armed)
-            self._dirty.update(
+            self._changes.mark(self._armed)
+            self._changes.mark(
                 n.name
                 for n in self._nodes.nodes()
                 if SCHEDULED_ANNOTATION in n.annotations or CLOSED_ANNOTATION in n.annotations
             )
-            self._wake.set()
 
     async def reconcile(self, name: str) -> None:
         """Bring this replica in line with node ``name``'s record: arm what is recorded and not armed

@@ -9,12 +9,14 @@ worked on twice at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Protocol
 
 from kubespot.controllers.response.step import LOGGER, Background
+from kubespot.handling.node_changes import NodeChanges
 from kubespot.kube import NodeView
 from kubespot.model import Clock
 
@@ -55,43 +57,31 @@ class NodeLoop:
         self._reconcile = reconcile
         self._interesting = interesting
         self._watched = watched
-        self._dirty: set[str] = set()
-        self._wake = asyncio.Event()
+        self._changes = NodeChanges(nodes)
         self._busy: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
 
     async def run(self, background: Background) -> None:
         """Every node once the index has synced, then each change; with ``background`` running
         alongside. Until cancelled."""
-        unsubscribe = self._nodes.subscribe(self._changed)
         helpers = [asyncio.create_task(self._sweep(), name="response-actions-sweep")]
         helpers += [
             asyncio.create_task(work(), name=f"response-actions-{suffix}")
             for suffix, work in background.items()
         ]
         try:
-            await self._nodes.wait_synced()
-            self._dirty.update(node.name for node in self._nodes.nodes())
-            self._wake.set()
-            while True:
-                await self._wake.wait()
-                self._wake.clear()
-                names, self._dirty = self._dirty, set()
-                for name in sorted(names):
-                    if self._interesting(name):
-                        self._start(name)
+            async with contextlib.aclosing(self._changes.batches()) as batches:
+                async for names in batches:
+                    for name in names:
+                        if self._interesting(name):
+                            self._start(name)
         finally:
-            unsubscribe()
             pending = [*helpers, *self._busy.values()]
             for task in pending:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
             self._busy.clear()
-
-    def _changed(self, name: str) -> None:
-        self._dirty.add(name)
-        self._wake.set()
 
     def _start(self, name: str) -> None:
         if name in self._busy:
@@ -114,12 +104,9 @@ class NodeLoop:
             self._busy.pop(name, None)
             if name in self._again:
                 self._again.discard(name)
-                self._changed(name)
+                self._changes.mark((name,))
 
     async def _sweep(self) -> None:
         while True:
             await self._clock.sleep(SWEEP_SECONDS)
-            watched = self._watched()
-            if watched:
-                self._dirty.update(watched)
-                self._wake.set()
+            self._changes.mark(self._watched())
