@@ -1,30 +1,31 @@
-"""The steps of the timeline around the drain, as a part of ``NodeHandler`` (docs/agent.md#the-timeline).
+"""The steps of the timeline around the drain, a part ``NodeHandler`` holds (docs/agent.md#the-timeline).
 
 After the fence: the ``started`` notification, the pre-drain HTTP calls and, side by side with them,
 the wait for the load-balancer deregistration record; after the drain: the post-drain calls and the
 ``finished`` or ``failed`` notification. None of them may raise into the handling: every failure is
-an outcome, logged, counted and in the summary. Kept apart from ``node_handler``, which owns the
-decisions (which event holds the node, fence, drain, undo); the wait's code is imported only by an
-agent that waits.
+an outcome, logged, counted and in the summary. Kept apart from the parts that decide and write
+(``intake``: which event holds the node; ``fence``; ``drain_run``); the wait's code is imported only
+by an agent that waits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kubespot.config.drain import DrainSettings
 from kubespot.config.http_calls import CallStage
 from kubespot.config.loadbalancer import LoadBalancerWaitSettings
 from kubespot.config.node import NodeActionSettings
-from kubespot.kube import KubeClient, NodeView
-from kubespot.model import Clock, InterruptionEvent
+from kubespot.kube import NodeView
+from kubespot.model import InterruptionEvent
 from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, Outcome, Stage
-from kubespot.observability.metrics import Metrics
 from kubespot.records.interruption import NodeState
 
+from .node_context import NodeContext
 from .timeline import Run, pre_drain_budget, stage_event
 
 if TYPE_CHECKING:
@@ -65,25 +66,28 @@ class StageCalls(Protocol):
 
 
 class TimelineSteps:
-    """The steps around the drain; ``NodeHandler`` provides the attributes declared here."""
+    """The steps around the drain of one node, and the run (timeline so far) of each event."""
 
-    node: str
-    _kube: KubeClient
-    _actions: NodeActionSettings
-    _drain_settings: DrainSettings
-    _clock: Clock
-    _metrics: Metrics
-    _notifier: Notifier | None
-    _http_calls: StageCalls | None
-    _lb_wait: LoadBalancerWaitSettings | None
-    _node_hint: Callable[[], NodeView | None]
-    #: Per event handled by this process and not reported as ended yet: its timeline so far.
-    _runs: dict[str, Run]
+    def __init__(
+        self,
+        ctx: NodeContext,
+        *,
+        actions: NodeActionSettings,
+        drain: DrainSettings,
+        notifier: Notifier | None,
+        http_calls: StageCalls | None,
+        loadbalancer_wait: LoadBalancerWaitSettings | None,
+    ) -> None:
+        self._ctx = ctx
+        self._actions = actions
+        self._drain_settings = drain
+        self._notifier = notifier
+        self._http_calls = http_calls
+        self._lb_wait = loadbalancer_wait
+        #: Per event handled by this process and not reported as ended yet: its timeline so far.
+        self.runs: dict[str, Run] = {}
 
-    def _node_event(self, reason: str, message: str, *, warning: bool = False) -> None:
-        raise NotImplementedError  # NodeHandler's: events in the background
-
-    async def _before_drain(
+    async def before_drain(
         self, event: InterruptionEvent, state: NodeState, run: Run | None
     ) -> DeregistrationWait | None:
         """The pre-drain actions, side by side with the wait for the deregistration record (the
@@ -91,7 +95,7 @@ class TimelineSteps:
         gate = self._deregistration_wait(event, state, run)
         steps: list[Coroutine[Any, Any, None]] = []
         if run is not None and run.pre_drain:
-            steps.append(self._pre_drain(event, run))
+            steps.append(self.pre_drain(event, run))
         if gate is not None:
             steps.append(self._await_record(gate))
         if steps:
@@ -107,7 +111,7 @@ class TimelineSteps:
         # Imported at the first wait only: most agents never wait (no controller deregisters).
         from .deregistration import DeregistrationWait, wait_bound
 
-        now = self._clock.now()
+        now = self._ctx.clock.now()
         until = wait_bound(
             now=now,
             max_delay=settings.max_delay,
@@ -116,7 +120,7 @@ class TimelineSteps:
         )
         if until <= now:
             log.warning("event %s: no time left to wait for load-balancer deregistration", event.id)
-            self._metrics.action("loadbalancer_wait", ActionResult.SKIPPED.value)
+            self._ctx.metrics.action("loadbalancer_wait", ActionResult.SKIPPED.value)
             if run is not None:
                 run.add(
                     [
@@ -133,9 +137,9 @@ class TimelineSteps:
 
         async def read() -> NodeView | None:
             # The controller's watched copy when there is one; the agent reads the node.
-            return self._node_hint() or await self._kube.get_node(self.node)
+            return self._ctx.node_hint() or await self._ctx.kube.get_node(self._ctx.node)
 
-        return DeregistrationWait(event_id=event.id, read=read, clock=self._clock, until=until)
+        return DeregistrationWait(event_id=event.id, read=read, clock=self._ctx.clock, until=until)
 
     async def _await_record(self, gate: DeregistrationWait) -> None:
         seconds = (gate.until - gate.started).total_seconds()
@@ -152,35 +156,35 @@ class TimelineSteps:
         else:
             log.info("deregistration record found: %s", found.state.value)
 
-    def _report_wait(self, event: InterruptionEvent, gate: DeregistrationWait, run: Run | None) -> None:
-        action = gate.summary(now=self._clock.now())
-        self._metrics.action(action.name, action.result.value)
+    def report_wait(self, event: InterruptionEvent, gate: DeregistrationWait, run: Run | None) -> None:
+        action = gate.summary(now=self._ctx.clock.now())
+        self._ctx.metrics.action(action.name, action.result.value)
         if run is not None:
             run.add([action])
         if action.result is ActionResult.SUCCESS:
             log.info("event %s: load-balancer wait: %s", event.id, action.detail)
-            self._node_event(
+            self._ctx.node_event(
                 "LoadBalancerWait", f"Drain waited for load-balancer deregistration: {action.detail}"
             )
         else:
             log.warning("event %s: load-balancer wait cut short: %s", event.id, action.detail)
-            self._node_event(
+            self._ctx.node_event(
                 "LoadBalancerWaitTimeout",
                 f"Drain went ahead before load-balancer deregistration was complete: {action.detail}",
                 warning=True,
             )
 
-    async def _pre_drain(self, event: InterruptionEvent, run: Run) -> None:
+    async def pre_drain(self, event: InterruptionEvent, run: Run) -> None:
         """The pre-drain HTTP calls, within ``pre_drain_budget`` (the drain waits for them)."""
         run.pre_drain = False
         if self._http_calls is None:
             return
-        left = event.seconds_left(self._clock.now())
+        left = event.seconds_left(self._ctx.clock.now())
         budget = pre_drain_budget(left, window=float(self._drain_settings.node_termination_grace_period))
         summary = self._summary(event, run, Stage.STARTED)
         run.add(await self._stage_calls("pre-drain", event, summary, budget))
 
-    async def _post_drain(self, event: InterruptionEvent, run: Run) -> None:
+    async def post_drain(self, event: InterruptionEvent, run: Run) -> None:
         """The post-drain HTTP calls, within the time left before the deadline."""
         if self._http_calls is None:
             return
@@ -193,7 +197,7 @@ class TimelineSteps:
         assert self._http_calls is not None
         try:
             done = await self._http_calls.run_stage(
-                stage, event, node_name=self.node, summary=summary, budget=budget
+                stage, event, node_name=self._ctx.node, summary=summary, budget=budget
             )
         except Exception as exc:  # run_stage never raises; a bug must not stop the timeline either
             # The class only: an HTTP library's message can carry the URL, a secret.
@@ -204,7 +208,7 @@ class TimelineSteps:
             reason, message, warning = reported
             if all(a.result is ActionResult.DRY_RUN for a in done):
                 reason, message = "DryRun", f"Dry run: {message}"
-            self._node_event(reason, message, warning=warning)
+            self._ctx.node_event(reason, message, warning=warning)
         return done
 
     def _summary(
@@ -212,37 +216,42 @@ class TimelineSteps:
     ) -> InterruptionSummary:
         return run.summary(
             event,
-            node=self.node,
+            node=self._ctx.node,
             stage=stage,
-            now=self._clock.now(),
+            now=self._ctx.clock.now(),
             outcome=outcome,
             dry_run=self._actions.dry_run,
         )
 
-    def _notify(
+    def notify(
         self, event: InterruptionEvent, run: Run, stage: Stage, outcome: Outcome | None = None
     ) -> None:
         if self._notifier is None:
             return
         try:
             summary = self._summary(event, run, stage, outcome)
-            self._notifier.notify(event, node_name=self.node, stage=stage, summary=summary)
+            self._notifier.notify(event, node_name=self._ctx.node, stage=stage, summary=summary)
         except Exception as exc:  # a notifier must never raise; should one, the drain still goes on
             log.error("notification (%s) for %s failed: %s", stage.value, event.id, type(exc).__name__)
 
-    def _finish(self, event: InterruptionEvent, run: Run) -> None:
+    def start(self, event: InterruptionEvent, at: datetime) -> None:
+        """This process fenced the node for ``event`` at ``at``: its run begins with "started"."""
+        run = self.runs[event.id] = Run(started=at)
+        self.notify(event, run, Stage.STARTED)
+
+    def finish(self, event: InterruptionEvent, run: Run) -> None:
         """Handling of ``event`` by this process ended: "finished", or "failed" with the error."""
-        if self._runs.get(event.id) is run:
-            del self._runs[event.id]
-        self._notify(event, run, Stage.FAILED if run.error else Stage.FINISHED)
+        if self.runs.get(event.id) is run:
+            del self.runs[event.id]
+        self.notify(event, run, Stage.FAILED if run.error else Stage.FINISHED)
 
-    def _failed(self, event: InterruptionEvent, error: str) -> None:
-        run = self._runs.pop(event.id, None) or Run(started=self._clock.now())
+    def failed(self, event: InterruptionEvent, error: str) -> None:
+        run = self.runs.pop(event.id, None) or Run(started=self._ctx.clock.now())
         run.error = error
-        self._notify(event, run, Stage.FAILED)
+        self.notify(event, run, Stage.FAILED)
 
-    def _report_end(self, event: InterruptionEvent, outcome: Outcome) -> None:
+    def report_end(self, event: InterruptionEvent, outcome: Outcome) -> None:
         """The event's handling was cut short (withdrawn, superseded): say so if it was announced."""
-        run = self._runs.pop(event.id, None)
+        run = self.runs.pop(event.id, None)
         if run is not None:
-            self._notify(event, run, Stage.FINISHED, outcome)
+            self.notify(event, run, Stage.FINISHED, outcome)

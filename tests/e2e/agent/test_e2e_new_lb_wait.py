@@ -43,7 +43,7 @@ def slow_events(world: World) -> None:
 
 async def recorded(world: World, reason: str) -> list[Obj]:
     """The node's ``reason`` events, once there is one. The agent records events in the background
-    and never holds up a state write for them (``NodeHandler._node_event``), as client-go's
+    and never holds up a state write for them (``NodeContext.node_event``), as client-go's
     recorders queue an event for sending (k8s.io/client-go/tools/events: "puts it in the queue for
     sending"): an event may land after the phase it tells about, so it is waited for."""
     await until(check(lambda: bool(node_events_with(world, reason))), within=5, interval=0.02)

@@ -427,13 +427,13 @@ async def test_a_notice_rearmed_from_its_record_is_not_counted_or_announced_agai
     clock, kube = ManualClock(), FakeKube()
     recorder = RecordingEvents()
     h = make(kube, clock)
-    h._recorder = recorder  # type: ignore[assignment]
+    h._ctx.recorder = recorder  # type: ignore[assignment]
     count = "kubespot_interruptions_total"
     labels = {"kind": "scheduled-maintenance", "source": "imds"}
     rearmed = event(Kind.SCHEDULED_MAINTENANCE, "s1", clock, act_in=7200, deadline_in=7500)
     await h.handle(rearmed, announce=False)
     await settle()
-    seen = h._metrics.registry.get_sample_value
+    seen = h._ctx.metrics.registry.get_sample_value
     assert recorder.reasons == [] and seen(count, labels) in (None, 0.0)
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s2", clock, act_in=7200, deadline_in=7500))
     await settle()

@@ -10,7 +10,8 @@ import orjson
 
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
-from kubespot.handling.node_handler import _fence_patch, _undo_patch
+from kubespot.handling.node_patches import fence_patch as _fence_patch
+from kubespot.handling.node_patches import undo_patch as _undo_patch
 from kubespot.handling.policy import plan_for
 from kubespot.kube import NodeView, Taint
 from kubespot.model import InterruptionEvent, Kind, Source

@@ -17,7 +17,8 @@ from test_node_handler_intake import T0, FakeKube, ManualClock, event, held, mak
 from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
-from kubespot.handling.node_handler import SETTLED_KEPT, NodeHandler, Settled
+from kubespot.handling.intake import SETTLED_KEPT
+from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.kube import NodeView
 from kubespot.model import Kind
 from kubespot.observability.metrics import Metrics
@@ -80,8 +81,8 @@ async def test_outcomes_and_old_notices_are_bounded() -> None:
     for i in range(SETTLED_KEPT * 3):
         await h.handle(event(Kind.STATE_CHANGE, f"follow-up-{i}", clock))
         await clock.advance(60)
-    assert len(h._known) < 20, "notices long past their instance's end are forgotten"
-    assert len(h._settled) <= SETTLED_KEPT + len(h._known), len(h._settled)
+    assert len(h._intake._known) < 20, "notices long past their instance's end are forgotten"
+    assert len(h._intake._settled) <= SETTLED_KEPT + len(h._intake._known), len(h._intake._settled)
     await h.aclose()
 
 
@@ -137,7 +138,7 @@ async def test_a_live_hold_for_another_event_is_followed() -> None:
     kube.node = NodeView(
         "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "agent", T0)}
     )
-    h._held_elsewhere = _no_hold  # type: ignore[method-assign]  # only the compare-and-set decides
+    h._fence.held_elsewhere = _no_hold  # type: ignore[method-assign]  # only the compare-and-set decides
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot-from-eventbridge", clock, deadline_in=120))
     await settle()
     assert kube.writes == 0 and h.phase == "following"
@@ -157,7 +158,7 @@ async def test_a_renewal_does_not_overwrite_a_hold_another_process_took() -> Non
     state = decode(held("draining", "me", T0))
     assert state is not None
     kube.node = NodeView("n", unschedulable=True, annotations={STATE_ANNOTATION: state.encode()})
-    renewer = asyncio.ensure_future(h._renew(state))
+    renewer = asyncio.ensure_future(h._fence.renew(state))
     await settle()
     await clock.advance(10)
     mine = decode(kube.node.annotations[STATE_ANNOTATION])
