@@ -5,12 +5,12 @@ clock that moves only when the test says so."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from kubespot.actions.drain import DrainResult, Outcome, drain_node
 from kubespot.config.drain import DrainSettings
-from kubespot.kube import EvictionOutcome, EvictionResult, PodEvent, PodEventType, PodList, PodView
+from kubespot.kube import PodView
+from support.fake_kube import FakeKube
 
 T0 = datetime(2026, 11, 22, 4, 0, tzinfo=UTC)
 SETTINGS = DrainSettings(safety_margin=5)
@@ -44,58 +44,12 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-class FakeKube:
-    """Every eviction is accepted and the pod is gone at once (a DELETED event on the watch)."""
-
-    def __init__(self, pods: list[PodView], clock: ManualClock) -> None:
-        self.pods = {p.uid: p for p in pods}
-        self.clock = clock
-        #: (pod name, seconds after T0) of each eviction.
-        self.evictions: list[tuple[str, float]] = []
-        self.events: asyncio.Queue[PodEvent] = asyncio.Queue()
-
-    async def list_pods_on_node(self, node: str) -> PodList:
-        return PodList(tuple(self.pods.values()), "1")
-
-    async def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]:
-        while True:
-            yield await self.events.get()
-
-    def delete(self, name: str) -> None:
-        pod = next(p for p in self.pods.values() if p.name == name)
-        self.events.put_nowait(PodEvent(PodEventType.DELETED, pod))
-
-    async def evict_pod(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> EvictionResult:
-        self.evictions.append((name, (self.clock.now() - T0).total_seconds()))
-        self.delete(name)
-        return EvictionResult(EvictionOutcome.EVICTED, 201)
-
-    async def delete_pod(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> bool:
-        self.delete(name)
-        return True
-
-
 def web(name: str, grace: int = 30) -> PodView:
     return PodView(
         namespace="default",
         name=name,
         uid=f"u-{name}",
+        node_name="n1",
         controller_kind="ReplicaSet",
         grace_period_seconds=grace,
     )
@@ -120,7 +74,7 @@ def names(kube: FakeKube) -> list[str]:
 
 async def test_free_pods_go_at_once_held_ones_when_their_gate_opens() -> None:
     clock = ManualClock()
-    kube = FakeKube([web("free"), web("target")], clock)
+    kube = FakeKube("n1", pods=[web("free"), web("target")], clock=clock)
     release = asyncio.Event()
     asked: list[str] = []
 
@@ -139,14 +93,14 @@ async def test_free_pods_go_at_once_held_ones_when_their_gate_opens() -> None:
     release.set()
     await settle()
     result = await asyncio.wait_for(drain, 1)
-    assert kube.evictions == [("free", 0.0), ("target", 4.0)]
+    assert kube.evicted_at == [("free", 0.0), ("target", 4.0)]
     assert result.emptied
     assert {p.name: p.outcome for p in result.pods} == {"free": Outcome.EVICTED, "target": Outcome.EVICTED}
 
 
 async def test_a_hold_never_outlasts_the_time_the_pod_needs_before_the_deadline() -> None:
     clock = ManualClock()
-    kube = FakeKube([web("target", grace=30)], clock)
+    kube = FakeKube("n1", pods=[web("target", grace=30)], clock=clock)
 
     async def forever(pod: PodView) -> None:
         await asyncio.Event().wait()
@@ -160,20 +114,20 @@ async def test_a_hold_never_outlasts_the_time_the_pod_needs_before_the_deadline(
     await clock.advance(1)
     result = await asyncio.wait_for(drain, 1)
     assert names(kube) == ["target"]
-    assert 25.0 <= kube.evictions[0][1] <= 25.5
+    assert 25.0 <= kube.evicted_at[0][1] <= 25.5
     assert result.emptied
 
 
 async def test_a_pod_that_goes_while_held_is_not_evicted() -> None:
     clock = ManualClock()
-    kube = FakeKube([web("target")], clock)
+    kube = FakeKube("n1", pods=[web("target")], clock=clock)
 
     async def forever(pod: PodView) -> None:
         await asyncio.Event().wait()
 
     drain = start(kube, clock, forever, deadline_in=120)
     await settle()
-    kube.delete("target")  # deleted by someone else (a rollout) while kubespot held it
+    await kube.delete_pod("default", "target")  # by someone else (a rollout) while kubespot held it
     await settle()
     result = await asyncio.wait_for(drain, 1)
     assert kube.evictions == []
@@ -182,17 +136,17 @@ async def test_a_pod_that_goes_while_held_is_not_evicted() -> None:
 
 async def test_a_failing_gate_lets_the_pod_go_at_once() -> None:
     clock = ManualClock()
-    kube = FakeKube([web("target")], clock)
+    kube = FakeKube("n1", pods=[web("target")], clock=clock)
 
     async def broken(pod: PodView) -> None:
         raise RuntimeError("bug in the gate")
 
     result = await asyncio.wait_for(start(kube, clock, broken, deadline_in=120), 1)
-    assert kube.evictions == [("target", 0.0)] and result.emptied
+    assert kube.evicted_at == [("target", 0.0)] and result.emptied
 
 
 async def test_without_a_gate_nothing_waits() -> None:
     clock = ManualClock()
-    kube = FakeKube([web("a"), web("b")], clock)
+    kube = FakeKube("n1", pods=[web("a"), web("b")], clock=clock)
     result = await asyncio.wait_for(start(kube, clock, None, deadline_in=120), 1)
-    assert sorted(kube.evictions) == [("a", 0.0), ("b", 0.0)] and result.emptied
+    assert sorted(kube.evicted_at) == [("a", 0.0), ("b", 0.0)] and result.emptied

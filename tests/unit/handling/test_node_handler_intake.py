@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,11 +14,12 @@ from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.node_handler import NodeHandler, Settled
-from kubespot.kube import KubeError, NodeView, PodEvent, PodEventType, PodList, Taint
+from kubespot.kube import KubeError, NodeView
 from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.model.summary import InterruptionSummary, Stage
 from kubespot.observability.metrics import Metrics
 from kubespot.records.interruption import STATE_ANNOTATION, decode
+from support import fake_kube
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
@@ -53,56 +54,11 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-class FakeKube:
-    """One node; ``update_node`` applies merge patches; ``failures`` makes the next writes fail."""
+class FakeKube(fake_kube.FakeKube):
+    """The shared fake API with one node, "n"; ``owner`` is the event whose state the node carries."""
 
     def __init__(self) -> None:
-        self.node = NodeView("n", uid="u")
-        self.failures = 0
-        self.writes = 0
-
-    async def get_node(self, name: str) -> NodeView:
-        return self.node
-
-    async def update_node(
-        self,
-        name: str,
-        change: Callable[[NodeView], Mapping[str, Any] | None],
-        current: NodeView | None = None,
-    ) -> NodeView:
-        patch = change(self.node)
-        if patch is None:
-            return self.node
-        if self.failures:
-            self.failures -= 1
-            raise KubeError(503, "apiserver restarting")
-        self.writes += 1
-        spec, meta = dict(patch.get("spec") or {}), dict(patch.get("metadata") or {})
-        node = self.node
-        taints = node.taints
-        if "taints" in spec:
-            taints = tuple(Taint(t["key"], t["effect"], t.get("value")) for t in spec["taints"])
-        labels = {**node.labels, **meta.get("labels", {})}
-        notes = {**node.annotations, **meta.get("annotations", {})}
-        self.node = NodeView(
-            "n",
-            uid="u",
-            taints=taints,
-            unschedulable=bool(spec.get("unschedulable", node.unschedulable)),
-            labels={k: v for k, v in labels.items() if v is not None},
-            annotations={k: v for k, v in notes.items() if v is not None},
-        )
-        return self.node
-
-    async def set_annotations(self, name: str, notes: Mapping[str, str | None]) -> NodeView:
-        return await self.update_node(name, lambda _: {"metadata": {"annotations": dict(notes)}})
-
-    async def list_pods_on_node(self, node: str) -> PodList:
-        return PodList((), "1")
-
-    async def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]:
-        await asyncio.Event().wait()  # an empty node: nothing ever changes
-        yield PodEvent(PodEventType.RESYNC)
+        super().__init__(NodeView("n", uid="u"))
 
     @property
     def owner(self) -> str | None:

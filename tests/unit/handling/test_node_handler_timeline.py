@@ -6,7 +6,7 @@ test says so; tests/e2e/agent/test_e2e_new_timeline_*.py check the same against 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,16 +18,7 @@ from kubespot.config.node import NodeActionSettings
 from kubespot.handling.deregistration import wait_bound
 from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.handling.timeline import pre_drain_budget
-from kubespot.kube import (
-    EvictionOutcome,
-    EvictionResult,
-    NodeView,
-    PodEvent,
-    PodEventType,
-    PodList,
-    PodView,
-    Taint,
-)
+from kubespot.kube import NodeView, PodView
 from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, Stage
 from kubespot.observability.metrics import Metrics
@@ -38,6 +29,7 @@ from kubespot.records.actions import (
     loadbalancer_step,
 )
 from kubespot.records.interruption import STATE_ANNOTATION, Phase, decode
+from support import fake_kube
 
 T0 = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 
@@ -79,93 +71,12 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-class FakeKube:
-    """One node ("n") with pods; every eviction is accepted and the pod is gone at once."""
+class FakeKube(fake_kube.FakeKube):
+    """The shared fake API with one node ("n") and ``pods`` on it; ``annotate`` is what another
+    process (the controller's action runner) writes on the node."""
 
     def __init__(self, clock: ManualClock, pods: list[PodView]) -> None:
-        self.clock = clock
-        self.node = NodeView("n", uid="u")
-        self.pods = {p.uid: p for p in pods}
-        self.writes = 0
-        self.reads = 0
-        self.evictions: list[tuple[str, float]] = []
-        self.watch_events: asyncio.Queue[PodEvent] = asyncio.Queue()
-
-    async def get_node(self, name: str) -> NodeView:
-        self.reads += 1
-        return self.node
-
-    async def update_node(
-        self,
-        name: str,
-        change: Callable[[NodeView], Mapping[str, Any] | None],
-        current: NodeView | None = None,
-    ) -> NodeView:
-        patch = change(self.node)
-        if patch is None:
-            return self.node
-        self.writes += 1
-        spec, meta = dict(patch.get("spec") or {}), dict(patch.get("metadata") or {})
-        node = self.node
-        taints = node.taints
-        if "taints" in spec:
-            taints = tuple(Taint(t["key"], t["effect"], t.get("value")) for t in spec["taints"])
-        notes = {**node.annotations, **meta.get("annotations", {})}
-        self.node = NodeView(
-            "n",
-            uid="u",
-            taints=taints,
-            unschedulable=bool(spec.get("unschedulable", node.unschedulable)),
-            labels={k: v for k, v in {**node.labels, **meta.get("labels", {})}.items() if v is not None},
-            annotations={k: v for k, v in notes.items() if v is not None},
-        )
-        return self.node
-
-    async def set_annotations(self, name: str, notes: Mapping[str, str | None]) -> NodeView:
-        return await self.update_node(name, lambda _: {"metadata": {"annotations": dict(notes)}})
-
-    def annotate(self, key: str, value: str) -> None:
-        """What another process (the controller's action runner) writes on the node."""
-        self.node = NodeView(
-            "n",
-            uid="u",
-            taints=self.node.taints,
-            unschedulable=self.node.unschedulable,
-            labels=self.node.labels,
-            annotations={**self.node.annotations, key: value},
-        )
-
-    async def list_pods_on_node(self, node: str) -> PodList:
-        return PodList(tuple(self.pods.values()), "1")
-
-    async def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]:
-        while True:
-            yield await self.watch_events.get()
-
-    async def evict_pod(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> EvictionResult:
-        self.evictions.append((name, self.clock.elapsed))
-        pod = next(p for p in self.pods.values() if p.name == name)
-        self.watch_events.put_nowait(PodEvent(PodEventType.DELETED, pod))
-        return EvictionResult(EvictionOutcome.EVICTED, 201)
-
-    async def delete_pod(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> bool:
-        return True
+        super().__init__(NodeView("n", uid="u"), pods=pods, clock=clock)
 
     @property
     def state_extra(self) -> dict[str, Any]:
@@ -244,7 +155,9 @@ class Recorder:
 
 
 def web(name: str) -> PodView:
-    return PodView(namespace="default", name=name, uid=f"u-{name}", controller_kind="ReplicaSet")
+    return PodView(
+        namespace="default", name=name, uid=f"u-{name}", node_name="n", controller_kind="ReplicaSet"
+    )
 
 
 def spot(clock: ManualClock, *, deadline_in: float = 120.0) -> InterruptionEvent:
@@ -399,7 +312,7 @@ async def test_target_pods_are_held_until_draining_plus_settle_others_go_once_th
     assert [name for name, _ in kube.evictions] == ["other"]
     await clock.advance(1)
     assert [name for name, _ in kube.evictions] == ["other", "target"]
-    target_at = dict(kube.evictions)["target"]
+    target_at = dict(kube.evicted_at)["target"]
     assert 9.0 <= target_at <= 9.6
 
     assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
@@ -426,7 +339,7 @@ async def test_without_a_record_the_drain_goes_ahead_at_max_delay_and_says_so() 
     assert 15 <= reads <= 25  # one read of the node every half second, no more
     await clock.advance(1)
     assert [name for name, _ in kube.evictions] == ["target"]
-    assert 10.0 <= kube.evictions[0][1] <= 10.5
+    assert 10.0 <= kube.evicted_at[0][1] <= 10.5
     assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
     assert counter(metrics, "kubespot_actions_total", action="loadbalancer_wait", result="timeout") == 1
     assert ("LoadBalancerWaitTimeout", True) in {(r, w) for r, _, w in recorder.node_events}

@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from kubespot.kube import EventRecorder, KubeError, PodView
+from support.fake_kube import FakeKube
 
-
-class FakeKube:
-    def __init__(self, *, fail: bool = False) -> None:
-        self.created: list[dict[str, Any]] = []
-        self.bumped: list[tuple[str, int]] = []
-        self.fail = fail
-
-    async def create_event(self, **kw: Any) -> None:
-        if self.fail:
-            raise KubeError(500, "boom")
-        self.created.append(kw)
-
-    async def bump_event(self, *, namespace: str, name: str, count: int, at: datetime) -> None:
-        self.bumped.append((name, count))
-
-    async def get_node(self, name: str) -> None:
-        raise KubeError(0, "unreachable")
+#: Events forbidden (a common RBAC omission), the node unreadable too.
+BROKEN = {"create_event": KubeError(500, "boom"), "get_node": KubeError(0, "unreachable")}
 
 
 POD = PodView(namespace="shop", name="web-1", uid="u1")
@@ -42,14 +27,14 @@ async def test_repeats_are_one_event_with_a_growing_count() -> None:
 
 
 async def test_failures_are_logged_not_raised() -> None:
-    rec = EventRecorder(kube=FakeKube(fail=True))  # type: ignore[arg-type]
+    rec = EventRecorder(kube=FakeKube(faults=BROKEN))  # type: ignore[arg-type]
     await rec.pod(POD, "Evicted", "bye")
     await rec.node("n1", "DrainStarted", "go")  # node uid lookup fails too: still no exception
 
 
 async def test_events_that_cannot_be_written_leave_no_state_behind() -> None:
     """With events forbidden (a common RBAC omission), thousands of distinct messages keep no locks."""
-    rec = EventRecorder(kube=FakeKube(fail=True))  # type: ignore[arg-type]
+    rec = EventRecorder(kube=FakeKube(faults=BROKEN))  # type: ignore[arg-type]
     for i in range(2000):
         await rec.pod(POD, "EvictionBlocked", f"attempt {i}", warning=True)
     assert rec._locks == {} and rec._seen == {}

@@ -16,6 +16,7 @@ from kubespot.config.queue import QueueSettings
 from kubespot.controllers.housekeeping.singleton import ManagedInstancesGauge, NodeCleanup, capacity_type
 from kubespot.kube import NodeView
 from kubespot.observability.metrics import Metrics
+from support.fake_kube import FakeKube
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 TAG = "aws-node-termination-handler/managed"
@@ -54,19 +55,6 @@ class Directory:
         return {i: self.infos[i] for i in wanted if i in self.infos}
 
 
-class Kube:
-    def __init__(self, index: Index) -> None:
-        self.index = index
-        self.deleted: list[str] = []
-
-    async def get_node(self, name: str) -> NodeView | None:
-        return self.index.by.get(name)
-
-    async def delete_node(self, name: str, *, dry_run: bool = False) -> bool:
-        self.deleted.append(name)
-        return self.index.by.pop(name, None) is not None
-
-
 class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str]] = []
@@ -103,9 +91,9 @@ IDS = {k: f"i-{k:0>17}" for k in ("a", "b", "c", "d", "e", "f", "g", "h")}
 
 def world(
     nodes: list[NodeView], infos: list[InstanceInfo], *, check_tag: bool = True, dry_run: bool = False
-) -> tuple[NodeCleanup, Kube, Recorder, Metrics, Directory]:
+) -> tuple[NodeCleanup, FakeKube, Recorder, Metrics, Directory]:
     index = Index(nodes)
-    kube = Kube(index)
+    kube = FakeKube(*nodes)
     recorder = Recorder()
     metrics = Metrics()
     directory = Directory(infos)
@@ -154,7 +142,7 @@ INFOS = [
 async def test_cleanup_deletes_long_notready_nodes_of_gone_managed_instances() -> None:
     cleanup, kube, recorder, metrics, directory = world(MIXED, INFOS)
     assert sorted(await cleanup.sweep()) == ["shutting", "terminated"]
-    assert sorted(kube.deleted) == ["shutting", "terminated"]
+    assert sorted(kube.deleted_nodes) == ["shutting", "terminated"]
     # Only the long-NotReady nodes of AWS instances were looked up, in one call.
     assert len(directory.asked) == 1
     assert sorted(directory.asked[0]) == sorted(IDS[k] for k in ("a", "b", "c", "f", "g"))
@@ -170,23 +158,22 @@ async def test_cleanup_deletes_long_notready_nodes_of_gone_managed_instances() -
 async def test_without_the_tag_check_unknown_and_untagged_instances_go_too() -> None:
     cleanup, kube, _, _, _ = world(MIXED, INFOS, check_tag=False)
     assert sorted(await cleanup.sweep()) == ["foreign", "shutting", "terminated", "vanished"]
-    assert "running" not in kube.deleted and "ready" not in kube.deleted
+    assert "running" not in kube.deleted_nodes and "ready" not in kube.deleted_nodes
 
 
 async def test_dry_run_deletes_nothing_and_says_so_once() -> None:
     cleanup, kube, recorder, metrics, _ = world(MIXED, INFOS, dry_run=True)
     assert sorted(await cleanup.sweep()) == ["shutting", "terminated"]
     await cleanup.sweep()
-    assert kube.deleted == []
+    assert kube.deleted_nodes == []
     assert sorted((n, r) for n, r, _ in recorder.events) == [("shutting", "DryRun"), ("terminated", "DryRun")]
     assert sample(metrics, "kubespot_node_cleanups_total", result="dry_run") == 2
 
 
 async def test_a_node_that_came_back_or_was_replaced_is_kept() -> None:
     cleanup, kube, _, _, _ = world([node("n", IDS["a"], ready=False)], [info(IDS["a"], "terminated")])
-    index = kube.index
     # Between the index's copy and the delete, a namesake registered (another uid).
-    index.by["n"] = NodeView("n", uid="new-uid", provider_id=f"aws:///us-east-1a/{IDS['a']}", ready=False)
+    kube.put_node(NodeView("n", uid="new-uid", provider_id=f"aws:///us-east-1a/{IDS['a']}", ready=False))
     original = NodeView(
         "n",
         uid="uid-n",
@@ -196,7 +183,7 @@ async def test_a_node_that_came_back_or_was_replaced_is_kept() -> None:
     )
     cleanup._nodes = cast(Any, Index([original]))
     assert await cleanup.sweep() == []
-    assert kube.deleted == []
+    assert kube.deleted_nodes == []
 
 
 def test_capacity_type_from_labels_then_lifecycle() -> None:

@@ -8,23 +8,16 @@ from typing import Any
 
 from kubespot.aws.ec2 import InstanceInfo
 from kubespot.controllers.interruption.template_context import QueueTemplateContext
-from kubespot.kube import KubeError, NodeView, PodList, PodView
+from kubespot.kube import KubeError, NodeView, PodView
 from kubespot.model import InterruptionEvent, Kind, Source
+from support.fake_kube import FakeKube
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 
 
-class Kube:
-    def __init__(self, *, fail_pods: bool = False) -> None:
-        self.fail_pods = fail_pods
-
-    async def get_node(self, name: str) -> NodeView:
-        return NodeView(name, labels={"team": "web"}, provider_id="aws:///us-east-1a/i-0abc")
-
-    async def list_pods_on_node(self, node: str) -> PodList:
-        if self.fail_pods:
-            raise KubeError(503, "apiserver restarting")
-        return PodList((PodView("default", "web-1", "u1", node_name=node),), "7")
+def cluster(node: str, **faults: KubeError) -> FakeKube:
+    view = NodeView(node, labels={"team": "web"}, provider_id="aws:///us-east-1a/i-0abc")
+    return FakeKube(view, pods=[PodView("default", "web-1", "u1", node_name=node)], faults=faults)
 
 
 class Instances:
@@ -41,7 +34,8 @@ def event() -> InterruptionEvent:
 
 
 async def test_the_node_and_instance_facts_are_filled() -> None:
-    context = QueueTemplateContext(Kube(), Instances(), "us-east-1")  # type: ignore[arg-type]
+    kube = cluster("ip-10-0-0-1.ec2.internal")
+    context = QueueTemplateContext(kube, Instances(), "us-east-1")  # type: ignore[arg-type]
     facts = await context(event(), "ip-10-0-0-1.ec2.internal")
     assert facts["NodeLabels"] == {"team": "web"} and facts["Pods"] == ["web-1"]
     assert facts["ProviderID"] == "aws:///us-east-1a/i-0abc"
@@ -50,6 +44,7 @@ async def test_the_node_and_instance_facts_are_filled() -> None:
 
 
 async def test_a_part_that_cannot_be_read_is_left_out() -> None:
-    context = QueueTemplateContext(Kube(fail_pods=True), Instances(), "")  # type: ignore[arg-type]
+    unlisted = cluster("n", list_pods_on_node=KubeError(503, "apiserver restarting"))
+    context = QueueTemplateContext(unlisted, Instances(), "")  # type: ignore[arg-type]
     facts = await context(event(), "n")
     assert "Pods" not in facts and facts["NodeLabels"] == {"team": "web"} and "Region" not in facts

@@ -7,9 +7,8 @@ is checked at the end."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -23,9 +22,10 @@ from kubespot.controllers.interruption.scheduled import (
 )
 from kubespot.handling.node_handler import Settled
 from kubespot.handling.node_index import NodeIndex
-from kubespot.kube import KubeError, NodeEvent, NodeList, NodeView, PodEventType
+from kubespot.kube import NodeView
 from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.observability.metrics import Metrics
+from support import fake_kube
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 LEAD = timedelta(minutes=10)
@@ -48,53 +48,15 @@ class Clock:
         await asyncio.Event().wait()
 
 
-class FakeKube:
-    """Nodes by name; ``update_node`` applies the annotation patch to the latest copy (as a
-    compare-and-set that re-reads on conflict would) and bumps the resourceVersion."""
-
-    def __init__(self, *names: str) -> None:
-        self.nodes = {name: NodeView(name, resource_version="1") for name in names}
-        self.writes = 0
-        self.failures = 0
-
-    async def update_node(
-        self,
-        name: str,
-        change: Callable[[NodeView], Mapping[str, Any] | None],
-        *,
-        current: NodeView | None = None,
-    ) -> NodeView:
-        node = self.nodes[name]
-        patch = change(node)
-        if patch is None:
-            return node
-        if self.failures:
-            self.failures -= 1
-            raise KubeError(503, "apiserver restarting")
-        self.writes += 1
-        notes = {**node.annotations, **patch["metadata"]["annotations"]}
-        self.nodes[name] = NodeView(
-            name,
-            resource_version=str(int(node.resource_version) + 1),
-            annotations={k: v for k, v in notes.items() if v is not None},
-        )
-        return self.nodes[name]
+class FakeKube(fake_kube.FakeKube):
+    """The shared fake API with nodes by name; ``entries`` reads a node's record of scheduled changes,
+    ``put`` is another replica's write of it."""
 
     def entries(self, name: str) -> tuple[Entry, ...]:
         return decode_entries(self.nodes[name].annotations.get(SCHEDULED_ANNOTATION))
 
     def put(self, name: str, *entries: Entry) -> None:
-        """Another replica's write."""
-        node = self.nodes[name]
-        notes = dict(node.annotations)
-        text = encode_entries(entries)
-        if text is None:
-            notes.pop(SCHEDULED_ANNOTATION, None)
-        else:
-            notes[SCHEDULED_ANNOTATION] = text
-        self.nodes[name] = NodeView(
-            name, resource_version=str(int(node.resource_version) + 1), annotations=notes
-        )
+        self.annotate(SCHEDULED_ANNOTATION, encode_entries(entries), node=name)
 
 
 class FakeIndex:
@@ -403,20 +365,8 @@ async def test_a_deleted_node_stops_its_watchers(running: Callable[[Replica], No
 # --- NodeIndex.subscribe --------------------------------------------------------------------------
 
 
-class WatchKube:
-    def __init__(self) -> None:
-        self.events: asyncio.Queue[NodeEvent] = asyncio.Queue()
-
-    async def list_nodes(self) -> NodeList:
-        return NodeList((NodeView("a"), NodeView("b")), "1")
-
-    async def watch_nodes(self, *, resource_version: str) -> AsyncIterator[NodeEvent]:
-        while True:
-            yield await self.events.get()
-
-
 async def test_node_index_tells_subscribers_which_node_changed() -> None:
-    kube = WatchKube()
+    kube = FakeKube("a", "b")
     index = NodeIndex(kube)  # type: ignore[arg-type]
     seen: list[str] = []
     unsubscribe = index.subscribe(seen.append)
@@ -425,15 +375,17 @@ async def test_node_index_tells_subscribers_which_node_changed() -> None:
         await index.wait_synced()
         await settle()
         assert sorted(seen) == ["a", "b"]
-        kube.events.put_nowait(NodeEvent(PodEventType.MODIFIED, NodeView("b", resource_version="2")))
-        kube.events.put_nowait(NodeEvent(PodEventType.DELETED, NodeView("a")))
+        kube.put_node(NodeView("b"))
+        await kube.delete_node("a")
         await settle()
         assert seen[2:] == ["b", "a"] and index.by_name("a") is None
-        kube.events.put_nowait(NodeEvent(PodEventType.RESYNC, nodes=(NodeView("c"),)))
+        del kube.nodes["b"]  # changes the watch misses: it breaks and re-lists
+        kube.nodes["c"] = NodeView("c")
+        kube.interrupt_watches()
         await settle()
         assert sorted(seen[4:]) == ["b", "c"], "a re-list names what left and what came"
         unsubscribe()
-        kube.events.put_nowait(NodeEvent(PodEventType.ADDED, NodeView("d")))
+        kube.put_node(NodeView("d"))
         await settle()
         assert len(seen) == 6
     finally:

@@ -30,7 +30,7 @@ from kubespot.controllers.response.isolate import InstanceIsolation
 from kubespot.controllers.response.loadbalancer import LoadBalancerDeregistration
 from kubespot.controllers.response.publish import SummaryPublisher
 from kubespot.controllers.response.response_actions import ResponseActions
-from kubespot.kube import KubeError, NodeView, PodList, PodView
+from kubespot.kube import KubeError, NodeView, PodView
 from kubespot.model import Kind
 from kubespot.observability.metrics import Metrics
 from kubespot.records.actions import (
@@ -41,6 +41,7 @@ from kubespot.records.actions import (
     deregistration_for,
 )
 from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase
+from support import fake_kube
 
 T0 = datetime(2026, 11, 20, 17, 4, 13, tzinfo=UTC)
 NODE = "ip-10-0-0-10.ec2.internal"
@@ -74,59 +75,27 @@ class Timeline:
         self.steps: list[str] = []
 
 
-class FakeKube:
-    """One node; ``update_node`` applies the annotation patch to the latest copy, atomically (a
-    compare-and-set that re-reads on conflict ends the same way)."""
+class FakeKube(fake_kube.FakeKube):
+    """The shared fake API with the node and its pods; each actions record written goes on the
+    timeline, ``record()`` reads the current one."""
 
     def __init__(self, timeline: Timeline) -> None:
-        self.timeline = timeline
-        self.node: NodeView | None = NodeView(
-            NODE, resource_version="1", provider_id=f"aws:///us-east-1a/{INSTANCE}", internal_ip=NODE_IP
-        )
-        self.pods = [
+        node = NodeView(NODE, provider_id=f"aws:///us-east-1a/{INSTANCE}", internal_ip=NODE_IP)
+        pods = [
             PodView("default", "web-0", "u0", node_name=NODE, phase="Running", ip="10.0.1.5"),
             PodView("default", "batch-0", "u1", node_name=NODE, phase="Running", ip="10.0.1.6"),
             # Host network: its IP is the node's, never one of "its" targets.
             PodView("kube-system", "proxy", "u2", node_name=NODE, phase="Running", ip=NODE_IP),
             PodView("default", "done", "u3", node_name=NODE, phase="Succeeded", ip="10.0.1.9"),
         ]
-        self.writes = 0
-        self.fail_writes = 0
+        super().__init__(node, pods=pods)
+        self.timeline = timeline
+        self.on_write = self.written
 
-    async def update_node(
-        self,
-        name: str,
-        change: Callable[[NodeView], Mapping[str, Any] | None],
-        *,
-        current: NodeView | None = None,
-    ) -> NodeView:
-        if self.node is None:
-            raise KubeError(404, "gone")
-        patch = change(self.node)
-        if patch is None:
-            return self.node
-        if self.fail_writes:
-            self.fail_writes -= 1
-            raise KubeError(503, "apiserver restarting")
-        self.writes += 1
-        text = patch["metadata"]["annotations"][ACTIONS_ANNOTATION]
-        record = decode_record(text)
+    def written(self, node: NodeView) -> None:
+        record = decode_record(node.annotations.get(ACTIONS_ANNOTATION))
         assert record is not None
         self.timeline.steps.append(f"write:{_phase(record)}")
-        self.set(ACTIONS_ANNOTATION, text)
-        return self.node
-
-    async def list_pods_on_node(self, node: str) -> PodList:
-        return PodList(tuple(self.pods), "7")
-
-    def set(self, key: str, value: str | None) -> None:
-        assert self.node is not None
-        notes = {k: v for k, v in self.node.annotations.items() if k != key}
-        if value is not None:
-            notes[key] = value
-        self.node = replace(
-            self.node, annotations=notes, resource_version=str(int(self.node.resource_version) + 1)
-        )
 
     def record(self) -> ActionsRecord | None:
         assert self.node is not None
@@ -303,7 +272,7 @@ class World:
             renewed=T0,
             extra={"source": "imds", "instance_id": INSTANCE, **extra},
         )
-        self.kube.set(STATE_ANNOTATION, state.encode())
+        self.kube.annotate(STATE_ANNOTATION, state.encode())
 
     def actions(self, action: str) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -468,7 +437,7 @@ async def test_a_resumed_post_drain_repeats_no_recorded_step() -> None:
         post=T0,
         published=(("sns", "msg-old"),),
     )
-    w.kube.set(ACTIONS_ANNOTATION, crashed.encode())
+    w.kube.annotate(ACTIONS_ANNOTATION, crashed.encode())
     await w.runner("ctl-b").reconcile(NODE)
     record = w.kube.record()
     assert record is not None and record.finished is not None
@@ -506,7 +475,7 @@ async def test_a_withdrawn_event_is_published_not_isolated() -> None:
     w.state(Phase.FENCED)
     runner = w.runner()
     await runner.reconcile(NODE)
-    w.kube.set(STATE_ANNOTATION, None)  # undone: the notice was withdrawn
+    w.kube.annotate(STATE_ANNOTATION, None)  # undone: the notice was withdrawn
     await runner.reconcile(NODE)
     assert w.quarantine.isolated == []
     record = w.kube.record()
@@ -559,11 +528,11 @@ async def test_a_failed_final_write_is_retried_without_publishing_again() -> Non
     w = World()
     w.state(Phase.DRAINED)
     runner = w.runner()
-    w.kube.fail_writes = 0
+    w.kube.failures = 0
     await runner.reconcile(NODE)  # deregistration
     record = w.kube.record()
     assert record is not None
-    w.kube.set(ACTIONS_ANNOTATION, replace(record, finished=None, post=None, published=()).encode())
+    w.kube.annotate(ACTIONS_ANNOTATION, replace(record, finished=None, post=None, published=()).encode())
     # A record only ever moves forward under one runner: this rewound one is a restarted runner's.
     runner = w.runner()
     w.sns.sent.clear()
@@ -706,7 +675,7 @@ async def test_the_instance_isolated_is_the_nodes_provider_id_never_an_annotatio
     forged = ActionsRecord(
         event=EVENT, runner="ip-agent/1", at=T0 - timedelta(hours=1), kind="spot-itn", instance=OTHER
     )
-    w.kube.set(ACTIONS_ANNOTATION, forged.encode())
+    w.kube.annotate(ACTIONS_ANNOTATION, forged.encode())
     await w.runner().reconcile(NODE)
     assert w.timeline.steps.count("isolate") == 1
     assert w.quarantine.isolated == [INSTANCE]

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
-from test_node_handler_intake import FakeKube
 
 from kubespot.aws.sqs import QueueMessage
 from kubespot.config.drain import DrainSettings
@@ -22,6 +21,7 @@ from kubespot.controllers.interruption.sqs.consumer import Lease, Outcome
 from kubespot.handling.node_index import NodeIndex
 from kubespot.model.clock import SystemClock
 from kubespot.observability.metrics import Metrics
+from support.fake_kube import FakeKube
 
 
 class NoInstances:
