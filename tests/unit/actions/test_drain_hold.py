@@ -10,38 +10,11 @@ from datetime import UTC, datetime, timedelta
 from kubespot.actions.drain import DrainResult, Outcome, drain_node
 from kubespot.config.drain import DrainSettings
 from kubespot.kube import PodView
+from support.clocks import ManualClock, settle
 from support.fake_kube import FakeKube
 
 T0 = datetime(2026, 11, 22, 4, 0, tzinfo=UTC)
 SETTINGS = DrainSettings(safety_margin=5)
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.t = T0
-        self._moved = asyncio.Condition()
-
-    def now(self) -> datetime:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.t.timestamp()
-
-    async def sleep(self, seconds: float) -> None:
-        until = self.t + timedelta(seconds=max(0.0, seconds))
-        async with self._moved:
-            await self._moved.wait_for(lambda: self.t >= until)
-
-    async def advance(self, seconds: float) -> None:
-        async with self._moved:
-            self.t += timedelta(seconds=seconds)
-            self._moved.notify_all()
-        await settle()
-
-
-async def settle() -> None:
-    for _ in range(50):
-        await asyncio.sleep(0)
 
 
 def web(name: str, grace: int = 30) -> PodView:
@@ -73,7 +46,7 @@ def names(kube: FakeKube) -> list[str]:
 
 
 async def test_free_pods_go_at_once_held_ones_when_their_gate_opens() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     kube = FakeKube("n1", pods=[web("free"), web("target")], clock=clock)
     release = asyncio.Event()
     asked: list[str] = []
@@ -99,7 +72,7 @@ async def test_free_pods_go_at_once_held_ones_when_their_gate_opens() -> None:
 
 
 async def test_a_hold_never_outlasts_the_time_the_pod_needs_before_the_deadline() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     kube = FakeKube("n1", pods=[web("target", grace=30)], clock=clock)
 
     async def forever(pod: PodView) -> None:
@@ -119,7 +92,7 @@ async def test_a_hold_never_outlasts_the_time_the_pod_needs_before_the_deadline(
 
 
 async def test_a_pod_that_goes_while_held_is_not_evicted() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     kube = FakeKube("n1", pods=[web("target")], clock=clock)
 
     async def forever(pod: PodView) -> None:
@@ -135,7 +108,7 @@ async def test_a_pod_that_goes_while_held_is_not_evicted() -> None:
 
 
 async def test_a_failing_gate_lets_the_pod_go_at_once() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     kube = FakeKube("n1", pods=[web("target")], clock=clock)
 
     async def broken(pod: PodView) -> None:
@@ -146,7 +119,7 @@ async def test_a_failing_gate_lets_the_pod_go_at_once() -> None:
 
 
 async def test_without_a_gate_nothing_waits() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     kube = FakeKube("n1", pods=[web("a"), web("b")], clock=clock)
     result = await asyncio.wait_for(start(kube, clock, None, deadline_in=120), 1)
     assert sorted(kube.evicted_at) == [("a", 0.0), ("b", 0.0)] and result.emptied

@@ -20,38 +20,9 @@ from kubespot.model.summary import InterruptionSummary, Stage
 from kubespot.observability.metrics import Metrics
 from kubespot.records.interruption import STATE_ANNOTATION, decode
 from support import fake_kube
+from support.clocks import ManualClock, settle
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-
-
-class ManualClock:
-    """Time moves only in ``advance``; sleepers wake when their time has come."""
-
-    def __init__(self) -> None:
-        self.t = T0
-        self._moved = asyncio.Condition()
-
-    def now(self) -> datetime:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.t.timestamp()
-
-    async def sleep(self, seconds: float) -> None:
-        until = self.t + timedelta(seconds=max(0.0, seconds))
-        async with self._moved:
-            await self._moved.wait_for(lambda: self.t >= until)
-
-    async def advance(self, seconds: float) -> None:
-        async with self._moved:
-            self.t += timedelta(seconds=seconds)
-            self._moved.notify_all()
-        await settle()
-
-
-async def settle() -> None:
-    for _ in range(50):
-        await asyncio.sleep(0)
 
 
 class FakeKube(fake_kube.FakeKube):
@@ -130,7 +101,7 @@ DAY = 86400.0
 
 
 async def test_a_due_asg_termination_is_not_held_back_by_a_pending_scheduled_event() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "retire", clock, act_in=5 * DAY, deadline_in=5 * DAY))
     await settle()
@@ -142,7 +113,7 @@ async def test_a_due_asg_termination_is_not_held_back_by_a_pending_scheduled_eve
 
 
 async def test_a_pending_event_does_not_cancel_a_rebalance_undo() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     await h.handle(event(Kind.REBALANCE_RECOMMENDATION, "rebalance", clock))
     await settle()
@@ -158,7 +129,7 @@ async def test_a_pending_event_does_not_cancel_a_rebalance_undo() -> None:
 
 
 async def test_withdrawing_the_nearer_of_two_scheduled_events_keeps_the_other() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     far = event(Kind.SCHEDULED_MAINTENANCE, "far", clock, act_in=7200, deadline_in=7500)
     near = event(Kind.SCHEDULED_MAINTENANCE, "near", clock, act_in=3600, deadline_in=3900)
@@ -173,7 +144,7 @@ async def test_withdrawing_the_nearer_of_two_scheduled_events_keeps_the_other() 
 
 
 async def test_a_rescheduled_event_acts_at_its_new_time() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s", clock, act_in=7200, deadline_in=7500))
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s", clock, act_in=600, deadline_in=900))
@@ -185,7 +156,7 @@ async def test_a_rescheduled_event_acts_at_its_new_time() -> None:
 
 
 async def test_an_undo_during_an_api_outage_is_retried_until_it_succeeds() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     sched = event(Kind.SCHEDULED_MAINTENANCE, "s", clock, deadline_in=600)
     await h.handle(sched)
@@ -200,7 +171,7 @@ async def test_an_undo_during_an_api_outage_is_retried_until_it_succeeds() -> No
 
 
 async def test_after_a_reboot_the_fence_goes_and_the_still_listed_event_does_not_come_back() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     first = make(kube, clock)
     sched = event(Kind.SCHEDULED_MAINTENANCE, "reboot", clock, deadline_in=300)
     await first.handle(sched)
@@ -218,7 +189,7 @@ async def test_after_a_reboot_the_fence_goes_and_the_still_listed_event_does_not
 
 
 async def test_a_resumed_fence_does_not_notify_again() -> None:
-    clock, kube, notifier = ManualClock(), FakeKube(), CountingNotifier()
+    clock, kube, notifier = ManualClock(T0), FakeKube(), CountingNotifier()
     first = make(kube, clock, notifier=notifier)
     spot = event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120)
     await first.handle(spot)
@@ -235,7 +206,7 @@ async def test_a_resumed_fence_does_not_notify_again() -> None:
 
 
 async def test_a_state_of_an_unknown_kind_is_ignored_not_fatal() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     kube.node = NodeView(
         "n",
         annotations={
@@ -252,7 +223,7 @@ async def test_a_state_of_an_unknown_kind_is_ignored_not_fatal() -> None:
 
 
 async def test_settled_tells_the_queue_processor_how_each_event_ended() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     rebalance = event(Kind.REBALANCE_RECOMMENDATION, "rebalance", clock)
     await h.handle(rebalance)
@@ -274,7 +245,7 @@ async def test_settled_tells_the_queue_processor_how_each_event_ended() -> None:
 async def test_an_event_that_loses_the_node_ends_when_the_stronger_one_does() -> None:
     # An Auto Scaling hook superseded by a spot warning must not be completed (CONTINUE) at the
     # takeover: AWS terminates the instance on CONTINUE, cutting the spot drain short (issue 10 review).
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     kube.failures = 1000  # the first fence hangs in retries, so the spot notice arrives mid-work
     await h.handle(event(Kind.ASG_LIFECYCLE, "asg", clock))
@@ -299,7 +270,7 @@ def held(phase: str, holder: str, renewed: datetime) -> str:
 
 
 async def test_a_node_another_live_process_is_draining_is_followed_not_drained_again() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     kube.node = NodeView(
         "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "replica-a", T0)}
     )
@@ -318,7 +289,7 @@ async def test_a_node_another_live_process_is_draining_is_followed_not_drained_a
 
 
 async def test_a_hold_that_goes_stale_is_taken_over() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     kube.node = NodeView(
         "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "replica-a", T0)}
     )
@@ -333,7 +304,7 @@ async def test_a_hold_that_goes_stale_is_taken_over() -> None:
 
 
 async def test_start_retries_an_unreadable_node_and_survives_a_broken_resume() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     kube.node = NodeView("n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "me", T0)})
     calls = {"n": 0}
     real_get = kube.get_node
@@ -380,7 +351,7 @@ class RecordingEvents:
 async def test_a_notice_rearmed_from_its_record_is_not_counted_or_announced_again() -> None:
     """Each controller replica re-arms a scheduled change recorded on the Node; only the replica
     that received the message reports it as a new notice."""
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     recorder = RecordingEvents()
     h = make(kube, clock)
     h._ctx.recorder = recorder  # type: ignore[assignment]

@@ -30,7 +30,7 @@ OOS = "node.kubernetes.io/out-of-service"
 async def test_a_weaker_follow_up_after_a_spot_drain_settles_done_at_once() -> None:
     # EventBridge sends the EC2 "shutting-down" state change after every spot interruption: its
     # effective deadline is not earlier than the spot one, so it never takes the node over.
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     assert await asyncio.wait_for(h.settled("spot"), 1) is Settled.DONE
@@ -46,7 +46,7 @@ async def test_a_weaker_follow_up_after_a_spot_drain_settles_done_at_once() -> N
 
 
 async def test_a_follow_up_during_the_drain_settles_when_the_drain_does() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     kube.failures = 1000  # the fence hangs in retries: the spot event's work is still running
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
@@ -62,7 +62,7 @@ async def test_a_follow_up_during_the_drain_settles_when_the_drain_does() -> Non
 
 
 async def test_a_follow_up_of_a_failed_handling_settles_failed() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     kube.failures = 10_000  # the API never takes the fence: the spot event fails at its deadline
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=20))
@@ -75,7 +75,7 @@ async def test_a_follow_up_of_a_failed_handling_settles_failed() -> None:
 
 
 async def test_outcomes_and_old_notices_are_bounded() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     for i in range(SETTLED_KEPT * 3):
@@ -89,7 +89,7 @@ async def test_outcomes_and_old_notices_are_bounded() -> None:
 async def test_a_new_interruption_after_the_nodes_event_ended_is_handled_on_its_own() -> None:
     # The instance was stopped (EC2 "stopping"), drained, started again days later on the same Node:
     # a spot warning then is a new interruption, not a follow-up of the old event (issue 10 review).
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     await h.handle(event(Kind.STATE_CHANGE, "stopping", clock, deadline_in=0))
     assert await asyncio.wait_for(h.settled("stopping"), 1) is Settled.DONE
@@ -103,7 +103,7 @@ async def test_a_new_interruption_after_the_nodes_event_ended_is_handled_on_its_
 
 
 async def test_an_old_drained_state_is_not_resumed_as_the_current_event() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     state = decode(held("drained", "gone-replica", T0))
     assert state is not None
     kube.node = NodeView("n", uid="u", annotations={STATE_ANNOTATION: state.encode()})
@@ -118,7 +118,7 @@ async def test_an_old_drained_state_is_not_resumed_as_the_current_event() -> Non
 
 
 async def test_a_deleted_node_settles_what_is_still_awaited_as_gone() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     kube.failures = 1000
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
@@ -132,7 +132,7 @@ async def test_a_deleted_node_settles_what_is_still_awaited_as_gone() -> None:
 async def test_a_live_hold_for_another_event_is_followed() -> None:
     # The agent fenced for its IMDS notice; the controller sees the same interruption from
     # EventBridge under another event id: it must follow, not drain a second time.
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     h.identity = "controller-a"
     kube.node = NodeView(
@@ -152,7 +152,7 @@ async def _no_hold() -> None:
 
 
 async def test_a_renewal_does_not_overwrite_a_hold_another_process_took() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = make(kube, clock)
     h.identity = "me"
     state = decode(held("draining", "me", T0))
@@ -175,7 +175,7 @@ async def test_a_renewal_does_not_overwrite_a_hold_another_process_took() -> Non
 
 
 async def test_shutdown_releases_the_hold_so_the_next_process_takes_over_at_once() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     kube.failures = 0
     h = make(kube, clock)
     h.identity = "old-replica"
@@ -204,7 +204,7 @@ def out_of_service_handler(kube: FakeKube, clock: ManualClock) -> NodeHandler:
 
 
 async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = out_of_service_handler(kube, clock)
     stop = event(Kind.SCHEDULED_MAINTENANCE, "stop", clock, deadline_in=600)
     stop = dataclasses.replace(stop, raw={"Code": "instance-stop"})
@@ -221,7 +221,7 @@ async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
 
 
 async def test_no_out_of_service_for_a_reboot() -> None:
-    clock, kube = ManualClock(), FakeKube()
+    clock, kube = ManualClock(T0), FakeKube()
     h = out_of_service_handler(kube, clock)
     reboot = event(Kind.SCHEDULED_MAINTENANCE, "reboot", clock, deadline_in=600)
     reboot = dataclasses.replace(reboot, raw={"Code": "system-reboot"})

@@ -30,45 +30,9 @@ from kubespot.records.actions import (
 )
 from kubespot.records.interruption import STATE_ANNOTATION, Phase, decode
 from support import fake_kube
+from support.clocks import ManualClock, settle
 
 T0 = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.t = T0
-        self._moved = asyncio.Condition()
-
-    def now(self) -> datetime:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.t.timestamp()
-
-    async def sleep(self, seconds: float) -> None:
-        until = self.t + timedelta(seconds=max(0.0, seconds))
-        async with self._moved:
-            await self._moved.wait_for(lambda: self.t >= until)
-
-    async def advance(self, seconds: float, *, step: float = 0.25) -> None:
-        """Move time on in small steps, letting every waiter run at each."""
-        left = seconds
-        while left > 1e-9:
-            move = min(step, left)
-            left -= move
-            async with self._moved:
-                self.t += timedelta(seconds=move)
-                self._moved.notify_all()
-            await settle()
-
-    @property
-    def elapsed(self) -> float:
-        return (self.t - T0).total_seconds()
-
-
-async def settle() -> None:
-    for _ in range(60):
-        await asyncio.sleep(0)
 
 
 class FakeKube(fake_kube.FakeKube):
@@ -212,7 +176,7 @@ def record(event_id: str, state: StepState, at: datetime, pods: list[str], settl
 
 
 async def test_stages_and_calls_surround_the_drain_and_counts_ride_on_the_drained_write() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("a"), web("b")])
     notes, calls, recorder = Notes(), Calls(kube, clock), Recorder()
     handler = make(kube, clock, notes=notes, calls=calls, recorder=recorder)
@@ -244,7 +208,7 @@ async def test_stages_and_calls_surround_the_drain_and_counts_ride_on_the_draine
 
 
 async def test_a_broken_notifier_stops_nothing() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("a")])
     notes = Notes(broken=True)
     handler = make(kube, clock, notes=notes)
@@ -258,7 +222,7 @@ async def test_a_broken_notifier_stops_nothing() -> None:
 
 
 async def test_an_empty_node_still_records_its_counts() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [])
     handler = make(kube, clock)
     event = spot(clock)
@@ -270,7 +234,7 @@ async def test_an_empty_node_still_records_its_counts() -> None:
 
 
 async def test_a_withdrawn_event_is_reported_finished_as_withdrawn() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("target")])
     notes = Notes()
     wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
@@ -291,7 +255,7 @@ async def test_a_withdrawn_event_is_reported_finished_as_withdrawn() -> None:
 
 
 async def test_target_pods_are_held_until_draining_plus_settle_others_go_once_the_record_lands() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("target"), web("other")])
     notes, recorder, metrics = Notes(), Recorder(), Metrics()
     wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
@@ -326,7 +290,7 @@ async def test_target_pods_are_held_until_draining_plus_settle_others_go_once_th
 
 
 async def test_without_a_record_the_drain_goes_ahead_at_max_delay_and_says_so() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("target")])
     recorder, metrics = Recorder(), Metrics()
     wait = LoadBalancerWaitSettings(enabled=True, max_delay=10)
@@ -347,7 +311,7 @@ async def test_without_a_record_the_drain_goes_ahead_at_max_delay_and_says_so() 
 
 
 async def test_a_record_without_deregistration_holds_nothing() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("target")])
     wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
     handler = make(kube, clock, wait=wait)
@@ -361,7 +325,7 @@ async def test_a_record_without_deregistration_holds_nothing() -> None:
 
 
 async def test_kinds_without_the_wait_do_not_wait() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("target")])
     wait = LoadBalancerWaitSettings(enabled=True, max_delay=30, kinds=frozenset({Kind.ASG_LIFECYCLE}))
     handler = make(kube, clock, wait=wait)
@@ -373,7 +337,7 @@ async def test_kinds_without_the_wait_do_not_wait() -> None:
 
 
 async def test_pre_drain_calls_and_the_record_wait_run_side_by_side() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("other")])
     calls = Calls(kube, clock, pre_seconds=3)
     wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)

@@ -26,26 +26,10 @@ from kubespot.kube import NodeView
 from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.observability.metrics import Metrics
 from support import fake_kube
+from support.clocks import StillClock
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 LEAD = timedelta(minutes=10)
-
-
-class Clock:
-    """Wall time stands still unless a test moves it; sleeps never end (the sweep stays idle)."""
-
-    def __init__(self) -> None:
-        self.t = T0
-        self.mono = 1000.0
-
-    def now(self) -> datetime:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.Event().wait()
 
 
 class FakeKube(fake_kube.FakeKube):
@@ -116,7 +100,7 @@ class Replica:
     def __init__(self, kube: FakeKube, *, dry_run: bool = False, acts: bool = True) -> None:
         self.kube = kube
         self.index = FakeIndex(kube)
-        self.clock = Clock()
+        self.clock = StillClock(T0, mono=1000.0)
         self.handlers: dict[str, FakeHandler] = {}
         self.changes = ScheduledChanges(
             kube=kube,  # type: ignore[arg-type]

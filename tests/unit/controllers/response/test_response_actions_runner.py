@@ -42,6 +42,7 @@ from kubespot.records.actions import (
 )
 from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase
 from support import fake_kube
+from support.clocks import StillClock
 
 T0 = datetime(2026, 11, 20, 17, 4, 13, tzinfo=UTC)
 NODE = "ip-10-0-0-10.ec2.internal"
@@ -51,21 +52,6 @@ TG_IP = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/k8s-web
 TG_INSTANCE = "arn:aws:elasticloadbalancing:us-east-1:123456789012:targetgroup/k8s-nodeport/0000000000000002"
 EVENT = "spot-itn-0123456789abcdef01234567"
 ALL = frozenset(Kind)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = T0
-        self.mono = 100.0
-
-    def now(self) -> datetime:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.Event().wait()
 
 
 class Timeline:
@@ -237,7 +223,7 @@ class World:
         self.quarantine = FakeQuarantine(self.timeline)
         self.sns = FakeSns(self.timeline)
         self.events = FakeEvents(self.timeline)
-        self.clock = Clock()
+        self.clock = StillClock(T0)
         self.metrics = Metrics()
 
     def runner(
