@@ -41,9 +41,14 @@ def _imports(path: Path) -> list[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = pkg.split(".")[: -node.level]
-                out.append(".".join([*base, node.module] if node.module else base))
+                module = ".".join([*base, node.module] if node.module else base)
             elif node.module:
-                out.append(node.module)
+                module = node.module
+            else:
+                continue
+            out.append(module)
+            # ``from kubespot.controllers import response`` imports a module too: name it.
+            out.extend(f"{module}.{alias.name}" for alias in node.names)
     return out
 
 

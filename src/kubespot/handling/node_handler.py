@@ -29,8 +29,10 @@ import asyncio
 import logging
 import os
 import socket
+import weakref
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import ParamSpec, TypeVar
 
 from kubespot.actions.drain import DrainResult
 from kubespot.config.drain import DrainSettings
@@ -119,18 +121,18 @@ class NodeHandler:
             loadbalancer_wait=loadbalancer_wait,
         )
         # Fence and intake call on each other: a withdrawal undoes the fence, an undo is remembered
-        # by intake (a repeat of its notice is ignored). The fence's call is bound once intake exists.
-        self._fence = Fence(
-            self._ctx, timeline=self._timeline, undone=lambda event_id: self._intake.mark_undone(event_id)
-        )
+        # by intake (a repeat of its notice is ignored). Their calls back go through ``weakly``, so
+        # no part keeps the handler (or another part) alive: a handler the queue path drops when its
+        # Node goes is freed at once, not left to the cyclic collector.
+        self._fence = Fence(self._ctx, timeline=self._timeline, undone=weakly(self._mark_undone))
         self._intake = Intake(
             self._ctx,
             actions=actions,
             monitors=monitors,
             window=timedelta(seconds=drain.node_termination_grace_period),
             timeline=self._timeline,
-            work=self._execute,
-            undo=self._fence.undo,
+            work=weakly(self._execute),
+            undo=weakly(self._fence.undo),
         )
         self._drain = DrainRun(
             self._ctx,
@@ -140,6 +142,9 @@ class NodeHandler:
             own_pod=own_pod,
             keep_last_drain=keep_last_drain,
         )
+
+    def _mark_undone(self, event_id: str) -> None:
+        self._intake.mark_undone(event_id)
 
     @property
     def node(self) -> str:
@@ -364,3 +369,21 @@ def _event_from_state(state: NodeState, *, node_name: str) -> InterruptionEvent:
         description=f"resumed {state.kind} from the node's state",
         raw={"Code": code} if isinstance(code := state.extra.get("code"), str) else {},
     )
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def weakly(method: Callable[P, R]) -> Callable[P, R]:
+    """``method`` (a bound method) as a call that does not keep its object alive."""
+    ref = weakref.WeakMethod(method)
+    name = method.__qualname__  # not ``method`` itself: the closure would keep its object alive
+
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        target = ref()
+        if target is None:
+            raise ReferenceError(f"{name}: its handler is gone")
+        return target(*args, **kwargs)
+
+    return call

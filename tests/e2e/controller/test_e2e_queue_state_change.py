@@ -42,7 +42,7 @@ async def test_stopping_and_terminated_drain_running_is_ignored(aws: MotoServer,
         assert not world.fenced(running.node_name) and world.state(running.node_name) is None
         assert not world.fenced(spare.node_name)
         assert "'running': not an interruption" in world.log_text()
-        # Once its index synced, the controller set the collector for bursts (observability.collector).
+        # Once its index synced, the controller set the collector for bursts (process.collector).
         assert f"collector thresholds {BURST_THRESHOLDS}" in world.log_text()
 
 

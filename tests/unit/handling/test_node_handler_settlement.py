@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
+import weakref
 from datetime import timedelta
 
 from test_node_handler_intake import T0, FakeKube, ManualClock, event, held, make, settle, withdrawn
@@ -230,3 +232,21 @@ async def test_no_out_of_service_for_a_reboot() -> None:
     await settle()
     assert kube.node.unschedulable and not any(t.key == OOS for t in kube.node.taints)
     await h.aclose()
+
+
+async def test_a_dropped_handler_is_freed_without_the_cyclic_collector() -> None:
+    """The queue path drops a handler when its Node goes; the operator runs the cyclic collector
+    rarely (``process.collector``), so a handler in a reference cycle would stay for minutes. Its
+    parts call back into it weakly: reference counting alone frees it, after it handled an event."""
+    kube, clock = FakeKube(), ManualClock(T0)
+    handler = make(kube, clock)
+    await handler.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
+    await settle()
+    await handler.aclose()
+    gone = weakref.ref(handler)
+    gc.disable()
+    try:
+        del handler
+        assert gone() is None
+    finally:
+        gc.enable()

@@ -8,9 +8,9 @@ and drained; an Auto Scaling lifecycle action is completed only then (or once th
 passed), with heartbeats while a long drain runs.
 
 A scheduled change (AWS Health maintenance) not due yet is recorded on its Node
-(``handling.scheduled``) and armed on the node's handler; when it is due further ahead than
-``HOLD_HORIZON`` its message is then deleted, the Node being the durable record (the queue keeps a
-message for minutes, the change is days away). A Health "closed" message removes the entry and
+(``controllers.interruption.scheduled``) and armed on the node's handler; when it is due further
+ahead than ``HOLD_HORIZON`` its message is then deleted, the Node being the durable record (the
+queue keeps a message for minutes, the change is days away). A Health "closed" message removes the entry and
 withdraws the event. In dry run nothing is recorded and such a message is left on the queue to
 reappear shortly before the change is due, as the reminder.
 

@@ -501,7 +501,7 @@ def _asg_event(
         notice_time=notice,
         act_at=ctx.now,
         # No deadline: a scale-in is voluntary (the hook holds the instance until it is completed or
-        # times out); the controller bounds it by the hook's timeout (handling.lifecycle_hooks).
+        # times out); the controller bounds it by the hook's timeout (its ``lifecycle_hooks``).
         description=(
             f"auto scaling group {_short(action.group_name, quote=False)} terminating the instance "
             f"(hook {_short(action.hook_name, quote=False)})"
