@@ -32,11 +32,11 @@ from kubespot.kube import EventRecorder, KubeClient, KubeError, connect
 from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
 from kubespot.model.summary import InterruptionSummary, Stage
-from kubespot.observability.health import HealthReport, freshness, report, silence
+from kubespot.observability.health import HealthReport, freshness, report
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.server import EndpointServer
 from kubespot.process.collector import settle_after_startup
-from kubespot.process.supervise import shut_down, start_endpoints, supervise, tasks_check
+from kubespot.process.supervise import open_endpoints, shut_down, supervise, watches_and_tasks
 from kubespot.sources.imds import ImdsClient, ImdsMonitor
 
 from .template_context import TemplateContext
@@ -186,22 +186,24 @@ class Agent:
             freshness("imds", imds.last_contact, now=now, max_age=max_age, detail=imds.last_error or ""),
             freshness("kubernetes", self.kube.last_contact, now=now, max_age=max_age),
             # A drain's pod watch that went silent (half-open) and keeps coming back silent.
-            silence("watches", self.kube.watches.silences(), now=now, limit=self.kube.watches.health_limit),
-            tasks_check(self._tasks, now=now, max_age=max_age),
+            *watches_and_tasks(self.kube.watches, self._tasks, now=now, max_age=max_age),
         )
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit 0) or a part fails for good (exit 1)."""
-        try:
-            self._servers = await start_endpoints(
-                self.settings.observability, metrics=self.metrics, health=self.health, host=self._listen_host
-            )
-        except OSError as exc:
-            log.critical("cannot start the metrics or probe server: %s", exc)
+        servers = await open_endpoints(
+            self.settings.observability,
+            metrics=self.metrics,
+            health=self.health,
+            host=self._listen_host,
+            log=log,
+        )
+        if servers is None:
             await self.close()
             return 1
+        self._servers = servers
         self._tasks = {
             "imds-monitor": asyncio.create_task(self.monitor.run(), name="imds-monitor"),
             "node-handler": asyncio.create_task(self._handle(), name="node-handler"),

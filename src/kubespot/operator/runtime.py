@@ -40,13 +40,13 @@ from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import EventRecorder, KubeClient, Leases, connect
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
-from kubespot.observability.health import HealthReport, freshness, report, silence
+from kubespot.observability.health import HealthReport, freshness, report
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.server import EndpointServer
 from kubespot.operator.controllers import Controller, Shared, new_controllers
 from kubespot.operator.leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
 from kubespot.process.collector import BURST_THRESHOLDS, collect_periodically, settle_after_startup
-from kubespot.process.supervise import shut_down, start_endpoints, supervise, tasks_check
+from kubespot.process.supervise import open_endpoints, shut_down, supervise, watches_and_tasks
 
 log = logging.getLogger("kubespot.controller")
 
@@ -176,22 +176,23 @@ class Operator:
                 max_age=max_age,
                 detail=f"{len(self.nodes)} nodes",
             ),
-            # The node index's and the shared pod watch's streams: a half-open one that keeps coming
-            # back silent freezes them while every call still answers.
-            silence("watches", self.kube.watches.silences(), now=now, limit=self.kube.watches.health_limit),
-            tasks_check(self._tasks, now=now, max_age=max_age),
+            # The node index's and the shared pod watch's streams.
+            *watches_and_tasks(self.kube.watches, self._tasks, now=now, max_age=max_age),
             *(check for c in self.controllers for check in c.checks(now)),
         )
 
     async def run(self, stop: asyncio.Event) -> int:
-        try:
-            self._servers = await start_endpoints(
-                self.settings.observability, metrics=self.metrics, health=self.health, host=self._listen_host
-            )
-        except OSError as exc:
-            log.critical("cannot start the metrics or probe server: %s", exc)
+        servers = await open_endpoints(
+            self.settings.observability,
+            metrics=self.metrics,
+            health=self.health,
+            host=self._listen_host,
+            log=log,
+        )
+        if servers is None:
             await self.close()
             return 1
+        self._servers = servers
         response = self.controller("response")
         if response is not None:
             actions = ",".join(enabled_actions(self.settings))

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
 from kubespot.config.observability import ObservabilitySettings
-from kubespot.observability.health import Check, HealthReport, freshness
+from kubespot.kube.watchhealth import Watches
+from kubespot.observability.health import Check, HealthReport, freshness, silence
 from kubespot.observability.metrics import Metrics
 from kubespot.observability.server import EndpointServer, health_handler, metrics_handler
 
@@ -44,11 +45,40 @@ async def start_endpoints(
     return servers
 
 
+async def open_endpoints(
+    settings: ObservabilitySettings,
+    *,
+    metrics: Metrics,
+    health: Callable[[], HealthReport],
+    host: str,
+    log: logging.Logger,
+) -> list[EndpointServer] | None:
+    """``start_endpoints``, or None (logged on ``log``, the process's own logger) when a port is in
+    use: the caller closes what it opened and exits 1."""
+    try:
+        return await start_endpoints(settings, metrics=metrics, health=health, host=host)
+    except OSError as exc:
+        log.critical("cannot start the metrics or probe server: %s", exc)
+        return None
+
+
 def install_signal_handlers(stop: asyncio.Event) -> None:
     """SIGTERM (the kubelet) and SIGINT (Ctrl-C) set ``stop``: a clean shutdown, exit code 0."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+
+
+def watches_and_tasks(
+    watches: Watches, tasks: Mapping[str, asyncio.Task[None]], *, now: datetime, max_age: timedelta
+) -> tuple[Check, Check]:
+    """The two checks every process ends its report with: no watch stuck silent (a half-open stream
+    that keeps coming back silent freezes what it feeds while every call still answers), and every
+    part still running."""
+    return (
+        silence("watches", watches.silences(), now=now, limit=watches.health_limit),
+        tasks_check(tasks, now=now, max_age=max_age),
+    )
 
 
 def tasks_check(tasks: Mapping[str, asyncio.Task[None]], *, now: datetime, max_age: timedelta) -> Check:
