@@ -1,6 +1,7 @@
 """The unit tests' ``FakeKube`` (tests/support/fake_kube.py) keeps to what the real ``KubeClient``
-does against an API server: every case runs twice, on the fake and on a ``KubeClient`` talking HTTP
-to kubesim, from the same objects, so a divergence fails here rather than passing in the unit tests.
+does against an API server: every case runs three times, on the fake and on a ``KubeClient`` talking
+HTTP to kubesim over each of its transports (the agent's httpx, the operator's aiohttp), from the
+same objects, so a divergence fails here rather than passing in the unit tests.
 
 The upstream behaviour each case follows (kubesim's own tests check kubesim against the same):
 
@@ -97,14 +98,16 @@ def fake_cluster() -> FakeKube:
     return kube
 
 
-@pytest.fixture(params=["fake", "kubesim"])
+@pytest.fixture(params=["fake", "kubesim-httpx", "kubesim-aiohttp"])
 async def kube(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
-    """The fake, or a ``KubeClient`` on kubesim over HTTP: the same surface, the same objects."""
+    """The fake, or a ``KubeClient`` on kubesim over HTTP (the agent's httpx transport or the
+    operator's aiohttp one, ``kube.transport``): the same surface, the same objects."""
     if request.param == "fake":
         yield fake_cluster()
         return
+    http = "aiohttp" if request.param.endswith("aiohttp") else "httpx"
     async with KubeSim(objects=objects(), controllers=QUIET) as sim:
-        client = connect(KubeSettings(kubeconfig=str(sim.kubeconfig_path)))
+        client = connect(KubeSettings(kubeconfig=str(sim.kubeconfig_path)), http=http)
         try:
             yield client
         finally:
