@@ -2,7 +2,9 @@
 
 - ``ScriptedReceiver``: answers from a script (then 200), can hold every answer until released;
   a subclass says what it records of each request (``record``).
-- ``serve(receiver)``: runs it on 127.0.0.1 on a free port (``receiver.base``) for the ``async with``.
+- ``serving(handler)``: an aiohttp handler served on every path of 127.0.0.1 on a free port (its
+  base URL) for the ``async with``; ``serve(receiver)``: a ``ScriptedReceiver`` served so
+  (``receiver.base``), a held answer released on the way out.
 - ``until``: wait for an outcome instead of sleeping for a guessed time.
 - ``closed_port``: a port nothing listens on.
 - ``assert_no_secret_logged``: no log record carries any of the secrets.
@@ -13,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 from aiohttp import web
@@ -50,22 +52,34 @@ R = TypeVar("R", bound=ScriptedReceiver)
 
 
 @asynccontextmanager
-async def serve(rec: R) -> AsyncIterator[R]:
-    """``rec`` served on every path; on the way out a held answer is released and the server stopped."""
+async def serving(
+    handle: Callable[[web.Request], Awaitable[web.StreamResponse]], **runner_options: Any
+) -> AsyncIterator[str]:
+    """``handle`` answers every method and path on 127.0.0.1 (a free port) until the block ends;
+    yields the base URL. ``runner_options`` go to ``web.AppRunner`` (``access_log=None`` and so on)."""
     app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", rec.handle)
-    # No access log: it would print the (secret) path, and it is the receiver's, not ours.
-    runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app, **runner_options)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    rec.base = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
-        yield rec
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
     finally:
-        if rec.hold is not None:
-            rec.hold.set()
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def serve(rec: R) -> AsyncIterator[R]:
+    """``rec`` served on every path; on the way out a held answer is released and the server stopped."""
+    # No access log: it would print the (secret) path, and it is the receiver's, not ours.
+    async with serving(rec.handle, shutdown_timeout=0.5, access_log=None) as base:
+        rec.base = base
+        try:
+            yield rec
+        finally:
+            if rec.hold is not None:
+                rec.hold.set()
 
 
 async def until(check: Callable[[], bool], *, within: float = 5.0) -> None:
