@@ -29,6 +29,7 @@ from controller_world import (
 from kubespot.records.actions import ACTIONS_ANNOTATION
 from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase
 from kubespot.sim.awssim import MotoServer
+from kubespot.sim.kubesim.testing import until
 from support.moto_sqs import received, sqs_queue
 
 
@@ -114,6 +115,16 @@ def record(world: ControllerWorld, node_name: str) -> dict[str, Any] | None:
     return None if raw is None else dict(orjson.loads(raw))
 
 
+async def finished_record(world: ControllerWorld, node_name: str, *, within: float = 30) -> dict[str, Any]:
+    """The node's actions record once it says ``finished`` (waiting up to ``within`` seconds)."""
+
+    async def finished() -> dict[str, Any]:
+        rec = record(world, node_name)
+        return rec if rec and rec.get("finished") else {}
+
+    return await until(finished, within=within)
+
+
 def agent_state(event_id: str, instance_id: str, phase: Phase, *, since: Any, deadline: Any) -> str:
     """The state annotation an agent writes when it fences (or drains) a node for a spot notice."""
     return NodeState(
@@ -170,6 +181,7 @@ __all__ = [
     "Phase",
     "agent_state",
     "bus_to_queue",
+    "finished_record",
     "interface_groups",
     "pod_ips",
     "received",
