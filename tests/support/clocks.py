@@ -5,12 +5,16 @@
   lets every woken task run after each move.
 - ``StillClock``: time stands still unless a test sets ``t``/``mono``; sleeps never end (a loop's
   sweep stays idle while the test drives it by hand).
+- ``RecordingClock``: real time, but sleeps are recorded and skipped (retries over real HTTP run at
+  once, and a test reads the backoff it was asked for).
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
+
+from kubespot.model import SystemClock
 
 #: Passes of the event loop ``settle`` gives pending tasks (a chain of awaits takes one each).
 SETTLE_PASSES = 60
@@ -76,3 +80,14 @@ class StillClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.Event().wait()
+
+
+class RecordingClock(SystemClock):
+    """Real time, but backoff sleeps are recorded and skipped so retries run at once."""
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        await asyncio.sleep(0)

@@ -29,6 +29,8 @@ from controller_world import (
 from kubespot.records.actions import ACTIONS_ANNOTATION
 from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase
 from kubespot.sim.awssim import MotoServer
+from kubespot.sim.kubesim.testing import until
+from support.moto_sqs import received, sqs_queue
 
 
 @dataclass
@@ -113,6 +115,16 @@ def record(world: ControllerWorld, node_name: str) -> dict[str, Any] | None:
     return None if raw is None else dict(orjson.loads(raw))
 
 
+async def finished_record(world: ControllerWorld, node_name: str, *, within: float = 30) -> dict[str, Any]:
+    """The node's actions record once it says ``finished`` (waiting up to ``within`` seconds)."""
+
+    async def finished() -> dict[str, Any]:
+        rec = record(world, node_name)
+        return rec if rec and rec.get("finished") else {}
+
+    return await until(finished, within=within)
+
+
 def agent_state(event_id: str, instance_id: str, phase: Phase, *, since: Any, deadline: Any) -> str:
     """The state annotation an agent writes when it fences (or drains) a node for a spot notice."""
     return NodeState(
@@ -135,31 +147,11 @@ STATE = STATE_ANNOTATION
 # --- summaries -------------------------------------------------------------------------------------
 
 
-def queue(aws: MotoServer, name: str) -> tuple[str, str]:
-    sqs = aws.client("sqs")
-    url = sqs.create_queue(QueueName=name)["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    return str(url), str(arn)
-
-
-def received(aws: MotoServer, url: str) -> list[dict[str, Any]]:
-    """Every message body on the queue, parsed (and deleted)."""
-    sqs = aws.client("sqs")
-    bodies: list[dict[str, Any]] = []
-    while True:
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
-        if not got:
-            return bodies
-        for message in got:
-            bodies.append(json.loads(message["Body"]))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-
-
 def sns_to_queue(aws: MotoServer, topic_name: str, queue_name: str) -> tuple[str, str]:
     """(topic ARN, queue URL): the queue subscribed to the topic."""
     sns = aws.client("sns")
     topic = sns.create_topic(Name=topic_name)["TopicArn"]
-    url, arn = queue(aws, queue_name)
+    url, arn = sqs_queue(aws, queue_name)
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
     return str(topic), url
 
@@ -168,7 +160,7 @@ def bus_to_queue(aws: MotoServer, bus: str, queue_name: str, *, source: str = "k
     """A custom bus with a rule sending ``source`` events to a new queue; the queue URL."""
     events = aws.client("events")
     events.create_event_bus(Name=bus)
-    url, arn = queue(aws, queue_name)
+    url, arn = sqs_queue(aws, queue_name)
     events.put_rule(Name=f"{bus}-summaries", EventBusName=bus, EventPattern=json.dumps({"source": [source]}))
     events.put_targets(Rule=f"{bus}-summaries", EventBusName=bus, Targets=[{"Id": "q", "Arn": arn}])
     return url
@@ -189,14 +181,15 @@ __all__ = [
     "Phase",
     "agent_state",
     "bus_to_queue",
+    "finished_record",
     "interface_groups",
     "pod_ips",
-    "queue",
     "received",
     "record",
     "register",
     "response_world",
     "sns_to_queue",
+    "sqs_queue",
     "target_group",
     "target_states",
 ]

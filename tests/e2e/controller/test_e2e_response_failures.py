@@ -8,15 +8,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from controller_world import spot_warning, workload
 from response_world import (
     bus_to_queue,
+    finished_record,
     pod_ips,
     received,
-    record,
     register,
     response_world,
     target_group,
@@ -54,11 +53,7 @@ async def test_aws_failures_are_recorded_and_the_drain_completes(aws: MotoServer
         aws.client("elbv2").delete_target_group(TargetGroupArn=pods_tg)
         world.send(spot_warning(target.instance_id))
 
-        async def finished() -> dict[str, Any]:
-            rec = record(world, target.node_name)
-            return rec if rec and rec.get("finished") else {}
-
-        rec = await until(finished, within=30)
+        rec = await finished_record(world, target.node_name)
         state = world.state(target.node_name) or {}
         assert state["phase"] == "drained" and world.queue_depth() == 0
         assert not world.pods_on(target.node_name)

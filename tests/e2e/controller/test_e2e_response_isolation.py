@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 from controller_world import MANAGED_TAG, ControllerWorld, spot_warning, workload
-from response_world import STATE, Phase, agent_state, interface_groups, record, response_world
+from response_world import (
+    STATE,
+    Phase,
+    agent_state,
+    finished_record,
+    interface_groups,
+    record,
+    response_world,
+)
 
 from kubespot.config.kube import KubeSettings
 from kubespot.kube import connect
@@ -90,11 +98,7 @@ async def test_an_instance_named_in_annotations_is_not_isolated(aws: MotoServer,
         await _annotate(world, target.node_name, {STATE: state, ACTIONS_ANNOTATION: forged.encode()})
         await world.start_controller(**ISOLATE)
 
-        async def finished() -> dict[str, Any]:
-            rec = record(world, target.node_name)
-            return rec if rec and rec.get("finished") else {}
-
-        rec = await until(finished, within=30)
+        rec = await finished_record(world, target.node_name)
         assert rec["isolation"]["state"] == "done"
         assert set(map(frozenset, interface_groups(aws, target.instance_id).values())) == {
             frozenset({net.quarantine_sg})
@@ -120,11 +124,7 @@ async def test_an_instance_without_the_managed_tag_is_not_isolated(aws: MotoServ
         await _annotate(world, target.node_name, {STATE: state})
         await world.start_controller(**ISOLATE)
 
-        async def finished() -> dict[str, Any]:
-            rec = record(world, target.node_name)
-            return rec if rec and rec.get("finished") else {}
-
-        rec = await until(finished, within=30)
+        rec = await finished_record(world, target.node_name)
         assert rec["isolation"]["state"] == "skipped"
         assert MANAGED_TAG in rec["isolation"]["error"]
         assert set(map(frozenset, interface_groups(aws, target.instance_id).values())) == {

@@ -8,7 +8,6 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from controller_world import spot_warning, workload
@@ -17,9 +16,9 @@ from response_world import (
     Phase,
     agent_state,
     bus_to_queue,
+    finished_record,
     pod_ips,
     received,
-    record,
     register,
     response_world,
     sns_to_queue,
@@ -29,7 +28,6 @@ from response_world import (
 from kubespot.config.kube import KubeSettings
 from kubespot.kube import connect
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow
 
@@ -46,11 +44,7 @@ async def test_summary_reaches_sns_and_eventbridge_subscribers(aws: MotoServer, 
         )
         world.send(spot_warning(target.instance_id))
 
-        async def finished() -> dict[str, Any]:
-            rec = record(world, target.node_name)
-            return rec if rec and rec.get("finished") else {}
-
-        rec = await until(finished, within=30)
+        rec = await finished_record(world, target.node_name)
         state = world.state(target.node_name) or {}
         assert state["phase"] == "drained"
 
@@ -118,11 +112,7 @@ async def test_two_replicas_without_election_publish_once(aws: MotoServer, tmp_p
         finally:
             await kube.close()
 
-        async def finished() -> dict[str, Any]:
-            rec = record(world, target.node_name)
-            return rec if rec and rec.get("finished") else {}
-
-        rec = await until(finished, within=30)
+        rec = await finished_record(world, target.node_name)
         await asyncio.sleep(2.0)  # time for a second publish, if there were one
         (notification,) = received(aws, sns_queue)
         assert rec["published"]["sns"] == notification["MessageId"]

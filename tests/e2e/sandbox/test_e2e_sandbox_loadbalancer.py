@@ -10,8 +10,6 @@ turn the "with" run red; nothing here is timed tighter than the scenario itself.
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,35 +17,15 @@ from typing import Any
 
 import pytest
 
+from support.sandbox import left_running, run_sandbox
+
 pytestmark = pytest.mark.slow
 
 RUN_KEYS = {"sent", "failed", "error_window_s", "deregistered_s", "stopped_routing_s", "drain_time_s"}
 
 
 def _sandbox(workdir: Path, *args: str, timeout: float = 150) -> tuple[int, dict[str, Any], str]:
-    res = subprocess.run(
-        [sys.executable, "-m", "kubespot", "sandbox", "--json", "--workdir", str(workdir), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    lines = [line for line in res.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, f"stdout: {res.stdout[-3000:]}\nstderr: {res.stderr[-3000:]}"
-    return res.returncode, json.loads(lines[0]), res.stderr
-
-
-def _left_behind(workdir: Path) -> list[int]:
-    """Processes still running with this run's settings (agents and controller name the workdir)."""
-    left = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            if str(workdir).encode() in (proc / "environ").read_bytes():
-                left.append(int(proc.name))
-        except OSError:
-            continue
-    return left
+    return run_sandbox(workdir, *args, timeout=timeout)
 
 
 def _explain(out: dict[str, Any]) -> str:
@@ -62,7 +40,7 @@ def _explain(out: dict[str, Any]) -> str:
 def test_deregistration_fails_no_request(tmp_path: Path) -> None:
     code, out, stderr = _sandbox(tmp_path, "--scenario", "load-balancer")
     assert code == 0 and out["ok"], _explain(out) + stderr[-2000:]
-    assert _left_behind(tmp_path) == []
+    assert left_running(tmp_path) == []
     assert out["scenario"] == "load-balancer" and out["problems"] == []
 
     without, with_ = out["without_deregistration"], out["with_deregistration"]

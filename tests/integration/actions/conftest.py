@@ -3,17 +3,21 @@
 ``drain_env(...)`` loads the given objects with one schedulable node (``node-a``) and spare nodes
 that stay cordoned until every workload pod runs on node-a; then it opens the spares (so
 replacements have somewhere to go), cordons node-a and hands over an ``Env``: the simulator, a real
-``KubeClient`` and store reads for assertions.
+``KubeClient`` and store reads for assertions. ``debug_logs``: every log line captured, the HTTP
+libraries' debug lines included (for the no-secret-in-logs checks of the outgoing HTTP tests).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Mapping
+import logging
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+import pytest
 
 from kubespot.config.drain import DrainSettings
 from kubespot.config.kube import KubeSettings
@@ -110,3 +114,10 @@ async def drain_env(*objects: Obj, spares: int = 2, expect_pods: int | None = No
             yield env
         finally:
             await kube.close()
+
+
+@pytest.fixture
+def debug_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """Everything logged, the HTTP libraries' debug lines included."""
+    caplog.set_level(logging.DEBUG)
+    yield caplog

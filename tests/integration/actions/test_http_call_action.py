@@ -9,37 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from aiohttp import web
 
 from kubespot.actions.http_call import HttpCallAction, HttpCalls
 from kubespot.config.http_calls import HttpCall
-from kubespot.model import InterruptionEvent, Kind, Source, SystemClock
+from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, Stage
+from support.clocks import RecordingClock
+from support.http_receiver import ScriptedReceiver, assert_no_secret_logged, closed_port, serve, until
 
 API_KEY = "dd-api-s3cret-key"
 QUERY_KEY = "qk-s3cret-in-url"
-
-
-class RecordingClock(SystemClock):
-    """Real time, but backoff sleeps are recorded and skipped."""
-
-    def __init__(self) -> None:
-        self.sleeps: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        await asyncio.sleep(0)
 
 
 def event(*, seconds_left: float | None = 120.0, kind: Kind = Kind.SPOT_INTERRUPTION) -> InterruptionEvent:
@@ -66,44 +55,25 @@ class Seen:
 
 
 @dataclass
-class Receiver:
-    base: str = ""
-    requests: list[Seen] = field(default_factory=list)
-    script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
-    hold: asyncio.Event | None = None
+class Receiver(ScriptedReceiver):
+    text: ClassVar[str] = "{}"
 
-    async def handle(self, request: web.Request) -> web.Response:
+    requests: list[Seen] = field(default_factory=list)
+
+    def record(self, request: web.Request, body: bytes) -> None:
         self.requests.append(
             Seen(
                 request.method,
                 request.path_qs,
                 {k.lower(): v for k, v in request.headers.items()},
-                await request.read(),
+                body,
                 request.raw_path,
             )
         )
-        if self.hold is not None:
-            await self.hold.wait()
-        status, headers = self.script.pop(0) if self.script else (200, {})
-        return web.Response(status=status, headers=headers, text="{}")
 
 
-@asynccontextmanager
-async def receiver() -> AsyncIterator[Receiver]:
-    rec = Receiver()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", rec.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    rec.base = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        yield rec
-    finally:
-        if rec.hold is not None:
-            rec.hold.set()
-        await runner.cleanup()
+def receiver() -> AbstractAsyncContextManager[Receiver]:
+    return serve(Receiver())
 
 
 @asynccontextmanager
@@ -119,32 +89,8 @@ def call(url: str, **kw: Any) -> HttpCall:
     return HttpCall(name=kw.pop("name", "mute"), url=url, **kw)
 
 
-@pytest.fixture
-def debug_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    caplog.set_level(logging.DEBUG)
-    yield caplog
-
-
 def assert_no_secrets(caplog: pytest.LogCaptureFixture, *secrets: str) -> None:
-    assert caplog.records
-    for rec in caplog.records:
-        blob = f"{rec.getMessage()} {rec.args!r} {rec.exc_info!r} {rec.exc_text!r}"
-        for secret in (API_KEY, QUERY_KEY, "s3cret", *secrets):
-            assert secret not in blob, f"secret in log line from {rec.name}: {rec.getMessage()}"
-
-
-async def until(check: Callable[[], bool], *, within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s")
-        await asyncio.sleep(0.01)
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    assert_no_secret_logged(caplog, (API_KEY, QUERY_KEY, "s3cret", *secrets))
 
 
 # --- what is sent, and the outcome ----------------------------------------------------------------------

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,8 +23,10 @@ from aiohttp import web
 from kubespot.actions import notify as notify_module
 from kubespot.actions.notify import Notifier
 from kubespot.config.notify import NotifyTarget
-from kubespot.model import InterruptionEvent, Kind, Source, SystemClock
+from kubespot.model import InterruptionEvent, Kind, Source
 from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, PodCounts, Stage
+from support.clocks import RecordingClock
+from support.http_receiver import ScriptedReceiver, assert_no_secret_logged, serve, until
 
 TOKEN = "T000/B000/XXXXtargetsecrettoken"
 HEADER_SECRET = "Bearer file-s3cret-value"
@@ -45,25 +46,11 @@ def event(n: int) -> InterruptionEvent:
     )
 
 
-class RecordingClock(SystemClock):
-    """Real time, but backoff sleeps are recorded and skipped so retries run at once."""
-
-    def __init__(self) -> None:
-        self.sleeps: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        await asyncio.sleep(0)
-
-
 @dataclass
-class Receiver:
+class Receiver(ScriptedReceiver):
     """An endpoint: records requests, answers from a script (then 200), can hold every answer."""
 
-    base: str = ""
     requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
-    script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
-    hold: asyncio.Event | None = None
 
     def url(self, name: str) -> str:
         return f"{self.base}/hooks/{name}/{TOKEN}"
@@ -71,40 +58,12 @@ class Receiver:
     def bodies(self) -> list[Any]:
         return [json.loads(body) for _, _, body in self.requests]
 
-    async def handle(self, request: web.Request) -> web.Response:
-        self.requests.append(
-            (request.path, {k.lower(): v for k, v in request.headers.items()}, await request.read())
-        )
-        if self.hold is not None:
-            await self.hold.wait()
-        status, headers = self.script.pop(0) if self.script else (200, {})
-        return web.Response(status=status, headers=headers, text="ok")
+    def record(self, request: web.Request, body: bytes) -> None:
+        self.requests.append((request.path, {k.lower(): v for k, v in request.headers.items()}, body))
 
 
-@asynccontextmanager
-async def receiver() -> AsyncIterator[Receiver]:
-    rec = Receiver()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", rec.handle)
-    runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)  # its log would show the path
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    rec.base = f"http://127.0.0.1:{runner.addresses[0][1]}"
-    try:
-        yield rec
-    finally:
-        if rec.hold is not None:
-            rec.hold.set()
-        await runner.cleanup()
-
-
-async def until(check: Callable[[], bool], *, within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s")
-        await asyncio.sleep(0.01)
+def receiver() -> AbstractAsyncContextManager[Receiver]:
+    return serve(Receiver())
 
 
 @dataclass
@@ -150,18 +109,8 @@ def target(name: str, url: str | None, **kw: Any) -> NotifyTarget:
     return NotifyTarget(name=name, url=url, **{"timeout": 2.0, "attempts": 3, **kw})
 
 
-@pytest.fixture
-def debug_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    caplog.set_level(logging.DEBUG)
-    yield caplog
-
-
 def assert_no_secrets(caplog: pytest.LogCaptureFixture, *secrets: str) -> None:
-    assert caplog.records, "the test should have produced log lines to inspect"
-    for rec in caplog.records:
-        blob = f"{rec.getMessage()} {rec.args!r} {rec.exc_info!r} {rec.exc_text!r}"
-        for secret in (TOKEN, HEADER_SECRET, "s3cret", *secrets):
-            assert secret not in blob, f"secret in log line from {rec.name}: {rec.getMessage()}"
+    assert_no_secret_logged(caplog, (TOKEN, HEADER_SECRET, "s3cret", *secrets))
     for rec in caplog.records:
         if rec.name == notify_module.log.name:
             assert rec.event_id in rec.getMessage()  # type: ignore[attr-defined]

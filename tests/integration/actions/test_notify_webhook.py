@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,7 +24,9 @@ from aiohttp import web
 from kubespot.actions import notify as notify_module
 from kubespot.actions.notify import WebhookNotifier
 from kubespot.config.webhook import WebhookSettings
-from kubespot.model import InterruptionEvent, Kind, Source, SystemClock
+from kubespot.model import InterruptionEvent, Kind, Source
+from support.clocks import RecordingClock
+from support.http_receiver import ScriptedReceiver, assert_no_secret_logged, closed_port, serve, until
 
 TOKEN = "T000/B000/XXXXsecretpathtoken"
 HEADER_SECRET = "Bearer hdr-s3cret-value"
@@ -49,17 +49,6 @@ def event(n: int, description: str = "Spot ITN received") -> InterruptionEvent:
     )
 
 
-class RecordingClock(SystemClock):
-    """Real time, but backoff sleeps are recorded and skipped so retries run at once."""
-
-    def __init__(self) -> None:
-        self.sleeps: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        await asyncio.sleep(0)
-
-
 @dataclass
 class Seen:
     path: str
@@ -68,47 +57,20 @@ class Seen:
 
 
 @dataclass
-class Receiver:
+class Receiver(ScriptedReceiver):
     """A webhook endpoint: records requests, answers from a script (then 200), can hold answers."""
 
-    base: str = ""
     requests: list[Seen] = field(default_factory=list)
-    script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
-    hold: asyncio.Event | None = None
-    answered: int = 0
 
     def url(self, path: str = TOKEN) -> str:
         return f"{self.base}/services/{path}"
 
-    async def handle(self, request: web.Request) -> web.Response:
-        self.requests.append(
-            Seen(request.path, {k.lower(): v for k, v in request.headers.items()}, await request.read())
-        )
-        if self.hold is not None:
-            await self.hold.wait()
-        status, headers = self.script.pop(0) if self.script else (200, {})
-        self.answered += 1
-        return web.Response(status=status, headers=headers, text="ok")
+    def record(self, request: web.Request, body: bytes) -> None:
+        self.requests.append(Seen(request.path, {k.lower(): v for k, v in request.headers.items()}, body))
 
 
-@asynccontextmanager
-async def receiver() -> AsyncIterator[Receiver]:
-    rec = Receiver()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", rec.handle)
-    # No access log: it would print the secret path, and it is the receiver's, not ours.
-    runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    rec.base = f"http://127.0.0.1:{port}"
-    try:
-        yield rec
-    finally:
-        if rec.hold is not None:
-            rec.hold.set()
-        await runner.cleanup()
+def receiver() -> AbstractAsyncContextManager[Receiver]:
+    return serve(Receiver())
 
 
 @dataclass
@@ -159,17 +121,6 @@ async def forward_proxy() -> AsyncIterator[ForwardProxy]:
         await server.wait_closed()
 
 
-async def until(check: Callable[[], bool], *, within: float = 5.0) -> None:
-    """Wait for an outcome instead of sleeping for a guessed time."""
-    deadline = time.monotonic() + within
-    while True:
-        if check():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s")
-        await asyncio.sleep(0.01)
-
-
 @dataclass
 class Harness:
     notifier: WebhookNotifier
@@ -208,25 +159,8 @@ def settings(url: str | None = None, **kw: Any) -> WebhookSettings:
     return WebhookSettings(**base)
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def debug_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
-    """Everything logged, the HTTP libraries' debug lines included."""
-    caplog.set_level(logging.DEBUG)
-    yield caplog
-
-
 def assert_no_secrets(caplog: pytest.LogCaptureFixture, *secrets: str) -> None:
-    assert caplog.records, "the test should have produced log lines to inspect"
-    for rec in caplog.records:
-        blob = f"{rec.getMessage()} {rec.args!r} {rec.exc_info!r} {rec.exc_text!r}"
-        for secret in (TOKEN, HEADER_SECRET, "hdr-s3cret", *secrets):
-            assert secret not in blob, f"secret in log line from {rec.name}: {rec.getMessage()}"
+    assert_no_secret_logged(caplog, (TOKEN, HEADER_SECRET, "hdr-s3cret", *secrets))
     for rec in caplog.records:
         if rec.name == notify_module.log.name:
             assert getattr(rec, "event_id", None), f"log line without event id: {rec.getMessage()}"

@@ -15,6 +15,7 @@ from kubespot.aws import AwsClients, EventBridgePublisher, SnsPublisher
 from kubespot.aws.publish import DEFAULT_DETAIL_TYPE
 from kubespot.config.aws import AwsSettings
 from kubespot.sim.awssim import MotoServer
+from support.moto_sqs import received, sqs_queue
 
 SUMMARY: dict[str, Any] = {
     "event": {"kind": "spot-itn", "instance_id": "i-0123456789abcdef0", "node": "ip-10-0-1-15"},
@@ -30,30 +31,11 @@ async def clients(aws_env: MotoServer) -> AsyncIterator[AwsClients]:
         yield c
 
 
-def _queue(aws: MotoServer, name: str, **attributes: str) -> tuple[str, str]:
-    sqs = aws.client("sqs")
-    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    return url, arn
-
-
-def _drain(aws: MotoServer, url: str) -> list[dict[str, Any]]:
-    sqs = aws.client("sqs")
-    bodies: list[dict[str, Any]] = []
-    while True:
-        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get("Messages", [])
-        if not got:
-            return bodies
-        for message in got:
-            bodies.append(json.loads(message["Body"]))
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-
-
 async def test_sns_summary_reaches_subscribers_filtered_by_kind(aws: MotoServer, clients: AwsClients) -> None:
     sns = aws.client("sns")
     topic = sns.create_topic(Name="kubespot-summaries")["TopicArn"]
-    everything_url, everything_arn = _queue(aws, "everything")
-    spot_url, spot_arn = _queue(aws, "spot-only")
+    everything_url, everything_arn = sqs_queue(aws, "everything")
+    spot_url, spot_arn = sqs_queue(aws, "spot-only")
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=everything_arn)
     sns.subscribe(
         TopicArn=topic,
@@ -75,12 +57,12 @@ async def test_sns_summary_reaches_subscribers_filtered_by_kind(aws: MotoServer,
     assert message_id
     assert clients.counts[("sns", "Publish")] == 2
 
-    everything = _drain(aws, everything_url)
+    everything = received(aws, everything_url)
     assert [json.loads(n["Message"])["event"]["kind"] for n in everything] == [
         "spot-itn",
         "rebalance-recommendation",
     ]
-    (spot,) = _drain(aws, spot_url)
+    (spot,) = received(aws, spot_url)
     assert spot["Type"] == "Notification" and spot["TopicArn"] == topic and spot["MessageId"] == message_id
     assert spot["Subject"] == "kubespot: spot interruption of ip-10-0-1-15 ? drained 3 targets"
     assert json.loads(spot["Message"]) == {**SUMMARY, "finished_at": "2025-03-01 12:00:05+00:00"}
@@ -91,19 +73,19 @@ async def test_sns_summary_reaches_subscribers_filtered_by_kind(aws: MotoServer,
 async def test_sns_fifo_topic(aws: MotoServer, clients: AwsClients) -> None:
     sns = aws.client("sns")
     topic = sns.create_topic(Name="kubespot.fifo", Attributes={"FifoTopic": "true"})["TopicArn"]
-    url, arn = _queue(aws, "summaries.fifo", FifoQueue="true")
+    url, arn = sqs_queue(aws, "summaries.fifo", FifoQueue="true")
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
     publisher = SnsPublisher(clients, topic)
     await publisher.publish(SUMMARY, subject="s", kind="spot-itn")
     await publisher.publish(SUMMARY, subject="s", kind="spot-itn")  # same content: deduplicated
-    (delivered,) = _drain(aws, url)
+    (delivered,) = received(aws, url)
     assert json.loads(delivered["Message"])["event"]["node"] == "ip-10-0-1-15"
 
 
 async def test_eventbridge_summary_reaches_a_rule_target(aws: MotoServer, clients: AwsClients) -> None:
     events = aws.client("events")
     bus_arn = events.create_event_bus(Name="ops")["EventBusArn"]
-    url, arn = _queue(aws, "ops-events")
+    url, arn = sqs_queue(aws, "ops-events")
     pattern = {
         "source": ["kubespot"],
         "detail-type": [DEFAULT_DETAIL_TYPE],
@@ -119,7 +101,7 @@ async def test_eventbridge_summary_reaches_a_rule_target(aws: MotoServer, client
     assert event_id
     assert clients.counts[("events", "PutEvents")] == 2
 
-    (delivered,) = _drain(aws, url)
+    (delivered,) = received(aws, url)
     assert delivered["source"] == "kubespot"
     assert delivered["detail-type"] == "kubespot Interruption Summary"
     assert delivered["resources"] == [instance_arn]

@@ -9,10 +9,11 @@ Their content is checked by the render tests, not by kubesim.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,71 @@ def only(objs: list[Obj], kind: str, name: str | None = None) -> Obj:
 
 def kinds(objs: list[Obj]) -> list[str]:
     return sorted(o["kind"] for o in objs)
+
+
+def one_container(pod_spec: Obj) -> Obj:
+    """The pod's only container (the workload has exactly one)."""
+    containers = pod_spec["containers"]
+    assert len(containers) == 1
+    c: Obj = containers[0]
+    return c
+
+
+def env_by_name(container: Obj) -> dict[str, Obj]:
+    """The container's env entries by name; no name may appear twice."""
+    entries = container["env"]
+    names = [e["name"] for e in entries]
+    assert len(names) == len(set(names)), f"duplicate env vars: {names}"
+    return {e["name"]: e for e in entries}
+
+
+def plain_values(env: Mapping[str, Obj]) -> dict[str, str]:
+    """The env entries with a literal ``value`` (no ``valueFrom``)."""
+    return {name: e["value"] for name, e in env.items() if "value" in e}
+
+
+def resolved_env(objs: list[Obj], env: Mapping[str, Obj], field: Callable[[str, Obj], str]) -> dict[str, str]:
+    """The environment the process would see: literal values as they are, Downward API entries from
+    ``field(name, entry)``, secretKeyRefs read (and decoded) from the rendered Secrets."""
+    secrets = {o["metadata"]["name"]: o.get("data", {}) for o in objs if o["kind"] == "Secret"}
+    out: dict[str, str] = {}
+    for name, e in env.items():
+        if "value" in e:
+            out[name] = e["value"]
+        elif "fieldRef" in e["valueFrom"]:
+            out[name] = field(name, e)
+        else:
+            ref = e["valueFrom"]["secretKeyRef"]
+            out[name] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
+    return out
+
+
+def helm_install(helm: str, cluster: Cluster, values: Path) -> subprocess.CompletedProcess[str]:
+    """A real ``helm install`` of the chart with ``values`` on ``cluster`` (client-side apply; kubesim
+    has no OpenAPI, so no schema validation)."""
+    return run_helm(
+        helm,
+        "--kubeconfig",
+        cluster.kubeconfig,
+        "install",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NS,
+        "--disable-openapi-validation",
+        "-f",
+        str(values),
+    )
+
+
+def assert_created(cluster: Cluster, objs: list[Obj], out: str) -> None:
+    """Every rendered object exists on ``cluster`` under its kind and name, and kubectl said so in ``out``."""
+    for obj in objs:
+        ns = obj["metadata"].get("namespace")
+        got = cluster.get(obj["kind"], obj["metadata"]["name"], ns)
+        assert got["kind"] == obj["kind"]
+        assert got["metadata"]["name"] == obj["metadata"]["name"]
+        assert f"{obj['metadata']['name']} created" in out
 
 
 def crd(group: str, plural: str, kind: str, scope: str) -> Obj:

@@ -26,13 +26,19 @@ from helm_support import (
     RELEASE,
     Cluster,
     Obj,
+    assert_created,
+    env_by_name,
     find_helm,
+    helm_install,
     kinds,
     kubesim_cluster,
+    one_container,
     only,
+    plain_values,
     render,
     render_fails,
     render_text,
+    resolved_env,
     run_helm,
     values_args,
 )
@@ -77,21 +83,15 @@ def pod_spec(objs: list[Obj]) -> Obj:
 
 
 def container(objs: list[Obj]) -> Obj:
-    containers = pod_spec(objs)["containers"]
-    assert len(containers) == 1
-    c: Obj = containers[0]
-    return c
+    return one_container(pod_spec(objs))
 
 
 def env_of(objs: list[Obj]) -> dict[str, Obj]:
-    entries = container(objs)["env"]
-    names = [e["name"] for e in entries]
-    assert len(names) == len(set(names)), f"duplicate env vars: {names}"
-    return {e["name"]: e for e in entries}
+    return env_by_name(container(objs))
 
 
 def plain_env(objs: list[Obj]) -> dict[str, str]:
-    return {name: e["value"] for name, e in env_of(objs).items() if "value" in e}
+    return plain_values(env_of(objs))
 
 
 def setting_envs() -> set[str]:
@@ -414,17 +414,7 @@ def test_every_env_var_the_chart_renders_is_a_setting(helm: str) -> None:
 
 def _agent_env(objs: list[Obj]) -> dict[str, str]:
     """The environment the agent would see: Downward API faked, secretKeyRefs read from the Secret."""
-    secrets = {o["metadata"]["name"]: o.get("data", {}) for o in objs if o["kind"] == "Secret"}
-    out: dict[str, str] = {}
-    for name, e in env_of(objs).items():
-        if "value" in e:
-            out[name] = e["value"]
-        elif "fieldRef" in e["valueFrom"]:
-            out[name] = "node-a" if name == "KUBESPOT_NODE_NAME" else "x"
-        else:
-            ref = e["valueFrom"]["secretKeyRef"]
-            out[name] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
-    return out
+    return resolved_env(objs, env_of(objs), lambda name, _: "node-a" if name == "KUBESPOT_NODE_NAME" else "x")
 
 
 @pytest.mark.parametrize("values", [EVERYTHING_ON, NTH_VALUES], ids=["everything", "nth"])
@@ -522,13 +512,7 @@ def test_rendered_objects_create_on_kubesim(
     helm: str, cluster: AgentCluster, files: list[Path], expected_nodes: set[str]
 ) -> None:
     objs = render(helm, *files)
-    out = cluster.create(objs)
-    for obj in objs:
-        ns = obj["metadata"].get("namespace")
-        got = cluster.get(obj["kind"], obj["metadata"]["name"], ns)
-        assert got["kind"] == obj["kind"]
-        assert got["metadata"]["name"] == obj["metadata"]["name"]
-        assert f"{obj['metadata']['name']} created" in out
+    assert_created(cluster, objs, cluster.create(objs))
     role = cluster.get("clusterrole", f"{RELEASE}-kubespot", None)
     # everything-on sets pdbDeadlineAction: keep, so no pod is ever deleted and no delete is granted.
     assert role["rules"] == (RBAC_RULES_KEEP if EVERYTHING_ON in files else RBAC_RULES)
@@ -546,19 +530,7 @@ def test_rendered_objects_create_on_kubesim(
 @pytest.mark.slow
 def test_helm_install_on_kubesim_prints_the_notes(helm: str, cluster: AgentCluster) -> None:
     """A real `helm install` (client-side apply; kubesim has no OpenAPI, so no schema validation)."""
-    res = run_helm(
-        helm,
-        "--kubeconfig",
-        cluster.kubeconfig,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NS,
-        "--disable-openapi-validation",
-        "-f",
-        str(NTH_VALUES),
-    )
+    res = helm_install(helm, cluster, NTH_VALUES)
     assert "STATUS: deployed" in res.stdout
     assert f"DaemonSet {NS}/{RELEASE}-kubespot" in res.stdout
     assert "labelled karpenter.sh/capacity-type=spot" in res.stdout

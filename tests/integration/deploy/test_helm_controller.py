@@ -15,7 +15,6 @@ PodMonitor and ServiceMonitor are registered as custom resources first.
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,12 +29,18 @@ from helm_support import (
     RELEASE,
     Cluster,
     Obj,
+    assert_created,
+    env_by_name,
     find_helm,
+    helm_install,
     kinds,
     kubesim_cluster,
+    one_container,
     only,
+    plain_values,
     render,
     render_fails,
+    resolved_env,
     run_helm,
     values_args,
 )
@@ -135,21 +140,15 @@ def pod_spec(objs: list[Obj]) -> Obj:
 
 
 def container(objs: list[Obj]) -> Obj:
-    containers = pod_spec(objs)["containers"]
-    assert len(containers) == 1
-    c: Obj = containers[0]
-    return c
+    return one_container(pod_spec(objs))
 
 
 def env_of(objs: list[Obj]) -> dict[str, Obj]:
-    entries = container(objs)["env"]
-    names = [e["name"] for e in entries]
-    assert len(names) == len(set(names)), f"duplicate env vars: {names}"
-    return {e["name"]: e for e in entries}
+    return env_by_name(container(objs))
 
 
 def plain_env(objs: list[Obj]) -> dict[str, str]:
-    return {name: e["value"] for name, e in env_of(objs).items() if "value" in e}
+    return plain_values(env_of(objs))
 
 
 def controller_setting_envs() -> set[str]:
@@ -629,19 +628,9 @@ def test_every_env_var_the_controller_renders_is_a_controller_setting(helm: str)
 
 def _controller_env(objs: list[Obj]) -> dict[str, str]:
     """The environment the controller would see, secretKeyRefs read from the chart's Secret."""
-    secrets = {o["metadata"]["name"]: o.get("data", {}) for o in objs if o["kind"] == "Secret"}
-    out: dict[str, str] = {}
-    for name, e in env_of(objs).items():
-        if "value" in e:
-            out[name] = e["value"]
-        elif "fieldRef" in e["valueFrom"]:  # the Downward API, as the kubelet would fill it in
-            out[name] = {"metadata.name": f"{CONTROLLER}-0", "metadata.namespace": NS}[
-                e["valueFrom"]["fieldRef"]["fieldPath"]
-            ]
-        else:
-            ref = e["valueFrom"]["secretKeyRef"]
-            out[name] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
-    return out
+    # The Downward API, as the kubelet would fill it in.
+    fields = {"metadata.name": f"{CONTROLLER}-0", "metadata.namespace": NS}
+    return resolved_env(objs, env_of(objs), lambda _, e: fields[e["valueFrom"]["fieldRef"]["fieldPath"]])
 
 
 def test_rendered_env_loads_through_the_controllers_settings_loader(helm: str) -> None:
@@ -748,12 +737,7 @@ def test_rendered_controller_objects_create_on_kubesim(
     rules: list[Obj],
 ) -> None:
     objs = render(helm, *files, sets=sets)
-    out = cluster.create(objs)
-    for obj in objs:
-        ns = obj["metadata"].get("namespace")
-        got = cluster.get(obj["kind"], obj["metadata"]["name"], ns)
-        assert got["kind"] == obj["kind"]
-        assert f"{obj['metadata']['name']} created" in out
+    assert_created(cluster, objs, cluster.create(objs))
     role = cluster.get("clusterrole", CONTROLLER, None)
     assert role["rules"] == rules
     lease_role = only(objs, "Role", CONTROLLER)
@@ -774,19 +758,7 @@ def test_rendered_controller_objects_create_on_kubesim(
 @pytest.mark.slow
 def test_helm_install_nth_queue_values_on_kubesim(helm: str, cluster: ControllerCluster) -> None:
     """A real `helm install` of an NTH queue-mode values file: the controller alone, with its notes."""
-    res = run_helm(
-        helm,
-        "--kubeconfig",
-        cluster.kubeconfig,
-        "install",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        NS,
-        "--disable-openapi-validation",
-        "-f",
-        str(NTH_QUEUE),
-    )
+    res = helm_install(helm, cluster, NTH_QUEUE)
     assert "STATUS: deployed" in res.stdout
     assert f"Deployment {NS}/{CONTROLLER}" in res.stdout
     assert "IRSA role arn:aws:iam::123456789012:role/prod-nth" in res.stdout

@@ -6,16 +6,15 @@ Besides the verdicts, every test checks that no agent process outlives the comma
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from support.sandbox import left_running, run_sandbox, sandbox_command
 
 pytestmark = pytest.mark.slow
 
@@ -23,40 +22,7 @@ FAST = "10"  # the 120 s notice becomes 12 s
 
 
 def _sandbox(workdir: Path, *args: str, timeout: float = 120) -> tuple[int, dict[str, Any], str]:
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kubespot",
-            "sandbox",
-            "--json",
-            "--time-scale",
-            FAST,
-            "--workdir",
-            str(workdir),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    lines = [line for line in res.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, f"stdout: {res.stdout}\nstderr: {res.stderr[-3000:]}"
-    return res.returncode, json.loads(lines[0]), res.stderr
-
-
-def _agents_left(workdir: Path) -> list[int]:
-    """Processes still running with this run's settings (each agent's env names the workdir)."""
-    left = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            if str(workdir).encode() in (proc / "environ").read_bytes():
-                left.append(int(proc.name))
-        except OSError:
-            continue
-    return left
+    return run_sandbox(workdir, "--time-scale", FAST, *args, timeout=timeout)
 
 
 def _explain(summary: dict[str, Any]) -> str:
@@ -67,7 +33,7 @@ def _explain(summary: dict[str, Any]) -> str:
 def test_every_scenario_meets_its_deadline(tmp_path: Path) -> None:
     code, out, stderr = _sandbox(tmp_path, "--nodes", "4")
     assert code == 0 and out["ok"], _explain(out) + stderr[-2000:]
-    assert _agents_left(tmp_path) == []
+    assert left_running(tmp_path) == []
     scenarios = out["scenarios"]
     assert set(scenarios) == {"spot-itn", "rebalance", "scheduled-reboot"}
     nodes = {s["node"] for s in scenarios.values()}
@@ -101,7 +67,7 @@ def test_every_scenario_meets_its_deadline(tmp_path: Path) -> None:
 def test_a_budget_that_never_allows_disruption_misses_the_deadline(tmp_path: Path) -> None:
     code, out, _ = _sandbox(tmp_path, "--scenario", "spot-itn", "--nodes", "3", "--blocking-pdb")
     assert code == 1 and not out["ok"]
-    assert _agents_left(tmp_path) == []
+    assert left_running(tmp_path) == []
     spot = out["scenarios"]["spot-itn"]
     assert not spot["deadline_met"] and spot["verdict"] != "met"
     why = " ".join(spot["reasons"])
@@ -111,24 +77,14 @@ def test_a_budget_that_never_allows_disruption_misses_the_deadline(tmp_path: Pat
 
 def test_ctrl_c_stops_every_agent(tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kubespot",
-            "sandbox",
-            "--json",
-            "--time-scale",
-            FAST,
-            "--workdir",
-            str(tmp_path),
-        ],
+        sandbox_command(tmp_path, "--time-scale", FAST),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
         deadline = time.monotonic() + 60
-        while len(_agents_left(tmp_path)) < 6:  # the default 6 spot nodes, one agent each
+        while len(left_running(tmp_path)) < 6:  # the default 6 spot nodes, one agent each
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "agents did not start"
             time.sleep(0.2)
@@ -139,4 +95,4 @@ def test_ctrl_c_stops_every_agent(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130
-    assert _agents_left(tmp_path) == []
+    assert left_running(tmp_path) == []

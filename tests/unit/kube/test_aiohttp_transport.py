@@ -23,6 +23,7 @@ from kubespot.kube import connect
 from kubespot.kube.aiohttp_transport import AiohttpRaw, _env_proxy
 from kubespot.kube.client import AIOHTTP_IN_FLIGHT, MAX_IN_FLIGHT
 from kubespot.kube.transport import ApiStatus, HttpxRaw, LinkError
+from support.http_receiver import serving
 
 
 @pytest.fixture
@@ -38,15 +39,8 @@ async def server() -> AsyncIterator[tuple[str, list[web.Request], dict[str, str]
             return web.json_response({"kind": "Status", "reason": "Unauthorized", "code": 401}, status=401)
         return web.json_response({"kind": "Node", "metadata": {"name": "n1"}})
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", serve)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}", seen, valid
-    await runner.cleanup()
+    async with serving(serve, access_log=None) as url:
+        yield url, seen, valid
 
 
 async def test_a_rotated_token_file_is_read_again_after_a_401_and_the_call_goes_through(

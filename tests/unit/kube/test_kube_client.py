@@ -21,6 +21,7 @@ from lightkube.resources.core_v1 import Namespace
 from kubespot.kube import EvictionOutcome, KubeClient, KubeError, PodEventType, PodList, Taint, TokenBucket
 from kubespot.kube.aiohttp_transport import AiohttpRaw
 from kubespot.kube.podwatch import nodes_in_line
+from support.http_receiver import serving
 
 Handler = Callable[[httpx2.Request], httpx2.Response]
 
@@ -45,20 +46,13 @@ async def stack(request: pytest.FixtureRequest) -> AsyncIterator[str]:
         headers = {k: v for k, v in answer.headers.items() if k.lower() in ("content-type", "retry-after")}
         return web.Response(status=answer.status_code, body=answer.content, headers=headers)
 
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", serve)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    _STACK["url"] = f"http://127.0.0.1:{port}"
-    try:
-        yield request.param
-    finally:
-        for kube in _STACK.get("clients", []):  # type: ignore[attr-defined]
-            await kube.close()
-        await runner.cleanup()
+    async with serving(serve, access_log=None) as url:
+        _STACK["url"] = url
+        try:
+            yield request.param
+        finally:
+            for kube in _STACK.get("clients", []):  # type: ignore[attr-defined]
+                await kube.close()
 
 
 def status(code: int, reason: str, message: str = "") -> httpx2.Response:

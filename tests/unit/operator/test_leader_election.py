@@ -179,6 +179,20 @@ async def stop(r: Replica) -> None:
     await asyncio.wait({r.task})
 
 
+async def leader_and_standby(
+    *, settle_for: float
+) -> tuple[SteppedClock, LeaseStore, Timeline, Replica, Replica]:
+    """Replica "a" started first, "b" a step later, then ``settle_for`` seconds on one clock and lease."""
+    clock, store = SteppedClock(), LeaseStore()
+    timeline = Timeline(clock)
+    a, b = replica("a", store, clock, timeline), replica("b", store, clock, timeline)
+    await start(a)
+    await clock.advance(STEP)
+    await start(b)
+    await clock.advance(settle_for)
+    return clock, store, timeline, a, b
+
+
 async def test_a_lone_replica_creates_the_lease_and_renews_it() -> None:
     clock, store = SteppedClock(), LeaseStore()
     a = replica("a", store, clock, Timeline(clock))
@@ -220,13 +234,7 @@ async def test_two_replicas_elect_exactly_one() -> None:
 
 
 async def test_clean_shutdown_releases_and_the_standby_takes_over_within_a_few_retry_periods() -> None:
-    clock, store = SteppedClock(), LeaseStore()
-    timeline = Timeline(clock)
-    a, b = replica("a", store, clock, timeline), replica("b", store, clock, timeline)
-    await start(a)
-    await clock.advance(STEP)
-    await start(b)
-    await clock.advance(5)
+    clock, store, timeline, a, b = await leader_and_standby(settle_for=5)
     assert a.elector.is_leader and not b.elector.is_leader
     await stop(a)
     assert a.duty_runs == ["started", "stopped"]
@@ -246,13 +254,7 @@ async def test_clean_shutdown_releases_and_the_standby_takes_over_within_a_few_r
 
 
 async def test_a_dead_leader_is_replaced_only_after_the_lease_duration_on_the_standbys_clock() -> None:
-    clock, store = SteppedClock(), LeaseStore()
-    timeline = Timeline(clock)
-    a, b = replica("a", store, clock, timeline), replica("b", store, clock, timeline)
-    await start(a)
-    await clock.advance(STEP)
-    await start(b)
-    await clock.advance(4)
+    clock, store, timeline, a, b = await leader_and_standby(settle_for=4)
     # SIGKILL: no release, no more renewals (its task is simply gone).
     a.api.down = True
     assert a.task is not None
@@ -278,13 +280,7 @@ async def test_a_dead_leader_is_replaced_only_after_the_lease_duration_on_the_st
 
 
 async def test_a_leader_cut_off_from_the_api_stops_before_anyone_may_take_over() -> None:
-    clock, store = SteppedClock(), LeaseStore()
-    timeline = Timeline(clock)
-    a, b = replica("a", store, clock, timeline), replica("b", store, clock, timeline)
-    await start(a)
-    await clock.advance(STEP)
-    await start(b)
-    await clock.advance(6)
+    clock, _store, timeline, a, b = await leader_and_standby(settle_for=6)
     assert a.elector.is_leader
     a.api.down = True
     cut_at = clock.t
