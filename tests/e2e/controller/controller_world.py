@@ -170,6 +170,17 @@ class ControllerWorld:
                 total += int(ev.get("count") or 1)
         return total
 
+    async def assert_node_events(self, name: str, reason: str, count: int, *, within: float = 5.0) -> None:
+        """Exactly ``count`` events with ``reason`` on the node, once they have come: the product
+        sends its Node events in the background (so a drain or a record write is never slowed by
+        them), and one may land a moment after the state it describes."""
+
+        async def enough() -> bool:
+            return self.node_events(name, reason) >= count
+
+        await until(enough, within=within)
+        assert self.node_events(name, reason) == count
+
     def log_records(self, index: int | None = None) -> list[Obj]:
         """The JSON log lines of one controller (``index``) or of all of them, parsed."""
         paths = self.logs if index is None else [self.logs[index]]

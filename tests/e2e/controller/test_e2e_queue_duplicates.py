@@ -33,9 +33,9 @@ async def test_three_copies_of_one_message_act_once(aws: MotoServer, tmp_path: P
             return world.node_events(target.node_name, "DrainCompleted") > 0
 
         await until(recorded, within=5)
-        assert world.node_events(target.node_name, "SpotInterruption") == 1
-        assert world.node_events(target.node_name, "CordonAndDrain") == 1
-        assert world.node_events(target.node_name, "DrainStarted") == 1
+        await world.assert_node_events(target.node_name, "SpotInterruption", 1)
+        await world.assert_node_events(target.node_name, "CordonAndDrain", 1)
+        await world.assert_node_events(target.node_name, "DrainStarted", 1)
         # Each copy was handled (and deleted), and only the first started anything.
         done_lines = [
             r

@@ -43,7 +43,7 @@ async def test_rebalance_monitoring_fences_without_draining(aws: MotoServer, tmp
         # Not drained: the same pods are still there, and no drain was started.
         assert {p["metadata"]["name"] for p in world.pods_on(target)} == pods_before
         assert world.node_events(target, "DrainStarted") == 0
-        assert world.node_events(target, "RebalanceRecommendation") == 1
+        await world.assert_node_events(target, "RebalanceRecommendation", 1)
         assert not world.fenced(world.instances[1].node_name)
 
 

@@ -50,7 +50,7 @@ async def test_two_replicas_act_once_per_node(aws: MotoServer, tmp_path: Path) -
             return world.node_events(target.node_name, "DrainCompleted") > 0
 
         await until(recorded, within=5)
-        assert world.node_events(target.node_name, "CordonAndDrain") == 1
-        assert world.node_events(target.node_name, "DrainStarted") == 1
+        await world.assert_node_events(target.node_name, "CordonAndDrain", 1)
+        await world.assert_node_events(target.node_name, "DrainStarted", 1)
         for other in world.instances[1:]:
             assert not world.fenced(other.node_name)

@@ -130,8 +130,8 @@ async def test_replicas_rearm_from_the_node_and_act_once(aws: MotoServer, tmp_pa
             return world.node_events(target.node_name, "DrainCompleted") > 0
 
         await until(reported, within=5)
-        assert world.node_events(target.node_name, "CordonAndDrain") == 1
-        assert world.node_events(target.node_name, "DrainStarted") == 1
+        await world.assert_node_events(target.node_name, "CordonAndDrain", 1)
+        await world.assert_node_events(target.node_name, "DrainStarted", 1)
         for other in world.instances[1:]:
             assert not world.fenced(other.node_name)
 

@@ -51,4 +51,4 @@ async def test_visibility_is_renewed_through_a_long_drain(aws: MotoServer, tmp_p
         ]
         assert len(handled) == 1 and len(noticed) == 1
         assert not any("already known" in r["message"] for r in records), "the message was received twice"
-        assert world.node_events(target.node_name, "DrainStarted") == 1
+        await world.assert_node_events(target.node_name, "DrainStarted", 1)

@@ -67,7 +67,7 @@ async def test_aws_failures_are_recorded_and_the_drain_completes(aws: MotoServer
         (event,) = received(aws, bus_queue)
         summary = event["detail"]
         assert summary["outcome"] == "done" and summary["event_id"] == state["event_id"]
-        assert world.node_events(target.node_name, "SummaryPublishError") == 1
+        await world.assert_node_events(target.node_name, "SummaryPublishError", 1)
         warnings = [
             r["message"]
             for r in world.log_records()

@@ -61,7 +61,7 @@ async def test_drained_instance_is_moved_to_the_quarantine_group(aws: MotoServer
         assert set(map(frozenset, interface_groups(aws, other.instance_id).values())) == {
             frozenset({net.nodes_sg})
         }
-        assert world.node_events(target.node_name, "Isolated") == 1
+        await world.assert_node_events(target.node_name, "Isolated", 1)
         assert "loadbalancer" not in rec  # not enabled
 
 
@@ -130,4 +130,4 @@ async def test_an_instance_without_the_managed_tag_is_not_isolated(aws: MotoServ
         assert set(map(frozenset, interface_groups(aws, target.instance_id).values())) == {
             frozenset({net.nodes_sg})
         }
-        assert world.node_events(target.node_name, "IsolationSkipped") == 1
+        await world.assert_node_events(target.node_name, "IsolationSkipped", 1)

@@ -88,7 +88,7 @@ async def test_spot_notice_deregisters_the_node_and_its_pods(aws: MotoServer, tm
             "10.99.0.1": "healthy",
         }
         assert target_states(aws, nodes_tg) == {target.instance_id: "draining", other.instance_id: "healthy"}
-        assert world.node_events(target.node_name, "LoadBalancerDeregistered") == 1
+        await world.assert_node_events(target.node_name, "LoadBalancerDeregistered", 1)
 
         async def drained() -> bool:
             return (world.state(target.node_name) or {}).get(

@@ -69,7 +69,7 @@ async def test_summary_reaches_sns_and_eventbridge_subscribers(aws: MotoServer, 
 
         assert rec["published"]["sns"] == notification["MessageId"]
         assert rec["published"]["eventbridge"] == event["id"]
-        assert world.node_events(target.node_name, "SummaryPublished") == 2
+        await world.assert_node_events(target.node_name, "SummaryPublished", 2)
         # Published once: a later change of the node publishes nothing more.
         kube = connect(KubeSettings(kubeconfig=str(world.kubesim.kubeconfig_path)))
         try:
@@ -117,5 +117,5 @@ async def test_two_replicas_without_election_publish_once(aws: MotoServer, tmp_p
         (notification,) = received(aws, sns_queue)
         assert rec["published"]["sns"] == notification["MessageId"]
         assert rec["runner"].startswith(("replica-0_", "replica-1_"))
-        assert world.node_events(target.node_name, "LoadBalancerDeregistered") == 1
-        assert world.node_events(target.node_name, "SummaryPublished") == 1
+        await world.assert_node_events(target.node_name, "LoadBalancerDeregistered", 1)
+        await world.assert_node_events(target.node_name, "SummaryPublished", 1)
