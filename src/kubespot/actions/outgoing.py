@@ -6,6 +6,8 @@ the process with exit code 2 and one message naming every setting at fault.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kubespot.config.http_calls import HttpCall, HttpCallSettings, http_calls
 from kubespot.config.loader import Problem, SettingsError
 from kubespot.config.notify import NotifySettings, NotifyTarget, notify_targets
@@ -39,6 +41,22 @@ def load_outgoing(
     if problems:
         raise SettingsError(problems)
     return targets, found
+
+
+def given_or_configured(
+    targets: Sequence[NotifyTarget] | None,
+    calls: Sequence[HttpCall] | None,
+    *,
+    notify: NotifySettings,
+    webhook: WebhookSettings,
+    http: HttpCallSettings,
+) -> tuple[tuple[NotifyTarget, ...], tuple[HttpCall, ...]]:
+    """The targets and calls the command read and checked at start-up, or (None: a process built
+    directly, e.g. by a test or the sandbox) those of the settings and the environment now."""
+    return (
+        tuple(targets) if targets is not None else notify_targets(notify, webhook),
+        tuple(calls) if calls is not None else http_calls(http),
+    )
 
 
 def describe_outgoing(targets: tuple[NotifyTarget, ...], calls: tuple[HttpCall, ...]) -> str:

@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from kubespot import __version__
 from kubespot.actions.notify import Notifier
+from kubespot.actions.outgoing import given_or_configured
 from kubespot.config.agent import AgentSettings
-from kubespot.config.http_calls import HttpCall, http_calls
-from kubespot.config.notify import NotifyTarget, notify_targets
+from kubespot.config.http_calls import HttpCall
+from kubespot.config.notify import NotifyTarget
 from kubespot.handling.node_handler import NodeHandler
-from kubespot.kube import EventRecorder, KubeClient, KubeError, connect
+from kubespot.kube import KubeClient, KubeError, connect
+from kubespot.kube.events import recorder_for
 from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
 from kubespot.model.summary import InterruptionSummary, Stage
@@ -109,21 +111,12 @@ class Agent:
             node_name=settings.node_name,
             on_error=self.metrics.imds_error,
         )
-        obs = settings.observability
-        self.recorder = (
-            EventRecorder(
-                kube=self.kube,
-                component="kubespot-agent",
-                host=settings.node_name,
-                annotations=dict(obs.kubernetes_events_extra_annotations),
-            )
-            if obs.emit_kubernetes_events
-            else None
+        self.recorder = recorder_for(
+            self.kube, settings.observability, component="kubespot-agent", host=settings.node_name
         )
-        if targets is None:
-            targets = notify_targets(settings.notify, settings.webhook)
-        if calls is None:
-            calls = http_calls(settings.http_calls)
+        targets, calls = given_or_configured(
+            targets, calls, notify=settings.notify, webhook=settings.webhook, http=settings.http_calls
+        )
         self.notifier: Notifier | None = None
         notifier: Notifier | _DryRunNotifier | None = None
         if targets:

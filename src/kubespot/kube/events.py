@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from kubespot.config.observability import ObservabilitySettings
+
 from .client import KubeClient, KubeError, ObjectRef
 from .views import NodeView, PodView
 
@@ -128,3 +130,17 @@ class EventRecorder:
                 self._seen.pop(old, None)
                 self._locks.pop(old, None)
         self._seen[key] = _Seen(namespace, name, 1)
+
+
+def recorder_for(
+    kube: KubeClient, settings: ObservabilitySettings, *, component: str, host: str | None
+) -> EventRecorder | None:
+    """The process's event recorder, or None when ``emit_kubernetes_events`` is off."""
+    if not settings.emit_kubernetes_events:
+        return None
+    return EventRecorder(
+        kube=kube,
+        component=component,
+        host=host,
+        annotations=dict(settings.kubernetes_events_extra_annotations),
+    )

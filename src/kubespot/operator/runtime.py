@@ -30,14 +30,16 @@ from datetime import timedelta
 
 from kubespot.actions.http_call import HttpCalls
 from kubespot.actions.notify import Notifier
+from kubespot.actions.outgoing import given_or_configured
 from kubespot.aws import AwsClients, InstanceDirectory
 from kubespot.config.controller import ControllerSettings
-from kubespot.config.http_calls import HttpCall, http_calls
-from kubespot.config.notify import NotifyTarget, notify_targets
+from kubespot.config.http_calls import HttpCall
+from kubespot.config.notify import NotifyTarget
 from kubespot.controllers.interruption.template_context import QueueTemplateContext
 from kubespot.controllers.response.response_actions import enabled_actions
 from kubespot.handling.node_index import NodeIndex
-from kubespot.kube import EventRecorder, KubeClient, Leases, connect
+from kubespot.kube import KubeClient, Leases, connect
+from kubespot.kube.events import recorder_for
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
 from kubespot.observability.health import HealthReport, freshness, report
@@ -78,21 +80,12 @@ class Operator:
             self.aws, cache_ttl=settings.queue.describe_cache_ttl, clock=self.clock
         )
         self.nodes = NodeIndex(self.kube)
-        obs = settings.observability
-        self.recorder = (
-            EventRecorder(
-                kube=self.kube,
-                component="kubespot-controller",
-                host=settings.pod_name,
-                annotations=dict(obs.kubernetes_events_extra_annotations),
-            )
-            if obs.emit_kubernetes_events
-            else None
+        self.recorder = recorder_for(
+            self.kube, settings.observability, component="kubespot-controller", host=settings.pod_name
         )
-        if targets is None:
-            targets = notify_targets(settings.notify, settings.webhook)
-        if calls is None:
-            calls = http_calls(settings.http_calls)
+        targets, calls = given_or_configured(
+            targets, calls, notify=settings.notify, webhook=settings.webhook, http=settings.http_calls
+        )
         self.notifier = (
             Notifier(
                 targets,

@@ -23,9 +23,10 @@ from aiohttp import web
 from kubespot.actions import notify as notify_module
 from kubespot.actions.notify import Notifier
 from kubespot.config.notify import NotifyTarget
-from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model import InterruptionEvent
 from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, PodCounts, Stage
 from support.clocks import RecordingClock
+from support.events import spot_itn
 from support.http_receiver import ScriptedReceiver, assert_no_secret_logged, serve, until
 
 TOKEN = "T000/B000/XXXXtargetsecrettoken"
@@ -34,16 +35,7 @@ NOW = datetime(2026, 11, 20, 17, 2, 13, tzinfo=UTC)
 
 
 def event(n: int) -> InterruptionEvent:
-    return InterruptionEvent(
-        id=f"spot-itn-{n:04d}",
-        kind=Kind.SPOT_INTERRUPTION,
-        instance_id=f"i-{n:04d}",
-        source=Source.IMDS,
-        notice_time=NOW,
-        act_at=NOW,
-        deadline=NOW + timedelta(seconds=120),
-        description="Spot ITN received",
-    )
+    return spot_itn(n, at=NOW)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,8 +24,9 @@ from aiohttp import web
 from kubespot.actions import notify as notify_module
 from kubespot.actions.notify import WebhookNotifier
 from kubespot.config.webhook import WebhookSettings
-from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model import InterruptionEvent
 from support.clocks import RecordingClock
+from support.events import spot_itn
 from support.http_receiver import ScriptedReceiver, assert_no_secret_logged, closed_port, serve, until
 
 TOKEN = "T000/B000/XXXXsecretpathtoken"
@@ -37,16 +38,7 @@ NOW = datetime(2026, 11, 20, 17, 2, 13, tzinfo=UTC)
 
 
 def event(n: int, description: str = "Spot ITN received") -> InterruptionEvent:
-    return InterruptionEvent(
-        id=f"spot-itn-{n:04d}",
-        kind=Kind.SPOT_INTERRUPTION,
-        instance_id=f"i-{n:04d}",
-        source=Source.IMDS,
-        notice_time=NOW,
-        act_at=NOW,
-        deadline=NOW + timedelta(seconds=120),
-        description=description,
-    )
+    return spot_itn(n, at=NOW, description=description)
 
 
 @dataclass

@@ -4,24 +4,11 @@ see docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
+from support.benchmarks import run_benchmark
 
-
-def _run(script: str, *args: str) -> dict[str, object]:
-    res = subprocess.run(
-        [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=240
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    lines = [line for line in res.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, res.stdout
-    return dict(json.loads(lines[0]))
+_run = run_benchmark
 
 
 def _number(out: dict[str, object], key: str) -> float:

@@ -3,22 +3,9 @@ assertions: figures are measured by running the benchmarks themselves, see docs/
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
+from support.benchmarks import run_benchmark
 
-BENCH = Path(__file__).resolve().parents[3] / "benchmarks"
-
-
-def _run(script: str, *args: str) -> dict[str, object]:
-    res = subprocess.run(
-        [sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=240
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    lines = [line for line in res.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1, res.stdout
-    return dict(json.loads(lines[0]))
+_run = run_benchmark
 
 
 def test_kubesim_throughput_prints_its_figures() -> None:
