@@ -57,7 +57,11 @@ async def test_spot_itn_taints_cordons_and_drains(tmp_path: Path) -> None:
         assert pod_events(world, "lonely", "BarePodDeleted")
 
         async def recorded() -> bool:
-            return bool(node_events(world, "DrainCompleted"))
+            # The drain's event is sent in the background and the drained phase written after the
+            # drain returns: wait for both, in whichever order they land.
+            state = world.state()
+            drained = state is not None and state["phase"] == "drained"
+            return drained and bool(node_events(world, "DrainCompleted"))
 
         await until(recorded, within=5)
         state = world.state()
