@@ -415,28 +415,26 @@ def _raise_fault(backend: Any, operation: str) -> None:
 # -- moto response handlers ----------------------------------------------------------------------
 
 
-def _complete_lifecycle_action(self: Any) -> EmptyResult:
-    _raise_fault(self.autoscaling_backend, "CompleteLifecycleAction")
-    complete_action(
+def _action_named(self: Any, operation: str) -> tuple[Any, str | None, str | None, str | None, str | None]:
+    """The backend and the action a lifecycle call names (group, hook, token, instance), once any
+    fault injected for ``operation`` has been raised."""
+    _raise_fault(self.autoscaling_backend, operation)
+    return (
         self.autoscaling_backend,
         self._get_param("AutoScalingGroupName"),
         self._get_param("LifecycleHookName"),
         self._get_param("LifecycleActionToken"),
         self._get_param("InstanceId"),
-        self._get_param("LifecycleActionResult"),
     )
+
+
+def _complete_lifecycle_action(self: Any) -> EmptyResult:
+    complete_action(*_action_named(self, "CompleteLifecycleAction"), self._get_param("LifecycleActionResult"))
     return EmptyResult()
 
 
 def _record_lifecycle_action_heartbeat(self: Any) -> EmptyResult:
-    _raise_fault(self.autoscaling_backend, "RecordLifecycleActionHeartbeat")
-    record_heartbeat(
-        self.autoscaling_backend,
-        self._get_param("AutoScalingGroupName"),
-        self._get_param("LifecycleHookName"),
-        self._get_param("LifecycleActionToken"),
-        self._get_param("InstanceId"),
-    )
+    record_heartbeat(*_action_named(self, "RecordLifecycleActionHeartbeat"))
     return EmptyResult()
 
 
