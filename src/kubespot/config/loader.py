@@ -329,15 +329,20 @@ def _enum(cls: type[enum.Enum]) -> Converter:
     return convert
 
 
+def _json(text: str, expected: str) -> Any:
+    """An inline JSON value of a setting; ValueError saying what was ``expected`` when it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"expected {expected} ({exc.msg})") from None
+
+
 def _sequence(item: Converter, kind: type) -> Converter:
     def convert(raw: Any, unit: str) -> Any:
         if isinstance(raw, str):
             text = raw.strip()
             if text.startswith("["):
-                try:
-                    raw = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"expected a JSON array or a comma-separated list ({exc.msg})") from None
+                raw = _json(text, "a JSON array or a comma-separated list")
             else:
                 raw = [part.strip() for part in text.split(",") if part.strip()]
         if not isinstance(raw, list | tuple | set | frozenset):
@@ -351,10 +356,7 @@ def _to_pairs(raw: Any, unit: str) -> tuple[tuple[str, str], ...]:
     if isinstance(raw, str):
         text = raw.strip()
         if text.startswith("{"):
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"expected a JSON object ({exc.msg})") from None
+            raw = _json(text, "a JSON object")
         else:
             # The reference handler's list form: key=value,key2=value2.
             items = [part for part in text.split(",") if part.strip()]
