@@ -27,7 +27,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, cast
 
@@ -81,6 +81,21 @@ class SettingsError(ValueError):
         self.problems = tuple(problems)
         lines = "\n".join(f"  {p}" for p in self.problems)
         super().__init__(f"invalid configuration:\n{lines}")
+
+
+def check_each(items: Iterable[T], check: Callable[[T], object]) -> None:
+    """``check`` every item; one ``SettingsError`` listing the problems of all of them, so start-up
+    names every bad one at once (an ``InvalidSetting`` is one problem, its field a full path)."""
+    problems: list[Problem] = []
+    for item in items:
+        try:
+            check(item)
+        except SettingsError as exc:
+            problems += exc.problems
+        except InvalidSetting as exc:
+            problems.append(Problem(exc.field, "validation", None, exc.reason))
+    if problems:
+        raise SettingsError(problems)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
