@@ -126,10 +126,7 @@ def _backend(account_id: str, region: str) -> Any:
 
 
 def _store(backend: Any) -> dict[str, LifecycleAction]:
-    store: dict[str, LifecycleAction] | None = backend.__dict__.get(_STORE)
-    if store is None:
-        store = {}
-        backend.__dict__[_STORE] = store
+    store: dict[str, LifecycleAction] = backend.__dict__.setdefault(_STORE, {})
     return store
 
 
