@@ -299,8 +299,15 @@ def list_actions(account_id: str, region: str, *, now: float | None = None) -> l
 
 
 def _find_active(
-    backend: Any, group_name: str, hook_name: str, token: str | None, instance_id: str | None
+    backend: Any,
+    group_name: str | None,
+    hook_name: str | None,
+    token: str | None,
+    instance_id: str | None,
+    now: float,
 ) -> LifecycleAction:
+    """The action a call names, if still active at ``now`` (the caller holds ``_lock``)."""
+    _expire(backend, now)
     for action in _store(backend).values():
         if (
             action.active
@@ -344,13 +351,8 @@ def complete_action(
         )
     now = time.time() if now is None else now
     with _lock:
-        _expire(backend, now)
         action = _find_active(
-            backend,
-            str(auto_scaling_group_name),
-            str(lifecycle_hook_name),
-            lifecycle_action_token,
-            instance_id,
+            backend, auto_scaling_group_name, lifecycle_hook_name, lifecycle_action_token, instance_id, now
         )
         _finish(backend, action, result, "CompleteLifecycleAction", now)
         return action
@@ -369,13 +371,8 @@ def record_heartbeat(
     _check_target(auto_scaling_group_name, lifecycle_hook_name, lifecycle_action_token, instance_id)
     now = time.time() if now is None else now
     with _lock:
-        _expire(backend, now)
         action = _find_active(
-            backend,
-            str(auto_scaling_group_name),
-            str(lifecycle_hook_name),
-            lifecycle_action_token,
-            instance_id,
+            backend, auto_scaling_group_name, lifecycle_hook_name, lifecycle_action_token, instance_id, now
         )
         action.heartbeats.append(now)
         action.deadline = min(now + action.heartbeat_timeout, action.global_deadline)
