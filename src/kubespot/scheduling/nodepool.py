@@ -1,9 +1,10 @@
 """A NodePool as the simulation uses it: what its nodes may be, carry and cost at most.
 
-Read from a ``karpenter.sh/v1`` NodePool: the template's requirements and labels (labels become
-``In`` requirements, and every node gets ``karpenter.sh/nodepool``), taints and startup taints,
-weight and limits (Karpenter's ``pkg/apis/v1/nodepool.go``). The full API (defaults, validation
-with status conditions, the old names) is ``scheduling.api``'s; this is the part scheduling needs.
+Built from the parsed spec of a ``karpenter.sh/v1`` NodePool (``scheduling.api``, which owns the
+defaults, the validation with status conditions and the old names): the template's requirements and
+labels (labels become ``In`` requirements, and every node gets ``karpenter.sh/nodepool``), taints
+and startup taints, weight and limits (Karpenter's ``pkg/apis/v1/nodepool.go``). Only a pool whose
+``ValidationSucceeded`` is True should reach scheduling, as in Karpenter.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 
 from kubespot.model.quantity import milli, units
 
+from .api.nodepool import NodePoolSpec, parse_nodepool
 from .labels import NODEPOOL
 from .requirements import Requirement, Requirements
-from .taints import Taint, parse_taints
+from .taints import Taint
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,27 +36,27 @@ class NodePool:
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> NodePool:
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        template = spec.get("template") or {}
-        tmeta = template.get("metadata") or {}
-        tspec = template.get("spec") or {}
-        name = str(meta.get("name") or "")
-        labels = {str(k): str(v) for k, v in (tmeta.get("labels") or {}).items()}
-        reqs = Requirements.from_selector(tspec.get("requirements") or [])
-        reqs.add(*(Requirement.of(k, "In", [v]) for k, v in labels.items()))
-        reqs.add(Requirement.of(NODEPOOL, "In", [name]))
-        limits = {str(k): milli(v) if k == "cpu" else units(v) for k, v in (spec.get("limits") or {}).items()}
-        ref = tspec.get("nodeClassRef") or {}
+        """From a NodePool object as the API returns it (validate it first: see the module docstring)."""
+        return cls.from_spec(parse_nodepool(obj).spec)
+
+    @classmethod
+    def from_spec(cls, spec: NodePoolSpec) -> NodePool:
+        """``RequirementError`` for a requirement the validator would have refused."""
+        tspec = spec.template
+        reqs = Requirements(
+            Requirement.of(r.key, r.operator, r.values, r.min_values) for r in tspec.requirements
+        )
+        reqs.add(*(Requirement.of(k, "In", [v]) for k, v in spec.labels.items()))
+        reqs.add(Requirement.of(NODEPOOL, "In", [spec.name]))
         return cls(
-            name=name,
+            name=spec.name,
             requirements=reqs,
-            labels=labels,
-            taints=parse_taints(tspec.get("taints")),
-            startup_taints=parse_taints(tspec.get("startupTaints")),
-            weight=int(spec.get("weight") or 0),
-            limits=limits,
-            node_class=str(ref.get("name") or ""),
+            labels=dict(spec.labels),
+            taints=tspec.taints,
+            startup_taints=tspec.startup_taints,
+            weight=spec.weight or 0,
+            limits={k: milli(v) if k == "cpu" else units(v) for k, v in spec.limits.items()},
+            node_class=tspec.node_class_ref.name,
         )
 
 
