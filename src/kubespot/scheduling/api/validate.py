@@ -74,8 +74,13 @@ def _is_duration(text: str, *, never: bool) -> bool:
 # --- the template (NodePool and NodeClaim) ---------------------------------------------------------
 
 
-def requirement_errors(req: RequirementSpec, path: str, *, legacy_domains: bool = False) -> list[str]:
-    """Why one requirement is invalid (``ValidateRequirement`` and the CRD's requirement rules)."""
+def requirement_errors(
+    req: RequirementSpec, path: str, *, legacy_domains: bool = False, nodeclaim: bool = False
+) -> list[str]:
+    """Why one requirement is invalid (``ValidateRequirement`` and the CRD's requirement rules).
+
+    A NodeClaim may require ``karpenter.sh/nodepool`` (Karpenter writes it there); a NodePool may not.
+    """
     key = NORMALIZED_LABELS.get(req.key, req.key)
     errors: list[str] = []
     if req.operator not in OPERATORS:
@@ -83,7 +88,8 @@ def requirement_errors(req: RequirementSpec, path: str, *, legacy_domains: bool 
             f"{path}: key {key} has an unsupported operator {req.operator} not in {list(OPERATORS)}"
         )
     if key == NODEPOOL:
-        errors.append(f'{path}: invalid key "{key}" in requirements, restricted')
+        if not nodeclaim:
+            errors.append(f'{path}: invalid key "{key}" in requirements, restricted')
     else:
         why = restricted_reason(key, legacy_domains=legacy_domains)
         if why:
@@ -144,14 +150,18 @@ def taint_errors(taints: Iterable[tuple[str, Taint]]) -> list[str]:
     return errors
 
 
-def template_errors(spec: TemplateSpec, path: str, *, legacy_domains: bool = False) -> list[str]:
+def template_errors(
+    spec: TemplateSpec, path: str, *, legacy_domains: bool = False, nodeclaim: bool = False
+) -> list[str]:
     errors: list[str] = []
     if len(spec.requirements) > MAX_REQUIREMENTS:
         errors.append(
             f"{path}.requirements: at most {MAX_REQUIREMENTS} requirements, got {len(spec.requirements)}"
         )
     for i, req in enumerate(spec.requirements):
-        errors += requirement_errors(req, f"{path}.requirements[{i}]", legacy_domains=legacy_domains)
+        errors += requirement_errors(
+            req, f"{path}.requirements[{i}]", legacy_domains=legacy_domains, nodeclaim=nodeclaim
+        )
     errors += taint_errors(
         [(f"{path}.taints[{i}]", t) for i, t in enumerate(spec.taints)]
         + [(f"{path}.startupTaints[{i}]", t) for i, t in enumerate(spec.startup_taints)]
@@ -267,7 +277,7 @@ def validate_nodeclaim(obj: Obj) -> tuple[NodeClaimSpec, Condition]:
     parsed = parse_nodeclaim(obj)
     spec = parsed.spec
     errors = [] if spec.name else ["metadata.name may not be empty"]
-    errors += template_errors(spec.template, "spec")
+    errors += template_errors(spec.template, "spec", nodeclaim=True)
     errors += _quantity_errors(spec.requests, "spec.resources.requests")
     problems = [*parsed.problems, *(Problem(NODECLAIM_REASON, e) for e in errors)]
     return spec, validation_condition(problems)
