@@ -25,6 +25,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("kubespot.operator.command", "the cluster-wide queue processor (SQS/EventBridge)"),
     "aws": ("kubespot.aws_cli", "AWS set-up for the controller: queue, EventBridge rules, IAM policy"),
     "drain": ("kubespot.drain_cli", "deadline-aware drain of one node, like kubectl drain"),
+    "convert": (
+        "kubespot.convert_cli",
+        "old Karpenter manifests (Provisioner, AWSNodeTemplate, v1beta1) to v1 YAML",
+    ),
     "sandbox": ("kubespot.sandbox.command", "a simulated cluster with real agents under interruptions"),
 }
 
