@@ -292,7 +292,6 @@ nodepool_spec = {
             "type": "object",
             "description": "When and how fast the pool's nodes may be consolidated or replaced.",
             "default": {"consolidateAfter": "0s"},
-            "required": ["consolidateAfter"],
             "properties": {
                 "budgets": {
                     "type": "array",
@@ -333,6 +332,7 @@ nodepool_spec = {
                 },
                 "consolidateAfter": s(
                     "How long a node must be empty or underused before it is consolidated; Never turns consolidation off.",
+                    default="0s",
                     pattern=DURATION_OR_NEVER,
                 ),
                 "consolidationPolicy": s(

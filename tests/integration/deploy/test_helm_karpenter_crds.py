@@ -147,6 +147,8 @@ def test_crd_defaults_are_the_parsers_defaults() -> None:
     pool = schema_of("NodePool")["properties"]["spec"]["properties"]
     disruption = pool["disruption"]
     assert disruption["default"] == {"consolidateAfter": DEFAULT_CONSOLIDATE_AFTER}
+    assert disruption["properties"]["consolidateAfter"]["default"] == DEFAULT_CONSOLIDATE_AFTER
+    assert "required" not in disruption  # v1.1+: a disruption block without consolidateAfter is fine
     assert disruption["properties"]["consolidationPolicy"]["default"] == "WhenEmptyOrUnderutilized"
     assert disruption["properties"]["budgets"]["default"] == [b.to_dict() for b in DEFAULT_BUDGETS]
     tspec = pool["template"]["properties"]["spec"]["properties"]

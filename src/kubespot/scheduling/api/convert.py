@@ -20,7 +20,8 @@ versions did when a field was unset, so a converted pool behaves as the old one 
 - The kubelet block moves from the pool to the EC2NodeClass it references (v1); an inline
   ``provider`` becomes an EC2NodeClass named after the Provisioner.
 
-Objects of other kinds, and v1 objects, pass through unchanged. Pure: documents in, documents out.
+Objects of other kinds, and v1 objects, pass through unchanged; a ``List`` (``kubectl get -o yaml``)
+is read item by item. Pure: documents in, documents out.
 """
 
 from __future__ import annotations
@@ -114,6 +115,11 @@ class _Converter:
         if not isinstance(doc, Mapping):
             return
         api, kind = str(doc.get("apiVersion") or ""), str(doc.get("kind") or "")
+        if kind.endswith("List") and isinstance(doc.get("items"), list):
+            # ``kubectl get provisioners,awsnodetemplates -o yaml`` prints one List.
+            for item in doc["items"]:
+                self.add(item)
+            return
         if (api, kind) == ("karpenter.sh/v1alpha5", "Provisioner"):
             self.provisioner(doc)
         elif (api, kind) == ("karpenter.k8s.aws/v1alpha1", "AWSNodeTemplate"):
