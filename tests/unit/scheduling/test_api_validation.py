@@ -125,6 +125,7 @@ NODEPOOL_RULES: list[tuple[str, Callable[[Obj], None], str]] = [
     ("Lt non-negative", req("karpenter.k8s.aws/instance-cpu", "Lt", "-1"), "single positive integer"),
     ("Gte needs a value", req("karpenter.k8s.aws/instance-cpu", "Gte"), "single positive integer"),
     ("Lte decimal", req("karpenter.k8s.aws/instance-cpu", "Lte", "1.5"), "single positive integer"),
+    ("Gt superscript digit", req("karpenter.k8s.aws/instance-cpu", "Gt", "²"), "single positive integer"),
     # minValues (CRD: 1..50, and In's values must be at least minValues)
     (
         "minValues above values",
@@ -225,6 +226,7 @@ NODEPOOL_RULES: list[tuple[str, Callable[[Obj], None], str]] = [
         "'Expired' is not one of",
     ),
     # weight, limits, static pools
+    ("limit exponent overflow", setp("spec.limits", {"cpu": "1e99999999999999999999"}), "is not a quantity"),
     ("weight 0", setp("spec.weight", 0), "between 1 and 100"),
     ("weight 101", setp("spec.weight", 101), "between 1 and 100"),
     (
@@ -593,3 +595,49 @@ def test_old_api_versions_point_at_convert() -> None:
     loaded = load({"apiVersion": "karpenter.sh/v1alpha5", "kind": "Provisioner", "metadata": {"name": "p"}})
     assert loaded.spec is None and loaded.condition.reason == "UnsupportedObject"
     assert "kubespot convert" in loaded.condition.message
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+def _replaced(obj: Any, path: tuple[Any, ...], junk: Any) -> Any:
+    copied = copy.deepcopy(obj)
+    node = copied
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = junk
+    return copied
+
+
+def test_any_field_of_any_type_gives_a_condition_never_an_exception() -> None:
+    """Every field of a NodePool and an EC2NodeClass replaced by values of every JSON type: ``load``
+    always answers with a condition (Karpenter's controllers never crash on what the API stored)."""
+    objs = [nodepool(), nodeclass()]
+    req("karpenter.k8s.aws/instance-family", "In", "m5", "c5", min_values=2)(objs[0])
+    taints([{"key": "a", "value": "b", "effect": "NoSchedule"}], [{"key": "c", "effect": "NoExecute"}])(
+        objs[0]
+    )
+    objs[0]["spec"]["disruption"] = {"budgets": [{"nodes": "1", "schedule": "@daily", "duration": "1h"}]}
+    objs[1]["spec"]["kubelet"] = {
+        "maxPods": 10,
+        "kubeReserved": {"cpu": "1"},
+        "evictionHard": {"memory.available": "1%"},
+    }
+    objs[1]["spec"]["blockDeviceMappings"] = [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "20Gi"}}]
+    checked = 0
+    for obj in objs:
+        assert load(obj).valid
+        for path in _paths(obj):
+            for junk in (None, 7, -1, 1.5, True, "", "x", [], ["x"], {}, {"k": "v"}):
+                result = load(_replaced(obj, path, junk))
+                assert result.condition.type == "ValidationSucceeded" and result.condition.reason
+                checked += 1
+    assert checked > 500

@@ -241,6 +241,19 @@ def test_two_pools_with_different_kubelets_on_one_class_keep_the_first() -> None
     assert len(result.warnings) == 1 and "differs from NodePool a's" in result.warnings[0]
 
 
+def test_a_kubectl_list_is_read_item_by_item_and_server_fields_dropped() -> None:
+    """``kubectl get provisioners,awsnodetemplates -o yaml`` prints a ``v1`` ``List``."""
+    items = docs("old", "provisioner-v1alpha5.yaml")
+    items[0]["metadata"].update(uid="1234", resourceVersion="99", creationTimestamp="2023-01-01T00:00:00Z")
+    items[0]["status"] = {"resources": {"cpu": "4"}}
+    result = convert([{"apiVersion": "v1", "kind": "List", "items": items}])
+    assert [(d["kind"], d["metadata"]) for d in result.documents] == [
+        ("NodePool", {"name": "default"}),
+        ("EC2NodeClass", {"name": "default"}),
+    ]
+    assert "status" not in result.documents[0]
+
+
 @pytest.mark.parametrize(
     ("seconds", "text"), [(0, "0s"), (30, "30s"), (90, "1m30s"), (3600, "1h"), (2592000, "720h")]
 )

@@ -40,6 +40,8 @@ _BUDGET_NODES = re.compile(r"((100|[0-9]{1,2})%|[0-9]+)")
 _BUDGET_DURATION = re.compile(r"(([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?")
 _CRON_MACRO = re.compile(r"@(annually|yearly|monthly|weekly|daily|midnight|hourly)")
 _CRON_FIELDS = 5
+#: ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+_NON_NEGATIVE = re.compile(r"[0-9]+")
 CONSOLIDATION_POLICIES = ("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
 BUDGET_REASONS = ("Underutilized", "Empty", "Drifted")
 _BOUNDED = ("Gt", "Lt", "Gte", "Lte")
@@ -100,7 +102,7 @@ def requirement_errors(
     if req.operator == "In" and not req.values:
         errors.append(f"{path}: key {key} with operator In must have a value defined")
     if req.operator in _BOUNDED:
-        ok = len(req.values) == 1 and req.values[0].isdigit()
+        ok = len(req.values) == 1 and _NON_NEGATIVE.fullmatch(req.values[0]) is not None
         if not ok:
             errors.append(
                 f"{path}: key {key} with operator {req.operator} must have a single positive integer value"
@@ -199,7 +201,7 @@ def _quantity_errors(resources: Mapping[str, str], path: str) -> list[str]:
     for name, text in resources.items():
         try:
             quantity(text)
-        except QuantityError:
+        except (QuantityError, ArithmeticError):  # decimal refuses exponents beyond its range
             errors.append(f"{path}.{name}: {text!r} is not a quantity")
     return errors
 
