@@ -116,15 +116,15 @@ def requirement(nodeclaim):
 
 REQUIREMENT_LIST_RULES = [
     {
-        "rule": "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+        "rule": "self.all(x, x.operator == 'In' ? (has(x.values) && x.values.size() != 0) : true)",
         "message": "a requirement with operator In needs at least one value",
     },
     {
-        "rule": "self.all(x, x.operator in ['Gt', 'Lt', 'Gte', 'Lte'] ? (x.values.size() == 1 && x.values[0].matches('^[0-9]+$')) : true)",
+        "rule": "self.all(x, x.operator in ['Gt', 'Lt', 'Gte', 'Lte'] ? (has(x.values) && x.values.size() == 1 && x.values[0].matches('^[0-9]+$')) : true)",
         "message": "operators Gt, Lt, Gte and Lte need exactly one non-negative integer value",
     },
     {
-        "rule": "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
+        "rule": "self.all(x, (x.operator == 'In' && has(x.minValues)) ? (has(x.values) && x.values.size() >= x.minValues) : true)",
         "message": "an In requirement with minValues needs at least minValues values",
     },
 ]
@@ -606,7 +606,7 @@ kubelet = {
 FAMILIES = ["AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025"]
 family_rules = [
     {
-        "rule": f"!has(self.amiFamily) || !self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.split('@')[0] == '{a}') || self.amiFamily in ['Custom', '{f}']",
+        "rule": f"!has(self.amiFamily) || !has(self.amiSelectorTerms) || !self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.split('@')[0] == '{a}') || self.amiFamily in ['Custom', '{f}']",
         "message": f"with a {a} alias, amiFamily (if set) must be {f} or Custom",
     }
     for a, f in [
@@ -753,7 +753,7 @@ nodeclass_rules = [
         "message": "set exactly one of role and instanceProfile",
     },
     {
-        "rule": "self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)",
+        "rule": "has(self.amiFamily) || (has(self.amiSelectorTerms) && self.amiSelectorTerms.exists(x, has(x.alias)))",
         "message": "amiFamily is required when amiSelectorTerms has no alias",
     },
     *family_rules,
