@@ -4,18 +4,21 @@ Built from the parsed spec of a ``karpenter.sh/v1`` NodePool (``scheduling.api``
 defaults, the validation with status conditions and the old names): the template's requirements and
 labels (labels become ``In`` requirements, and every node gets ``karpenter.sh/nodepool``), taints
 and startup taints, weight and limits (Karpenter's ``pkg/apis/v1/nodepool.go``). Only a pool whose
-``ValidationSucceeded`` is True should reach scheduling, as in Karpenter.
+``ValidationSucceeded`` is True should reach scheduling, as in Karpenter (its provisioner builds
+the scheduler from Ready NodePools only): ``usable_pools`` does that sorting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubespot.model.quantity import milli, units
 
+from .api.conditions import Condition
 from .api.nodepool import NodePoolSpec, parse_nodepool
+from .api.validate import validate_nodepool
 from .labels import NODEPOOL
 from .requirements import Requirement, Requirements
 from .taints import Taint
@@ -63,3 +66,16 @@ class NodePool:
 def by_weight(pools: list[NodePool]) -> list[NodePool]:
     """Karpenter's order: higher weight first; equal weights by name, descending."""
     return sorted(pools, key=lambda p: (p.weight, p.name), reverse=True)
+
+
+def usable_pools(objs: Iterable[Mapping[str, Any]]) -> tuple[list[NodePool], dict[str, Condition]]:
+    """The NodePools that pass validation, and every pool's ``ValidationSucceeded`` condition by
+    name: a pool that fails is left out with its reason, never dropped silently."""
+    pools: list[NodePool] = []
+    conditions: dict[str, Condition] = {}
+    for obj in objs:
+        spec, condition = validate_nodepool(obj)
+        conditions[spec.name] = condition
+        if condition.is_true:
+            pools.append(NodePool.from_spec(spec))
+    return pools, conditions

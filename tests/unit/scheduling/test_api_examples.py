@@ -20,7 +20,7 @@ from kubespot.scheduling.api.load import load
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec, MetadataOptions
 from kubespot.scheduling.api.nodepool import Budget, NodePoolSpec
 from kubespot.scheduling.labels import NODEPOOL
-from kubespot.scheduling.nodepool import NodePool
+from kubespot.scheduling.nodepool import NodePool, usable_pools
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "karpenter"
 
@@ -118,3 +118,17 @@ def test_nodeclass_kubelet_block_feeds_the_capacity_model() -> None:
     )
     assert spec.kubelet.cluster_dns == ("10.0.1.100",) and spec.kubelet.cpu_cfs_quota is True
     assert spec.metadata_options.http_put_response_hop_limit == 2
+
+
+def test_only_valid_pools_reach_scheduling_and_the_others_say_why() -> None:
+    """Karpenter's provisioner schedules with Ready NodePools only (core
+    ``pkg/controllers/provisioning/provisioner.go`` ``NewScheduler``); Ready needs ValidationSucceeded."""
+    good = example("NodePool", "general")
+    bad = {**example("NodePool", "minimal"), "metadata": {"name": "bad"}}
+    bad["spec"] = {**bad["spec"], "weight": 0}
+    pools, conditions = usable_pools([good, bad])
+    assert [p.name for p in pools] == ["general"]
+    assert conditions["general"].is_true
+    assert (
+        conditions["bad"].reason == "NodePoolValidationFailed" and "spec.weight" in conditions["bad"].message
+    )

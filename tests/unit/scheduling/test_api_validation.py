@@ -387,6 +387,12 @@ NODECLASS_RULES: list[tuple[str, Callable[[Obj], None], str, str]] = [
         "empty tag keys or values",
     ),
     (
+        "21 tags in a term",
+        setp("spec.subnetSelectorTerms", [{"tags": {f"k{i}": "v" for i in range(21)}}]),
+        "NodeClassValidationFailed",
+        "at most 20 tags per term",
+    ),
+    (
         "31 subnet terms",
         setp("spec.subnetSelectorTerms", [{"id": f"subnet-{i}"} for i in range(31)]),
         "NodeClassValidationFailed",

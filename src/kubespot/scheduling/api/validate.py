@@ -50,6 +50,7 @@ MAX_LABELS = 100
 MAX_MIN_VALUES = 50
 MAX_BUDGETS = 50
 MAX_TERMS = 30
+MAX_TERM_TAGS = 20
 MAX_BLOCK_DEVICES = 50
 AMI_FAMILIES = ("AL2", "AL2023", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025")
 RESERVED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pid")
@@ -293,6 +294,8 @@ def _tag_map_errors(tags: Mapping[str, str] | None, path: str) -> list[str]:
         return []
     if not tags or any(not k or not v for k, v in tags.items()):
         return [f"{path}: empty tag keys or values aren't supported"]
+    if len(tags) > MAX_TERM_TAGS:
+        return [f"{path}: at most {MAX_TERM_TAGS} tags per term, got {len(tags)}"]
     return []
 
 
