@@ -743,8 +743,77 @@ nodeclass_spec = {
             ],
         },
         "userData": s("Merged with the generated bootstrap (all of it for amiFamily Custom)."),
+        # Added after v1.0 (up to v1.14): read and stored, not used by kubespot yet.
+        "capacityReservationSelectorTerms": {
+            "type": "array",
+            "maxItems": 30,
+            "description": "On-demand capacity reservations to use (v1.3+).",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": s(pattern="^cr-[0-9a-z]+$"),
+                    "instanceMatchCriteria": s(enum=["open", "targeted"]),
+                    "ownerID": s(pattern="^[0-9]{12}$"),
+                    "tags": TAGS,
+                },
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.all(x, has(x.tags) || has(x.id) || has(x.instanceMatchCriteria))",
+                    "message": "each term needs one of tags, id, instanceMatchCriteria",
+                },
+                {
+                    "rule": "!self.exists(x, has(x.id) && (has(x.tags) || has(x.ownerID) || has(x.instanceMatchCriteria)))",
+                    "message": "'id' cannot be combined with other fields in a term",
+                },
+            ],
+        },
+        "connectionTracking": {
+            "type": "object",
+            "properties": {
+                "tcpEstablishedTimeout": {
+                    "type": "integer",
+                    "format": "int32",
+                    "minimum": 60,
+                    "maximum": 432000,
+                },
+                "udpStreamTimeout": {"type": "integer", "format": "int32", "minimum": 60, "maximum": 180},
+                "udpTimeout": {"type": "integer", "format": "int32", "minimum": 30, "maximum": 60},
+            },
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.tcpEstablishedTimeout) || has(self.udpStreamTimeout) || has(self.udpTimeout)",
+                    "message": "set at least one connection tracking timeout",
+                }
+            ],
+        },
+        "cpuOptions": {
+            "type": "object",
+            "properties": {"nestedVirtualization": s(enum=["enabled", "disabled"])},
+        },
+        "ipPrefixCount": {"type": "integer", "format": "int32", "minimum": 0},
+        "networkInterfaces": {
+            "type": "array",
+            "maxItems": 150,
+            "items": {
+                "type": "object",
+                "required": ["deviceIndex", "interfaceType", "networkCardIndex"],
+                "properties": {
+                    "deviceIndex": {"type": "integer", "format": "int32", "minimum": 0},
+                    "interfaceType": s(enum=["interface", "efa-only"]),
+                    "networkCardIndex": {"type": "integer", "format": "int32", "minimum": 0},
+                },
+            },
+        },
+        "placementGroupSelector": {
+            "type": "object",
+            "properties": {"id": s(pattern="^pg-[0-9a-z]+$"), "name": s(minLength=1)},
+            "x-kubernetes-validations": [
+                {"rule": "has(self.name) != has(self.id)", "message": "set exactly one of name and id"}
+            ],
+        },
     },
-    # Fields of releases after v1.14 (capacity reservations, placement groups …) are kept as written.
+    # Fields of releases after v1.14 are kept as written rather than pruned.
     "x-kubernetes-preserve-unknown-fields": True,
 }
 nodeclass_rules = [

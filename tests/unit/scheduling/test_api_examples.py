@@ -132,3 +132,20 @@ def test_only_valid_pools_reach_scheduling_and_the_others_say_why() -> None:
     assert (
         conditions["bad"].reason == "NodePoolValidationFailed" and "spec.weight" in conditions["bad"].message
     )
+
+
+def test_nodeclass_fields_added_after_v1_0_are_kept_as_written() -> None:
+    """aws/karpenter-provider-aws v1.14.1 ``pkg/apis/v1/ec2nodeclass.go``: capacity reservations,
+    placement groups, network interfaces and the rest load (kubespot does not use them yet)."""
+    doc = example("EC2NodeClass", "late-fields")
+    spec = load(doc).spec
+    assert isinstance(spec, EC2NodeClassSpec)
+    assert set(spec.extra) == {
+        "capacityReservationSelectorTerms",
+        "placementGroupSelector",
+        "networkInterfaces",
+        "connectionTracking",
+        "ipPrefixCount",
+        "cpuOptions",
+    }
+    assert spec.extra["ipPrefixCount"] == 1
