@@ -23,7 +23,8 @@ import pytest
 
 from kubespot.scheduling.api.load import load
 from kubespot.scheduling.api.restricted import restricted_reason
-from kubespot.scheduling.api.validate import validate_nodeclaim, validate_nodeclass, validate_nodepool
+from kubespot.scheduling.api.validate import validate_nodeclaim, validate_nodepool
+from kubespot.scheduling.api.validate_nodeclass import validate_nodeclass
 
 Obj = dict[str, Any]
 

@@ -14,7 +14,8 @@ from .fields import Obj
 from .nodeclaim import NodeClaimSpec
 from .nodeclass import EC2NodeClassSpec
 from .nodepool import NodePoolSpec
-from .validate import validate_nodeclaim, validate_nodeclass, validate_nodepool
+from .validate import validate_nodeclaim, validate_nodepool
+from .validate_nodeclass import validate_nodeclass
 
 NODEPOOL_API = "karpenter.sh/v1"
 NODECLASS_API = "karpenter.k8s.aws/v1"
