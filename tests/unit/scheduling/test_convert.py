@@ -209,6 +209,10 @@ def test_v1_documents_and_other_kinds_pass_through_unchanged() -> None:
             "kubelet: moves to EC2NodeClass nc in v1, which is not in the input",
         ),
         ({"kind": "Machine", "spec": {}}, "created by Karpenter, not by users; not converted"),
+        (
+            {"kind": "NodePool", "spec": {"template": {"spec": {"resources": {"requests": {"cpu": "1"}}}}}},
+            "spec.template.spec.resources: has no v1 equivalent",
+        ),
     ],
 )
 def test_one_warning_per_field_without_a_v1_equivalent(old: dict[str, Any], warning: str) -> None:
@@ -216,6 +220,7 @@ def test_one_warning_per_field_without_a_v1_equivalent(old: dict[str, Any], warn
         "AWSNodeTemplate": "karpenter.k8s.aws/v1alpha1",
         "Provisioner": "karpenter.sh/v1alpha5",
         "Machine": "karpenter.sh/v1alpha5",
+        "NodePool": "karpenter.sh/v1beta1",
     }[old["kind"]]
     result = convert([{"apiVersion": api, "metadata": {"name": "n"}, **old}])
     assert len(result.warnings) == 1 and warning in result.warnings[0], result.warnings

@@ -61,6 +61,14 @@ _KUBELET = (
     "imageGCLowThresholdPercent",
     "cpuCFSQuota",
 )
+_V1_TEMPLATE_SPEC = (
+    "requirements",
+    "taints",
+    "startupTaints",
+    "nodeClassRef",
+    "expireAfter",
+    "terminationGracePeriod",
+)
 _NODECLASS_SAME = (
     "userData",
     "tags",
@@ -269,6 +277,16 @@ class _Converter:
         kubelet = _mapping(tspec.pop("kubelet", None))
         if kubelet:
             self.move_kubelet(who, name, class_name, kubelet)
+        if tspec.pop("resources", None) is not None:
+            self.warn(
+                who, "spec.template.spec.resources", "has no v1 equivalent (Karpenter ignored it); dropped"
+            )
+        for key in [k for k in tspec if k not in _V1_TEMPLATE_SPEC]:
+            self.warn(who, f"spec.template.spec.{key}", "has no v1 equivalent; dropped")
+            del tspec[key]
+        for key in [k for k in spec if k not in ("template", "disruption", "limits", "weight")]:
+            self.warn(who, f"spec.{key}", "has no v1 equivalent; dropped")
+            del spec[key]
         disruption = dict(_mapping(spec.get("disruption")))
         if "expireAfter" in disruption:
             tspec["expireAfter"] = disruption.pop("expireAfter")
