@@ -219,7 +219,9 @@ async def test_kubesim_serves_the_crds_and_accepts_every_v1_example(http: aiohtt
     # The status subresource: what kubespot's controllers will write (ValidationSucceeded).
     pool = next(d for d in examples() if d["kind"] == "NodePool")["metadata"]["name"]
     condition = load(next(d for d in examples() if d["metadata"]["name"] == pool)).condition.to_dict()
-    status = {"status": {"conditions": [{**condition, "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    ready = {"type": "Ready", "status": "True", "reason": "Ready", "message": ""}
+    stamp = {"lastTransitionTime": "2026-01-01T00:00:00Z"}
+    status = {"status": {"conditions": [{**condition, **stamp}, {**ready, **stamp}], "nodes": 2}}
     async with http.patch(
         f"/apis/karpenter.sh/v1/nodepools/{pool}/status",
         json=status,
@@ -227,6 +229,18 @@ async def test_kubesim_serves_the_crds_and_accepts_every_v1_example(http: aiohtt
     ) as r:
         assert r.status == 200, await r.text()
         assert (await r.json())["status"]["conditions"][0]["type"] == "ValidationSucceeded"
+    # kubectl get's columns (server-side Table), the CRD's additionalPrinterColumns.
+    table_accept = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
+    async with http.get(f"/apis/karpenter.sh/v1/nodepools/{pool}", headers=table_accept) as r:
+        table = await r.json()
+    columns = [c["name"] for c in table["columnDefinitions"]]
+    cells = dict(zip(columns, table["rows"][0]["cells"], strict=True))
+    assert cells["Ready"] == "True" and cells["Nodes"] == "2"
+    async with http.get("/apis/karpenter.sh/v1/nodeclaims", headers=table_accept) as r:
+        table = await r.json()
+    columns = [c["name"] for c in table["columnDefinitions"]]
+    cells = dict(zip(columns, table["rows"][0]["cells"], strict=True))
+    assert cells["NodePool"] == "general" and cells["NodeClass"] == "general"
 
 
 def test_chart_crds_folder_is_the_only_place_crds_live() -> None:
