@@ -31,6 +31,7 @@ from kubespot.sim.awssim.extensions import (
     pricing,
     spot_prices,
     sqs_depth,
+    ssm_amis,
 )
 
 __all__ = ["install_all", "installed"]
@@ -51,6 +52,7 @@ def install_all() -> None:
             spot_prices,
             elbv2_draining,
             pricing,
+            ssm_amis,
         ):
             module.install()
             _installed.append(module.__name__.rsplit(".", 1)[-1])
