@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubespot.aws.catalog import Catalog
-from kubespot.aws.session import AwsError
+from kubespot.aws.session import AwsError, pricing_endpoint_region
 from kubespot.config.pricing import PricingSettings
 from support.clocks import StillClock
 
@@ -75,3 +75,12 @@ async def test_a_failed_refresh_keeps_what_was_known() -> None:
     await catalog.refresh()
     assert catalog.errors["instance-types"].code == "RequestLimitExceeded"
     assert [t.name for t in catalog.instance_types()] == ["m5.large"]
+
+
+def test_pricing_endpoint_region_as_karpenter_picks_it() -> None:
+    """pkg/providers/pricing/pricing.go NewAPI: the Pricing API answers in a few regions only."""
+    assert pricing_endpoint_region("us-west-2") == "us-east-1"
+    assert pricing_endpoint_region("ap-northeast-1") == "ap-south-1"
+    assert pricing_endpoint_region("eu-west-1") == "eu-central-1"
+    assert pricing_endpoint_region("cn-north-1") == "cn-northwest-1"
+    assert pricing_endpoint_region(None) == "us-east-1"
