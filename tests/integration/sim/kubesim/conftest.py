@@ -8,6 +8,8 @@ assertions.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -28,6 +30,8 @@ FAST_CONTROLLERS = ControllerConfig(
     lease_renew_seconds=0.1,
     node_status_seconds=0.2,
     node_monitor_grace_seconds=0.6,
+    pod_gc_check_seconds=0.1,
+    pod_gc_quarantine_seconds=0.4,
     workloads=False,
 )
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -159,7 +163,23 @@ class Cluster:
         return await until(probe, within=within, interval=0.02)
 
 
+@contextlib.asynccontextmanager
+async def running(config: ControllerConfig = FAST_CONTROLLERS) -> AsyncIterator[Cluster]:
+    async with KubeSim(controllers=config) as sim, aiohttp.ClientSession(sim.url) as http:
+        yield Cluster(sim, http)
+
+
 @pytest.fixture
 async def cluster() -> AsyncIterator[Cluster]:
-    async with KubeSim(controllers=FAST_CONTROLLERS) as sim, aiohttp.ClientSession(sim.url) as http:
-        yield Cluster(sim, http)
+    async with running() as c:
+        yield c
+
+
+@pytest.fixture
+def cluster_with() -> Callable[..., contextlib.AbstractAsyncContextManager[Cluster]]:
+    """``async with cluster_with(terminated_pod_gc_threshold=2) as cluster``: the fast config, changed."""
+
+    def make(**changes: Any) -> contextlib.AbstractAsyncContextManager[Cluster]:
+        return running(dataclasses.replace(FAST_CONTROLLERS, **changes))
+
+    return make

@@ -1,12 +1,10 @@
-"""Node lifecycle over real HTTP: vanished kubelets, node deletion, NoExecute taints, out-of-service.
+"""Node lifecycle over real HTTP: vanished kubelets, NoExecute taints (PodGC: test_pod_gc.py).
 
 Upstream behaviour relied on (kube-controller-manager, https://kubernetes.io/docs/concepts/architecture/nodes/
 and .../scheduling-eviction/taint-and-toleration/):
 - after --node-monitor-grace-period without lease renewal or status, the node's Ready condition
   becomes Unknown (reason NodeStatusUnknown) and it gets the node.kubernetes.io/unreachable taints;
   its pods are marked Ready False; pods being deleted there stay Terminating (no kubelet confirms);
-- PodGC force-deletes the pods of a deleted node, and terminating pods on a NotReady node tainted
-  node.kubernetes.io/out-of-service;
 - the taint manager deletes pods not tolerating a NoExecute taint, after tolerationSeconds when set.
 """
 
@@ -58,23 +56,6 @@ async def test_stopped_kubelet_makes_the_node_unknown_and_resuming_recovers(clus
     await cluster.until(lambda: cluster.phase("late") == "Running")
 
 
-async def test_deleting_a_node_force_removes_its_pods(cluster: Any) -> None:
-    await cluster.create_node("doomed")
-    await cluster.create_node("other")
-    await cluster.create_pod("a", node_name="doomed", annotations={conventions.SHUTDOWN_SECONDS: "60"})
-    await cluster.create_pod("b", node_name="doomed")
-    await cluster.create_pod("c", node_name="other")
-    await cluster.until(lambda: cluster.phase("a") == "Running" and cluster.phase("c") == "Running")
-    cluster.kubelet.stop_node("doomed")  # the instance is gone: only PodGC can remove its pods
-    await cluster.call("DELETE", "/api/v1/nodes/doomed")
-    await cluster.until(lambda: cluster.pod("a") is None and cluster.pod("b") is None, within=3.0)
-    assert cluster.phase("c") == "Running"
-    deletes = [
-        ev.obj for _t, ev in cluster.events if ev.type == "DELETED" and ev.obj["metadata"]["name"] == "a"
-    ]
-    assert deletes[0]["metadata"]["deletionGracePeriodSeconds"] == 0
-
-
 async def test_noexecute_taint_evicts_untolerating_pods_after_toleration_seconds(cluster: Any) -> None:
     await cluster.create_node("n1")
     fast = {conventions.SHUTDOWN_SECONDS: "0.05"}
@@ -122,19 +103,3 @@ async def test_removing_the_taint_cancels_a_pending_eviction(cluster: Any) -> No
     await asyncio.sleep(1.2)
     assert cluster.phase("stay") == "Running"
     assert not cluster.pod("stay")["metadata"].get("deletionTimestamp")
-
-
-async def test_out_of_service_taint_force_deletes_terminating_pods(cluster: Any) -> None:
-    await cluster.create_node("n1")
-    await cluster.create_pod("stuck", node_name="n1")
-    await cluster.until(lambda: cluster.phase("stuck") == "Running")
-    cluster.kubelet.stop_node("n1")
-    await cluster.until(lambda: cluster.node_ready("n1") == "Unknown", within=6.0)
-    await cluster.delete_pod("stuck")
-    await asyncio.sleep(0.3)
-    assert cluster.pod("stuck") is not None  # Terminating for ever without a kubelet...
-    taints = cluster.node("n1")["spec"]["taints"] + [
-        {"key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}
-    ]
-    await cluster.patch("/api/v1/nodes/n1", {"spec": {"taints": taints}})
-    await cluster.until(lambda: cluster.pod("stuck") is None, within=3.0)  # ...until out-of-service

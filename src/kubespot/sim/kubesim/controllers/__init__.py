@@ -35,6 +35,14 @@ class ControllerConfig:
     #: Seconds without a heartbeat before a node's Ready turns Unknown (kube-controller-manager's
     #: --node-monitor-grace-period; 40 s upstream until 1.32).
     node_monitor_grace_seconds: float = 40.0
+    #: Seconds between PodGC sweeps (upstream's ``gcCheckPeriod``, 20 s).
+    pod_gc_check_seconds: float = 20.0
+    #: Seconds PodGC waits after first seeing a pod's node missing before it checks the node through
+    #: the API and deletes the pod (upstream's ``quarantineTime``, 40 s).
+    pod_gc_quarantine_seconds: float = 40.0
+    #: Terminated pods kept before PodGC deletes the oldest (kube-controller-manager's
+    #: --terminated-pod-gc-threshold, 12500); 0 keeps them all.
+    terminated_pod_gc_threshold: int = 12500
     #: Seconds a workload/PDB controller waits to batch the events of a burst into one sync per
     #: object (one eviction alone produces about seven events on its ReplicaSet's pods).
     sync_batch_seconds: float = 0.02

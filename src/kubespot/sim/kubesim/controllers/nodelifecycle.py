@@ -1,6 +1,6 @@
-"""Node lifecycle: node health from heartbeats, taint-based eviction and pod garbage collection.
+"""Node lifecycle: node health from heartbeats and taint-based eviction.
 
-Three kube-controller-manager loops that act on nodes, in one controller:
+Two kube-controller-manager loops that act on nodes, in one controller:
 
 - **Node monitor** (upstream's node lifecycle controller). A node is healthy while its kubelet renews
   its Lease in ``kube-node-lease`` or posts status. After ``node_monitor_grace_seconds`` (upstream's
@@ -19,11 +19,8 @@ Three kube-controller-manager loops that act on nodes, in one controller:
   ``tolerationSeconds`` tolerate for ever. Removing the taints cancels pending evictions. Pods that
   lack a NoExecute toleration for not-ready/unreachable are treated as carrying one for 300 s, the
   toleration upstream's DefaultTolerationSeconds admission plugin adds to every pod.
-- **Pod GC**. When a Node is deleted its pods are force-deleted (grace 0: no kubelet will confirm;
-  upstream's PodGC also does this for orphans, after a 40 s quarantine kubesim skips). Terminating
-  pods on a node that is not Ready and carries the ``node.kubernetes.io/out-of-service`` taint are
-  force-deleted too (upstream's out-of-service handling, GA in 1.28; upstream polls every 20 s,
-  kubesim reacts to the event).
+
+Pods of deleted nodes and terminating pods on out-of-service nodes are PodGC's (``podgc.py``).
 
 All store writes happen in the worker task or timer callbacks; ``on_event`` only notes work.
 """
@@ -41,7 +38,6 @@ from .scheduler import NOT_READY_TAINT_KEY, TERMINAL_PHASES, UNREACHABLE_TAINT_K
 
 log = logging.getLogger("kubespot.sim.kubesim.nodelifecycle")
 
-OUT_OF_SERVICE_TAINT_KEY = "node.kubernetes.io/out-of-service"
 #: What upstream's DefaultTolerationSeconds admission plugin gives pods for not-ready/unreachable.
 DEFAULT_TOLERATION_SECONDS = 300
 NODE_STATUS_UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
@@ -77,12 +73,6 @@ def _condition_taints(node: Obj) -> list[tuple[str, str]]:
         (str(t.get("key")), str(t.get("effect")))
         for t in (node.get("spec") or {}).get("taints") or []
         if t.get("key") in _MANAGED_TAINTS
-    )
-
-
-def _out_of_service(node: Obj) -> bool:
-    return ready_status(node) != "True" and any(
-        t.get("key") == OUT_OF_SERVICE_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
     )
 
 
@@ -136,15 +126,12 @@ class NodeLifecycleController(Controller):
         self.node_rt = self.rt("", "v1", "nodes")
         self._last_seen: dict[str, float] = {}  # node -> loop time of its latest heartbeat
         self._noexec: dict[str, list[Obj]] = {}
-        self._oos: set[str] = set()  # not-Ready nodes tainted out-of-service
         self._dirty_nodes: set[str] = set()
         self._dirty_pods: set[ObjKey] = set()
-        self._deleted_nodes: set[str] = set()
         self._evictions: dict[ObjKey, asyncio.TimerHandle] = {}
         self._wake = asyncio.Event()
         #: Counters for tests and benchmarks.
         self.taint_evictions = 0
-        self.force_deleted = 0
 
     def start(self) -> None:
         super().start()
@@ -173,9 +160,6 @@ class NodeLifecycleController(Controller):
             if ev.type == "DELETED":
                 self._last_seen.pop(name, None)
                 self._noexec.pop(name, None)
-                self._oos.discard(name)
-                self._deleted_nodes.add(name)
-                self._wake.set()
                 return
             if ev.type == "ADDED" or _heartbeat(ev.old) != _heartbeat(ev.obj):
                 self._last_seen[name] = asyncio.get_running_loop().time()
@@ -196,13 +180,6 @@ class NodeLifecycleController(Controller):
             self._noexec[name] = noexec
         else:
             self._noexec.pop(name, None)
-        oos = _out_of_service(node)
-        if oos != (name in self._oos):
-            changed = True
-            if oos:
-                self._oos.add(name)
-            else:
-                self._oos.discard(name)
         desired = _desired_condition_taints(node)
         if force or changed or (desired is not None and sorted(desired) != _condition_taints(node)):
             self._dirty_nodes.add(name)
@@ -228,9 +205,6 @@ class NodeLifecycleController(Controller):
             ):
                 self._dirty_pods.add(key)
                 self._wake.set()
-        if meta.get("deletionTimestamp") and node in self._oos:
-            self._dirty_pods.add(key)
-            self._wake.set()
 
     # -- work ------------------------------------------------------------------------------------
 
@@ -247,9 +221,6 @@ class NodeLifecycleController(Controller):
         pacer = self.pacer
         started = pacer.clock()
         try:
-            deleted, self._deleted_nodes = self._deleted_nodes, set()
-            for name in deleted:
-                started = await self._gc_orphans(name, started)
             nodes, self._dirty_nodes = self._dirty_nodes, set()
             for name in sorted(nodes):
                 if pacer.due(started):
@@ -265,30 +236,12 @@ class NodeLifecycleController(Controller):
         finally:
             pacer.charge(started)
 
-    async def _gc_orphans(self, name: str, started: float) -> float:
-        """Force-delete the pods of a deleted node; returns the start of the pacer's current slice."""
-        if self.store.find(self.node_rt, None, name) is not None:
-            return started  # recreated meanwhile
-        for pod in self.store.pods_on_node(name):
-            if self.pacer.due(started):
-                started = await self.pacer.pause(started)
-            self._force_delete(pod)
-        return started
-
-    def _force_delete(self, pod: Obj) -> None:
-        meta = pod["metadata"]
-        try:
-            self.store.delete(self.pod_rt, meta.get("namespace"), meta["name"], grace_period_seconds=0)
-            self.force_deleted += 1
-        except errors.ApiError as exc:
-            log.debug("nodelifecycle: force delete of %s failed: %s", meta["name"], exc.message)
-
     def _process_node(self, name: str) -> None:
         node = self.store.find(self.node_rt, None, name)
         if node is None:
             return
         self._reconcile_condition_taints(node)
-        if name in self._noexec or name in self._oos or self._evictions:
+        if name in self._noexec or self._evictions:
             for pod in self.store.pods_on_node(name):
                 meta = pod["metadata"]
                 self._process_pod((meta.get("namespace", ""), meta["name"]), pod)
@@ -298,8 +251,6 @@ class NodeLifecycleController(Controller):
         node = spec.get("nodeName") or ""
         if pod["metadata"].get("deletionTimestamp"):
             self._cancel(key)
-            if node in self._oos:
-                self._force_delete(pod)
             return
         taints = self._noexec.get(node)
         if not taints or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:

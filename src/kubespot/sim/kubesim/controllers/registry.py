@@ -10,6 +10,7 @@ from .garbagecollector import GarbageCollector
 from .kubelet import KubeletController
 from .namespaces import NamespaceController
 from .nodelifecycle import NodeLifecycleController
+from .podgc import PodGCController
 from .replicaset import ReplicaSetController
 from .scheduler import SchedulerController
 from .statefulset import StatefulSetController
@@ -19,6 +20,7 @@ def enabled(config: ControllerConfig) -> list[type[Controller]]:
     out: list[type[Controller]] = [
         NamespaceController,
         NodeLifecycleController,
+        PodGCController,
         GarbageCollector,
         DisruptionController,
     ]
