@@ -32,6 +32,8 @@ FAST_CONTROLLERS = ControllerConfig(
     node_monitor_grace_seconds=0.6,
     pod_gc_check_seconds=0.1,
     pod_gc_quarantine_seconds=0.4,
+    node_eviction_rate=20.0,
+    secondary_node_eviction_rate=2.0,
     workloads=False,
 )
 MERGE = {"Content-Type": "application/merge-patch+json"}

@@ -103,3 +103,43 @@ async def test_removing_the_taint_cancels_a_pending_eviction(cluster: Any) -> No
     await asyncio.sleep(1.2)
     assert cluster.phase("stay") == "Running"
     assert not cluster.pod("stay")["metadata"].get("deletionTimestamp")
+
+
+UNSCHEDULABLE = ("node.kubernetes.io/unschedulable", "NoSchedule")
+
+
+async def test_cordon_adds_the_unschedulable_taint_and_uncordon_removes_it(cluster: Any) -> None:
+    """pkg/controller/nodelifecycle/node_lifecycle_controller.go doNoScheduleTaintingPass: while
+    spec.unschedulable is set the controller keeps node.kubernetes.io/unschedulable:NoSchedule (with
+    timeAdded, util/node SwapNodeControllerTaint), removes it on uncordon and leaves other taints be.
+    Its write right after the cordon makes a write based on the cordon's answer a 409."""
+    await cluster.create_node("n1", taints=[{"key": "team", "value": "a", "effect": "NoSchedule"}])
+    cordoned = await cluster.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
+    await cluster.until(lambda: UNSCHEDULABLE in _taint_keys(cluster, "n1"))
+    taint = next(t for t in cluster.node("n1")["spec"]["taints"] if t["key"] == UNSCHEDULABLE[0])
+    assert taint["timeAdded"]
+    assert ("team", "NoSchedule") in _taint_keys(cluster, "n1")
+    stale = {**cordoned, "metadata": {**cordoned["metadata"], "labels": {"stale": "write"}}}
+    await cluster.call("PUT", "/api/v1/nodes/n1", stale, expect=409)
+
+    await cluster.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": None}})
+    await cluster.until(lambda: UNSCHEDULABLE not in _taint_keys(cluster, "n1"))
+    assert _taint_keys(cluster, "n1") == {("team", "NoSchedule")}
+    # Someone removing the controller's taint while the node is cordoned gets it back.
+    await cluster.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
+    await cluster.until(lambda: UNSCHEDULABLE in _taint_keys(cluster, "n1"))
+    await cluster.patch("/api/v1/nodes/n1", {"spec": {"taints": None}})
+    await cluster.until(lambda: _taint_keys(cluster, "n1") == {UNSCHEDULABLE})
+
+
+async def test_pressure_conditions_taint_noschedule(cluster: Any) -> None:
+    """doNoScheduleTaintingPass's nodeConditionToTaintKeyStatusMap: MemoryPressure True ->
+    node.kubernetes.io/memory-pressure:NoSchedule, removed when the condition clears."""
+    await cluster.create_node("n1")
+    cluster.kubelet.stop_node("n1")  # so the kubelet's next heartbeat does not clear the condition
+    conds = [{"type": "MemoryPressure", "status": "True", "reason": "KubeletHasInsufficientMemory"}]
+    await cluster.patch("/api/v1/nodes/n1/status", {"status": {"conditions": conds}})
+    pressure = ("node.kubernetes.io/memory-pressure", "NoSchedule")
+    await cluster.until(lambda: pressure in _taint_keys(cluster, "n1"))
+    cluster.kubelet.start_node("n1")  # posts MemoryPressure False
+    await cluster.until(lambda: pressure not in _taint_keys(cluster, "n1"))

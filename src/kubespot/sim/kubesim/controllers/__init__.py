@@ -33,8 +33,19 @@ class ControllerConfig:
     #: Seconds between node status heartbeats (upstream: 10 s when changed, else every 5 min).
     node_status_seconds: float = 60.0
     #: Seconds without a heartbeat before a node's Ready turns Unknown (kube-controller-manager's
-    #: --node-monitor-grace-period; 40 s upstream until 1.32).
-    node_monitor_grace_seconds: float = 40.0
+    #: --node-monitor-grace-period: 50 s since 1.32, kubernetes/kubernetes#126287; 40 s before).
+    node_monitor_grace_seconds: float = 50.0
+    #: Nodes a second the node lifecycle controller taints NoExecute (not-ready/unreachable) per zone
+    #: (--node-eviction-rate, 0.1).
+    node_eviction_rate: float = 0.1
+    #: The same in a partially disrupted zone larger than ``large_cluster_size_threshold``
+    #: (--secondary-node-eviction-rate, 0.01); a smaller partially disrupted zone is not tainted.
+    secondary_node_eviction_rate: float = 0.01
+    #: Nodes a zone needs for the secondary rate to apply (--large-cluster-size-threshold, 50).
+    large_cluster_size_threshold: int = 50
+    #: Share of a zone's nodes (more than 2) not Ready that makes it partially disrupted
+    #: (--unhealthy-zone-threshold, 0.55).
+    unhealthy_zone_threshold: float = 0.55
     #: Seconds between PodGC sweeps (upstream's ``gcCheckPeriod``, 20 s).
     pod_gc_check_seconds: float = 20.0
     #: Seconds PodGC waits after first seeing a pod's node missing before it checks the node through
