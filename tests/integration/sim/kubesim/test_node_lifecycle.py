@@ -143,3 +143,110 @@ async def test_pressure_conditions_taint_noschedule(cluster: Any) -> None:
     await cluster.until(lambda: pressure in _taint_keys(cluster, "n1"))
     cluster.kubelet.start_node("n1")  # posts MemoryPressure False
     await cluster.until(lambda: pressure not in _taint_keys(cluster, "n1"))
+
+
+def _no_execute(cluster: Any, node: str) -> set[str]:
+    return {k for k, e in _taint_keys(cluster, node) if e == "NoExecute"}
+
+
+def _tainted_at(cluster: Any, node: str, key: str) -> float:
+    """Monotonic time of the first write that gave ``node`` the NoExecute taint ``key``."""
+
+    def has(obj: dict[str, Any] | None) -> bool:
+        taints = ((obj or {}).get("spec") or {}).get("taints") or []
+        return any(t["key"] == key and t["effect"] == "NoExecute" for t in taints)
+
+    return next(
+        t
+        for t, ev in cluster.events
+        if ev.rkey == ("", "nodes") and ev.obj["metadata"]["name"] == node and has(ev.obj) and not has(ev.old)
+    )
+
+
+def _zone(zone: str) -> dict[str, dict[str, str]]:
+    return {"labels": {"topology.kubernetes.io/region": "r1", "topology.kubernetes.io/zone": zone}}
+
+
+async def test_recovered_kubelet_makes_its_pods_ready_again(cluster: Any) -> None:
+    """pkg/controller/util/node MarkPodsNotReady turns the pods of an unreachable node Ready False;
+    pkg/kubelet/status/status_manager.go syncBatch/needsReconcile writes the kubelet's own status
+    (containers running and ready: Ready True) back once the kubelet reaches the API again."""
+    await cluster.create_node("n1")
+    await cluster.create_node("n2")
+    await cluster.create_pod("web", node_name="n1")
+    await cluster.until(lambda: cluster.condition(cluster.pod("web"), "Ready") == "True")
+    cluster.kubelet.stop_node("n1")
+    await cluster.until(lambda: cluster.condition(cluster.pod("web"), "Ready") == "False", within=6.0)
+    cluster.kubelet.start_node("n1")
+    await cluster.until(lambda: cluster.condition(cluster.pod("web"), "Ready") == "True")
+    await cluster.until(lambda: cluster.node_ready("n1") == "True")
+    assert cluster.phase("web") == "Running"
+
+
+async def test_noexecute_tainting_follows_the_zone_rate(cluster_with: Any) -> None:
+    """node_lifecycle_controller.go doNoExecuteTaintingPass with the zone's RateLimitedTimedQueue
+    (token bucket, burst 1) at --node-eviction-rate while the zone is Normal (ComputeZoneState: 2 of
+    6 not Ready): the second unreachable node is tainted NoExecute 1/rate after the first."""
+    async with cluster_with(node_eviction_rate=2.0) as cluster:
+        for i in range(6):
+            await cluster.create_node(f"n{i}", **_zone("a"))
+        cluster.kubelet.stop_node("n0")
+        cluster.kubelet.stop_node("n1")
+        await cluster.until(lambda: _no_execute(cluster, "n0") and _no_execute(cluster, "n1"), within=6.0)
+        added = sorted(_tainted_at(cluster, n, UNREACHABLE) for n in ("n0", "n1"))
+        assert added[1] - added[0] >= 0.4
+
+
+async def test_partial_disruption_of_a_small_zone_stops_noexecute_tainting(cluster_with: Any) -> None:
+    """handleDisruption + ComputeZoneState: 3 of 4 nodes (more than 2, at least 55 %) not Ready puts
+    the zone in PartialDisruption; setLimiterInZone's ReducedQPSFunc gives a zone of at most
+    --large-cluster-size-threshold nodes rate 0, so beyond the first (the bucket's burst) no node is
+    tainted NoExecute; its NoSchedule unreachable taint is not rate limited."""
+    async with cluster_with(node_eviction_rate=2.0) as cluster:
+        for i in range(4):
+            await cluster.create_node(f"n{i}", **_zone("a"))
+        for i in range(3):
+            cluster.kubelet.stop_node(f"n{i}")
+        stopped = [f"n{i}" for i in range(3)]
+        await cluster.until(lambda: {cluster.node_ready(n) for n in stopped} == {"Unknown"}, within=6.0)
+        unreachable = (UNREACHABLE, "NoSchedule")
+        await cluster.until(lambda: all(unreachable in _taint_keys(cluster, f"n{i}") for i in range(3)))
+        await asyncio.sleep(0.8)  # the normal rate (2/s) would have tainted a second one by now
+        assert sum(1 for i in range(3) if _no_execute(cluster, f"n{i}")) <= 1
+        lifecycle = next(c for c in cluster.sim.controllers.controllers if c.name == "nodelifecycle")
+        assert lifecycle.zones.states == {"r1:\x00:a": "PartialDisruption"}
+
+
+async def test_partial_disruption_of_a_large_zone_taints_at_the_secondary_rate(cluster_with: Any) -> None:
+    """setLimiterInZone: a partially disrupted zone of more than --large-cluster-size-threshold nodes
+    is tainted at --secondary-node-eviction-rate (here 3 nodes, threshold 3, secondary rate 4/s)."""
+    async with cluster_with(
+        node_eviction_rate=0.5, secondary_node_eviction_rate=4.0, large_cluster_size_threshold=3
+    ) as cluster:
+        for i in range(4):
+            await cluster.create_node(f"n{i}", **_zone("a"))
+        for i in range(3):
+            cluster.kubelet.stop_node(f"n{i}")
+        await cluster.until(lambda: all(_no_execute(cluster, f"n{i}") for i in range(3)), within=4.0)
+        assert not _no_execute(cluster, "n3")
+
+
+async def test_all_zones_fully_disrupted_stops_and_undoes_noexecute_tainting(cluster: Any) -> None:
+    """handleDisruption: a fully disrupted zone among healthy ones is tainted at the normal rate
+    (HealthyQPSFunc); once every zone is fully disrupted the controller removes the NoExecute taints
+    (markNodeAsReachable) and stops tainting; a node Ready again ends that mode."""
+    await cluster.create_node("a1", **_zone("a"))
+    await cluster.create_node("a2", **_zone("a"))
+    await cluster.create_node("b1", **_zone("b"))
+    cluster.kubelet.stop_node("a1")
+    cluster.kubelet.stop_node("a2")
+    await cluster.until(lambda: _no_execute(cluster, "a1") and _no_execute(cluster, "a2"), within=6.0)
+    cluster.kubelet.stop_node("b1")
+    await cluster.until(lambda: cluster.node_ready("b1") == "Unknown", within=6.0)
+    await cluster.until(lambda: not any(_no_execute(cluster, n) for n in ("a1", "a2", "b1")))
+    await asyncio.sleep(0.25)
+    assert not any(_no_execute(cluster, n) for n in ("a1", "a2", "b1"))
+    assert (UNREACHABLE, "NoSchedule") in _taint_keys(cluster, "a1")
+    cluster.kubelet.start_node("b1")
+    await cluster.until(lambda: _no_execute(cluster, "a1") and _no_execute(cluster, "a2"), within=3.0)
+    assert not _no_execute(cluster, "b1")

@@ -214,7 +214,8 @@ class KubeletController(Controller):
             st.gen += 1
 
     def start_node(self, name: str) -> None:
-        """Restart a stopped kubelet: it posts status and renews its lease at once, and resumes pods."""
+        """Restart a stopped kubelet: it posts status and renews its lease at once, resumes pods and
+        makes its running pods Ready again where the node lifecycle controller had marked them not."""
         if name not in self._stopped:
             return
         self._stopped.discard(name)
@@ -225,6 +226,7 @@ class KubeletController(Controller):
             self._push(now, _STATUS, name, st.gen)
             self._push(now, _LEASE, name, st.gen)
             self._resume_parked(name)
+            self._resync_readiness(name)
 
     def is_running(self, name: str) -> bool:
         """Whether ``name`` has a live kubelet (the node exists and is not stopped)."""
@@ -393,6 +395,36 @@ class KubeletController(Controller):
             k.kill_at = kill_at
             if k.deadline < before:
                 self._push(k.deadline, _KILL, key)
+
+    def _resync_readiness(self, node: str) -> None:
+        """The status manager's reconcile (pkg/kubelet/status/status_manager.go ``syncBatch`` /
+        ``needsReconcile``): the API's pod status differs from the kubelet's, whose containers are
+        still running and ready, so it writes its own back (Ready True)."""
+        now = rfc3339(self.store.clock())
+        for pod in self.store.pods_on_node(node):
+            status = pod.get("status") or {}
+            if pod["metadata"].get("deletionTimestamp") or status.get("phase") != "Running":
+                continue
+            statuses = status.get("containerStatuses") or []
+            if not statuses or not all(cs.get("ready") for cs in statuses):
+                continue
+            if all(
+                c.get("status") == "True"
+                for c in status.get("conditions") or []
+                if c.get("type") in ("Ready", "ContainersReady")
+            ):
+                continue
+
+            def ready(o: Obj) -> None:
+                conds = o.setdefault("status", {}).setdefault("conditions", [])
+                for type_ in ("Ready", "ContainersReady"):
+                    set_condition(conds, type_, "True", now)
+
+            meta = pod["metadata"]
+            try:
+                self.store.mutate(self.pod_rt, meta.get("namespace"), meta["name"], ready, status_only=True)
+            except errors.ApiError as exc:
+                log.debug("kubelet %s: readiness resync of %s failed: %s", node, meta["name"], exc.message)
 
     def _park(self, node: str, key: ObjKey) -> None:
         self._parked.setdefault(node, set()).add(key)
