@@ -35,7 +35,8 @@ What each simulated kubelet does, and the upstream behaviour it follows:
 To simulate an instance that vanished, call :meth:`KubeletController.stop_node`: its heartbeats stop
 and it neither starts nor terminates pods; ``NodeLifecycleController`` then turns the node's Ready
 condition ``Unknown`` after the node monitor grace period. :meth:`KubeletController.start_node`
-brings it back. In tests, find the controller with :func:`kubelet_of`.
+brings it back: it posts status at once and, as the kubelet's status manager re-syncs, makes the
+running pods the node lifecycle controller had marked not Ready, Ready again. In tests, find the controller with :func:`kubelet_of`.
 """
 
 from __future__ import annotations

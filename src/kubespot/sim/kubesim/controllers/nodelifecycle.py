@@ -4,13 +4,16 @@ Two kube-controller-manager loops that act on nodes, in one controller:
 
 - **Node monitor** (upstream's node lifecycle controller). A node is healthy while its kubelet renews
   its Lease in ``kube-node-lease`` or posts status. After ``node_monitor_grace_seconds`` (upstream's
-  ``--node-monitor-grace-period``, 40 s) without either, its Ready, MemoryPressure, DiskPressure and
-  PIDPressure conditions become ``Unknown`` with reason ``NodeStatusUnknown`` and message "Kubelet
-  stopped posting node status.", ``lastHeartbeatTime`` is left as it was, and the node's pods are
-  marked Ready False (upstream's ``MarkPodsNotReady``). The controller also owns the condition taints:
-  Ready False -> ``node.kubernetes.io/not-ready``, Unknown -> ``node.kubernetes.io/unreachable``,
-  each with effects NoSchedule (TaintNodesByCondition) and NoExecute (taint-based eviction, with
-  ``timeAdded``); they are removed when the node is Ready again.
+  ``--node-monitor-grace-period``, 50 s since 1.32) without either, its Ready, MemoryPressure,
+  DiskPressure and PIDPressure conditions become ``Unknown`` with reason ``NodeStatusUnknown`` and
+  message "Kubelet stopped posting node status.", ``lastHeartbeatTime`` is left as it was, and the
+  node's pods are marked Ready False (upstream's ``MarkPodsNotReady``). The controller owns the
+  NoSchedule taints of conditions and cordon (``nodetaints.py``: not-ready, unreachable, the
+  pressure taints, ``node.kubernetes.io/unschedulable`` while ``spec.unschedulable``), kept in step
+  on every node change, and the NoExecute not-ready/unreachable taints of taint-based eviction,
+  added through each zone's rate-limited queue (``zonedisruption.py``: ``--node-eviction-rate``,
+  slower or stopped in a disrupted zone, stopped and undone when every zone is fully disrupted) and
+  removed at once when the node is Ready again. Every taint added carries ``timeAdded``.
 - **Taint eviction** (upstream's NoExecuteTaintManager). A pod on a node with NoExecute taints it does
   not tolerate is deleted (gracefully, with a ``DisruptionTarget`` condition, reason
   ``DeletionByTaintManager``, as upstream since 1.26). If every taint is tolerated, the smallest
