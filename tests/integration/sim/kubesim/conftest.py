@@ -29,6 +29,7 @@ FAST_CONTROLLERS = ControllerConfig(
     pod_start_seconds=0.05,
     lease_renew_seconds=0.1,
     node_status_seconds=0.2,
+    node_ready_seconds=0.05,
     node_monitor_grace_seconds=0.6,
     pod_gc_check_seconds=0.1,
     pod_gc_quarantine_seconds=0.4,
@@ -84,8 +85,8 @@ class Cluster:
         created = await self.call("POST", "/api/v1/nodes", body)
         if (created.get("status") or {}).get("allocatable") != resources:
             await self.patch(f"/api/v1/nodes/{name}/status", {"status": {"allocatable": resources}})
-        if wait_ready:
-            await self.until(lambda: self.node_ready(name) == "True")
+        if wait_ready:  # Ready, and the not-ready taint of its registration gone: schedulable
+            await self.until(lambda: self.node_ready(name) == "True" and not self.not_ready_tainted(name))
         return created
 
     async def create_pod(
@@ -135,6 +136,10 @@ class Cluster:
             data: Obj = await r.json()
             assert r.status == 200, (path, r.status, data)
             return data
+
+    def not_ready_tainted(self, name: str) -> bool:
+        taints = ((self.node(name) or {}).get("spec") or {}).get("taints") or []
+        return any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints)
 
     def node_ready(self, name: str) -> str | None:
         return self.condition(self.node(name), "Ready")  # type: ignore[no-any-return]

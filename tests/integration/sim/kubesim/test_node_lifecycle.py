@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Any
 
-from kubespot.sim.kubesim import conventions
+from kubespot.sim.kubesim import conventions, testing
 
 UNREACHABLE = "node.kubernetes.io/unreachable"
 
@@ -250,3 +250,29 @@ async def test_all_zones_fully_disrupted_stops_and_undoes_noexecute_tainting(clu
     cluster.kubelet.start_node("b1")
     await cluster.until(lambda: _no_execute(cluster, "a1") and _no_execute(cluster, "a2"), within=3.0)
     assert not _no_execute(cluster, "b1")
+
+
+NOT_READY = "node.kubernetes.io/not-ready"
+
+
+async def test_a_new_node_is_not_ready_and_tainted_until_its_kubelet_is_up(cluster_with: Any) -> None:
+    """plugin/pkg/admission/nodetaint/admission.go (TaintNodesByCondition admission) taints a created
+    Node not-ready:NoSchedule; the kubelet (pkg/kubelet/nodestatus ReadyCondition) reports Ready False
+    until its runtime network is up, overwriting the Ready the Node was created with; then Ready True,
+    and doNoScheduleTaintingPass removes the taint, so a pending pod is scheduled only then."""
+    async with cluster_with(node_ready_seconds=0.5) as cluster:
+        created = await cluster.call("POST", "/api/v1/nodes", testing.node("fresh", ready=True))
+        assert (NOT_READY, "NoSchedule") in {(t["key"], t["effect"]) for t in created["spec"]["taints"]}
+        await cluster.create_pod("p", cpu="100m")
+        await cluster.until(
+            lambda: cluster.condition(cluster.node("fresh"), "Ready", "reason") == "KubeletNotReady"
+        )
+        assert cluster.node_ready("fresh") == "False"
+        await asyncio.sleep(0.2)
+        assert not cluster.pod("p")["spec"].get("nodeName")  # not-ready: NoSchedule
+        # Its only zone is fully disrupted (no node Ready), so handleDisruption taints nothing NoExecute.
+        assert not _no_execute(cluster, "fresh")
+        await cluster.until(lambda: cluster.node_ready("fresh") == "True", within=3.0)
+        await cluster.until(lambda: not cluster.not_ready_tainted("fresh"))
+        await cluster.until(lambda: cluster.phase("p") == "Running")
+        assert cluster.pod("p")["spec"]["nodeName"] == "fresh"

@@ -30,6 +30,10 @@ class ControllerConfig:
     pod_start_seconds: float = 1.0
     #: Seconds between node lease renewals (the kubelet heartbeat; upstream default 10 s).
     lease_renew_seconds: float = 10.0
+    #: Seconds from a Node's creation through the API (its kubelet registering) until its kubelet
+    #: reports Ready: before, Ready is False (KubeletNotReady, the CNI plugin not initialized yet).
+    #: Nodes loaded at start-up are already running.
+    node_ready_seconds: float = 10.0
     #: Seconds between node status heartbeats (upstream: 10 s when changed, else every 5 min).
     node_status_seconds: float = 60.0
     #: Seconds without a heartbeat before a node's Ready turns Unknown (kube-controller-manager's

@@ -27,16 +27,22 @@ What each simulated kubelet does, and the upstream behaviour it follows:
   (holderIdentity = node name, leaseDurationSeconds 40, owned by the Node) renewed every
   ``lease_renew_seconds``, and its Ready/MemoryPressure/DiskPressure/PIDPressure conditions posted with
   a fresh ``lastHeartbeatTime`` every ``node_status_seconds``. Each node keeps a fixed phase inside
-  the period (derived from its name) so thousands of nodes do not renew in the same tick. A node that
-  appears without status (created through the API) is "registered" at once: addresses, capacity,
-  allocatable and nodeInfo are filled in where missing, and it turns Ready.
+  the period (derived from its name) so thousands of nodes do not renew in the same tick.
+- **Registration.** A Node created through the API after start-up is a kubelet that has just
+  registered: its first status (at once) fills in addresses, capacity, allocatable and nodeInfo where
+  missing and reports Ready False (``KubeletNotReady``: the CNI plugin is not initialized yet), whatever
+  Ready condition the Node was created with, as a real kubelet overwrites the conditions it owns; after
+  ``ControllerConfig.node_ready_seconds`` it posts Ready True. (The API server's TaintNodesByCondition
+  admission gave the Node ``node.kubernetes.io/not-ready:NoSchedule``; the node lifecycle controller
+  removes it once Ready.) Nodes loaded at start-up are an already-running cluster and stay Ready.
 - **Cordon** (``spec.unschedulable``) does not affect the kubelet: its pods keep running.
 
 To simulate an instance that vanished, call :meth:`KubeletController.stop_node`: its heartbeats stop
 and it neither starts nor terminates pods; ``NodeLifecycleController`` then turns the node's Ready
 condition ``Unknown`` after the node monitor grace period. :meth:`KubeletController.start_node`
 brings it back: it posts status at once and, as the kubelet's status manager re-syncs, makes the
-running pods the node lifecycle controller had marked not Ready, Ready again. In tests, find the controller with :func:`kubelet_of`.
+running pods the node lifecycle controller had marked not Ready, Ready again. In tests, find the
+controller with :func:`kubelet_of`.
 """
 
 from __future__ import annotations
@@ -65,13 +71,19 @@ LEASE_DURATION_SECONDS = 40
 #: Exit code of a container killed with SIGKILL at the end of its grace period (128 + 9).
 SIGKILL_EXIT_CODE = 137
 
-_START, _KILL, _LEASE, _STATUS = 0, 1, 2, 3
+_START, _KILL, _LEASE, _STATUS, _READY = 0, 1, 2, 3, 4
 # Pod IPs come from 100.64.0.0/10 (the range EKS custom networking uses for pods); the generator
 # takes node and pod IPs from 10.0.0.0/8, and IPs seen at start-up are skipped anyway.
 _POD_IP_FIRST = (100 << 24) | (64 << 16) | 2
 _POD_IP_LAST = (100 << 24) | (127 << 16) | (255 << 8) | 254
 _NODE_IP_FIRST = (172 << 24) | (16 << 16) | 10
 
+#: What a kubelet reports while its container runtime's network (the CNI plugin) is not up yet.
+NOT_READY_REASON = "KubeletNotReady"
+NOT_READY_MESSAGE = (
+    "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+    "message:Network plugin returns error: cni plugin not initialized"
+)
 _NODE_CONDITIONS = (
     ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
     ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -173,6 +185,7 @@ class _Kill:
 class _NodeState:
     phase: float  # fraction of each heartbeat period at which this node beats
     gen: int = 0  # bumped to invalidate queued heartbeat entries
+    ready_at: float = 0.0  # loop time from which the node reports Ready (its runtime network is up)
 
 
 class KubeletController(Controller):
@@ -226,6 +239,8 @@ class KubeletController(Controller):
             now = self._now()
             self._push(now, _STATUS, name, st.gen)
             self._push(now, _LEASE, name, st.gen)
+            if st.ready_at > now:
+                self._push(st.ready_at, _READY, name, st.gen)
             self._resume_parked(name)
             self._resync_readiness(name)
 
@@ -305,6 +320,9 @@ class KubeletController(Controller):
             st = self._nodes.get(key)
             if st is None or st.gen != token or key in self._stopped:
                 return
+            if kind == _READY:  # a status update out of turn: the status changed (network up)
+                self._post_status(key)
+                return
             period = self.config.lease_renew_seconds if kind == _LEASE else self.config.node_status_seconds
             now = self._now()
             nxt = when + period
@@ -332,16 +350,25 @@ class KubeletController(Controller):
                 if st is not None:
                     st.gen += 1
             elif name not in self._nodes:
-                self._add_node(ev.obj)
+                self._add_node(ev.obj, fresh=True)
                 self._resume_parked(name)
 
-    def _add_node(self, node: Obj) -> None:
+    def _add_node(self, node: Obj, *, fresh: bool = False) -> None:
+        """Start the kubelet of ``node``. ``fresh``: it has just registered (the Node was created after
+        start-up), so it reports Ready False until its network is up (``node_ready_seconds``), whatever
+        the Node was created with; nodes loaded at start-up are an already-running cluster."""
         name = node["metadata"]["name"]
         st = _NodeState(phase=zlib.crc32(name.encode()) / 2**32)
         self._nodes[name] = st
         if name in self._stopped:
             return
         now = self._now()
+        if fresh:
+            st.ready_at = now + self.config.node_ready_seconds
+            self._push(now, _STATUS, name, st.gen)
+            self._push(st.ready_at, _READY, name, st.gen)
+            self._push(now + st.phase * self.config.lease_renew_seconds, _LEASE, name, st.gen)
+            return
         status = node.get("status") or {}
         ready = any(
             c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
@@ -606,6 +633,8 @@ class KubeletController(Controller):
         if node is None:
             return
         now = rfc3339(self.store.clock())
+        state = self._nodes.get(name)
+        network_up = state is None or self._now() >= state.ready_at
         node_ip = internal_ip(node)
         if node_ip is None:
             node_ip = _ip_str(self._next_node_ip)
@@ -637,6 +666,8 @@ class KubeletController(Controller):
             st.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 10250}})
             conds = st.setdefault("conditions", [])
             for type_, status, reason, message in _NODE_CONDITIONS:
+                if type_ == "Ready" and not network_up:
+                    status, reason, message = "False", NOT_READY_REASON, NOT_READY_MESSAGE
                 set_condition(conds, type_, status, now, reason, message, heartbeat=True)
 
         self.store.mutate(self.node_rt, None, name, beat)
