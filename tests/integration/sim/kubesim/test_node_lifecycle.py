@@ -276,3 +276,34 @@ async def test_a_new_node_is_not_ready_and_tainted_until_its_kubelet_is_up(clust
         await cluster.until(lambda: not cluster.not_ready_tainted("fresh"))
         await cluster.until(lambda: cluster.phase("p") == "Running")
         assert cluster.pod("p")["spec"]["nodeName"] == "fresh"
+
+
+UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
+
+
+async def test_an_external_cloud_node_is_uninitialized_until_the_cloud_node_controller_runs(
+    cluster_with: Any,
+) -> None:
+    """pkg/kubelet/kubelet_node_status.go initialNode: with --cloud-provider=external the kubelet
+    registers the Node tainted node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule;
+    staging/src/k8s.io/cloud-provider/controllers/node/node_controller.go syncNode sets providerID and
+    the instance-type/zone/region labels and removes the taint in one update."""
+    async with cluster_with(cloud_node_init_seconds=0.4) as cluster:
+        body = testing.node("ext", labels={conventions.INSTANCE_ID_LABEL: "i-0123456789abcdef0"})
+        body["metadata"]["annotations"] = {conventions.CLOUD_PROVIDER_ANNOTATION: "external"}
+        await cluster.call("POST", "/api/v1/nodes", body)
+        await cluster.until(lambda: (UNINITIALIZED, "NoSchedule") in _taint_keys(cluster, "ext"))
+        await cluster.create_pod("p", cpu="100m")
+        await cluster.until(
+            lambda: cluster.node_ready("ext") == "True" and not cluster.not_ready_tainted("ext")
+        )
+        assert not cluster.pod("p")["spec"].get("nodeName")  # Ready, but still uninitialized
+        assert not cluster.node("ext")["spec"].get("providerID")
+        await cluster.until(lambda: (UNINITIALIZED, "NoSchedule") not in _taint_keys(cluster, "ext"))
+        node = cluster.node("ext")
+        assert node["spec"]["providerID"] == "aws:///us-east-1a/i-0123456789abcdef0"
+        labels = node["metadata"]["labels"]
+        assert labels["topology.kubernetes.io/zone"] == "us-east-1a"
+        assert labels["topology.kubernetes.io/region"] == "us-east-1"
+        assert labels["node.kubernetes.io/instance-type"]
+        await cluster.until(lambda: cluster.phase("p") == "Running")

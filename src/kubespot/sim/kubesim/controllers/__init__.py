@@ -34,6 +34,9 @@ class ControllerConfig:
     #: reports Ready: before, Ready is False (KubeletNotReady, the CNI plugin not initialized yet).
     #: Nodes loaded at start-up are already running.
     node_ready_seconds: float = 10.0
+    #: Seconds the simulated cloud node controller takes to initialize a Node registered by a kubelet
+    #: with an external cloud provider (its cloud API calls), then removing the uninitialized taint.
+    cloud_node_init_seconds: float = 1.0
     #: Seconds between node status heartbeats (upstream: 10 s when changed, else every 5 min).
     node_status_seconds: float = 60.0
     #: Seconds without a heartbeat before a node's Ready turns Unknown (kube-controller-manager's

@@ -34,7 +34,10 @@ What each simulated kubelet does, and the upstream behaviour it follows:
   Ready condition the Node was created with, as a real kubelet overwrites the conditions it owns; after
   ``ControllerConfig.node_ready_seconds`` it posts Ready True. (The API server's TaintNodesByCondition
   admission gave the Node ``node.kubernetes.io/not-ready:NoSchedule``; the node lifecycle controller
-  removes it once Ready.) Nodes loaded at start-up are an already-running cluster and stay Ready.
+  removes it once Ready.) Nodes loaded at start-up are an already-running cluster and stay Ready. A
+  Node annotated ``conventions.CLOUD_PROVIDER_ANNOTATION: external`` registers as with
+  ``--cloud-provider=external``: its registration write adds the
+  ``node.cloudprovider.kubernetes.io/uninitialized`` taint (``initialNode``) for ``cloudnode.py``.
 - **Cordon** (``spec.unschedulable``) does not affect the kubelet: its pods keep running.
 
 To simulate an instance that vanished, call :meth:`KubeletController.stop_node`: its heartbeats stop
@@ -62,6 +65,7 @@ from typing import Any
 from .. import conventions, errors
 from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from . import Controller, ControllerConfig, ControllerManager
+from .cloudnode import UNINITIALIZED_TAINT, external_cloud, uninitialized
 
 log = logging.getLogger("kubespot.sim.kubesim.kubelet")
 
@@ -186,6 +190,7 @@ class _NodeState:
     phase: float  # fraction of each heartbeat period at which this node beats
     gen: int = 0  # bumped to invalidate queued heartbeat entries
     ready_at: float = 0.0  # loop time from which the node reports Ready (its runtime network is up)
+    registering: bool = False  # its next status write is the registration (initialNode's taints)
 
 
 class KubeletController(Controller):
@@ -365,6 +370,7 @@ class KubeletController(Controller):
         now = self._now()
         if fresh:
             st.ready_at = now + self.config.node_ready_seconds
+            st.registering = True
             self._push(now, _STATUS, name, st.gen)
             self._push(st.ready_at, _READY, name, st.gen)
             self._push(now + st.phase * self.config.lease_renew_seconds, _LEASE, name, st.gen)
@@ -635,12 +641,20 @@ class KubeletController(Controller):
         now = rfc3339(self.store.clock())
         state = self._nodes.get(name)
         network_up = state is None or self._now() >= state.ready_at
+        # initialNode with --cloud-provider=external: registered uninitialized, for the cloud's node
+        # controller to initialize.
+        cloud_taint = state is not None and state.registering and external_cloud(node)
+        if state is not None:
+            state.registering = False
         node_ip = internal_ip(node)
         if node_ip is None:
             node_ip = _ip_str(self._next_node_ip)
             self._next_node_ip += 1
 
         def beat(o: Obj) -> None:
+            if cloud_taint and not uninitialized(o):
+                spec = o.setdefault("spec", {})
+                spec["taints"] = [*(spec.get("taints") or []), dict(UNINITIALIZED_TAINT)]
             st = o.setdefault("status", {})
             if internal_ip(o) is None:
                 st.setdefault("addresses", []).extend(

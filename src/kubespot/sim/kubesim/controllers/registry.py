@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import Controller, ControllerConfig
+from .cloudnode import CloudNodeController
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .disruption import DisruptionController
@@ -21,6 +22,7 @@ def enabled(config: ControllerConfig) -> list[type[Controller]]:
         NamespaceController,
         NodeLifecycleController,
         PodGCController,
+        CloudNodeController,
         GarbageCollector,
         DisruptionController,
     ]
