@@ -24,7 +24,8 @@ log = logging.getLogger("kubespot.sim.kubesim.controllers")
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    """Timings of the simulated cluster. Defaults are fast so tests and the sandbox stay quick."""
+    """Timings of the simulated cluster. The node lifecycle, PodGC and registration timings default to
+    upstream's (docs/simulators/kubesim.md); tests and the sandbox pass faster ones."""
 
     #: Seconds from binding until a pod runs and is Ready, unless its annotation says otherwise.
     pod_start_seconds: float = 1.0
