@@ -320,6 +320,9 @@ def controller_config(t: Timing) -> ControllerConfig:
     d = ControllerConfig()
     return ControllerConfig(
         pod_start_seconds=t.pod_start,
+        # The kubelets' heartbeats on the same clock, or the compressed grace would outrun them.
+        lease_renew_seconds=t.s(d.lease_renew_seconds),
+        node_status_seconds=t.s(d.node_status_seconds),
         node_monitor_grace_seconds=t.s(d.node_monitor_grace_seconds),
         pod_gc_check_seconds=t.s(d.pod_gc_check_seconds),
         pod_gc_quarantine_seconds=t.s(d.pod_gc_quarantine_seconds),
