@@ -63,11 +63,17 @@ class Taint:
     key: str
     effect: str
     value: str | None = None
+    #: ``timeAdded`` as the API returned it (the node lifecycle controller stamps its taints; the
+    #: taint manager counts ``tolerationSeconds`` from it). Kept when kubespot rewrites a node's
+    #: taint list so other components' taints keep their time; not part of a taint's identity.
+    time_added: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, str]:
         d = {"key": self.key, "effect": self.effect}
         if self.value is not None:
             d["value"] = self.value
+        if self.time_added is not None:
+            d["timeAdded"] = self.time_added
         return d
 
 
