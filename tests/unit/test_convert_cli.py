@@ -1,6 +1,6 @@
 """``kubespot convert FILE...`` through its command line: v1 YAML (multi-document) on stdout, one
 warning per unmapped field on stderr, exit 0; exit 1 and nothing on stdout when a file cannot be read
-or parsed. The mapping itself is tested in tests/unit/scheduling/test_convert.py (sources there:
+or parsed. The mapping itself is tested in tests/unit/scheduling/test_sched_convert.py (sources there:
 aws/karpenter-provider-aws ``website/content/en/v1.0/upgrading/v1beta1-migration.md``).
 """
 
