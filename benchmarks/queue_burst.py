@@ -175,7 +175,7 @@ class Moto:
             aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1"
         )
         config = Config(
-            retries={"max_attempts": 1},
+            retries={"total_max_attempts": 1},
             max_pool_connections=16,
             user_agent_extra=BENCH_AGENT,
             read_timeout=120,

@@ -293,7 +293,7 @@ class Clients:
 def make_clients(settings: AwsSettings) -> Clients:
     """SQS and EventBridge clients for the settings' region and endpoint (the SDK's chain otherwise)."""
     config = Config(
-        retries={"max_attempts": settings.max_attempts, "mode": "standard"},
+        retries={"total_max_attempts": settings.max_attempts, "mode": "standard"},
         user_agent_extra="kubespot-aws-bootstrap",
     )
     try:

@@ -288,7 +288,9 @@ class AwsClients:
         )
         self._config = Config(
             max_pool_connections=settings.max_concurrency,
-            retries={"mode": "adaptive", "max_attempts": settings.max_attempts},
+            # botocore reads a client config's "max_attempts" as retries after the first call;
+            # "total_max_attempts" is the setting's meaning (attempts, first included).
+            retries={"mode": "adaptive", "total_max_attempts": settings.max_attempts},
             # A long poll holds a connection 20 s; the read timeout must exceed it.
             connect_timeout=10,
             read_timeout=60,

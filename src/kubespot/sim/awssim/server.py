@@ -230,7 +230,7 @@ class MotoServer:
         into a slow test.
         """
         config = Config(
-            retries={"max_attempts": 1, "mode": "standard"},
+            retries={"total_max_attempts": 1, "mode": "standard"},
             max_pool_connections=max_pool_connections,
             connect_timeout=5,
             read_timeout=60,

@@ -310,9 +310,9 @@ def test_injected_faults_fail_the_call_and_leave_the_action(aws: MotoServer) -> 
     once = aws.client("autoscaling")
     victim = sorted(_instances(asg))[0]
     action = aws.start_lifecycle_action(GROUP, victim, emit=False)
-    # Enough for every attempt the client makes (botocore retries throttling by itself).
-    aws.inject_lifecycle_fault("CompleteLifecycleAction", "Throttling", times=2)
-    aws.inject_lifecycle_fault("RecordLifecycleActionHeartbeat", "AccessDeniedException", times=2)
+    # One each: awssim's clients make a single attempt (no SDK retry hides a fault).
+    aws.inject_lifecycle_fault("CompleteLifecycleAction", "Throttling", times=1)
+    aws.inject_lifecycle_fault("RecordLifecycleActionHeartbeat", "AccessDeniedException", times=1)
     target = {"AutoScalingGroupName": GROUP, "LifecycleHookName": HOOK, "LifecycleActionToken": action.token}
     with pytest.raises(ClientError) as throttled:
         once.complete_lifecycle_action(**target, LifecycleActionResult="CONTINUE")
