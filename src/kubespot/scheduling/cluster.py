@@ -1,0 +1,159 @@
+"""From a cluster's objects (as the API returns them) to the simulation's inputs.
+
+- Pending pods: not bound to a node, not finished, not being deleted, not a DaemonSet's (the
+  DaemonSet controller places those itself) nor a static pod's (Karpenter's ``IsProvisionable``,
+  ``pkg/utils/pod/scheduling.go``; Karpenter also waits for kube-scheduler to mark a pod
+  Unschedulable, which a plan of what would happen does not need).
+- Existing nodes: labels, taints, ``status.allocatable``, and what the pods bound to them request.
+- DaemonSet overhead of a NodePool: the requests of every DaemonSet whose pods would run on its
+  nodes (they tolerate the pool's taints and may go where its requirements allow), as Karpenter
+  reserves it on each new node.
+- Workloads from manifests (``kubespot plan -f``): a Deployment, ReplicaSet or StatefulSet becomes
+  its replicas' pods (a Job its parallelism's), named as their controllers would name them.
+
+Pure: dicts in, scheduling inputs out.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kubespot.model.quantity import milli, units
+
+from .labels import NODEPOOL, WELL_KNOWN
+from .nodepool import NodePool
+from .pods import PodView, pod_requests
+from .requirements import Requirements
+from .simulate import ExistingNode
+from .taints import parse_taints, untolerated
+
+Obj = Mapping[str, Any]
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def _owner_kinds(obj: Obj) -> set[str]:
+    return {str(ref.get("kind")) for ref in (obj.get("metadata") or {}).get("ownerReferences") or ()}
+
+
+def is_pending(pod: Obj) -> bool:
+    """Waiting for a node, and one the provisioner should find capacity for."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    if spec.get("nodeName") or meta.get("deletionTimestamp") or status.get("phase") in _TERMINAL:
+        return False
+    if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+        return False
+    return not _owner_kinds(pod) & {"DaemonSet", "Node"}
+
+
+def pending_pods(pods: Iterable[Obj]) -> list[PodView]:
+    return [PodView.of(p) for p in pods if is_pending(p)]
+
+
+def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
+    return {k: milli(v) if k == "cpu" else units(v) for k, v in (values or {}).items()}
+
+
+def existing_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[ExistingNode]:
+    """The cluster's nodes with what their pods already request (``pods`` counts them)."""
+    out: dict[str, ExistingNode] = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        if meta.get("deletionTimestamp") or spec.get("unschedulable"):
+            continue  # going away or cordoned: no room for new pods
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
+        )
+        name = str(meta.get("name") or "")
+        out[name] = ExistingNode(
+            name=name,
+            requirements=Requirements.from_labels(meta.get("labels") or {}),
+            taints=parse_taints(spec.get("taints")),
+            allocatable=_resources(status.get("allocatable")),
+            initialized=ready,
+        )
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        node = out.get(str(spec.get("nodeName") or ""))
+        if node is None or (pod.get("status") or {}).get("phase") in _TERMINAL:
+            continue
+        for name, amount in pod_requests(spec).items():
+            node.requested[name] = node.requested.get(name, 0) + amount
+        node.requested["pods"] = node.requested.get("pods", 0) + 1
+        node.ports |= PodView.of(pod).ports
+    return list(out.values())
+
+
+def pool_in_use(nodes: Iterable[Obj], pool: str) -> dict[str, int]:
+    """What the pool's nodes have (their capacity, and how many), counted against its limits."""
+    used: dict[str, int] = {"nodes": 0}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        if (meta.get("labels") or {}).get(NODEPOOL) != pool:
+            continue
+        used["nodes"] += 1
+        for name, amount in _resources((node.get("status") or {}).get("capacity")).items():
+            used[name] = used.get(name, 0) + amount
+    return used
+
+
+def daemon_overhead(daemonsets: Iterable[Obj], pool: NodePool) -> dict[str, int]:
+    """The requests of the DaemonSet pods a new node of ``pool`` would run."""
+    total: dict[str, int] = {}
+    for ds in daemonsets:
+        template = ((ds.get("spec") or {}).get("template")) or {}
+        view = PodView.of({"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}})
+        if untolerated(pool.taints, view.tolerations):
+            continue
+        if pool.requirements.compatibility(view.strict_requirements, WELL_KNOWN):
+            continue
+        for name, amount in view.requests.items():
+            total[name] = total.get(name, 0) + amount
+        total["pods"] = total.get("pods", 0) + 1
+    return total
+
+
+_REPLICATED = {"Deployment", "ReplicaSet", "StatefulSet"}
+
+
+def workload_pods(objs: Iterable[Obj]) -> list[dict[str, Any]]:
+    """The pods ``objs`` (Pods, Deployments, ReplicaSets, StatefulSets, Jobs) would create."""
+    out: list[dict[str, Any]] = []
+    for obj in objs:
+        kind = obj.get("kind")
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        namespace = meta.get("namespace") or "default"
+        if kind == "Pod":
+            pod = copy.deepcopy(dict(obj))
+            pod.setdefault("metadata", {}).setdefault("namespace", namespace)
+            out.append(pod)
+            continue
+        if kind in _REPLICATED:
+            count = int(spec.get("replicas", 1))
+        elif kind == "Job":
+            count = int(spec.get("parallelism", 1))
+        else:
+            continue
+        template = spec.get("template") or {}
+        for i in range(count):
+            name = f"{meta.get('name')}-{i}" if kind == "StatefulSet" else f"{meta.get('name')}-plan-{i}"
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        **copy.deepcopy(template.get("metadata") or {}),
+                        "name": name,
+                        "namespace": namespace,
+                        "ownerReferences": [{"kind": kind, "name": meta.get("name")}],
+                    },
+                    "spec": copy.deepcopy(template.get("spec") or {}),
+                }
+            )
+    return out
