@@ -22,6 +22,29 @@ def spot_itn(n: int, *, at: datetime, description: str = "Spot ITN received") ->
     )
 
 
+def imds_event(
+    kind: Kind,
+    ident: str,
+    now: datetime,
+    *,
+    act_in: float = 0.0,
+    deadline_in: float | None = None,
+    description: str = "",
+) -> InterruptionEvent:
+    """Event ``ident`` of ``kind`` on instance i-1 as the IMDS source reports it: noticed ``now``,
+    acted on ``act_in`` seconds later, due ``deadline_in`` seconds after ``now`` (None: no deadline)."""
+    return InterruptionEvent(
+        id=ident,
+        kind=kind,
+        instance_id="i-1",
+        source=Source.IMDS,
+        notice_time=now,
+        act_at=now + timedelta(seconds=act_in),
+        deadline=None if deadline_in is None else now + timedelta(seconds=deadline_in),
+        description=description,
+    )
+
+
 def scheduled_change(
     n: int,
     *,

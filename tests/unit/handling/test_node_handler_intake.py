@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.kube import KubeError, NodeView
-from kubespot.model import InterruptionEvent, Kind, Source
-from kubespot.model.summary import InterruptionSummary, Stage
-from kubespot.observability.metrics import Metrics
+from kubespot.model import InterruptionEvent, Kind
 from kubespot.records.interruption import STATE_ANNOTATION, decode
 from support import fake_kube
 from support.clocks import ManualClock, settle
+from support.events import imds_event
+from support.node_handler import RecordingNotifier, node_handler
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
@@ -37,41 +34,18 @@ class FakeKube(fake_kube.FakeKube):
         return None if state is None else state.event_id
 
 
-class CountingNotifier:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.stages: list[tuple[str, str]] = []
-
-    def notify(
-        self,
-        event: InterruptionEvent,
-        *,
-        node_name: str,
-        extra: Mapping[str, Any] | None = None,
-        stage: Stage | None = None,
-        summary: InterruptionSummary | None = None,
-    ) -> None:
-        stage = stage or Stage.STARTED
-        self.stages.append((event.id, stage.value))
-        if stage is Stage.STARTED:
-            self.sent.append(event.id)
-
-
 def make(
     kube: FakeKube,
     clock: ManualClock,
     *,
     boot: datetime | None = None,
-    notifier: CountingNotifier | None = None,
+    notifier: RecordingNotifier | None = None,
 ) -> NodeHandler:
-    return NodeHandler(
-        node_name="n",
-        kube=kube,  # type: ignore[arg-type]  # the fake implements what the handler calls
+    return node_handler(
+        kube,
+        clock,
         actions=NodeActionSettings(rebalance_undo_after=1800),
         monitors=MonitorSettings(rebalance_monitoring=True, asg_lifecycle_draining=True),
-        drain=DrainSettings(),
-        clock=clock,
-        metrics=Metrics(),
         notifier=notifier,
         boot_time=lambda: boot,
     )
@@ -80,17 +54,7 @@ def make(
 def event(
     kind: Kind, ident: str, clock: ManualClock, *, act_in: float = 0.0, deadline_in: float | None = None
 ) -> InterruptionEvent:
-    now = clock.now()
-    return InterruptionEvent(
-        id=ident,
-        kind=kind,
-        instance_id="i-1",
-        source=Source.IMDS,
-        notice_time=now,
-        act_at=now + timedelta(seconds=act_in),
-        deadline=None if deadline_in is None else now + timedelta(seconds=deadline_in),
-        description=ident,
-    )
+    return imds_event(kind, ident, clock.now(), act_in=act_in, deadline_in=deadline_in, description=ident)
 
 
 def withdrawn(ev: InterruptionEvent, clock: ManualClock) -> InterruptionEvent:
@@ -189,7 +153,7 @@ async def test_after_a_reboot_the_fence_goes_and_the_still_listed_event_does_not
 
 
 async def test_a_resumed_fence_does_not_notify_again() -> None:
-    clock, kube, notifier = ManualClock(T0), FakeKube(), CountingNotifier()
+    clock, kube, notifier = ManualClock(T0), FakeKube(), RecordingNotifier()
     first = make(kube, clock, notifier=notifier)
     spot = event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120)
     await first.handle(spot)
@@ -199,9 +163,12 @@ async def test_a_resumed_fence_does_not_notify_again() -> None:
     await second.resume()
     await second.handle(spot)
     await settle()
-    assert notifier.sent == ["spot"]
+    assert notifier.started() == ["spot"]
     # The first handler finished the event (an empty node drains at once); the second says nothing.
-    assert notifier.stages == [("spot", "started"), ("spot", "finished")]
+    assert [(ident, stage.value) for ident, stage, _ in notifier.sent] == [
+        ("spot", "started"),
+        ("spot", "finished"),
+    ]
     await second.aclose()
 
 

@@ -16,15 +16,13 @@ from datetime import timedelta
 
 from test_node_handler_intake import T0, FakeKube, ManualClock, event, held, make, settle, withdrawn
 
-from kubespot.config.drain import DrainSettings
-from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.intake import SETTLED_KEPT
 from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.kube import NodeView
 from kubespot.model import Kind
-from kubespot.observability.metrics import Metrics
 from kubespot.records.interruption import STATE_ANNOTATION, decode
+from support.node_handler import node_handler
 
 OOS = "node.kubernetes.io/out-of-service"
 
@@ -194,15 +192,7 @@ async def test_shutdown_releases_the_hold_so_the_next_process_takes_over_at_once
 
 
 def out_of_service_handler(kube: FakeKube, clock: ManualClock) -> NodeHandler:
-    return NodeHandler(
-        node_name="n",
-        kube=kube,  # type: ignore[arg-type]
-        actions=NodeActionSettings(enable_out_of_service_taint=True),
-        monitors=MonitorSettings(),
-        drain=DrainSettings(),
-        clock=clock,
-        metrics=Metrics(),
-    )
+    return node_handler(kube, clock, actions=NodeActionSettings(enable_out_of_service_taint=True))
 
 
 async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
