@@ -30,13 +30,14 @@ def imds_event(
     act_in: float = 0.0,
     deadline_in: float | None = None,
     description: str = "",
+    instance_id: str = "i-1",
 ) -> InterruptionEvent:
-    """Event ``ident`` of ``kind`` on instance i-1 as the IMDS source reports it: noticed ``now``,
+    """Event ``ident`` of ``kind`` on ``instance_id`` as the IMDS source reports it: noticed ``now``,
     acted on ``act_in`` seconds later, due ``deadline_in`` seconds after ``now`` (None: no deadline)."""
     return InterruptionEvent(
         id=ident,
         kind=kind,
-        instance_id="i-1",
+        instance_id=instance_id,
         source=Source.IMDS,
         notice_time=now,
         act_at=now + timedelta(seconds=act_in),

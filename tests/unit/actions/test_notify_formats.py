@@ -19,7 +19,7 @@ from kubespot.actions.templates import (
 from kubespot.config.loader import SettingsError
 from kubespot.config.notify import NotifyTarget
 from kubespot.config.webhook import WebhookSettings
-from kubespot.model import InterruptionEvent, Kind, Source, SystemClock
+from kubespot.model import InterruptionEvent, Kind, SystemClock
 from kubespot.model.summary import (
     ActionResult,
     ActionSummary,
@@ -28,20 +28,14 @@ from kubespot.model.summary import (
     PodCounts,
     Stage,
 )
+from support.events import imds_event
 
 NOTICE = datetime(2026, 11, 20, 17, 2, 13, tzinfo=UTC)
 
 
 def event(kind: Kind = Kind.SPOT_INTERRUPTION, description: str = "Spot ITN received") -> InterruptionEvent:
-    return InterruptionEvent(
-        id="spot-itn-1",
-        kind=kind,
-        instance_id="i-0123",
-        source=Source.IMDS,
-        notice_time=NOTICE,
-        act_at=NOTICE,
-        deadline=NOTICE + timedelta(seconds=120),
-        description=description,
+    return imds_event(
+        kind, "spot-itn-1", NOTICE, deadline_in=120, description=description, instance_id="i-0123"
     )
 
 
