@@ -7,7 +7,6 @@ Calls are counted by ``AwsClients.counts`` (every call the adapter makes goes th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,14 +35,6 @@ class ManualClock:
     async def sleep(self, seconds: float) -> None:
         self.t += max(0.0, seconds)
         await asyncio.sleep(0)
-
-
-@pytest.fixture
-async def clients(aws_env: MotoServer) -> AsyncIterator[AwsClients]:
-    """Built as the controller builds them: settings, and credentials from the environment."""
-    settings = AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=1)
-    async with AwsClients(settings) as c:
-        yield c
 
 
 def _vpc(aws: MotoServer) -> str:
