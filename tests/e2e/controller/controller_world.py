@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from kubespot.sim.awssim import MotoServer
+from kubespot.sim.awssim.extensions.lifecycle import LifecycleAction
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.conventions import SHUTDOWN_SECONDS
@@ -127,6 +128,31 @@ class ControllerWorld:
         raw = (self.node(name)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
         return None if raw is None else dict(orjson.loads(raw))
 
+    async def until_handled(self, name: str, *, within: float) -> Obj:
+        """Wait until the queue is empty and node ``name``'s state records ``drained``: the message
+        was handled and deleted; that state."""
+
+        async def handled() -> bool:
+            state = self.state(name) or {}
+            return self.queue_depth() == 0 and state.get("phase") == "drained"
+
+        await until(handled, within=within)
+        state = self.state(name)
+        assert state is not None
+        return state
+
+    async def until_phase(self, name: str, phase: str, *, within: float) -> Obj:
+        """Wait until node ``name``'s state records ``phase``; that state."""
+
+        async def reached() -> bool:
+            state = self.state(name)
+            return state is not None and state["phase"] == phase
+
+        await until(reached, within=within)
+        state = self.state(name)
+        assert state is not None
+        return state
+
     def pods_on(self, name: str) -> list[Obj]:
         return [
             p
@@ -180,6 +206,17 @@ class ControllerWorld:
 
         await until(enough, within=within)
         assert self.node_events(name, reason) == count
+
+    async def assert_drained_once(self, name: str) -> None:
+        """The drain of node ``name`` was reported once: DrainCompleted recorded, and exactly one
+        CordonAndDrain and one DrainStarted (however many messages or replicas saw the event)."""
+
+        async def reported() -> bool:
+            return self.node_events(name, "DrainCompleted") > 0
+
+        await until(reported, within=5)
+        await self.assert_node_events(name, "CordonAndDrain", 1)
+        await self.assert_node_events(name, "DrainStarted", 1)
 
     def log_records(self, index: int | None = None) -> list[Obj]:
         """The JSON log lines of one controller (``index``) or of all of them, parsed."""
@@ -529,3 +566,20 @@ async def asg_controller_world(
             hook["RoleARN"] = f"arn:aws:iam::{ACCOUNT}:role/e2e-asg-notify"
         asg.put_lifecycle_hook(**hook)
         yield world
+
+
+def lifecycle_action(aws: MotoServer, token: str) -> LifecycleAction:
+    """The lifecycle action started with ``token``, as moto has it now."""
+    return next(a for a in aws.lifecycle_actions() if a.token == token)
+
+
+async def until_completed(aws: MotoServer, token: str, *, within: float) -> LifecycleAction:
+    """Wait until the lifecycle action ``token`` is completed; the action then."""
+
+    async def done() -> LifecycleAction | None:
+        action = lifecycle_action(aws, token)
+        return action if action.completed_at is not None else None
+
+    found = await until(done, within=within)
+    assert found is not None
+    return found
