@@ -31,6 +31,7 @@ from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.conventions import SHUTDOWN_SECONDS
 from kubespot.sim.kubesim.testing import deployment, is_ready, node, until
+from support.moto_asg import auto_scaling_group
 
 Obj = dict[str, Any]
 AMI = "ami-12c6146b"
@@ -521,19 +522,7 @@ async def asg_controller_world(
     is a topic the queue subscribes to). Start an action with ``aws.start_lifecycle_action``."""
     ec2 = aws.client("ec2")
     asg = aws.client("autoscaling")
-    ec2.create_launch_template(
-        LaunchTemplateName="e2e-nodes", LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"}
-    )
-    asg.create_auto_scaling_group(
-        AutoScalingGroupName=ASG_GROUP,
-        LaunchTemplate={"LaunchTemplateName": "e2e-nodes", "Version": "$Latest"},
-        MinSize=0,
-        MaxSize=instances + 2,
-        DesiredCapacity=instances,
-        AvailabilityZones=[f"{REGION}a"],
-    )
-    group = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[ASG_GROUP])["AutoScalingGroups"][0]
-    ids = sorted(i["InstanceId"] for i in group["Instances"])
+    ids = auto_scaling_group(aws, ASG_GROUP, desired=instances, max_size=instances + 2, template="e2e-nodes")
     ec2.create_tags(Resources=ids, Tags=[{"Key": MANAGED_TAG, "Value": ""}])
     described = [i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
     found = sorted(

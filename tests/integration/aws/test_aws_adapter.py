@@ -29,6 +29,7 @@ from kubespot.aws import (
 from kubespot.config.aws import AwsSettings
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.awssim.extensions import lifecycle
+from support.moto_asg import auto_scaling_group
 
 AMI = "ami-12c6146b"
 GROUP = "ng-spot"
@@ -276,27 +277,15 @@ async def test_lookup_errors_reach_every_waiter(aws_env: MotoServer) -> None:
 
 
 def _group(aws: MotoServer) -> list[str]:
-    aws.client("ec2").create_launch_template(
-        LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"}
-    )
-    asg = aws.client("autoscaling")
-    asg.create_auto_scaling_group(
-        AutoScalingGroupName=GROUP,
-        LaunchTemplate={"LaunchTemplateName": "nodes", "Version": "$Latest"},
-        MinSize=0,
-        MaxSize=5,
-        DesiredCapacity=2,
-        AvailabilityZones=[f"{aws.region}a"],
-    )
-    asg.put_lifecycle_hook(
+    ids = auto_scaling_group(aws, GROUP, desired=2)
+    aws.client("autoscaling").put_lifecycle_hook(
         LifecycleHookName=HOOK,
         AutoScalingGroupName=GROUP,
         LifecycleTransition=lifecycle.TERMINATING,
         HeartbeatTimeout=300,
         DefaultResult="ABANDON",
     )
-    group = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[GROUP])["AutoScalingGroups"][0]
-    return sorted(i["InstanceId"] for i in group["Instances"])
+    return ids
 
 
 async def test_heartbeat_and_complete_a_started_action(aws_env: MotoServer, clients: AwsClients) -> None:
