@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 import signal
 import socket
-import sys
 import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -31,6 +29,7 @@ from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.conventions import SHUTDOWN_SECONDS
 from kubespot.sim.kubesim.testing import deployment, is_ready, node, until
+from support.kubespot_process import QUICK_ENV, clean_environ, spawn_kubespot
 from support.moto_asg import auto_scaling_group
 
 Obj = dict[str, Any]
@@ -58,8 +57,9 @@ class ControllerWorld:
     logs: list[Path] = field(default_factory=list)
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBESPOT_", "KUBECONFIG", "AWS_"))}
+        env = clean_environ("KUBESPOT_", "KUBECONFIG", "AWS_")
         env.update(self.aws.env())
+        env.update(QUICK_ENV)
         env.update(
             {
                 "KUBESPOT_KUBECONFIG": str(self.kubesim.kubeconfig_path),
@@ -68,12 +68,6 @@ class ControllerWorld:
                 "KUBESPOT_AWS_REGION": "us-east-1",
                 "KUBESPOT_QUEUE_WAIT_TIME": "1",
                 "KUBESPOT_QUEUE_VISIBILITY_TIMEOUT": "6",
-                "KUBESPOT_DRAIN_SAFETY_MARGIN": "0.5",
-                "KUBESPOT_DRAIN_RETRY_BACKOFF_BASE": "0.05",
-                "KUBESPOT_DRAIN_RETRY_BACKOFF_CAP": "0.3",
-                "KUBESPOT_OBSERVABILITY_EMIT_KUBERNETES_EVENTS": "true",
-                "KUBESPOT_OBSERVABILITY_JSON_LOGGING": "true",
-                "KUBESPOT_OBSERVABILITY_LOG_LEVEL": "debug",
             }
         )
         env.update(extra)
@@ -82,9 +76,7 @@ class ControllerWorld:
     async def start_controller(self, **extra: str) -> asyncio.subprocess.Process:
         log_path = self.tmp / f"controller-{len(self.procs)}.log"
         with log_path.open("wb") as log:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kubespot", "controller", env=self.env(**extra), stdout=log, stderr=log
-            )
+            proc = await spawn_kubespot("controller", env=self.env(**extra), stdout=log, stderr=log)
         self.procs.append(proc)
         self.logs.append(log_path)
 
