@@ -51,6 +51,12 @@ def make(
     )
 
 
+def fresh() -> tuple[ManualClock, FakeKube, NodeHandler]:
+    """A clock at T0, the fake API with node "n", and that node's handler over them."""
+    clock, kube = ManualClock(T0), FakeKube()
+    return clock, kube, make(kube, clock)
+
+
 def event(
     kind: Kind, ident: str, clock: ManualClock, *, act_in: float = 0.0, deadline_in: float | None = None
 ) -> InterruptionEvent:
@@ -65,8 +71,7 @@ DAY = 86400.0
 
 
 async def test_a_due_asg_termination_is_not_held_back_by_a_pending_scheduled_event() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "retire", clock, act_in=5 * DAY, deadline_in=5 * DAY))
     await settle()
     assert kube.owner is None and h.phase == "pending"
@@ -77,8 +82,7 @@ async def test_a_due_asg_termination_is_not_held_back_by_a_pending_scheduled_eve
 
 
 async def test_a_pending_event_does_not_cancel_a_rebalance_undo() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.REBALANCE_RECOMMENDATION, "rebalance", clock))
     await settle()
     assert kube.owner == "rebalance"
@@ -93,8 +97,7 @@ async def test_a_pending_event_does_not_cancel_a_rebalance_undo() -> None:
 
 
 async def test_withdrawing_the_nearer_of_two_scheduled_events_keeps_the_other() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     far = event(Kind.SCHEDULED_MAINTENANCE, "far", clock, act_in=7200, deadline_in=7500)
     near = event(Kind.SCHEDULED_MAINTENANCE, "near", clock, act_in=3600, deadline_in=3900)
     await h.handle(far)
@@ -108,8 +111,7 @@ async def test_withdrawing_the_nearer_of_two_scheduled_events_keeps_the_other() 
 
 
 async def test_a_rescheduled_event_acts_at_its_new_time() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s", clock, act_in=7200, deadline_in=7500))
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s", clock, act_in=600, deadline_in=900))
     await clock.advance(601)
@@ -120,8 +122,7 @@ async def test_a_rescheduled_event_acts_at_its_new_time() -> None:
 
 
 async def test_an_undo_during_an_api_outage_is_retried_until_it_succeeds() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     sched = event(Kind.SCHEDULED_MAINTENANCE, "s", clock, deadline_in=600)
     await h.handle(sched)
     await settle()
@@ -190,8 +191,7 @@ async def test_a_state_of_an_unknown_kind_is_ignored_not_fatal() -> None:
 
 
 async def test_settled_tells_the_queue_processor_how_each_event_ended() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, _, h = fresh()
     rebalance = event(Kind.REBALANCE_RECOMMENDATION, "rebalance", clock)
     await h.handle(rebalance)
     assert await asyncio.wait_for(h.settled("rebalance"), 1) == Settled.DONE, (
@@ -212,8 +212,7 @@ async def test_settled_tells_the_queue_processor_how_each_event_ended() -> None:
 async def test_an_event_that_loses_the_node_ends_when_the_stronger_one_does() -> None:
     # An Auto Scaling hook superseded by a spot warning must not be completed (CONTINUE) at the
     # takeover: AWS terminates the instance on CONTINUE, cutting the spot drain short (issue 10 review).
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     kube.failures = 1000  # the first fence hangs in retries, so the spot notice arrives mid-work
     await h.handle(event(Kind.ASG_LIFECYCLE, "asg", clock))
     await settle()

@@ -14,7 +14,7 @@ import gc
 import weakref
 from datetime import timedelta
 
-from test_node_handler_intake import T0, FakeKube, ManualClock, event, held, make, settle, withdrawn
+from test_node_handler_intake import T0, FakeKube, ManualClock, event, fresh, held, make, settle, withdrawn
 
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.intake import SETTLED_KEPT
@@ -30,8 +30,7 @@ OOS = "node.kubernetes.io/out-of-service"
 async def test_a_weaker_follow_up_after_a_spot_drain_settles_done_at_once() -> None:
     # EventBridge sends the EC2 "shutting-down" state change after every spot interruption: its
     # effective deadline is not earlier than the spot one, so it never takes the node over.
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     assert await asyncio.wait_for(h.settled("spot"), 1) is Settled.DONE
     await clock.advance(5)
@@ -75,8 +74,7 @@ async def test_a_follow_up_of_a_failed_handling_settles_failed() -> None:
 
 
 async def test_outcomes_and_old_notices_are_bounded() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, _, h = fresh()
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     for i in range(SETTLED_KEPT * 3):
         await h.handle(event(Kind.STATE_CHANGE, f"follow-up-{i}", clock))
@@ -89,8 +87,7 @@ async def test_outcomes_and_old_notices_are_bounded() -> None:
 async def test_a_new_interruption_after_the_nodes_event_ended_is_handled_on_its_own() -> None:
     # The instance was stopped (EC2 "stopping"), drained, started again days later on the same Node:
     # a spot warning then is a new interruption, not a follow-up of the old event (issue 10 review).
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.STATE_CHANGE, "stopping", clock, deadline_in=0))
     assert await asyncio.wait_for(h.settled("stopping"), 1) is Settled.DONE
     kube.node = NodeView("n", uid="u")  # an operator uncordoned it; the instance runs again
@@ -132,8 +129,7 @@ async def test_a_deleted_node_settles_what_is_still_awaited_as_gone() -> None:
 async def test_a_live_hold_for_another_event_is_followed() -> None:
     # The agent fenced for its IMDS notice; the controller sees the same interruption from
     # EventBridge under another event id: it must follow, not drain a second time.
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     h.identity = "controller-a"
     kube.node = NodeView(
         "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "agent", T0)}
@@ -152,8 +148,7 @@ async def _no_hold() -> None:
 
 
 async def test_a_renewal_does_not_overwrite_a_hold_another_process_took() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     h.identity = "me"
     state = decode(held("draining", "me", T0))
     assert state is not None
