@@ -44,8 +44,10 @@ async def server() -> AsyncIterator[tuple[str, list[web.Request], dict[str, str]
 
 
 @asynccontextmanager
-async def token_file_client(url: str, token: Path) -> AsyncIterator[AiohttpRaw]:
-    """The transport to ``url`` authenticating with the token file ``token`` (closed at the end)."""
+async def token_file_client(url: str, token: Path, text: str) -> AsyncIterator[AiohttpRaw]:
+    """The transport to ``url`` authenticating with the token file ``token``, which holds ``text``
+    at first (closed at the end)."""
+    await asyncio.to_thread(token.write_text, text)
     raw = AiohttpRaw(url, tls=None, auth=BearerTokenFileAuth(str(token)), timeout=5)
     try:
         yield raw
@@ -58,8 +60,7 @@ async def test_a_rotated_token_file_is_read_again_after_a_401_and_the_call_goes_
 ) -> None:
     url, seen, valid = server
     token = tmp_path / "token"
-    token.write_text("old\n")
-    async with token_file_client(url, token) as raw:
+    async with token_file_client(url, token, "old\n") as raw:
         valid["token"] = "old"
         await raw.request("GET", "api/v1/nodes/n1")
         token.write_text("new\n")  # the kubelet rotated the projected token; the old one is refused
@@ -74,9 +75,7 @@ async def test_a_refused_credential_that_does_not_change_is_an_api_status(
     server: tuple[str, list[web.Request], dict[str, str]], tmp_path: Path
 ) -> None:
     url, seen, _ = server
-    token = tmp_path / "token"
-    token.write_text("wrong")
-    async with token_file_client(url, token) as raw:
+    async with token_file_client(url, tmp_path / "token", "wrong") as raw:
         with pytest.raises(ApiStatus) as err:
             await raw.request("GET", "api/v1/pods", params={"fieldSelector": "spec.nodeName=n1"})
     assert err.value.code == 401 and err.value.reason == "Unauthorized"
