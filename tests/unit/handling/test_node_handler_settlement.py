@@ -20,7 +20,7 @@ from kubespot.config.node import NodeActionSettings
 from kubespot.handling.intake import SETTLED_KEPT
 from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.kube import NodeView
-from kubespot.model import Kind
+from kubespot.model import InterruptionEvent, Kind
 from kubespot.records.interruption import STATE_ANNOTATION, decode
 from support.node_handler import node_handler
 
@@ -186,18 +186,21 @@ async def test_shutdown_releases_the_hold_so_the_next_process_takes_over_at_once
     assert kube.node.unschedulable, "the fence stays"
 
 
-def out_of_service_handler(kube: FakeKube, clock: ManualClock) -> NodeHandler:
-    return node_handler(kube, clock, actions=NodeActionSettings(enable_out_of_service_taint=True))
+async def drained_for(code: str) -> tuple[ManualClock, FakeKube, NodeHandler, InterruptionEvent]:
+    """A handler with the out-of-service taint on, after it handled (done) a scheduled event with
+    IMDS code ``code``: the clock, the fake API, the handler and the event."""
+    clock, kube = ManualClock(T0), FakeKube()
+    h = node_handler(kube, clock, actions=NodeActionSettings(enable_out_of_service_taint=True))
+    scheduled = event(Kind.SCHEDULED_MAINTENANCE, code, clock, deadline_in=600)
+    scheduled = dataclasses.replace(scheduled, raw={"Code": code})
+    await h.handle(scheduled)
+    assert await asyncio.wait_for(h.settled(code), 1) is Settled.DONE
+    await settle()
+    return clock, kube, h, scheduled
 
 
 async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = out_of_service_handler(kube, clock)
-    stop = event(Kind.SCHEDULED_MAINTENANCE, "stop", clock, deadline_in=600)
-    stop = dataclasses.replace(stop, raw={"Code": "instance-stop"})
-    await h.handle(stop)
-    assert await asyncio.wait_for(h.settled("stop"), 1) is Settled.DONE
-    await settle()
+    clock, kube, h, stop = await drained_for("instance-stop")
     assert any(t.key == OOS for t in kube.node.taints)
     state = decode(kube.node.annotations[STATE_ANNOTATION])
     assert state is not None and OOS in state.taints
@@ -208,13 +211,7 @@ async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
 
 
 async def test_no_out_of_service_for_a_reboot() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = out_of_service_handler(kube, clock)
-    reboot = event(Kind.SCHEDULED_MAINTENANCE, "reboot", clock, deadline_in=600)
-    reboot = dataclasses.replace(reboot, raw={"Code": "system-reboot"})
-    await h.handle(reboot)
-    assert await asyncio.wait_for(h.settled("reboot"), 1) is Settled.DONE
-    await settle()
+    _, kube, h, _ = await drained_for("system-reboot")
     assert kube.node.unschedulable and not any(t.key == OOS for t in kube.node.taints)
     await h.aclose()
 
