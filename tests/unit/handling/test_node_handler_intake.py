@@ -235,19 +235,20 @@ def held(phase: str, holder: str, renewed: datetime) -> str:
     )
 
 
+def held_node(phase: str, holder: str, renewed: datetime) -> NodeView:
+    """Node "n" fenced (cordoned, its state recorded) for event "spot" by ``holder``."""
+    return NodeView("n", unschedulable=True, annotations={STATE_ANNOTATION: held(phase, holder, renewed)})
+
+
 async def test_a_node_another_live_process_is_draining_is_followed_not_drained_again() -> None:
     clock, kube = ManualClock(T0), FakeKube()
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "replica-a", T0)}
-    )
+    kube.node = held_node("draining", "replica-a", T0)
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     await settle()
     assert kube.writes == 0 and h.phase == "following"
     waiting = asyncio.ensure_future(h.settled("spot"))
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("drained", "replica-a", T0)}
-    )
+    kube.node = held_node("drained", "replica-a", T0)
     await clock.advance(3)
     assert await asyncio.wait_for(waiting, 1) == Settled.DONE
     assert kube.writes == 0, "the other process did the work"
@@ -256,9 +257,7 @@ async def test_a_node_another_live_process_is_draining_is_followed_not_drained_a
 
 async def test_a_hold_that_goes_stale_is_taken_over() -> None:
     clock, kube = ManualClock(T0), FakeKube()
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "replica-a", T0)}
-    )
+    kube.node = held_node("draining", "replica-a", T0)
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     for _ in range(20):
@@ -271,7 +270,7 @@ async def test_a_hold_that_goes_stale_is_taken_over() -> None:
 
 async def test_start_retries_an_unreadable_node_and_survives_a_broken_resume() -> None:
     clock, kube = ManualClock(T0), FakeKube()
-    kube.node = NodeView("n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "me", T0)})
+    kube.node = held_node("draining", "me", T0)
     calls = {"n": 0}
     real_get = kube.get_node
 

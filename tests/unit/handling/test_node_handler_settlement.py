@@ -14,7 +14,18 @@ import gc
 import weakref
 from datetime import timedelta
 
-from test_node_handler_intake import T0, FakeKube, ManualClock, event, fresh, held, make, settle, withdrawn
+from test_node_handler_intake import (
+    T0,
+    FakeKube,
+    ManualClock,
+    event,
+    fresh,
+    held,
+    held_node,
+    make,
+    settle,
+    withdrawn,
+)
 
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.intake import SETTLED_KEPT
@@ -131,9 +142,7 @@ async def test_a_live_hold_for_another_event_is_followed() -> None:
     # EventBridge under another event id: it must follow, not drain a second time.
     clock, kube, h = fresh()
     h.identity = "controller-a"
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "agent", T0)}
-    )
+    kube.node = held_node("draining", "agent", T0)
     h._fence.held_elsewhere = _no_hold  # type: ignore[method-assign]  # only the compare-and-set decides
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot-from-eventbridge", clock, deadline_in=120))
     await settle()
@@ -159,9 +168,7 @@ async def test_a_renewal_does_not_overwrite_a_hold_another_process_took() -> Non
     mine = decode(kube.node.annotations[STATE_ANNOTATION])
     assert mine is not None and mine.renewed == T0 + timedelta(seconds=10), "renewed while held"
     # Another process took the node over (our mark looked stale to it): the next renewal sees it.
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "other", clock.now())}
-    )
+    kube.node = held_node("draining", "other", clock.now())
     await clock.advance(10)
     theirs = decode(kube.node.annotations[STATE_ANNOTATION])
     assert theirs is not None and theirs.holder == "other"
