@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,34 +46,35 @@ class ImdsProcess:
     instance_urls: dict[str, str]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
+
+
+def spawn_kubespot(*args: str, log: Path, python: Sequence[str] = (sys.executable,)) -> subprocess.Popen[str]:
+    """``python -m kubespot ARGS`` (a simulator) with its stdout to read and its stderr to ``log``: a
+    file, not a pipe nobody reads, so that a chatty process never blocks on a full pipe."""
+    proc = subprocess.Popen(
+        [*python, "-m", "kubespot", *args], stdout=subprocess.PIPE, stderr=log.open("w"), text=True
+    )
+    assert proc.stdout is not None
+    return proc
+
+
+def stop_process(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, and SIGKILL if it has not exited 10 s later."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def start_imdssim(instances: int, workdir: Path) -> ImdsProcess:
     """``kubespot imds-sim`` with ``instances`` spot instances on a free port; waits until it serves."""
     log = workdir / "imdssim.log"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kubespot",
-            "imds-sim",
-            "--port",
-            "0",
-            "--instances",
-            str(instances),
-            "--life-cycle",
-            "spot",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=log.open("w"),
-        text=True,
+    proc = spawn_kubespot(
+        "imds-sim", "--port", "0", "--instances", str(instances), "--life-cycle", "spot", log=log
     )
     assert proc.stdout is not None
     urls: dict[str, str] = {}

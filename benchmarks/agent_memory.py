@@ -46,7 +46,7 @@ from agent_harness import (
     status_kib,
     wait_ready,
 )
-from drain_vs_kubectl import NODE, cluster, settle, start_kubesim
+from drain_vs_kubectl import NODE, add_cluster_arguments, cluster, settle, start_kubesim
 from kubespot.config.kube import KubeSettings
 from kubespot.kube import connect
 
@@ -200,10 +200,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--deployments", type=int, default=10)
-    parser.add_argument("--replicas", type=int, default=11)
-    parser.add_argument("--spares", type=int, default=3)
-    parser.add_argument("--pod-start-seconds", type=float, default=1.0, help="binding to Ready in kubesim")
+    add_cluster_arguments(parser)
     parser.add_argument("--settle", type=float, default=5.0, help="seconds from ready to idle window")
     parser.add_argument("--idle-seconds", type=float, default=30.0, help="idle CPU measurement window")
     parser.add_argument("--timeout", type=float, default=180.0, help="longest wait for the drain (s)")

@@ -188,14 +188,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The size of the cluster ``cluster`` builds, and how fast kubesim starts its pods."""
     parser.add_argument("--deployments", type=int, default=10)
     parser.add_argument("--replicas", type=int, default=11)
     parser.add_argument("--spares", type=int, default=3)
     parser.add_argument("--pod-start-seconds", type=float, default=1.0, help="binding to Ready in kubesim")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_cluster_arguments(parser)
     args = parser.parse_args()
     print(json.dumps(asyncio.run(main_async(args))))
     return 0

@@ -26,6 +26,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from agent_harness import spawn_kubespot
+
 
 def _rss_mib(pid: int) -> tuple[float, float]:
     """(current RSS, peak RSS) of ``pid`` in MiB, from /proc."""
@@ -46,26 +48,19 @@ def start_server(
 ) -> tuple[subprocess.Popen[str], str, float]:
     started = time.monotonic()
     python = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
-    proc = subprocess.Popen(
-        [
-            *python,
-            "-m",
-            "kubespot",
-            "kubesim",
-            "--nodes",
-            str(nodes),
-            "--pods-per-node",
-            str(pods_per_node),
-            "--kubeconfig-out",
-            str(kubeconfig),
-            "--pod-start-seconds",
-            "0.5",
-            *([] if controllers else ["--no-controllers"]),
-        ],
-        stdout=subprocess.PIPE,
-        # A file, not a pipe nobody reads: a chatty server must never block on a full pipe.
-        stderr=log.open("w"),
-        text=True,
+    proc = spawn_kubespot(
+        "kubesim",
+        "--nodes",
+        str(nodes),
+        "--pods-per-node",
+        str(pods_per_node),
+        "--kubeconfig-out",
+        str(kubeconfig),
+        "--pod-start-seconds",
+        "0.5",
+        *([] if controllers else ["--no-controllers"]),
+        log=log,
+        python=python,
     )
     assert proc.stdout is not None
     for line in proc.stdout:

@@ -73,7 +73,15 @@ from typing import Any
 import aiohttp
 import orjson
 
-from agent_harness import cpu_seconds, machine_speed, percentile, progress, round_all, status_kib
+from agent_harness import (
+    cpu_seconds,
+    machine_speed,
+    percentile,
+    progress,
+    round_all,
+    status_kib,
+    stop_process,
+)
 from kubespot.config.drain import DrainSettings
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
@@ -200,12 +208,7 @@ class Moto:
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def urllib_open(url: str) -> Any:

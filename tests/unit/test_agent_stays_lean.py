@@ -8,17 +8,13 @@ of its controllers (``kubespot.operator``, ``kubespot.controllers``)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from support.imports import loaded_by
 
 
 def test_the_agent_and_the_record_it_reads_load_no_aws_sdk() -> None:
     code = (
-        "import sys, kubespot.agent.command, kubespot.agent.runtime, kubespot.records.actions;"
-        "import kubespot.handling.node_handler;"
-        "loaded = {'boto3', 'botocore', 'aiohttp', 'kubespot.aws', 'kubespot.operator',"
-        " 'kubespot.controllers', 'kubespot.actions.gotemplate', 'zoneinfo'} & set(sys.modules);"
-        "print(sorted(loaded))"
+        "import kubespot.agent.command, kubespot.agent.runtime, kubespot.records.actions;"
+        "import kubespot.handling.node_handler"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    heavy = {"boto3", "botocore", "aiohttp", "kubespot.aws", "kubespot.operator", "kubespot.controllers"}
+    assert loaded_by(code, {*heavy, "kubespot.actions.gotemplate", "zoneinfo"}) == []

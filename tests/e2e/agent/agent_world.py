@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.testing import deployment, is_ready, node, pdb, pod, until
+from support.kubespot_process import QUICK_ENV, clean_environ, spawn_kubespot
 
 Obj = dict[str, Any]
 NODE = "spot-1"
@@ -44,12 +43,7 @@ BASE_ENV = {
     "KUBESPOT_IMDS_POLL_INTERVAL": "0.2",
     "KUBESPOT_IMDS_RETRY_BACKOFF_BASE": "0.05",
     "KUBESPOT_IMDS_RETRY_BACKOFF_CAP": "0.2",
-    "KUBESPOT_DRAIN_SAFETY_MARGIN": "0.5",
-    "KUBESPOT_DRAIN_RETRY_BACKOFF_BASE": "0.05",
-    "KUBESPOT_DRAIN_RETRY_BACKOFF_CAP": "0.3",
-    "KUBESPOT_OBSERVABILITY_EMIT_KUBERNETES_EVENTS": "true",
-    "KUBESPOT_OBSERVABILITY_JSON_LOGGING": "true",
-    "KUBESPOT_OBSERVABILITY_LOG_LEVEL": "debug",
+    **QUICK_ENV,
     "KUBESPOT_POD_NAME": "kubespot-agent-spot-1",
     "KUBESPOT_POD_NAMESPACE": "kube-system",
 }
@@ -137,7 +131,7 @@ class World:
     # --- the agent -----------------------------------------------------------------------------
 
     def agent_env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBESPOT_", "KUBECONFIG"))}
+        env = clean_environ("KUBESPOT_", "KUBECONFIG")
         env.update(BASE_ENV)
         env["KUBESPOT_NODE_NAME"] = NODE
         env["KUBESPOT_KUBECONFIG"] = str(self.kubesim.kubeconfig_path)
@@ -149,14 +143,8 @@ class World:
         """Start an agent with ``extra`` env on top of the base; wait until it polls IMDS."""
         log_path = self.tmp / f"agent-{len(self.agents)}.log"
         with log_path.open("wb") as log:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "kubespot",
-                "agent",
-                env=self.agent_env(**extra),
-                stdout=log,
-                stderr=asyncio.subprocess.STDOUT,
+            proc = await spawn_kubespot(
+                "agent", env=self.agent_env(**extra), stdout=log, stderr=asyncio.subprocess.STDOUT
             )
         agent = AgentProcess(proc, log_path)
         self.agents.append(agent)
@@ -171,10 +159,7 @@ class World:
 
     async def run_agent_to_exit(self, *args: str, within: float = 20.0, **extra: str) -> tuple[int, str]:
         """Run ``kubespot agent ARGS`` until it exits (for start-up errors): (exit code, output)."""
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "kubespot",
+        proc = await spawn_kubespot(
             "agent",
             *args,
             env=self.agent_env(**extra),

@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 import orjson
-from agent_world import INSTANCE, NODE, Obj, World
+from agent_world import INSTANCE, NODE, Obj, World, bare_pod, web
 from aiohttp import web as aioweb
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -42,6 +42,11 @@ def daemonset(name: str, *, namespace: str = "kube-system", shutdown: float = 0.
         image="busybox:1",
         annotations={conventions.SHUTDOWN_SECONDS: str(shutdown)},
     )
+
+
+#: What the reference handler's scenarios run on the node: a Deployment (its pods move to the spares),
+#: a DaemonSet (left alone) and a bare pod (deleted, with an event), each drained differently.
+MIXED_WORKLOADS = (web("web", 3), daemonset("node-agent"), bare_pod("lonely"))
 
 
 # --- signals ---------------------------------------------------------------------------------------
@@ -170,6 +175,12 @@ async def stays_false(probe: Callable[[], bool], *, during: float, interval: flo
         if time.monotonic() >= end:
             return
         await asyncio.sleep(interval)
+
+
+async def stays_untouched(world: World, before: set[str], *, during: float = 1.0) -> None:
+    """Assert for ``during`` seconds that the node stays untouched (no taint, cordon or state) and
+    keeps exactly the pods whose uids were ``before`` (a dry run, a signal that is not acted on)."""
+    await stays_false(lambda: not untouched(world) or uids_on(world) != before, during=during)
 
 
 def check(probe: Callable[[], bool]) -> Callable[[], Any]:

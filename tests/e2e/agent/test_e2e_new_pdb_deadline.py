@@ -47,18 +47,24 @@ def deadline_of(world: World) -> float:
     return datetime.fromisoformat(str(state["deadline"])).timestamp()
 
 
+async def notice_fenced(world: World) -> float:
+    """Fire a spot notice ``LEAD`` seconds ahead and wait until the agent has fenced the node; the
+    deadline it recorded (epoch seconds)."""
+    world.fire_spot_itn(lead_seconds=LEAD)
+
+    async def fenced() -> bool:
+        return world.cordoned() and world.state() is not None
+
+    await until(fenced, within=5)
+    return deadline_of(world)
+
+
 async def test_pdb_blocked_pod_is_deleted_before_the_deadline(tmp_path: Path) -> None:
     async with agent_world(*blocked_db(), tmp=tmp_path) as world:
         originals = running_uids(world)
         assert len(originals) == REPLICAS
         agent = await world.start_agent()
-        world.fire_spot_itn(lead_seconds=LEAD)
-
-        async def fenced() -> bool:
-            return world.cordoned() and world.state() is not None
-
-        await until(fenced, within=5)
-        deadline = deadline_of(world)
+        deadline = await notice_fenced(world)
 
         async def deleted() -> bool:
             return not (running_uids(world) & originals)
@@ -87,13 +93,7 @@ async def test_keep_leaves_the_pod_running_at_the_deadline_and_reports_a_miss(tm
             ENABLE_PROMETHEUS_SERVER="true",
             PROMETHEUS_SERVER_PORT=str(port),
         )
-        world.fire_spot_itn(lead_seconds=LEAD)
-
-        async def fenced() -> bool:
-            return world.cordoned() and world.state() is not None
-
-        await until(fenced, within=5)
-        deadline = deadline_of(world)
+        deadline = await notice_fenced(world)
 
         async def reported() -> bool:
             return len(pod_events_with(world, "StillRunningAtDeadline")) == REPLICAS

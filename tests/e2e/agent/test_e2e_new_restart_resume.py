@@ -36,8 +36,12 @@ def one_at_a_time() -> tuple[dict[str, object], dict[str, object]]:
     return slow_start_web("web", REPLICAS, start=START), budget("web", max_unavailable=1)
 
 
-async def until_mid_drain(world: World, originals: set[str]) -> str:
-    """Wait until the agent has evicted a pod and is blocked on the next; the state's event id."""
+async def agent_mid_drain(world: World) -> tuple[set[str], AgentProcess, str]:
+    """Start an agent, fire a spot notice, and wait until the agent has evicted a pod and is blocked
+    on the next: the uids of the pods there were, the agent, and the state's event id."""
+    originals = running_uids(world)
+    agent = await world.start_agent()
+    world.fire_spot_itn(lead_seconds=60)
 
     async def mid() -> bool:
         state = world.state()
@@ -52,7 +56,7 @@ async def until_mid_drain(world: World, originals: set[str]) -> str:
     await until(mid, within=10, interval=0.02)
     state = world.state()
     assert state is not None
-    return str(state["event_id"])
+    return originals, agent, str(state["event_id"])
 
 
 async def resumed_to_the_end(world: World, agent: AgentProcess, event_id: str, originals: set[str]) -> None:
@@ -87,10 +91,7 @@ async def resumed_to_the_end(world: World, agent: AgentProcess, event_id: str, o
 
 async def test_sigkill_mid_drain_then_a_new_agent_resumes(tmp_path: Path) -> None:
     async with agent_world(*one_at_a_time(), tmp=tmp_path) as world:
-        originals = running_uids(world)
-        first = await world.start_agent()
-        world.fire_spot_itn(lead_seconds=60)
-        event_id = await until_mid_drain(world, originals)
+        originals, first, event_id = await agent_mid_drain(world)
         await first.kill()
         assert first.proc.returncode == -9
         left = running_uids(world) & originals
@@ -102,10 +103,7 @@ async def test_sigkill_mid_drain_then_a_new_agent_resumes(tmp_path: Path) -> Non
 
 async def test_sigterm_exits_0_promptly_and_the_next_agent_resumes(tmp_path: Path) -> None:
     async with agent_world(*one_at_a_time(), tmp=tmp_path) as world:
-        originals = running_uids(world)
-        first = await world.start_agent()
-        world.fire_spot_itn(lead_seconds=60)
-        event_id = await until_mid_drain(world, originals)
+        originals, first, event_id = await agent_mid_drain(world)
         asked = time.monotonic()
         code = await first.stop()
         took = time.monotonic() - asked

@@ -19,6 +19,7 @@ from nth_support import (
     node_events,
     phase,
     stays_false,
+    stays_untouched,
     taint_map,
     uids_on,
     untouched,
@@ -53,7 +54,7 @@ async def test_asg_terminated_ignored_when_switched_off(tmp_path: Path) -> None:
         before = uids_on(world)
         await world.start_agent()  # ENABLE_ASG_LIFECYCLE_DRAINING defaults to false
         world.imds.fleet.set_asg_state(INSTANCE, "Terminated")
-        await stays_false(lambda: not untouched(world) or uids_on(world) != before, during=1.0)
+        await stays_untouched(world, before)
         assert not node_events(world)
 
 
@@ -64,5 +65,5 @@ async def test_asg_terminated_dry_run_changes_nothing(tmp_path: Path) -> None:
         world.imds.fleet.set_asg_state(INSTANCE, "Terminated")
 
         await until(check(lambda: len(node_events(world, "DryRun")) >= 2), within=10)  # fence + drain
-        await stays_false(lambda: not untouched(world) or uids_on(world) != before, during=1.0)
+        await stays_untouched(world, before)
         assert node_events(world, "ASGLifecycle")

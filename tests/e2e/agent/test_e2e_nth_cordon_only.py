@@ -9,28 +9,26 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_world import agent_world, bare_pod, web
+from agent_world import agent_world
 from nth_support import (
+    MIXED_WORKLOADS,
     check,
-    daemonset,
     node_events,
     none_terminating,
     phase,
     spot_itn,
     stays_false,
+    stays_untouched,
     uids_on,
-    untouched,
 )
 
 from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow
 
-WORKLOADS = (web("web", 3), daemonset("node-agent"), bare_pod("lonely"))
-
 
 async def test_cordon_only_fences_without_evicting(tmp_path: Path) -> None:
-    async with agent_world(*WORKLOADS, tmp=tmp_path) as world:
+    async with agent_world(*MIXED_WORKLOADS, tmp=tmp_path) as world:
         before = uids_on(world)
         await world.start_agent(CORDON_ONLY="true")
         spot_itn(world, lead_seconds=15)
@@ -49,13 +47,13 @@ async def test_cordon_only_fences_without_evicting(tmp_path: Path) -> None:
 
 
 async def test_cordon_only_dry_run_changes_nothing(tmp_path: Path) -> None:
-    async with agent_world(*WORKLOADS, tmp=tmp_path) as world:
+    async with agent_world(*MIXED_WORKLOADS, tmp=tmp_path) as world:
         before = uids_on(world)
         agent = await world.start_agent(CORDON_ONLY="true", DRY_RUN="true")
         spot_itn(world, lead_seconds=15)
 
         await until(check(lambda: bool(node_events(world, "DryRun"))), within=15)
-        await stays_false(lambda: not untouched(world) or uids_on(world) != before, during=1.0)
+        await stays_untouched(world, before)
 
         dry = node_events(world, "DryRun")
         assert len(dry) == 1, [e["message"] for e in dry]

@@ -45,20 +45,26 @@ async def health(port: int) -> tuple[int, dict[str, dict[str, object]]]:
     return status, {str(c["name"]): dict(c) for c in doc["checks"]}
 
 
+async def start_served(world: World, **env: str) -> tuple[int, int]:
+    """Start the agent with its metrics and probes servers on free ports: (metrics, probes)."""
+    metrics_port, probes_port = free_port(), free_port()
+    await world.start_agent(
+        ENABLE_PROMETHEUS_SERVER="true",
+        PROMETHEUS_SERVER_PORT=str(metrics_port),
+        ENABLE_PROBES_SERVER="true",
+        PROBES_SERVER_PORT=str(probes_port),
+        **env,
+    )
+    return metrics_port, probes_port
+
+
 async def drained(world: World) -> None:
     await until(check(lambda: moved_to_spares(world, "web", 3) and phase(world) == "drained"), within=20)
 
 
 async def test_metrics_and_probes(tmp_path: Path) -> None:
-    metrics_port, probes_port = free_port(), free_port()
     async with agent_world(web("web", 3), tmp=tmp_path) as world:
-        await world.start_agent(
-            ENABLE_PROMETHEUS_SERVER="true",
-            PROMETHEUS_SERVER_PORT=str(metrics_port),
-            ENABLE_PROBES_SERVER="true",
-            PROBES_SERVER_PORT=str(probes_port),
-            KUBESPOT_OBSERVABILITY_PROBES_STALE_AFTER="1",
-        )
+        metrics_port, probes_port = await start_served(world, KUBESPOT_OBSERVABILITY_PROBES_STALE_AFTER="1")
 
         async def healthy() -> bool:
             return (await health(probes_port))[0] == 200
@@ -103,15 +109,8 @@ async def test_metrics_and_probes(tmp_path: Path) -> None:
 
 
 async def test_metrics_dry_run(tmp_path: Path) -> None:
-    metrics_port, probes_port = free_port(), free_port()
     async with agent_world(web("web", 3), tmp=tmp_path) as world:
-        await world.start_agent(
-            ENABLE_PROMETHEUS_SERVER="true",
-            PROMETHEUS_SERVER_PORT=str(metrics_port),
-            ENABLE_PROBES_SERVER="true",
-            PROBES_SERVER_PORT=str(probes_port),
-            DRY_RUN="true",
-        )
+        metrics_port, probes_port = await start_served(world, DRY_RUN="true")
         spot_itn(world, lead_seconds=15)
 
         await until(check(lambda: len(node_events(world, "DryRun")) >= 2), within=15)

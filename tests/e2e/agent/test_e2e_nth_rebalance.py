@@ -23,6 +23,7 @@ from nth_support import (
     phase,
     spot_itn,
     stays_false,
+    stays_untouched,
     taint_map,
     uids_on,
     untouched,
@@ -94,7 +95,7 @@ async def test_rebalance_monitoring_dry_run_changes_nothing(tmp_path: Path) -> N
         world.imds.fleet.fire_rebalance(INSTANCE)
 
         await until(check(lambda: bool(node_events(world, "DryRun"))), within=10)
-        await stays_false(lambda: not untouched(world) or uids_on(world) != before, during=1.0)
+        await stays_untouched(world, before)
         assert node_events(world, "RebalanceRecommendation")
 
 
@@ -116,4 +117,4 @@ async def test_rebalance_draining_dry_run_changes_nothing(tmp_path: Path) -> Non
         world.imds.fleet.fire_rebalance(INSTANCE)
 
         await until(check(lambda: len(node_events(world, "DryRun")) >= 2), within=10)  # fence + drain
-        await stays_false(lambda: not untouched(world) or uids_on(world) != before, during=1.0)
+        await stays_untouched(world, before)

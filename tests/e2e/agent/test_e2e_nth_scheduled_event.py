@@ -22,6 +22,7 @@ from nth_support import (
     schedule_event,
     set_scheduled_state,
     stays_false,
+    stays_untouched,
     taint_map,
     uids_on,
     untouched,
@@ -76,7 +77,7 @@ async def test_scheduled_event_dry_run_changes_nothing(tmp_path: Path) -> None:
         await until(check(lambda: bool(node_events(world, "ScheduledEvent"))), within=5)
         await until(check(lambda: bool(node_events(world, "DryRun"))), within=act_at - time.time() + 5)
         assert time.time() >= act_at, "the dry run acted before NotBefore - lead time"
-        await stays_false(lambda: not untouched(world) or uids_on(world) != before, during=1.0)
+        await stays_untouched(world, before)
         assert "dry run" in agent.text().lower()
 
 

@@ -10,32 +10,29 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_world import NODE, agent_world, bare_pod, web
+from agent_world import NODE, agent_world, web
 from nth_support import (
+    MIXED_WORKLOADS,
     NTH_TAINT_PREFIX,
     app_pods,
     check,
-    daemonset,
     moved_to_spares,
     node_events,
     pod_events,
     spot_event_id,
     spot_itn,
-    stays_false,
+    stays_untouched,
     taint_map,
     uids_on,
-    untouched,
 )
 
 from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow
 
-WORKLOADS = (web("web", 3), daemonset("node-agent"), bare_pod("lonely"))
-
 
 async def test_spot_itn_taints_cordons_and_drains(tmp_path: Path) -> None:
-    async with agent_world(*WORKLOADS, tmp=tmp_path) as world:
+    async with agent_world(*MIXED_WORKLOADS, tmp=tmp_path) as world:
         agent = await world.start_agent()
         itn = spot_itn(world, lead_seconds=15)
 
@@ -89,7 +86,7 @@ async def test_spot_itn_with_taint_node_adds_the_nth_taint(tmp_path: Path) -> No
 
 
 async def test_spot_itn_dry_run_changes_nothing(tmp_path: Path) -> None:
-    async with agent_world(*WORKLOADS, tmp=tmp_path) as world:
+    async with agent_world(*MIXED_WORKLOADS, tmp=tmp_path) as world:
         before = uids_on(world)
         agent = await world.start_agent(DRY_RUN="true", TAINT_NODE="true")
         spot_itn(world, lead_seconds=15)
@@ -99,7 +96,7 @@ async def test_spot_itn_dry_run_changes_nothing(tmp_path: Path) -> None:
             return len(node_events(world, "DryRun")) >= 2 and bool(pod_events(world, "lonely", "DryRun"))
 
         await until(dry_run_reported, within=15)
-        await stays_false(lambda: not untouched(world) or uids_on(world) != before, during=1.0)
+        await stays_untouched(world, before)
 
         assert node_events(world, "SpotInterruption")
         assert all(pod_events(world, p["metadata"]["name"], "DryRun") for p in app_pods(world, "web"))

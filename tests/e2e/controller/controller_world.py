@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 import signal
 import socket
-import sys
 import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,10 +24,13 @@ from typing import Any
 import orjson
 
 from kubespot.sim.awssim import MotoServer
+from kubespot.sim.awssim.extensions.lifecycle import LifecycleAction
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.conventions import SHUTDOWN_SECONDS
 from kubespot.sim.kubesim.testing import deployment, is_ready, node, until
+from support.kubespot_process import QUICK_ENV, clean_environ, spawn_kubespot
+from support.moto_asg import auto_scaling_group
 
 Obj = dict[str, Any]
 AMI = "ami-12c6146b"
@@ -56,8 +57,9 @@ class ControllerWorld:
     logs: list[Path] = field(default_factory=list)
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBESPOT_", "KUBECONFIG", "AWS_"))}
+        env = clean_environ("KUBESPOT_", "KUBECONFIG", "AWS_")
         env.update(self.aws.env())
+        env.update(QUICK_ENV)
         env.update(
             {
                 "KUBESPOT_KUBECONFIG": str(self.kubesim.kubeconfig_path),
@@ -66,12 +68,6 @@ class ControllerWorld:
                 "KUBESPOT_AWS_REGION": "us-east-1",
                 "KUBESPOT_QUEUE_WAIT_TIME": "1",
                 "KUBESPOT_QUEUE_VISIBILITY_TIMEOUT": "6",
-                "KUBESPOT_DRAIN_SAFETY_MARGIN": "0.5",
-                "KUBESPOT_DRAIN_RETRY_BACKOFF_BASE": "0.05",
-                "KUBESPOT_DRAIN_RETRY_BACKOFF_CAP": "0.3",
-                "KUBESPOT_OBSERVABILITY_EMIT_KUBERNETES_EVENTS": "true",
-                "KUBESPOT_OBSERVABILITY_JSON_LOGGING": "true",
-                "KUBESPOT_OBSERVABILITY_LOG_LEVEL": "debug",
             }
         )
         env.update(extra)
@@ -80,9 +76,7 @@ class ControllerWorld:
     async def start_controller(self, **extra: str) -> asyncio.subprocess.Process:
         log_path = self.tmp / f"controller-{len(self.procs)}.log"
         with log_path.open("wb") as log:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kubespot", "controller", env=self.env(**extra), stdout=log, stderr=log
-            )
+            proc = await spawn_kubespot("controller", env=self.env(**extra), stdout=log, stderr=log)
         self.procs.append(proc)
         self.logs.append(log_path)
 
@@ -126,6 +120,31 @@ class ControllerWorld:
     def state(self, name: str) -> Obj | None:
         raw = (self.node(name)["metadata"].get("annotations") or {}).get(STATE_ANNOTATION)
         return None if raw is None else dict(orjson.loads(raw))
+
+    async def until_handled(self, name: str, *, within: float) -> Obj:
+        """Wait until the queue is empty and node ``name``'s state records ``drained``: the message
+        was handled and deleted; that state."""
+
+        async def handled() -> bool:
+            state = self.state(name) or {}
+            return self.queue_depth() == 0 and state.get("phase") == "drained"
+
+        await until(handled, within=within)
+        state = self.state(name)
+        assert state is not None
+        return state
+
+    async def until_phase(self, name: str, phase: str, *, within: float) -> Obj:
+        """Wait until node ``name``'s state records ``phase``; that state."""
+
+        async def reached() -> bool:
+            state = self.state(name)
+            return state is not None and state["phase"] == phase
+
+        await until(reached, within=within)
+        state = self.state(name)
+        assert state is not None
+        return state
 
     def pods_on(self, name: str) -> list[Obj]:
         return [
@@ -180,6 +199,17 @@ class ControllerWorld:
 
         await until(enough, within=within)
         assert self.node_events(name, reason) == count
+
+    async def assert_drained_once(self, name: str) -> None:
+        """The drain of node ``name`` was reported once: DrainCompleted recorded, and exactly one
+        CordonAndDrain and one DrainStarted (however many messages or replicas saw the event)."""
+
+        async def reported() -> bool:
+            return self.node_events(name, "DrainCompleted") > 0
+
+        await until(reported, within=5)
+        await self.assert_node_events(name, "CordonAndDrain", 1)
+        await self.assert_node_events(name, "DrainStarted", 1)
 
     def log_records(self, index: int | None = None) -> list[Obj]:
         """The JSON log lines of one controller (``index``) or of all of them, parsed."""
@@ -484,19 +514,7 @@ async def asg_controller_world(
     is a topic the queue subscribes to). Start an action with ``aws.start_lifecycle_action``."""
     ec2 = aws.client("ec2")
     asg = aws.client("autoscaling")
-    ec2.create_launch_template(
-        LaunchTemplateName="e2e-nodes", LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"}
-    )
-    asg.create_auto_scaling_group(
-        AutoScalingGroupName=ASG_GROUP,
-        LaunchTemplate={"LaunchTemplateName": "e2e-nodes", "Version": "$Latest"},
-        MinSize=0,
-        MaxSize=instances + 2,
-        DesiredCapacity=instances,
-        AvailabilityZones=[f"{REGION}a"],
-    )
-    group = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[ASG_GROUP])["AutoScalingGroups"][0]
-    ids = sorted(i["InstanceId"] for i in group["Instances"])
+    ids = auto_scaling_group(aws, ASG_GROUP, desired=instances, max_size=instances + 2, template="e2e-nodes")
     ec2.create_tags(Resources=ids, Tags=[{"Key": MANAGED_TAG, "Value": ""}])
     described = [i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
     found = sorted(
@@ -529,3 +547,20 @@ async def asg_controller_world(
             hook["RoleARN"] = f"arn:aws:iam::{ACCOUNT}:role/e2e-asg-notify"
         asg.put_lifecycle_hook(**hook)
         yield world
+
+
+def lifecycle_action(aws: MotoServer, token: str) -> LifecycleAction:
+    """The lifecycle action started with ``token``, as moto has it now."""
+    return next(a for a in aws.lifecycle_actions() if a.token == token)
+
+
+async def until_completed(aws: MotoServer, token: str, *, within: float) -> LifecycleAction:
+    """Wait until the lifecycle action ``token`` is completed; the action then."""
+
+    async def done() -> LifecycleAction | None:
+        action = lifecycle_action(aws, token)
+        return action if action.completed_at is not None else None
+
+    found = await until(done, within=within)
+    assert found is not None
+    return found

@@ -26,13 +26,9 @@ async def test_spot_warning_fences_drains_and_deletes_the_message(aws: MotoServe
 
         await until(emptied, within=30)
 
-        async def drained() -> bool:  # recorded just after the drain saw the last pod go
-            state = world.state(target.node_name)
-            return state is not None and state["phase"] == "drained"
-
-        await until(drained, within=10)
-        state = world.state(target.node_name)
-        assert state is not None and state["kind"] == "spot-itn"
+        # Recorded just after the drain saw the last pod go.
+        state = await world.until_phase(target.node_name, "drained", within=10)
+        assert state["kind"] == "spot-itn"
 
         async def deleted() -> bool:
             return world.queue_depth() == 0

@@ -23,6 +23,8 @@ from controller_world import (
     ControllerWorld,
     Instance,
     asg_controller_world,
+    lifecycle_action,
+    until_completed,
     workload,
 )
 
@@ -33,10 +35,6 @@ from kubespot.sim.kubesim.testing import node, until
 pytestmark = pytest.mark.slow
 
 LAUNCH_HOOK = "e2e-launch"
-
-
-def _action(aws: MotoServer, token: str) -> LifecycleAction:
-    return next(a for a in aws.lifecycle_actions() if a.token == token)
 
 
 def _scale_out(world: ControllerWorld, *, timeout: int) -> tuple[Instance, LifecycleAction]:
@@ -79,15 +77,11 @@ async def test_launch_action_completed_once_the_node_is_ready(aws: MotoServer, t
         await world.start_controller()
         inst, action = _scale_out(world, timeout=300)
         await asyncio.sleep(3)  # the instance boots: the controller waits for its node meanwhile
-        assert _action(aws, action.token).completed_at is None, "completed before the node joined"
+        assert lifecycle_action(aws, action.token).completed_at is None, "completed before the node joined"
         joined = time.time()
         _join(world, inst)
 
-        async def completed() -> bool:
-            return _action(aws, action.token).completed_at is not None
-
-        await until(completed, within=20)
-        done = _action(aws, action.token)
+        done = await until_completed(aws, action.token, within=20)
         assert (done.result, done.completed_by) == ("CONTINUE", "CompleteLifecycleAction")
         assert done.completed_at is not None and done.completed_at >= joined
 
@@ -114,5 +108,5 @@ async def test_a_node_never_ready_is_left_to_the_hook_timeout(aws: MotoServer, t
             return world.queue_depth() == 0
 
         await until(deleted, within=15)
-        done = _action(aws, action.token)  # moto applies the timeout when the actions are read
+        done = lifecycle_action(aws, action.token)  # moto applies the timeout when the actions are read
         assert (done.result, done.completed_by) == ("ABANDON", "timeout")

@@ -12,17 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
-from controller_world import ASG_GROUP, ControllerWorld, asg_controller_world, workload
+from controller_world import (
+    ASG_GROUP,
+    ControllerWorld,
+    asg_controller_world,
+    lifecycle_action,
+    until_completed,
+    workload,
+)
 
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.awssim.extensions.lifecycle import LifecycleAction
 from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow
-
-
-def _action(aws: MotoServer, token: str) -> LifecycleAction:
-    return next(a for a in aws.lifecycle_actions() if a.token == token)
 
 
 async def _last_pod_left(world: ControllerWorld, node: str, stop: asyncio.Event) -> float:
@@ -34,16 +36,6 @@ async def _last_pod_left(world: ControllerWorld, node: str, stop: asyncio.Event)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 0.02)
     return last
-
-
-async def _completed(aws: MotoServer, token: str, within: float) -> LifecycleAction:
-    async def done() -> LifecycleAction | None:
-        action = _action(aws, token)
-        return action if action.completed_at is not None else None
-
-    found = await until(done, within=within)
-    assert found is not None
-    return found
 
 
 @pytest.mark.parametrize("delivery", ["eventbridge", "direct", "sns"])
@@ -60,7 +52,7 @@ async def test_lifecycle_action_completed_after_the_pods_are_gone(
         sampler = asyncio.create_task(_last_pod_left(world, target.node_name, stop))
         action = aws.start_lifecycle_action(ASG_GROUP, target.instance_id, decrement_desired_capacity=True)
         try:
-            done = await _completed(aws, action.token, within=20)
+            done = await until_completed(aws, action.token, within=20)
         finally:
             stop.set()
         last_pod = await sampler
@@ -87,7 +79,7 @@ async def test_heartbeats_while_a_slow_drain_runs(aws: MotoServer, tmp_path: Pat
         target = world.instances[0]
         await world.start_controller(HEARTBEAT_INTERVAL="1")
         action = aws.start_lifecycle_action(ASG_GROUP, target.instance_id, decrement_desired_capacity=True)
-        done = await _completed(aws, action.token, within=25)
+        done = await until_completed(aws, action.token, within=25)
         assert done.result == "CONTINUE"
         assert len(done.heartbeats) >= 2, done.heartbeats
         assert done.completed_at is not None
@@ -110,5 +102,5 @@ async def test_lifecycle_dry_run_changes_nothing(aws: MotoServer, tmp_path: Path
         assert not world.fenced(target.node_name) and world.state(target.node_name) is None
         assert {p["metadata"]["name"] for p in world.pods_on(target.node_name)} == pods_before
         # Completing the action would terminate the instance: a dry run must leave it waiting.
-        after = _action(aws, action.token)
+        after = lifecycle_action(aws, action.token)
         assert after.completed_at is None, f"dry run completed the lifecycle action ({after.completed_by})"

@@ -16,7 +16,6 @@ from controller_world import controller_world, workload
 
 from kubespot.aws.bootstrap import RULE_KINDS
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow
 
@@ -53,12 +52,7 @@ async def test_capacity_reservation_warning_drains_the_node_by_its_termination_t
         )
         assert put["FailedEntryCount"] == 0
 
-        async def drained() -> bool:
-            state = world.state(target.node_name) or {}
-            return world.queue_depth() == 0 and state.get("phase") == "drained"
-
-        await until(drained, within=20)
-        state = world.state(target.node_name) or {}
+        state = await world.until_handled(target.node_name, within=20)
         assert state["kind"] == "spot-itn"
         assert datetime.fromisoformat(state["deadline"]) == terminates
         assert world.fenced(target.node_name) and not world.pods_on(target.node_name)

@@ -9,7 +9,6 @@ import pytest
 from controller_world import controller_world, spot_warning, workload
 
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow
 
@@ -22,20 +21,11 @@ async def test_three_copies_of_one_message_act_once(aws: MotoServer, tmp_path: P
         for _ in range(3):
             world.send(message)
 
-        async def done() -> bool:
-            state = world.state(target.node_name) or {}
-            return world.queue_depth() == 0 and state.get("phase") == "drained"
-
-        await until(done, within=20)
+        await world.until_handled(target.node_name, within=20)
         assert not world.pods_on(target.node_name)
 
-        async def recorded() -> bool:
-            return world.node_events(target.node_name, "DrainCompleted") > 0
-
-        await until(recorded, within=5)
+        await world.assert_drained_once(target.node_name)
         await world.assert_node_events(target.node_name, "SpotInterruption", 1)
-        await world.assert_node_events(target.node_name, "CordonAndDrain", 1)
-        await world.assert_node_events(target.node_name, "DrainStarted", 1)
         # Each copy was handled (and deleted), and only the first started anything.
         done_lines = [
             r

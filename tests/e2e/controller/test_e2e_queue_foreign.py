@@ -54,11 +54,7 @@ async def test_untagged_node_is_handled_without_the_tag_check(aws: MotoServer, t
         await world.start_controller(CHECK_TAG_BEFORE_DRAINING="false")
         world.send(spot_warning(target.instance_id))
 
-        async def done() -> bool:
-            state = world.state(target.node_name) or {}
-            return world.queue_depth() == 0 and state.get("phase") == "drained"
-
-        await until(done, within=20)
+        await world.until_handled(target.node_name, within=20)
         assert world.fenced(target.node_name) and not world.pods_on(target.node_name)
 
 

@@ -19,17 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_world import ASG_GROUP, ASG_HOOK, ControllerWorld, asg_controller_world, workload
+from controller_world import (
+    ASG_GROUP,
+    ASG_HOOK,
+    ControllerWorld,
+    asg_controller_world,
+    lifecycle_action,
+    until_completed,
+    workload,
+)
 
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.awssim.extensions.lifecycle import LifecycleAction
 from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow
-
-
-def _action(aws: MotoServer, token: str) -> LifecycleAction:
-    return next(a for a in aws.lifecycle_actions() if a.token == token)
 
 
 def _with_empty_dir(obj: dict[str, Any]) -> dict[str, Any]:
@@ -50,14 +53,10 @@ async def test_a_refused_drain_leaves_the_lifecycle_action_waiting(aws: MotoServ
         await world.start_controller(KUBESPOT_DRAIN_DELETE_LOCAL_DATA="false")
         action = aws.start_lifecycle_action(ASG_GROUP, target.instance_id, decrement_desired_capacity=True)
 
-        async def failed() -> bool:
-            state = world.state(target.node_name)
-            return state is not None and state["phase"] == "drain-failed"
-
-        await until(failed, within=20)
+        await world.until_phase(target.node_name, "drain-failed", within=20)
         await _message_gone(world, within=15)
         await asyncio.sleep(0.5)  # a completion would follow the message's end at once
-        after = _action(aws, action.token)
+        after = lifecycle_action(aws, action.token)
         assert after.completed_at is None, f"a refused drain completed the action ({after.completed_by})"
         assert world.pods_on(target.node_name), "the refused pods stay"
         assert world.fenced(target.node_name)
@@ -71,12 +70,8 @@ async def test_a_failed_completion_keeps_the_message_and_is_retried(aws: MotoSer
         await world.start_controller(KUBESPOT_AWS_MAX_ATTEMPTS="1")
         action = aws.start_lifecycle_action(ASG_GROUP, target.instance_id, decrement_desired_capacity=True)
 
-        async def completed() -> bool:
-            return _action(aws, action.token).completed_at is not None
-
         # The first try is refused; the message comes back after its visibility timeout (6 s).
-        await until(completed, within=30)
-        done = _action(aws, action.token)
+        done = await until_completed(aws, action.token, within=30)
         assert (done.result, done.completed_by) == ("CONTINUE", "CompleteLifecycleAction")
         assert "AccessDeniedException" in world.log_text()
         await _message_gone(world, within=15)
@@ -89,7 +84,7 @@ async def test_heartbeats_stop_once_the_action_is_gone(aws: MotoServer, tmp_path
         action = aws.start_lifecycle_action(ASG_GROUP, target.instance_id, decrement_desired_capacity=True)
 
         async def beating() -> bool:
-            return len(_action(aws, action.token).heartbeats) >= 1
+            return len(lifecycle_action(aws, action.token).heartbeats) >= 1
 
         await until(beating, within=15)
         # Someone else (an operator, another tool) completes the action while the drain runs.
@@ -122,10 +117,6 @@ async def test_not_a_node_here_completes_the_action_when_asked_to_delete(
         await world.start_controller(DELETE_SQS_MSG_IF_NODE_NOT_FOUND="true")
         action = aws.start_lifecycle_action(ASG_GROUP, gone.instance_id, decrement_desired_capacity=True)
 
-        async def completed() -> bool:
-            return _action(aws, action.token).completed_at is not None
-
-        await until(completed, within=15)
-        done = _action(aws, action.token)
+        done = await until_completed(aws, action.token, within=15)
         assert (done.result, done.completed_by) == ("CONTINUE", "CompleteLifecycleAction")
         await _message_gone(world, within=10)

@@ -10,7 +10,6 @@ import pytest
 from controller_world import controller_world, free_port, http_get, metric_value, spot_warning, workload
 
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.kubesim.testing import until
 
 pytestmark = pytest.mark.slow
 
@@ -27,11 +26,7 @@ async def test_metrics_count_queue_interruptions(aws: MotoServer, tmp_path: Path
         world.send("not json")
         world.send(spot_warning(target.instance_id))
 
-        async def done() -> bool:
-            state = world.state(target.node_name) or {}
-            return world.queue_depth() == 0 and state.get("phase") == "drained"
-
-        await until(done, within=20)
+        await world.until_handled(target.node_name, within=20)
         text = await http_get(f"http://127.0.0.1:{port}/metrics")
         assert metric_value(text, "kubespot_interruptions_total", kind="spot-itn", source="sqs") == 1
         assert metric_value(text, "kubespot_interruptions_total", source="imds") == 0

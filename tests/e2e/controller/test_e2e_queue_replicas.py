@@ -30,11 +30,7 @@ async def test_two_replicas_act_once_per_node(aws: MotoServer, tmp_path: Path) -
         await until(taken, within=10)
         world.send(message)
 
-        async def done() -> bool:
-            state = world.state(target.node_name) or {}
-            return world.queue_depth() == 0 and state.get("phase") == "drained"
-
-        await until(done, within=20)
+        await world.until_handled(target.node_name, within=20)
         assert not world.pods_on(target.node_name)
         handled_by = [
             index
@@ -46,11 +42,6 @@ async def test_two_replicas_act_once_per_node(aws: MotoServer, tmp_path: Path) -
         ]
         assert handled_by == [0, 1], "each replica handled one copy"
 
-        async def recorded() -> bool:
-            return world.node_events(target.node_name, "DrainCompleted") > 0
-
-        await until(recorded, within=5)
-        await world.assert_node_events(target.node_name, "CordonAndDrain", 1)
-        await world.assert_node_events(target.node_name, "DrainStarted", 1)
+        await world.assert_drained_once(target.node_name)
         for other in world.instances[1:]:
             assert not world.fenced(other.node_name)

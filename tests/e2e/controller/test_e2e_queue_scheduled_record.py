@@ -126,12 +126,7 @@ async def test_replicas_rearm_from_the_node_and_act_once(aws: MotoServer, tmp_pa
 
         await until(done, within=25)
 
-        async def reported() -> bool:
-            return world.node_events(target.node_name, "DrainCompleted") > 0
-
-        await until(reported, within=5)
-        await world.assert_node_events(target.node_name, "CordonAndDrain", 1)
-        await world.assert_node_events(target.node_name, "DrainStarted", 1)
+        await world.assert_drained_once(target.node_name)
         for other in world.instances[1:]:
             assert not world.fenced(other.node_name)
 

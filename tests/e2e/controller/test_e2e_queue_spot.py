@@ -20,11 +20,7 @@ async def test_spot_warning_with_nth_taint(aws: MotoServer, tmp_path: Path) -> N
         await world.start_controller(TAINT_NODE="true")
         world.send(spot_warning(target.instance_id))
 
-        async def done() -> bool:
-            state = world.state(target.node_name) or {}
-            return world.queue_depth() == 0 and state.get("phase") == "drained"
-
-        await until(done, within=20)
+        await world.until_handled(target.node_name, within=20)
         taints = {t["key"] for t in world.node(target.node_name)["spec"]["taints"]}
         assert {"kubespot.io/spot-itn", "aws-node-termination-handler/spot-itn"} <= taints
         assert not world.pods_on(target.node_name)

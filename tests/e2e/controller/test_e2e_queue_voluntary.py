@@ -12,10 +12,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from controller_world import ASG_GROUP, asg_controller_world, workload
+from controller_world import ASG_GROUP, asg_controller_world, lifecycle_action, until_completed, workload
 
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.kubesim.testing import pdb, until
+from kubespot.sim.kubesim.testing import pdb
 
 pytestmark = pytest.mark.slow
 
@@ -28,15 +28,11 @@ async def test_a_scale_in_respects_the_budget_to_the_end(aws: MotoServer, tmp_pa
         await world.start_controller(KUBESPOT_DRAIN_NODE_TERMINATION_GRACE_PERIOD="4")
         action = aws.start_lifecycle_action(ASG_GROUP, target.instance_id, decrement_desired_capacity=True)
 
-        async def draining() -> bool:
-            state = world.state(target.node_name)
-            return state is not None and state["phase"] == "draining"
-
-        await until(draining, within=15)
+        await world.until_phase(target.node_name, "draining", within=15)
         await asyncio.sleep(8)  # twice the would-be window: nothing may be forced meanwhile
         assert len(world.pods_on(target.node_name)) == 2, "a budget-blocked pod was removed"
         assert "deleted gracefully (pdb_deadline_action=delete)" not in world.log_text()
-        current = next(a for a in aws.lifecycle_actions() if a.token == action.token)
+        current = lifecycle_action(aws, action.token)
         assert current.completed_at is None, "the hook was completed while the budget held the pods"
         state = world.state(target.node_name)
         assert state is not None and state["phase"] == "draining"
@@ -48,11 +44,6 @@ async def test_a_scale_in_respects_the_budget_to_the_end(aws: MotoServer, tmp_pa
         assert budgets is not None
         world.kubesim.store.delete(budgets, "default", "web")
 
-        async def completed() -> bool:
-            done = next(a for a in aws.lifecycle_actions() if a.token == action.token)
-            return done.completed_at is not None
-
-        await until(completed, within=40)
+        done = await until_completed(aws, action.token, within=40)
         assert not world.pods_on(target.node_name)
-        done = next(a for a in aws.lifecycle_actions() if a.token == action.token)
         assert done.result == "CONTINUE"

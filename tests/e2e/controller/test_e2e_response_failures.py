@@ -6,7 +6,6 @@ stops the controller at start-up (exit 2), naming the setting."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from response_world import (
 
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.testing import until
+from support.kubespot_process import spawn_kubespot
 
 pytestmark = pytest.mark.slow
 
@@ -86,9 +86,7 @@ async def test_a_quarantine_group_that_exists_nowhere_stops_the_start(
             KUBESPOT_ISOLATION_ENABLED="true", KUBESPOT_ISOLATION_QUARANTINE_GROUP="sg-0000000000000dead"
         )
         with log_path.open("wb") as log:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "kubespot", "controller", env=env, stdout=log, stderr=log
-            )
+            proc = await spawn_kubespot("controller", env=env, stdout=log, stderr=log)
         assert await asyncio.wait_for(proc.wait(), 30) == 2
         text = log_path.read_text(errors="replace")
         assert (

@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from kubespot.actions.drain import DrainResult, drain_node
 from kubespot.config.drain import DrainSettings
 from kubespot.config.kube import KubeSettings
-from kubespot.kube import KubeClient, connect
+from kubespot.kube import EventRecorder, KubeClient, connect
 from kubespot.model.clock import SystemClock
 from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.app import KubeSim
@@ -88,6 +89,28 @@ class Env:
     @staticmethod
     def deadline(seconds: float) -> datetime:
         return CLOCK.now() + timedelta(seconds=seconds)
+
+    async def drain(
+        self,
+        deadline: float | datetime,
+        settings: DrainSettings = QUICK,
+        *,
+        events: bool = False,
+        **options: Any,
+    ) -> DrainResult:
+        """The real drain engine on node-a over HTTP, due at ``deadline`` (or that many seconds from
+        now); ``events``: with a Kubernetes events recorder (unless ``options`` give one);
+        ``options``: drain_node's other arguments."""
+        if events:
+            options.setdefault("recorder", EventRecorder(kube=self.kube))
+        return await drain_node(
+            NODE,
+            kube=self.kube,
+            settings=settings,
+            deadline=deadline if isinstance(deadline, datetime) else self.deadline(deadline),
+            clock=CLOCK,
+            **options,
+        )
 
 
 @asynccontextmanager

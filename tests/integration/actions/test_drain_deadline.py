@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from kubespot.actions.drain import Outcome, drain_node
-from kubespot.kube import EventRecorder
+from kubespot.actions.drain import Outcome
 from kubespot.sim.kubesim.testing import deployment, pdb
 
-from .conftest import CLOCK, NODE, QUICK, Env, drain_env, template
+from .conftest import NODE, QUICK, Env, drain_env, template
 
 
 def _stuck() -> list[dict]:
@@ -22,14 +21,7 @@ def _stuck() -> list[dict]:
 async def test_pdb_that_never_allows_eviction_is_deleted_at_the_deadline() -> None:
     async with drain_env(*_stuck()) as env:
         deadline = Env.deadline(4)
-        result = await drain_node(
-            NODE,
-            kube=env.kube,
-            settings=QUICK,
-            deadline=deadline,
-            clock=CLOCK,
-            recorder=EventRecorder(kube=env.kube),
-        )
+        result = await env.drain(deadline, events=True)
         (db,) = result.pods
         assert db.outcome is Outcome.DELETED_AT_DEADLINE, db
         assert db.blocked > 0
@@ -44,9 +36,7 @@ async def test_pdb_that_never_allows_eviction_is_deleted_at_the_deadline() -> No
 async def test_pdb_that_never_allows_eviction_is_left_running_with_keep() -> None:
     async with drain_env(*_stuck()) as env:
         settings = dataclasses.replace(QUICK, pdb_deadline_action="keep")
-        result = await drain_node(
-            NODE, kube=env.kube, settings=settings, deadline=Env.deadline(2), clock=CLOCK
-        )
+        result = await env.drain(2, settings)
         (db,) = result.pods
         assert db.outcome is Outcome.STILL_RUNNING
         assert db.blocked > 1 and db.gone_at is None
@@ -59,7 +49,7 @@ async def test_grace_period_is_cut_to_finish_before_the_deadline() -> None:
     # The app would use all of its 30 s grace period; the node has 3 s left.
     async with drain_env(template(deployment("slow", 2, grace=30), shutdown=30)) as env:
         deadline = Env.deadline(3)
-        result = await drain_node(NODE, kube=env.kube, settings=QUICK, deadline=deadline, clock=CLOCK)
+        result = await env.drain(deadline)
         assert all(p.outcome is Outcome.EVICTED for p in result.pods)
         assert all(p.grace_seconds is not None and p.grace_seconds <= 2 for p in result.pods)
         assert all(p.gone_at is not None and p.gone_at <= deadline for p in result.pods)
@@ -72,7 +62,7 @@ async def test_critical_pods_leave_after_the_others_are_gone() -> None:
         template(deployment("dns", 2, namespace="kube-system"), priority_class="system-cluster-critical"),
     ]
     async with drain_env(*objects, expect_pods=5) as env:
-        result = await drain_node(NODE, kube=env.kube, settings=QUICK, deadline=Env.deadline(15), clock=CLOCK)
+        result = await env.drain(15)
         assert result.emptied
         web = [p for p in result.pods if p.name.startswith("web-")]
         dns = [p for p in result.pods if p.name.startswith("dns-")]
@@ -85,16 +75,14 @@ async def test_empty_dir_pods_refuse_the_drain_unless_local_data_may_go() -> Non
     objects = [template(deployment("cache", 1), empty_dir=True), deployment("web", 1)]
     async with drain_env(*objects, expect_pods=2) as env:
         keep_data = dataclasses.replace(QUICK, delete_local_data=False)
-        refused = await drain_node(
-            NODE, kube=env.kube, settings=keep_data, deadline=Env.deadline(5), clock=CLOCK
-        )
+        refused = await env.drain(5, keep_data)
         assert refused.refused and not refused.emptied
         by = {p.name.split("-")[0]: p.outcome for p in refused.pods}
         assert by == {"cache": Outcome.REFUSED, "web": Outcome.STILL_RUNNING}
         assert len(env.pods(NODE)) == 2
         assert not any(p["metadata"].get("deletionTimestamp") for p in env.pods(NODE))
 
-        drained = await drain_node(NODE, kube=env.kube, settings=QUICK, deadline=Env.deadline(5), clock=CLOCK)
+        drained = await env.drain(5)
         assert drained.emptied
         assert {p.outcome for p in drained.pods} == {Outcome.EVICTED}
 
@@ -106,15 +94,7 @@ async def test_dry_run_changes_nothing_and_says_so_in_events() -> None:
     ]
     async with drain_env(*objects, expect_pods=2) as env:
         before = {p["metadata"]["uid"]: p["metadata"]["resourceVersion"] for p in env.pods(NODE)}
-        result = await drain_node(
-            NODE,
-            kube=env.kube,
-            settings=QUICK,
-            deadline=Env.deadline(5),
-            clock=CLOCK,
-            dry_run=True,
-            recorder=EventRecorder(kube=env.kube),
-        )
+        result = await env.drain(5, events=True, dry_run=True)
         assert result.dry_run and result.ok and not result.emptied
         assert {p.outcome for p in result.pods} == {Outcome.WOULD_EVICT}
         after = {p["metadata"]["uid"]: p["metadata"]["resourceVersion"] for p in env.pods(NODE)}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from kubespot.actions.drain import Outcome, drain_node
+from kubespot.actions.drain import Outcome
 from kubespot.kube import NodeView, Taint
 from kubespot.sim.kubesim.testing import deployment, pdb
 
-from .conftest import CLOCK, NODE, QUICK, Env, drain_env
+from .conftest import NODE, drain_env
 
 SPOT = Taint("kubespot.io/spot-itn", "NoSchedule", "evt-1")
 
@@ -53,7 +53,7 @@ async def test_drain_rides_out_500_and_503_bursts() -> None:
         env.sim.faults.add(verb="list", resource="pods", error_rate=1.0, error_code=500, remaining=2)
         env.sim.faults.add(resource="pods/eviction", error_rate=1.0, error_code=503, remaining=4)
         env.sim.faults.add(verb="watch", resource="pods", error_rate=1.0, error_code=500, remaining=1)
-        result = await drain_node(NODE, kube=env.kube, settings=QUICK, deadline=Env.deadline(15), clock=CLOCK)
+        result = await env.drain(15)
         assert result.emptied, result.to_dict()
         assert {p.outcome for p in result.pods} == {Outcome.EVICTED}
         assert env.pods(NODE) == []

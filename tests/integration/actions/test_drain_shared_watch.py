@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from kubespot.actions.drain import Outcome, drain_node
+from kubespot.actions.drain import Outcome
 from kubespot.sim.kubesim.testing import deployment, namespace, pdb
 
-from .conftest import CLOCK, NODE, QUICK, Env, drain_env, template
+from .conftest import drain_env, template
 
 
 async def test_a_drain_over_the_shared_pod_watch_sees_every_pod_leave() -> None:
@@ -16,7 +16,7 @@ async def test_a_drain_over_the_shared_pod_watch_sees_every_pod_leave() -> None:
     ]
     async with drain_env(*objects, expect_pods=4) as env:
         env.kube.share_pod_watch()
-        result = await drain_node(NODE, kube=env.kube, settings=QUICK, deadline=Env.deadline(20), clock=CLOCK)
+        result = await env.drain(20)
         assert result.emptied, result.to_dict()
         assert {p.outcome for p in result.pods} == {Outcome.EVICTED}
         assert all(p.gone_at is not None for p in result.pods)

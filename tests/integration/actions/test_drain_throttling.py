@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any
 
 from kubespot.actions.drain import Outcome, drain_node
-from kubespot.kube import EventRecorder, KubeClient
+from kubespot.kube import KubeClient
 from kubespot.sim.kubesim.testing import deployment, pdb, until
 
 from .conftest import CLOCK, NODE, QUICK, Env, drain_env, template
@@ -38,14 +38,7 @@ async def test_throttled_eviction_at_the_deadline_is_sent_again_after_retry_afte
     async with drain_env(template(deployment("web", 1, grace=2), shutdown=0.2)) as env:
         env.sim.faults.add(_apf(1))
         started = CLOCK.now()
-        result = await drain_node(
-            NODE,
-            kube=env.kube,
-            settings=dataclasses.replace(QUICK, safety_margin=2.0),
-            deadline=Env.deadline(3),
-            clock=CLOCK,
-            recorder=EventRecorder(kube=env.kube),
-        )
+        result = await env.drain(3, dataclasses.replace(QUICK, safety_margin=2.0), events=True)
         (web,) = result.pods
         assert web.outcome is Outcome.EVICTED, web
         assert (web.blocked, web.throttled, web.attempts) == (0, 1, 2)
@@ -64,14 +57,7 @@ async def test_throttling_neither_counts_as_refusal_nor_spends_the_budget_backof
     ]
     async with drain_env(*objects) as env:
         env.sim.faults.add(_apf(2))
-        result = await drain_node(
-            NODE,
-            kube=env.kube,
-            settings=QUICK,
-            deadline=Env.deadline(4),
-            clock=CLOCK,
-            recorder=EventRecorder(kube=env.kube),
-        )
+        result = await env.drain(4, events=True)
         (db,) = result.pods
         assert db.outcome is Outcome.DELETED_AT_DEADLINE, db
         assert db.throttled == 2 and db.blocked == db.attempts - 2 and db.blocked > 0
@@ -83,9 +69,7 @@ async def test_throttling_neither_counts_as_refusal_nor_spends_the_budget_backof
 async def test_only_throttled_until_the_deadline_is_not_called_a_budget() -> None:
     async with drain_env(template(deployment("web", 1, grace=1), shutdown=0.2)) as env:
         env.sim.faults.add(_apf(100))
-        result = await drain_node(
-            NODE, kube=env.kube, settings=QUICK, deadline=Env.deadline(2.5), clock=CLOCK
-        )
+        result = await env.drain(2.5)
         (web,) = result.pods
         assert web.outcome is Outcome.STILL_RUNNING and web.blocked == 0
         assert web.throttled == web.attempts and 2 <= web.attempts <= 4  # once per Retry-After
@@ -162,13 +146,7 @@ async def test_the_deadline_delete_carries_its_capped_grace_in_the_body() -> Non
         pdb("slow", selector={"matchLabels": {"app": "slow"}}, min_available=1),
     ]
     async with drain_env(*objects) as env:
-        result = await drain_node(
-            NODE,
-            kube=env.kube,
-            settings=dataclasses.replace(QUICK, pdb_deadline_action="delete"),
-            deadline=Env.deadline(3),
-            clock=CLOCK,
-        )
+        result = await env.drain(3, dataclasses.replace(QUICK, pdb_deadline_action="delete"))
         (slow,) = result.pods
         assert slow.outcome in (Outcome.DELETED_AT_DEADLINE, Outcome.GONE), slow
         assert slow.grace_seconds is not None and slow.grace_seconds <= 3, slow
@@ -194,13 +172,7 @@ async def test_throttling_from_the_due_moment_on_does_not_save_a_refused_pod_fro
             env.sim.faults.add(_apf(10_000))
 
         later = asyncio.ensure_future(throttle_later())
-        result = await drain_node(
-            NODE,
-            kube=env.kube,
-            settings=dataclasses.replace(QUICK, pdb_deadline_action="delete"),
-            deadline=Env.deadline(4),
-            clock=CLOCK,
-        )
+        result = await env.drain(4, dataclasses.replace(QUICK, pdb_deadline_action="delete"))
         await later
         (db,) = result.pods
         assert db.blocked > 0 and db.throttled > 0, db

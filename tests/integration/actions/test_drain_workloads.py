@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from kubespot.actions.drain import Outcome, drain_node
+from kubespot.actions.drain import Outcome
 from kubespot.kube import EventRecorder
 from kubespot.sim.kubesim.testing import daemonset, deployment, namespace, pdb, pod, until
 
-from .conftest import CLOCK, NODE, QUICK, Env, drain_env, template
+from .conftest import NODE, drain_env, template
 
 
 def _by_name(result_pods: list, prefix: str) -> list:
@@ -23,9 +23,7 @@ async def test_deployments_behind_pdbs_are_evicted_one_by_one_and_replaced() -> 
     ]
     async with drain_env(*objects, expect_pods=6) as env:
         recorder = EventRecorder(kube=env.kube)
-        result = await drain_node(
-            NODE, kube=env.kube, settings=QUICK, deadline=Env.deadline(20), clock=CLOCK, recorder=recorder
-        )
+        result = await env.drain(20, recorder=recorder)
         assert result.emptied, result.to_dict()
         assert {p.outcome for p in result.pods} == {Outcome.EVICTED}
         assert len(result.pods) == 6
@@ -59,15 +57,7 @@ async def test_daemonset_mirror_finished_and_own_pods_stay_bare_pod_is_deleted()
     ]
     async with drain_env(*objects) as env:
         recorder = EventRecorder(kube=env.kube)
-        result = await drain_node(
-            NODE,
-            kube=env.kube,
-            settings=QUICK,
-            deadline=Env.deadline(10),
-            clock=CLOCK,
-            own_pod=("kube-system", "kubespot-agent"),
-            recorder=recorder,
-        )
+        result = await env.drain(10, own_pod=("kube-system", "kubespot-agent"), recorder=recorder)
         outcome = {p.name: (p.outcome, p.reason) for p in result.pods}
         assert outcome["kube-proxy-node-a"] == (Outcome.SKIPPED, "mirror-pod")
         assert outcome["done"] == (Outcome.SKIPPED, "finished")

@@ -13,7 +13,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,9 +22,10 @@ from aiohttp import web
 
 from kubespot.actions.http_call import HttpCallAction, HttpCalls
 from kubespot.config.http_calls import HttpCall
-from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model import InterruptionEvent, Kind
 from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, Stage
 from support.clocks import RecordingClock
+from support.events import imds_event
 from support.http_receiver import ScriptedReceiver, assert_no_secret_logged, closed_port, serve, until
 
 API_KEY = "dd-api-s3cret-key"
@@ -32,16 +33,13 @@ QUERY_KEY = "qk-s3cret-in-url"
 
 
 def event(*, seconds_left: float | None = 120.0, kind: Kind = Kind.SPOT_INTERRUPTION) -> InterruptionEvent:
-    now = datetime.now(tz=UTC)
-    return InterruptionEvent(
-        id="spot-itn-0001",
-        kind=kind,
-        instance_id="i-0abc",
-        source=Source.IMDS,
-        notice_time=now,
-        act_at=now,
-        deadline=None if seconds_left is None else now + timedelta(seconds=seconds_left),
+    return imds_event(
+        kind,
+        "spot-itn-0001",
+        datetime.now(tz=UTC),
+        deadline_in=seconds_left,
         description='Spot "ITN"',
+        instance_id="i-0abc",
     )
 
 

@@ -28,6 +28,7 @@ from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSumm
 from support.clocks import RecordingClock
 from support.events import spot_itn
 from support.http_receiver import ScriptedReceiver, assert_no_secret_logged, serve, until
+from support.notifiers import RunningNotifier, running
 
 TOKEN = "T000/B000/XXXXtargetsecrettoken"
 HEADER_SECRET = "Bearer file-s3cret-value"
@@ -59,15 +60,9 @@ def receiver() -> AbstractAsyncContextManager[Receiver]:
 
 
 @dataclass
-class Harness:
-    notifier: Notifier
-    clock: RecordingClock
-    deliveries: list[tuple[str, str, str]]
-    results: list[str]
-    task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self.notifier.run())
+class Harness(RunningNotifier[Notifier]):
+    #: (target, event id, result) of every delivery.
+    deliveries: list[tuple[str, str, str]] = field(default_factory=list)
 
     def of(self, target: str) -> list[str]:
         return [r for t, _, r in self.deliveries if t == target]
@@ -86,15 +81,8 @@ async def harness(targets: list[NotifyTarget], *, start: bool = True, **kw: Any)
         rng=lambda: 1.0,
         **kw,
     )
-    h = Harness(notifier, clock, deliveries, results)
-    if start:
-        h.start()
-    try:
+    async with running(Harness(notifier, clock, results, deliveries=deliveries), start=start) as h:
         yield h
-    finally:
-        await notifier.aclose(timeout=1.0)
-        if h.task is not None:
-            await asyncio.gather(h.task, return_exceptions=True)
 
 
 def target(name: str, url: str | None, **kw: Any) -> NotifyTarget:

@@ -28,6 +28,7 @@ from kubespot.model import InterruptionEvent
 from support.clocks import RecordingClock
 from support.events import spot_itn
 from support.http_receiver import ScriptedReceiver, assert_no_secret_logged, closed_port, serve, until
+from support.notifiers import RunningNotifier, running
 
 TOKEN = "T000/B000/XXXXsecretpathtoken"
 HEADER_SECRET = "Bearer hdr-s3cret-value"
@@ -113,31 +114,15 @@ async def forward_proxy() -> AsyncIterator[ForwardProxy]:
         await server.wait_closed()
 
 
-@dataclass
-class Harness:
-    notifier: WebhookNotifier
-    results: list[str]
-    clock: RecordingClock
-    task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self.task = asyncio.create_task(self.notifier.run())
-
-
 @asynccontextmanager
-async def harness(settings: WebhookSettings, *, start: bool = True, **kw: Any) -> AsyncIterator[Harness]:
+async def harness(
+    settings: WebhookSettings, *, start: bool = True, **kw: Any
+) -> AsyncIterator[RunningNotifier[WebhookNotifier]]:
     results: list[str] = []
     clock = RecordingClock()
     notifier = WebhookNotifier(settings, clock=clock, on_result=results.append, rng=lambda: 1.0, **kw)
-    h = Harness(notifier, results, clock)
-    if start:
-        h.start()
-    try:
+    async with running(RunningNotifier(notifier, clock, results), start=start) as h:
         yield h
-    finally:
-        await notifier.aclose(timeout=1.0)
-        if h.task is not None:
-            await asyncio.gather(h.task, return_exceptions=True)
 
 
 def settings(url: str | None = None, **kw: Any) -> WebhookSettings:

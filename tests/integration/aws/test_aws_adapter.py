@@ -24,10 +24,12 @@ from kubespot.aws import (
     LifecycleActionGone,
     LifecycleActions,
     Queue,
+    QueueMessage,
 )
 from kubespot.config.aws import AwsSettings
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.awssim.extensions import lifecycle
+from support.moto_asg import auto_scaling_group
 
 AMI = "ami-12c6146b"
 GROUP = "ng-spot"
@@ -36,6 +38,7 @@ HOOK = "kubespot-terminate"
 
 @pytest.fixture
 async def clients(aws_env: MotoServer) -> AsyncIterator[AwsClients]:
+    """Two attempts per call, where conftest's has one: the retry tests here need one retry."""
     settings = AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=2)
     async with AwsClients(settings) as c:
         yield c
@@ -54,6 +57,23 @@ def _send(aws: MotoServer, url: str, n: int) -> None:
         sqs.send_message_batch(QueueUrl=url, Entries=entries)
 
 
+async def _received(
+    aws: MotoServer, clients: AwsClients, n: int, *, visibility_timeout: int = 30
+) -> tuple[str, Queue, list[QueueMessage]]:
+    """A new queue with ``n`` messages sent, all of them received (in batches of at most ten):
+    its URL, the adapter's queue and the messages."""
+    url = _queue(aws)
+    _send(aws, url, n)
+    queue = Queue(clients, url)
+    got: list[QueueMessage] = []
+    while len(got) < n:
+        batch = await queue.receive(max_messages=10, wait_time=1, visibility_timeout=visibility_timeout)
+        assert batch, "queue ran dry early"
+        assert len(batch) <= 10
+        got.extend(batch)
+    return url, queue, got
+
+
 def _depth(aws: MotoServer, url: str) -> tuple[int, int]:
     return aws.queue_counts(url)
 
@@ -62,15 +82,7 @@ def _depth(aws: MotoServer, url: str) -> tuple[int, int]:
 
 
 async def test_receive_then_delete_in_batches(aws_env: MotoServer, clients: AwsClients) -> None:
-    url = _queue(aws_env)
-    _send(aws_env, url, 25)
-    queue = Queue(clients, url)
-    got = []
-    while len(got) < 25:
-        batch = await queue.receive(max_messages=10, wait_time=1, visibility_timeout=30)
-        assert batch, "queue ran dry early"
-        assert len(batch) <= 10
-        got.extend(batch)
+    url, queue, got = await _received(aws_env, clients, 25)
     assert sorted(json.loads(m.body)["n"] for m in got) == list(range(25))
     now = datetime.now(tz=UTC)
     for m in got:
@@ -84,12 +96,7 @@ async def test_receive_then_delete_in_batches(aws_env: MotoServer, clients: AwsC
 
 
 async def test_concurrent_deletes_are_coalesced(aws_env: MotoServer, clients: AwsClients) -> None:
-    url = _queue(aws_env)
-    _send(aws_env, url, 30)
-    queue = Queue(clients, url)
-    got = []
-    while len(got) < 30:
-        got.extend(await queue.receive(wait_time=1))
+    url, queue, got = await _received(aws_env, clients, 30)
     # Thirty handlers finishing together, each deleting its own message.
     results = await asyncio.gather(*(queue.delete([m]) for m in got))
     assert all(r == [] for r in results)
@@ -113,12 +120,7 @@ async def test_redelivery_counts_up(aws_env: MotoServer, clients: AwsClients) ->
 async def test_extend_keeps_the_message_hidden_and_zero_releases_it(
     aws_env: MotoServer, clients: AwsClients
 ) -> None:
-    url = _queue(aws_env)
-    _send(aws_env, url, 12)
-    queue = Queue(clients, url)
-    got = []
-    while len(got) < 12:
-        got.extend(await queue.receive(wait_time=1, visibility_timeout=2))
+    url, queue, got = await _received(aws_env, clients, 12, visibility_timeout=2)
     assert await queue.extend(got, 30) == []
     assert clients.counts[("sqs", "ChangeMessageVisibilityBatch")] == 2  # 10 + 2
     await asyncio.sleep(2.5)  # past the original 2 s: without the extension they would be back
@@ -132,12 +134,7 @@ async def test_extend_keeps_the_message_hidden_and_zero_releases_it(
 
 
 async def test_stale_receipts_are_reported_per_message(aws_env: MotoServer, clients: AwsClients) -> None:
-    url = _queue(aws_env)
-    _send(aws_env, url, 2)
-    queue = Queue(clients, url)
-    got = []
-    while len(got) < 2:
-        got.extend(await queue.receive(wait_time=1))
+    url, queue, got = await _received(aws_env, clients, 2)
     assert await queue.delete(got[:1]) == []
     bogus = type(got[1])(
         message_id="not-a-message",
@@ -280,27 +277,15 @@ async def test_lookup_errors_reach_every_waiter(aws_env: MotoServer) -> None:
 
 
 def _group(aws: MotoServer) -> list[str]:
-    aws.client("ec2").create_launch_template(
-        LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"}
-    )
-    asg = aws.client("autoscaling")
-    asg.create_auto_scaling_group(
-        AutoScalingGroupName=GROUP,
-        LaunchTemplate={"LaunchTemplateName": "nodes", "Version": "$Latest"},
-        MinSize=0,
-        MaxSize=5,
-        DesiredCapacity=2,
-        AvailabilityZones=[f"{aws.region}a"],
-    )
-    asg.put_lifecycle_hook(
+    ids = auto_scaling_group(aws, GROUP, desired=2)
+    aws.client("autoscaling").put_lifecycle_hook(
         LifecycleHookName=HOOK,
         AutoScalingGroupName=GROUP,
         LifecycleTransition=lifecycle.TERMINATING,
         HeartbeatTimeout=300,
         DefaultResult="ABANDON",
     )
-    group = asg.describe_auto_scaling_groups(AutoScalingGroupNames=[GROUP])["AutoScalingGroups"][0]
-    return sorted(i["InstanceId"] for i in group["Instances"])
+    return ids
 
 
 async def test_heartbeat_and_complete_a_started_action(aws_env: MotoServer, clients: AwsClients) -> None:

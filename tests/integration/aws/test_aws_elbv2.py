@@ -7,7 +7,6 @@ Calls are counted by ``AwsClients.counts`` (every call the adapter makes goes th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,14 +35,6 @@ class ManualClock:
     async def sleep(self, seconds: float) -> None:
         self.t += max(0.0, seconds)
         await asyncio.sleep(0)
-
-
-@pytest.fixture
-async def clients(aws_env: MotoServer) -> AsyncIterator[AwsClients]:
-    """Built as the controller builds them: settings, and credentials from the environment."""
-    settings = AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=1)
-    async with AwsClients(settings) as c:
-        yield c
 
 
 def _vpc(aws: MotoServer) -> str:
@@ -95,14 +86,22 @@ def _delay(aws: MotoServer, arn: str, seconds: int) -> None:
     )
 
 
+def _web_admin_pods(aws: MotoServer, pods_name: str) -> tuple[str, str, str]:
+    """Three target groups: "web" (instances on 80), "admin" (instances on 8443) and ``pods_name``
+    (IP targets on 8080); their ARNs."""
+    return (
+        _group(aws, "web"),
+        _group(aws, "admin", port=8443),
+        _group(aws, pods_name, target_type="ip", port=8080),
+    )
+
+
 # -- the index ------------------------------------------------------------------------------------
 
 
 async def test_index_by_instance_and_by_ip(aws: MotoServer, clients: AwsClients) -> None:
     i1, i2 = _instances(aws, 2)
-    web = _group(aws, "web")
-    admin = _group(aws, "admin", port=8443)
-    pods = _group(aws, "k8s-web-pods", target_type="ip", port=8080)
+    web, admin, pods = _web_admin_pods(aws, "k8s-web-pods")
     _register(aws, web, (i1, None), (i2, None))
     # A port override. (AWS also lets one target be registered on several ports of a group; moto
     # keeps one registration per target id, so that case is not exercised here.)
@@ -218,9 +217,7 @@ async def test_failed_refresh_keeps_the_old_index(aws_env: MotoServer) -> None:
 
 async def test_deregister_one_call_per_target_group(aws: MotoServer, clients: AwsClients) -> None:
     victim, survivor = _instances(aws, 2)
-    web = _group(aws, "web")
-    admin = _group(aws, "admin", port=8443)
-    pods = _group(aws, "pods", target_type="ip", port=8080)
+    web, admin, pods = _web_admin_pods(aws, "pods")
     _register(aws, web, (victim, None), (survivor, None))
     _register(aws, admin, (victim, 9443))
     _register(aws, pods, ("10.0.1.15", 8080), ("10.0.1.16", 8080), ("10.0.2.20", 8080))

@@ -3,22 +3,12 @@ quarantine group, what it had is reported (and can be restored), a wrong group c
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from kubespot.aws import AwsClients, GroupRef, NetworkIsolation, QuarantineGroupError
-from kubespot.config.aws import AwsSettings
 from kubespot.sim.awssim import MotoServer
 
 AMI = "ami-12c6146b"
-
-
-@pytest.fixture
-async def clients(aws_env: MotoServer) -> AsyncIterator[AwsClients]:
-    settings = AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=1)
-    async with AwsClients(settings) as c:
-        yield c
 
 
 class Node:

@@ -5,15 +5,11 @@ an EventBridge rule on a custom bus."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
 from kubespot.aws import AwsClients, EventBridgePublisher, SnsPublisher
 from kubespot.aws.publish import DEFAULT_DETAIL_TYPE
-from kubespot.config.aws import AwsSettings
 from kubespot.sim.awssim import MotoServer
 from support.moto_sqs import received, sqs_queue
 
@@ -22,13 +18,6 @@ SUMMARY: dict[str, Any] = {
     "actions": [{"action": "deregister", "result": "ok", "targets": 3}, {"action": "drain", "result": "ok"}],
     "finished_at": datetime(2025, 3, 1, 12, 0, 5, tzinfo=UTC),
 }
-
-
-@pytest.fixture
-async def clients(aws_env: MotoServer) -> AsyncIterator[AwsClients]:
-    settings = AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=1)
-    async with AwsClients(settings) as c:
-        yield c
 
 
 async def test_sns_summary_reaches_subscribers_filtered_by_kind(aws: MotoServer, clients: AwsClients) -> None:

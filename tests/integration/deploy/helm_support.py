@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,20 +63,31 @@ def values_args(files: Sequence[Path], sets: Mapping[str, str] | None) -> list[s
     return args
 
 
-def template_args(files: Sequence[Path], sets: Mapping[str, str] | None) -> list[str]:
-    return ["template", RELEASE, str(CHART), "--namespace", NS, *values_args(files, sets)]
+def template_args(
+    files: Sequence[Path], sets: Mapping[str, str] | None, kube: str | None = None
+) -> list[str]:
+    """``helm template`` of the release; ``kube`` is the cluster version the chart is rendered for
+    (``--kube-version``, which the chart's ``Capabilities`` checks read), helm's default if None."""
+    version = ["--kube-version", kube] if kube else []
+    return ["template", RELEASE, str(CHART), "--namespace", NS, *values_args(files, sets), *version]
 
 
-def render_text(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> str:
-    return run_helm(helm, *template_args(files, sets)).stdout
+def render_text(
+    helm: str, *files: Path, sets: Mapping[str, str] | None = None, kube: str | None = None
+) -> str:
+    return run_helm(helm, *template_args(files, sets, kube)).stdout
 
 
-def render(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> list[Obj]:
-    return [d for d in yaml.safe_load_all(render_text(helm, *files, sets=sets)) if d]
+def render(
+    helm: str, *files: Path, sets: Mapping[str, str] | None = None, kube: str | None = None
+) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(render_text(helm, *files, sets=sets, kube=kube)) if d]
 
 
-def render_fails(helm: str, *files: Path, sets: Mapping[str, str] | None = None) -> str:
-    res = run_helm(helm, *template_args(files, sets), check=False)
+def render_fails(
+    helm: str, *files: Path, sets: Mapping[str, str] | None = None, kube: str | None = None
+) -> str:
+    res = run_helm(helm, *template_args(files, sets, kube), check=False)
     assert res.returncode != 0, f"helm template should have failed for {files} {sets}"
     return res.stderr
 
@@ -109,6 +121,28 @@ def env_by_name(container: Obj) -> dict[str, Obj]:
 def plain_values(env: Mapping[str, Obj]) -> dict[str, str]:
     """The env entries with a literal ``value`` (no ``valueFrom``)."""
     return {name: e["value"] for name, e in env.items() if "value" in e}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One workload the chart renders (the agent's DaemonSet, the controller's Deployment), read from
+    the rendered objects: its pod spec, its one container, and that container's environment."""
+
+    kind: str
+    name: str | None = None
+
+    def pod_spec(self, objs: list[Obj]) -> Obj:
+        spec: Obj = only(objs, self.kind, self.name)["spec"]["template"]["spec"]
+        return spec
+
+    def container(self, objs: list[Obj]) -> Obj:
+        return one_container(self.pod_spec(objs))
+
+    def env(self, objs: list[Obj]) -> dict[str, Obj]:
+        return env_by_name(self.container(objs))
+
+    def plain_env(self, objs: list[Obj]) -> dict[str, str]:
+        return plain_values(self.env(objs))
 
 
 def resolved_env(objs: list[Obj], env: Mapping[str, Obj], field: Callable[[str, Obj], str]) -> dict[str, str]:

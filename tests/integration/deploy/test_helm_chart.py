@@ -26,15 +26,12 @@ from helm_support import (
     RELEASE,
     Cluster,
     Obj,
+    Workload,
     assert_created,
-    env_by_name,
-    find_helm,
     helm_install,
     kinds,
     kubesim_cluster,
-    one_container,
     only,
-    plain_values,
     render,
     render_fails,
     render_text,
@@ -66,32 +63,13 @@ RBAC_RULES = [
 RBAC_RULES_KEEP = [
     {**r, "verbs": ["get", "list", "watch"]} if r["resources"] == ["pods"] else r for r in RBAC_RULES
 ]
+#: The agent's DaemonSet.
+AGENT = Workload("DaemonSet")
+pod_spec, container, env_of, plain_env = AGENT.pod_spec, AGENT.container, AGENT.env, AGENT.plain_env
 WEBHOOK_URL = "https://hooks.example.com/services/T000/B000/plain-secret-token"
 
 
 # --- helm ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return find_helm()
-
-
-def pod_spec(objs: list[Obj]) -> Obj:
-    spec: Obj = only(objs, "DaemonSet")["spec"]["template"]["spec"]
-    return spec
-
-
-def container(objs: list[Obj]) -> Obj:
-    return one_container(pod_spec(objs))
-
-
-def env_of(objs: list[Obj]) -> dict[str, Obj]:
-    return env_by_name(container(objs))
-
-
-def plain_env(objs: list[Obj]) -> dict[str, str]:
-    return plain_values(env_of(objs))
 
 
 def setting_envs() -> set[str]:

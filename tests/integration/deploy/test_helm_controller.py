@@ -29,15 +29,12 @@ from helm_support import (
     RELEASE,
     Cluster,
     Obj,
+    Workload,
     assert_created,
-    env_by_name,
-    find_helm,
     helm_install,
     kinds,
     kubesim_cluster,
-    one_container,
     only,
-    plain_values,
     render,
     render_fails,
     resolved_env,
@@ -53,6 +50,14 @@ from kubespot.sim.kubesim.testing import node
 NTH_QUEUE = FIXTURES / "nth-queue-values.yaml"
 CONTROLLER_EVERYTHING = FIXTURES / "controller-everything-on.yaml"
 CONTROLLER = f"{RELEASE}-kubespot-controller"
+#: The controller's Deployment.
+CONTROLLER_POD = Workload("Deployment", CONTROLLER)
+pod_spec, container, env_of, plain_env = (
+    CONTROLLER_POD.pod_spec,
+    CONTROLLER_POD.container,
+    CONTROLLER_POD.env,
+    CONTROLLER_POD.plain_env,
+)
 QUEUE_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/prod-kubespot-interruptions"
 ROLE_ARN = "arn:aws:iam::123456789012:role/prod-kubespot-controller"
 IRSA = "eks.amazonaws.com/role-arn"
@@ -125,30 +130,8 @@ DOWNWARD = {"KUBESPOT_POD_NAME": "metadata.name", "KUBESPOT_POD_NAMESPACE": "met
 # --- helm ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return find_helm()
-
-
 def deployment(objs: list[Obj]) -> Obj:
     return only(objs, "Deployment", CONTROLLER)
-
-
-def pod_spec(objs: list[Obj]) -> Obj:
-    spec: Obj = deployment(objs)["spec"]["template"]["spec"]
-    return spec
-
-
-def container(objs: list[Obj]) -> Obj:
-    return one_container(pod_spec(objs))
-
-
-def env_of(objs: list[Obj]) -> dict[str, Obj]:
-    return env_by_name(container(objs))
-
-
-def plain_env(objs: list[Obj]) -> dict[str, str]:
-    return plain_values(env_of(objs))
 
 
 def controller_setting_envs() -> set[str]:

@@ -13,13 +13,11 @@ Deployment takes the top-level pod values; its ServiceAccount is the chart's ful
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from helm_support import (
     CHART,
     FIXTURES,
@@ -27,13 +25,15 @@ from helm_support import (
     RELEASE,
     Cluster,
     Obj,
-    find_helm,
+    Workload,
     kubesim_cluster,
     only,
+    render_fails,
+    resolved_env,
     run_helm,
-    template_args,
     values_args,
 )
+from helm_support import render as render_chart
 
 from kubespot.config.agent import AgentSettings
 from kubespot.config.controller import ControllerSettings
@@ -50,40 +50,21 @@ BASE_TERMS = [
 DEFAULT_IMAGE = "ghcr.io/kubespot/kubespot"
 
 
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return find_helm()
-
-
 def render(helm: str, *files: Path, sets: dict[str, str] | None = None) -> list[Obj]:
-    out = run_helm(helm, *template_args(files, sets), "--kube-version", KUBE).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return render_chart(helm, *files, sets=sets, kube=KUBE)
 
 
 def fails(helm: str, *files: Path, sets: dict[str, str] | None = None, kube: str = KUBE) -> str:
-    res = run_helm(helm, *template_args(files, sets), "--kube-version", kube, check=False)
-    assert res.returncode != 0, f"render should have failed for {files} {sets}"
-    return res.stderr
+    return render_fails(helm, *files, sets=sets, kube=kube)
 
 
 def pod(objs: list[Obj], kind: str) -> Obj:
-    spec: Obj = only(objs, kind)["spec"]["template"]["spec"]
-    return spec
+    return Workload(kind).pod_spec(objs)
 
 
 def env(objs: list[Obj], kind: str) -> dict[str, str]:
     """The container's environment as the process sees it (Downward API faked, Secrets read)."""
-    secrets = {o["metadata"]["name"]: o.get("data", {}) for o in objs if o["kind"] == "Secret"}
-    out: dict[str, str] = {}
-    for e in pod(objs, kind)["containers"][0]["env"]:
-        if "value" in e:
-            out[e["name"]] = e["value"]
-        elif "fieldRef" in e["valueFrom"]:
-            out[e["name"]] = "node-a"
-        else:
-            ref = e["valueFrom"]["secretKeyRef"]
-            out[e["name"]] = base64.b64decode(secrets[ref["name"]][ref["key"]]).decode()
-    return out
+    return resolved_env(objs, Workload(kind).env(objs), lambda _name, _entry: "node-a")
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ both workloads of a release."""
 from __future__ import annotations
 
 import pytest
-from helm_support import Obj, find_helm, only, render
+from helm_support import Obj, Workload, render
 
 from kubespot.config.agent import AgentSettings
 from kubespot.config.controller import ControllerSettings
@@ -21,19 +21,12 @@ SECRETS = {
 }
 
 
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return find_helm()
-
-
 def workload(objs: list[Obj], kind: str) -> Obj:
-    spec: Obj = only(objs, kind)["spec"]["template"]["spec"]
-    return spec
+    return Workload(kind).pod_spec(objs)
 
 
 def env(objs: list[Obj], kind: str) -> dict[str, str]:
-    (c,) = workload(objs, kind)["containers"]
-    return {e["name"]: e["value"] for e in c["env"] if "value" in e}
+    return Workload(kind).plain_env(objs)
 
 
 def loadable(plain: dict[str, str], **identity: str) -> dict[str, str]:

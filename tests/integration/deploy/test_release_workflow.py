@@ -12,16 +12,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from helm_support import CHART, ROOT, find_helm, only, render
+from helm_support import CHART, ROOT, only, render
 
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
-
-
-@pytest.fixture(scope="module")
-def helm() -> str:
-    return find_helm()
 
 
 def workflow() -> dict[Any, Any]:

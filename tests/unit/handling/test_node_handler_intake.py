@@ -6,21 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.kube import KubeError, NodeView
-from kubespot.model import InterruptionEvent, Kind, Source
-from kubespot.model.summary import InterruptionSummary, Stage
-from kubespot.observability.metrics import Metrics
+from kubespot.model import InterruptionEvent, Kind
 from kubespot.records.interruption import STATE_ANNOTATION, decode
 from support import fake_kube
 from support.clocks import ManualClock, settle
+from support.events import imds_event
+from support.node_handler import RecordingNotifier, node_handler
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
@@ -37,60 +34,33 @@ class FakeKube(fake_kube.FakeKube):
         return None if state is None else state.event_id
 
 
-class CountingNotifier:
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.stages: list[tuple[str, str]] = []
-
-    def notify(
-        self,
-        event: InterruptionEvent,
-        *,
-        node_name: str,
-        extra: Mapping[str, Any] | None = None,
-        stage: Stage | None = None,
-        summary: InterruptionSummary | None = None,
-    ) -> None:
-        stage = stage or Stage.STARTED
-        self.stages.append((event.id, stage.value))
-        if stage is Stage.STARTED:
-            self.sent.append(event.id)
-
-
 def make(
     kube: FakeKube,
     clock: ManualClock,
     *,
     boot: datetime | None = None,
-    notifier: CountingNotifier | None = None,
+    notifier: RecordingNotifier | None = None,
 ) -> NodeHandler:
-    return NodeHandler(
-        node_name="n",
-        kube=kube,  # type: ignore[arg-type]  # the fake implements what the handler calls
+    return node_handler(
+        kube,
+        clock,
         actions=NodeActionSettings(rebalance_undo_after=1800),
         monitors=MonitorSettings(rebalance_monitoring=True, asg_lifecycle_draining=True),
-        drain=DrainSettings(),
-        clock=clock,
-        metrics=Metrics(),
         notifier=notifier,
         boot_time=lambda: boot,
     )
 
 
+def fresh() -> tuple[ManualClock, FakeKube, NodeHandler]:
+    """A clock at T0, the fake API with node "n", and that node's handler over them."""
+    clock, kube = ManualClock(T0), FakeKube()
+    return clock, kube, make(kube, clock)
+
+
 def event(
     kind: Kind, ident: str, clock: ManualClock, *, act_in: float = 0.0, deadline_in: float | None = None
 ) -> InterruptionEvent:
-    now = clock.now()
-    return InterruptionEvent(
-        id=ident,
-        kind=kind,
-        instance_id="i-1",
-        source=Source.IMDS,
-        notice_time=now,
-        act_at=now + timedelta(seconds=act_in),
-        deadline=None if deadline_in is None else now + timedelta(seconds=deadline_in),
-        description=ident,
-    )
+    return imds_event(kind, ident, clock.now(), act_in=act_in, deadline_in=deadline_in, description=ident)
 
 
 def withdrawn(ev: InterruptionEvent, clock: ManualClock) -> InterruptionEvent:
@@ -101,8 +71,7 @@ DAY = 86400.0
 
 
 async def test_a_due_asg_termination_is_not_held_back_by_a_pending_scheduled_event() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "retire", clock, act_in=5 * DAY, deadline_in=5 * DAY))
     await settle()
     assert kube.owner is None and h.phase == "pending"
@@ -113,8 +82,7 @@ async def test_a_due_asg_termination_is_not_held_back_by_a_pending_scheduled_eve
 
 
 async def test_a_pending_event_does_not_cancel_a_rebalance_undo() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.REBALANCE_RECOMMENDATION, "rebalance", clock))
     await settle()
     assert kube.owner == "rebalance"
@@ -129,8 +97,7 @@ async def test_a_pending_event_does_not_cancel_a_rebalance_undo() -> None:
 
 
 async def test_withdrawing_the_nearer_of_two_scheduled_events_keeps_the_other() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     far = event(Kind.SCHEDULED_MAINTENANCE, "far", clock, act_in=7200, deadline_in=7500)
     near = event(Kind.SCHEDULED_MAINTENANCE, "near", clock, act_in=3600, deadline_in=3900)
     await h.handle(far)
@@ -144,8 +111,7 @@ async def test_withdrawing_the_nearer_of_two_scheduled_events_keeps_the_other() 
 
 
 async def test_a_rescheduled_event_acts_at_its_new_time() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s", clock, act_in=7200, deadline_in=7500))
     await h.handle(event(Kind.SCHEDULED_MAINTENANCE, "s", clock, act_in=600, deadline_in=900))
     await clock.advance(601)
@@ -156,8 +122,7 @@ async def test_a_rescheduled_event_acts_at_its_new_time() -> None:
 
 
 async def test_an_undo_during_an_api_outage_is_retried_until_it_succeeds() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     sched = event(Kind.SCHEDULED_MAINTENANCE, "s", clock, deadline_in=600)
     await h.handle(sched)
     await settle()
@@ -189,7 +154,7 @@ async def test_after_a_reboot_the_fence_goes_and_the_still_listed_event_does_not
 
 
 async def test_a_resumed_fence_does_not_notify_again() -> None:
-    clock, kube, notifier = ManualClock(T0), FakeKube(), CountingNotifier()
+    clock, kube, notifier = ManualClock(T0), FakeKube(), RecordingNotifier()
     first = make(kube, clock, notifier=notifier)
     spot = event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120)
     await first.handle(spot)
@@ -199,9 +164,12 @@ async def test_a_resumed_fence_does_not_notify_again() -> None:
     await second.resume()
     await second.handle(spot)
     await settle()
-    assert notifier.sent == ["spot"]
+    assert notifier.started() == ["spot"]
     # The first handler finished the event (an empty node drains at once); the second says nothing.
-    assert notifier.stages == [("spot", "started"), ("spot", "finished")]
+    assert [(ident, stage.value) for ident, stage, _ in notifier.sent] == [
+        ("spot", "started"),
+        ("spot", "finished"),
+    ]
     await second.aclose()
 
 
@@ -223,8 +191,7 @@ async def test_a_state_of_an_unknown_kind_is_ignored_not_fatal() -> None:
 
 
 async def test_settled_tells_the_queue_processor_how_each_event_ended() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, _, h = fresh()
     rebalance = event(Kind.REBALANCE_RECOMMENDATION, "rebalance", clock)
     await h.handle(rebalance)
     assert await asyncio.wait_for(h.settled("rebalance"), 1) == Settled.DONE, (
@@ -245,8 +212,7 @@ async def test_settled_tells_the_queue_processor_how_each_event_ended() -> None:
 async def test_an_event_that_loses_the_node_ends_when_the_stronger_one_does() -> None:
     # An Auto Scaling hook superseded by a spot warning must not be completed (CONTINUE) at the
     # takeover: AWS terminates the instance on CONTINUE, cutting the spot drain short (issue 10 review).
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     kube.failures = 1000  # the first fence hangs in retries, so the spot notice arrives mid-work
     await h.handle(event(Kind.ASG_LIFECYCLE, "asg", clock))
     await settle()
@@ -269,19 +235,20 @@ def held(phase: str, holder: str, renewed: datetime) -> str:
     )
 
 
+def held_node(phase: str, holder: str, renewed: datetime) -> NodeView:
+    """Node "n" fenced (cordoned, its state recorded) for event "spot" by ``holder``."""
+    return NodeView("n", unschedulable=True, annotations={STATE_ANNOTATION: held(phase, holder, renewed)})
+
+
 async def test_a_node_another_live_process_is_draining_is_followed_not_drained_again() -> None:
     clock, kube = ManualClock(T0), FakeKube()
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "replica-a", T0)}
-    )
+    kube.node = held_node("draining", "replica-a", T0)
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     await settle()
     assert kube.writes == 0 and h.phase == "following"
     waiting = asyncio.ensure_future(h.settled("spot"))
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("drained", "replica-a", T0)}
-    )
+    kube.node = held_node("drained", "replica-a", T0)
     await clock.advance(3)
     assert await asyncio.wait_for(waiting, 1) == Settled.DONE
     assert kube.writes == 0, "the other process did the work"
@@ -290,9 +257,7 @@ async def test_a_node_another_live_process_is_draining_is_followed_not_drained_a
 
 async def test_a_hold_that_goes_stale_is_taken_over() -> None:
     clock, kube = ManualClock(T0), FakeKube()
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "replica-a", T0)}
-    )
+    kube.node = held_node("draining", "replica-a", T0)
     h = make(kube, clock)
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     for _ in range(20):
@@ -305,7 +270,7 @@ async def test_a_hold_that_goes_stale_is_taken_over() -> None:
 
 async def test_start_retries_an_unreadable_node_and_survives_a_broken_resume() -> None:
     clock, kube = ManualClock(T0), FakeKube()
-    kube.node = NodeView("n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "me", T0)})
+    kube.node = held_node("draining", "me", T0)
     calls = {"n": 0}
     real_get = kube.get_node
 

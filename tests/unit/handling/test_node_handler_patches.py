@@ -14,23 +14,16 @@ from kubespot.handling.node_patches import fence_patch as _fence_patch
 from kubespot.handling.node_patches import undo_patch as _undo_patch
 from kubespot.handling.policy import plan_for
 from kubespot.kube import NodeView, Taint
-from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model import InterruptionEvent, Kind
 from kubespot.records.interruption import STATE_ANNOTATION, UNDONE_ANNOTATION, Phase, decode
+from support.events import imds_event
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 FOREIGN = Taint("team.example/maintenance", "NoSchedule", "x")
 
 
 def event(kind: Kind = Kind.SPOT_INTERRUPTION, ident: str = "spot-itn-1") -> InterruptionEvent:
-    return InterruptionEvent(
-        id=ident,
-        kind=kind,
-        instance_id="i-1",
-        source=Source.IMDS,
-        notice_time=NOW,
-        act_at=NOW,
-        deadline=NOW + timedelta(minutes=2) if kind is Kind.SPOT_INTERRUPTION else None,
-    )
+    return imds_event(kind, ident, NOW, deadline_in=120.0 if kind is Kind.SPOT_INTERRUPTION else None)
 
 
 def apply(node: NodeView, patch: Mapping[str, Any] | None) -> NodeView:

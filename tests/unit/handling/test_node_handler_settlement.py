@@ -14,17 +14,26 @@ import gc
 import weakref
 from datetime import timedelta
 
-from test_node_handler_intake import T0, FakeKube, ManualClock, event, held, make, settle, withdrawn
+from test_node_handler_intake import (
+    T0,
+    FakeKube,
+    ManualClock,
+    event,
+    fresh,
+    held,
+    held_node,
+    make,
+    settle,
+    withdrawn,
+)
 
-from kubespot.config.drain import DrainSettings
-from kubespot.config.imds import MonitorSettings
 from kubespot.config.node import NodeActionSettings
 from kubespot.handling.intake import SETTLED_KEPT
 from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.kube import NodeView
-from kubespot.model import Kind
-from kubespot.observability.metrics import Metrics
+from kubespot.model import InterruptionEvent, Kind
 from kubespot.records.interruption import STATE_ANNOTATION, decode
+from support.node_handler import node_handler
 
 OOS = "node.kubernetes.io/out-of-service"
 
@@ -32,8 +41,7 @@ OOS = "node.kubernetes.io/out-of-service"
 async def test_a_weaker_follow_up_after_a_spot_drain_settles_done_at_once() -> None:
     # EventBridge sends the EC2 "shutting-down" state change after every spot interruption: its
     # effective deadline is not earlier than the spot one, so it never takes the node over.
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     assert await asyncio.wait_for(h.settled("spot"), 1) is Settled.DONE
     await clock.advance(5)
@@ -77,8 +85,7 @@ async def test_a_follow_up_of_a_failed_handling_settles_failed() -> None:
 
 
 async def test_outcomes_and_old_notices_are_bounded() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, _, h = fresh()
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot", clock, deadline_in=120))
     for i in range(SETTLED_KEPT * 3):
         await h.handle(event(Kind.STATE_CHANGE, f"follow-up-{i}", clock))
@@ -91,8 +98,7 @@ async def test_outcomes_and_old_notices_are_bounded() -> None:
 async def test_a_new_interruption_after_the_nodes_event_ended_is_handled_on_its_own() -> None:
     # The instance was stopped (EC2 "stopping"), drained, started again days later on the same Node:
     # a spot warning then is a new interruption, not a follow-up of the old event (issue 10 review).
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     await h.handle(event(Kind.STATE_CHANGE, "stopping", clock, deadline_in=0))
     assert await asyncio.wait_for(h.settled("stopping"), 1) is Settled.DONE
     kube.node = NodeView("n", uid="u")  # an operator uncordoned it; the instance runs again
@@ -134,12 +140,9 @@ async def test_a_deleted_node_settles_what_is_still_awaited_as_gone() -> None:
 async def test_a_live_hold_for_another_event_is_followed() -> None:
     # The agent fenced for its IMDS notice; the controller sees the same interruption from
     # EventBridge under another event id: it must follow, not drain a second time.
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     h.identity = "controller-a"
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "agent", T0)}
-    )
+    kube.node = held_node("draining", "agent", T0)
     h._fence.held_elsewhere = _no_hold  # type: ignore[method-assign]  # only the compare-and-set decides
     await h.handle(event(Kind.SPOT_INTERRUPTION, "spot-from-eventbridge", clock, deadline_in=120))
     await settle()
@@ -154,8 +157,7 @@ async def _no_hold() -> None:
 
 
 async def test_a_renewal_does_not_overwrite_a_hold_another_process_took() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = make(kube, clock)
+    clock, kube, h = fresh()
     h.identity = "me"
     state = decode(held("draining", "me", T0))
     assert state is not None
@@ -166,9 +168,7 @@ async def test_a_renewal_does_not_overwrite_a_hold_another_process_took() -> Non
     mine = decode(kube.node.annotations[STATE_ANNOTATION])
     assert mine is not None and mine.renewed == T0 + timedelta(seconds=10), "renewed while held"
     # Another process took the node over (our mark looked stale to it): the next renewal sees it.
-    kube.node = NodeView(
-        "n", unschedulable=True, annotations={STATE_ANNOTATION: held("draining", "other", clock.now())}
-    )
+    kube.node = held_node("draining", "other", clock.now())
     await clock.advance(10)
     theirs = decode(kube.node.annotations[STATE_ANNOTATION])
     assert theirs is not None and theirs.holder == "other"
@@ -193,26 +193,21 @@ async def test_shutdown_releases_the_hold_so_the_next_process_takes_over_at_once
     assert kube.node.unschedulable, "the fence stays"
 
 
-def out_of_service_handler(kube: FakeKube, clock: ManualClock) -> NodeHandler:
-    return NodeHandler(
-        node_name="n",
-        kube=kube,  # type: ignore[arg-type]
-        actions=NodeActionSettings(enable_out_of_service_taint=True),
-        monitors=MonitorSettings(),
-        drain=DrainSettings(),
-        clock=clock,
-        metrics=Metrics(),
-    )
+async def drained_for(code: str) -> tuple[ManualClock, FakeKube, NodeHandler, InterruptionEvent]:
+    """A handler with the out-of-service taint on, after it handled (done) a scheduled event with
+    IMDS code ``code``: the clock, the fake API, the handler and the event."""
+    clock, kube = ManualClock(T0), FakeKube()
+    h = node_handler(kube, clock, actions=NodeActionSettings(enable_out_of_service_taint=True))
+    scheduled = event(Kind.SCHEDULED_MAINTENANCE, code, clock, deadline_in=600)
+    scheduled = dataclasses.replace(scheduled, raw={"Code": code})
+    await h.handle(scheduled)
+    assert await asyncio.wait_for(h.settled(code), 1) is Settled.DONE
+    await settle()
+    return clock, kube, h, scheduled
 
 
 async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = out_of_service_handler(kube, clock)
-    stop = event(Kind.SCHEDULED_MAINTENANCE, "stop", clock, deadline_in=600)
-    stop = dataclasses.replace(stop, raw={"Code": "instance-stop"})
-    await h.handle(stop)
-    assert await asyncio.wait_for(h.settled("stop"), 1) is Settled.DONE
-    await settle()
+    clock, kube, h, stop = await drained_for("instance-stop")
     assert any(t.key == OOS for t in kube.node.taints)
     state = decode(kube.node.annotations[STATE_ANNOTATION])
     assert state is not None and OOS in state.taints
@@ -223,13 +218,7 @@ async def test_out_of_service_is_recorded_and_removed_by_the_undo() -> None:
 
 
 async def test_no_out_of_service_for_a_reboot() -> None:
-    clock, kube = ManualClock(T0), FakeKube()
-    h = out_of_service_handler(kube, clock)
-    reboot = event(Kind.SCHEDULED_MAINTENANCE, "reboot", clock, deadline_in=600)
-    reboot = dataclasses.replace(reboot, raw={"Code": "system-reboot"})
-    await h.handle(reboot)
-    assert await asyncio.wait_for(h.settled("reboot"), 1) is Settled.DONE
-    await settle()
+    _, kube, h, _ = await drained_for("system-reboot")
     assert kube.node.unschedulable and not any(t.key == OOS for t in kube.node.taints)
     await h.aclose()
 

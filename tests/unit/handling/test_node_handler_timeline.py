@@ -12,15 +12,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubespot.config.drain import DrainSettings
-from kubespot.config.imds import MonitorSettings
 from kubespot.config.loadbalancer import LoadBalancerWaitSettings
-from kubespot.config.node import NodeActionSettings
 from kubespot.handling.deregistration import wait_bound
 from kubespot.handling.node_handler import NodeHandler, Settled
 from kubespot.handling.timeline import pre_drain_budget
 from kubespot.kube import NodeView, PodView
-from kubespot.model import InterruptionEvent, Kind, Source
-from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary, Stage
+from kubespot.model import InterruptionEvent, Kind
+from kubespot.model.summary import ActionResult, ActionSummary, InterruptionSummary
 from kubespot.observability.metrics import Metrics
 from kubespot.records.actions import (
     ACTIONS_ANNOTATION,
@@ -31,6 +29,8 @@ from kubespot.records.actions import (
 from kubespot.records.interruption import STATE_ANNOTATION, Phase, decode
 from support import fake_kube
 from support.clocks import ManualClock, settle
+from support.events import imds_event
+from support.node_handler import RecordingNotifier, node_handler
 
 T0 = datetime(2026, 11, 22, 5, 0, tzinfo=UTC)
 
@@ -47,31 +47,6 @@ class FakeKube(fake_kube.FakeKube):
         state = decode(self.node.annotations.get(STATE_ANNOTATION))
         assert state is not None
         return dict(state.extra)
-
-
-class Notes:
-    """Notifier: what was announced, at which stage, with which summary."""
-
-    def __init__(self, *, broken: bool = False) -> None:
-        self.sent: list[tuple[Stage, InterruptionSummary | None]] = []
-        self.broken = broken
-
-    def notify(
-        self,
-        event: InterruptionEvent,
-        *,
-        node_name: str,
-        extra: Mapping[str, Any] | None = None,
-        stage: Stage | None = None,
-        summary: InterruptionSummary | None = None,
-    ) -> None:
-        self.sent.append((stage or Stage.STARTED, summary))
-        if self.broken:
-            raise RuntimeError("a notifier that breaks its contract")
-
-    @property
-    def stages(self) -> list[str]:
-        return [stage.value for stage, _ in self.sent]
 
 
 class Calls:
@@ -125,36 +100,25 @@ def web(name: str) -> PodView:
 
 
 def spot(clock: ManualClock, *, deadline_in: float = 120.0) -> InterruptionEvent:
-    return InterruptionEvent(
-        id="spot-1",
-        kind=Kind.SPOT_INTERRUPTION,
-        instance_id="i-1",
-        source=Source.IMDS,
-        notice_time=clock.now(),
-        act_at=clock.now(),
-        deadline=clock.now() + timedelta(seconds=deadline_in),
-    )
+    return imds_event(Kind.SPOT_INTERRUPTION, "spot-1", clock.now(), deadline_in=deadline_in)
 
 
 def make(
     kube: FakeKube,
     clock: ManualClock,
     *,
-    notes: Notes | None = None,
+    notes: RecordingNotifier | None = None,
     calls: Calls | None = None,
     wait: LoadBalancerWaitSettings | None = None,
     recorder: Recorder | None = None,
     metrics: Metrics | None = None,
 ) -> NodeHandler:
-    return NodeHandler(
-        node_name="n",
-        kube=kube,  # type: ignore[arg-type]  # the fake implements what the handler calls
-        actions=NodeActionSettings(),
-        monitors=MonitorSettings(),
+    return node_handler(
+        kube,
+        clock,
         drain=DrainSettings(safety_margin=5),
-        clock=clock,
-        metrics=metrics or Metrics(),
-        recorder=recorder,  # type: ignore[arg-type]
+        metrics=metrics,
+        recorder=recorder,
         notifier=notes,
         http_calls=calls,
         loadbalancer_wait=wait,
@@ -178,7 +142,7 @@ def record(event_id: str, state: StepState, at: datetime, pods: list[str], settl
 async def test_stages_and_calls_surround_the_drain_and_counts_ride_on_the_drained_write() -> None:
     clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("a"), web("b")])
-    notes, calls, recorder = Notes(), Calls(kube, clock), Recorder()
+    notes, calls, recorder = RecordingNotifier(), Calls(kube, clock), Recorder()
     handler = make(kube, clock, notes=notes, calls=calls, recorder=recorder)
     event = spot(clock)
     await handler.handle(event)
@@ -191,8 +155,8 @@ async def test_stages_and_calls_surround_the_drain_and_counts_ride_on_the_draine
     assert calls.ran[0][3] == pre_drain_budget(120.0, window=120.0) == 12.0
     assert calls.ran[1][3] is None  # bounded by the deadline alone
 
-    assert notes.stages == ["started", "finished"]
-    started, finished = notes.sent[0][1], notes.sent[1][1]
+    assert notes.stages() == ["started", "finished"]
+    started, finished = notes.summaries()[:2]
     assert started is not None and started.pods is None and started.actions == ()
     assert finished is not None and finished.pods is not None and finished.pods.evicted == 2
     assert [a.name for a in finished.actions] == ["http:mute", "drain", "http:ticket"]
@@ -210,14 +174,14 @@ async def test_stages_and_calls_surround_the_drain_and_counts_ride_on_the_draine
 async def test_a_broken_notifier_stops_nothing() -> None:
     clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("a")])
-    notes = Notes(broken=True)
+    notes = RecordingNotifier(broken=True)
     handler = make(kube, clock, notes=notes)
     event = spot(clock)
     await handler.handle(event)
     await settle()
     assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
     assert [name for name, _ in kube.evictions] == ["a"]
-    assert notes.stages == ["started", "finished"]
+    assert notes.stages() == ["started", "finished"]
     await handler.aclose()
 
 
@@ -236,7 +200,7 @@ async def test_an_empty_node_still_records_its_counts() -> None:
 async def test_a_withdrawn_event_is_reported_finished_as_withdrawn() -> None:
     clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("target")])
-    notes = Notes()
+    notes = RecordingNotifier()
     wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
     handler = make(kube, clock, notes=notes, wait=wait)
     event = spot(clock)
@@ -244,8 +208,8 @@ async def test_a_withdrawn_event_is_reported_finished_as_withdrawn() -> None:
     await clock.advance(2)  # waiting for a deregistration record that never comes
     await handler.handle(replace(event, cancelled=True))
     await settle()
-    assert notes.stages == ["started", "finished"]
-    summary = notes.sent[1][1]
+    assert notes.stages() == ["started", "finished"]
+    summary = notes.summaries()[1]
     assert summary is not None and summary.outcome.value == "withdrawn"
     assert kube.evictions == []
     await handler.aclose()
@@ -257,7 +221,7 @@ async def test_a_withdrawn_event_is_reported_finished_as_withdrawn() -> None:
 async def test_target_pods_are_held_until_draining_plus_settle_others_go_once_the_record_lands() -> None:
     clock = ManualClock(T0, step=0.25)
     kube = FakeKube(clock, [web("target"), web("other")])
-    notes, recorder, metrics = Notes(), Recorder(), Metrics()
+    notes, recorder, metrics = RecordingNotifier(), Recorder(), Metrics()
     wait = LoadBalancerWaitSettings(enabled=True, max_delay=30)
     handler = make(kube, clock, notes=notes, wait=wait, recorder=recorder, metrics=metrics)
     event = spot(clock)
@@ -282,7 +246,7 @@ async def test_target_pods_are_held_until_draining_plus_settle_others_go_once_th
     assert await asyncio.wait_for(handler.settled(event.id), 1) is Settled.DONE
     assert counter(metrics, "kubespot_actions_total", action="loadbalancer_wait", result="success") == 1
     assert "LoadBalancerWait" in recorder.reasons()
-    finished = notes.sent[-1][1]
+    finished = notes.summaries()[-1]
     assert finished is not None
     waited = next(a for a in finished.actions if a.name == "loadbalancer_wait")
     assert waited.result is ActionResult.SUCCESS and "1 pods held" in waited.detail

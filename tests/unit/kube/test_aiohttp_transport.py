@@ -7,8 +7,8 @@ The retry and compare-and-set behaviour is shared with the httpx stack and teste
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Generator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
@@ -23,7 +23,7 @@ from kubespot.kube import connect
 from kubespot.kube.aiohttp_transport import AiohttpRaw, _env_proxy
 from kubespot.kube.client import AIOHTTP_IN_FLIGHT, MAX_IN_FLIGHT
 from kubespot.kube.transport import ApiStatus, HttpxRaw, LinkError
-from support.http_receiver import serving
+from support.http_receiver import closed_port, serving
 
 
 @pytest.fixture
@@ -43,21 +43,29 @@ async def server() -> AsyncIterator[tuple[str, list[web.Request], dict[str, str]
         yield url, seen, valid
 
 
+@asynccontextmanager
+async def token_file_client(url: str, token: Path, text: str) -> AsyncIterator[AiohttpRaw]:
+    """The transport to ``url`` authenticating with the token file ``token``, which holds ``text``
+    at first (closed at the end)."""
+    await asyncio.to_thread(token.write_text, text)
+    raw = AiohttpRaw(url, tls=None, auth=BearerTokenFileAuth(str(token)), timeout=5)
+    try:
+        yield raw
+    finally:
+        await raw.aclose()
+
+
 async def test_a_rotated_token_file_is_read_again_after_a_401_and_the_call_goes_through(
     server: tuple[str, list[web.Request], dict[str, str]], tmp_path: Path
 ) -> None:
     url, seen, valid = server
     token = tmp_path / "token"
-    token.write_text("old\n")
-    raw = AiohttpRaw(url, tls=None, auth=BearerTokenFileAuth(str(token)), timeout=5)
-    try:
+    async with token_file_client(url, token, "old\n") as raw:
         valid["token"] = "old"
         await raw.request("GET", "api/v1/nodes/n1")
         token.write_text("new\n")  # the kubelet rotated the projected token; the old one is refused
         valid["token"] = "new"
         body = await raw.request("PATCH", "api/v1/nodes/n1", body=b"{}", content_type="application/x")
-    finally:
-        await raw.aclose()
     assert b'"n1"' in body
     assert [r.headers["Authorization"] for r in seen] == ["Bearer old", "Bearer old", "Bearer new"]
     assert seen[-1].headers["Content-Type"] == "application/x"
@@ -67,24 +75,16 @@ async def test_a_refused_credential_that_does_not_change_is_an_api_status(
     server: tuple[str, list[web.Request], dict[str, str]], tmp_path: Path
 ) -> None:
     url, seen, _ = server
-    token = tmp_path / "token"
-    token.write_text("wrong")
-    raw = AiohttpRaw(url, tls=None, auth=BearerTokenFileAuth(str(token)), timeout=5)
-    try:
+    async with token_file_client(url, tmp_path / "token", "wrong") as raw:
         with pytest.raises(ApiStatus) as err:
             await raw.request("GET", "api/v1/pods", params={"fieldSelector": "spec.nodeName=n1"})
-    finally:
-        await raw.aclose()
     assert err.value.code == 401 and err.value.reason == "Unauthorized"
     assert len(seen) == 1, "the same token is not sent twice"
     assert seen[0].query["fieldSelector"] == "spec.nodeName=n1"
 
 
 async def test_no_server_is_a_link_error_not_a_crash() -> None:
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    raw = AiohttpRaw(f"http://127.0.0.1:{port}", tls=None, auth=None, timeout=5)
+    raw = AiohttpRaw(f"http://127.0.0.1:{closed_port()}", tls=None, auth=None, timeout=5)
     try:
         with pytest.raises(LinkError):
             await raw.request("GET", "api/v1/nodes")

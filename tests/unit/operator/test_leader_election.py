@@ -193,12 +193,18 @@ async def leader_and_standby(
     return clock, store, timeline, a, b
 
 
-async def test_a_lone_replica_creates_the_lease_and_renews_it() -> None:
+async def lone_leader() -> tuple[SteppedClock, LeaseStore, Replica]:
+    """One replica started on an empty lease store, leader after its first step."""
     clock, store = SteppedClock(), LeaseStore()
     a = replica("a", store, clock, Timeline(clock))
     await start(a)
     await clock.advance(STEP)
     assert a.elector.is_leader
+    return clock, store, a
+
+
+async def test_a_lone_replica_creates_the_lease_and_renews_it() -> None:
+    clock, store, a = await lone_leader()
     assert a.duty_runs == ["started"]
     first = store.record()
     assert first.holder == "a"
@@ -304,11 +310,7 @@ async def test_a_leader_cut_off_from_the_api_stops_before_anyone_may_take_over()
 
 
 async def test_a_conflict_is_answered_by_reading_again() -> None:
-    clock, store = SteppedClock(), LeaseStore()
-    a = replica("a", store, clock, Timeline(clock))
-    await start(a)
-    await clock.advance(STEP)
-    assert a.elector.is_leader
+    clock, store, a = await lone_leader()
     # Somebody else touched the lease (say, a label): the fast-path renewal gets a 409, and the
     # full round reads the new version and renews from it.
     view = store.leases[(NS, NAME)]

@@ -15,6 +15,13 @@ from kubespot.observability.metrics import Metrics
 from kubespot.operator.controllers import CONTROLLERS, Shared, new_controllers
 
 QUEUE = "https://sqs.us-east-1.amazonaws.com/123456789012/kubespot"
+#: The queue, node clean-up and isolation all switched on: every controller has its runnables.
+EVERYTHING_ON = {
+    "KUBESPOT_QUEUE_URL": QUEUE,
+    "KUBESPOT_NODE_CLEANUP_ENABLED": "true",
+    "KUBESPOT_ISOLATION_ENABLED": "true",
+    "KUBESPOT_ISOLATION_QUARANTINE_GROUP": "sg-0123456789abcdef0",
+}
 
 
 def shared(**env: str) -> Shared:
@@ -45,12 +52,7 @@ def test_the_queue_path_runs_on_every_replica_and_the_duties_on_the_leader() -> 
 
 
 def test_response_actions_and_node_cleanup_are_leader_duties_when_switched_on() -> None:
-    got = wired(
-        KUBESPOT_QUEUE_URL=QUEUE,
-        KUBESPOT_NODE_CLEANUP_ENABLED="true",
-        KUBESPOT_ISOLATION_ENABLED="true",
-        KUBESPOT_ISOLATION_QUARANTINE_GROUP="sg-0123456789abcdef0",
-    )
+    got = wired(**EVERYTHING_ON)
     assert got["housekeeping"] == [("managed-instances", True), ("node-cleanup", True)]
     assert got["response"] == [("response-actions", True)]
 
@@ -62,12 +64,7 @@ def test_without_a_queue_no_interruption_controller_runs() -> None:
 
 def test_runnable_names_are_unique_across_controllers() -> None:
     """They name the operator's tasks and the leader's duties (and /healthz's "stopped: …")."""
-    got = wired(
-        KUBESPOT_QUEUE_URL=QUEUE,
-        KUBESPOT_NODE_CLEANUP_ENABLED="true",
-        KUBESPOT_ISOLATION_ENABLED="true",
-        KUBESPOT_ISOLATION_QUARANTINE_GROUP="sg-0123456789abcdef0",
-    )
+    got = wired(**EVERYTHING_ON)
     names = [n for runnables in got.values() for n, _ in runnables]
     assert len(names) == len(set(names)) == 6
     assert len(CONTROLLERS) == 3

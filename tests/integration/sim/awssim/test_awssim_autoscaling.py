@@ -25,33 +25,16 @@ from botocore.exceptions import ClientError
 
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.awssim.extensions import lifecycle
+from support.moto_asg import auto_scaling_group
+from support.moto_sqs import sqs_queue
 
-AMI = "ami-12c6146b"
 GROUP = "ng-spot"
 HOOK = "kubespot-terminate"
 
 
-def _queue(aws: MotoServer, name: str) -> tuple[str, str]:
-    sqs = aws.client("sqs")
-    url = sqs.create_queue(QueueName=name)["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    return url, arn
-
-
 def _group(aws: MotoServer, *, desired: int = 2, target_arn: str | None = None, timeout: int = 300) -> Any:
-    ec2 = aws.client("ec2")
+    auto_scaling_group(aws, GROUP, desired=desired, zones=("a", "b"))
     asg = aws.client("autoscaling")
-    ec2.create_launch_template(
-        LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": AMI, "InstanceType": "m5.large"}
-    )
-    asg.create_auto_scaling_group(
-        AutoScalingGroupName=GROUP,
-        LaunchTemplate={"LaunchTemplateName": "nodes", "Version": "$Latest"},
-        MinSize=0,
-        MaxSize=5,
-        DesiredCapacity=desired,
-        AvailabilityZones=[f"{aws.region}a", f"{aws.region}b"],
-    )
     hook: dict[str, Any] = {
         "LifecycleHookName": HOOK,
         "AutoScalingGroupName": GROUP,
@@ -78,7 +61,7 @@ def _error(exc: pytest.ExceptionInfo[ClientError]) -> tuple[str, str]:
 
 def test_group_and_hook_are_created(aws: MotoServer) -> None:
     """Group launches its desired instances; the hook keeps target, role and metadata (extension)."""
-    _, target = _queue(aws, "asg-notify")
+    _, target = sqs_queue(aws, "asg-notify")
     asg = _group(aws, target_arn=target)
     instances = _instances(asg)
     assert len(instances) == 2
@@ -102,8 +85,8 @@ def test_group_and_hook_are_created(aws: MotoServer) -> None:
 def test_lifecycle_action_notifies_heartbeats_and_completes(aws: MotoServer) -> None:
     """Start -> both notifications -> heartbeat -> wrong inputs rejected -> CONTINUE terminates."""
     sqs = aws.client("sqs")
-    direct_url, direct_arn = _queue(aws, "asg-notify")
-    events_url, events_arn = _queue(aws, "cluster-events")
+    direct_url, direct_arn = sqs_queue(aws, "asg-notify")
+    events_url, events_arn = sqs_queue(aws, "cluster-events")
     events = aws.client("events")
     events.put_rule(
         Name="asg",
@@ -283,7 +266,7 @@ def test_hook_notification_through_sns(aws: MotoServer) -> None:
     sns = aws.client("sns")
     sqs = aws.client("sqs")
     topic = sns.create_topic(Name="asg-lifecycle")["TopicArn"]
-    url, arn = _queue(aws, "from-sns")
+    url, arn = sqs_queue(aws, "from-sns")
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
     asg = _group(aws, target_arn=topic)
     victim = sorted(_instances(asg))[0]

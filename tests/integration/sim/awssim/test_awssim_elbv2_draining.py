@@ -46,6 +46,14 @@ def _states(elb: ElasticLoadBalancingv2Client, arn: str) -> dict[str, tuple[str,
     return {h["Target"]["Id"]: (h["TargetHealth"]["State"], h["TargetHealth"].get("Reason")) for h in health}
 
 
+def _one_target(elb: ElasticLoadBalancingv2Client, arn: str, target_id: str) -> dict[str, Any]:
+    """The health description of ``target_id`` asked for by id (an unlisted target has one too)."""
+    [desc] = elb.describe_target_health(TargetGroupArn=arn, Targets=[{"Id": target_id}])[
+        "TargetHealthDescriptions"
+    ]
+    return dict(desc)
+
+
 def _wait_gone(elb: ElasticLoadBalancingv2Client, arn: str, target_id: str, within: float = 10.0) -> float:
     """Poll until ``target_id`` is no longer listed; return when (monotonic)."""
     deadline = time.monotonic() + within
@@ -67,8 +75,7 @@ def test_deregistered_target_drains_for_the_delay_then_is_gone(aws: MotoServer) 
         "10.0.0.1": ("draining", "Target.DeregistrationInProgress"),
         "10.0.0.2": ("healthy", None),
     }
-    one = elb.describe_target_health(TargetGroupArn=arn, Targets=[{"Id": "10.0.0.1"}])
-    [desc] = one["TargetHealthDescriptions"]
+    desc = _one_target(elb, arn, "10.0.0.1")
     assert desc["TargetHealth"] == {
         "State": "draining",
         "Reason": "Target.DeregistrationInProgress",
@@ -79,13 +86,8 @@ def test_deregistered_target_drains_for_the_delay_then_is_gone(aws: MotoServer) 
     gone_at = _wait_gone(elb, arn, "10.0.0.1")
     assert gone_at - started >= 1.0 - 0.05  # never before the delay (the clock is monotonic)
     assert _states(elb, arn) == {"10.0.0.2": ("healthy", None)}
-    [after] = elb.describe_target_health(TargetGroupArn=arn, Targets=[{"Id": "10.0.0.1"}])[
-        "TargetHealthDescriptions"
-    ]
-    assert (after["TargetHealth"]["State"], after["TargetHealth"]["Reason"]) == (
-        "unused",
-        "Target.NotRegistered",
-    )
+    after = _one_target(elb, arn, "10.0.0.1")["TargetHealth"]
+    assert (after["State"], after["Reason"]) == ("unused", "Target.NotRegistered")
 
 
 def test_default_delay_is_300_seconds(aws: MotoServer) -> None:
@@ -128,13 +130,8 @@ def test_deregistering_a_target_that_is_not_registered_succeeds(aws: MotoServer)
 def test_unregistered_ip_target_is_unused(aws: MotoServer) -> None:
     """moto said ``unavailable`` for an ip target it did not know; AWS says ``unused``."""
     elb, arn = _group(aws)
-    [desc] = elb.describe_target_health(TargetGroupArn=arn, Targets=[{"Id": "10.9.9.9"}])[
-        "TargetHealthDescriptions"
-    ]
-    assert (desc["TargetHealth"]["State"], desc["TargetHealth"]["Reason"]) == (
-        "unused",
-        "Target.NotRegistered",
-    )
+    desc = _one_target(elb, arn, "10.9.9.9")["TargetHealth"]
+    assert (desc["State"], desc["Reason"]) == ("unused", "Target.NotRegistered")
 
 
 def test_port_override_must_be_named_to_deregister(aws: MotoServer) -> None:

@@ -9,27 +9,15 @@ from typing import Any
 
 import aiohttp
 import pytest
+from imdssim_http import IID, get_text
 
 from kubespot.sim.imdssim import FakeClock, ImdsSim, SimInstance
-
-IID = "i-0123456789abcdef0"
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture
 async def sim(clock: FakeClock) -> AsyncIterator[ImdsSim]:
     async with ImdsSim([SimInstance(IID)], clock=clock) as s:
         yield s
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def call(
@@ -39,11 +27,6 @@ async def call(
     async with http.request(method, url, data=data) as resp:
         assert resp.content_type == "application/json"
         return resp.status, await resp.json()
-
-
-async def metadata(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
-    async with http.get(url) as resp:
-        return resp.status, await resp.text()
 
 
 async def test_health_and_list(sim: ImdsSim, http: aiohttp.ClientSession) -> None:
@@ -60,7 +43,7 @@ async def test_fire_spot_itn_now(sim: ImdsSim, http: aiohttp.ClientSession) -> N
         http, "POST", f"{sim.control_url}/instances/{IID}/events", {"kind": "spot-itn", "action": "stop"}
     )
     assert status == 201 and body["added"]["action"] == "stop"
-    status, text = await metadata(http, sim.url + "/latest/meta-data/spot/instance-action")
+    status, text = await get_text(http, sim.url + "/latest/meta-data/spot/instance-action")
     assert status == 200 and json.loads(text) == {"action": "stop", "time": "2026-11-20T16:02:00Z"}
 
 
@@ -71,11 +54,11 @@ async def test_fire_later_then_time_passes(
         http, "POST", f"{sim.control_url}/instances/{IID}/events", {"kind": "rebalance", "after_seconds": 30}
     )
     url = sim.url + "/latest/meta-data/events/recommendations/rebalance"
-    assert (await metadata(http, url))[0] == 404
+    assert (await get_text(http, url))[0] == 404
     (inst,) = (await call(http, "GET", sim.control_url + "/instances"))[1]["instances"]
     assert inst["pending"]["rebalance"] == ["2026-11-20T16:00:30Z"]
     clock.advance(30)
-    assert (await metadata(http, url))[0] == 200
+    assert (await get_text(http, url))[0] == 200
 
 
 async def test_scheduled_event_then_cancel(sim: ImdsSim, http: aiohttp.ClientSession) -> None:
@@ -92,7 +75,7 @@ async def test_scheduled_event_then_cancel(sim: ImdsSim, http: aiohttp.ClientSes
     )
     assert status == 201 and body["added"]["EventId"] == "instance-event-42"
     url = sim.url + "/latest/meta-data/events/maintenance/scheduled"
-    assert json.loads((await metadata(http, url))[1])[0]["State"] == "active"
+    assert json.loads((await get_text(http, url))[1])[0]["State"] == "active"
     status, event = await call(
         http,
         "POST",
@@ -100,7 +83,7 @@ async def test_scheduled_event_then_cancel(sim: ImdsSim, http: aiohttp.ClientSes
         {"state": "canceled"},
     )
     assert status == 200 and event["State"] == "canceled"
-    assert json.loads((await metadata(http, url))[1])[0]["State"] == "canceled"
+    assert json.loads((await get_text(http, url))[1])[0]["State"] == "canceled"
     missing = await call(
         http, "POST", f"{sim.control_url}/instances/{IID}/scheduled/nope/state", {"state": "canceled"}
     )
@@ -111,13 +94,13 @@ async def test_asg_state_and_clear(sim: ImdsSim, http: aiohttp.ClientSession) ->
     events = f"{sim.control_url}/instances/{IID}/events"
     await call(http, "POST", events, {"kind": "asg-lifecycle", "state": "Standby"})
     url = sim.url + "/latest/meta-data/autoscaling/target-lifecycle-state"
-    assert await metadata(http, url) == (200, "Standby")
+    assert await get_text(http, url) == (200, "Standby")
     await call(http, "POST", events, {"kind": "spot-itn"})
     assert (await call(http, "DELETE", events + "?kind=spot-itn"))[0] == 200
-    assert (await metadata(http, sim.url + "/latest/meta-data/spot/instance-action"))[0] == 404
-    assert await metadata(http, url) == (200, "Standby")
+    assert (await get_text(http, sim.url + "/latest/meta-data/spot/instance-action"))[0] == 404
+    assert await get_text(http, url) == (200, "Standby")
     assert (await call(http, "DELETE", events))[0] == 200
-    assert await metadata(http, url) == (200, "InService")
+    assert await get_text(http, url) == (200, "InService")
     assert (await call(http, "DELETE", events + "?kind=meteor"))[0] == 400
 
 
@@ -130,11 +113,11 @@ async def test_add_and_delete_instance(sim: ImdsSim, http: aiohttp.ClientSession
     status, body = await call(http, "POST", sim.control_url + "/instances", new)
     assert status == 201 and body["instance_type"] == "r6g.large"
     base = body["urls"]["base"]
-    assert await metadata(http, base + "/latest/meta-data/instance-type") == (200, "r6g.large")
-    assert (await metadata(http, base + "/latest/meta-data/events/recommendations/rebalance"))[0] == 200
+    assert await get_text(http, base + "/latest/meta-data/instance-type") == (200, "r6g.large")
+    assert (await get_text(http, base + "/latest/meta-data/events/recommendations/rebalance"))[0] == 200
     assert (await call(http, "POST", sim.control_url + "/instances", new))[0] == 409
     assert (await call(http, "DELETE", f"{sim.control_url}/instances/i-0fedcba9876543210"))[0] == 200
-    assert (await metadata(http, base + "/latest/meta-data/instance-type"))[0] == 404
+    assert (await get_text(http, base + "/latest/meta-data/instance-type"))[0] == 404
 
 
 async def test_fleet_wide_event(sim: ImdsSim, http: aiohttp.ClientSession) -> None:
@@ -142,7 +125,7 @@ async def test_fleet_wide_event(sim: ImdsSim, http: aiohttp.ClientSession) -> No
     status, body = await call(http, "POST", sim.control_url + "/events", {"kind": "spot-itn"})
     assert status == 201 and len(body["added"]) == 2
     for iid in (IID, "i-0000000000000000b"):
-        assert (await metadata(http, sim.instance_url(iid) + "/latest/meta-data/spot/instance-action"))[
+        assert (await get_text(http, sim.instance_url(iid) + "/latest/meta-data/spot/instance-action"))[
             0
         ] == 200
 
@@ -150,14 +133,14 @@ async def test_fleet_wide_event(sim: ImdsSim, http: aiohttp.ClientSession) -> No
 async def test_faults_via_control(sim: ImdsSim, http: aiohttp.ClientSession) -> None:
     status, fault = await call(http, "POST", sim.control_url + "/faults", {"kind": "error", "status": 502})
     assert status == 201 and fault["id"]
-    assert (await metadata(http, sim.url + "/latest/meta-data/instance-id"))[0] == 502
+    assert (await get_text(http, sim.url + "/latest/meta-data/instance-id"))[0] == 502
     # Control stays reachable while IMDS paths fail.
     assert (await call(http, "GET", sim.control_url + "/faults"))[1]["faults"][0]["status"] == 502
     assert (await call(http, "DELETE", f"{sim.control_url}/faults/{fault['id']}"))[0] == 200
-    assert (await metadata(http, sim.url + "/latest/meta-data/instance-id"))[0] == 200
+    assert (await get_text(http, sim.url + "/latest/meta-data/instance-id"))[0] == 200
     await call(http, "POST", sim.control_url + "/faults", {"kind": "error"})
     assert (await call(http, "DELETE", sim.control_url + "/faults"))[0] == 200
-    assert (await metadata(http, sim.url + "/latest/meta-data/instance-id"))[0] == 200
+    assert (await get_text(http, sim.url + "/latest/meta-data/instance-id"))[0] == 200
     assert (await call(http, "DELETE", sim.control_url + "/faults/f999"))[0] == 404
 
 
@@ -166,7 +149,7 @@ async def test_settings_toggle_require_v2(sim: ImdsSim, http: aiohttp.ClientSess
         200,
         {"require_v2": True},
     )
-    assert (await metadata(http, sim.url + "/latest/meta-data/instance-id"))[0] == 401
+    assert (await get_text(http, sim.url + "/latest/meta-data/instance-id"))[0] == 401
     assert (await call(http, "POST", sim.control_url + "/settings", {"require_v2": "yes"}))[0] == 400
 
 

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
+from imdssim_http import IID
 
 from kubespot.sim.imdssim import Fault, ImdsSim, SimInstance
 
-IID = "i-0123456789abcdef0"
 ID_PATH = "/latest/meta-data/instance-id"
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def status_of(http: aiohttp.ClientSession, url: str, method: str = "GET", **kw: object) -> int:

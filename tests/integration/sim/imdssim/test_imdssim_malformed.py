@@ -6,10 +6,9 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from imdssim_http import IID
 
 from kubespot.sim.imdssim import ImdsSim, SimInstance
-
-IID = "i-0123456789abcdef0"
 
 
 @pytest.fixture

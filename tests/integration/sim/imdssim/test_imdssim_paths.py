@@ -13,15 +13,9 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from imdssim_http import IID, get_text
 
 from kubespot.sim.imdssim import FakeClock, ImdsSim, SimInstance
-
-IID = "i-0123456789abcdef0"
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture
@@ -36,17 +30,6 @@ async def sim(clock: FakeClock) -> AsyncIterator[ImdsSim]:
     )
     async with ImdsSim([inst], clock=clock) as s:
         yield s
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-async def get(http: aiohttp.ClientSession, url: str) -> tuple[int, str]:
-    async with http.get(url) as resp:
-        return resp.status, await resp.text()
 
 
 @pytest.mark.parametrize(
@@ -69,7 +52,7 @@ async def test_text_items(sim: ImdsSim, http: aiohttp.ClientSession, path: str, 
 
 
 async def test_identity_document(sim: ImdsSim, http: aiohttp.ClientSession) -> None:
-    status, text = await get(http, sim.url + "/latest/dynamic/instance-identity/document")
+    status, text = await get_text(http, sim.url + "/latest/dynamic/instance-identity/document")
     assert status == 200
     doc = json.loads(text)
     assert doc["accountId"] == "210987654321"
@@ -105,19 +88,19 @@ async def test_absent_items_are_404_with_imds_error_page(
 
 
 async def test_scheduled_is_empty_array_when_none(sim: ImdsSim, http: aiohttp.ClientSession) -> None:
-    assert await get(http, sim.url + "/latest/meta-data/events/maintenance/scheduled") == (200, "[]")
+    assert await get_text(http, sim.url + "/latest/meta-data/events/maintenance/scheduled") == (200, "[]")
 
 
 async def test_spot_itn_and_termination_time(
     sim: ImdsSim, http: aiohttp.ClientSession, clock: FakeClock
 ) -> None:
     sim.fleet.fire_spot_itn(IID, "terminate", at=clock() + 10)
-    assert (await get(http, sim.url + "/latest/meta-data/spot/instance-action"))[0] == 404
+    assert (await get_text(http, sim.url + "/latest/meta-data/spot/instance-action"))[0] == 404
     clock.advance(10)
-    status, text = await get(http, sim.url + "/latest/meta-data/spot/instance-action")
+    status, text = await get_text(http, sim.url + "/latest/meta-data/spot/instance-action")
     assert status == 200
     assert json.loads(text) == {"action": "terminate", "time": "2026-11-20T16:02:10Z"}
-    assert await get(http, sim.url + "/latest/meta-data/spot/termination-time") == (
+    assert await get_text(http, sim.url + "/latest/meta-data/spot/termination-time") == (
         200,
         "2026-11-20T16:02:10Z",
     )
@@ -125,7 +108,7 @@ async def test_spot_itn_and_termination_time(
 
 async def test_rebalance(sim: ImdsSim, http: aiohttp.ClientSession, clock: FakeClock) -> None:
     sim.fleet.fire_rebalance(IID)
-    status, text = await get(http, sim.url + "/latest/meta-data/events/recommendations/rebalance")
+    status, text = await get_text(http, sim.url + "/latest/meta-data/events/recommendations/rebalance")
     assert status == 200 and json.loads(text) == {"noticeTime": "2026-11-20T16:00:00Z"}
 
 
@@ -133,7 +116,7 @@ async def test_scheduled_event_over_time(sim: ImdsSim, http: aiohttp.ClientSessi
     event = sim.fleet.add_scheduled_event(IID, "system-maintenance", not_before=clock() + 3600)
     sim.fleet.set_scheduled_state(IID, event.event_id, "completed", at=clock() + 7200)
     url = sim.url + "/latest/meta-data/events/maintenance/scheduled"
-    (active,) = json.loads((await get(http, url))[1])
+    (active,) = json.loads((await get_text(http, url))[1])
     assert set(active) == {"Code", "Description", "EventId", "NotBefore", "NotAfter", "State"}
     assert (active["Code"], active["State"], active["NotBefore"]) == (
         "system-maintenance",
@@ -141,7 +124,7 @@ async def test_scheduled_event_over_time(sim: ImdsSim, http: aiohttp.ClientSessi
         "20 Nov 2026 17:00:00 GMT",
     )
     clock.advance(7200)
-    (done,) = json.loads((await get(http, url))[1])
+    (done,) = json.loads((await get_text(http, url))[1])
     assert done["State"] == "completed" and done["Description"].startswith("[Completed]")
 
 
@@ -150,21 +133,24 @@ async def test_asg_target_lifecycle_state(
 ) -> None:
     sim.fleet.set_asg_state(IID, "Terminated", at=clock() + 3)
     url = sim.url + "/latest/meta-data/autoscaling/target-lifecycle-state"
-    assert await get(http, url) == (200, "InService")
+    assert await get_text(http, url) == (200, "InService")
     clock.advance(3)
-    assert await get(http, url) == (200, "Terminated")
+    assert await get_text(http, url) == (200, "Terminated")
 
 
 async def test_directory_listings(sim: ImdsSim, http: aiohttp.ClientSession) -> None:
-    status, text = await get(http, sim.url + "/latest/meta-data/")
+    status, text = await get_text(http, sim.url + "/latest/meta-data/")
     assert status == 200
     keys = text.split("\n")
     assert {"instance-id", "instance-type", "local-ipv4", "placement/", "events/"} <= set(keys)
     assert keys == sorted(keys) and not text.endswith("\n")
-    assert await get(http, sim.url + "/latest/meta-data") == (200, text)
-    assert await get(http, sim.url + "/latest/meta-data/placement/") == (200, "availability-zone\nregion")
-    assert await get(http, sim.url + "/latest/dynamic/instance-identity/") == (200, "document")
-    status, versions = await get(http, sim.url + "/")
+    assert await get_text(http, sim.url + "/latest/meta-data") == (200, text)
+    assert await get_text(http, sim.url + "/latest/meta-data/placement/") == (
+        200,
+        "availability-zone\nregion",
+    )
+    assert await get_text(http, sim.url + "/latest/dynamic/instance-identity/") == (200, "document")
+    status, versions = await get_text(http, sim.url + "/")
     assert status == 200 and versions.split("\n")[-1] == "latest"
 
 
@@ -172,7 +158,7 @@ async def test_head_and_query_string(sim: ImdsSim, http: aiohttp.ClientSession) 
     async with http.head(sim.url + "/latest/meta-data/instance-id") as resp:
         assert resp.status == 200
         assert await resp.read() == b""
-    assert await get(http, sim.url + "/latest/meta-data/instance-id?x=1") == (200, IID)
+    assert await get_text(http, sim.url + "/latest/meta-data/instance-id?x=1") == (200, IID)
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])

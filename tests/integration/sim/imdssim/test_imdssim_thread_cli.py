@@ -14,11 +14,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from imdssim_http import IID
 
 from kubespot.sim.imdssim import FakeClock, ImdsSim, ImdsSimThread, SimInstance
 from kubespot.sim.imdssim.cli import add_arguments, build_sim, main
 
-IID = "i-0123456789abcdef0"
 SRC = Path(__file__).resolve().parents[4] / "src"
 
 

@@ -23,20 +23,9 @@ TOKEN = "X-aws-ec2-metadata-token"
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 async def sim(clock: FakeClock) -> AsyncIterator[ImdsSim]:
     async with ImdsSim([SimInstance(A), SimInstance(B, private_ip="10.0.0.11")], clock=clock) as s:
         yield s
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
 
 
 async def put_token(

@@ -126,6 +126,12 @@ async def _wait(predicate: Callable[[], object], within: float = 10.0) -> None:
     await until(probe, within=within, interval=0.02)
 
 
+async def _delete_until_unrouted(kube: Kube, lb: LoadBalancerSim, pod: Obj) -> None:
+    """Delete ``pod`` and wait until the balancer no longer routes to its IP."""
+    await kube.call("DELETE", f"/api/v1/namespaces/default/pods/{pod['metadata']['name']}")
+    await _wait(lambda: not lb.routed(pod["status"]["podIP"]))
+
+
 def _states(elb: ElasticLoadBalancingv2Client, arn: str) -> dict[str, str]:
     health = elb.describe_target_health(TargetGroupArn=arn)["TargetHealthDescriptions"]
     return {h["Target"]["Id"]: h["TargetHealth"]["State"] for h in health}
@@ -170,8 +176,7 @@ async def test_deleted_pod_fails_requests_until_health_checks_take_it_out(
     ip = victim["status"]["podIP"]
     async with lb:
         await asyncio.sleep(0.3)
-        await kube.call("DELETE", f"/api/v1/namespaces/default/pods/{victim['metadata']['name']}")
-        await _wait(lambda: not lb.routed(ip))
+        await _delete_until_unrouted(kube, lb, victim)
         await asyncio.sleep(0.5)  # the stream goes on without failures once the target is out
     result = lb.result()
 
@@ -205,8 +210,7 @@ async def test_controller_deregisters_a_terminating_pod_after_its_lag(aws: MotoS
     ip = victim["status"]["podIP"]
     async with lb:
         await asyncio.sleep(0.3)
-        await kube.call("DELETE", f"/api/v1/namespaces/default/pods/{victim['metadata']['name']}")
-        await _wait(lambda: not lb.routed(ip))
+        await _delete_until_unrouted(kube, lb, victim)
         assert (await asyncio.to_thread(_states, elb, arn))[ip] == "draining"
         await asyncio.sleep(0.5)
     result = lb.result()
@@ -344,8 +348,7 @@ async def test_all_targets_failing_checks_fail_open(aws: MotoServer, kube: Kube)
         kube_url=kube.sim.url, elbv2=elb, target_groups=[arn], health_check=check, controller=None
     )
     async with lb:
-        await kube.call("DELETE", f"/api/v1/namespaces/default/pods/{pods[0]['metadata']['name']}")
-        await _wait(lambda: not lb.routed(ip))
+        await _delete_until_unrouted(kube, lb, pods[0])
         lb.reset_counts()
         await asyncio.sleep(0.3)
     result = lb.result()

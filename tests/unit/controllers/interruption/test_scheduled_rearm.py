@@ -23,10 +23,11 @@ from kubespot.controllers.interruption.scheduled import (
 from kubespot.handling.node_handler import Settled
 from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import NodeView
-from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model import InterruptionEvent
 from kubespot.observability.metrics import Metrics
 from support import fake_kube
 from support.clocks import StillClock
+from support.events import scheduled_change
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 LEAD = timedelta(minutes=10)
@@ -121,18 +122,7 @@ class Replica:
 
 
 def change(n: int = 1, *, start: datetime | None = None, node: str = "n1") -> InterruptionEvent:
-    start = start or T0 + timedelta(days=n)
-    return InterruptionEvent(
-        id=f"scheduled-maintenance-{n:024x}",
-        kind=Kind.SCHEDULED_MAINTENANCE,
-        instance_id="i-0abc",
-        source=Source.SQS,
-        notice_time=T0,
-        act_at=start - LEAD,
-        deadline=start,
-        node_name=node,
-        description="AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED (upcoming)",
-    )
+    return scheduled_change(n, start=start or T0 + timedelta(days=n), noticed=T0, lead=LEAD, node=node)
 
 
 async def settle() -> None:
@@ -151,6 +141,19 @@ async def running() -> AsyncIterator[Callable[[Replica], None]]:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def rearmed(
+    running: Callable[[Replica], None], *recorded: InterruptionEvent, acts: bool = True
+) -> tuple[FakeKube, Replica]:
+    """Node n1 with ``recorded`` already on it (as another replica wrote them) and a replica started
+    over it, its first re-arming done."""
+    kube = FakeKube("n1")
+    kube.put("n1", *(Entry.of(e) for e in recorded))
+    replica = Replica(kube, acts=acts)
+    running(replica)
+    await settle()
+    return kube, replica
 
 
 async def test_hold_records_arms_and_removes_the_entry_once_settled() -> None:
@@ -218,12 +221,8 @@ async def test_every_replica_rearms_from_the_node_with_its_own_lead_time(
 
 
 async def test_a_change_removed_before_it_is_due_is_withdrawn(running: Callable[[Replica], None]) -> None:
-    kube = FakeKube("n1")
     event = change()
-    kube.put("n1", Entry.of(event))
-    replica = Replica(kube)
-    running(replica)
-    await settle()
+    kube, replica = await rearmed(running, event)
     assert len(replica.handled("n1")) == 1
 
     kube.put("n1")  # another replica took the Health "closed" message
@@ -235,12 +234,8 @@ async def test_a_change_removed_before_it_is_due_is_withdrawn(running: Callable[
 
 
 async def test_a_due_change_is_not_withdrawn_when_its_entry_goes(running: Callable[[Replica], None]) -> None:
-    kube = FakeKube("n1")
     event = change()
-    kube.put("n1", Entry.of(event))
-    replica = Replica(kube)
-    running(replica)
-    await settle()
+    kube, replica = await rearmed(running, event)
     # act_at has come: another replica fenced, drained and removed the entry.
     replica.clock.t = event.act_at + timedelta(seconds=1)
     kube.put("n1")
@@ -278,14 +273,10 @@ async def test_our_own_entry_is_not_taken_as_removed_from_an_older_copy(
 async def test_started_and_long_past_changes_are_not_armed_and_are_pruned(
     running: Callable[[Replica], None],
 ) -> None:
-    kube = FakeKube("n1")
     begun = change(1, start=T0 - timedelta(minutes=5))
     long_past = change(2, start=T0 - PRUNE_AFTER - timedelta(minutes=1))
     pending = change(3)
-    kube.put("n1", Entry.of(begun), Entry.of(long_past), Entry.of(pending))
-    replica = Replica(kube)
-    running(replica)
-    await settle()
+    kube, replica = await rearmed(running, begun, long_past, pending)
     assert [e.id for e in replica.handled("n1")] == [pending.id]
     assert {e.id for e in kube.entries("n1")} == {begun.id, pending.id}
 
@@ -307,12 +298,8 @@ async def test_a_release_removes_the_entry_once(running: Callable[[Replica], Non
 
 
 async def test_a_garbled_record_arms_and_withdraws_nothing(running: Callable[[Replica], None]) -> None:
-    kube = FakeKube("n1")
     event = change()
-    kube.put("n1", Entry.of(event))
-    replica = Replica(kube)
-    running(replica)
-    await settle()
+    kube, replica = await rearmed(running, event)
     node = kube.nodes["n1"]
     kube.nodes["n1"] = NodeView("n1", resource_version="9", annotations={SCHEDULED_ANNOTATION: "{oops"})
     replica.index.changed("n1")
@@ -323,22 +310,14 @@ async def test_a_garbled_record_arms_and_withdraws_nothing(running: Callable[[Re
 
 
 async def test_a_kind_this_replica_does_not_act_on_is_left_alone(running: Callable[[Replica], None]) -> None:
-    kube = FakeKube("n1")
-    kube.put("n1", Entry.of(change()))
-    replica = Replica(kube, acts=False)
-    running(replica)
-    await settle()
+    kube, replica = await rearmed(running, change(), acts=False)
     assert replica.handled("n1") == []
     assert len(kube.entries("n1")) == 1
     assert not replica.changes.wanted(change())
 
 
 async def test_a_deleted_node_stops_its_watchers(running: Callable[[Replica], None]) -> None:
-    kube = FakeKube("n1")
-    kube.put("n1", Entry.of(change()))
-    replica = Replica(kube)
-    running(replica)
-    await settle()
+    kube, replica = await rearmed(running, change())
     assert replica.changes.armed("n1")
     del kube.nodes["n1"]
     replica.index.changed("n1")

@@ -24,21 +24,19 @@ from kubespot.controllers.interruption.scheduled import (
     without_entry,
 )
 from kubespot.kube import NodeView
-from kubespot.model import InterruptionEvent, Kind, Source
+from kubespot.model import InterruptionEvent
+from support.events import scheduled_change
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
 
 def change(n: int, *, start: datetime | None = None, lead: float = 600) -> InterruptionEvent:
     start = start or NOW + timedelta(days=n)
-    return InterruptionEvent(
-        id=f"scheduled-maintenance-{n:024x}",
-        kind=Kind.SCHEDULED_MAINTENANCE,
-        instance_id="i-0abc",
-        source=Source.SQS,
-        notice_time=NOW - timedelta(minutes=1),
-        act_at=start - timedelta(seconds=lead),
-        deadline=start,
+    return scheduled_change(
+        n,
+        start=start,
+        noticed=NOW - timedelta(minutes=1),
+        lead=timedelta(seconds=lead),
         description=f"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED (upcoming) starting {start.isoformat()}",
     )
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -21,9 +20,6 @@ from kubespot.aws import (
     AwsError,
     ClassicRegistration,
     DeregisterOutcome,
-    GroupRef,
-    InterfaceChange,
-    IsolationOutcome,
     Registration,
 )
 from kubespot.controllers.response.isolate import InstanceIsolation
@@ -41,8 +37,9 @@ from kubespot.records.actions import (
     deregistration_for,
 )
 from kubespot.records.interruption import STATE_ANNOTATION, NodeState, Phase
-from support import fake_kube
+from support import fake_aws, fake_kube
 from support.clocks import StillClock
+from support.fake_aws import QUARANTINE, FakeEvents, FakeQuarantine, FakeSns
 
 T0 = datetime(2026, 11, 20, 17, 4, 13, tzinfo=UTC)
 NODE = "ip-10-0-0-10.ec2.internal"
@@ -115,103 +112,24 @@ class FakeIndex:
         return None
 
 
-class FakeTargets:
-    """ELBv2: the pod 10.0.1.5 in an ip group, the instance in an instance group."""
+class FakeTargets(fake_aws.FakeTargets):
+    """ELBv2: the pod 10.0.1.5 in an ip group, the instance in an instance group; the actions record
+    as it stood when the deregistration was asked for is kept."""
 
     def __init__(self, kube: FakeKube, timeline: Timeline) -> None:
+        super().__init__(
+            {
+                "10.0.1.5": (Registration(TG_IP, "10.0.1.5", 8080),),
+                INSTANCE: (Registration(TG_INSTANCE, INSTANCE, 30080),),
+            },
+            steps=timeline.steps,
+        )
         self.kube = kube
-        self.timeline = timeline
-        self.registered = {
-            "10.0.1.5": (Registration(TG_IP, "10.0.1.5", 8080),),
-            INSTANCE: (Registration(TG_INSTANCE, INSTANCE, 30080),),
-        }
-        self.deregistered: list[Registration] = []
         self.record_at_deregistration: ActionsRecord | None = None
-        self.fail: AwsError | None = None
-        self.refreshes = 0
-
-    async def lookup(self, target_ids: Iterable[str]) -> dict[str, tuple[Registration, ...]]:
-        return {i: self.registered[i] for i in target_ids if i in self.registered}
-
-    async def refresh(self) -> None:
-        self.refreshes += 1
 
     async def deregister(self, registrations: Iterable[Registration]) -> DeregisterOutcome[Registration]:
-        regs = tuple(registrations)
-        self.timeline.steps.append("deregister")
         self.record_at_deregistration = self.kube.record()
-        if self.fail is not None:
-            return DeregisterOutcome(failed=MappingProxyType(dict.fromkeys(regs, self.fail)))
-        self.deregistered += regs
-        return DeregisterOutcome(deregistered=regs)
-
-    async def wait_draining(
-        self, registrations: Iterable[Registration], *, max_wait: float, interval: float = 2.0
-    ) -> bool:
-        return True
-
-
-class FakeQuarantine:
-    def __init__(self, timeline: Timeline) -> None:
-        self.timeline = timeline
-        self.isolated: list[str] = []
-        self.fail: AwsError | None = None
-
-    async def isolate(self, instance_id: str, quarantine_group: str) -> IsolationOutcome:
-        self.timeline.steps.append("isolate")
-        if self.fail is not None:
-            raise self.fail
-        first = instance_id not in self.isolated
-        self.isolated.append(instance_id)
-        before = (GroupRef("sg-nodes", "nodes"),) if first else (GroupRef("sg-q", "quarantine"),)
-        return IsolationOutcome(
-            instance_id,
-            "vpc-1",
-            GroupRef("sg-q", "quarantine"),
-            (InterfaceChange("eni-1", before, changed=first),),
-        )
-
-    async def find_group(self, group: str) -> GroupRef | None:
-        return GroupRef("sg-q", "quarantine") if group in ("sg-q", "quarantine") else None
-
-
-class FakeSns:
-    def __init__(self, timeline: Timeline) -> None:
-        self.timeline = timeline
-        self.sent: list[tuple[dict[str, Any], str, dict[str, str]]] = []
-        self.fail: AwsError | None = None
-
-    async def publish(
-        self,
-        message: Mapping[str, Any],
-        *,
-        subject: str,
-        kind: str,
-        attributes: Mapping[str, str] | None = None,
-    ) -> str:
-        self.timeline.steps.append("sns")
-        if self.fail is not None:
-            raise self.fail
-        self.sent.append((dict(message), subject, dict(attributes or {})))
-        return f"msg-{len(self.sent)}"
-
-
-class FakeEvents:
-    def __init__(self, timeline: Timeline) -> None:
-        self.timeline = timeline
-        self.sent: list[dict[str, Any]] = []
-
-    async def put(
-        self,
-        detail: Mapping[str, Any],
-        *,
-        detail_type: str | None = None,
-        resources: Iterable[str] = (),
-        time: datetime | None = None,
-    ) -> str:
-        self.timeline.steps.append("eventbridge")
-        self.sent.append(dict(detail))
-        return f"evt-{len(self.sent)}"
+        return await super().deregister(registrations)
 
 
 class World:
@@ -220,9 +138,9 @@ class World:
         self.kube = FakeKube(self.timeline)
         self.index = FakeIndex(self.kube)
         self.targets = FakeTargets(self.kube, self.timeline)
-        self.quarantine = FakeQuarantine(self.timeline)
-        self.sns = FakeSns(self.timeline)
-        self.events = FakeEvents(self.timeline)
+        self.quarantine = FakeQuarantine(group=QUARANTINE, steps=self.timeline.steps)
+        self.sns = FakeSns(steps=self.timeline.steps)
+        self.events = FakeEvents(steps=self.timeline.steps)
         self.clock = StillClock(T0)
         self.metrics = Metrics()
 
@@ -353,7 +271,7 @@ async def test_post_drain_runs_after_drained_in_order_and_once() -> None:
     assert record.isolation is not None and record.isolation.state is StepState.DONE
     assert record.isolation.replaced == (("eni-1", ("sg-nodes",)),)
     assert dict(record.published) == {"sns": "msg-1", "eventbridge": "evt-1"}
-    message, subject, attributes = w.sns.sent[0]
+    message, subject, _, attributes = w.sns.sent[0]
     assert subject == f"kubespot: spot-itn on node {NODE} done"
     assert attributes == {"node": NODE, "outcome": "done"}
     assert message["event_id"] == EVENT and message["stage"] == "finished" and message["outcome"] == "done"
@@ -434,7 +352,7 @@ async def test_a_resumed_post_drain_repeats_no_recorded_step() -> None:
 
 async def test_one_failing_action_does_not_stop_the_others() -> None:
     w = World()
-    w.quarantine.fail = AwsError("UnauthorizedOperation", "not allowed", service="ec2")
+    w.quarantine.outcome = AwsError("UnauthorizedOperation", "not allowed", service="ec2")
     w.sns.fail = AwsError("NotFound", "Topic does not exist", service="sns", operation="Publish")
     w.targets.fail = AwsError("AccessDenied", "no", service="elbv2", operation="DeregisterTargets")
     w.state(Phase.DRAINED)

@@ -1,0 +1,36 @@
+"""``python -m kubespot`` (the agent, the controller) started as the end-to-end suites start it: the
+test process's environment without its kubespot, kubeconfig or AWS settings, and the settings every
+such process runs with."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import IO
+
+#: Every kubespot process of the end-to-end suites: drain margins and retries for deadlines of a few
+#: seconds, Kubernetes events on, JSON debug logs (which the tests parse).
+QUICK_ENV = {
+    "KUBESPOT_DRAIN_SAFETY_MARGIN": "0.5",
+    "KUBESPOT_DRAIN_RETRY_BACKOFF_BASE": "0.05",
+    "KUBESPOT_DRAIN_RETRY_BACKOFF_CAP": "0.3",
+    "KUBESPOT_OBSERVABILITY_EMIT_KUBERNETES_EVENTS": "true",
+    "KUBESPOT_OBSERVABILITY_JSON_LOGGING": "true",
+    "KUBESPOT_OBSERVABILITY_LOG_LEVEL": "debug",
+}
+
+
+def clean_environ(*prefixes: str) -> dict[str, str]:
+    """This process's environment without the variables starting with ``prefixes``: a setting left in
+    the developer's shell must not reach the process under test."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
+
+
+async def spawn_kubespot(
+    *args: str, env: dict[str, str], stdout: IO[bytes] | int, stderr: IO[bytes] | int
+) -> asyncio.subprocess.Process:
+    """``python -m kubespot ARGS`` with ``env`` (and nothing else of ours)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "kubespot", *args, env=env, stdout=stdout, stderr=stderr
+    )
