@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "kubespot.convert_cli",
         "old Karpenter manifests (Provisioner, AWSNodeTemplate, v1beta1) to v1 YAML",
     ),
+    "plan": ("kubespot.plan_cli", "what the provisioner would launch for the pending pods, and its cost"),
     "sandbox": ("kubespot.sandbox.command", "a simulated cluster with real agents under interruptions"),
 }
 
@@ -42,6 +43,7 @@ EXTRAS: dict[str, str] = {
     "sandbox": "sim",
     "controller": "controller",
     "aws": "controller",
+    "plan": "controller",
 }
 
 

@@ -299,6 +299,13 @@ class AwsClients:
 
     # -- clients ---------------------------------------------------------------------------------
 
+    @property
+    def region(self) -> str | None:
+        """The region calls go to: the settings', else the SDK chain's, else the fallback."""
+        session = self._session or boto3.session.Session()
+        self._session = session
+        return self.settings.region or session.region_name or self._fallback_region
+
     @overload
     def client(self, service: Literal["sqs"]) -> SQSClient: ...
     @overload
@@ -324,9 +331,9 @@ class AwsClients:
         with self._build_lock:
             existing = self._clients.get(service)
             if existing is None:
-                session = self._session or boto3.session.Session()
-                self._session = session
-                region = self.settings.region or session.region_name or self._fallback_region
+                region = self.region
+                session = self._session
+                assert session is not None  # set by ``region``
                 if service == "pricing":
                     region = pricing_endpoint_region(region)
                 existing = session.client(

@@ -19,6 +19,7 @@ re-read the node on 409, so a concurrent writer's taint is never lost.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import re
@@ -578,6 +579,33 @@ class KubeClient:
             return NodeList(nodes, (data.get("metadata") or {}).get("resourceVersion") or "")
 
         return await self._call("list nodes", run)
+
+    async def list_objects(self, path: str, *, limit: int = 500) -> list[dict[str, Any]]:
+        """Every object at ``path`` (``api/v1/pods``, ``apis/karpenter.sh/v1/nodepools``), read in
+        pages of ``limit``; an empty list when the server does not serve the resource (404: a CRD
+        not installed). For commands that read a cluster once (``kubespot plan``)."""
+        items: list[dict[str, Any]] = []
+        params = {"limit": str(limit)}
+        restarts = 0
+        while True:
+            try:
+                body = await self._call(
+                    f"list {path}", functools.partial(self._send, "GET", path, params=params)
+                )
+            except KubeError as err:
+                if err.code == 404:
+                    return []
+                if err.code == 410 and "continue" in params and restarts < 3:
+                    # The continue token expired (the snapshot was compacted): list again.
+                    items, params, restarts = [], {"limit": str(limit)}, restarts + 1
+                    continue
+                raise
+            data = orjson.loads(body)
+            items.extend(data.get("items") or ())
+            token = (data.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            params = {"limit": str(limit), "continue": token}
 
     async def watch_nodes(self, *, resource_version: str) -> AsyncIterator[NodeEvent]:
         """Changes to every node from ``resource_version``; re-listed (``RESYNC``) after any failure."""

@@ -60,10 +60,10 @@ def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
 def existing_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[ExistingNode]:
     """The cluster's nodes with what their pods already request (``pods`` counts them)."""
     out: dict[str, ExistingNode] = {}
-    for node in nodes:
-        meta = node.get("metadata") or {}
-        spec = node.get("spec") or {}
-        status = node.get("status") or {}
+    for obj in nodes:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
         if meta.get("deletionTimestamp") or spec.get("unschedulable"):
             continue  # going away or cordoned: no room for new pods
         ready = any(

@@ -1,0 +1,227 @@
+"""``kubespot plan``: what the provisioner would launch for the pending pods, and what it costs.
+
+Reads the cluster (nodes, pods, DaemonSets, NodePools, EC2NodeClasses) through the usual
+Kubernetes settings and the instance types, offerings and prices through the EC2 and Pricing APIs
+(the usual AWS settings, ``KUBESPOT_AWS_ENDPOINT_URL`` for a simulator), adds what ``-f`` files bring
+(NodePools, EC2NodeClasses, DaemonSets, and Pods, Deployments, ReplicaSets, StatefulSets and Jobs
+to add), runs the provisioner's scheduling simulation and prints the plan. It writes nothing, to
+the cluster or to AWS.
+
+Exit codes: 0 with a plan (unschedulable pods included: they are part of the answer), 1 when the
+cluster, the catalog or a file cannot be read, 2 for bad settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+import yaml
+
+from .aws import AwsClients, AwsError
+from .aws.catalog import Catalog
+from .config import loader
+from .config.aws import AwsSettings
+from .config.kube import KubeSettings
+from .config.pricing import PricingSettings
+from .kube import KubeError, connect
+from .model.capacity import AMIFamily
+from .scheduling.api.conditions import Condition
+from .scheduling.api.load import load
+from .scheduling.api.nodeclass import EC2NodeClassSpec
+from .scheduling.cluster import daemon_overhead, existing_nodes, pending_pods, pool_in_use, workload_pods
+from .scheduling.nodepool import usable_pools
+from .scheduling.report import plan_json, plan_text, pod_story
+from .scheduling.simulate import Plan, PoolCapacity, simulate
+
+Obj = dict[str, Any]
+
+#: kind -> the API path the cluster serves it at.
+CLUSTER_PATHS = {
+    "Node": "api/v1/nodes",
+    "Pod": "api/v1/pods",
+    "DaemonSet": "apis/apps/v1/daemonsets",
+    "NodePool": "apis/karpenter.sh/v1/nodepools",
+    "EC2NodeClass": "apis/karpenter.k8s.aws/v1/ec2nodeclasses",
+}
+_WORKLOADS = {"Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanCommandSettings:
+    """What ``kubespot plan`` is configured with: the cluster, AWS and the price settings."""
+
+    kube: KubeSettings = dataclasses.field(default_factory=KubeSettings)
+    aws: AwsSettings = dataclasses.field(default_factory=AwsSettings)
+    pricing: PricingSettings = dataclasses.field(default_factory=PricingSettings)
+
+
+class InputError(Exception):
+    """A file that cannot be read or parsed."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="manifests to add (NodePools, EC2NodeClasses, DaemonSets, workloads); '-' reads stdin",
+    )
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    parser.add_argument("--why", metavar="NAMESPACE/POD", help="where one pod goes, and why")
+    parser.add_argument(
+        "--no-cluster",
+        action="store_true",
+        help="plan from the files alone (no existing nodes or pods)",
+    )
+    parser.add_argument("--config", help="settings file (YAML), as for the controller")
+    parser.add_argument("--verbose", "-v", action="store_true")
+
+
+def read_manifests(paths: Iterable[str], stdin: TextIO | None = None) -> list[Obj]:
+    """Every object in ``paths`` (multi-document YAML or JSON; ``kind: List`` read item by item)."""
+    out: list[Obj] = []
+    for path in paths:
+        try:
+            text = (stdin or sys.stdin).read() if path == "-" else Path(path).read_text()
+            docs = list(yaml.safe_load_all(text))
+        except (OSError, yaml.YAMLError) as exc:
+            raise InputError(f"{path}: {exc}") from exc
+        for doc in docs:
+            if doc is None:
+                continue
+            if not isinstance(doc, dict):
+                raise InputError(f"{path}: expected Kubernetes objects, found {type(doc).__name__}")
+            out.extend(doc.get("items") or [] if doc.get("kind") == "List" else [doc])
+    return out
+
+
+def _by_kind(objs: Iterable[Obj]) -> dict[str, list[Obj]]:
+    kinds: dict[str, list[Obj]] = {}
+    for obj in objs:
+        kinds.setdefault(str(obj.get("kind") or ""), []).append(obj)
+    return kinds
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _merged(cluster: list[Obj], added: list[Obj]) -> list[Obj]:
+    """The cluster's objects with those of the files, a file's object replacing one of its name."""
+    names = {_name(o) for o in added}
+    return [o for o in cluster if _name(o) not in names] + added
+
+
+def _nodeclasses(objs: Iterable[Obj]) -> tuple[dict[str, EC2NodeClassSpec], dict[str, Condition]]:
+    specs: dict[str, EC2NodeClassSpec] = {}
+    conditions: dict[str, Condition] = {}
+    for obj in objs:
+        loaded = load(obj)
+        conditions[loaded.name] = loaded.condition
+        if loaded.valid and isinstance(loaded.spec, EC2NodeClassSpec):
+            specs[loaded.name] = loaded.spec
+    return specs, conditions
+
+
+def build_plan(objects: Mapping[str, list[Obj]], catalog: Catalog) -> tuple[Plan, dict[str, Condition]]:
+    """The plan for ``objects`` (by kind; workloads already expanded into pods) with ``catalog``."""
+    pools, conditions = usable_pools(objects.get("NodePool", []))
+    classes, class_conditions = _nodeclasses(objects.get("EC2NodeClass", []))
+    nodes = objects.get("Node", [])
+    capacities = []
+    for pool in pools:
+        nodeclass = classes.get(pool.node_class)
+        if nodeclass is None:
+            why = class_conditions.get(pool.node_class)
+            message = (
+                f"EC2NodeClass {pool.node_class!r} is not valid: {why.message}"
+                if why is not None
+                else f"EC2NodeClass {pool.node_class!r} not found"
+            )
+            conditions[pool.name] = Condition("NodeClassReady", "False", "NodeClassNotReady", message)
+            continue
+        family = nodeclass.family or AMIFamily.AL2023
+        kubelet = nodeclass.kubelet.capacity() if nodeclass.kubelet is not None else None
+        types = catalog.instance_types(family=family, kubelet=kubelet)
+        daemonsets = objects.get("DaemonSet", [])
+        capacities.append(
+            PoolCapacity(pool, types, daemon_overhead(daemonsets, pool), pool_in_use(nodes, pool.name))
+        )
+    pods = objects.get("Pod", [])
+    plan = simulate(pending_pods(pods), existing_nodes(nodes, pods), capacities)
+    return plan, conditions
+
+
+async def _cluster(settings: KubeSettings) -> dict[str, list[Obj]]:
+    kube = connect(settings)
+    try:
+        lists = await asyncio.gather(*(kube.list_objects(path) for path in CLUSTER_PATHS.values()))
+    finally:
+        await kube.close()
+    return dict(zip(CLUSTER_PATHS, lists, strict=True))
+
+
+async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = None) -> int:
+    settings = loader.load(PlanCommandSettings, namespace=args)
+    try:
+        added = _by_kind(read_manifests(args.filename, stdin))
+    except InputError as exc:
+        print(f"kubespot plan: {exc}", file=sys.stderr)
+        return 1
+    try:
+        cluster = {} if args.no_cluster else await _cluster(settings.kube)
+    except KubeError as exc:
+        print(f"kubespot plan: cannot read the cluster: {exc}", file=sys.stderr)
+        return 1
+    objects = {kind: _merged(cluster.get(kind, []), added.get(kind, [])) for kind in CLUSTER_PATHS}
+    objects["Pod"] = objects["Pod"] + workload_pods(
+        o for kind in _WORKLOADS - {"Pod"} for o in added.get(kind, [])
+    )
+    async with AwsClients(settings.aws) as clients:
+        if not clients.region:
+            print("kubespot plan: no AWS region: set KUBESPOT_AWS_REGION or AWS_REGION", file=sys.stderr)
+            return 1
+        catalog = Catalog(clients, clients.region, settings.pricing)
+        try:
+            await catalog.refresh()
+        except AwsError as exc:
+            print(f"kubespot plan: cannot read the instance types: {exc}", file=sys.stderr)
+            return 1
+        if not catalog.infos():
+            print("kubespot plan: the EC2 API offered no instance types", file=sys.stderr)
+            return 1
+        plan, conditions = build_plan(objects, catalog)
+    if args.why:
+        story = pod_story(plan, args.why)
+        if story is None:
+            print(f"kubespot plan: {args.why} is not a pending pod of this plan", file=sys.stderr)
+            return 1
+        out.write(story + "\n")
+    elif args.output == "json":
+        out.write(orjson.dumps(plan_json(plan, conditions), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.write(plan_text(plan, conditions) + "\n")
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return asyncio.run(run(args, out=sys.stdout))
+    except loader.SettingsError as exc:
+        print(f"kubespot plan: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,157 @@
+"""``kubespot plan`` end to end: the cluster read over HTTP from kubesim (the chart's CRDs, a
+NodePool and EC2NodeClass from tests/data/karpenter, pending pods, a DaemonSet, an existing node),
+the catalog and prices through boto3 from moto with kubespot's extensions, the plan printed.
+
+Semantics checked: Karpenter's provisioning rules as docs/designs/provisioning.md lists them (the
+NodePool's requirements narrow the types, existing capacity first, DaemonSet overhead on new
+nodes), and the command-line contract of issue 13 (JSON keys, exit codes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+import yaml
+
+from kubespot import plan_cli
+from kubespot.aws.ondemand_prices import ONDEMAND_PRICES
+from kubespot.sim.awssim import MotoServer
+from kubespot.sim.kubesim.app import KubeSim
+from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.testing import node, pod
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+CRDS = ROOT / "deploy" / "helm" / "kubespot" / "crds"
+EXAMPLE = ROOT / "tests" / "data" / "karpenter" / "v1" / "general-purpose.yaml"
+PLURALS = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses"}
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+@pytest.fixture
+async def cluster(
+    aws_env: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> AsyncIterator[KubeSim]:
+    idle = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
+    async with KubeSim(controllers=idle) as sim, aiohttp.ClientSession(sim.url) as http:
+        for path in sorted(CRDS.glob("*.yaml")):
+            for crd in docs(path):
+                async with http.post(CRD_PATH, json=crd) as r:
+                    assert r.status == 201, await r.text()
+        for obj in docs(EXAMPLE):
+            async with http.post(f"/apis/{obj['apiVersion']}/{PLURALS[obj['kind']]}", json=obj) as r:
+                assert r.status == 201, await r.text()
+        # An existing node with room for two of the pods (2 CPUs), and eight pods waiting for a node.
+        existing = node("existing-1", cpu="2", memory="8Gi")
+        async with http.post("/api/v1/nodes", json=existing) as r:
+            assert r.status == 201, await r.text()
+        for i in range(8):
+            body = pod(f"web-{i}", namespace="default", requests={"cpu": "1", "memory": "2Gi"})
+            async with http.post("/api/v1/namespaces/default/pods", json=body) as r:
+                assert r.status == 201, await r.text()
+        daemonset = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "logs", "namespace": "kube-system"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "logs"}},
+                "template": {
+                    "metadata": {"labels": {"app": "logs"}},
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "200m"}}}]},
+                },
+            },
+        }
+        async with http.post("/apis/apps/v1/namespaces/kube-system/daemonsets", json=daemonset) as r:
+            assert r.status == 201, await r.text()
+        monkeypatch.setenv("KUBESPOT_KUBECONFIG", str(sim.kubeconfig_path))
+        monkeypatch.setenv("KUBESPOT_AWS_ENDPOINT_URL", aws_env.endpoint_url)
+        monkeypatch.setenv("KUBESPOT_AWS_REGION", aws_env.region)
+        yield sim
+
+
+def args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    plan_cli.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+async def plan(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = await plan_cli.run(args(*argv), out=out)
+    return code, out.getvalue()
+
+
+async def test_plan_reads_the_cluster_and_the_catalog_and_prints_the_contract(
+    cluster: KubeSim, tmp_path: Path
+) -> None:
+    extra = tmp_path / "more.yaml"
+    extra.write_text(
+        yaml.safe_dump_all(
+            [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": {"name": "api", "namespace": "default"},
+                    "spec": {
+                        "replicas": 4,
+                        "selector": {"matchLabels": {"app": "api"}},
+                        "template": {
+                            "metadata": {"labels": {"app": "api"}},
+                            "spec": {
+                                "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}],
+                                # arm64 only: the NodePool allows amd64 alone, so these cannot go.
+                                "nodeSelector": {"kubernetes.io/arch": "arm64"},
+                            },
+                        },
+                    },
+                }
+            ]
+        )
+    )
+    code, text = await plan("--output", "json", "-f", str(extra))
+    assert code == 0, text
+    result = orjson.loads(text)
+    assert set(result) >= {"nodeclaims", "existing", "unschedulable", "cost_per_hour"}
+    # Existing capacity first: two web pods fit the existing node, the other six need new capacity.
+    assert [e["node"] for e in result["existing"]] == ["existing-1", "existing-1"]
+    on_existing = {e["pod"] for e in result["existing"]}
+    planned = sorted(p for c in result["nodeclaims"] for p in c["pods"])
+    assert planned == sorted({f"default/web-{i}" for i in range(8)} - on_existing)
+    prices = ONDEMAND_PRICES["us-east-1"]
+    for claim in result["nodeclaims"]:
+        assert claim["nodepool"] == "general" and claim["capacity_type"] == "on-demand"
+        for name in claim["instance_types"]:
+            family = name.split(".")[0]
+            assert family[0] in "cmr" and int("".join(ch for ch in family[1:] if ch.isdigit())[:1]) > 2, name
+        assert claim["price_per_hour"] == pytest.approx(prices[claim["instance_types"][0]])
+        # The DaemonSet's 200m is reserved on every new node beside the pods.
+        assert claim["requests"]["cpu"].endswith("200m")
+    assert result["cost_per_hour"] == pytest.approx(sum(c["price_per_hour"] for c in result["nodeclaims"]))
+    unschedulable = {u["pod"]: u["reasons"] for u in result["unschedulable"]}
+    assert sorted(unschedulable) == [f"default/api-plan-{i}" for i in range(4)]
+    assert "kubernetes.io/arch" in unschedulable["default/api-plan-0"][0]
+    assert result["nodepools"] == [
+        {"name": "general", "valid": True, "reason": "ValidationSucceeded", "message": ""}
+    ]
+
+    code, story = await plan("--why", "default/web-3")
+    assert code == 0 and "NodePool general" in story and "on-demand" in story, story
+
+
+async def test_plan_exit_codes(cluster: KubeSim, tmp_path: Path) -> None:
+    code, _ = await plan("-f", str(tmp_path / "missing.yaml"))
+    assert code == 1
+    code, _ = await plan("--why", "default/nobody")
+    assert code == 1
