@@ -26,7 +26,8 @@ nodes (all nodes below 100, else an adaptive 50 - nodes/125 percent, at least 5 
 starting where the previous pod's search stopped. Feasible nodes are scored by LeastAllocated over
 cpu and memory, counting 100m / 200Mi for containers without requests as upstream's scorer does;
 ties go to the first node found, so results are deterministic (upstream breaks ties at random).
-Inter-pod affinity, topology spread, ports, volumes and preemption are not simulated.
+Inter-pod affinity, topology spread, ports and volumes are not simulated; a pod that fits
+nowhere may preempt lower-priority pods (``preemption.py``).
 
 A pod that fits nowhere gets ``PodScheduled=False``, reason ``Unschedulable`` and upstream's
 ``FitError`` message, e.g. ``0/5 nodes are available: 2 node(s) had untolerated taint {a: b}, 3
@@ -56,6 +57,7 @@ from ..quantity import QuantityError, to_int, to_milli
 from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from . import Controller, ControllerConfig
 from .kubelet import set_condition
+from .preemption import Preemption, resources_fit
 
 log = logging.getLogger("kubespot.sim.kubesim.scheduler")
 
@@ -327,6 +329,7 @@ class SchedulerController(Controller):
         self._retry = False
         self._last_retry = 0.0
         self._kick = asyncio.Event()
+        self.preemption = Preemption(store)
         self._seq = itertools.count()
         self._next_start = 0
         #: Counters for tests and benchmarks.
@@ -346,6 +349,7 @@ class SchedulerController(Controller):
 
     def on_event(self, ev: WatchEvent) -> None:
         if ev.rkey == POD_KEY:
+            self.preemption.on_pod(ev)
             if ev.type == "DELETED":
                 meta = ev.obj["metadata"]
                 key = (meta.get("namespace", ""), meta["name"])
@@ -516,7 +520,19 @@ class SchedulerController(Controller):
                 return
             failed[pending.shape_key] = message
         self._unschedulable[key] = pending
-        self._mark_unschedulable(key, pod, message)
+        self._mark_unschedulable(key, pod, self._post_filter(pod, shape, message))
+
+    def _post_filter(self, pod: Obj, shape: _Shape, message: str) -> str:
+        """Preemption (``preemption.py``) for a pod that fits nowhere: the message with its part."""
+        if not self._nodes:
+            return message
+        potential = [n.name for n in self._static(shape.static).feasible]  # failed on resources only
+        fits = resources_fit(
+            lambda p: pod_requests(p.get("spec") or {})[:2], lambda n: self.store.find(self.node_rt, None, n)
+        )
+        result = self.preemption.run(pod, num_nodes=len(self._nodes), potential=potential, fits=fits)
+        head = message.split(" preemption: ", 1)[0]
+        return f"{head} {result.message}" if result.message else head
 
     def _static(self, static: _Static) -> _Static:
         """Refresh resource-independent filtering (filters 1-3) if nodes changed."""
