@@ -146,3 +146,30 @@ async def test_node_choice_prefers_no_budget_violation_over_lower_victim_priorit
     assert cluster.pod("free")["metadata"].get("deletionTimestamp")
     assert not cluster.pod("guarded")["metadata"].get("deletionTimestamp")
     await cluster.until(lambda: _node_of(cluster, "high") == "n2")
+
+
+async def test_a_nominated_pod_waits_for_its_terminating_victims_instead_of_preempting_again(
+    cluster: Any,
+) -> None:
+    """``PodEligibleToPreemptOthers``: while a lower-priority pod preempted for it is still terminating
+    on its nominated node (``podTerminatingByPreemption``), a retried preemptor is "not eligible due to
+    a terminating pod on the nominated node." and no further pod is preempted."""
+    await cluster.create_node("n1", cpu="1")
+    slow = pod("slow", annotations={conventions.SHUTDOWN_SECONDS: "0.8"}, requests={"cpu": "500m"}, grace=5)
+    slow["spec"]["priority"] = 0
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", slow)
+    await _pod(cluster, "other", "400m", 5)  # more important than "slow": reprieved
+    await _running(cluster, "slow", "other")
+    await _pod(cluster, "high", "500m", 1000)
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1")
+    assert cluster.pod("slow")["metadata"].get("deletionTimestamp")
+    # A node change makes the scheduler retry the pod while its victim is still shutting down.
+    await cluster.patch("/api/v1/nodes/n1", {"metadata": {"labels": {"retry": "now"}}})
+    await cluster.until(lambda: "preemption: not eligible" in (pending_reason(cluster.pod("high")) or ""))
+    assert pending_reason(cluster.pod("high")) == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: not eligible due to a terminating pod on the nominated node."
+    )
+    assert not cluster.pod("other")["metadata"].get("deletionTimestamp")
+    await cluster.until(lambda: _node_of(cluster, "high") == "n1")
+    assert cluster.pod("other") is not None

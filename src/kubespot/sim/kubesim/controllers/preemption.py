@@ -7,7 +7,8 @@ Follows kube-scheduler 1.32 (pkg/scheduler/framework/preemption/preemption.go ``
 ``calculateNumCandidates``):
 
 1. Eligibility: ``preemptionPolicy: Never`` pods do not preempt; a pod already nominated to a node
-   where a lower-priority pod is still terminating waits for it instead of preempting again.
+   where a lower-priority pod preempted earlier is still terminating waits for it instead of
+   preempting again.
 2. Candidates: only nodes that failed on a resolvable filter (the caller's ``potential`` nodes; the
    others are "Preemption is not helpful for scheduling"). On each, every pod of lower priority is
    removed; if the pod then fits, victims are reprieved one by one, most important first (higher
@@ -70,6 +71,17 @@ def _start(pod: Mapping[str, Any]) -> float:
         return parse_rfc3339(str(text)) if text else 0.0
     except ValueError:
         return 0.0
+
+
+def _terminating_by_preemption(pod: Mapping[str, Any]) -> bool:
+    """Upstream ``podTerminatingByPreemption``: deleted, with the DisruptionTarget condition preemption
+    sets (a pod terminating for another reason does not hold the preemptor back)."""
+    if not pod["metadata"].get("deletionTimestamp"):
+        return False
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("reason") == REASON
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
 
 
 def _importance(pod: Mapping[str, Any]) -> tuple[int, float]:
@@ -250,7 +262,7 @@ class Preemption:
         if nominated:
             prio = priority(pod)
             for p in self.pods_on(nominated):
-                if p["metadata"].get("deletionTimestamp") and priority(p) < prio:
+                if priority(p) < prio and _terminating_by_preemption(p):
                     return TERMINATING
         return None
 
