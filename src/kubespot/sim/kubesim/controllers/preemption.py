@@ -266,26 +266,40 @@ class Preemption:
                     return TERMINATING
         return None
 
-    def find(self, pod: Obj, *, num_nodes: int, potential: Sequence[str], fits: FitCheck) -> Result:
-        """Upstream ``Preempt`` up to the choice of a node; changes nothing."""
+    def find(
+        self,
+        pod: Obj,
+        *,
+        num_nodes: int,
+        num_potential: int,
+        potential: Callable[[], Sequence[str]],
+        fits: FitCheck,
+    ) -> Result:
+        """Upstream ``Preempt`` up to the choice of a node; changes nothing.
+
+        ``potential()`` names the ``num_potential`` nodes that failed on a resolvable filter only; it
+        is called only when some node may have victims (listing thousands of nodes for every pod
+        that cannot preempt anyway would cost more than the rest).
+        """
         why = self.eligible(pod)
         if why is not None:
             return Result(None, [], f"preemption: {why}")
         statuses: Counter[str] = Counter()
         candidates: list[Candidate] = []
         lowest = self._lowest()
-        if potential and (lowest is None or priority(pod) <= lowest):
+        if num_potential and (lowest is None or priority(pod) <= lowest):
             # No bound pod has a lower priority: every potential node has no victims.
-            statuses[NO_VICTIMS] = len(potential)
-        elif potential:
+            statuses[NO_VICTIMS] = num_potential
+        elif num_potential:
+            names = potential()
             meta = pod["metadata"]
             key = (str(meta.get("namespace", "")), str(meta["name"]))
             prio = priority(pod)
-            want = num_candidates(len(potential))
-            start = next(self._offset) % len(potential)
+            want = num_candidates(len(names))
+            start = next(self._offset) % len(names)
             fine = violating = 0
-            for i in range(len(potential)):
-                node = potential[(start + i) % len(potential)]
+            for i in range(len(names)):
+                node = names[(start + i) % len(names)]
                 holding = [
                     p for k, p in self._nominated.get(node, {}).items() if k != key and priority(p) >= prio
                 ]
@@ -304,17 +318,27 @@ class Preemption:
             # Non-violating candidates first, as upstream lists them.
             best = pick_one(sorted(candidates, key=lambda c: c.violations > 0))
             return Result(best.node, best.victims, "")
-        if num_nodes > len(potential):
-            statuses[NOT_HELPFUL] += num_nodes - len(potential)
+        if num_nodes > num_potential:
+            statuses[NOT_HELPFUL] += num_nodes - num_potential
         histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in statuses.items()))
         return Result(None, [], f"preemption: 0/{num_nodes} nodes are available: {histogram}.")
 
     def _pdbs_for(self, pod: Obj) -> list[Obj]:
         return matching_pdbs(self.store, pod)
 
-    def run(self, pod: Obj, *, num_nodes: int, potential: Sequence[str], fits: FitCheck) -> Result:
+    def run(
+        self,
+        pod: Obj,
+        *,
+        num_nodes: int,
+        num_potential: int,
+        potential: Callable[[], Sequence[str]],
+        fits: FitCheck,
+    ) -> Result:
         """The post-filter: find a node and, if there is one, nominate it and preempt its victims."""
-        result = self.find(pod, num_nodes=num_nodes, potential=potential, fits=fits)
+        result = self.find(
+            pod, num_nodes=num_nodes, num_potential=num_potential, potential=potential, fits=fits
+        )
         if result.node is not None:
             self._prepare(pod, result)
         return result

@@ -526,11 +526,17 @@ class SchedulerController(Controller):
         """Preemption (``preemption.py``) for a pod that fits nowhere: the message with its part."""
         if not self._nodes:
             return message
-        potential = [n.name for n in self._static(shape.static).feasible]  # failed on resources only
+        feasible = self._static(shape.static).feasible  # these failed on resources only
         fits = resources_fit(
             lambda p: pod_requests(p.get("spec") or {})[:2], lambda n: self.store.find(self.node_rt, None, n)
         )
-        result = self.preemption.run(pod, num_nodes=len(self._nodes), potential=potential, fits=fits)
+        result = self.preemption.run(
+            pod,
+            num_nodes=len(self._nodes),
+            num_potential=len(feasible),
+            potential=lambda: [n.name for n in feasible],
+            fits=fits,
+        )
         head = message.split(" preemption: ", 1)[0]
         return f"{head} {result.message}" if result.message else head
 
