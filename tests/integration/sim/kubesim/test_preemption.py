@@ -173,3 +173,37 @@ async def test_a_nominated_pod_waits_for_its_terminating_victims_instead_of_pree
     assert not cluster.pod("other")["metadata"].get("deletionTimestamp")
     await cluster.until(lambda: _node_of(cluster, "high") == "n1")
     assert cluster.pod("other") is not None
+
+
+async def test_a_higher_priority_preemptor_takes_over_a_lower_priority_nomination(cluster: Any) -> None:
+    """``prepareCandidate``: pods of lower priority nominated to the chosen node lose their
+    nomination (``getLowerPriorityNominatedPods``, ``ClearNominatedNodeName``); once the victim is
+    gone the higher-priority pod is bound there."""
+    await cluster.create_node("n1", cpu="1")
+    slow = pod("victim", annotations={conventions.SHUTDOWN_SECONDS: "0.6"}, requests={"cpu": "800m"}, grace=5)
+    slow["spec"]["priority"] = 0
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", slow)
+    await _running(cluster, "victim")
+    await _pod(cluster, "mid", "800m", 100)
+    await cluster.until(lambda: (cluster.pod("mid").get("status") or {}).get("nominatedNodeName") == "n1")
+    await _pod(cluster, "top", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("top").get("status") or {}).get("nominatedNodeName") == "n1")
+    assert "nominatedNodeName" not in (cluster.pod("mid").get("status") or {})
+    await cluster.until(lambda: _node_of(cluster, "top") == "n1")
+    assert _node_of(cluster, "mid") is None
+
+
+async def test_a_nomination_is_cleared_when_preemption_cannot_help_anywhere(cluster: Any) -> None:
+    """``findCandidates``: no node failed on a filter preemption can resolve, so the pod's
+    nominatedNodeName is cleared (``ClearNominatedNodeName``)."""
+    await cluster.create_node("n1", cpu="1")
+    await _pod(cluster, "lost", "100m", 1000, nodeSelector={"zone": "nowhere"})
+    await cluster.until(lambda: pending_reason(cluster.pod("lost")))
+    await cluster.patch(
+        "/api/v1/namespaces/default/pods/lost/status", {"status": {"nominatedNodeName": "n1"}}
+    )
+    await cluster.patch("/api/v1/nodes/n1", {"metadata": {"labels": {"retry": "now"}}})
+    await cluster.until(lambda: "nominatedNodeName" not in (cluster.pod("lost").get("status") or {}))
+    assert pending_reason(cluster.pod("lost")).endswith(
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )

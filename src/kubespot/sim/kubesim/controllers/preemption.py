@@ -341,6 +341,8 @@ class Preemption:
         )
         if result.node is not None:
             self._prepare(pod, result)
+        elif num_potential == 0:
+            self.clear_nomination(pod)
         return result
 
     def _prepare(self, pod: Obj, result: Result) -> None:
@@ -378,20 +380,40 @@ class Preemption:
             except errors.ApiError as exc:
                 log.debug("preemption: victim %s/%s not deleted: %s", vns, vname, exc.message)
         self.preemptions += 1
-        key = (str(ns), str(name))
+        # Lower-priority pods nominated to this node lose their nomination (upstream
+        # ``getLowerPriorityNominatedPods`` and ``ClearNominatedNodeName``): the room is this pod's.
+        prio = priority(pod)
+        for other_key, other in list(self._nominated.get(result.node, {}).items()):
+            if priority(other) < prio:
+                self._set_nomination(other_key, other, None)
+        self._set_nomination((str(ns), str(name)), pod, result.node)
+
+    def clear_nomination(self, pod: Obj) -> None:
+        """Upstream ``ClearNominatedNodeName`` for a pod preemption cannot help anywhere."""
+        meta = pod["metadata"]
+        if (pod.get("status") or {}).get("nominatedNodeName"):
+            self._set_nomination((str(meta.get("namespace", "")), str(meta["name"])), pod, None)
+
+    def _set_nomination(self, key: tuple[str, str], pod: Obj, node: str | None) -> None:
         previous = self._nominee_of.pop(key, None)
         if previous is not None:
             self._nominated.get(previous, {}).pop(key, None)
-        self._nominee_of[key] = result.node
-        self._nominated.setdefault(result.node, {})[key] = pod
+        if node is not None:
+            self._nominee_of[key] = node
+            self._nominated.setdefault(node, {})[key] = pod
 
         def nominate(o: Obj) -> None:
-            o.setdefault("status", {})["nominatedNodeName"] = result.node
+            st = o.setdefault("status", {})
+            if node is None:
+                st.pop("nominatedNodeName", None)
+            else:
+                st["nominatedNodeName"] = node
 
         try:
-            self.store.mutate(self.pod_rt, ns, name, nominate, status_only=True)
+            assert self.pod_rt is not None
+            self.store.mutate(self.pod_rt, key[0], key[1], nominate, status_only=True)
         except errors.ApiError as exc:
-            log.debug("preemption: %s/%s not nominated: %s", ns, name, exc.message)
+            log.debug("preemption: nomination of %s/%s not written: %s", key[0], key[1], exc.message)
 
 
 # -- a FitCheck for NodeResourcesFit, until the scheduler passes its own ----------------------------
