@@ -21,6 +21,9 @@ SIGTERM = PREFIX + "sigterm"
 #: ``sleep`` hook runs its own ``seconds``.
 PRESTOP_SECONDS = PREFIX + "prestop-seconds"
 
+#: ``SHUTDOWN_SECONDS``, ``SIGTERM`` and ``PRESTOP_SECONDS`` may be given for one container as
+#: ``<annotation>.<container name>``, which wins over the pod-wide value for that container.
+
 #: Pod annotation: seconds from binding until the container runs and becomes Ready (float).
 START_SECONDS = PREFIX + "start-seconds"
 

@@ -226,3 +226,30 @@ async def test_prestop_hook_delays_sigterm_and_each_container_reports_its_exit(c
     assert {cs["state"]["terminated"]["exitCode"] for cs in status["containerStatuses"]} == {0}
     assert finished["app"] >= finished["sidecar"]  # the sidecar had no hook: it exited first
     assert status["phase"] == "Succeeded"
+
+
+async def test_sidecar_stops_after_the_app_and_does_not_decide_the_phase(cluster: Any) -> None:
+    """kuberuntime_termination_order.go: a restartable init container gets SIGTERM only once the
+    regular containers exited; its own exit is reported in initContainerStatuses and is not counted
+    for the phase (kubelet_pods.go getPhase: "terminated restartable init containers are not taken
+    into account")."""
+    await cluster.create_node("n1")
+    await cluster.create_pod(
+        "meshed",
+        node_name="n1",
+        # The proxy has no SIGTERM handler: it dies of the signal (143) once its turn comes.
+        annotations={SHUTDOWN: "0.3", f"{conventions.SIGTERM}.proxy": "default"},
+        initContainers=[{"name": "proxy", "image": "envoy:1.30", "restartPolicy": "Always"}],
+    )
+    await cluster.until(lambda: cluster.phase("meshed") == "Running")
+    t0 = time.monotonic()
+    await cluster.delete_pod("meshed")
+    await asyncio.sleep(0.15)
+    assert cluster.pod("meshed") is not None  # the proxy did not get SIGTERM with the app
+    await cluster.until(lambda: cluster.pod("meshed") is None)
+    assert 0.28 <= cluster.deleted_at("meshed") - t0 < 1.5  # the app's 0.3 s, then the proxy at once
+    status = _last_status(cluster, "meshed")
+    (proxy,) = status["initContainerStatuses"]
+    assert proxy["state"]["terminated"]["exitCode"] == 143
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert status["phase"] == "Succeeded"

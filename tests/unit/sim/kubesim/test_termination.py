@@ -85,3 +85,33 @@ def test_a_shorter_grace_period_later_brings_sigkill_forward_only() -> None:
     assert (slow.kill_at, slow.exit_at, slow.exit_code) == (8, 8, 137)
     early = plan([_c()], {conventions.SHUTDOWN_SECONDS: "1"}, 30)
     assert shortened(early, 0.5, 3) == early  # exits before the new deadline anyway
+
+
+def test_sidecars_stop_after_the_regular_containers_and_later_sidecars_first() -> None:
+    """kuberuntime_termination_order.go ``newTerminationOrdering``: a restartable init container
+    waits for every regular container and for the sidecars declared after it; the wait comes off
+    its grace period (``killContainer``: ``gracePeriod -= int64(ordering.waitForTurn(...))``)."""
+    annotations = {conventions.SHUTDOWN_SECONDS: "3"}
+    exits = plan([_c("app")], annotations, 30, sidecars=[_c("proxy"), _c("logs")])
+    by_name = {e.name: e for e in exits}
+    assert (by_name["app"].exit_at, by_name["app"].sidecar) == (3, False)
+    assert (by_name["logs"].sigterm_at, by_name["logs"].exit_at, by_name["logs"].sidecar) == (3, 6, True)
+    assert (by_name["proxy"].sigterm_at, by_name["proxy"].exit_at) == (6, 9)
+    assert by_name["proxy"].kill_at == 6 + 30 - 6  # six whole seconds waited come off its 30
+
+
+def test_a_sidecar_waits_no_longer_than_its_grace_period() -> None:
+    (app, proxy) = plan([_c("app")], {conventions.SIGTERM: "ignored"}, 5, sidecars=[_c("proxy")])
+    assert app.exit_at == 5
+    assert (proxy.sigterm_at, proxy.kill_at, proxy.exit_code) == (5, 7, 137)  # then its 2 s minimum
+
+
+def test_a_container_may_have_its_own_knobs() -> None:
+    annotations = {
+        conventions.SIGTERM: "ignored",
+        f"{conventions.SIGTERM}.app": "handled",
+        f"{conventions.SHUTDOWN_SECONDS}.app": "4",
+    }
+    (app, proxy) = plan([_c("app"), _c("proxy")], annotations, 10)
+    assert (app.exit_at, app.exit_code) == (4, 0)
+    assert (proxy.exit_at, proxy.exit_code) == (10, 137)

@@ -385,8 +385,14 @@ class KubeletController(Controller):
         k = self._killing.get(key)
         if k is None:
             started = phase == "Running"
-            containers = (pod.get("spec") or {}).get("containers") or []
-            exits = termination.plan(containers, meta.get("annotations") or {}, grace) if started else []
+            spec = pod.get("spec") or {}
+            sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+            annotations = meta.get("annotations") or {}
+            exits = (
+                termination.plan(spec.get("containers") or [], annotations, grace, sidecars)
+                if started
+                else []
+            )
             k = _Kill(began=now, grace=grace, exits=exits, started=started)
             self._killing[key] = k
             self._push(k.deadline, _KILL, key)
@@ -501,25 +507,30 @@ class KubeletController(Controller):
                 st = o.setdefault("status", {})
                 names = []
                 succeeded = True
-                for cs in st.get("containerStatuses") or []:
-                    name = str(cs.get("name", ""))
-                    e = exits.get(name)
-                    code = e.exit_code if e is not None else 0
-                    finished = rfc3339(wall - max(0.0, ago - e.exit_at)) if e is not None else now
-                    running = (cs.get("state") or {}).get("running") or {}
-                    cs["state"] = {
-                        "terminated": {
-                            "exitCode": code,
-                            "reason": "Completed" if code == 0 else "Error",
-                            "startedAt": running.get("startedAt", now),
-                            "finishedAt": finished,
-                            "containerID": cs.get("containerID", ""),
+                for field in ("containerStatuses", "initContainerStatuses"):
+                    for cs in st.get(field) or []:
+                        name = str(cs.get("name", ""))
+                        e = exits.get(name)
+                        if e is None and field == "initContainerStatuses":
+                            continue  # an init container that ran to completion at start-up
+                        code = e.exit_code if e is not None else 0
+                        finished = rfc3339(wall - max(0.0, ago - e.exit_at)) if e is not None else now
+                        running = (cs.get("state") or {}).get("running") or {}
+                        cs["state"] = {
+                            "terminated": {
+                                "exitCode": code,
+                                "reason": "Completed" if code == 0 else "Error",
+                                "startedAt": running.get("startedAt", now),
+                                "finishedAt": finished,
+                                "containerID": cs.get("containerID", ""),
+                            }
                         }
-                    }
-                    cs["ready"] = False
-                    cs["started"] = False
-                    names.append(name)
-                    succeeded = succeeded and code == 0
+                        cs["ready"] = False
+                        cs["started"] = False
+                        if field == "containerStatuses":
+                            # Sidecars' exits do not count for the phase (getPhase).
+                            names.append(name)
+                            succeeded = succeeded and code == 0
                 # A deleted pod is terminal: kubelet_pods.go getPhase makes it Succeeded when every
                 # container exited 0 and Failed otherwise, whatever its restartPolicy.
                 st["phase"] = "Succeeded" if succeeded else "Failed"

@@ -13,7 +13,10 @@ Upstream (kubelet 1.32, ``pkg/kubelet/kuberuntime/kuberuntime_container.go`` ``k
 2. SIGTERM is sent when the hook ends (or is abandoned), and the container gets what is left of the
    grace period but never less than ``minimumGracePeriodInSeconds`` (2 s): so a hook that overruns
    the grace period gets its 2 s extension before SIGKILL;
-3. SIGKILL at the end of that window; the runtime reports exit code 137 (128 + 9), reason ``Error``.
+3. SIGKILL at the end of that window; the runtime reports exit code 137 (128 + 9), reason ``Error``;
+4. sidecars (restartable init containers) wait, after their hook, until the regular containers and
+   the sidecars declared after them have exited (``terminationOrdering``, in
+   ``kuberuntime_termination_order.go``), the wait also coming off their grace period.
 
 The simulator cannot run hooks or processes, so pods declare them (``conventions``):
 
@@ -24,13 +27,16 @@ The simulator cannot run hooks or processes, so pods declare them (``conventions
   ``conventions.SHUTDOWN_SECONDS``; ``default`` has no handler, so the signal's default action ends it
   at once with 143 (128 + 15); ``ignored`` is a PID 1 without a handler, which the kernel does not
   let SIGTERM end, so it runs until SIGKILL (137).
+
+Each of these annotations may also be given for one container, as ``<annotation>.<container name>``
+(e.g. ``kubesim.kubespot.io/sigterm.istio-proxy: default``), which wins over the pod-wide one.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -54,6 +60,8 @@ class ContainerExit:
     kill_at: float
     exit_at: float
     exit_code: int
+    #: A restartable init container (``initContainerStatuses``; its exit does not decide the phase).
+    sidecar: bool = False
 
     @property
     def reason(self) -> str:
@@ -68,6 +76,12 @@ def _seconds(raw: Any, default: float) -> float:
     return value if math.isfinite(value) and value >= 0 else default
 
 
+def _knob(annotations: Mapping[str, Any], key: str, container: str) -> Any:
+    """A pod annotation, or its ``<key>.<container>`` form for that container alone."""
+    value = annotations.get(f"{key}.{container}")
+    return annotations.get(key) if value is None else value
+
+
 def prestop_seconds(container: Mapping[str, Any], annotations: Mapping[str, Any]) -> float | None:
     """How long the container's preStop hook runs; None without a hook."""
     hook = (container.get("lifecycle") or {}).get("preStop")
@@ -76,7 +90,7 @@ def prestop_seconds(container: Mapping[str, Any], annotations: Mapping[str, Any]
     sleep = hook.get("sleep")
     if isinstance(sleep, dict):
         return _seconds(sleep.get("seconds"), 0.0)
-    declared = annotations.get(conventions.PRESTOP_SECONDS)
+    declared = _knob(annotations, conventions.PRESTOP_SECONDS, str(container.get("name", "")))
     if declared is not None:
         return _seconds(declared, 0.0)
     command = (hook.get("exec") or {}).get("command") if isinstance(hook.get("exec"), dict) else None
@@ -89,19 +103,35 @@ def prestop_seconds(container: Mapping[str, Any], annotations: Mapping[str, Any]
 
 
 def plan(
-    containers: list[Mapping[str, Any]], annotations: Mapping[str, Any], grace: int
+    containers: list[Mapping[str, Any]],
+    annotations: Mapping[str, Any],
+    grace: int,
+    sidecars: Sequence[Mapping[str, Any]] = (),
 ) -> list[ContainerExit]:
-    """Each container's preStop end, SIGKILL deadline and exit, for a kill with ``grace`` seconds."""
-    behaviour = str(annotations.get(conventions.SIGTERM, HANDLED))
-    shutdown = _seconds(annotations.get(conventions.SHUTDOWN_SECONDS), conventions.DEFAULT_SHUTDOWN_SECONDS)
-    out = []
-    for c in containers:
+    """Each container's preStop end, SIGKILL deadline and exit, for a kill with ``grace`` seconds.
+
+    ``sidecars`` are the running restartable init containers (``restartPolicy: Always``) in spec
+    order: upstream's ``terminationOrdering`` stops each only once every regular container and
+    every later sidecar has exited (waiting at most what is left of its grace period).
+    """
+
+    def one(c: Mapping[str, Any], turn: float | None) -> ContainerExit:
+        name = str(c.get("name", ""))
+        behaviour = str(_knob(annotations, conventions.SIGTERM, name) or HANDLED)
+        shutdown = _seconds(
+            _knob(annotations, conventions.SHUTDOWN_SECONDS, name), conventions.DEFAULT_SHUTDOWN_SECONDS
+        )
         left = grace
         sigterm_at = 0.0
         hook = prestop_seconds(c, annotations)
         if hook is not None and left > 0:
             sigterm_at = min(hook, float(left))
             left -= int(sigterm_at)  # whole seconds, truncated, as upstream measures the hook
+        if turn is not None and left > 0:
+            # ``waitForTurn``: until the containers before it exited, or the grace period is used up.
+            waited = min(max(turn - sigterm_at, 0.0), float(left))
+            sigterm_at += waited
+            left -= int(waited)
         kill_at = sigterm_at + max(left, MINIMUM_GRACE_SECONDS)
         if behaviour == DEFAULT:
             exit_at, code = sigterm_at, SIGTERM_EXIT_CODE
@@ -109,7 +139,14 @@ def plan(
             exit_at, code = kill_at, SIGKILL_EXIT_CODE
         else:
             exit_at, code = sigterm_at + shutdown, 0
-        out.append(ContainerExit(str(c.get("name", "")), sigterm_at, kill_at, exit_at, code))
+        return ContainerExit(name, sigterm_at, kill_at, exit_at, code, turn is not None)
+
+    out = [one(c, None) for c in containers]
+    turn = max((e.exit_at for e in out), default=0.0)
+    for c in reversed(sidecars):
+        e = one(c, turn)
+        out.append(e)
+        turn = max(turn, e.exit_at)
     return out
 
 
@@ -126,5 +163,6 @@ def shortened(exits: list[ContainerExit], elapsed: float, grace: int) -> list[Co
             out.append(e)
         else:
             kill_at = min(e.kill_at, deadline)
-            out.append(ContainerExit(e.name, min(e.sigterm_at, kill_at), kill_at, kill_at, SIGKILL_EXIT_CODE))
+            sigterm_at = min(e.sigterm_at, kill_at)
+            out.append(ContainerExit(e.name, sigterm_at, kill_at, kill_at, SIGKILL_EXIT_CODE, e.sidecar))
     return out
