@@ -253,6 +253,18 @@ class Preemption:
             p for p in self.store.pods_on_node(node) if (p.get("status") or {}).get("phase") not in _TERMINAL
         ]
 
+    def fits_nominated(self, pod: Obj, fits: FitCheck) -> str | None:
+        """The pod's nominated node if it fits there now (upstream ``evaluateNominatedNode``: a
+        preemptor is tried on the node it preempted on before any other), else None."""
+        node = (pod.get("status") or {}).get("nominatedNodeName")
+        if not node:
+            return None
+        meta = pod["metadata"]
+        key = (str(meta.get("namespace", "")), str(meta["name"]))
+        prio = priority(pod)
+        holding = [p for k, p in self._nominated.get(node, {}).items() if k != key and priority(p) >= prio]
+        return str(node) if fits(pod, str(node), self.pods_on(str(node)) + holding) is None else None
+
     def eligible(self, pod: Obj) -> str | None:
         """Upstream ``PodEligibleToPreemptOthers``: None, or why the pod may not preempt."""
         spec = pod.get("spec") or {}

@@ -57,7 +57,7 @@ from ..quantity import QuantityError, to_int, to_milli
 from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from . import Controller, ControllerConfig
 from .kubelet import set_condition
-from .preemption import Preemption, resources_fit
+from .preemption import FitCheck, Preemption, resources_fit
 
 log = logging.getLogger("kubespot.sim.kubesim.scheduler")
 
@@ -511,7 +511,7 @@ class SchedulerController(Controller):
             shape = self._shapes[pending.shape_key]
         message = failed.get(pending.shape_key)
         if message is None:
-            node, message = self._pick(shape)
+            node, message = self._pick_nominated(pod, shape) or self._pick(shape)
             if node is not None:
                 try:
                     self._bind(key, node)
@@ -522,14 +522,25 @@ class SchedulerController(Controller):
         self._unschedulable[key] = pending
         self._mark_unschedulable(key, pod, self._post_filter(pod, shape, message))
 
+    def _fits(self) -> FitCheck:
+        return resources_fit(
+            lambda p: pod_requests(p.get("spec") or {})[:2], lambda n: self.store.find(self.node_rt, None, n)
+        )
+
+    def _pick_nominated(self, pod: Obj, shape: _Shape) -> tuple[str, str] | None:
+        """A preemptor goes to the node it preempted on if it fits there (``preemption.py``)."""
+        n = self._nodes.get((pod.get("status") or {}).get("nominatedNodeName") or "")
+        if n is None or n not in self._static(shape.static).feasible:
+            return None
+        node = self.preemption.fits_nominated(pod, self._fits())
+        return None if node is None else (node, "")
+
     def _post_filter(self, pod: Obj, shape: _Shape, message: str) -> str:
         """Preemption (``preemption.py``) for a pod that fits nowhere: the message with its part."""
         if not self._nodes:
             return message
         feasible = self._static(shape.static).feasible  # these failed on resources only
-        fits = resources_fit(
-            lambda p: pod_requests(p.get("spec") or {})[:2], lambda n: self.store.find(self.node_rt, None, n)
-        )
+        fits = self._fits()
         result = self.preemption.run(
             pod,
             num_nodes=len(self._nodes),
