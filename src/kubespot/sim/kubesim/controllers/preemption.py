@@ -18,14 +18,17 @@ Follows kube-scheduler 1.32 (pkg/scheduler/framework/preemption/preemption.go ``
    where the previous search stopped (upstream starts at random).
 3. The node: fewest PDB violations, then the lowest highest-victim priority, the smallest sum of
    priorities, the fewest victims, the latest start among the highest-priority victims, the first.
-4. The preemptor's ``status.nominatedNodeName`` is set and the victims get the ``DisruptionTarget``
-   condition (reason ``PreemptionByScheduler``) and a graceful delete (their own grace period); the
-   scheduler binds the preemptor once they are gone.
+4. The preemptor's ``status.nominatedNodeName`` is set (lower-priority pods nominated to that node
+   lose theirs) and the victims get the ``DisruptionTarget`` condition (reason
+   ``PreemptionByScheduler``) and a graceful delete (their own grace period). The scheduler tries a
+   nominated pod on its node first (``fits_nominated``, upstream ``evaluateNominatedNode``) and so
+   binds the preemptor there once the victims are gone. A pod preemption cannot help anywhere loses
+   its nomination.
 
 Whether a pod fits is not decided here: the scheduler passes a :data:`FitCheck` ("does this pod fit
 on this node beside these pods, and if not, why"), so preemption follows whatever filters it runs.
 :func:`resources_fit` is such a check for NodeResourcesFit alone (all a node that passed the
-resolvable-free filters can still fail on). Cost: a pod whose priority is not above the lowest
+filters preemption cannot resolve may still fail on). Cost: a pod whose priority is not above the lowest
 priority of any bound pod cannot have victims, which one counter per priority answers at once.
 """
 
