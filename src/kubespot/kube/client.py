@@ -244,7 +244,12 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
         resource_version=meta.get("resourceVersion") or "",
         unschedulable=bool(spec.get("unschedulable")),
         taints=tuple(
-            Taint(key=t.get("key") or "", effect=t.get("effect") or "", value=t.get("value"))
+            Taint(
+                key=t.get("key") or "",
+                effect=t.get("effect") or "",
+                value=t.get("value"),
+                time_added=t.get("timeAdded"),
+            )
             for t in spec.get("taints") or ()
         ),
         labels=meta.get("labels") or {},

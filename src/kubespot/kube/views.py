@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import TypedDict
 
 #: Annotation the kubelet puts on the API mirror of a static pod; deleting the mirror does nothing.
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -62,11 +63,17 @@ class Taint:
     key: str
     effect: str
     value: str | None = None
+    #: ``timeAdded`` as the API returned it (the node lifecycle controller stamps its taints; the
+    #: taint manager counts ``tolerationSeconds`` from it). Kept when kubespot rewrites a node's
+    #: taint list so other components' taints keep their time; not part of a taint's identity.
+    time_added: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, str]:
         d = {"key": self.key, "effect": self.effect}
         if self.value is not None:
             d["value"] = self.value
+        if self.time_added is not None:
+            d["timeAdded"] = self.time_added
         return d
 
 
@@ -153,6 +160,15 @@ class EvictionOutcome(StrEnum):
     #: The pod (with that uid) no longer exists.
     NOT_FOUND = "not-found"
     ERROR = "error"
+
+
+class PodCallOptions(TypedDict, total=False):
+    """The options ``evict_pod`` and ``delete_pod`` take alike (``KubeClient`` spells them out, to
+    build no dict per call): the pod's uid as a precondition, its grace period, a dry run."""
+
+    uid: str | None
+    grace_period_seconds: int | None
+    dry_run: bool
 
 
 @dataclass(frozen=True, slots=True)

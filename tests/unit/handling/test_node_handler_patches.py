@@ -41,7 +41,9 @@ def apply(node: NodeView, patch: Mapping[str, Any] | None) -> NodeView:
     meta = dict(patch.get("metadata") or {})
     taints = node.taints
     if "taints" in spec:
-        taints = tuple(Taint(t["key"], t["effect"], t.get("value")) for t in spec["taints"])
+        taints = tuple(
+            Taint(t["key"], t["effect"], t.get("value"), t.get("timeAdded")) for t in spec["taints"]
+        )
     unschedulable = node.unschedulable
     if "unschedulable" in spec:
         unschedulable = bool(spec["unschedulable"])
@@ -77,6 +79,19 @@ def test_fence_taints_cordons_and_records_state_keeping_foreign_taints() -> None
     assert set(state.taints) == {"kubespot.io/spot-itn", "aws-node-termination-handler/spot-itn"}
     assert state.labels == ("node.kubernetes.io/exclude-from-external-load-balancers",)
     assert state.deadline == NOW + timedelta(minutes=2)
+
+
+def test_rewrites_of_the_taint_list_keep_other_taints_time_added() -> None:
+    """The node lifecycle controller stamps its taints with ``timeAdded`` and the taint manager counts
+    ``tolerationSeconds`` from it (pkg/controller/tainteviction ``processPodOnNode``): a fence or an
+    undo that rewrites the list must not reset that clock."""
+    unreachable = Taint("node.kubernetes.io/unreachable", "NoExecute", None, "2026-11-22T02:59:00Z")
+    ev = event()
+    fenced = fence(NodeView("n", taints=(unreachable,)), ev, taint_node=True)
+    kept = [t for t in fenced.taints if t.key == unreachable.key]
+    assert [t.time_added for t in kept] == ["2026-11-22T02:59:00Z"]
+    undone = apply(fenced, _undo_patch(fenced, ev.id))
+    assert [t.time_added for t in undone.taints] == ["2026-11-22T02:59:00Z"]
 
 
 def test_a_fence_without_a_drain_records_fenced_and_a_resumed_fenced_state_moves_on_to_draining() -> None:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from . import errors
+from .admission import admit_node_create
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic_merge
 from .resources import BUILTIN, Registry, ResourceType, types_from_crd
 from .selectors import FieldSelector, LabelSelector
@@ -298,6 +299,8 @@ class Store:
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request was in an unknown format")
         self._stamp_new(rt, obj, namespace)
+        if rt.key == NODE_KEY:
+            admit_node_create(obj)
         meta = obj["metadata"]
         if rt.namespaced:
             ns_obj = self.find(self._rt(NAMESPACE_KEY), None, meta["namespace"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -837,28 +838,69 @@ _PRINTERS: Final[dict[str, tuple[list[dict[str, Any]], _Printer]]] = {
 # --------------------------------------------------------------------------------------------------
 # Custom resources: additionalPrinterColumns with a simple JSONPath subset
 
-_JSONPATH_TOKEN: Final = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\[['\"]([^'\"]+)['\"]\]")
+#: A field (``\.`` escapes a dot inside a name, as client-go's jsonpath ``advance`` allows: Karpenter's
+#: columns read ``.metadata.labels.node\.kubernetes\.io/instance-type``), an index, a quoted key, or
+#: an equality filter on the elements of a list (``[?(@.type=="Ready")]``, client-go ``parseFilter``).
+_JSONPATH_TOKEN: Final = re.compile(
+    r"\.((?:\\.|[^.\[\]\\])+)"
+    r"|\[(\d+)\]"
+    r"|\[['\"]([^'\"]+)['\"]\]"
+    r"|\[\?\(@((?:\.(?:\\.|[^.=!<>()\\\s])+)+)\s*(==|!=)\s*(?:\"([^\"]*)\"|'([^']*)'|([^)\s]+))\s*\)\]"
+)
+_ESCAPE: Final = re.compile(r"\\(.)")
 
 
-def _parse_jsonpath(path: str) -> list[str | int] | None:
-    """``.a.b``, ``.a[0].b``, ``.metadata.labels['x.y/z']`` (also wrapped in ``{}``); else None."""
+@dataclass(frozen=True)
+class _Filter:
+    """``[?(@.path OP literal)]``: the elements of a list whose ``path`` compares as asked."""
+
+    path: list[str | int]
+    equal: bool
+    literal: Any
+
+
+def _literal(quoted: str | None, bare: str | None) -> Any:
+    if quoted is not None:
+        return quoted
+    text = bare or ""
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _parse_jsonpath(path: str) -> list[str | int | _Filter] | None:
+    r"""``.a.b``, ``.a[0].b``, ``.metadata.labels['x.y/z']``, ``.labels.x\.y/z``,
+    ``.conditions[?(@.type=="Ready")].status`` (also wrapped in ``{}``); else None."""
     p = path.strip()
     if p.startswith("{") and p.endswith("}"):
         p = p[1:-1].strip()
     if not p.startswith((".", "[")):
         return None
-    out: list[str | int] = []
+    out: list[str | int | _Filter] = []
     pos = 0
     while pos < len(p):
         m = _JSONPATH_TOKEN.match(p, pos)
         if m is None:
             return None
-        if m.group(1) is not None:
-            out.append(m.group(1))
-        elif m.group(2) is not None:
-            out.append(int(m.group(2)))
+        field, index, key, left, op, dq, sq, bare = m.groups()
+        if field is not None:
+            out.append(_ESCAPE.sub(r"\1", field))
+        elif index is not None:
+            out.append(int(index))
+        elif key is not None:
+            out.append(key)
         else:
-            out.append(m.group(3))
+            inner = _parse_jsonpath(left)
+            if inner is None or any(isinstance(t, _Filter) for t in inner):
+                return None
+            literal = _literal(dq if dq is not None else sq, bare)
+            out.append(_Filter([t for t in inner if not isinstance(t, _Filter)], op == "==", literal))
         pos = m.end()
     return out
 
@@ -866,9 +908,21 @@ def _parse_jsonpath(path: str) -> list[str | int] | None:
 _MISSING: Final = object()
 
 
-def _eval_jsonpath(obj: Any, tokens: list[str | int]) -> Any:
+def _eval_jsonpath(obj: Any, tokens: Sequence[str | int | _Filter]) -> Any:
+    """The first value the path reaches (the tableconvertor keeps ``results[0][0]``), or _MISSING."""
     cur = obj
-    for t in tokens:
+    for i, t in enumerate(tokens):
+        if isinstance(t, _Filter):
+            if not isinstance(cur, list):
+                return _MISSING
+            for item in cur:
+                value = _eval_jsonpath(item, t.path)
+                matched = value is not _MISSING and (value == t.literal and type(value) is type(t.literal))
+                if matched == t.equal and value is not _MISSING:
+                    found = _eval_jsonpath(item, tokens[i + 1 :])
+                    if found is not _MISSING:
+                        return found
+            return _MISSING
         if isinstance(t, int):
             if not isinstance(cur, list) or t >= len(cur):
                 return _MISSING
@@ -912,9 +966,9 @@ def _custom_cell(type_: str, value: Any, now: datetime) -> Any:
 
 def _custom_columns(
     printer_columns: Sequence[Mapping[str, Any]],
-) -> tuple[list[dict[str, Any]], list[tuple[str, list[str | int] | None]]]:
+) -> tuple[list[dict[str, Any]], list[tuple[str, list[str | int | _Filter] | None]]]:
     columns = [dict(_NAME_COL)]
-    evaluators: list[tuple[str, list[str | int] | None]] = []
+    evaluators: list[tuple[str, list[str | int | _Filter] | None]] = []
     declared = list(printer_columns) or [
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     ]

@@ -623,3 +623,36 @@ def test_custom_resource_default_age_column() -> None:
     assert [d["name"] for d in table["columnDefinitions"]] == ["Name", "Age"]
     assert table["columnDefinitions"][1]["type"] == "date"
     assert table["rows"][0]["cells"] == ["w", "5s"]
+
+
+def test_custom_columns_with_escaped_dots_and_filters() -> None:
+    """client-go ``util/jsonpath`` (the apiextensions tableconvertor's evaluator): ``\\.`` escapes a
+    dot inside a field name (``parser.go`` ``advance``/``parseField``), ``[?(@.f==lit)]`` keeps the
+    list elements that compare equal (``parseFilter``, ``!=`` the others), and the cell is the first
+    result (``tableconvertor.go``: ``results[0][0]``). Karpenter's NodeClaim and NodePool columns use
+    both."""
+    columns: list[dict[str, Any]] = [
+        {
+            "name": "Type",
+            "type": "string",
+            "jsonPath": ".metadata.labels.node\\.kubernetes\\.io/instance-type",
+        },
+        {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
+        {"name": "NotReady", "type": "string", "jsonPath": ".status.conditions[?(@.type!='Ready')].type"},
+        {"name": "Port", "type": "integer", "jsonPath": ".spec.ports[?(@.port==80)].target"},
+        {"name": "Nested", "type": "string", "jsonPath": '.spec.ports[?(@.meta.name=="b")].target'},
+        {"name": "Absent", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Drifted")].status'},
+    ]
+    obj = {
+        "metadata": {"name": "c1", "labels": {"node.kubernetes.io/instance-type": "m5.large"}},
+        "spec": {"ports": [{"port": "80", "target": 1}, {"port": 80, "target": 2, "meta": {"name": "b"}}]},
+        "status": {
+            "conditions": [
+                {"type": "Launched", "status": "True"},
+                {"type": "Ready", "status": "False"},
+                {"type": "Registered", "status": "True"},
+            ]
+        },
+    }
+    table = to_table("NodeClaim", [obj], now=NOW, resource_version="1", printer_columns=columns)
+    assert table["rows"][0]["cells"] == ["c1", "m5.large", "False", "Launched", 2, "2", None]
