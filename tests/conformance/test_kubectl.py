@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from kubespot.sim.kubesim.app import KubeSim
+from kubespot.sim.kubesim.conventions import START_SECONDS
 
 from .conftest import Cluster
 
@@ -110,7 +111,9 @@ def test_drain_waits_for_a_blocking_pdb_until_the_replacement_is_ready(cluster: 
                 "replicas": 2,
                 "selector": {"matchLabels": {"app": "web"}},
                 "template": {
-                    "metadata": {"labels": {"app": "web"}},
+                    # A replacement Ready only after 2 s: the second eviction's budget retry (0.5 s
+                    # after its conflict with the first, as upstream's) must still find it blocked.
+                    "metadata": {"labels": {"app": "web"}, "annotations": {START_SECONDS: "2"}},
                     "spec": {
                         "containers": [
                             {

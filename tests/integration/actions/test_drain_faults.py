@@ -57,3 +57,17 @@ async def test_drain_rides_out_500_and_503_bursts() -> None:
         assert result.emptied, result.to_dict()
         assert {p.outcome for p in result.pods} == {Outcome.EVICTED}
         assert env.pods(NODE) == []
+
+
+async def test_drain_rides_out_eviction_504s_under_one_hot_budget() -> None:
+    """Evictions answered 504 (apimachinery ``NewTimeoutError``, what eviction.go would send after
+    ``EvictionsRetry`` ran out) are retried, and the drain of pods sharing one budget, whose status
+    writes conflict and are retried server-side (kubesim's default contention), completes."""
+    objects = [deployment("web", 3), pdb("web", selector={"matchLabels": {"app": "web"}}, max_unavailable=3)]
+    async with drain_env(*objects, expect_pods=3) as env:
+        rule = env.sim.faults.add(resource="pods/eviction", error_rate=1.0, error_code=504, remaining=2)
+        result = await drain_node(NODE, kube=env.kube, settings=QUICK, deadline=Env.deadline(15), clock=CLOCK)
+        assert rule.remaining == 0  # the 504s were served
+        assert result.emptied, result.to_dict()
+        assert {p.outcome for p in result.pods} == {Outcome.EVICTED}
+        assert env.pods(NODE) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kubespot.actions.drain import Outcome
 from kubespot.kube import EventRecorder
+from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.testing import daemonset, deployment, namespace, pdb, pod, until
 
 from .conftest import NODE, drain_env, template
@@ -16,7 +17,13 @@ def _by_name(result_pods: list, prefix: str) -> list:
 async def test_deployments_behind_pdbs_are_evicted_one_by_one_and_replaced() -> None:
     objects = [
         namespace("shop"),
-        template(deployment("web", 3, namespace="shop", grace=5), shutdown=0.2),
+        # web's replacements are Ready only after 0.8 s: an eviction that conflicted on the budget
+        # with another one (kubesim retries it after upstream's 0.5 s) still finds it exhausted.
+        template(
+            deployment("web", 3, namespace="shop", grace=5),
+            shutdown=0.2,
+            annotations={conventions.START_SECONDS: "0.8"},
+        ),
         template(deployment("api", 3, namespace="shop", grace=0)),
         pdb("web", namespace="shop", selector={"matchLabels": {"app": "web"}}, max_unavailable=1),
         pdb("api", namespace="shop", selector={"matchLabels": {"app": "api"}}, max_unavailable=1),

@@ -72,6 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="let the simulated control plane run whenever it has work instead of serving API requests first",
     )
     parser.add_argument(
+        "--eviction-write-seconds",
+        type=float,
+        default=ControllerConfig.eviction_write_seconds,
+        metavar="S",
+        help="seconds between an eviction's read of its PodDisruptionBudget and its write: concurrent "
+        "evictions of one budget within it conflict and retry after 0.5 s as upstream's do; 0 turns "
+        f"contention off (default {ControllerConfig.eviction_write_seconds})",
+    )
+    parser.add_argument(
         "--no-controllers",
         action="store_true",
         help="serve the API only: no kubelet, scheduler or workload controllers",
@@ -95,6 +104,7 @@ def build(args: argparse.Namespace) -> KubeSim:
         workloads=on,
         api_first=not args.no_api_first,
         control_plane_share=args.control_plane_share,
+        eviction_write_seconds=max(0.0, args.eviction_write_seconds),
     )
     objects = None
     if args.from_file:

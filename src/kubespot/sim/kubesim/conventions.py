@@ -12,6 +12,18 @@ PREFIX = "kubesim.kubespot.io/"
 #: that should use its whole grace period sets a value >= the grace period.
 SHUTDOWN_SECONDS = PREFIX + "shutdown-seconds"
 
+#: Pod annotation: what the simulated containers do with SIGTERM (``controllers/termination.py``):
+#: ``handled`` (default: exit 0 after ``SHUTDOWN_SECONDS``), ``default`` (no handler: killed by the
+#: signal at once, exit code 143) or ``ignored`` (a PID 1 without a handler: runs until SIGKILL, 137).
+SIGTERM = PREFIX + "sigterm"
+
+#: Pod annotation: seconds an ``exec`` or ``httpGet`` preStop hook runs (float, default 0); a
+#: ``sleep`` hook runs its own ``seconds``.
+PRESTOP_SECONDS = PREFIX + "prestop-seconds"
+
+#: ``SHUTDOWN_SECONDS``, ``SIGTERM`` and ``PRESTOP_SECONDS`` may be given for one container as
+#: ``<annotation>.<container name>``, which wins over the pod-wide value for that container.
+
 #: Pod annotation: seconds from binding until the container runs and becomes Ready (float).
 START_SECONDS = PREFIX + "start-seconds"
 

@@ -14,6 +14,18 @@ Mirrors ``pkg/registry/core/pod/storage/eviction.go`` of kubernetes/kubernetes:
   status plus a ``disruptedPods`` entry *before* the pod is deleted;
 - the pod then gets the ``DisruptionTarget`` condition and is deleted gracefully.
 
+Concurrent evictions under one budget contend as upstream's do. Upstream's status write is an
+optimistic-concurrency ``UpdateStatus`` of the budget as read, retried on conflict with
+``EvictionsRetry`` (20 attempts, 500 ms apart plus up to 10 % jitter, the budget read again before
+each); an eviction whose read another write overtook conflicts. kubesim serves requests on one loop
+and would never see that window, so each decrement waits ``ControllerConfig.eviction_write_seconds``
+(the read-to-commit latency of the real handler's list and update) between its read and its
+write, with the budget's resourceVersion as the precondition: two evictions of one budget within
+that window conflict, and the loser is retried after upstream's delay. After the last attempt the
+client gets the last conflict, a 409 on ``poddisruptionbudgets.policy``: client-go's
+``retry.OnError`` turns the backoff's ``ErrWaitTimeout`` into the last error, so the handler's
+``NewTimeoutError`` (504 "couldn't update PodDisruptionBudget ... due to conflicts") is never reached.
+
 Evictions are a hot path (drains run thousands a second): the matching PDBs come from the disruption
 controller's per-namespace ``key=value`` selector index (``matching_pdbs``), and the status writes
 share unchanged parts with the stored objects instead of deep-copying them.
@@ -21,11 +33,14 @@ share unchanged parts with the stored objects instead of deep-copying them.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from . import errors
+from .controllers import ControllerConfig
 from .controllers.disruption import matching_pdbs
 from .errors import ApiError
 from .resources import ResourceType
@@ -41,6 +56,10 @@ VIOLATION_MESSAGE: Final = "Cannot evict pod as it would violate the pod's disru
 MULTIPLE_PDBS_MESSAGE: Final = (
     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 )
+#: Upstream ``EvictionsRetry``: attempts at the budget's status write and the jitter of the wait
+#: between two (its ``Duration``, 500 ms, is ``ControllerConfig.eviction_retry_seconds``).
+EVICTIONS_RETRY_STEPS: Final = 20
+EVICTIONS_RETRY_JITTER: Final = 0.1
 #: Retry-After upstream suggests while a budget's status is older than its spec.
 STALE_BUDGET_RETRY_SECONDS: Final = 10
 
@@ -79,12 +98,19 @@ class _DeleteOptions:
         return pre or None
 
 
-def evict(
-    store: Store, namespace: str, name: str, body: Any, *, dry_run: Sequence[str] = ()
+async def evict(
+    store: Store,
+    namespace: str,
+    name: str,
+    body: Any,
+    *,
+    dry_run: Sequence[str] = (),
+    config: ControllerConfig | None = None,
 ) -> dict[str, Any]:
     """Evict pod ``namespace/name`` for the Eviction ``body``; returns the ``Status`` of the 201.
 
-    ``dry_run`` is the request's ``dryRun`` query parameter (a list, as upstream's CreateOptions).
+    ``dry_run`` is the request's ``dryRun`` query parameter (a list, as upstream's CreateOptions);
+    ``config`` gives the budget write's conflict window and retry delay (defaults: upstream's).
     Raises ``ApiError`` with upstream's code, reason, message and causes on every refusal.
     """
     opts = _parse(namespace, name, body, list(dry_run))
@@ -101,10 +127,48 @@ def evict(
         raise _StatusWithoutReason(500, MULTIPLE_PDBS_MESSAGE)
     if pdbs:
         pdb = pdbs[0]
-        if not _skips_budget(pod, pdb):
-            _check_and_decrement(store, pdb_rt, pdb, name, opts.dry_run)
+        if not _skips_budget(pod, pdb) and await _decrement_retrying(
+            store, pdb_rt, pdb, name, opts.dry_run, config or ControllerConfig()
+        ):
+            # Time passed while the budget was written: delete the pod as it is now.
+            pod = store.get(pod_rt, namespace, name)
     _add_condition_and_delete(store, pod_rt, pod, opts)
     return dict(_SUCCESS)
+
+
+async def _decrement_retrying(
+    store: Store, pdb_rt: ResourceType, pdb: Obj, pod_name: str, dry_run: bool, config: ControllerConfig
+) -> bool:
+    """Upstream's ``retry.RetryOnConflict(EvictionsRetry, ...)`` around ``checkAndDecrement``.
+
+    Returns whether it waited (the pod may have changed meanwhile). A refusal (429, 403) ends the
+    retries at once, as upstream's only retriable error is the conflict.
+    """
+    window = config.eviction_write_seconds
+    last: ApiError | None = None
+    for attempt in range(EVICTIONS_RETRY_STEPS):
+        if attempt:
+            await asyncio.sleep(
+                config.eviction_retry_seconds * (1 + EVICTIONS_RETRY_JITTER * random.random())
+            )
+            meta = pdb["metadata"]
+            pdb = store.get(pdb_rt, meta.get("namespace"), meta["name"])  # upstream refreshes with a Get
+        status = _check_and_decrement(store, pdb, pod_name, dry_run)
+        if status is None:
+            return attempt > 0
+        if window > 0:
+            await asyncio.sleep(window)
+        try:
+            # The resourceVersion read is the precondition: a write in between is a conflict.
+            _write_status(store, pdb_rt, pdb, status)
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
+            last = exc
+            continue
+        return attempt > 0 or window > 0
+    assert last is not None
+    raise last
 
 
 # -- request parsing --------------------------------------------------------------------------------
@@ -257,8 +321,9 @@ def _skips_budget(pod: Obj, pdb: Obj) -> bool:
     return int(status.get("currentHealthy") or 0) >= desired and desired > 0
 
 
-def _check_and_decrement(store: Store, pdb_rt: ResourceType, pdb: Obj, pod_name: str, dry_run: bool) -> None:
-    """Upstream ``checkAndDecrement``: refuse on the PDB's recorded status, else take one disruption."""
+def _check_and_decrement(store: Store, pdb: Obj, pod_name: str, dry_run: bool) -> dict[str, Any] | None:
+    """Upstream ``checkAndDecrement``: refuse on the PDB's recorded status, else the status that takes
+    one disruption (None for a dry run, which writes nothing)."""
     meta = pdb["metadata"]
     pdb_name = meta["name"]
     status = pdb.get("status") or {}
@@ -281,7 +346,7 @@ def _check_and_decrement(store: Store, pdb_rt: ResourceType, pdb: Obj, pod_name:
             0,
         )
     if dry_run:
-        return
+        return None
     now = rfc3339(store.clock())
     new_status = dict(status)
     new_status["disruptionsAllowed"] = allowed - 1
@@ -292,7 +357,7 @@ def _check_and_decrement(store: Store, pdb_rt: ResourceType, pdb: Obj, pod_name:
     # Tells the disruption controller this pod is going, so it stops counting it as healthy before
     # the pod's own delete shows up.
     new_status["disruptedPods"] = {**(status.get("disruptedPods") or {}), pod_name: now}
-    _write_status(store, pdb_rt, pdb, new_status)
+    return new_status
 
 
 def _disruption_allowed_false(status: Mapping[str, Any], now: str) -> dict[str, Any]:

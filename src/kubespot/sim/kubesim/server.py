@@ -257,7 +257,11 @@ class KubeSimServer:
                 raise errors.method_not_allowed()
             assert route.name is not None
             body = await self._body(request)
-            return _json(evict(store, ns or "", route.name, body, dry_run=q.getall("dryRun", [])), 201)
+            config = self.controllers.config if self.controllers is not None else None
+            status = await evict(
+                store, ns or "", route.name, body, dry_run=q.getall("dryRun", []), config=config
+            )
+            return _json(status, 201)
         if route.subresource == "binding":
             if verb != "create":
                 raise errors.method_not_allowed()

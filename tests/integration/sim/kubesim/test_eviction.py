@@ -380,7 +380,7 @@ async def test_unobserved_budget_is_still_being_processed() -> None:
         objects=cluster_objects([web_pod("web-0"), web_pod("web-1")], stale), controllers=QUIET
     ) as sim:
         with pytest.raises(ApiError) as refused:
-            evict(sim.store, NS, "web-0", {"metadata": {"name": "web-0"}})
+            await evict(sim.store, NS, "web-0", {"metadata": {"name": "web-0"}})
         err = refused.value
         assert (err.code, err.reason, err.message, err.retry_after) == (429, "TooManyRequests", VIOLATION, 10)
         assert err.details == {
@@ -678,3 +678,111 @@ def test_official_python_client_201_and_429(tmp_path: Any) -> None:
             assert status["details"]["causes"][0]["reason"] == "DisruptionBudget"
         finally:
             api_client.close()
+
+
+# -- contention on one budget -----------------------------------------------------------------------
+
+# A wide conflict window and a short retry delay, so contention shows within a fast test.
+CONTENDED = ControllerConfig(
+    scheduler=False, kubelet=False, workloads=False, eviction_write_seconds=0.03, eviction_retry_seconds=0.05
+)
+
+
+async def test_concurrent_evictions_of_one_budget_conflict_and_are_retried(
+    http: aiohttp.ClientSession,
+) -> None:
+    """Evictions racing on one budget's status: the first write wins, the others conflict and try again
+    after ``EvictionsRetry.Duration`` with the budget read again, until each has its disruption.
+
+    eviction.go ``Create``: ``retry.RetryOnConflict(EvictionsRetry, ...)`` around ``checkAndDecrement``
+    (``refresh = true`` after an error, so the next attempt Gets the budget); ``UpdateStatus`` is
+    optimistic on the resourceVersion read.
+    """
+    pods = [web_pod(f"web-{i}") for i in range(3)]
+    objs = cluster_objects(
+        pods, settled_pdb("web", allowed=3, current=3, desired=0, expected=3, max_unavailable=3)
+    )
+    async with KubeSim(objects=objs, controllers=CONTENDED) as sim:
+        started = asyncio.get_running_loop().time()
+        answers = await asyncio.gather(*(evict_http(http, sim, f"web-{i}") for i in range(3)))
+        took = asyncio.get_running_loop().time() - started
+        assert [status for status, _body, _h in answers] == [201, 201, 201]
+        # Serialized by conflicts: at least one retry delay, not three concurrent windows.
+        assert took >= 0.05 + 0.03
+        for i in range(3):
+            _, evicted = await get_pod(http, sim, f"web-{i}")
+            assert evicted["metadata"].get("deletionTimestamp")
+
+
+async def test_evictions_without_a_window_do_not_conflict(http: aiohttp.ClientSession) -> None:
+    """``eviction_write_seconds=0`` (the switch): each budget write follows its read at once, so
+    concurrent evictions never conflict and none waits for ``EvictionsRetry``."""
+    pods = [web_pod(f"web-{i}") for i in range(3)]
+    objs = cluster_objects(
+        pods, settled_pdb("web", allowed=3, current=3, desired=0, expected=3, max_unavailable=3)
+    )
+    quiet = ControllerConfig(
+        scheduler=False, kubelet=False, workloads=False, eviction_write_seconds=0, eviction_retry_seconds=5
+    )
+    async with KubeSim(objects=objs, controllers=quiet) as sim:
+        started = asyncio.get_running_loop().time()
+        answers = await asyncio.gather(*(evict_http(http, sim, f"web-{i}") for i in range(3)))
+        assert [status for status, _body, _h in answers] == [201, 201, 201]
+        assert asyncio.get_running_loop().time() - started < 1.0
+
+
+async def test_a_budget_that_keeps_changing_fails_the_eviction_with_the_last_conflict(
+    http: aiohttp.ClientSession,
+) -> None:
+    """After ``EvictionsRetry.Steps`` (20) conflicting attempts the client gets the last conflict: 409
+    on ``poddisruptionbudgets.policy``, and the pod stays.
+
+    client-go util/retry/util.go ``OnError`` returns the last retriable error when the backoff runs
+    out (``ErrWaitTimeout`` becomes ``lastErr``), so eviction.go's ``NewTimeoutError`` (504) branch is
+    not reached; apimachinery ``errors.NewConflict`` gives the message.
+    """
+    objs = cluster_objects(
+        [web_pod("web-0"), web_pod("web-1")],
+        settled_pdb("web", allowed=1, current=2, desired=1, expected=2, min_available=1),
+    )
+    fast = ControllerConfig(
+        scheduler=False,
+        kubelet=False,
+        workloads=False,
+        eviction_write_seconds=0.02,
+        eviction_retry_seconds=0.005,
+    )
+    async with KubeSim(objects=objs, controllers=fast) as sim:
+        pdb_rt = sim.store.registry.lookup("policy", "v1", "poddisruptionbudgets")
+        assert pdb_rt is not None
+        writes = 0
+
+        async def churn() -> None:
+            nonlocal writes
+            while True:
+
+                def touch(o: Obj, n: int = writes) -> None:
+                    o["metadata"].setdefault("labels", {})["churn"] = str(n)
+
+                sim.store.mutate(pdb_rt, NS, "web", touch)
+                writes += 1
+                await asyncio.sleep(0.004)
+
+        churner = asyncio.create_task(churn())
+        try:
+            started = asyncio.get_running_loop().time()
+            status, body, _ = await evict_http(http, sim, "web-0")
+            took = asyncio.get_running_loop().time() - started
+        finally:
+            churner.cancel()
+        assert status == 409
+        assert body["reason"] == "Conflict"
+        assert body["message"] == (
+            'Operation cannot be fulfilled on poddisruptionbudgets.policy "web": the object has been '
+            "modified; please apply your changes to the latest version and try again"
+        )
+        assert body["details"]["name"] == "web"
+        # 20 attempts, each with its window, and 19 waits between them.
+        assert took >= 20 * 0.02 + 19 * 0.005
+        _, still = await get_pod(http, sim, "web-0")
+        assert "deletionTimestamp" not in still["metadata"]

@@ -82,15 +82,17 @@ async def test_graceful_delete_waits_for_shutdown_then_removes(cluster: Any) -> 
 
 
 async def test_grace_period_shorter_than_shutdown_kills(cluster: Any) -> None:
+    """SIGKILL once the grace period is over, but never less than 2 s after SIGTERM
+    (kuberuntime_container.go killContainer, ``minimumGracePeriodInSeconds``): exit 137."""
     await cluster.create_node("n1")
     await cluster.create_pod("stubborn", node_name="n1", annotations={SHUTDOWN: "60"})
     await cluster.until(lambda: cluster.phase("stubborn") == "Running")
     t0 = time.monotonic()
     await cluster.delete_pod("stubborn", grace=1)
-    await asyncio.sleep(0.5)
-    assert cluster.pod("stubborn") is not None
+    await asyncio.sleep(1.2)
+    assert cluster.pod("stubborn") is not None  # grace 1, yet still given its 2 s
     await cluster.until(lambda: cluster.pod("stubborn") is None)
-    assert 0.95 <= cluster.deleted_at("stubborn") - t0 < 6.0
+    assert 1.95 <= cluster.deleted_at("stubborn") - t0 < 6.0
     last = [
         ev.obj
         for _t, ev in cluster.events
@@ -104,22 +106,20 @@ async def test_grace_period_shorter_than_shutdown_kills(cluster: Any) -> None:
 async def test_shortened_grace_period_moves_the_deadline_earlier(cluster: Any) -> None:
     await cluster.create_node("n1")
     await cluster.create_pod("p", node_name="n1", annotations={SHUTDOWN: "60"})
-    await cluster.until(lambda: cluster.phase("p") == "Running")
+    await cluster.create_pod("q", node_name="n1", annotations={SHUTDOWN: "60"})
+    await cluster.until(lambda: cluster.phase("p") == "Running" and cluster.phase("q") == "Running")
     await cluster.delete_pod("p", grace=20)
+    # A later, longer grace period must not extend it (the store keeps the shorter one).
+    await cluster.delete_pod("q", grace=1)
+    longer = await cluster.delete_pod("q", grace=30)
+    assert longer["metadata"]["deletionGracePeriodSeconds"] == 1
     await asyncio.sleep(0.2)
     assert cluster.pod("p") is not None
     t0 = time.monotonic()
     again = await cluster.delete_pod("p", grace=1)
     assert again["metadata"]["deletionGracePeriodSeconds"] == 1
-    await cluster.until(lambda: cluster.pod("p") is None, within=6.0)
+    await cluster.until(lambda: cluster.pod("p") is None and cluster.pod("q") is None, within=6.0)
     assert cluster.deleted_at("p") - t0 < 6.0
-    # A later, longer grace period must not extend it (the store keeps the shorter one).
-    await cluster.create_pod("q", node_name="n1", annotations={SHUTDOWN: "60"})
-    await cluster.until(lambda: cluster.phase("q") == "Running")
-    await cluster.delete_pod("q", grace=1)
-    longer = await cluster.delete_pod("q", grace=30)
-    assert longer["metadata"]["deletionGracePeriodSeconds"] == 1
-    await cluster.until(lambda: cluster.pod("q") is None, within=6.0)
 
 
 async def test_unstarted_pod_is_removed_at_once_on_delete(cluster: Any) -> None:
@@ -164,3 +164,92 @@ async def test_cordoned_node_keeps_running_its_pods(cluster: Any) -> None:
     pod = cluster.pod("keep")
     assert pod["status"]["phase"] == "Running" and not pod["metadata"].get("deletionTimestamp")
     assert cluster.condition(cluster.node("n1"), "Ready") == "True"
+
+
+def _last_status(cluster: Any, name: str) -> Any:
+    """The pod's last MODIFIED status: the terminal one the kubelet wrote before removing it."""
+    return [
+        ev.obj for _t, ev in cluster.events if ev.type == "MODIFIED" and ev.obj["metadata"]["name"] == name
+    ][-1]["status"]
+
+
+async def test_container_without_sigterm_handler_exits_143_and_the_pod_fails(cluster: Any) -> None:
+    """A process without a SIGTERM handler dies of the signal (128 + 15); a deleted pod then ends
+    Failed whatever its restartPolicy (pkg/kubelet/kubelet_pods.go getPhase, ``podIsTerminal``)."""
+    await cluster.create_node("n1")
+    await cluster.create_pod(
+        "nohandler", node_name="n1", annotations={conventions.SIGTERM: "default", SHUTDOWN: "30"}
+    )
+    await cluster.until(lambda: cluster.phase("nohandler") == "Running")
+    assert cluster.pod("nohandler")["spec"]["restartPolicy"] == "Always"
+    t0 = time.monotonic()
+    await cluster.delete_pod("nohandler")
+    await cluster.until(lambda: cluster.pod("nohandler") is None)
+    assert cluster.deleted_at("nohandler") - t0 < 0.5  # not the 30 s shutdown, not the grace period
+    status = _last_status(cluster, "nohandler")
+    terminated = status["containerStatuses"][0]["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (143, "Error")
+    assert status["phase"] == "Failed"
+
+
+async def test_prestop_hook_delays_sigterm_and_each_container_reports_its_exit(cluster: Any) -> None:
+    """kuberuntime_container.go killContainer: each container runs its preStop hook, then gets
+    SIGTERM; the pod is removed once the last container exited (here 0.4 s hook + 0.3 s shutdown)."""
+    await cluster.create_node("n1")
+    annotations = {conventions.PRESTOP_SECONDS: "0.4", SHUTDOWN: "0.3"}
+    await cluster.create_pod(
+        "hooked",
+        node_name="n1",
+        annotations=annotations,
+        restartPolicy="Never",
+        containers=[
+            {
+                "name": "app",
+                "image": "nginx:1.27",
+                "lifecycle": {"preStop": {"exec": {"command": ["/bin/drain"]}}},
+            },
+            {"name": "sidecar", "image": "envoy:1.30"},
+        ],
+    )
+    await cluster.until(lambda: cluster.phase("hooked") == "Running")
+    t0 = time.monotonic()
+    await cluster.delete_pod("hooked")
+    await asyncio.sleep(0.5)
+    assert cluster.pod("hooked") is not None  # the hooked container is still shutting down
+    await cluster.until(lambda: cluster.pod("hooked") is None)
+    assert 0.65 <= cluster.deleted_at("hooked") - t0 < 1.5
+    status = _last_status(cluster, "hooked")
+    finished = {
+        cs["name"]: parse_rfc3339(cs["state"]["terminated"]["finishedAt"])
+        for cs in status["containerStatuses"]
+    }
+    assert {cs["state"]["terminated"]["exitCode"] for cs in status["containerStatuses"]} == {0}
+    assert finished["app"] >= finished["sidecar"]  # the sidecar had no hook: it exited first
+    assert status["phase"] == "Succeeded"
+
+
+async def test_sidecar_stops_after_the_app_and_does_not_decide_the_phase(cluster: Any) -> None:
+    """kuberuntime_termination_order.go: a restartable init container gets SIGTERM only once the
+    regular containers exited; its own exit is reported in initContainerStatuses and is not counted
+    for the phase (kubelet_pods.go getPhase: "terminated restartable init containers are not taken
+    into account")."""
+    await cluster.create_node("n1")
+    await cluster.create_pod(
+        "meshed",
+        node_name="n1",
+        # The proxy has no SIGTERM handler: it dies of the signal (143) once its turn comes.
+        annotations={SHUTDOWN: "0.3", f"{conventions.SIGTERM}.proxy": "default"},
+        initContainers=[{"name": "proxy", "image": "envoy:1.30", "restartPolicy": "Always"}],
+    )
+    await cluster.until(lambda: cluster.phase("meshed") == "Running")
+    t0 = time.monotonic()
+    await cluster.delete_pod("meshed")
+    await asyncio.sleep(0.15)
+    assert cluster.pod("meshed") is not None  # the proxy did not get SIGTERM with the app
+    await cluster.until(lambda: cluster.pod("meshed") is None)
+    assert 0.28 <= cluster.deleted_at("meshed") - t0 < 1.5  # the app's 0.3 s, then the proxy at once
+    status = _last_status(cluster, "meshed")
+    (proxy,) = status["initContainerStatuses"]
+    assert proxy["state"]["terminated"]["exitCode"] == 143
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    assert status["phase"] == "Succeeded"

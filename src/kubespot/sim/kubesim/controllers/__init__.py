@@ -82,6 +82,12 @@ class ControllerConfig:
     #: work per eviction is several times the API's) while leaving most of the CPU to the requests.
     #: 1.0 means the control plane never waits for the API (the same as ``api_first=False``).
     control_plane_share: float = DEFAULT_MIN_SHARE
+    #: Seconds between an eviction's read of its PodDisruptionBudget and its status write (upstream:
+    #: the handler's list and update round trips); two evictions of one budget within it conflict
+    #: (``eviction.py``). 0 serializes them without conflicts.
+    eviction_write_seconds: float = 0.005
+    #: Seconds an eviction waits after a conflict on its budget (upstream ``EvictionsRetry.Duration``).
+    eviction_retry_seconds: float = 0.5
 
 
 class Controller:

@@ -12,17 +12,20 @@ What each simulated kubelet does, and the upstream behaviour it follows:
   ``hostIP``, the conditions PodReadyToStartContainers/Initialized/ContainersReady/Ready/PodScheduled
   True and running, ready container statuses sorted by name, as the kubelet's status manager writes.
   A pod bound to a node that does not exist or whose kubelet is stopped stays ``Pending``.
-- **Graceful termination.** When a pod gets ``metadata.deletionTimestamp`` the kubelet "sends
-  SIGTERM": the container exits after ``min(shutdown, deletionGracePeriodSeconds)``, shutdown being
-  annotation ``conventions.SHUTDOWN_SECONDS`` or ``DEFAULT_SHUTDOWN_SECONDS``. A container still
-  running when the grace period ends is SIGKILLed (exit code 137, reason Error); one that exits in
-  time reports exit code 0 (Completed). Since Kubernetes 1.27 the kubelet moves a deleted pod to a
-  terminal phase (Succeeded when every container exited 0, else Failed) with Ready False before it
-  confirms the deletion with a grace-0 delete; kubesim writes that status, then deletes. A later
-  delete that shortens the grace period moves the deadline earlier, never later (upstream's kubelet
-  restarts ``killPod`` with the shorter grace). A pod whose containers never started is removed at
-  once. Pods on a stopped kubelet are not terminated: they stay Terminating, as on a real vanished
-  instance, until the node is deleted or the pod force-deleted.
+- **Graceful termination.** When a pod gets ``metadata.deletionTimestamp`` the kubelet kills its
+  containers as ``termination.plan`` says (upstream ``killContainer``): each runs its preStop hook
+  (a declared duration), then gets SIGTERM, and SIGKILL once what is left of the grace period (at
+  least 2 s) has passed. A container that handles SIGTERM exits 0 after ``min(shutdown, window)``
+  (annotation ``conventions.SHUTDOWN_SECONDS``, default ``DEFAULT_SHUTDOWN_SECONDS``); one without
+  a handler (annotation ``conventions.SIGTERM``) exits 143 at once or, as a PID 1, 137 at SIGKILL;
+  a SIGKILLed one exits 137 (reason Error). Since Kubernetes 1.27 the kubelet moves a deleted pod
+  to a terminal phase (Succeeded when every container exited 0, else Failed, whatever the
+  restartPolicy: ``getPhase`` with ``podIsTerminal``) with Ready False before it confirms the
+  deletion with a grace-0 delete; kubesim writes that status once the last container exited, then
+  deletes. A later delete that shortens the grace period moves the deadline earlier, never later
+  (upstream's kubelet restarts ``killPod`` with the shorter grace). A pod whose containers never
+  started is removed at once. Pods on a stopped kubelet are not terminated: they stay Terminating,
+  as on a real vanished instance, until the node is deleted or the pod force-deleted.
 - **Heartbeat.** Every node gets a ``coordination.k8s.io/v1`` Lease in ``kube-node-lease``
   (holderIdentity = node name, leaseDurationSeconds 40, owned by the Node) renewed every
   ``lease_renew_seconds``, and its Ready/MemoryPressure/DiskPressure/PIDPressure conditions posted with
@@ -64,7 +67,7 @@ from typing import Any
 
 from .. import conventions, errors
 from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
-from . import Controller, ControllerConfig, ControllerManager
+from . import Controller, ControllerConfig, ControllerManager, termination
 from .cloudnode import UNINITIALIZED_TAINT, external_cloud, uninitialized
 
 log = logging.getLogger("kubespot.sim.kubesim.kubelet")
@@ -72,8 +75,6 @@ log = logging.getLogger("kubespot.sim.kubesim.kubelet")
 LEASE_NAMESPACE = "kube-node-lease"
 #: Upstream kubelet's lease duration (``nodeLeaseDurationSeconds``, default 40).
 LEASE_DURATION_SECONDS = 40
-#: Exit code of a container killed with SIGKILL at the end of its grace period (128 + 9).
-SIGKILL_EXIT_CODE = 137
 
 _START, _KILL, _LEASE, _STATUS, _READY = 0, 1, 2, 3, 4
 # Pod IPs come from 100.64.0.0/10 (the range EKS custom networking uses for pods); the generator
@@ -174,15 +175,17 @@ def _ip_int(text: str) -> int | None:
 
 @dataclass(slots=True)
 class _Kill:
-    """A terminating pod: its container exits at ``exit_at`` unless SIGKILLed at ``kill_at`` first."""
+    """A terminating pod: the kill began at ``began`` (loop time) with ``grace`` seconds, and its
+    containers exit as ``exits`` plans (none for a pod whose containers never started)."""
 
-    exit_at: float
-    kill_at: float
+    began: float
+    grace: int
+    exits: list[termination.ContainerExit]
     started: bool
 
     @property
     def deadline(self) -> float:
-        return min(self.exit_at, self.kill_at)
+        return self.began + max((e.exit_at for e in self.exits), default=0.0)
 
 
 @dataclass(slots=True)
@@ -414,19 +417,25 @@ class KubeletController(Controller):
     def _note_kill(self, key: ObjKey, pod: Obj, phase: str | None) -> None:
         meta = pod["metadata"]
         now = self._now()
-        kill_at = now + float(meta.get("deletionGracePeriodSeconds") or 0)
+        grace = int(meta.get("deletionGracePeriodSeconds") or 0)
         k = self._killing.get(key)
         if k is None:
             started = phase == "Running"
-            shutdown = _seconds(
-                meta.get("annotations"), conventions.SHUTDOWN_SECONDS, conventions.DEFAULT_SHUTDOWN_SECONDS
+            spec = pod.get("spec") or {}
+            sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+            annotations = meta.get("annotations") or {}
+            exits = (
+                termination.plan(spec.get("containers") or [], annotations, grace, sidecars)
+                if started
+                else []
             )
-            k = _Kill(exit_at=now + (shutdown if started else 0.0), kill_at=kill_at, started=started)
+            k = _Kill(began=now, grace=grace, exits=exits, started=started)
             self._killing[key] = k
             self._push(k.deadline, _KILL, key)
-        elif kill_at < k.kill_at:
+        elif grace < k.grace:
             before = k.deadline
-            k.kill_at = kill_at
+            k.grace = grace
+            k.exits = termination.shortened(k.exits, now - k.began, grace)
             if k.deadline < before:
                 self._push(k.deadline, _KILL, key)
 
@@ -554,27 +563,42 @@ class KubeletController(Controller):
     def _confirm_kill(self, key: ObjKey, pod: Obj, k: _Kill) -> None:
         phase = (pod.get("status") or {}).get("phase")
         if k.started and phase not in ("Succeeded", "Failed"):
-            exit_code = 0 if k.exit_at <= k.kill_at else SIGKILL_EXIT_CODE
-            now = rfc3339(self.store.clock())
+            wall = self.store.clock()
+            now = rfc3339(wall)
+            # Containers may have exited before the last one did: their finishedAt is in the past.
+            ago = self._now() - k.began
+            exits = {e.name: e for e in k.exits}
 
             def terminated(o: Obj) -> None:
                 st = o.setdefault("status", {})
                 names = []
-                for cs in st.get("containerStatuses") or []:
-                    running = (cs.get("state") or {}).get("running") or {}
-                    cs["state"] = {
-                        "terminated": {
-                            "exitCode": exit_code,
-                            "reason": "Completed" if exit_code == 0 else "Error",
-                            "startedAt": running.get("startedAt", now),
-                            "finishedAt": now,
-                            "containerID": cs.get("containerID", ""),
+                succeeded = True
+                for field in ("containerStatuses", "initContainerStatuses"):
+                    for cs in st.get(field) or []:
+                        name = str(cs.get("name", ""))
+                        e = exits.get(name)
+                        if e is None and field == "initContainerStatuses":
+                            continue  # an init container that ran to completion at start-up
+                        code = e.exit_code if e is not None else 0
+                        finished = rfc3339(wall - max(0.0, ago - e.exit_at)) if e is not None else now
+                        running = (cs.get("state") or {}).get("running") or {}
+                        cs["state"] = {
+                            "terminated": {
+                                "exitCode": code,
+                                "reason": "Completed" if code == 0 else "Error",
+                                "startedAt": running.get("startedAt", now),
+                                "finishedAt": finished,
+                                "containerID": cs.get("containerID", ""),
+                            }
                         }
-                    }
-                    cs["ready"] = False
-                    cs["started"] = False
-                    names.append(str(cs.get("name", "")))
-                succeeded = exit_code == 0
+                        cs["ready"] = False
+                        cs["started"] = False
+                        if field == "containerStatuses":
+                            # Sidecars' exits do not count for the phase (getPhase).
+                            names.append(name)
+                            succeeded = succeeded and code == 0
+                # A deleted pod is terminal: kubelet_pods.go getPhase makes it Succeeded when every
+                # container exited 0 and Failed otherwise, whatever its restartPolicy.
                 st["phase"] = "Succeeded" if succeeded else "Failed"
                 conds = st.setdefault("conditions", [])
                 unready = f"containers with unready status: [{' '.join(names)}]"

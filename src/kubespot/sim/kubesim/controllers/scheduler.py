@@ -26,7 +26,8 @@ nodes (all nodes below 100, else an adaptive 50 - nodes/125 percent, at least 5 
 starting where the previous pod's search stopped. Feasible nodes are scored by LeastAllocated over
 cpu and memory, counting 100m / 200Mi for containers without requests as upstream's scorer does;
 ties go to the first node found, so results are deterministic (upstream breaks ties at random).
-Inter-pod affinity, topology spread, ports, volumes and preemption are not simulated.
+Inter-pod affinity, topology spread, ports and volumes are not simulated; a pod that fits
+nowhere may preempt lower-priority pods (``preemption.py``).
 
 A pod that fits nowhere gets ``PodScheduled=False``, reason ``Unschedulable`` and upstream's
 ``FitError`` message, e.g. ``0/5 nodes are available: 2 node(s) had untolerated taint {a: b}, 3
@@ -56,6 +57,7 @@ from ..quantity import QuantityError, to_int, to_milli
 from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from . import Controller, ControllerConfig
 from .kubelet import set_condition
+from .preemption import FitCheck, Preemption, resources_fit
 
 log = logging.getLogger("kubespot.sim.kubesim.scheduler")
 
@@ -327,6 +329,7 @@ class SchedulerController(Controller):
         self._retry = False
         self._last_retry = 0.0
         self._kick = asyncio.Event()
+        self.preemption = Preemption(store)
         self._seq = itertools.count()
         self._next_start = 0
         #: Counters for tests and benchmarks.
@@ -346,6 +349,7 @@ class SchedulerController(Controller):
 
     def on_event(self, ev: WatchEvent) -> None:
         if ev.rkey == POD_KEY:
+            self.preemption.on_pod(ev)
             if ev.type == "DELETED":
                 meta = ev.obj["metadata"]
                 key = (meta.get("namespace", ""), meta["name"])
@@ -507,7 +511,7 @@ class SchedulerController(Controller):
             shape = self._shapes[pending.shape_key]
         message = failed.get(pending.shape_key)
         if message is None:
-            node, message = self._pick(shape)
+            node, message = self._pick_nominated(pod, shape) or self._pick(shape)
             if node is not None:
                 try:
                     self._bind(key, node)
@@ -516,7 +520,36 @@ class SchedulerController(Controller):
                 return
             failed[pending.shape_key] = message
         self._unschedulable[key] = pending
-        self._mark_unschedulable(key, pod, message)
+        self._mark_unschedulable(key, pod, self._post_filter(pod, shape, message))
+
+    def _fits(self) -> FitCheck:
+        return resources_fit(
+            lambda p: pod_requests(p.get("spec") or {})[:2], lambda n: self.store.find(self.node_rt, None, n)
+        )
+
+    def _pick_nominated(self, pod: Obj, shape: _Shape) -> tuple[str, str] | None:
+        """A preemptor goes to the node it preempted on if it fits there (``preemption.py``)."""
+        n = self._nodes.get((pod.get("status") or {}).get("nominatedNodeName") or "")
+        if n is None or n not in self._static(shape.static).feasible:
+            return None
+        node = self.preemption.fits_nominated(pod, self._fits())
+        return None if node is None else (node, "")
+
+    def _post_filter(self, pod: Obj, shape: _Shape, message: str) -> str:
+        """Preemption (``preemption.py``) for a pod that fits nowhere: the message with its part."""
+        if not self._nodes:
+            return message
+        feasible = self._static(shape.static).feasible  # these failed on resources only
+        fits = self._fits()
+        result = self.preemption.run(
+            pod,
+            num_nodes=len(self._nodes),
+            num_potential=len(feasible),
+            potential=lambda: [n.name for n in feasible],
+            fits=fits,
+        )
+        head = message.split(" preemption: ", 1)[0]
+        return f"{head} {result.message}" if result.message else head
 
     def _static(self, static: _Static) -> _Static:
         """Refresh resource-independent filtering (filters 1-3) if nodes changed."""

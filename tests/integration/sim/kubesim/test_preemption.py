@@ -1,0 +1,242 @@
+"""Preemption by the simulated scheduler over real HTTP (``controllers/preemption.py``).
+
+Upstream: kube-scheduler 1.32 DefaultPreemption, pkg/scheduler/framework/preemption/preemption.go
+(``Preempt``, ``findCandidates``, ``pickOneNodeForPreemption``, ``prepareCandidate``) and
+pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go
+(``PodEligibleToPreemptOthers``, ``SelectVictimsOnNode``, ``filterPodsWithPDBViolation``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubespot.sim.kubesim import conventions
+from kubespot.sim.kubesim.app import KubeSim
+from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.controllers.preemption import Preemption, resources_fit
+from kubespot.sim.kubesim.controllers.scheduler import pending_reason, pod_requests
+from kubespot.sim.kubesim.testing import namespace, node, pdb, pod
+
+FAST_EXIT = {conventions.SHUTDOWN_SECONDS: "0.05"}
+
+
+async def _pod(
+    cluster: Any, name: str, cpu: str, prio: int, *, labels: dict[str, str] | None = None, **spec: Any
+) -> None:
+    body = pod(name, labels=labels, annotations=FAST_EXIT, requests={"cpu": cpu}, grace=5)
+    body["spec"].update(priority=prio, **spec)
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", body)
+
+
+def _node_of(cluster: Any, name: str) -> str | None:
+    found = cluster.pod(name)
+    return None if found is None else (found.get("spec") or {}).get("nodeName")
+
+
+async def _running(cluster: Any, *names: str) -> None:
+    await cluster.until(lambda: all(cluster.phase(n) == "Running" for n in names))
+
+
+async def test_higher_priority_pod_preempts_nominates_and_binds_once_the_victim_is_gone(cluster: Any) -> None:
+    """``prepareCandidate``: the victim gets DisruptionTarget/PreemptionByScheduler ("<scheduler>:
+    preempting to accommodate a higher priority pod") and a delete with its own grace period; the
+    preemptor's status.nominatedNodeName names the node and it is bound there after the victim left."""
+    await cluster.create_node("n1", cpu="1")
+    await _pod(cluster, "low", "800m", 0)
+    await _running(cluster, "low")
+    await _pod(cluster, "high", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1")
+    victim = cluster.pod("low")
+    assert victim is not None and victim["metadata"]["deletionTimestamp"]
+    assert victim["metadata"]["deletionGracePeriodSeconds"] == 5
+    cond = (
+        cluster.condition(victim, "DisruptionTarget", "reason"),
+        cluster.condition(victim, "DisruptionTarget", "message"),
+    )
+    assert cond == (
+        "PreemptionByScheduler",
+        "default-scheduler: preempting to accommodate a higher priority pod",
+    )
+    # Nominated, not bound, until the victim is gone; the FitError then carries no preemption part.
+    assert _node_of(cluster, "high") is None
+    assert pending_reason(cluster.pod("high")) == "0/1 nodes are available: 1 Insufficient cpu."
+    await cluster.until(lambda: _node_of(cluster, "high") == "n1")
+    assert cluster.pod("low") is None
+
+
+async def test_preemption_policy_never_and_equal_priority_preempt_nothing(cluster: Any) -> None:
+    """``PodEligibleToPreemptOthers``: preemptionPolicy Never is "not eligible"; pods of equal
+    priority are no victims (``SelectVictimsOnNode``: "No preemption victims found for incoming pod")."""
+    await cluster.create_node("n1", cpu="1")
+    await _pod(cluster, "low", "800m", 0)
+    await _running(cluster, "low")
+    await _pod(cluster, "polite", "800m", 1000, preemptionPolicy="Never")
+    await _pod(cluster, "peer", "800m", 0)
+    await cluster.until(lambda: pending_reason(cluster.pod("polite")) and pending_reason(cluster.pod("peer")))
+    assert pending_reason(cluster.pod("polite")) == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
+    )
+    assert pending_reason(cluster.pod("peer")) == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+        "1 No preemption victims found for incoming pod."
+    )
+    assert not cluster.pod("low")["metadata"].get("deletionTimestamp")
+
+
+async def test_nodes_preemption_cannot_help_are_reported_as_upstream(cluster: Any) -> None:
+    """A node that fails a filter preemption cannot resolve (a taint) is "Preemption is not helpful
+    for scheduling"; one where even removing every lower-priority pod leaves too little reports that
+    filter's reason (``SelectVictimsOnNode`` runs the filters without the victims)."""
+    await cluster.create_node("n1", cpu="1")
+    await cluster.create_node(
+        "tainted", cpu="8", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    )
+    await _pod(cluster, "low", "200m", 0)
+    await _running(cluster, "low")
+    await _pod(cluster, "huge", "2", 1000)
+    await cluster.until(lambda: pending_reason(cluster.pod("huge")))
+    assert pending_reason(cluster.pod("huge")) == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: x}. "
+        "preemption: 0/2 nodes are available: 1 Insufficient cpu, 1 Preemption is not helpful for scheduling."
+    )
+    assert not cluster.pod("low")["metadata"].get("deletionTimestamp")
+
+
+async def test_fewest_victims_the_more_important_pod_is_reprieved(cluster: Any) -> None:
+    """``SelectVictimsOnNode`` reprieves victims most important first (higher priority): of two
+    lower-priority pods only one must go, and it is the less important one."""
+    await cluster.create_node("n1", cpu="1")
+    await _pod(cluster, "mid", "400m", 50)
+    await _pod(cluster, "least", "400m", 10)
+    await _running(cluster, "mid", "least")
+    await _pod(cluster, "high", "500m", 1000)
+    await cluster.until(lambda: _node_of(cluster, "high") == "n1")
+    assert cluster.pod("least") is None
+    assert not cluster.pod("mid")["metadata"].get("deletionTimestamp")
+
+
+async def test_node_choice_prefers_no_budget_violation_over_lower_victim_priority(cluster: Any) -> None:
+    """``pickOneNodeForPreemption``: fewest PDB violations first, only then the lowest priority of the
+    most important victim. n1's victim has the lower priority but its budget allows no disruption."""
+    await cluster.create_node("n1", cpu="1")
+    await cluster.create_node("n2", cpu="1")
+    await _pod(cluster, "guarded", "800m", 10, labels={"app": "guarded"}, nodeName="n1")
+    await _pod(cluster, "free", "800m", 100, nodeName="n2")
+    await _running(cluster, "guarded", "free")
+    await cluster.call(
+        "POST",
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets",
+        pdb("guarded", selector={"matchLabels": {"app": "guarded"}}, min_available=1),
+    )
+    await cluster.until(
+        lambda: (
+            (
+                cluster.sim.store.find(
+                    cluster.sim.store.registry.lookup("policy", "v1", "poddisruptionbudgets"),
+                    "default",
+                    "guarded",
+                )
+                or {}
+            )
+            .get("status", {})
+            .get("currentHealthy")
+            == 1
+        )
+    )
+    await _pod(cluster, "high", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName"))
+    assert cluster.pod("high")["status"]["nominatedNodeName"] == "n2"
+    assert cluster.pod("free")["metadata"].get("deletionTimestamp")
+    assert not cluster.pod("guarded")["metadata"].get("deletionTimestamp")
+    await cluster.until(lambda: _node_of(cluster, "high") == "n2")
+
+
+async def test_a_nominated_pod_waits_for_its_terminating_victims_instead_of_preempting_again(
+    cluster: Any,
+) -> None:
+    """``PodEligibleToPreemptOthers``: while a lower-priority pod preempted for it is still terminating
+    on its nominated node (``podTerminatingByPreemption``), a retried preemptor is "not eligible due to
+    a terminating pod on the nominated node." and no further pod is preempted."""
+    await cluster.create_node("n1", cpu="1")
+    slow = pod("slow", annotations={conventions.SHUTDOWN_SECONDS: "0.8"}, requests={"cpu": "500m"}, grace=5)
+    slow["spec"]["priority"] = 0
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", slow)
+    await _pod(cluster, "other", "400m", 5)  # more important than "slow": reprieved
+    await _running(cluster, "slow", "other")
+    await _pod(cluster, "high", "500m", 1000)
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1")
+    assert cluster.pod("slow")["metadata"].get("deletionTimestamp")
+    # A node change makes the scheduler retry the pod while its victim is still shutting down.
+    await cluster.patch("/api/v1/nodes/n1", {"metadata": {"labels": {"retry": "now"}}})
+    await cluster.until(lambda: "preemption: not eligible" in (pending_reason(cluster.pod("high")) or ""))
+    assert pending_reason(cluster.pod("high")) == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: not eligible due to a terminating pod on the nominated node."
+    )
+    assert not cluster.pod("other")["metadata"].get("deletionTimestamp")
+    await cluster.until(lambda: _node_of(cluster, "high") == "n1")
+    assert cluster.pod("other") is not None
+
+
+async def test_a_higher_priority_preemptor_takes_over_a_lower_priority_nomination(cluster: Any) -> None:
+    """``prepareCandidate``: pods of lower priority nominated to the chosen node lose their
+    nomination (``getLowerPriorityNominatedPods``, ``ClearNominatedNodeName``); once the victim is
+    gone the higher-priority pod is bound there."""
+    await cluster.create_node("n1", cpu="1")
+    slow = pod("victim", annotations={conventions.SHUTDOWN_SECONDS: "0.6"}, requests={"cpu": "800m"}, grace=5)
+    slow["spec"]["priority"] = 0
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", slow)
+    await _running(cluster, "victim")
+    await _pod(cluster, "mid", "800m", 100)
+    await cluster.until(lambda: (cluster.pod("mid").get("status") or {}).get("nominatedNodeName") == "n1")
+    await _pod(cluster, "top", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("top").get("status") or {}).get("nominatedNodeName") == "n1")
+    assert "nominatedNodeName" not in (cluster.pod("mid").get("status") or {})
+    await cluster.until(lambda: _node_of(cluster, "top") == "n1")
+    assert _node_of(cluster, "mid") is None
+
+
+async def test_a_nomination_is_cleared_when_preemption_cannot_help_anywhere(cluster: Any) -> None:
+    """``findCandidates``: no node failed on a filter preemption can resolve, so the pod's
+    nominatedNodeName is cleared (``ClearNominatedNodeName``)."""
+    await cluster.create_node("n1", cpu="1")
+    await _pod(cluster, "lost", "100m", 1000, nodeSelector={"zone": "nowhere"})
+    await cluster.until(lambda: pending_reason(cluster.pod("lost")))
+    await cluster.patch(
+        "/api/v1/namespaces/default/pods/lost/status", {"status": {"nominatedNodeName": "n1"}}
+    )
+    await cluster.patch("/api/v1/nodes/n1", {"metadata": {"labels": {"retry": "now"}}})
+    await cluster.until(lambda: "nominatedNodeName" not in (cluster.pod("lost").get("status") or {}))
+    assert pending_reason(cluster.pod("lost")).endswith(
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
+
+
+async def test_the_nominated_node_is_tried_first_once_it_has_room() -> None:
+    """schedule_one.go ``evaluateNominatedNode``: a pod with status.nominatedNodeName is tried on
+    that node first (and only there while it fits), before the nodes a full search would prefer."""
+
+    occupant = pod("occupant", node="n1", requests={"cpu": "800m"}, phase="Running", ready=True)
+    preemptor = pod("high", requests={"cpu": "800m"})
+    preemptor["spec"]["priority"] = 1000
+    preemptor["status"] = {"nominatedNodeName": "n1"}
+    objs = [
+        namespace("default"),
+        node("n1", cpu="1", ready=True),
+        node("big", cpu="16", ready=True),
+        occupant,
+    ]
+    quiet = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
+    async with KubeSim(objects=[*objs, preemptor], controllers=quiet) as sim:
+        store = sim.store
+        pods_rt = store.registry.lookup("", "v1", "pods")
+        nodes_rt = store.registry.lookup("", "v1", "nodes")
+        assert pods_rt is not None and nodes_rt is not None
+        fits = resources_fit(
+            lambda p: pod_requests(p.get("spec") or {})[:2], lambda n: store.find(nodes_rt, None, n)
+        )
+        preemption = Preemption(store)
+        high = store.get(pods_rt, "default", "high")
+        assert preemption.fits_nominated(high, fits) is None  # the occupant still holds n1
+        store.delete(pods_rt, "default", "occupant", grace_period_seconds=0)
+        assert preemption.fits_nominated(high, fits) == "n1"  # not "big", where it would score better
