@@ -66,7 +66,7 @@ async def test_drain_rides_out_eviction_504s_under_one_hot_budget() -> None:
     objects = [deployment("web", 3), pdb("web", selector={"matchLabels": {"app": "web"}}, max_unavailable=3)]
     async with drain_env(*objects, expect_pods=3) as env:
         rule = env.sim.faults.add(resource="pods/eviction", error_rate=1.0, error_code=504, remaining=2)
-        result = await drain_node(NODE, kube=env.kube, settings=QUICK, deadline=Env.deadline(15), clock=CLOCK)
+        result = await env.drain(15)
         assert rule.remaining == 0  # the 504s were served
         assert result.emptied, result.to_dict()
         assert {p.outcome for p in result.pods} == {Outcome.EVICTED}
