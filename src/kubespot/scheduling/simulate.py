@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from .instance_types import InstanceType
+from .instance_types import InstanceType, Offering
 from .labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, SPOT, WELL_KNOWN, ZONE
 from .nodepool import NodePool, by_weight
 from .pods import PodView
@@ -199,10 +199,24 @@ class Simulation:
         self.claims: list[_Claim] = []
         self.usage = {pc.pool.name: dict(pc.in_use) for pc in pools}
         self._merged: dict[tuple[str, str], Requirements | None] = {}
+        self._merged_ids: dict[tuple[int, int], tuple[Requirements, Requirements, Requirements | None]] = {}
+        # Memos keyed by the identity of a Requirements object; each entry keeps its object alive so
+        # an id is never reused for another one while the simulation runs.
+        self._conflicts: dict[tuple[str, int], tuple[Requirements, bool]] = {}
+        self._prices: dict[tuple[str, int, str], tuple[Requirements, float]] = {}
+        self._offered: dict[tuple[str, int], tuple[Requirements, list[Offering]]] = {}
+        self._frontiers: dict[tuple[str, int, int], tuple[Requirements, list[InstanceType]]] = {}
+        self._finished: dict[tuple[object, ...], tuple[Requirements, list[InstanceType], float]] = {}
 
     # -- requirements, cached by their text (the same few shapes recur thousands of times)
 
     def _merge(self, base: Requirements, pod: PodView) -> Requirements | None:
+        """``base`` narrowed by the pod's requirements; None when they conflict. Equal inputs give
+        the same object (keyed by text), so the memos keyed by identity below hit across groups."""
+        fast = (id(base), id(pod.requirements))
+        hit = self._merged_ids.get(fast)
+        if hit is not None:
+            return hit[2]
         key = (str(base), str(pod.requirements))
         if key not in self._merged:
             if base.compatibility(pod.requirements, WELL_KNOWN):
@@ -211,7 +225,33 @@ class Simulation:
                 merged = base.copy()
                 merged.add(*pod.requirements.values())
                 self._merged[key] = merged
+        self._merged_ids[fast] = (base, pod.requirements, self._merged[key])
         return self._merged[key]
+
+    def _conflict(self, it: InstanceType, reqs: Requirements) -> bool:
+        """Whether a node of ``it`` cannot satisfy ``reqs`` (memoised: asked for every type often)."""
+        key = (it.name, id(reqs))
+        hit = self._conflicts.get(key)
+        if hit is None:
+            hit = self._conflicts[key] = (reqs, bool(it.requirements.conflicts(reqs)))
+        return hit[1]
+
+    def _offerings(self, it: InstanceType, reqs: Requirements) -> list[Offering]:
+        """``it``'s available offerings that ``reqs`` allow (memoised like ``_conflict``)."""
+        key = (it.name, id(reqs))
+        hit = self._offered.get(key)
+        if hit is None:
+            hit = self._offered[key] = (reqs, it.available_offerings(reqs))
+        return hit[1]
+
+    def _price(self, it: InstanceType, reqs: Requirements, capacity_type: str) -> float:
+        """The cheapest available offering of ``capacity_type`` allowed by ``reqs`` (inf: none)."""
+        key = (it.name, id(reqs), capacity_type)
+        hit = self._prices.get(key)
+        if hit is None:
+            prices = [o.price for o in self._offerings(it, reqs) if o.capacity_type == capacity_type]
+            hit = self._prices[key] = (reqs, min(prices) if prices else float("inf"))
+        return hit[1]
 
     # -- the pass
 
@@ -277,7 +317,7 @@ class Simulation:
             if untolerated(claim.pc.pool.taints, pod.tolerations):
                 continue
             merged = self._merge(claim.reqs, pod)
-            if merged is None or claim.target.requirements.conflicts(merged):
+            if merged is None or self._conflict(claim.target, merged):
                 continue
             n = how_many_fit(claim.free, need, min(group.left, _ports_allow(pod, claim.ports)))
             if n > 0:
@@ -290,7 +330,7 @@ class Simulation:
         allowed = reqs.get_or_any(CAPACITY_TYPE)
         books: dict[str, dict[str, float]] = {ct: {} for ct in (SPOT, ON_DEMAND) if allowed.has(ct)}
         for it in types:
-            for offering in it.available_offerings(reqs):
+            for offering in self._offerings(it, reqs):
                 book = books.get(offering.capacity_type)
                 if book is not None and offering.price < book.get(it.name, float("inf")):
                     book[it.name] = offering.price
@@ -312,7 +352,7 @@ class Simulation:
             if how_many_fit(free, need, 1) < 1:
                 dropped["too small"] = dropped.get("too small", 0) + 1
                 continue
-            if not it.available_offerings(reqs):
+            if not self._offerings(it, reqs):
                 dropped["no available offering"] = dropped.get("no available offering", 0) + 1
                 continue
             if any(
@@ -383,7 +423,7 @@ class Simulation:
             if n <= 0:
                 continue
             merged = self._merge(reqs, g.exemplar) if i else reqs
-            if merged is None or it.requirements.conflicts(merged):
+            if merged is None or self._conflict(it, merged):
                 if i == 0:
                     return {}, reqs
                 continue
@@ -425,7 +465,13 @@ class Simulation:
             ),
         ]
         if len({str(g.exemplar.requirements) for g in cohort}) == 1:
-            types = undominated(types, books)  # safe: every pod may go to every candidate
+            # Safe: every pod may go to every candidate. The same pool and requirements come back
+            # for every new NodeClaim of a workload, with the same candidates.
+            key = (pc.pool.name, id(reqs), len(types))
+            hit = self._frontiers.get(key)
+            if hit is None:
+                hit = self._frontiers[key] = (reqs, undominated(types, books))
+            types = hit[1]
 
         def value(pattern: Mapping[int, int]) -> float:
             return sum(
@@ -486,24 +532,22 @@ class Simulation:
     def _finish(self, claim: _Claim) -> None:
         """The NodeClaim's types: all that hold its pods within the flexibility band."""
         pc, reqs = claim.pc, claim.reqs
-        target_price = self._price(claim.target, reqs, claim.capacity_type)
-        ceiling = target_price * (1 + self.flexibility)
-        options: list[tuple[float, str, InstanceType]] = []
-        for it in pc.instance_types:
-            if it.requirements.conflicts(reqs):
-                continue
-            if any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
-                continue
-            price = self._price(it, reqs, claim.capacity_type)
-            if price <= ceiling or it is claim.target:
-                options.append((0.0 if it is claim.target else price, it.name, it))
-        options.sort()
-        chosen = [it for _, _, it in options[:MAX_INSTANCE_TYPES]]
+        key = (
+            pc.pool.name,
+            id(reqs),
+            claim.target.name,
+            claim.capacity_type,
+            tuple(sorted(claim.requested.items())),
+        )
+        hit = self._finished.get(key)
+        if hit is None:
+            hit = self._finished[key] = (reqs, *self._offer(claim))
+        _, chosen, target_price = hit
         zones = sorted(
             {
                 o.zone
                 for it in chosen
-                for o in it.available_offerings(reqs)
+                for o in self._offerings(it, reqs)
                 if o.capacity_type == claim.capacity_type
             }
         )
@@ -524,10 +568,23 @@ class Simulation:
             )
         )
 
-    @staticmethod
-    def _price(it: InstanceType, reqs: Requirements, capacity_type: str) -> float:
-        prices = [o.price for o in it.available_offerings(reqs) if o.capacity_type == capacity_type]
-        return min(prices) if prices else float("inf")
+    def _offer(self, claim: _Claim) -> tuple[list[InstanceType], float]:
+        """The types a NodeClaim offers (its target first, then the rest of the band, cheapest
+        first) and the target's price."""
+        reqs = claim.reqs
+        target_price = self._price(claim.target, reqs, claim.capacity_type)
+        ceiling = target_price * (1 + self.flexibility)
+        options: list[tuple[float, str, InstanceType]] = []
+        for it in claim.pc.instance_types:
+            if self._conflict(it, reqs):
+                continue
+            if any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
+                continue
+            price = self._price(it, reqs, claim.capacity_type)
+            if price <= ceiling or it is claim.target:
+                options.append((0.0 if it is claim.target else price, it.name, it))
+        options.sort()
+        return [it for _, _, it in options[:MAX_INSTANCE_TYPES]], target_price
 
 
 def undominated(
