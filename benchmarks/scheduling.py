@@ -28,13 +28,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import random
 import resource
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kubespot.aws import AwsClients
@@ -136,8 +138,28 @@ def priced_frontier(types: Sequence[InstanceType]) -> list[tuple[str, tuple[int,
     return kept
 
 
+@contextlib.contextmanager
+def solver_output_to_stderr() -> Iterator[None]:
+    """HiGHS writes some diagnostics straight to file descriptor 1; the benchmark's stdout must hold
+    its one JSON object, so the solver's writes go to stderr meanwhile."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def configuration_lp(pods: Sequence[PodView], types: Sequence[InstanceType]) -> float:
     """The configuration LP's optimum by column generation (a lower bound on any packing)."""
+    with solver_output_to_stderr():
+        return _configuration_lp(pods, types)
+
+
+def _configuration_lp(pods: Sequence[PodView], types: Sequence[InstanceType]) -> float:
     import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, linprog, milp
 
@@ -173,6 +195,11 @@ def configuration_lp(pods: Sequence[PodView], types: Sequence[InstanceType]) -> 
 
 
 def summed_lp(pods: Sequence[PodView], types: Sequence[InstanceType]) -> float:
+    with solver_output_to_stderr():
+        return _summed_lp(pods, types)
+
+
+def _summed_lp(pods: Sequence[PodView], types: Sequence[InstanceType]) -> float:
     from scipy.optimize import linprog
 
     frontier = priced_frontier(types)

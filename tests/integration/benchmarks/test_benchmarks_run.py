@@ -3,6 +3,8 @@ assertions: figures are measured by running the benchmarks themselves, see docs/
 
 from __future__ import annotations
 
+import pytest
+
 from support.benchmarks import run_benchmark
 
 _run = run_benchmark
@@ -34,3 +36,18 @@ def test_drain_vs_kubectl_prints_its_figures() -> None:
     for key in ("kubespot_s", "kubectl_s", "ratio"):
         assert isinstance(out[key], (int, float)) and out[key] > 0, key
     assert out["pods"] == 4
+
+
+@pytest.mark.slow
+def test_scheduling_prints_its_figures_and_bounds() -> None:
+    out = run_benchmark("scheduling.py", "--sizes", "60", "--types", "60")
+    assert out["instance_types"] == 60
+    row = out["generic"]["60"]
+    assert isinstance(row, dict)
+    for key in ("seconds", "pods_per_s", "nodes", "cost_per_hour", "ffd_cost_per_hour"):
+        assert row[key] > 0, key
+    # A lower bound is below every packing: the plan's, and Karpenter's FFD reference.
+    assert row["summed_lp_bound_per_hour"] <= row["lp_bound_per_hour"] <= row["cost_per_hour"]
+    assert row["lp_bound_per_hour"] <= row["ffd_cost_per_hour"]
+    assert row["cost_ratio"] == pytest.approx(row["cost_per_hour"] / row["lp_bound_per_hour"], rel=1e-3)
+    assert "skipped" in out["diverse"]
