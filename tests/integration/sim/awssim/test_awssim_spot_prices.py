@@ -51,6 +51,24 @@ def test_history_in_a_window_drifts_slowly_within_the_discount_range(frozen: Mot
     assert prices[-1] == spot_prices.price_for("m5.large", "us-east-1a")
 
 
+def test_a_type_without_an_on_demand_price_has_no_spot_history(frozen: MotoServer) -> None:
+    """The model derives spot from on-demand; a type the table lacks (newer than the data) gets no
+    records rather than moto's ``0.00001`` placeholder, which a provisioner would take for the
+    cheapest capacity there is (Karpenter: no spot price, no spot offering)."""
+    ec2 = frozen.client("ec2")
+    offered = {
+        o["InstanceType"]
+        for page in ec2.get_paginator("describe_instance_type_offerings").paginate()
+        for o in page["InstanceTypeOfferings"]
+    }
+    missing = sorted(offered - set(ONDEMAND_PRICES["us-east-1"]))
+    assert missing, "the catalog has types newer than the price table"
+    history = ec2.describe_spot_price_history(InstanceTypes=missing[:5], StartTime=NOW)["SpotPriceHistory"]
+    assert history == []
+    both = ec2.describe_spot_price_history(InstanceTypes=[missing[0], "m5.large"], StartTime=NOW)
+    assert {h["InstanceType"] for h in both["SpotPriceHistory"]} == {"m5.large"}
+
+
 def test_start_time_now_gives_the_price_in_effect_and_future_means_now(frozen: MotoServer) -> None:
     """StartTime=now (Karpenter's query) lists one record per zone: the current price; a StartTime
     ahead of the server's clock and an EndTime in the future change nothing."""

@@ -27,8 +27,10 @@ page them. Every record's product description is ``Linux/UNIX (Amazon VPC)``.
 
 The on-demand table is ``kubespot.sim.awssim.price_data`` (generated from
 ``shared/data/aws-ondemand-prices.json``) unless ``configure()`` names another one; an empty table
-(``configure({})``) restores moto's stock answer. A type missing from the table keeps moto's
-placeholder price.
+(``configure({})``) restores moto's stock answer. A type missing from the table has no spot
+history at all (not moto's placeholder ``0.00001``, which a provisioner would take for the cheapest
+capacity on offer): without an on-demand price the model has nothing to derive a spot price from,
+and a client then has no spot offering for it, as for any type without a price.
 """
 
 from __future__ import annotations
@@ -190,11 +192,13 @@ def _make_describe(original: Any) -> Any:
             for offering in offerings:
                 name, location = offering["InstanceType"], offering["Location"]
                 price = _step_price(name, location, step)
+                if price is None:
+                    continue
                 records.append(
                     {
                         "InstanceType": name,
                         "ProductDescription": PRODUCT_DESCRIPTION,
-                        "SpotPrice": "0.00001" if price is None else f"{price:.6f}",
+                        "SpotPrice": f"{price:.6f}",
                         "AvailabilityZone": location,
                         "Timestamp": _timestamp(step * STEP_SECONDS),
                     }
