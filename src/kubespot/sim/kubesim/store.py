@@ -25,9 +25,11 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from . import errors
+from .decoding import check_body, check_patched
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic_merge
 from .resources import BUILTIN, Registry, ResourceType, types_from_crd
 from .selectors import FieldSelector, LabelSelector
+from .validation import validate_create, validate_update
 
 Obj = dict[str, Any]
 _J = TypeVar("_J")
@@ -297,6 +299,7 @@ class Store:
         """Create ``obj`` (adopted). 409 AlreadyExists, 404 when the namespace does not exist."""
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request was in an unknown format")
+        check_body(rt, obj)
         self._stamp_new(rt, obj, namespace)
         meta = obj["metadata"]
         if rt.namespaced:
@@ -310,6 +313,7 @@ class Store:
                     f"{meta['namespace']} because it is being terminated",
                     reason="Forbidden",
                 )
+        validate_create(rt, obj)
         if self.find(rt, meta.get("namespace"), meta["name"]) is not None:
             raise errors.already_exists(rt, meta["name"])
         if rt.key == CRD_KEY:
@@ -359,6 +363,7 @@ class Store:
         """PUT semantics: optimistic concurrency on ``metadata.resourceVersion`` when it is given."""
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             raise errors.bad_request("the body of the request was in an unknown format")
+        check_body(rt, obj)
         old = self.get(rt, namespace, name)
         meta = obj.setdefault("metadata", {})
         if meta.get("name", name) != name:
@@ -369,6 +374,10 @@ class Store:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
+        if subresource is None:
+            # A PUT body is decoded with the version's defaults, as upstream, before it is compared.
+            _default_update(rt, obj, old)
+            validate_update(rt, obj, old)
         want_rv = meta.get("resourceVersion")
         if want_rv and want_rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
@@ -414,6 +423,9 @@ class Store:
         new_meta = new["metadata"]
         if new_meta.get("name") != name or (rt.namespaced and new_meta.get("namespace") != namespace):
             raise errors.bad_request("metadata.name and metadata.namespace cannot be changed by a patch")
+        check_patched(rt, new)
+        if subresource is None:
+            validate_update(rt, new, old)
         # A resourceVersion in the patch is a precondition, as upstream: it is how clients
         # compare-and-set with a patch.
         want_rv = new_meta.get("resourceVersion")
@@ -769,14 +781,28 @@ def _validate_name(rt: ResourceType, name: Any) -> None:
         )
 
 
+def _pod_spec_defaults(spec: Obj) -> None:
+    """pkg/apis/core/v1/defaults.go SetDefaults_PodSpec (the fields kubesim reads)."""
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+
+
+def _default_update(rt: ResourceType, obj: Obj, old: Obj) -> None:
+    """Defaults of a PUT body: the version's defaults, and what admission set at create (priority)."""
+    if rt.key == POD_KEY and isinstance(obj.get("spec"), dict):
+        _pod_spec_defaults(obj["spec"])
+        old_spec = old.get("spec") or {}
+        if "priority" not in obj["spec"] and "priority" in old_spec:
+            obj["spec"]["priority"] = old_spec["priority"]
+
+
 def _apply_defaults(rt: ResourceType, obj: Obj) -> None:
     """The API defaults the simulated controllers and clients rely on."""
     if rt.key == POD_KEY:
         spec = obj.setdefault("spec", {})
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("dnsPolicy", "ClusterFirst")
+        _pod_spec_defaults(spec)
         if "priority" not in spec:
             spec["priority"] = _PRIORITY_CLASSES.get(str(spec.get("priorityClassName", "")), 0)
         status = obj.setdefault("status", {})

@@ -131,7 +131,7 @@ async def test_create_conflicts_and_namespace_must_exist(http: aiohttp.ClientSes
         http,
         "POST",
         "/api/v1/namespaces/default/pods",
-        {"metadata": {"generateName": "web-"}, "spec": {"containers": []}},
+        {"metadata": {"generateName": "web-"}, "spec": {"containers": [{"name": "app", "image": "nginx:1"}]}},
     )
     assert status == 201 and gen["metadata"]["name"].startswith("web-")
 

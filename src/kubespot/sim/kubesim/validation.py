@@ -1,0 +1,458 @@
+"""What the API server refuses to store: upstream's Validate / ValidateUpdate rules, per resource.
+
+Each rule returns the ``FieldError`` list upstream's function returns; ``validate_create`` and
+``validate_update`` run the rules of the object's resource and raise the 422 ``Status``. Sources:
+- object metadata: k8s.io/apimachinery pkg/api/validation/objectmeta.go ValidateObjectMeta
+  (labels: meta/v1/validation ValidateLabels; annotations: ValidateAnnotations, 256 KiB in all);
+  name and value rules: pkg/util/validation/validation.go IsQualifiedName, IsValidLabelValue;
+- nodes: pkg/apis/core/validation/validation.go ValidateNode, validateNodeTaints;
+- pods: ValidatePodCreate (validateContainers, validateTolerations) and ValidatePodUpdate;
+- workload templates: ValidatePodTemplateSpec (containers of the template);
+- PodDisruptionBudgets: pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .fielderrors import (
+    FieldError,
+    GoValue,
+    forbidden,
+    invalid,
+    invalid_status,
+    not_supported,
+    required,
+)
+from .resources import ResourceType
+
+Obj = dict[str, Any]
+Errors = list[FieldError]
+
+# -- apimachinery's name and value rules (pkg/util/validation/validation.go) --------------------
+
+_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QNAME = re.compile(_QNAME_FMT)
+_QNAME_MSG = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character"
+)
+_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_LABEL = re.compile(_DNS1123_LABEL_FMT)
+_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
+_DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def _max_len(n: int) -> str:
+    return f"must be no more than {n} characters"
+
+
+def is_dns1123_subdomain(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append(_max_len(253))
+    if _DNS1123_SUBDOMAIN.fullmatch(value) is None:
+        errs.append(
+            _regex_error(
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+                "or '.', and must start and end with an alphanumeric character",
+                _DNS1123_SUBDOMAIN_FMT,
+                "example.com",
+            )
+        )
+    return errs
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(_max_len(63))
+    if _DNS1123_LABEL.fullmatch(value) is None:
+        errs.append(
+            _regex_error(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
+                "and must start and end with an alphanumeric character",
+                _DNS1123_LABEL_FMT,
+                "my-name",
+                "123-abc",
+            )
+        )
+    return errs
+
+
+def is_qualified_name(value: str) -> list[str]:
+    errs: list[str] = []
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
+    else:
+        return [
+            "a qualified name "
+            + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif len(name) > 63:
+        errs.append("name part " + _max_len(63))
+    if _QNAME.fullmatch(name) is None:
+        errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
+    return errs
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append(_max_len(63))
+    if value and _QNAME.fullmatch(value) is None:
+        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+# -- object metadata --------------------------------------------------------------------------
+
+
+def validate_labels(labels: Any, path: str) -> Errors:
+    errs: Errors = []
+    for key, value in (labels or {}).items():
+        errs.extend(invalid(path, key, m) for m in is_qualified_name(key))
+        errs.extend(invalid(path, value, m) for m in is_valid_label_value(value))
+    return errs
+
+
+def validate_annotations(annotations: Any, path: str) -> Errors:
+    errs: Errors = []
+    size = 0
+    for key, value in (annotations or {}).items():
+        # Keys are qualified names in any case (upstream lowercases before checking).
+        errs.extend(invalid(path, key, m) for m in is_qualified_name(key.lower()))
+        size += len(key.encode()) + len(value.encode())
+    if size > _ANNOTATIONS_LIMIT:
+        errs.append(FieldError("too_long", path, "", f"may not be more than {_ANNOTATIONS_LIMIT} bytes"))
+    return errs
+
+
+def validate_meta(meta: Obj, path: str = "metadata") -> Errors:
+    labels, annotations = meta.get("labels"), meta.get("annotations")
+    errs = validate_labels(labels, f"{path}.labels") if labels else []
+    if annotations:
+        errs.extend(validate_annotations(annotations, f"{path}.annotations"))
+    return errs
+
+
+# -- nodes ------------------------------------------------------------------------------------
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _effect(effect: Any, path: str, *, allow_empty: bool) -> Errors:
+    if not effect:
+        return [] if allow_empty else [required(path)]
+    if effect not in TAINT_EFFECTS:
+        return [not_supported(path, effect, TAINT_EFFECTS)]
+    return []
+
+
+def _taint_text(t: Obj) -> GoValue:
+    # Go's %#v of the internal core.Taint, which has no String method.
+    return GoValue(
+        f'core.Taint{{Key:"{t.get("key", "")}", Value:"{t.get("value", "")}", '
+        f'Effect:"{t.get("effect", "")}", TimeAdded:<nil>}}'
+    )
+
+
+_UNIQUE_TAINTS = "taints must be unique by key and effect pair"
+
+
+def validate_taints(taints: list[Obj], path: str) -> Errors:
+    """validateNodeTaints: key a qualified name, value a label value, a known effect, and unique by
+    key and effect."""
+    errs: Errors = []
+    seen: set[tuple[str, str]] = set()
+    for i, taint in enumerate(taints):
+        at = f"{path}[{i}]"
+        key = str(taint.get("key") or "")
+        errs.extend(invalid(f"{at}.key", key, m) for m in is_qualified_name(key))
+        value = str(taint.get("value") or "")
+        if msgs := is_valid_label_value(value):
+            errs.append(invalid(f"{at}.value", value, ";".join(msgs)))
+        errs.extend(_effect(taint.get("effect"), f"{at}.effect", allow_empty=False))
+        pair = (key, str(taint.get("effect") or ""))
+        if pair in seen:
+            errs.append(
+                FieldError(
+                    "duplicate", at, _taint_text(taint), "taints must be unique by key and effect pair"
+                )
+            )
+            continue
+        seen.add(pair)
+    return errs
+
+
+def validate_node(obj: Obj) -> Errors:
+    return validate_taints((obj.get("spec") or {}).get("taints") or [], "spec.taints")
+
+
+# -- pods -------------------------------------------------------------------------------------
+
+_OPERATORS = ("Equal", "Exists")
+_EMPTY_KEY = 'operator must be Exists when `key` is empty, which means "match all values and all keys"'
+_SECONDS_EFFECT = "effect must be 'NoExecute' when `tolerationSeconds` is set"
+_EXISTS_VALUE = "value must be empty when `operator` is 'Exists'"
+
+
+def validate_containers(containers: list[Obj], path: str) -> Errors:
+    if not containers:
+        return [required(path)]
+    errs: Errors = []
+    names: set[str] = set()
+    for i, c in enumerate(containers):
+        at = f"{path}[{i}]"
+        name = str(c.get("name") or "")
+        if not name:
+            errs.append(required(f"{at}.name"))
+        else:
+            errs.extend(invalid(f"{at}.name", name, m) for m in is_dns1123_label(name))
+            if name in names:
+                errs.append(FieldError("duplicate", f"{at}.name", name))
+            names.add(name)
+        if not c.get("image"):
+            errs.append(required(f"{at}.image"))
+    return errs
+
+
+def validate_tolerations(tolerations: list[Obj], path: str) -> Errors:
+    """validateTolerations: key, operator, effect, and tolerationSeconds only with NoExecute."""
+    errs: Errors = []
+    for i, t in enumerate(tolerations):
+        at = f"{path}[{i}]"
+        key, op = str(t.get("key") or ""), t.get("operator") or "Equal"
+        if key:
+            errs.extend(invalid(f"{at}.key", key, m) for m in is_qualified_name(key))
+        if not key and op != "Exists":
+            errs.append(invalid(f"{at}.operator", op, _EMPTY_KEY))
+        if t.get("tolerationSeconds") is not None and t.get("effect") != "NoExecute":
+            errs.append(invalid(f"{at}.effect", t.get("effect") or "", _SECONDS_EFFECT))
+        if op == "Exists" and t.get("value"):
+            errs.append(invalid(f"{at}.operator", t.get("value"), _EXISTS_VALUE))
+        elif op not in _OPERATORS:
+            errs.append(not_supported(f"{at}.operator", op, _OPERATORS))
+        errs.extend(_effect(t.get("effect"), f"{at}.effect", allow_empty=True))
+    return errs
+
+
+def validate_pod_spec(spec: Obj, path: str) -> Errors:
+    errs = validate_containers(spec.get("containers") or [], f"{path}.containers")
+    if spec.get("initContainers"):
+        errs.extend(validate_containers(spec["initContainers"], f"{path}.initContainers"))
+    if spec.get("tolerations"):
+        errs.extend(validate_tolerations(spec["tolerations"], f"{path}.tolerations"))
+    return errs
+
+
+def validate_pod(obj: Obj) -> Errors:
+    return validate_pod_spec(obj.get("spec") or {}, "spec")
+
+
+def validate_template(obj: Obj) -> Errors:
+    template = (obj.get("spec") or {}).get("template") or {}
+    errs = validate_meta(template.get("metadata") or {}, "spec.template.metadata")
+    return errs + validate_pod_spec(template.get("spec") or {}, "spec.template.spec")
+
+
+#: ValidatePodUpdate's message: the spec fields an update may change (features of 1.32 by default).
+POD_UPDATABLE = (
+    "`spec.containers[*].image`",
+    "`spec.initContainers[*].image`",
+    "`spec.activeDeadlineSeconds`",
+    "`spec.tolerations` (only additions to existing tolerations)",
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+)
+
+
+def _tolerations_only_added(new: list[Obj], old: list[Obj]) -> bool:
+    """validateOnlyAddedTolerations: every old toleration is still there (a NoExecute one may only
+    shorten its tolerationSeconds)."""
+    for o in old:
+        same = [
+            n
+            for n in new
+            if {k: v for k, v in n.items() if k != "tolerationSeconds"}
+            == {k: v for k, v in o.items() if k != "tolerationSeconds"}
+        ]
+        if not same:
+            return False
+        if o.get("tolerationSeconds") is not None and not any(
+            n.get("tolerationSeconds") is not None and n["tolerationSeconds"] <= o["tolerationSeconds"]
+            for n in same
+        ):
+            return False
+    return True
+
+
+def _with_image(new: Obj, old: Obj) -> Obj:
+    out = dict(new)
+    if "image" in old:
+        out["image"] = old["image"]
+    else:
+        out.pop("image", None)
+    return out
+
+
+def _munged_spec(new: Obj, old: Obj) -> Obj:
+    """The new spec with every change an update may make put back to the old value."""
+    munged = dict(new)
+    for part in ("containers", "initContainers"):
+        new_c, old_c = new.get(part) or [], old.get(part) or []
+        if new_c and len(new_c) == len(old_c):
+            munged[part] = [_with_image(n, o) for n, o in zip(new_c, old_c, strict=True)]
+    deadline, old_deadline = new.get("activeDeadlineSeconds"), old.get("activeDeadlineSeconds")
+    if deadline is not None and deadline > 0 and (old_deadline is None or deadline <= old_deadline):
+        munged["activeDeadlineSeconds"] = old_deadline
+        if old_deadline is None:
+            munged.pop("activeDeadlineSeconds")
+    old_grace = old.get("terminationGracePeriodSeconds")
+    if old_grace is not None and old_grace < 0 and new.get("terminationGracePeriodSeconds") == 1:
+        munged["terminationGracePeriodSeconds"] = old_grace
+    if _tolerations_only_added(new.get("tolerations") or [], old.get("tolerations") or []):
+        if "tolerations" in old:
+            munged["tolerations"] = old["tolerations"]
+        else:
+            munged.pop("tolerations", None)
+    return munged
+
+
+def _spec_diff(new: Obj, old: Obj) -> str:
+    """Which spec fields differ, a line each, in the spirit of upstream's cmp.Diff (not its format)."""
+    lines = ["  core.PodSpec{"]
+    for key in sorted(set(new) | set(old)):
+        if new.get(key) != old.get(key):
+            lines.append(f"- \t{key}: {old.get(key)!r},")
+            lines.append(f"+ \t{key}: {new.get(key)!r},")
+    lines.append("  }")
+    return "\n".join(lines)
+
+
+def validate_pod_update(new: Obj, old: Obj) -> Errors:
+    errs = validate_pod(new)
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    munged = _munged_spec(new_spec, old_spec)
+    if munged != old_spec:
+        errs.append(
+            forbidden(
+                "spec",
+                "pod updates may not change fields other than "
+                + ",".join(POD_UPDATABLE)
+                + "\n"
+                + _spec_diff(munged, old_spec),
+            )
+        )
+    return errs
+
+
+# -- PodDisruptionBudgets ---------------------------------------------------------------------
+
+_PERCENT = re.compile("[0-9]+%")
+
+
+def _int_or_percent(value: Any, path: str) -> Errors:
+    """ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
+    if isinstance(value, str):
+        if _PERCENT.fullmatch(value) is None:
+            return [
+                invalid(
+                    path,
+                    value,
+                    "a valid percent string must be a numeric string followed by an ending '%' "
+                    "(e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')",
+                )
+            ]
+        if int(value[:-1]) > 100:
+            return [invalid(path, value, "must not be greater than 100%")]
+        return []
+    if isinstance(value, int) and value < 0:
+        return [invalid(path, value, "must be greater than or equal to 0")]
+    return []
+
+
+def validate_pdb(obj: Obj) -> Errors:
+    spec = obj.get("spec") or {}
+    errs: Errors = []
+    min_available, max_unavailable = spec.get("minAvailable"), spec.get("maxUnavailable")
+    if min_available is not None and max_unavailable is not None:
+        shown = GoValue(
+            "policy.PodDisruptionBudgetSpec{"
+            f"MinAvailable:{min_available!r}, MaxUnavailable:{max_unavailable!r}}}"
+        )
+        errs.append(invalid("spec", shown, "minAvailable and maxUnavailable cannot be both set"))
+    if min_available is not None:
+        errs.extend(_int_or_percent(min_available, "spec.minAvailable"))
+    if max_unavailable is not None:
+        errs.extend(_int_or_percent(max_unavailable, "spec.maxUnavailable"))
+    return errs
+
+
+# -- the tables -------------------------------------------------------------------------------
+
+Rule = Callable[[Obj], Errors]
+UpdateRule = Callable[[Obj, Obj], Errors]
+
+CREATE_RULES: dict[tuple[str, str], Rule] = {
+    ("", "nodes"): validate_node,
+    ("", "pods"): validate_pod,
+    ("apps", "deployments"): validate_template,
+    ("apps", "replicasets"): validate_template,
+    ("apps", "daemonsets"): validate_template,
+    ("apps", "statefulsets"): validate_template,
+    ("policy", "poddisruptionbudgets"): validate_pdb,
+}
+#: Update rules beyond the create rules run on the new object.
+UPDATE_RULES: dict[tuple[str, str], UpdateRule] = {
+    ("", "pods"): validate_pod_update,
+}
+
+
+def _raise(rt: ResourceType, obj: Obj, errs: Errors) -> None:
+    if errs:
+        raise invalid_status(rt.kind, rt.group, str(obj["metadata"].get("name", "")), errs)
+
+
+def validate_create(rt: ResourceType, obj: Obj) -> None:
+    """The create strategy's Validate: 422 Invalid with every failing field."""
+    errs = validate_meta(obj["metadata"])
+    rule = CREATE_RULES.get(rt.key)
+    if rule is not None:
+        errs.extend(rule(obj))
+    _raise(rt, obj, errs)
+
+
+def validate_update(rt: ResourceType, new: Obj, old: Obj) -> None:
+    """The update strategy's ValidateUpdate (a PUT or a patch of the main resource)."""
+    errs = validate_meta(new["metadata"])
+    update_rule = UPDATE_RULES.get(rt.key)
+    if update_rule is not None:
+        errs.extend(update_rule(new, old))
+    else:
+        rule = CREATE_RULES.get(rt.key)
+        if rule is not None:
+            errs.extend(rule(new))
+    _raise(rt, new, errs)

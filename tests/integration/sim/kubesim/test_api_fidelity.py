@@ -1,0 +1,151 @@
+"""kubesim's API server as strict as a real one, over HTTP: validation, create strategies, admission
+defaults, patch preconditions, watch/list resourceVersion semantics and DeleteOptions.
+
+Each test names the upstream (Kubernetes 1.32) source it follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+
+from kubespot.sim.kubesim.app import KubeSim
+from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.testing import node, pdb, pod
+
+QUIET = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
+MERGE = {"Content-Type": "application/merge-patch+json"}
+STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
+JSONPATCH = {"Content-Type": "application/json-patch+json"}
+PODS = "/api/v1/namespaces/default/pods"
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[KubeSim]:
+    async with KubeSim(controllers=QUIET, bookmark_interval=0.2) as s:
+        yield s
+
+
+@pytest.fixture
+async def http(sim: KubeSim) -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(base_url=sim.url) as session:
+        yield session
+
+
+async def call(
+    http: aiohttp.ClientSession,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    **params: str,
+) -> tuple[int, Any]:
+    data = orjson.dumps(body) if body is not None else None
+    hdrs = {"Content-Type": "application/json", **(headers or {})}
+    async with http.request(method, path, data=data, headers=hdrs, params=params) as resp:
+        raw = await resp.read()
+        try:
+            return resp.status, orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return resp.status, raw.decode()
+
+
+# -- 1. validation ------------------------------------------------------------------------------
+
+
+async def test_invalid_taints_are_422_with_causes_on_create_update_and_patch(
+    http: aiohttp.ClientSession,
+) -> None:
+    """pkg/apis/core/validation/validation.go ValidateNode/validateNodeTaints through
+    pkg/registry/core/node/strategy.go Validate and ValidateUpdate; errors.NewInvalid's Status."""
+    bad = node("n1", taints=[{"key": "k", "effect": "Maybe"}])
+    status, body = await call(http, "POST", "/api/v1/nodes", bad)
+    assert status == 422 and body["reason"] == "Invalid"
+    assert body["message"] == (
+        'Node "n1" is invalid: spec.taints[0].effect: Unsupported value: "Maybe": supported values: '
+        '"NoSchedule", "PreferNoSchedule", "NoExecute"'
+    )
+    [cause] = body["details"]["causes"]
+    assert cause["reason"] == "FieldValueNotSupported" and cause["field"] == "spec.taints[0].effect"
+    assert cause["message"] == body["message"].split("spec.taints[0].effect: ", 1)[1]
+    status, created = await call(http, "POST", "/api/v1/nodes", node("n1"))
+    assert status == 201
+    dup = {"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}, {"key": "k", "effect": "NoSchedule"}]}}
+    status, body = await call(http, "PATCH", "/api/v1/nodes/n1", dup, MERGE)
+    assert status == 422 and body["details"]["causes"][0]["reason"] == "FieldValueDuplicate"
+    assert body["details"]["causes"][0]["field"] == "spec.taints[1]"
+    created["spec"]["taints"] = [{"key": "bad key", "effect": "NoSchedule"}]
+    status, body = await call(http, "PUT", "/api/v1/nodes/n1", created)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "spec.taints[0].key"
+    status, body = await call(
+        http, "PATCH", "/api/v1/nodes/n1", {"metadata": {"labels": {"ok": "x" * 64}}}, MERGE
+    )
+    assert status == 422
+    assert body["message"].startswith('Node "n1" is invalid: metadata.labels: Invalid value: "xxxx')
+    assert body["message"].endswith(": must be no more than 63 characters")
+
+
+async def test_wrong_json_types_are_400_on_create_and_422_patch_on_patch(http: aiohttp.ClientSession) -> None:
+    """k8s.io/apiserver pkg/endpoints/handlers/rest.go transformDecodeError (400 BadRequest) and
+    patch.go jsonPatcher.applyPatchToCurrentObject (field `patch`, empty kind and name)."""
+    bad = node("n2")
+    bad["spec"]["unschedulable"] = "yes"
+    status, body = await call(http, "POST", "/api/v1/nodes", bad)
+    assert status == 400 and body["reason"] == "BadRequest"
+    assert body["message"] == (
+        'Node in version "v1" cannot be handled as a Node: json: cannot unmarshal string into Go struct '
+        "field NodeSpec.spec.unschedulable of type bool"
+    )
+    await call(http, "POST", "/api/v1/nodes", node("n2"))
+    status, body = await call(http, "PATCH", "/api/v1/nodes/n2", {"spec": {"unschedulable": "yes"}}, MERGE)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "patch"
+    assert body["message"].startswith(' "" is invalid: patch: Invalid value: ')
+    status, body = await call(
+        http, "PATCH", "/api/v1/nodes/n2", {"metadata": {"annotations": {"a": 5}}}, STRATEGIC
+    )
+    assert status == 422 and "ObjectMeta.metadata.annotations of type string" in body["message"]
+
+
+async def test_pods_without_containers_and_pdbs_with_both_bounds_are_invalid(
+    http: aiohttp.ClientSession,
+) -> None:
+    """pkg/apis/core/validation/validation.go validateContainers; pkg/apis/policy/validation
+    ValidatePodDisruptionBudgetSpec (message kind qualified with the group: PodDisruptionBudget.policy)."""
+    status, body = await call(http, "POST", PODS, {"metadata": {"name": "empty"}, "spec": {}})
+    assert status == 422 and body["message"] == 'Pod "empty" is invalid: spec.containers: Required value'
+    both = pdb("b", min_available=1, selector={"matchLabels": {"app": "x"}}, namespace="default")
+    both["spec"]["maxUnavailable"] = 1
+    status, body = await call(http, "POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", both)
+    assert status == 422
+    assert body["message"].startswith('PodDisruptionBudget.policy "b" is invalid: spec: Invalid value: ')
+    assert body["message"].endswith("minAvailable and maxUnavailable cannot be both set")
+    assert body["details"]["group"] == "policy" and body["details"]["kind"] == "PodDisruptionBudget"
+
+
+async def test_pod_spec_is_immutable_but_binding_still_assigns_a_node(http: aiohttp.ClientSession) -> None:
+    """pkg/apis/core/validation/validation.go ValidatePodUpdate (a patch of spec.nodeName is refused);
+    pkg/registry/core/pod/storage/storage.go BindingREST (pods/binding sets it)."""
+    await call(http, "POST", PODS, pod("p"))
+    status, body = await call(http, "PATCH", f"{PODS}/p", {"spec": {"nodeName": "n1"}}, MERGE)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "spec"
+    assert body["message"].startswith(
+        'Pod "p" is invalid: spec: Forbidden: pod updates may not change fields other than '
+        "`spec.containers[*].image`,"
+    )
+    status, _ = await call(
+        http, "PATCH", f"{PODS}/p", {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}, STRATEGIC
+    )
+    assert status == 200
+    status, body = await call(
+        http,
+        "POST",
+        f"{PODS}/p/binding",
+        {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}},
+    )
+    assert status == 201 and body["status"] == "Success"
+    status, got = await call(http, "GET", f"{PODS}/p")
+    assert got["spec"]["nodeName"] == "n1" and got["spec"]["containers"][0]["image"] == "nginx:2"
