@@ -25,10 +25,12 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from . import errors
+from .admission import SYSTEM_PRIORITY_CLASSES, admit_priority, default_toleration_seconds, pod_spec_defaults
 from .decoding import check_body, check_patched
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic_merge
 from .resources import BUILTIN, Registry, ResourceType, types_from_crd
 from .selectors import FieldSelector, LabelSelector
+from .strategies import prepare_for_create
 from .validation import validate_create, validate_update
 
 Obj = dict[str, Any]
@@ -49,7 +51,7 @@ CRD_KEY: RKey = ("apiextensions.k8s.io", "customresourcedefinitions")
 DEFAULT_HISTORY = 200_000
 WATCH_QUEUE_LIMIT = 200_000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+PRIORITY_CLASS_KEY: RKey = ("scheduling.k8s.io", "priorityclasses")
 
 
 def deep_copy(obj: _J) -> _J:
@@ -160,6 +162,9 @@ class Store:
         self._listeners_by_key: dict[RKey, list[Listener]] = {}
         for ns in SYSTEM_NAMESPACES:
             self._insert(self._rt(NAMESPACE_KEY), _namespace(ns, self.clock()))
+        with contextlib.suppress(KeyError):  # a registry without scheduling.k8s.io has no classes
+            for pc_name, value in SYSTEM_PRIORITY_CLASSES.items():
+                self._insert(self._rt(PRIORITY_CLASS_KEY), _priority_class(pc_name, value, self.clock()))
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -313,6 +318,11 @@ class Store:
                     f"{meta['namespace']} because it is being terminated",
                     reason="Forbidden",
                 )
+        if rt.key == POD_KEY:
+            # Mutating admission runs before the strategy, validation after both (as upstream).
+            default_toleration_seconds(obj["spec"])
+            admit_priority(meta["name"], obj["spec"], self._priority_class)
+        prepare_for_create(rt, obj, _qos_class(obj["spec"]) if rt.key == POD_KEY else "")
         validate_create(rt, obj)
         if self.find(rt, meta.get("namespace"), meta["name"]) is not None:
             raise errors.already_exists(rt, meta["name"])
@@ -324,6 +334,16 @@ class Store:
         self._emit(rt, "ADDED", obj, None)
         return obj
 
+    def _priority_class(self, name: str | None) -> Obj | None:
+        """A PriorityClass by name; with no name, the cluster's globalDefault class if there is one."""
+        try:
+            rt = self._rt(PRIORITY_CLASS_KEY)
+        except KeyError:
+            return None
+        if name is not None:
+            return self.find(rt, None, name)
+        return next((pc for pc in self.iter_objects(rt) if pc.get("globalDefault")), None)
+
     def load(self, objects: Iterable[Obj]) -> int:
         """Bulk insert at start-up. Events go to the history only (nobody listens yet), so a watch
         from any loaded object's resourceVersion resumes as it would against etcd. Returns the count."""
@@ -334,10 +354,16 @@ class Store:
                 raise ValueError(f"kubesim does not serve {obj.get('apiVersion')} {obj.get('kind')}")
             meta = obj.setdefault("metadata", {})
             if self.find(rt, meta.get("namespace"), meta.get("name", "")) is not None:
-                if rt.key == NAMESPACE_KEY:
-                    continue
+                if rt.key == NAMESPACE_KEY or (
+                    rt.key == PRIORITY_CLASS_KEY and meta.get("name") in SYSTEM_PRIORITY_CLASSES
+                ):
+                    continue  # what every API server creates at start-up, also in a dump
                 raise ValueError(f"duplicate {rt.kind} {meta.get('namespace')}/{meta.get('name')}")
             self._stamp_new(rt, obj, meta.get("namespace"))
+            if rt.key == POD_KEY and "priority" not in obj["spec"]:
+                # A loaded pod without it: what admission would have set (its class loads first).
+                pc = self._priority_class(obj["spec"].get("priorityClassName") or None)
+                obj["spec"]["priority"] = int(pc.get("value", 0)) if pc is not None else 0
             if rt.key == CRD_KEY:
                 self._register_crd(obj)
             self._insert(rt, obj)
@@ -425,6 +451,9 @@ class Store:
             raise errors.bad_request("metadata.name and metadata.namespace cannot be changed by a patch")
         check_patched(rt, new)
         if subresource is None:
+            if rt.key == POD_KEY and isinstance(new.get("spec"), dict):
+                new["spec"] = dict(new["spec"])  # a patch result may share parts with the stored pod
+                default_toleration_seconds(new["spec"])
             validate_update(rt, new, old)
         # A resourceVersion in the patch is a precondition, as upstream: it is how clients
         # compare-and-set with a patch.
@@ -750,6 +779,21 @@ def _tracks_generation(rt: ResourceType) -> bool:
     return rt.group != "" and (rt.has_status or rt.key not in _BUILTIN_KEYS)
 
 
+def _priority_class(name: str, value: int, now: float) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": rfc3339(now)},
+        "value": value,
+        "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "description": "Used for system critical pods that must not be moved from their current node."
+        if name == "system-node-critical"
+        else "Used for system critical pods that must run in the cluster, but can be moved to another node "
+        "if necessary.",
+    }
+
+
 def _namespace(name: str, now: float) -> Obj:
     return {
         "apiVersion": "v1",
@@ -781,18 +825,10 @@ def _validate_name(rt: ResourceType, name: Any) -> None:
         )
 
 
-def _pod_spec_defaults(spec: Obj) -> None:
-    """pkg/apis/core/v1/defaults.go SetDefaults_PodSpec (the fields kubesim reads)."""
-    spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("restartPolicy", "Always")
-    spec.setdefault("schedulerName", "default-scheduler")
-    spec.setdefault("dnsPolicy", "ClusterFirst")
-
-
 def _default_update(rt: ResourceType, obj: Obj, old: Obj) -> None:
     """Defaults of a PUT body: the version's defaults, and what admission set at create (priority)."""
     if rt.key == POD_KEY and isinstance(obj.get("spec"), dict):
-        _pod_spec_defaults(obj["spec"])
+        pod_spec_defaults(obj["spec"])
         old_spec = old.get("spec") or {}
         if "priority" not in obj["spec"] and "priority" in old_spec:
             obj["spec"]["priority"] = old_spec["priority"]
@@ -802,9 +838,7 @@ def _apply_defaults(rt: ResourceType, obj: Obj) -> None:
     """The API defaults the simulated controllers and clients rely on."""
     if rt.key == POD_KEY:
         spec = obj.setdefault("spec", {})
-        _pod_spec_defaults(spec)
-        if "priority" not in spec:
-            spec["priority"] = _PRIORITY_CLASSES.get(str(spec.get("priorityClassName", "")), 0)
+        pod_spec_defaults(spec)
         status = obj.setdefault("status", {})
         status.setdefault("phase", "Pending")
         status.setdefault("qosClass", _qos_class(spec))

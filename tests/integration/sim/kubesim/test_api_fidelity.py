@@ -22,6 +22,7 @@ MERGE = {"Content-Type": "application/merge-patch+json"}
 STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
 JSONPATCH = {"Content-Type": "application/json-patch+json"}
 PODS = "/api/v1/namespaces/default/pods"
+PDBS = "/apis/policy/v1/namespaces/default/poddisruptionbudgets"
 
 
 @pytest.fixture
@@ -119,7 +120,7 @@ async def test_pods_without_containers_and_pdbs_with_both_bounds_are_invalid(
     assert status == 422 and body["message"] == 'Pod "empty" is invalid: spec.containers: Required value'
     both = pdb("b", min_available=1, selector={"matchLabels": {"app": "x"}}, namespace="default")
     both["spec"]["maxUnavailable"] = 1
-    status, body = await call(http, "POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", both)
+    status, body = await call(http, "POST", PDBS, both)
     assert status == 422
     assert body["message"].startswith('PodDisruptionBudget.policy "b" is invalid: spec: Invalid value: ')
     assert body["message"].endswith("minAvailable and maxUnavailable cannot be both set")
@@ -149,3 +150,123 @@ async def test_pod_spec_is_immutable_but_binding_still_assigns_a_node(http: aioh
     assert status == 201 and body["status"] == "Success"
     status, got = await call(http, "GET", f"{PODS}/p")
     assert got["spec"]["nodeName"] == "n1" and got["spec"]["containers"][0]["image"] == "nginx:2"
+
+
+# -- 2. create strategies ------------------------------------------------------------------------
+
+
+async def test_create_resets_status_as_each_strategy_does(http: aiohttp.ClientSession) -> None:
+    """PrepareForCreate of pkg/registry/core/pod/strategy.go (Pending + QoS class),
+    pkg/registry/policy/poddisruptionbudget/strategy.go and pkg/registry/apps/deployment/strategy.go
+    (status cleared), pkg/registry/core/namespace/strategy.go (Active); pkg/registry/core/node/strategy.go
+    keeps a node's status (kubelets register with it)."""
+    running = pod("r", phase="Running", ready=True, requests={"cpu": "1"})
+    status, created = await call(http, "POST", PODS, running)
+    assert status == 201 and created["status"] == {"phase": "Pending", "qosClass": "Burstable"}
+    _, got = await call(http, "GET", f"{PODS}/r")
+    assert got["status"] == {"phase": "Pending", "qosClass": "Burstable"}
+    budget = pdb("b", min_available=1, selector={"matchLabels": {"app": "x"}}, namespace="default")
+    budget["status"] = {"disruptionsAllowed": 5, "currentHealthy": 5}
+    status, created = await call(http, "POST", PDBS, budget)
+    assert status == 201 and "status" not in created and created["metadata"]["generation"] == 1
+    deploy = {
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "app", "image": "nginx:1"}]},
+            },
+        },
+        "status": {"readyReplicas": 3},
+    }
+    status, created = await call(http, "POST", "/apis/apps/v1/namespaces/default/deployments", deploy)
+    assert status == 201 and "status" not in created
+    status, created = await call(http, "POST", "/api/v1/nodes", node("n1", ready=True))
+    assert status == 201 and created["status"]["conditions"][0]["type"] == "Ready"
+    status, created = await call(
+        http, "POST", "/api/v1/namespaces", {"metadata": {"name": "x"}, "status": {"phase": "Terminating"}}
+    )
+    assert status == 201 and created["status"] == {"phase": "Active"}
+
+
+async def test_a_gated_pod_is_created_with_its_scheduling_gated_condition(
+    http: aiohttp.ClientSession,
+) -> None:
+    """pkg/registry/core/pod/strategy.go applySchedulingGatedCondition."""
+    gated = pod("g")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    _, created = await call(http, "POST", PODS, gated)
+    [cond] = created["status"]["conditions"]
+    assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "SchedulingGated")
+
+
+# -- 3. admission defaults -------------------------------------------------------------------------
+
+
+async def test_default_toleration_seconds_unless_already_tolerated(http: aiohttp.ClientSession) -> None:
+    """plugin/pkg/admission/defaulttolerationseconds/admission.go Admit: not-ready and unreachable
+    NoExecute tolerations of 300 s, skipped for what an existing toleration (empty key or effect
+    included) already covers."""
+    _, plain = await call(http, "POST", PODS, pod("plain"))
+    assert plain["spec"]["tolerations"] == [
+        {"key": k, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        for k in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+    ]
+    mine = pod("mine")
+    mine["spec"]["tolerations"] = [
+        {
+            "key": "node.kubernetes.io/unreachable",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 5,
+        }
+    ]
+    _, created = await call(http, "POST", PODS, mine)
+    assert [(t["key"], t["tolerationSeconds"]) for t in created["spec"]["tolerations"]] == [
+        ("node.kubernetes.io/unreachable", 5),
+        ("node.kubernetes.io/not-ready", 300),
+    ]
+    everything = pod("everything")
+    everything["spec"]["tolerations"] = [{"operator": "Exists"}]
+    _, created = await call(http, "POST", PODS, everything)
+    assert created["spec"]["tolerations"] == [{"operator": "Exists"}]
+
+
+async def test_pod_defaults_and_priority_from_its_class(http: aiohttp.ClientSession) -> None:
+    """pkg/apis/core/v1/defaults.go SetDefaults_PodSpec / SetDefaults_Container and
+    plugin/pkg/admission/priority/admission.go (class value, globalDefault, unknown class 403)."""
+    _, created = await call(http, "POST", PODS, pod("d", image="nginx"))
+    spec = created["spec"]
+    assert (spec["restartPolicy"], spec["dnsPolicy"], spec["schedulerName"]) == (
+        "Always",
+        "ClusterFirst",
+        "default-scheduler",
+    )
+    assert spec["terminationGracePeriodSeconds"] == 30 and spec["enableServiceLinks"] is True
+    assert (spec["priority"], spec["preemptionPolicy"]) == (0, "PreemptLowerPriority")
+    container = spec["containers"][0]
+    assert container["imagePullPolicy"] == "Always"  # no tag: latest
+    assert container["terminationMessagePath"] == "/dev/termination-log"
+    critical = pod("c")
+    critical["spec"]["priorityClassName"] = "system-node-critical"
+    _, created = await call(http, "POST", PODS, critical)
+    assert created["spec"]["priority"] == 2_000_001_000
+    unknown = pod("u")
+    unknown["spec"]["priorityClassName"] = "nope"
+    status, body = await call(http, "POST", PODS, unknown)
+    assert (
+        status == 403
+        and body["message"] == 'pods "u" is forbidden: no PriorityClass with name nope was found'
+    )
+    default_class = {
+        "metadata": {"name": "everyone"},
+        "value": 7,
+        "globalDefault": True,
+        "preemptionPolicy": "Never",
+    }
+    status, _ = await call(http, "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", default_class)
+    assert status == 201
+    _, created = await call(http, "POST", PODS, pod("g"))
+    spec = created["spec"]
+    assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("everyone", 7, "Never")
