@@ -456,9 +456,12 @@ class Store:
                 default_toleration_seconds(new["spec"])
             validate_update(rt, new, old)
         # A resourceVersion in the patch is a precondition, as upstream: it is how clients
-        # compare-and-set with a patch.
+        # compare-and-set with a patch. One the patch set to null or "" leaves the patched object
+        # without one, which the registry's update takes as unconditional (every strategy kubesim
+        # serves allows that: staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go
+        # Update, AllowUnconditionalUpdate).
         want_rv = new_meta.get("resourceVersion")
-        if want_rv != old["metadata"]["resourceVersion"]:
+        if want_rv not in (None, "") and want_rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
         return self._commit(rt, old, new, subresource=subresource, dry_run=dry_run)
 

@@ -270,3 +270,40 @@ async def test_pod_defaults_and_priority_from_its_class(http: aiohttp.ClientSess
     _, created = await call(http, "POST", PODS, pod("g"))
     spec = created["spec"]
     assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("everyone", 7, "Never")
+
+
+# -- 4. patch preconditions ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "headers"),
+    [
+        ({"metadata": {"resourceVersion": None, "labels": {"a": "1"}}}, MERGE),
+        ({"metadata": {"resourceVersion": "", "labels": {"a": "1"}}}, MERGE),
+        ({"metadata": {"resourceVersion": "", "labels": {"a": "1"}}}, STRATEGIC),
+        (
+            [
+                {"op": "remove", "path": "/metadata/resourceVersion"},
+                {"op": "add", "path": "/metadata/labels", "value": {"a": "1"}},
+            ],
+            JSONPATCH,
+        ),
+    ],
+    ids=["merge-null", "merge-empty", "strategic-empty", "json-remove"],
+)
+async def test_a_patch_without_a_resource_version_is_unconditional(
+    http: aiohttp.ClientSession, body: Any, headers: dict[str, str]
+) -> None:
+    """staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go Update: a patched object
+    whose resourceVersion the patch cleared is written unconditionally (AllowUnconditionalUpdate);
+    a stale one is still 409."""
+    _, created = await call(
+        http, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": "c"}}
+    )
+    await call(http, "PATCH", "/api/v1/namespaces/default/configmaps/c", {"data": {"x": "1"}}, MERGE)
+    status, patched = await call(http, "PATCH", "/api/v1/namespaces/default/configmaps/c", body, headers)
+    assert status == 200 and patched["metadata"]["labels"] == {"a": "1"}
+    assert int(patched["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "data": {"y": "2"}}
+    status, body = await call(http, "PATCH", "/api/v1/namespaces/default/configmaps/c", stale, MERGE)
+    assert status == 409 and body["reason"] == "Conflict"
