@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import orjson
 from aiohttp import web
 
-from . import errors
+from . import errors, listoptions
 from .controllers import ControllerManager
 from .controllers.kubelet import kubelet_of
 from .controllers.pacing import Pacer
@@ -396,17 +396,27 @@ class KubeSimServer:
 
     async def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
         q = request.query
-        limit = _int(q["limit"], "limit") if q.get("limit") else 0
+        opts = _list_options(request)
+        listoptions.validate(opts, watch=False)
+        limit = opts.limit
         token = q.get("continue")
         if token:
             items, start, rv = self._resume(token)
         else:
             labels, fields = self._selectors(request, rt)
-            items, start, rv = (
-                self.store.list(rt, ns, labels=labels, fields=fields),
-                0,
-                self.store.resource_version,
-            )
+            current = self.store.resource_version
+            exact = listoptions.exact_version(opts)
+            if exact is not None:
+                if exact > current:
+                    raise listoptions.too_large(exact, current)
+                items, rv = self.store.list_at(rt, ns, exact, labels=labels, fields=fields), exact
+            else:
+                if opts.resource_version not in ("", "0"):
+                    wanted = listoptions.parse_version(opts.resource_version)
+                    if wanted > current:  # NotOlderThan a version the store has not reached
+                        raise listoptions.too_large(wanted, current)
+                items, rv = self.store.list(rt, ns, labels=labels, fields=fields), current
+            start = 0
         next_token: str | None = None
         remaining: int | None = None
         if limit > 0 and start + limit < len(items):
@@ -509,10 +519,10 @@ class KubeSimServer:
         q = request.query
         labels, fields = self._selectors(request, rt)
         bookmarks = _flag(q.get("allowWatchBookmarks"))
-        initial = _flag(q.get("sendInitialEvents"))
+        opts = _list_options(request)
+        listoptions.validate(opts, watch=True)
+        initial = opts.send_initial_events
         since = q.get("resourceVersion")
-        if initial and not since:
-            since = "0"
         timeout = float(_int(q["timeoutSeconds"], "timeoutSeconds")) if q.get("timeoutSeconds") else 1800.0
         query = _query_text(request)
         cut = self.faults.watch_cut_after(rt.plural, request.path, query)
@@ -520,7 +530,14 @@ class KubeSimServer:
             timeout = min(timeout, cut)
         stall = self.faults.watch_stall_after(rt.plural, request.path, query)
         stall_at = None if stall is None else time.monotonic() + stall
-        watcher = self.store.watch(rt, ns, labels=labels, fields=fields, since=since)
+        try:
+            watcher = self.store.watch(rt, ns, labels=labels, fields=fields, since=since, initial=initial)
+        except ApiError as exc:
+            if exc.code != 410:
+                raise
+            # Past authorization and a parsed version, a watch fails with an ERROR event, not an HTTP
+            # status (cacher.go Watch: newErrWatcher): HTTP 200, one event carrying the 410 Status.
+            return await self._error_event(request, exc)
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         resp.enable_chunked_encoding()
         self._watch_tasks.add(watcher)
@@ -542,6 +559,15 @@ class KubeSimServer:
             self.store.unwatch(watcher)
             self._watch_tasks.discard(watcher)
         with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await resp.write_eof()
+        return resp
+
+    async def _error_event(self, request: web.Request, exc: ApiError) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await resp.write(orjson.dumps({"type": "ERROR", "object": exc.status()}) + b"\n")
             await resp.write_eof()
         return resp
 
@@ -683,6 +709,18 @@ class KubeSimServer:
 def _event_line(item: tuple[str, Obj, bytes | None]) -> bytes:
     type_, obj, line = item
     return line if line is not None else orjson.dumps({"type": type_, "object": obj}) + b"\n"
+
+
+def _list_options(request: web.Request) -> listoptions.ListOptions:
+    q = request.query
+    initial = q.get("sendInitialEvents")
+    return listoptions.ListOptions(
+        resource_version=q.get("resourceVersion", ""),
+        match=q.get("resourceVersionMatch", ""),
+        send_initial_events=None if initial is None else _flag(initial),
+        continue_token=q.get("continue", ""),
+        limit=_int(q["limit"], "limit") if q.get("limit") else 0,
+    )
 
 
 def _flag(value: str | None) -> bool:

@@ -121,8 +121,11 @@ class Watcher:
             self._put(ev.type, ev.obj, ev.line())
         elif now_in:
             self._put("ADDED", ev.obj, ev.line() if ev.type == "ADDED" else None)
-        elif was_in:
-            self._put("DELETED", ev.obj, None)
+        elif was_in and ev.old is not None:
+            # The object as this watcher last saw it, at the event's version: what the watch cache
+            # sends (cacher/cache_watcher.go convertToWatchEvent), not the new one it cannot select.
+            prev = {**ev.old, "metadata": {**ev.old["metadata"], "resourceVersion": str(ev.rv)}}
+            self._put("DELETED", prev, None)
 
     def _put(self, type_: str, obj: Obj, line: bytes | None) -> None:
         if self.queue.qsize() >= WATCH_QUEUE_LIMIT:
@@ -720,13 +723,19 @@ class Store:
         labels: LabelSelector | None,
         fields: FieldSelector | None,
         since: str | None,
+        initial: bool | None = None,
     ) -> Watcher:
-        """Register a watcher; ``since`` None/"" /"0" starts with ADDED events for current objects."""
+        """Register a watcher. ``initial`` True starts with an ADDED event per current object
+        (``sendInitialEvents``), False with none; None is the legacy rule: initial events when
+        ``since`` is None, "" or "0". Without initial events a watch resumes after ``since`` from the
+        history (410 Expired once compacted), or starts now when ``since`` is unset or "0"."""
         w = Watcher(rt, namespace, labels, fields)
-        if since in (None, "", "0"):
+        if initial is None:
+            initial = since in (None, "", "0")
+        if initial:
             for obj in self.list(rt, namespace, labels=labels, fields=fields):
                 w.queue.put_nowait(("ADDED", obj, None))
-        else:
+        elif since not in (None, "", "0"):
             try:
                 from_rv = int(since)
             except ValueError:
@@ -738,6 +747,44 @@ class Store:
                     w.offer(ev)
         self._watchers.setdefault(rt.key, set()).add(w)
         return w
+
+    def list_at(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        rv: int,
+        *,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> list[Obj]:
+        """The list as it was at ``rv`` (``resourceVersionMatch=Exact``): today's objects with the
+        history after ``rv`` undone. 410 Expired once ``rv`` is compacted, as etcd answers."""
+        if rv < self._compacted_rv:
+            raise errors.gone("The resourceVersion for the provided list is too old.")
+        objs = dict(self.table(rt))
+        for i in range(len(self._history) - 1, -1, -1):
+            ev = self._history[i]
+            if ev.rv <= rv:
+                break
+            if ev.rkey != rt.key:
+                continue
+            meta = ev.obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            if ev.type == "ADDED":
+                objs.pop(key, None)
+            elif ev.old is not None:
+                objs[key] = ev.old
+        out = []
+        for key in sorted(objs):
+            obj = objs[key]
+            if namespace is not None and key[0] != namespace:
+                continue
+            if labels is not None and not labels.matches(obj["metadata"].get("labels")):
+                continue
+            if fields is not None and not fields.matches(obj):
+                continue
+            out.append(obj)
+        return out
 
     def _iter_history_after(self, rv: int) -> Iterator[WatchEvent]:
         if not self._history or self._history[-1].rv <= rv:

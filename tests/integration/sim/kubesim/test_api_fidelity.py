@@ -307,3 +307,118 @@ async def test_a_patch_without_a_resource_version_is_unconditional(
     stale = {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]}, "data": {"y": "2"}}
     status, body = await call(http, "PATCH", "/api/v1/namespaces/default/configmaps/c", stale, MERGE)
     assert status == 409 and body["reason"] == "Conflict"
+
+
+# -- 5. watch and list -----------------------------------------------------------------------------
+
+
+async def watch_lines(http: aiohttp.ClientSession, path: str, count: int, **params: str) -> list[Any]:
+    """The first ``count`` events of a watch (or all of a watch that ends sooner)."""
+    events: list[Any] = []
+    async with http.get(path, params={"watch": "true", "timeoutSeconds": "2", **params}) as resp:
+        assert resp.status == 200, await resp.text()
+        async for line in resp.content:
+            if line.strip():
+                events.append(orjson.loads(line))
+                if len(events) == count:
+                    break
+    return events
+
+
+CMS = "/api/v1/namespaces/default/configmaps"
+
+
+async def test_a_too_old_watch_is_one_error_event_and_a_too_old_exact_list_is_410(
+    http: aiohttp.ClientSession,
+) -> None:
+    """staging/src/k8s.io/apiserver/pkg/storage/cacher/cacher.go Watch (newErrWatcher: an ERROR event
+    with the Expired Status, HTTP 200); pkg/storage/etcd3/store.go GetList interpretListError (410
+    "The resourceVersion for the provided list is too old.")."""
+    _, old = await call(http, "POST", CMS, {"metadata": {"name": "a"}})
+    await call(http, "POST", CMS, {"metadata": {"name": "b"}})
+    await call(http, "POST", "/kubesim/v1/compact")
+    rv = old["metadata"]["resourceVersion"]
+    [event] = await watch_lines(http, CMS, 5, resourceVersion=rv)
+    assert event["type"] == "ERROR"
+    assert event["object"]["kind"] == "Status" and event["object"]["code"] == 410
+    assert event["object"]["reason"] == "Expired"
+    status, body = await call(http, "GET", CMS, resourceVersion=rv, resourceVersionMatch="Exact")
+    assert status == 410 and body["reason"] == "Expired"
+    assert body["message"] == "The resourceVersion for the provided list is too old."
+
+
+async def test_list_resource_version_semantics(http: aiohttp.ClientSession) -> None:
+    """API concepts "Semantics for get and list" and the watch cache: Exact serves the state at that
+    version; NotOlderThan and "0" the latest; a future version is 504 Too large
+    (staging/src/k8s.io/apiserver/pkg/storage/errors.go NewTooLargeResourceVersionError); the
+    combinations ValidateListOptions forbids are 422 on ListOptions.meta.k8s.io."""
+    _, a = await call(http, "POST", CMS, {"metadata": {"name": "a"}, "data": {"v": "1"}})
+    at = a["metadata"]["resourceVersion"]
+    await call(http, "PATCH", f"{CMS}/a", {"data": {"v": "2"}}, MERGE)
+    await call(http, "POST", CMS, {"metadata": {"name": "b"}})
+    status, past = await call(http, "GET", CMS, resourceVersion=at, resourceVersionMatch="Exact")
+    assert status == 200 and past["metadata"]["resourceVersion"] == at
+    assert [(o["metadata"]["name"], o["data"]) for o in past["items"]] == [("a", {"v": "1"})]
+    for params in (
+        {"resourceVersion": at, "resourceVersionMatch": "NotOlderThan"},
+        {"resourceVersion": "0"},
+        {},
+    ):
+        _, now = await call(http, "GET", CMS, **params)
+        assert [o["metadata"]["name"] for o in now["items"]] == ["a", "b"], params
+        assert now["items"][0]["data"] == {"v": "2"}
+    future = str(int(at) + 1000)
+    status, body = await call(http, "GET", CMS, resourceVersion=future, resourceVersionMatch="NotOlderThan")
+    assert status == 504 and body["reason"] == "Timeout"
+    assert body["message"].startswith(f"Too large resource version: {future}, current: ")
+    status, body = await call(http, "GET", CMS, resourceVersionMatch="Exact")
+    assert status == 422 and body["message"] == (
+        'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is '
+        "forbidden unless resourceVersion is provided"
+    )
+    status, body = await call(http, "GET", CMS, sendInitialEvents="true")
+    assert status == 422 and body["details"]["causes"][0]["field"] == "sendInitialEvents"
+
+
+async def test_send_initial_events_validates_and_sends_full_state_from_a_version(
+    http: aiohttp.ClientSession,
+) -> None:
+    """k8s.io/apimachinery pkg/apis/meta/internalversion/validation validateWatchOptions (422 unless
+    resourceVersionMatch=NotOlderThan) and the watch-list contract (KEP-3157, cacher.go Watch): the
+    full current state, then the initial-events-end bookmark, even from a resourceVersion."""
+    status, body = await call(http, "GET", CMS, watch="true", sendInitialEvents="true")
+    assert status == 422 and body["message"] == (
+        'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires '
+        "setting resourceVersionMatch to NotOlderThan"
+    )
+    status, body = await call(http, "GET", CMS, watch="true", resourceVersionMatch="NotOlderThan")
+    assert status == 422 and "unless sendInitialEvents is provided" in body["message"]
+    await call(http, "POST", CMS, {"metadata": {"name": "a"}})
+    _, b = await call(http, "POST", CMS, {"metadata": {"name": "b"}})
+    events = await watch_lines(
+        http,
+        CMS,
+        3,
+        sendInitialEvents="true",
+        resourceVersionMatch="NotOlderThan",
+        allowWatchBookmarks="true",
+        resourceVersion=b["metadata"]["resourceVersion"],
+    )
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events[:2]] == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+    ]
+    assert events[2]["type"] == "BOOKMARK"
+    assert events[2]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+
+
+async def test_leaving_a_selector_is_deleted_with_the_previous_object(http: aiohttp.ClientSession) -> None:
+    """staging/src/k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go convertToWatchEvent: an object
+    that no longer matches is a DELETED carrying its previous state at the event's version."""
+    _, created = await call(http, "POST", CMS, {"metadata": {"name": "s", "labels": {"app": "web"}}})
+    rv = created["metadata"]["resourceVersion"]
+    await call(http, "PATCH", f"{CMS}/s", {"metadata": {"labels": {"app": "db"}}}, MERGE)
+    [event] = await watch_lines(http, CMS, 1, resourceVersion=rv, labelSelector="app=web")
+    assert event["type"] == "DELETED"
+    assert event["object"]["metadata"]["labels"] == {"app": "web"}
+    assert int(event["object"]["metadata"]["resourceVersion"]) > int(rv)
