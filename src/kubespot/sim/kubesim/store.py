@@ -34,6 +34,7 @@ from .strategies import prepare_for_create
 from .validation import validate_create, validate_update
 
 Obj = dict[str, Any]
+ObjList = list[Obj]  # for methods of Store, where ``list`` names Store.list
 _J = TypeVar("_J")
 ObjKey = tuple[str, str]  # (namespace or "", name)
 RKey = tuple[str, str]  # (group, plural)
@@ -756,7 +757,7 @@ class Store:
         *,
         labels: LabelSelector | None = None,
         fields: FieldSelector | None = None,
-    ) -> list[Obj]:
+    ) -> ObjList:
         """The list as it was at ``rv`` (``resourceVersionMatch=Exact``): today's objects with the
         history after ``rv`` undone. 410 Expired once ``rv`` is compacted, as etcd answers."""
         if rv < self._compacted_rv:
@@ -774,7 +775,7 @@ class Store:
                 objs.pop(key, None)
             elif ev.old is not None:
                 objs[key] = ev.old
-        out = []
+        out: ObjList = []
         for key in sorted(objs):
             obj = objs[key]
             if namespace is not None and key[0] != namespace:
