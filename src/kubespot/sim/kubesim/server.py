@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import orjson
 from aiohttp import web
 
-from . import errors, listoptions
+from . import deleteoptions, errors, listoptions
 from .controllers import ControllerManager
 from .controllers.kubelet import kubelet_of
 from .controllers.pacing import Pacer
@@ -293,22 +293,19 @@ class KubeSimServer:
             )
         if verb == "delete":
             assert route.name is not None
-            grace, pre, dry_run = await self._delete_options(request)
-            return _json(
-                store.delete(
-                    rt, ns, route.name, grace_period_seconds=grace, preconditions=pre, dry_run=dry_run
-                )
-            )
+            opts = await self._delete_options(request)
+            return self._delete_one(rt, ns, route.name, opts)
         if verb == "deletecollection":
-            grace, _pre, dry_run = await self._delete_options(request)
+            opts = await self._delete_options(request)
             labels, fields = self._selectors(request, rt)
             deleted = [
                 store.delete(
                     rt,
                     o["metadata"].get("namespace"),
                     o["metadata"]["name"],
-                    grace_period_seconds=grace,
-                    dry_run=dry_run,
+                    grace_period_seconds=opts.grace_period_seconds,
+                    dry_run=opts.dry_run,
+                    propagation=opts.policy,
                 )
                 for o in store.list(rt, ns, labels=labels, fields=fields)
             ]
@@ -362,13 +359,34 @@ class KubeSimServer:
         self.store.mutate(pod_rt, ns, name, bind)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
-    async def _delete_options(self, request: web.Request) -> tuple[int | None, dict[str, Any] | None, bool]:
-        """Grace period, preconditions and dry run of a delete. As upstream's ``DeleteResource``
-        (k8s.io/apiserver pkg/endpoints/handlers/delete.go): a non-empty body is the DeleteOptions and
-        the query's parameters are then ignored; only without a body are they read from the query."""
+    def _delete_one(
+        self, rt: ResourceType, ns: str | None, name: str, opts: deleteoptions.DeleteOptions
+    ) -> web.Response:
+        result = self.store.delete(
+            rt,
+            ns,
+            name,
+            grace_period_seconds=opts.grace_period_seconds,
+            preconditions=opts.preconditions,
+            dry_run=opts.dry_run,
+            propagation=opts.policy,
+        )
+        meta = result["metadata"]
+        if opts.dry_run:
+            # Removed at once unless a grace period or a finalizer keeps it (what the write would do).
+            gone = meta.get("deletionGracePeriodSeconds") == 0 and not meta.get("finalizers")
+            gone = gone and rt.key != ("", "namespaces")
+        else:
+            stored = self.store.find(rt, ns, name)
+            gone = stored is None or stored["metadata"].get("uid") != meta.get("uid")
+        body, code = deleteoptions.response(rt, result, gone=gone, opts=opts)
+        return _json(body, code)
+
+    async def _delete_options(self, request: web.Request) -> deleteoptions.DeleteOptions:
+        """As upstream's ``DeleteResource`` (k8s.io/apiserver pkg/endpoints/handlers/delete.go): a
+        non-empty body is the DeleteOptions and the query's parameters are then ignored; only without
+        a body are they read from the query."""
         q = request.query
-        grace: int | None = None
-        pre: dict[str, Any] | None = None
         if request.can_read_body:
             raw = await request.read()
             if raw.strip():
@@ -376,15 +394,13 @@ class KubeSimServer:
                     opts = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     raise errors.bad_request("the DeleteOptions body could not be decoded as JSON") from None
-                if not isinstance(opts, dict):
-                    raise errors.bad_request("DeleteOptions must be a JSON object")
-                if opts.get("gracePeriodSeconds") is not None:
-                    grace = _int(opts["gracePeriodSeconds"], "gracePeriodSeconds")
-                pre = opts.get("preconditions") or None
-                return grace, pre, "All" in (opts.get("dryRun") or ())
-        if "gracePeriodSeconds" in q:
-            grace = _int(q["gracePeriodSeconds"], "gracePeriodSeconds")
-        return grace, pre, q.get("dryRun") == "All"
+                return deleteoptions.from_body(opts)
+        return deleteoptions.from_query(
+            q.get("gracePeriodSeconds"),
+            q.get("propagationPolicy"),
+            q.get("orphanDependents"),
+            q.getall("dryRun", []),
+        )
 
     # -- reads -----------------------------------------------------------------------------------
 

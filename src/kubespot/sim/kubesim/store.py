@@ -577,31 +577,23 @@ class Store:
         grace_period_seconds: int | None = None,
         preconditions: dict[str, Any] | None = None,
         dry_run: bool = False,
+        propagation: str | None = None,
     ) -> Obj:
         """Delete, gracefully for scheduled pods and for objects holding finalizers.
 
-        Upstream's rules: a pod that is not bound to a node or has finished is removed at once; a
-        running pod gets ``deletionTimestamp`` = now + grace and stays until its kubelet confirms
-        with a grace-0 delete; a later delete may shorten the grace period but never extend it.
+        Upstream's rules (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go
+        Delete, registry/rest/delete.go BeforeDelete): a pod that is not bound to a node or has
+        finished is removed at once; a running pod gets ``deletionTimestamp`` = now + grace and stays
+        until its kubelet confirms with a grace-0 delete; a later delete may shorten the grace period
+        (the timestamp moves earlier by the difference) but never extend it. ``propagation``
+        Orphan or Foreground adds the garbage collector's ``orphan`` / ``foregroundDeletion``
+        finalizer (Background removes them), which holds the object until the collector is done.
+        Returns the object as deleted or as it now is (``dry_run``: as it would be).
         """
         old = self.get(rt, namespace, name)
         old_meta = old["metadata"]
         if preconditions:
-            if preconditions.get("uid") and preconditions["uid"] != old_meta.get("uid"):
-                raise errors.conflict(
-                    rt,
-                    name,
-                    f"Precondition failed: UID in precondition: {preconditions['uid']}, "
-                    f"UID in object meta: {old_meta.get('uid')}",
-                )
-            want_rv = preconditions.get("resourceVersion")
-            if want_rv and want_rv != old_meta["resourceVersion"]:
-                raise errors.conflict(
-                    rt,
-                    name,
-                    f"Precondition failed: ResourceVersion in precondition: {want_rv}, "
-                    f"ResourceVersion in object meta: {old_meta['resourceVersion']}",
-                )
+            self._check_preconditions(rt, old, preconditions)
         if rt.key == NAMESPACE_KEY and name in SYSTEM_NAMESPACES[:3]:
             raise errors.ApiError(
                 403,
@@ -618,36 +610,74 @@ class Store:
             phase = (old.get("status") or {}).get("phase")
             if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
                 grace = 0
-            current = old_meta.get("deletionGracePeriodSeconds")
-            if current is not None:
-                grace = min(grace, int(current))
-        if dry_run:
-            return old
+        current = old_meta.get("deletionGracePeriodSeconds")
+        if old_meta.get("deletionTimestamp") and current is not None:
+            grace = min(grace, int(current))
         key = (old_meta.get("namespace", ""), old_meta["name"])
-        finalizers = old_meta.get("finalizers") or []
-        if rt.key == NAMESPACE_KEY:
-            finalizers = [*list(finalizers), "kubesim/namespace-content"]
-        if grace == 0 and not finalizers:
+        finalizers = _gc_finalizers(list(old_meta.get("finalizers") or []), propagation)
+        held = [*finalizers, "kubesim/namespace-content"] if rt.key == NAMESPACE_KEY else finalizers
+        if grace == 0 and not held:
             # Stored objects are never mutated, so only the metadata needs a copy of its own.
-            removed = {**old, "metadata": {**old_meta, "resourceVersion": str(self._next_rv())}}
+            removed = {**old, "metadata": {**old_meta}}
             removed["metadata"].setdefault("deletionTimestamp", rfc3339(self.clock()))
             removed["metadata"]["deletionGracePeriodSeconds"] = 0
+            if dry_run:
+                return removed
+            removed["metadata"]["resourceVersion"] = str(self._next_rv())
             return self._remove(rt, key, removed)
-        if old_meta.get("deletionTimestamp") and old_meta.get("deletionGracePeriodSeconds") == grace:
+        unchanged_finalizers = finalizers == list(old_meta.get("finalizers") or [])
+        if old_meta.get("deletionTimestamp") and current == grace and unchanged_finalizers:
             return old  # nothing changes: repeated deletes are idempotent
-        meta = {
-            **old_meta,
-            "deletionTimestamp": rfc3339(self.clock() + grace),
-            "deletionGracePeriodSeconds": grace,
-        }
+        meta = {**old_meta, "deletionGracePeriodSeconds": grace}
+        if old_meta.get("deletionTimestamp") and current is not None:
+            # BeforeDelete: a shorter grace moves the deadline earlier by the difference.
+            start = parse_rfc3339(old_meta["deletionTimestamp"]) - int(current)
+            meta["deletionTimestamp"] = rfc3339(start + grace)
+        else:
+            meta["deletionTimestamp"] = rfc3339(self.clock() + grace)
+        if finalizers:
+            meta["finalizers"] = finalizers
+        else:
+            meta.pop("finalizers", None)
         new = {**old, "metadata": meta}
         if rt.key == NAMESPACE_KEY:
             new["status"] = {**(old.get("status") or {}), "phase": "Terminating"}
+        if dry_run:
+            return new
         meta["resourceVersion"] = str(self._next_rv())
         self.table(rt)[key] = new
         self._index(rt, key, new, old)
         self._emit(rt, "MODIFIED", new, old)
         return new
+
+    def _check_preconditions(self, rt: ResourceType, obj: Obj, pre: dict[str, Any]) -> None:
+        """storage.Preconditions.Check: a failed one is etcd's invalid-object error, reported as 409
+        Conflict with the storage error's text (apiserver pkg/storage/errors.go, interpretStorageError)."""
+        meta = obj["metadata"]
+        why = None
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            why = (
+                f"Precondition failed: UID in precondition: {pre['uid']}, "
+                f"UID in object meta: {meta.get('uid')}"
+            )
+        elif pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+            why = (
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}"
+            )
+        if why is not None:
+            prefix = f"/registry/{rt.group}/{rt.plural}" if rt.group else f"/registry/{rt.plural}"
+            storage_key = (
+                f"{prefix}/{meta['namespace']}/{meta['name']}"
+                if rt.namespaced
+                else f"{prefix}/{meta['name']}"
+            )
+            raise errors.conflict(
+                rt,
+                meta["name"],
+                f"StorageError: invalid object, Code: 4, Key: {storage_key}, ResourceVersion: 0, "
+                f"AdditionalErrorMsg: {why}",
+            )
 
     def finish_namespace(self, name: str) -> None:
         """Remove a terminating namespace once its content is gone (called by the namespace controller)."""
@@ -812,6 +842,20 @@ class Store:
                 n += 1
             ws.clear()
         return n
+
+
+_ORPHAN, _FOREGROUND = "orphan", "foregroundDeletion"
+
+
+def _gc_finalizers(finalizers: list[str], propagation: str | None) -> list[str]:
+    """deletionFinalizersForGarbageCollection: the finalizers a propagation policy asks for."""
+    if propagation == "Orphan":
+        return [f for f in finalizers if f != _FOREGROUND] + ([] if _ORPHAN in finalizers else [_ORPHAN])
+    if propagation == "Foreground":
+        return [f for f in finalizers if f != _ORPHAN] + ([] if _FOREGROUND in finalizers else [_FOREGROUND])
+    if propagation == "Background":
+        return [f for f in finalizers if f not in (_ORPHAN, _FOREGROUND)]
+    return finalizers
 
 
 def _deletion_complete(rt: ResourceType, obj: Obj) -> bool:

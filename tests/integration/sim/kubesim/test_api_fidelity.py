@@ -15,6 +15,7 @@ import pytest
 
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.store import parse_rfc3339
 from kubespot.sim.kubesim.testing import node, pdb, pod
 
 QUIET = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
@@ -422,3 +423,104 @@ async def test_leaving_a_selector_is_deleted_with_the_previous_object(http: aioh
     assert event["type"] == "DELETED"
     assert event["object"]["metadata"]["labels"] == {"app": "web"}
     assert int(event["object"]["metadata"]["resourceVersion"]) > int(rv)
+
+
+# -- 6. delete -------------------------------------------------------------------------------------
+
+
+async def test_delete_answers_status_or_object_as_the_registry_does(http: aiohttp.ClientSession) -> None:
+    """staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go finalizeDelete (Status
+    Success with name, group, resource as kind and uid, unless ReturnDeletedObject as for pods);
+    handlers/delete.go (202 when orphanDependents=false leaves the object waiting)."""
+    _, cm = await call(http, "POST", CMS, {"metadata": {"name": "c"}})
+    status, body = await call(http, "DELETE", f"{CMS}/c")
+    assert status == 200
+    assert body == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {"name": "c", "kind": "configmaps", "uid": cm["metadata"]["uid"]},
+    }
+    deploy = {
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "d"}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "app", "image": "nginx:1"}]},
+            },
+        },
+    }
+    await call(http, "POST", "/apis/apps/v1/namespaces/default/deployments", deploy)
+    status, body = await call(http, "DELETE", "/apis/apps/v1/namespaces/default/deployments/d")
+    assert status == 200 and body["details"]["group"] == "apps" and body["details"]["kind"] == "deployments"
+    await call(http, "POST", PODS, pod("p"))
+    status, body = await call(http, "DELETE", f"{PODS}/p")
+    assert status == 200 and body["kind"] == "Pod" and body["metadata"]["name"] == "p"
+    await call(http, "POST", CMS, {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}})
+    status, body = await call(http, "DELETE", f"{CMS}/held", {"orphanDependents": False})
+    assert status == 202 and body["kind"] == "ConfigMap" and body["metadata"]["deletionTimestamp"]
+
+
+async def test_delete_options_propagation_dry_run_and_validation(http: aiohttp.ClientSession) -> None:
+    """registry/generic/registry/store.go deletionFinalizersForGarbageCollection (Orphan adds the
+    `orphan` finalizer, Foreground `foregroundDeletion`); apimachinery
+    pkg/apis/meta/v1/validation ValidateDeleteOptions (422 on DeleteOptions.meta.k8s.io)."""
+    await call(http, "POST", CMS, {"metadata": {"name": "o"}})
+    status, body = await call(http, "DELETE", f"{CMS}/o", {"propagationPolicy": "Orphan", "dryRun": ["All"]})
+    assert status == 200 and body["metadata"]["finalizers"] == ["orphan"]
+    status, _ = await call(http, "GET", f"{CMS}/o")
+    assert status == 200 and "finalizers" not in _["metadata"]  # dry run: nothing written
+    status, body = await call(http, "DELETE", f"{CMS}/o", propagationPolicy="Foreground")
+    assert status == 200 and body["metadata"]["finalizers"] == ["foregroundDeletion"]
+    assert body["metadata"]["deletionTimestamp"]
+    status, body = await call(http, "DELETE", f"{CMS}/o", {"propagationPolicy": "Sometimes"})
+    assert status == 422 and body["message"] == (
+        'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Sometimes": '
+        'supported values: "Foreground", "Background", "Orphan", "nil"'
+    )
+    status, body = await call(
+        http, "DELETE", f"{CMS}/o", {"orphanDependents": True, "propagationPolicy": "Orphan"}
+    )
+    assert status == 422 and body["details"]["causes"][0]["field"] == "propagationPolicy"
+    status, body = await call(http, "DELETE", f"{CMS}/o", {"dryRun": ["Some"]})
+    assert status == 422 and body["details"]["causes"][0]["field"] == "dryRun"
+
+
+async def test_failed_delete_preconditions_are_409_with_the_storage_error(
+    http: aiohttp.ClientSession,
+) -> None:
+    """staging/src/k8s.io/apiserver/pkg/storage/interfaces.go Preconditions.Check, reported through
+    storage.NewInvalidObjError and interpretStorageError as 409 Conflict."""
+    _, cm = await call(http, "POST", CMS, {"metadata": {"name": "c"}})
+    status, body = await call(http, "DELETE", f"{CMS}/c", {"preconditions": {"uid": "other"}})
+    assert status == 409 and body["reason"] == "Conflict"
+    assert body["message"] == (
+        'Operation cannot be fulfilled on configmaps "c": StorageError: invalid object, Code: 4, '
+        "Key: /registry/configmaps/default/c, ResourceVersion: 0, AdditionalErrorMsg: Precondition "
+        f"failed: UID in precondition: other, UID in object meta: {cm['metadata']['uid']}"
+    )
+    status, body = await call(http, "DELETE", f"{CMS}/c", {"preconditions": {"resourceVersion": "1"}})
+    assert (
+        status == 409
+        and "ResourceVersion in precondition: 1, ResourceVersion in object meta: " in body["message"]
+    )
+
+
+async def test_a_second_delete_only_shortens_the_grace_moving_the_deadline_earlier(
+    http: aiohttp.ClientSession,
+) -> None:
+    """staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go BeforeDelete: a shorter grace period
+    moves deletionTimestamp earlier by the difference; a longer one changes nothing."""
+    await call(http, "POST", PODS, pod("g", node="n1", grace=30))
+    _, first = await call(http, "DELETE", f"{PODS}/g")
+    assert first["metadata"]["deletionGracePeriodSeconds"] == 30
+    _, second = await call(http, "DELETE", f"{PODS}/g", {"gracePeriodSeconds": 10})
+    assert second["metadata"]["deletionGracePeriodSeconds"] == 10
+    moved = parse_rfc3339(first["metadata"]["deletionTimestamp"]) - parse_rfc3339(
+        second["metadata"]["deletionTimestamp"]
+    )
+    assert moved == 20
+    _, third = await call(http, "DELETE", f"{PODS}/g", {"gracePeriodSeconds": 20})
+    assert third["metadata"] == second["metadata"]
