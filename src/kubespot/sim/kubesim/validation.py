@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from .fielderrors import (
@@ -93,7 +94,27 @@ def is_dns1123_label(value: str) -> list[str]:
     return errs
 
 
+@lru_cache(maxsize=8192)
+def _qualified_name_errors(value: str) -> tuple[str, ...]:
+    return tuple(_is_qualified_name(value))
+
+
+@lru_cache(maxsize=8192)
+def _label_value_errors(value: str) -> tuple[str, ...]:
+    return tuple(_is_valid_label_value(value))
+
+
 def is_qualified_name(value: str) -> list[str]:
+    """IsQualifiedName; label and annotation keys repeat on every write, so answers are cached."""
+    return list(_qualified_name_errors(value))
+
+
+def is_valid_label_value(value: str) -> list[str]:
+    """IsValidLabelValue (cached like ``is_qualified_name``)."""
+    return list(_label_value_errors(value))
+
+
+def _is_qualified_name(value: str) -> list[str]:
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -119,7 +140,7 @@ def is_qualified_name(value: str) -> list[str]:
     return errs
 
 
-def is_valid_label_value(value: str) -> list[str]:
+def _is_valid_label_value(value: str) -> list[str]:
     errs = []
     if len(value) > 63:
         errs.append(_max_len(63))
@@ -134,8 +155,10 @@ def is_valid_label_value(value: str) -> list[str]:
 def validate_labels(labels: Any, path: str) -> Errors:
     errs: Errors = []
     for key, value in (labels or {}).items():
-        errs.extend(invalid(path, key, m) for m in is_qualified_name(key))
-        errs.extend(invalid(path, value, m) for m in is_valid_label_value(value))
+        bad_key, bad_value = _qualified_name_errors(key), _label_value_errors(value)
+        if bad_key or bad_value:
+            errs.extend(invalid(path, key, m) for m in bad_key)
+            errs.extend(invalid(path, value, m) for m in bad_value)
     return errs
 
 
@@ -144,11 +167,19 @@ def validate_annotations(annotations: Any, path: str) -> Errors:
     size = 0
     for key, value in (annotations or {}).items():
         # Keys are qualified names in any case (upstream lowercases before checking).
-        errs.extend(invalid(path, key, m) for m in is_qualified_name(key.lower()))
-        size += len(key.encode()) + len(value.encode())
-    if size > _ANNOTATIONS_LIMIT:
+        bad_key = _qualified_name_errors(key.lower())
+        if bad_key:
+            errs.extend(invalid(path, key, m) for m in bad_key)
+        size += len(key) + len(value)
+    # A character is at most 4 bytes in UTF-8: only a big map needs its bytes counted.
+    if size * 4 > _ANNOTATIONS_LIMIT and _bytes(annotations) > _ANNOTATIONS_LIMIT:
         errs.append(FieldError("too_long", path, "", f"may not be more than {_ANNOTATIONS_LIMIT} bytes"))
     return errs
+
+
+def _bytes(annotations: dict[str, str]) -> int:
+    """The annotations' size in bytes, as Go counts a string (UTF-8)."""
+    return sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
 
 
 def validate_meta(meta: Obj, path: str = "metadata") -> Errors:
@@ -292,6 +323,8 @@ POD_UPDATABLE = (
 def _tolerations_only_added(new: list[Obj], old: list[Obj]) -> bool:
     """validateOnlyAddedTolerations: every old toleration is still there (a NoExecute one may only
     shorten its tolerationSeconds)."""
+    if new[: len(old)] == old:
+        return True  # the usual case, checked without the pairwise search
     for o in old:
         same = [
             n
