@@ -338,10 +338,21 @@ class KubeSimServer:
     def _bind(self, ns: str, name: str, body: Any) -> dict[str, Any]:
         pod_rt = self.store.registry.lookup("", "v1", "pods")
         assert pod_rt is not None
+        # pkg/registry/core/pod/storage/storage.go BindingREST.Create and assignPod.
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request was in an unknown format")
+        bound_name = (body.get("metadata") or {}).get("name")
+        if bound_name and bound_name != name:
+            raise errors.bad_request("name in URL does not match name in Binding object")
         pod = self.store.get(pod_rt, ns, name)
-        target = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
+        target_ref = body.get("target") or {}
+        target = target_ref.get("name")
         if not target:
             raise errors.invalid(pod_rt, name, "target.name", "Required value")
+        if target_ref.get("kind") not in (None, "", "Node"):
+            raise errors.invalid(pod_rt, name, "target.kind", "Invalid value: must be empty or 'Node'")
+        if pod["metadata"].get("deletionTimestamp"):
+            raise errors.conflict(pod_rt, name, f"pod {name} is being deleted, cannot be assigned to a host")
         if (pod.get("spec") or {}).get("nodeName"):
             raise errors.conflict(
                 pod_rt, name, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'

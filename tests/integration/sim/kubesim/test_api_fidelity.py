@@ -524,3 +524,23 @@ async def test_a_second_delete_only_shortens_the_grace_moving_the_deadline_earli
     assert moved == 20
     _, third = await call(http, "DELETE", f"{PODS}/g", {"gracePeriodSeconds": 20})
     assert third["metadata"] == second["metadata"]
+
+
+async def test_binding_refuses_a_terminating_pod_and_a_foreign_target(http: aiohttp.ClientSession) -> None:
+    """pkg/registry/core/pod/storage/storage.go BindingREST.Create / assignPod: 409 for a pod being
+    deleted or already bound, 400 for a name that is not the URL's."""
+    held = pod("t")
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    await call(http, "POST", PODS, held)
+    await call(http, "DELETE", f"{PODS}/t")
+    binding = {"metadata": {"name": "t"}, "target": {"kind": "Node", "name": "n1"}}
+    status, body = await call(http, "POST", f"{PODS}/t/binding", binding)
+    assert status == 409 and body["message"].endswith("pod t is being deleted, cannot be assigned to a host")
+    await call(http, "POST", PODS, pod("b"))
+    status, body = await call(http, "POST", f"{PODS}/b/binding", binding)
+    assert status == 400 and body["message"] == "name in URL does not match name in Binding object"
+    binding["metadata"]["name"] = "b"
+    status, _ = await call(http, "POST", f"{PODS}/b/binding", binding)
+    assert status == 201
+    status, body = await call(http, "POST", f"{PODS}/b/binding", binding)
+    assert status == 409 and body["message"].endswith('pod b is already assigned to node "n1"')
