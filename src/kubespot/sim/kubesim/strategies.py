@@ -3,9 +3,10 @@
 Upstream's create strategies throw away a status sent with a create for every kind with a status
 subresource, so only controllers (through ``/status``) ever write one: pods start ``Pending`` with
 their QoS class (pkg/registry/core/pod/strategy.go), namespaces ``Active``
-(pkg/registry/core/namespace/strategy.go), workloads, budgets, services, CRDs and custom resources
-with an empty status (pkg/registry/apps/*/strategy.go, pkg/registry/policy/poddisruptionbudget,
-pkg/registry/core/service, apiextensions-apiserver pkg/registry/customresource). Nodes keep theirs:
+(pkg/registry/core/namespace/strategy.go), workloads, budgets and services with the zero value of
+their status type (pkg/registry/apps/*/strategy.go, pkg/registry/policy/poddisruptionbudget,
+pkg/registry/core/service), CRDs (kubesim then marks them established) and custom resources with
+none (apiextensions-apiserver pkg/registry/customresource). Nodes keep theirs:
 a kubelet registers its node with its status (pkg/registry/core/node/strategy.go drops only
 ``spec.configSource`` and ``status.config``). Objects loaded at start-up (a dump, the generator) do
 not go through here: they are stored as they were.
@@ -18,6 +19,27 @@ from typing import Any
 from .resources import ResourceType
 
 Obj = dict[str, Any]
+
+#: The zero status each strategy resets to, as it serializes: the fields without ``omitempty``
+#: (k8s.io/api apps/v1, policy/v1 and core/v1 types.go) are there with their zero values.
+ZERO_STATUS: dict[tuple[str, str], Obj] = {
+    ("apps", "deployments"): {},
+    ("apps", "replicasets"): {"replicas": 0},
+    ("apps", "statefulsets"): {"replicas": 0, "availableReplicas": 0},
+    ("apps", "daemonsets"): {
+        "currentNumberScheduled": 0,
+        "numberMisscheduled": 0,
+        "desiredNumberScheduled": 0,
+        "numberReady": 0,
+    },
+    ("policy", "poddisruptionbudgets"): {
+        "disruptionsAllowed": 0,
+        "currentHealthy": 0,
+        "desiredHealthy": 0,
+        "expectedPods": 0,
+    },
+    ("", "services"): {"loadBalancer": {}},
+}
 
 _POD = ("", "pods")
 _NODE = ("", "nodes")
@@ -45,5 +67,7 @@ def prepare_for_create(rt: ResourceType, obj: Obj, qos_class: str) -> None:
             obj["status"].pop("config", None)
     elif rt.key == _NAMESPACE:
         obj["status"] = {"phase": "Active"}
+    elif rt.key in ZERO_STATUS:
+        obj["status"] = dict(ZERO_STATUS[rt.key])
     elif rt.has_status:
-        obj.pop("status", None)
+        obj.pop("status", None)  # a custom resource's status goes (customresource strategy.go)

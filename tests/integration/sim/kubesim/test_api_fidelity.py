@@ -159,8 +159,8 @@ async def test_pod_spec_is_immutable_but_binding_still_assigns_a_node(http: aioh
 async def test_create_resets_status_as_each_strategy_does(http: aiohttp.ClientSession) -> None:
     """PrepareForCreate of pkg/registry/core/pod/strategy.go (Pending + QoS class),
     pkg/registry/policy/poddisruptionbudget/strategy.go and pkg/registry/apps/deployment/strategy.go
-    (status cleared), pkg/registry/core/namespace/strategy.go (Active); pkg/registry/core/node/strategy.go
-    keeps a node's status (kubelets register with it)."""
+    (status reset to its zero value), pkg/registry/core/namespace/strategy.go (Active);
+    pkg/registry/core/node/strategy.go keeps a node's status (kubelets register with it)."""
     running = pod("r", phase="Running", ready=True, requests={"cpu": "1"})
     status, created = await call(http, "POST", PODS, running)
     assert status == 201 and created["status"] == {"phase": "Pending", "qosClass": "Burstable"}
@@ -169,7 +169,13 @@ async def test_create_resets_status_as_each_strategy_does(http: aiohttp.ClientSe
     budget = pdb("b", min_available=1, selector={"matchLabels": {"app": "x"}}, namespace="default")
     budget["status"] = {"disruptionsAllowed": 5, "currentHealthy": 5}
     status, created = await call(http, "POST", PDBS, budget)
-    assert status == 201 and "status" not in created and created["metadata"]["generation"] == 1
+    assert status == 201 and created["metadata"]["generation"] == 1
+    assert created["status"] == {
+        "disruptionsAllowed": 0,
+        "currentHealthy": 0,
+        "desiredHealthy": 0,
+        "expectedPods": 0,
+    }
     deploy = {
         "metadata": {"name": "d"},
         "spec": {
@@ -182,7 +188,7 @@ async def test_create_resets_status_as_each_strategy_does(http: aiohttp.ClientSe
         "status": {"readyReplicas": 3},
     }
     status, created = await call(http, "POST", "/apis/apps/v1/namespaces/default/deployments", deploy)
-    assert status == 201 and "status" not in created
+    assert status == 201 and created["status"] == {}
     status, created = await call(http, "POST", "/api/v1/nodes", node("n1", ready=True))
     assert status == 201 and created["status"]["conditions"][0]["type"] == "Ready"
     status, created = await call(
