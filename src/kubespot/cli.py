@@ -21,6 +21,7 @@ from . import __version__
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kubesim": ("kubespot.sim.kubesim.cli", "serve a simulated Kubernetes API with a sample cluster"),
     "imds-sim": ("kubespot.sim.imdssim.cli", "serve a simulated EC2 instance metadata service"),
+    "aws-sim": ("kubespot.sim.awssim.cli", "serve moto with kubespot's extensions (Pricing, spot, AMIs)"),
     "agent": ("kubespot.agent.command", "the per-node agent: watch instance metadata, fence and drain"),
     "controller": ("kubespot.operator.command", "the cluster-wide queue processor (SQS/EventBridge)"),
     "aws": ("kubespot.aws_cli", "AWS set-up for the controller: queue, EventBridge rules, IAM policy"),
@@ -33,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 EXTRAS: dict[str, str] = {
     "kubesim": "sim",
     "imds-sim": "sim",
+    "aws-sim": "sim",
     "sandbox": "sim",
     "controller": "controller",
     "aws": "controller",

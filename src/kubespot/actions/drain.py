@@ -35,11 +35,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from ..config.drain import DrainSettings
 from ..kube.inflight import InFlight
-from ..kube.views import EvictionOutcome, EvictionResult, PodEvent, PodEventType, PodList, PodView
+from ..kube.views import (
+    EvictionOutcome,
+    EvictionResult,
+    PodCallOptions,
+    PodEvent,
+    PodEventType,
+    PodList,
+    PodView,
+)
 from ..model.backoff import full_jitter
 from ..model.clock import Clock, SystemClock
 from .drain_plan import (
@@ -91,24 +99,10 @@ class DrainKube(Protocol):
     def watch_pods_on_node(self, node: str, *, resource_version: str) -> AsyncIterator[PodEvent]: ...
 
     async def evict_pod(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
+        self, namespace: str, name: str, **options: Unpack[PodCallOptions]
     ) -> EvictionResult: ...
 
-    async def delete_pod(
-        self,
-        namespace: str,
-        name: str,
-        *,
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-        dry_run: bool = False,
-    ) -> bool: ...
+    async def delete_pod(self, namespace: str, name: str, **options: Unpack[PodCallOptions]) -> bool: ...
 
 
 #: Called before a pod's first eviction; the pod is evicted once the awaitable ends (or the engine's

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import httpx2
 
 from kubespot.config.http_calls import HttpCall
-from kubespot.config.loader import InvalidSetting, Problem, SettingsError
+from kubespot.config.loader import InvalidSetting, Problem, SettingsError, check_each
 from kubespot.config.named import check_url
 from kubespot.config.notify import read_headers
 from kubespot.model import Clock, InterruptionEvent
@@ -65,16 +65,7 @@ def _check(call: HttpCall) -> None:
 
 def check_calls(calls: Sequence[HttpCall]) -> None:
     """Read and compile every call's templates; ``SettingsError`` naming each one that fails."""
-    problems: list[Problem] = []
-    for call in calls:
-        try:
-            _check(call)
-        except SettingsError as exc:
-            problems += exc.problems
-        except InvalidSetting as exc:
-            problems.append(Problem(exc.field, "validation", None, exc.reason))
-    if problems:
-        raise SettingsError(problems)
+    check_each(calls, _check)
 
 
 class HttpCallAction:

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import httpx2
 
-from kubespot.config.loader import Problem, SettingsError
+from kubespot.config.loader import SettingsError, check_each
 from kubespot.config.named import proxy_url
 from kubespot.config.notify import WEBHOOK_TARGET, NotifyTarget, webhook_target
 from kubespot.config.webhook import DEFAULT_TEMPLATE, WebhookSettings
@@ -742,11 +742,4 @@ def check_targets(targets: Sequence[NotifyTarget]) -> None:
     template that cannot be used does not: the notifier names it in the logs and sends the default
     message instead (see ``_compile_templates``).
     """
-    problems: list[Problem] = []
-    for target in targets:
-        try:
-            _compile_templates(target)
-        except SettingsError as exc:
-            problems += exc.problems
-    if problems:
-        raise SettingsError(problems)
+    check_each(targets, _compile_templates)

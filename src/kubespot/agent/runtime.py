@@ -35,10 +35,8 @@ from kubespot.model import Clock, InterruptionEvent
 from kubespot.model.clock import SystemClock
 from kubespot.model.summary import InterruptionSummary, Stage
 from kubespot.observability.health import HealthReport, freshness, report
-from kubespot.observability.metrics import Metrics
-from kubespot.observability.server import EndpointServer
 from kubespot.process.collector import settle_after_startup
-from kubespot.process.supervise import open_endpoints, shut_down, supervise, watches_and_tasks
+from kubespot.process.supervise import Supervised, supervise, watches_and_tasks
 from kubespot.sources.imds import ImdsClient, ImdsMonitor
 
 from .template_context import TemplateContext
@@ -81,7 +79,7 @@ class _DryRunNotifier:
             )
 
 
-class Agent:
+class Agent(Supervised):
     """One node's agent. ``await run(stop)`` returns the process exit code."""
 
     def __init__(
@@ -95,10 +93,9 @@ class Agent:
     ) -> None:
         """``targets`` and ``calls``: as ``kubespot agent`` read and checked them at start-up (None:
         read from the settings and the environment now)."""
+        super().__init__(settings.observability, listen_host=listen_host, log=log)
         self.settings = settings
         self.clock = clock or SystemClock()
-        self.metrics = Metrics()
-        self._listen_host = listen_host
         self._events: asyncio.Queue[InterruptionEvent] = asyncio.Queue()
         self.kube: KubeClient = connect(settings.kube, on_error=self.metrics.kube_error)
         self.imds = ImdsClient(settings.imds, clock=self.clock)
@@ -164,8 +161,6 @@ class Agent:
             # instead of waiting for its own old mark on the node to go stale.
             identity=settings.pod_name or "",
         )
-        self._servers: list[EndpointServer] = []
-        self._tasks: dict[str, asyncio.Task[None]] = {}
 
     # --- health ------------------------------------------------------------------------------------
 
@@ -186,17 +181,8 @@ class Agent:
 
     async def run(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit 0) or a part fails for good (exit 1)."""
-        servers = await open_endpoints(
-            self.settings.observability,
-            metrics=self.metrics,
-            health=self.health,
-            host=self._listen_host,
-            log=log,
-        )
-        if servers is None:
-            await self.close()
+        if not await self._serve():
             return 1
-        self._servers = servers
         self._tasks = {
             "imds-monitor": asyncio.create_task(self.monitor.run(), name="imds-monitor"),
             "node-handler": asyncio.create_task(self._handle(), name="node-handler"),
@@ -208,8 +194,7 @@ class Agent:
         await self.close()
         return code
 
-    async def close(self) -> None:
-        await shut_down(self._tasks, flush=self._flush, keep_until_flushed="webhook", servers=self._servers)
+    async def _close_clients(self) -> None:
         await self.kube.close()
         await self.imds.aclose()
         if self.http_calls is not None:

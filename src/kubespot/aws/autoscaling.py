@@ -19,8 +19,6 @@ __all__ = [
     "LifecycleActionGone",
     "LifecycleActions",
     "LifecycleResult",
-    "complete_lifecycle_action",
-    "record_heartbeat",
 ]
 
 LifecycleResult = Literal["CONTINUE", "ABANDON"]
@@ -129,22 +127,3 @@ class LifecycleActions:
             await self._clients.call("autoscaling", operation, **kwargs)
         except AwsError as exc:
             raise _gone_or_same(exc) from None
-
-
-async def complete_lifecycle_action(
-    clients: AwsClients,
-    group: str,
-    hook: str,
-    instance_id: str,
-    token: str | None = None,
-    result: LifecycleResult = "CONTINUE",
-) -> None:
-    """``LifecycleActions(clients).complete_lifecycle_action(...)``, for one-off callers."""
-    await LifecycleActions(clients).complete_lifecycle_action(group, hook, instance_id, token, result)
-
-
-async def record_heartbeat(
-    clients: AwsClients, group: str, hook: str, instance_id: str, token: str | None = None
-) -> None:
-    """``LifecycleActions(clients).record_heartbeat(...)``, for one-off callers."""
-    await LifecycleActions(clients).record_heartbeat(group, hook, instance_id, token)

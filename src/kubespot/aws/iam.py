@@ -103,6 +103,12 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     ("ec2", "ModifyNetworkInterfaceAttribute"): Permission(
         "ec2:ModifyNetworkInterfaceAttribute", "network-interface"
     ),
+    # The capacity catalog: EC2's Describe* and the Price List Service take no resource-level
+    # permissions (Service Authorization Reference), so "*".
+    ("ec2", "DescribeInstanceTypes"): Permission("ec2:DescribeInstanceTypes", "any"),
+    ("ec2", "DescribeInstanceTypeOfferings"): Permission("ec2:DescribeInstanceTypeOfferings", "any"),
+    ("ec2", "DescribeSpotPriceHistory"): Permission("ec2:DescribeSpotPriceHistory", "any"),
+    ("pricing", "GetProducts"): Permission("pricing:GetProducts", "any"),
     # The summary.
     ("sns", "Publish"): Permission("sns:Publish", "sns-topic"),
     ("events", "PutEvents"): Permission("events:PutEvents", "event-bus"),

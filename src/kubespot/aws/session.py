@@ -39,9 +39,9 @@ if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_sqs import SQSClient
 
-__all__ = ["CALLS", "CALL_GROUPS", "AwsClients", "AwsError", "Service"]
+__all__ = ["CALLS", "CALL_GROUPS", "AwsClients", "AwsError", "Service", "pricing_endpoint_region"]
 
-Service = Literal["sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events"]
+Service = Literal["sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing"]
 _T = TypeVar("_T")
 
 #: The operations each part of the controller makes, as (service, OperationName): ``queue`` is the
@@ -91,6 +91,15 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
         # kubespot.aws.publish: the interruption summary.
         "sns": frozenset({("sns", "Publish")}),
         "eventbridge": frozenset({("events", "PutEvents")}),
+        # kubespot.aws.catalog and kubespot.aws.pricing: instance types, zonal offerings, prices.
+        "catalog": frozenset(
+            {
+                ("ec2", "DescribeInstanceTypes"),
+                ("ec2", "DescribeInstanceTypeOfferings"),
+                ("ec2", "DescribeSpotPriceHistory"),
+                ("pricing", "GetProducts"),
+            }
+        ),
     }
 )
 
@@ -141,6 +150,21 @@ _SECRET_PATTERNS: Final = (
     ),
 )
 _MAX_MESSAGE = 500
+
+
+def pricing_endpoint_region(region: str | None) -> str:
+    """The region whose Pricing API endpoint serves ``region``'s prices.
+
+    The Price List Service answers in a few regions only; like Karpenter's pricing provider
+    (``pkg/providers/pricing/pricing.go`` ``NewAPI``), Asia Pacific asks Mumbai, China Ningxia,
+    Europe Frankfurt and everything else N. Virginia. The region whose prices are wanted is a
+    filter of the query (``regionCode``), not the endpoint.
+    """
+    region = region or ""
+    for prefix, endpoint in (("ap-", "ap-south-1"), ("cn-", "cn-northwest-1"), ("eu-", "eu-central-1")):
+        if region.startswith(prefix):
+            return endpoint
+    return "us-east-1"
 
 
 def _scrub(text: str) -> str:
@@ -287,6 +311,8 @@ class AwsClients:
     def client(self, service: Literal["sns"]) -> SNSClient: ...
     @overload
     def client(self, service: Literal["events"]) -> EventBridgeClient: ...
+    @overload
+    def client(self, service: Literal["pricing"]) -> Any: ...
 
     def client(self, service: Service) -> Any:
         """The (blocking) boto3 client for ``service``, built on first use. Call from a pool thread."""
@@ -299,6 +325,8 @@ class AwsClients:
                 session = self._session or boto3.session.Session()
                 self._session = session
                 region = self.settings.region or session.region_name or self._fallback_region
+                if service == "pricing":
+                    region = pricing_endpoint_region(region)
                 existing = session.client(
                     service,
                     region_name=region,

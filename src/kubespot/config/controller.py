@@ -24,6 +24,7 @@ from .loadbalancer import LoadBalancerSettings, LoadBalancerWaitSettings
 from .node import NodeActionSettings
 from .notify import NotifySettings
 from .observability import ObservabilitySettings
+from .pricing import PricingSettings
 from .publish import PublishSettings
 from .queue import QueueSettings
 from .webhook import WebhookSettings
@@ -71,6 +72,8 @@ class ControllerSettings:
     loadbalancer: LoadBalancerSettings = field(default_factory=LoadBalancerSettings)
     isolation: IsolationSettings = field(default_factory=IsolationSettings)
     publish: PublishSettings = field(default_factory=PublishSettings)
+    # The capacity catalog's prices (issue 13; the provisioning controller wires it later).
+    pricing: PricingSettings = field(default_factory=PricingSettings)
 
     @property
     def drain_wait(self) -> LoadBalancerWaitSettings:

@@ -27,7 +27,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, cast
 
@@ -81,6 +81,21 @@ class SettingsError(ValueError):
         self.problems = tuple(problems)
         lines = "\n".join(f"  {p}" for p in self.problems)
         super().__init__(f"invalid configuration:\n{lines}")
+
+
+def check_each(items: Iterable[T], check: Callable[[T], object]) -> None:
+    """``check`` every item; one ``SettingsError`` listing the problems of all of them, so start-up
+    names every bad one at once (an ``InvalidSetting`` is one problem, its field a full path)."""
+    problems: list[Problem] = []
+    for item in items:
+        try:
+            check(item)
+        except SettingsError as exc:
+            problems += exc.problems
+        except InvalidSetting as exc:
+            problems.append(Problem(exc.field, "validation", None, exc.reason))
+    if problems:
+        raise SettingsError(problems)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -329,15 +344,20 @@ def _enum(cls: type[enum.Enum]) -> Converter:
     return convert
 
 
+def _json(text: str, expected: str) -> Any:
+    """An inline JSON value of a setting; ValueError saying what was ``expected`` when it is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"expected {expected} ({exc.msg})") from None
+
+
 def _sequence(item: Converter, kind: type) -> Converter:
     def convert(raw: Any, unit: str) -> Any:
         if isinstance(raw, str):
             text = raw.strip()
             if text.startswith("["):
-                try:
-                    raw = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"expected a JSON array or a comma-separated list ({exc.msg})") from None
+                raw = _json(text, "a JSON array or a comma-separated list")
             else:
                 raw = [part.strip() for part in text.split(",") if part.strip()]
         if not isinstance(raw, list | tuple | set | frozenset):
@@ -351,10 +371,7 @@ def _to_pairs(raw: Any, unit: str) -> tuple[tuple[str, str], ...]:
     if isinstance(raw, str):
         text = raw.strip()
         if text.startswith("{"):
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"expected a JSON object ({exc.msg})") from None
+            raw = _json(text, "a JSON object")
         else:
             # The reference handler's list form: key=value,key2=value2.
             items = [part for part in text.split(",") if part.strip()]

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import TypedDict
 
 #: Annotation the kubelet puts on the API mirror of a static pod; deleting the mirror does nothing.
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -153,6 +154,15 @@ class EvictionOutcome(StrEnum):
     #: The pod (with that uid) no longer exists.
     NOT_FOUND = "not-found"
     ERROR = "error"
+
+
+class PodCallOptions(TypedDict, total=False):
+    """The options ``evict_pod`` and ``delete_pod`` take alike (``KubeClient`` spells them out, to
+    build no dict per call): the pod's uid as a precondition, its grace period, a dry run."""
+
+    uid: str | None
+    grace_period_seconds: int | None
+    dry_run: bool
 
 
 @dataclass(frozen=True, slots=True)

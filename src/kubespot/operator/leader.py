@@ -35,6 +35,7 @@ from typing import Protocol
 from kubespot.config.leader import JITTER_FACTOR, LeaderElectionSettings
 from kubespot.kube import KubeError, LeaseRecord, LeaseView
 from kubespot.model import Clock
+from kubespot.observability.hooks import call_hook
 
 log = logging.getLogger("kubespot.controller.leader")
 
@@ -321,11 +322,7 @@ class LeaderElector:
         else:
             # Why (lost, cut off, shutting down) was logged where it happened.
             log.info("stopped leading lease %s; stopping singleton duties", self.describe())
-        if self._on_change is not None:
-            try:
-                self._on_change(leading)
-            except Exception:  # a metrics hook must never break the election
-                log.exception("leadership hook failed")
+        call_hook(self._on_change, leading, what="leadership", log=log)
 
     def _report_holder(self) -> None:
         holder = self.holder
@@ -380,8 +377,4 @@ class SoleLeader:
 
     def _set(self, leading: bool) -> None:
         self.is_leader = leading
-        if self._on_change is not None:
-            try:
-                self._on_change(leading)
-            except Exception:  # a metrics hook must never stop the duties
-                log.exception("leadership hook failed")
+        call_hook(self._on_change, leading, what="leadership", log=log)

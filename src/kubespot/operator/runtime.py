@@ -43,17 +43,15 @@ from kubespot.kube.events import recorder_for
 from kubespot.model import Clock
 from kubespot.model.clock import SystemClock
 from kubespot.observability.health import HealthReport, freshness, report
-from kubespot.observability.metrics import Metrics
-from kubespot.observability.server import EndpointServer
 from kubespot.operator.controllers import Controller, Shared, new_controllers
 from kubespot.operator.leader import Duties, LeaderElector, SoleLeader, identity, lease_namespace
 from kubespot.process.collector import BURST_THRESHOLDS, collect_periodically, settle_after_startup
-from kubespot.process.supervise import open_endpoints, shut_down, supervise, watches_and_tasks
+from kubespot.process.supervise import Supervised, supervise, watches_and_tasks
 
 log = logging.getLogger("kubespot.controller")
 
 
-class Operator:
+class Operator(Supervised):
     """One operator replica. ``await run(stop)`` returns the process exit code."""
 
     def __init__(
@@ -67,10 +65,9 @@ class Operator:
     ) -> None:
         """``targets`` and ``calls``: as ``kubespot controller`` read and checked them at start-up
         (None: read from the settings and the environment now)."""
+        super().__init__(settings.observability, listen_host=listen_host, log=log)
         self.settings = settings
         self.clock = clock or SystemClock()
-        self.metrics = Metrics()
-        self._listen_host = listen_host
         # aiohttp for the pod and node calls: a burst is thousands of them a second (kube.transport).
         self.kube: KubeClient = connect(settings.kube, on_error=self.metrics.kube_error, http="aiohttp")
         # Hundreds of drains at once: one pod watch for all of them, not one connection each.
@@ -125,8 +122,6 @@ class Operator:
             )
         )
         self.leadership = self._leadership()
-        self._servers: list[EndpointServer] = []
-        self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def controller(self, name: str) -> Controller | None:
         """The running controller called ``name``, if these settings switch it on."""
@@ -175,17 +170,8 @@ class Operator:
         )
 
     async def run(self, stop: asyncio.Event) -> int:
-        servers = await open_endpoints(
-            self.settings.observability,
-            metrics=self.metrics,
-            health=self.health,
-            host=self._listen_host,
-            log=log,
-        )
-        if servers is None:
-            await self.close()
+        if not await self._serve():
             return 1
-        self._servers = servers
         response = self.controller("response")
         if response is not None:
             actions = ",".join(enabled_actions(self.settings))
@@ -241,8 +227,7 @@ class Operator:
         log.info("node index synced; start-up memory settled, collector thresholds %s", BURST_THRESHOLDS)
         await collect_periodically(asyncio.sleep)
 
-    async def close(self) -> None:
-        await shut_down(self._tasks, flush=self._flush, keep_until_flushed="webhook", servers=self._servers)
+    async def _close_clients(self) -> None:
         await self.kube.close()
         await self.aws.close()
         if self.http_calls is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
@@ -45,21 +46,48 @@ async def start_endpoints(
     return servers
 
 
-async def open_endpoints(
-    settings: ObservabilitySettings,
-    *,
-    metrics: Metrics,
-    health: Callable[[], HealthReport],
-    host: str,
-    log: logging.Logger,
-) -> list[EndpointServer] | None:
-    """``start_endpoints``, or None (logged on ``log``, the process's own logger) when a port is in
-    use: the caller closes what it opened and exits 1."""
-    try:
-        return await start_endpoints(settings, metrics=metrics, health=health, host=host)
-    except OSError as exc:
-        log.critical("cannot start the metrics or probe server: %s", exc)
-        return None
+class Supervised(ABC):
+    """The process side of the agent and the operator: the endpoints they serve, the tasks they
+    supervise, and the shutdown of both (``shut_down``)."""
+
+    def __init__(
+        self, observability: ObservabilitySettings, *, listen_host: str, log: logging.Logger
+    ) -> None:
+        self.metrics = Metrics()
+        self._observability = observability
+        self._listen_host = listen_host
+        self._log = log
+        self._servers: list[EndpointServer] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    @abstractmethod
+    def health(self) -> HealthReport:
+        """What the probe server answers."""
+
+    @abstractmethod
+    async def _flush(self) -> None:
+        """Stop the work and send what is queued; the notifier's task still runs meanwhile."""
+
+    @abstractmethod
+    async def _close_clients(self) -> None:
+        """Close the API and HTTP clients, once the tasks and servers are down."""
+
+    async def _serve(self) -> bool:
+        """Open the endpoints; False when a port is in use (logged on the process's own logger, and
+        the process closed): the caller exits 1."""
+        try:
+            self._servers = await start_endpoints(
+                self._observability, metrics=self.metrics, health=self.health, host=self._listen_host
+            )
+        except OSError as exc:
+            self._log.critical("cannot start the metrics or probe server: %s", exc)
+            await self.close()
+            return False
+        return True
+
+    async def close(self) -> None:
+        await shut_down(self._tasks, flush=self._flush, keep_until_flushed="webhook", servers=self._servers)
+        await self._close_clients()
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:

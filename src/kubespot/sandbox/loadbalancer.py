@@ -37,7 +37,6 @@ from rich.table import Table
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.imdssim import ImdsSim
 from kubespot.sim.kubesim.app import KubeSim
-from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.controllers.kubelet import kubelet_of
 from kubespot.sim.lbsim import (
     ControllerModel,
@@ -155,7 +154,7 @@ class LoadBalancerSandbox(Sandbox):
         spot = [s for s in cluster.node_specs(opts.spot_nodes, uniform=True) if s.spot]
         kubesim = KubeSim(
             objects=cluster.lb_objects(opts.spot_nodes, t, controller=mode.deregistration),
-            controllers=ControllerConfig(pod_start_seconds=t.pod_start),
+            controllers=cluster.controller_config(t),
             kubeconfig_path=self.kubeconfig,
         )
         imds = ImdsSim(imds_instances(spot))

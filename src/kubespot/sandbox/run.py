@@ -19,7 +19,6 @@ from typing import Any
 
 from kubespot.sim.imdssim import ImdsSim, SimInstance
 from kubespot.sim.kubesim.app import KubeSim
-from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.controllers.kubelet import kubelet_of
 
 from . import cluster
@@ -97,7 +96,7 @@ class Sandbox:
         spot = [s for s in specs if s.spot]
         kubesim = KubeSim(
             objects=objects,
-            controllers=ControllerConfig(pod_start_seconds=t.pod_start),
+            controllers=cluster.controller_config(t),
             kubeconfig_path=self.kubeconfig,
         )
         imds = ImdsSim(imds_instances(spot))

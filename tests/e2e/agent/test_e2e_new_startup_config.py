@@ -3,6 +3,7 @@ setting; a valid configuration is printed at start-up with its secrets redacted.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,19 @@ async def test_effective_configuration_is_printed_with_secrets_redacted(tmp_path
     assert config["webhook"]["url"] == "<redacted>"
     assert config["webhook"]["headers"] == {"Authorization": "<redacted>"}
     assert config["node_actions"]["taint_effect"] == "PreferNoSchedule"
+
+
+async def test_a_metrics_port_in_use_exits_1_with_a_message(tmp_path: Path) -> None:
+    """Another process holds the metrics port: the agent says so and exits 1, no traceback."""
+    with socket.socket() as holder:
+        holder.bind(("", 0))  # every address: the agent binds its own listen host
+        holder.listen()
+        port = holder.getsockname()[1]
+        async with agent_world(tmp=tmp_path, settle=False, spares=0) as world:
+            code, output = await world.run_agent_to_exit(
+                KUBESPOT_OBSERVABILITY_ENABLE_PROMETHEUS_SERVER="true",
+                KUBESPOT_OBSERVABILITY_PROMETHEUS_SERVER_PORT=str(port),
+            )
+    assert code == 1, output
+    assert "cannot start the metrics or probe server" in output, output
+    assert "Traceback" not in output, output

@@ -125,6 +125,15 @@ def test_calls_are_the_union_of_the_groups() -> None:
         ),
         ("sns", {"sns:Publish"}),
         ("eventbridge", {"events:PutEvents"}),
+        (
+            "catalog",
+            {
+                "ec2:DescribeInstanceTypes",
+                "ec2:DescribeInstanceTypeOfferings",
+                "ec2:DescribeSpotPriceHistory",
+                "pricing:GetProducts",
+            },
+        ),
     ],
 )
 def test_each_action_adds_only_its_calls(action: str, granted: set[str]) -> None:

@@ -468,6 +468,9 @@ publish.eventBus: KUBESPOT_PUBLISH_EVENT_BUS
 publish.kinds: KUBESPOT_PUBLISH_KINDS
 publish.source: KUBESPOT_PUBLISH_SOURCE
 publish.detailType: KUBESPOT_PUBLISH_DETAIL_TYPE
+pricing.refreshInterval: KUBESPOT_PRICING_REFRESH_INTERVAL
+pricing.usePricingApi: KUBESPOT_PRICING_USE_PRICING_API
+pricing.ondemandDiscounts: KUBESPOT_PRICING_ONDEMAND_DISCOUNTS
 {{- end -}}
 
 {{/* A controller value by its dotted path under .Values.controller ("leaderElection.enabled"). */}}

@@ -33,7 +33,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import make_server
 
 from kubespot.sim.awssim import admin, extensions
-from kubespot.sim.awssim.extensions import lifecycle, spot_prices
+from kubespot.sim.awssim.extensions import lifecycle, pricing, spot_prices
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -61,7 +61,8 @@ class _Server(ThreadedMotoServer):
 
     def _server_entry(self) -> None:
         app: _WSGIApp = DomainDispatcherApplication(create_backend_app)
-        wrapped = admin.AdminMiddleware(app, default_region=self._region)
+        # The Pricing API (which moto lacks) is answered before moto sees the request.
+        wrapped = admin.AdminMiddleware(pricing.PricingMiddleware(app), default_region=self._region)
         # threaded=True also makes werkzeug speak HTTP/1.1, so boto3 keeps connections alive.
         self._server = make_server(
             self._ip_address, self._port, wrapped, True, request_handler=MotoRequestHandler
@@ -128,8 +129,8 @@ class MotoServer:
         if self._install_extensions:
             extensions.install_all()
             prices = self._ondemand_prices or os.environ.get("KUBESPOT_ONDEMAND_PRICES")
-            if prices:
-                spot_prices.configure(prices, region=self.region)
+            # Without a table of their own, spot prices derive from the packaged on-demand table.
+            spot_prices.configure(prices or None, region=self.region)
         server = _Server(self.host, self._requested_port, self.region)
         server.start()
         self._server = server

@@ -1,5 +1,10 @@
-"""The mutating admission and defaulting a pod gets from a real API server before it is stored.
+"""The mutating admission and defaulting an object gets from a real API server before it is stored.
 
+Objects loaded at start-up (an already-running cluster) do not pass through admission.
+
+- **TaintNodesByCondition** (plugin/pkg/admission/nodetaint/admission.go, on by default): every Node
+  created through the API gets ``node.kubernetes.io/not-ready:NoSchedule``, so nothing is scheduled
+  to it before the node lifecycle controller has seen it Ready and removed the taint.
 - Defaults of the v1 API (pkg/apis/core/v1/defaults.go SetDefaults_PodSpec, SetDefaults_Container):
   restartPolicy, dnsPolicy, terminationGracePeriodSeconds 30, schedulerName, enableServiceLinks,
   securityContext, and per container terminationMessagePath/Policy and imagePullPolicy.
@@ -25,9 +30,19 @@ SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2_000_001_000, "system-cluste
 NOT_READY = "node.kubernetes.io/not-ready"
 UNREACHABLE = "node.kubernetes.io/unreachable"
 DEFAULT_TOLERATION_SECONDS = 300
+NOT_READY_TAINT = {"key": NOT_READY, "effect": "NoSchedule"}
 
 #: Looks a PriorityClass up by name (None: no such class); with no name, the globalDefault class.
 PriorityClasses = Callable[[str | None], Obj | None]
+
+
+def admit_node_create(node: Obj) -> None:
+    """Add the not-ready NoSchedule taint to a new Node unless it has it already (in place)."""
+    spec = node.setdefault("spec", {})
+    taints = list(spec.get("taints") or [])
+    if not any(t.get("key") == NOT_READY_TAINT["key"] and t.get("effect") == "NoSchedule" for t in taints):
+        taints.append(dict(NOT_READY_TAINT))
+    spec["taints"] = taints
 
 
 def pod_spec_defaults(spec: Obj) -> None:

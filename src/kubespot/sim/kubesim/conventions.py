@@ -20,3 +20,9 @@ DEFAULT_START_SECONDS = 1.0
 
 #: Node label/annotation the generator sets so tests can find the simulated instance quickly.
 INSTANCE_ID_LABEL = PREFIX + "instance-id"
+
+#: Node annotation: ``external`` makes the Node's simulated kubelet run as with
+#: ``--cloud-provider=external``: it registers the Node with the
+#: ``node.cloudprovider.kubernetes.io/uninitialized`` taint, which the simulated cloud node controller
+#: removes once it has set the providerID and the instance-type/zone/region labels.
+CLOUD_PROVIDER_ANNOTATION = PREFIX + "cloud-provider"

@@ -25,7 +25,13 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from . import errors
-from .admission import SYSTEM_PRIORITY_CLASSES, admit_priority, default_toleration_seconds, pod_spec_defaults
+from .admission import (
+    SYSTEM_PRIORITY_CLASSES,
+    admit_node_create,
+    admit_priority,
+    default_toleration_seconds,
+    pod_spec_defaults,
+)
 from .decoding import check_body, check_patched
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic_merge
 from .resources import BUILTIN, Registry, ResourceType, types_from_crd
@@ -310,6 +316,8 @@ class Store:
             raise errors.bad_request("the body of the request was in an unknown format")
         check_body(rt, obj)
         self._stamp_new(rt, obj, namespace)
+        if rt.key == NODE_KEY:
+            admit_node_create(obj)
         meta = obj["metadata"]
         if rt.namespaced:
             ns_obj = self.find(self._rt(NAMESPACE_KEY), None, meta["namespace"])

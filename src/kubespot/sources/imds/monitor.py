@@ -18,6 +18,7 @@ from typing import TypeAlias
 
 from kubespot.config.imds import ImdsSettings, MonitorSettings
 from kubespot.model import Clock, InterruptionEvent, Kind
+from kubespot.observability.hooks import call_hook
 from kubespot.sources.imds import parsers, paths
 from kubespot.sources.imds.client import ImdsClient, InstanceIdentity
 from kubespot.sources.imds.errors import ImdsError, ImdsParseError
@@ -228,11 +229,7 @@ class ImdsMonitor:
 
     def _note_failure(self, path: str, message: str, *, logged: bool = False) -> None:
         self._last_error = message
-        if self._on_error is not None:
-            try:
-                self._on_error(path)
-            except Exception:  # a metrics hook must never stop the monitor
-                _log.exception("IMDS on_error hook failed")
+        call_hook(self._on_error, path, what="IMDS on_error", log=_log)
         if self._failing.get(path) != message:
             self._failing[path] = message
             if not logged:

@@ -9,7 +9,8 @@ memory, network and architecture for ~1 400 types, and per-zone offerings. Gaps:
 launches every unit from the *first* override (no allocation strategy, no price ranking) and
 never fails for capacity (no ``InsufficientInstanceCapacity`` errors); instances never get spot
 interruptions by themselves; DescribeSpotPriceHistory returns a constant 0.00001 unless kubespot's
-``spot_prices`` extension has an on-demand table (then 25-45 % of on-demand per type and zone).
+``spot_prices`` extension has an on-demand table (by default: then 20-44 % of on-demand per type
+and zone, drifting slowly; see test_awssim_spot_prices.py).
 """
 
 from __future__ import annotations
@@ -142,27 +143,30 @@ def price_table() -> Iterator[dict[str, float]]:
     table = {"m5.large": 0.096, "c5.large": 0.085}
     spot_prices.configure(table)
     yield table
-    spot_prices.configure({})
+    spot_prices.configure(None)
 
 
 def test_spot_price_history_placeholder_without_table(aws: MotoServer) -> None:
     """Stock behaviour (no on-demand table): one constant placeholder price for every offering."""
     spot_prices.configure({})
     ec2 = aws.client("ec2")
-    history = ec2.describe_spot_price_history(InstanceTypes=["m5.large"])["SpotPriceHistory"]
+    try:
+        history = ec2.describe_spot_price_history(InstanceTypes=["m5.large"])["SpotPriceHistory"]
+    finally:
+        spot_prices.configure(None)
     assert history
     assert {h["SpotPrice"] for h in history} == {"0.00001"}
 
 
 def test_spot_price_history_from_on_demand_table(aws: MotoServer, price_table: dict[str, float]) -> None:
-    """With the spot_prices extension: per (type, zone) prices at 25-45 % of on-demand, stable."""
+    """With the spot_prices extension: per (type, zone) prices at 20-44 % of on-demand, stable."""
     ec2 = aws.client("ec2")
     history = ec2.describe_spot_price_history(InstanceTypes=["m5.large", "c5.large"])["SpotPriceHistory"]
     zones = {h["AvailabilityZone"] for h in history}
     assert len(zones) >= 3
     for entry in history:
         ondemand = price_table[entry["InstanceType"]]
-        assert 0.25 * ondemand <= float(entry["SpotPrice"]) <= 0.45 * ondemand
+        assert 0.198 * ondemand <= float(entry["SpotPrice"]) <= 0.44 * ondemand
     again = ec2.describe_spot_price_history(InstanceTypes=["m5.large", "c5.large"])["SpotPriceHistory"]
     assert [h["SpotPrice"] for h in again] == [h["SpotPrice"] for h in history]
     m5_prices = {h["SpotPrice"] for h in history if h["InstanceType"] == "m5.large"}

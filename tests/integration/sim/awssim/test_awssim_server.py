@@ -57,7 +57,15 @@ def test_health_route_lists_extensions(aws: MotoServer) -> None:
         body = json.loads(response.read())
     assert body == {
         "ok": True,
-        "extensions": ["sqs_depth", "events_account", "lifecycle", "spot_prices", "elbv2_draining"],
+        "extensions": [
+            "sqs_depth",
+            "events_account",
+            "lifecycle",
+            "spot_prices",
+            "elbv2_draining",
+            "pricing",
+            "ssm_amis",
+        ],
     }
 
 

@@ -8,6 +8,8 @@ assertions.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -27,7 +29,12 @@ FAST_CONTROLLERS = ControllerConfig(
     pod_start_seconds=0.05,
     lease_renew_seconds=0.1,
     node_status_seconds=0.2,
+    node_ready_seconds=0.05,
     node_monitor_grace_seconds=0.6,
+    pod_gc_check_seconds=0.1,
+    pod_gc_quarantine_seconds=0.4,
+    node_eviction_rate=20.0,
+    secondary_node_eviction_rate=2.0,
     workloads=False,
 )
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -78,8 +85,8 @@ class Cluster:
         created = await self.call("POST", "/api/v1/nodes", body)
         if (created.get("status") or {}).get("allocatable") != resources:
             await self.patch(f"/api/v1/nodes/{name}/status", {"status": {"allocatable": resources}})
-        if wait_ready:
-            await self.until(lambda: self.node_ready(name) == "True")
+        if wait_ready:  # Ready, and the not-ready taint of its registration gone: schedulable
+            await self.until(lambda: self.node_ready(name) == "True" and not self.not_ready_tainted(name))
         return created
 
     async def create_pod(
@@ -130,6 +137,10 @@ class Cluster:
             assert r.status == 200, (path, r.status, data)
             return data
 
+    def not_ready_tainted(self, name: str) -> bool:
+        taints = ((self.node(name) or {}).get("spec") or {}).get("taints") or []
+        return any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints)
+
     def node_ready(self, name: str) -> str | None:
         return self.condition(self.node(name), "Ready")  # type: ignore[no-any-return]
 
@@ -159,7 +170,23 @@ class Cluster:
         return await until(probe, within=within, interval=0.02)
 
 
+@contextlib.asynccontextmanager
+async def running(config: ControllerConfig = FAST_CONTROLLERS) -> AsyncIterator[Cluster]:
+    async with KubeSim(controllers=config) as sim, aiohttp.ClientSession(sim.url) as http:
+        yield Cluster(sim, http)
+
+
 @pytest.fixture
 async def cluster() -> AsyncIterator[Cluster]:
-    async with KubeSim(controllers=FAST_CONTROLLERS) as sim, aiohttp.ClientSession(sim.url) as http:
-        yield Cluster(sim, http)
+    async with running() as c:
+        yield c
+
+
+@pytest.fixture
+def cluster_with() -> Callable[..., contextlib.AbstractAsyncContextManager[Cluster]]:
+    """``async with cluster_with(terminated_pod_gc_threshold=2) as cluster``: the fast config, changed."""
+
+    def make(**changes: Any) -> contextlib.AbstractAsyncContextManager[Cluster]:
+        return running(dataclasses.replace(FAST_CONTROLLERS, **changes))
+
+    return make

@@ -22,7 +22,9 @@ from kubespot.sim.kubesim.testing import deployment, is_ready, is_terminating, n
 Obj = dict[str, Any]
 NS = "default"
 REPLICAS = 600
-FAST = ControllerConfig(pod_start_seconds=0.05, lease_renew_seconds=5.0, node_status_seconds=30.0)
+FAST = ControllerConfig(
+    pod_start_seconds=0.05, lease_renew_seconds=5.0, node_status_seconds=30.0, node_ready_seconds=0.05
+)
 
 
 class Load:

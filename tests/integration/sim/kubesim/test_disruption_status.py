@@ -318,7 +318,9 @@ async def test_drain_sequence_waits_for_ready_replacement() -> None:
     pod's replacement is created immediately; the disruption controller counts only Ready,
     non-terminating pods as healthy (``countHealthyPods``).
     """
-    fast = ControllerConfig(pod_start_seconds=0.3, lease_renew_seconds=5.0, node_status_seconds=30.0)
+    fast = ControllerConfig(
+        pod_start_seconds=0.3, lease_renew_seconds=5.0, node_status_seconds=30.0, node_ready_seconds=0.05
+    )
     async with KubeSim(controllers=fast) as sim, aiohttp.ClientSession(sim.url) as http:
         for i in range(3):
             r = await http.post("/api/v1/nodes", json=node(f"node-{i}"))

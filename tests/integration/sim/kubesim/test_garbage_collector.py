@@ -18,7 +18,9 @@ from kubespot.sim.kubesim.testing import deployment, node, owner_reference, unti
 
 Obj = dict[str, Any]
 NS = "default"
-FAST = ControllerConfig(pod_start_seconds=0.05, lease_renew_seconds=5.0, node_status_seconds=30.0)
+FAST = ControllerConfig(
+    pod_start_seconds=0.05, lease_renew_seconds=5.0, node_status_seconds=30.0, node_ready_seconds=0.05
+)
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
 

@@ -21,7 +21,9 @@ from kubespot.sim.kubesim.testing import deployment, is_ready, is_terminating, n
 
 Obj = dict[str, Any]
 NS = "default"
-FAST = ControllerConfig(pod_start_seconds=0.05, lease_renew_seconds=5.0, node_status_seconds=30.0)
+FAST = ControllerConfig(
+    pod_start_seconds=0.05, lease_renew_seconds=5.0, node_status_seconds=30.0, node_ready_seconds=0.05
+)
 MERGE = {"Content-Type": "application/merge-patch+json"}
 DEPLOYS = f"/apis/apps/v1/namespaces/{NS}/deployments"
 SMALL = {"cpu": "10m"}
@@ -47,13 +49,8 @@ class Api:
     async def add_node(
         self, name: str, *, unschedulable: bool = False, labels: dict[str, str] | None = None
     ) -> None:
-        # What the node lifecycle controller adds to a cordoned node, already in place.
-        taints = (
-            [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}] if unschedulable else None
-        )
-        await self.call(
-            "POST", "/api/v1/nodes", node(name, labels=labels, taints=taints, unschedulable=unschedulable)
-        )
+        # The node lifecycle controller adds the cordon's taint (and removes the not-ready one).
+        await self.call("POST", "/api/v1/nodes", node(name, labels=labels, unschedulable=unschedulable))
 
 
 @pytest.fixture

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 
-FAST = ControllerConfig(pod_start_seconds=0.05, lease_renew_seconds=0.5, node_status_seconds=1.0)
+FAST = ControllerConfig(
+    pod_start_seconds=0.05, lease_renew_seconds=0.5, node_status_seconds=1.0, node_ready_seconds=0.05
+)
 MERGE = {"Content-Type": "application/merge-patch+json"}
 PORT = 8080
 #: Slack on top of the model's bounds: event-loop scheduling, the watch, the DescribeTargetHealth

@@ -8,7 +8,12 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
 - ``lifecycle``: Auto Scaling lifecycle actions (tokens, ``Terminating:Wait``), plus
   ``CompleteLifecycleAction`` and ``RecordLifecycleActionHeartbeat``; PutLifecycleHook keeps its
   notification target and metadata.
-- ``spot_prices``: DescribeSpotPriceHistory answers from an on-demand price table at a discount.
+- ``spot_prices``: DescribeSpotPriceHistory answers from a synthetic market (a stable discount per
+  type and zone off the on-demand table, drifting slowly), with StartTime/EndTime and paging.
+- ``pricing``: the Price List Service's GetProducts for EC2 (moto has no Pricing API), served in
+  front of moto from the on-demand table.
+- ``ssm_amis``: the public SSM parameters of the EKS-optimized, Bottlerocket and Windows AMIs,
+  backed by AMIs registered in moto's EC2 backend.
 - ``elbv2_draining``: deregistered targets are ``draining`` for the target group's deregistration
   delay, and deregistering a target that is not registered succeeds, as on AWS.
 
@@ -23,8 +28,10 @@ from kubespot.sim.awssim.extensions import (
     elbv2_draining,
     events_account,
     lifecycle,
+    pricing,
     spot_prices,
     sqs_depth,
+    ssm_amis,
 )
 
 __all__ = ["install_all", "installed"]
@@ -38,7 +45,15 @@ def install_all() -> None:
     with _lock:
         if _installed:
             return
-        for module in (sqs_depth, events_account, lifecycle, spot_prices, elbv2_draining):
+        for module in (
+            sqs_depth,
+            events_account,
+            lifecycle,
+            spot_prices,
+            elbv2_draining,
+            pricing,
+            ssm_amis,
+        ):
             module.install()
             _installed.append(module.__name__.rsplit(".", 1)[-1])
 

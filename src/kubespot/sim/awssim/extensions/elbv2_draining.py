@@ -64,10 +64,7 @@ class _Draining:
 
 
 def _draining(group: Any) -> dict[str, _Draining]:
-    table: dict[str, _Draining] | None = group.__dict__.get(_STATE)
-    if table is None:
-        table = {}
-        group.__dict__[_STATE] = table
+    table: dict[str, _Draining] = group.__dict__.setdefault(_STATE, {})
     return table
 
 

@@ -126,10 +126,7 @@ def _backend(account_id: str, region: str) -> Any:
 
 
 def _store(backend: Any) -> dict[str, LifecycleAction]:
-    store: dict[str, LifecycleAction] | None = backend.__dict__.get(_STORE)
-    if store is None:
-        store = {}
-        backend.__dict__[_STORE] = store
+    store: dict[str, LifecycleAction] = backend.__dict__.setdefault(_STORE, {})
     return store
 
 
@@ -302,8 +299,15 @@ def list_actions(account_id: str, region: str, *, now: float | None = None) -> l
 
 
 def _find_active(
-    backend: Any, group_name: str, hook_name: str, token: str | None, instance_id: str | None
+    backend: Any,
+    group_name: str | None,
+    hook_name: str | None,
+    token: str | None,
+    instance_id: str | None,
+    now: float,
 ) -> LifecycleAction:
+    """The action a call names, if still active at ``now`` (the caller holds ``_lock``)."""
+    _expire(backend, now)
     for action in _store(backend).values():
         if (
             action.active
@@ -347,13 +351,8 @@ def complete_action(
         )
     now = time.time() if now is None else now
     with _lock:
-        _expire(backend, now)
         action = _find_active(
-            backend,
-            str(auto_scaling_group_name),
-            str(lifecycle_hook_name),
-            lifecycle_action_token,
-            instance_id,
+            backend, auto_scaling_group_name, lifecycle_hook_name, lifecycle_action_token, instance_id, now
         )
         _finish(backend, action, result, "CompleteLifecycleAction", now)
         return action
@@ -372,13 +371,8 @@ def record_heartbeat(
     _check_target(auto_scaling_group_name, lifecycle_hook_name, lifecycle_action_token, instance_id)
     now = time.time() if now is None else now
     with _lock:
-        _expire(backend, now)
         action = _find_active(
-            backend,
-            str(auto_scaling_group_name),
-            str(lifecycle_hook_name),
-            lifecycle_action_token,
-            instance_id,
+            backend, auto_scaling_group_name, lifecycle_hook_name, lifecycle_action_token, instance_id, now
         )
         action.heartbeats.append(now)
         action.deadline = min(now + action.heartbeat_timeout, action.global_deadline)
@@ -415,28 +409,26 @@ def _raise_fault(backend: Any, operation: str) -> None:
 # -- moto response handlers ----------------------------------------------------------------------
 
 
-def _complete_lifecycle_action(self: Any) -> EmptyResult:
-    _raise_fault(self.autoscaling_backend, "CompleteLifecycleAction")
-    complete_action(
+def _action_named(self: Any, operation: str) -> tuple[Any, str | None, str | None, str | None, str | None]:
+    """The backend and the action a lifecycle call names (group, hook, token, instance), once any
+    fault injected for ``operation`` has been raised."""
+    _raise_fault(self.autoscaling_backend, operation)
+    return (
         self.autoscaling_backend,
         self._get_param("AutoScalingGroupName"),
         self._get_param("LifecycleHookName"),
         self._get_param("LifecycleActionToken"),
         self._get_param("InstanceId"),
-        self._get_param("LifecycleActionResult"),
     )
+
+
+def _complete_lifecycle_action(self: Any) -> EmptyResult:
+    complete_action(*_action_named(self, "CompleteLifecycleAction"), self._get_param("LifecycleActionResult"))
     return EmptyResult()
 
 
 def _record_lifecycle_action_heartbeat(self: Any) -> EmptyResult:
-    _raise_fault(self.autoscaling_backend, "RecordLifecycleActionHeartbeat")
-    record_heartbeat(
-        self.autoscaling_backend,
-        self._get_param("AutoScalingGroupName"),
-        self._get_param("LifecycleHookName"),
-        self._get_param("LifecycleActionToken"),
-        self._get_param("InstanceId"),
-    )
+    record_heartbeat(*_action_named(self, "RecordLifecycleActionHeartbeat"))
     return EmptyResult()
 
 

@@ -1,44 +1,95 @@
-"""DescribeSpotPriceHistory: plausible prices instead of moto's constant placeholder.
+"""DescribeSpotPriceHistory: a documented synthetic spot market instead of moto's constant placeholder.
 
-Stock moto answers ``SpotPrice: "0.00001"`` for every instance type and zone, with a timestamp
-from 2006. A provisioner that ranks offerings by price, or drops spot offerings dearer than
-on-demand, cannot be exercised against that. Once ``configure()`` has been given on-demand prices
-(``aws-ondemand-prices.json`` or a mapping), each (instance type, zone) gets a stable spot price
-between 25 % and 45 % of on-demand, derived from a hash so every run sees the same table, and
-the timestamp is "now". Without a table, or for a type missing from it, moto's answer stays.
+Stock moto answers ``SpotPrice: "0.00001"`` for every instance type and zone, dated 2006, and
+ignores ``StartTime``/``EndTime``, ``ProductDescriptions`` and paging. A provisioner that ranks
+offerings by price, or drops spot offerings dearer than on-demand, cannot be exercised against that.
+
+The model (deterministic given the time, so every run and every process sees the same market):
+
+- Each (instance type, zone) has a stable *base* price between 22 % and 40 % of the type's
+  on-demand price (hash-derived, so zones differ as they do on AWS).
+- The price changes only at step boundaries (``STEP_SECONDS``, 6 h, aligned on the Unix epoch): a
+  record per step, timestamped at the step's start. At step ``k`` the price is the base times
+  ``1 + 0.10 * sin(2 pi * k * STEP / PERIOD + phase)``, with ``PERIOD_SECONDS`` = 14 days and a
+  hash-derived phase: a slow drift of at most ~1.2 % per step, ±10 % around the base. Prices thus
+  stay between 19.8 % and 44 % of on-demand: discounts of 56-80 %, the range AWS advertises and
+  the provisioning design (decision 2) names.
+
+Query semantics follow the EC2 API reference for DescribeSpotPriceHistory: the records whose
+timestamps fall within ``[StartTime, EndTime]`` plus the last change before ``StartTime`` (the
+price in effect then), oldest first; ``EndTime`` defaults to now and is capped at now (no future
+prices); a ``StartTime`` in the future means now (a client clock ahead of ours still gets today's
+price). Without ``StartTime`` only the price in effect at ``EndTime`` is listed (AWS would list up to
+90 days; nothing kubespot runs asks for that). ``InstanceTypes``, ``AvailabilityZone``,
+``ProductDescriptions`` and the ``instance-type``, ``availability-zone`` and
+``product-description`` filters select records; ``MaxResults`` (default 1000) and ``NextToken``
+page them. Every record's product description is ``Linux/UNIX (Amazon VPC)``.
+
+The on-demand table is ``kubespot.sim.awssim.price_data`` (generated from
+``shared/data/aws-ondemand-prices.json``) unless ``configure()`` names another one; an empty table
+(``configure({})``) restores moto's stock answer. A type missing from the table keeps moto's
+placeholder price.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import math
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from moto.core.responses import ActionResult
-from moto.core.utils import utcnow
+from moto.ec2.exceptions import InvalidNextToken
 from moto.ec2.responses import spot_instances
 
-__all__ = ["configure", "install", "price_for"]
+from kubespot.sim.awssim.price_data import ONDEMAND_PRICES
+
+__all__ = [
+    "PERIOD_SECONDS",
+    "PRODUCT_DESCRIPTION",
+    "STEP_SECONDS",
+    "configure",
+    "install",
+    "price_at",
+    "price_for",
+    "set_clock",
+]
 
 _MARK = "_kubespot_spot_prices"
-_DISCOUNT_MIN = 0.25
-_DISCOUNT_SPAN = 0.20
+#: Base spot price as a share of on-demand: [_BASE_MIN, _BASE_MIN + _BASE_SPAN].
+_BASE_MIN = 0.22
+_BASE_SPAN = 0.18
+#: Relative amplitude of the slow drift around the base.
+_DRIFT = 0.10
+#: Prices change at most once per step.
+STEP_SECONDS = 6 * 3600
+#: One full cycle of the drift.
+PERIOD_SECONDS = 14 * 24 * 3600
+PRODUCT_DESCRIPTION = "Linux/UNIX (Amazon VPC)"
+_DEFAULT_PAGE = 1000
 
 _lock = threading.Lock()
-_ondemand: dict[str, float] = {}
+_ondemand: dict[str, float] = dict(ONDEMAND_PRICES.get("us-east-1", {}))
+_clock: Callable[[], float] = time.time
 
 
-def configure(prices: Mapping[str, float] | Path | str, *, region: str = "us-east-1") -> None:
-    """Load the on-demand price table (USD/hour by instance type) the spot prices derive from.
+def configure(prices: Mapping[str, float] | Path | str | None, *, region: str = "us-east-1") -> None:
+    """Set the on-demand table (USD/hour by instance type) the spot prices derive from.
 
     A path is read as JSON: either ``{"regions": {region: {type: price}}}`` (the shape of
-    ``aws-ondemand-prices.json``) or a flat ``{type: price}``.
+    ``aws-ondemand-prices.json``) or a flat ``{type: price}``. ``None``: the packaged table for
+    ``region``. An empty mapping: moto's stock placeholder answer.
     """
     table: Mapping[str, Any]
-    if isinstance(prices, (str, Path)):
+    if prices is None:
+        table = ONDEMAND_PRICES.get(region, {})
+    elif isinstance(prices, (str, Path)):
         data = json.loads(Path(prices).read_text())
         table = data["regions"][region] if "regions" in data else data
     else:
@@ -48,14 +99,68 @@ def configure(prices: Mapping[str, float] | Path | str, *, region: str = "us-eas
         _ondemand.update({str(k): float(v) for k, v in table.items()})
 
 
-def price_for(instance_type: str, zone: str) -> float | None:
-    """The spot price the extension reports for ``instance_type`` in ``zone``, if it has one."""
+def ondemand_price(instance_type: str) -> float | None:
+    """The on-demand price the model derives from (None: the type is not in the table)."""
+    return _ondemand.get(instance_type)
+
+
+def set_clock(clock: Callable[[], float] | None) -> None:
+    """Use ``clock`` (Unix seconds) for "now" instead of ``time.time`` (None restores it)."""
+    global _clock
+    _clock = clock or time.time
+
+
+def _unit(instance_type: str, zone: str, salt: str) -> float:
+    digest = hashlib.sha256(f"{instance_type}/{zone}/{salt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") / 0xFFFFFFFF
+
+
+def _step_price(instance_type: str, zone: str, step: int) -> float | None:
     ondemand = _ondemand.get(instance_type)
     if ondemand is None:
         return None
-    digest = hashlib.sha256(f"{instance_type}/{zone}".encode()).digest()
-    fraction = _DISCOUNT_MIN + _DISCOUNT_SPAN * (int.from_bytes(digest[:4], "big") / 0xFFFFFFFF)
-    return round(ondemand * fraction, 6)
+    base = _BASE_MIN + _BASE_SPAN * _unit(instance_type, zone, "base")
+    phase = 2 * math.pi * _unit(instance_type, zone, "phase")
+    drift = 1 + _DRIFT * math.sin(2 * math.pi * step * STEP_SECONDS / PERIOD_SECONDS + phase)
+    return round(ondemand * base * drift, 6)
+
+
+def price_at(instance_type: str, zone: str, when: float) -> float | None:
+    """The spot price in effect at Unix time ``when`` (None: no on-demand price to derive it from)."""
+    return _step_price(instance_type, zone, math.floor(when / STEP_SECONDS))
+
+
+def price_for(instance_type: str, zone: str) -> float | None:
+    """The spot price in effect now for ``instance_type`` in ``zone``, if the model has one."""
+    return price_at(instance_type, zone, _clock())
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _parse_time(value: datetime | str | None) -> float | None:
+    # moto's parameter parser hands timestamps over as datetimes (naive means UTC); be lenient.
+    if not value:
+        return None
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode()
+
+
+def _offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["o"])
+    except (ValueError, KeyError, TypeError):
+        return -1
 
 
 def _make_describe(original: Any) -> Any:
@@ -63,24 +168,46 @@ def _make_describe(original: Any) -> Any:
         if not _ondemand:
             stock: ActionResult = original(self)
             return stock
-        instance_types = self._get_param("InstanceTypes", [])
-        offerings = self.ec2_backend.describe_spot_price_history(
-            instance_types, self._filters_from_querystring()
+        filters: dict[str, list[str]] = self._filters_from_querystring() or {}
+        descriptions = list(self._get_param("ProductDescriptions", [])) + filters.pop(
+            "product-description", []
         )
-        timestamp = utcnow().strftime("%Y-%m-%dT%H:%M:%S.000Z")
-        history = []
-        for offering in offerings:
-            price = price_for(offering["InstanceType"], offering["Location"])
-            history.append(
-                {
-                    "InstanceType": offering["InstanceType"],
-                    "ProductDescription": "Linux/UNIX (Amazon VPC)",
-                    "SpotPrice": "0.00001" if price is None else f"{price:.6f}",
-                    "AvailabilityZone": offering["Location"],
-                    "Timestamp": timestamp,
-                }
-            )
-        return ActionResult({"SpotPriceHistory": history})
+        if descriptions and PRODUCT_DESCRIPTION not in descriptions:
+            return ActionResult({"SpotPriceHistory": []})
+        zone = self._get_param("AvailabilityZone")
+        if zone:
+            filters.setdefault("availability-zone", []).append(zone)
+        offerings = self.ec2_backend.describe_spot_price_history(
+            self._get_param("InstanceTypes", []), filters
+        )
+        now = _clock()
+        end = min(_parse_time(self._get_param("EndTime")) or now, now)
+        start = _parse_time(self._get_param("StartTime"))
+        start = end if start is None else min(start, end)
+        first, last = math.floor(start / STEP_SECONDS), math.floor(end / STEP_SECONDS)
+        records = []
+        for step in range(first, last + 1):
+            for offering in offerings:
+                name, location = offering["InstanceType"], offering["Location"]
+                price = _step_price(name, location, step)
+                records.append(
+                    {
+                        "InstanceType": name,
+                        "ProductDescription": PRODUCT_DESCRIPTION,
+                        "SpotPrice": "0.00001" if price is None else f"{price:.6f}",
+                        "AvailabilityZone": location,
+                        "Timestamp": _timestamp(step * STEP_SECONDS),
+                    }
+                )
+        offset = _offset(self._get_param("NextToken"))
+        if offset < 0:
+            raise InvalidNextToken(self._get_param("NextToken"))
+        size = int(self._get_param("MaxResults") or _DEFAULT_PAGE)
+        page = records[offset : offset + size]
+        result: dict[str, Any] = {"SpotPriceHistory": page}
+        if offset + size < len(records):
+            result["NextToken"] = _token(offset + size)
+        return ActionResult(result)
 
     return describe_spot_price_history
 

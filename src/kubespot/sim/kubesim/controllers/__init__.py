@@ -24,17 +24,44 @@ log = logging.getLogger("kubespot.sim.kubesim.controllers")
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    """Timings of the simulated cluster. Defaults are fast so tests and the sandbox stay quick."""
+    """Timings of the simulated cluster. The node lifecycle, PodGC and registration timings default to
+    upstream's (docs/simulators/kubesim.md); tests and the sandbox pass faster ones."""
 
     #: Seconds from binding until a pod runs and is Ready, unless its annotation says otherwise.
     pod_start_seconds: float = 1.0
     #: Seconds between node lease renewals (the kubelet heartbeat; upstream default 10 s).
     lease_renew_seconds: float = 10.0
+    #: Seconds from a Node's creation through the API (its kubelet registering) until its kubelet
+    #: reports Ready: before, Ready is False (KubeletNotReady, the CNI plugin not initialized yet).
+    #: Nodes loaded at start-up are already running.
+    node_ready_seconds: float = 10.0
+    #: Seconds the simulated cloud node controller takes to initialize a Node registered by a kubelet
+    #: with an external cloud provider (its cloud API calls), then removing the uninitialized taint.
+    cloud_node_init_seconds: float = 1.0
     #: Seconds between node status heartbeats (upstream: 10 s when changed, else every 5 min).
     node_status_seconds: float = 60.0
     #: Seconds without a heartbeat before a node's Ready turns Unknown (kube-controller-manager's
-    #: --node-monitor-grace-period; 40 s upstream until 1.32).
-    node_monitor_grace_seconds: float = 40.0
+    #: --node-monitor-grace-period: 50 s since 1.32, kubernetes/kubernetes#126287; 40 s before).
+    node_monitor_grace_seconds: float = 50.0
+    #: Nodes a second the node lifecycle controller taints NoExecute (not-ready/unreachable) per zone
+    #: (--node-eviction-rate, 0.1).
+    node_eviction_rate: float = 0.1
+    #: The same in a partially disrupted zone larger than ``large_cluster_size_threshold``
+    #: (--secondary-node-eviction-rate, 0.01); a smaller partially disrupted zone is not tainted.
+    secondary_node_eviction_rate: float = 0.01
+    #: Nodes a zone needs for the secondary rate to apply (--large-cluster-size-threshold, 50).
+    large_cluster_size_threshold: int = 50
+    #: Share of a zone's nodes (more than 2) not Ready that makes it partially disrupted
+    #: (--unhealthy-zone-threshold, 0.55).
+    unhealthy_zone_threshold: float = 0.55
+    #: Seconds between PodGC sweeps (upstream's ``gcCheckPeriod``, 20 s).
+    pod_gc_check_seconds: float = 20.0
+    #: Seconds PodGC waits after first seeing a pod's node missing before it checks the node through
+    #: the API and deletes the pod (upstream's ``quarantineTime``, 40 s).
+    pod_gc_quarantine_seconds: float = 40.0
+    #: Terminated pods kept before PodGC deletes the oldest (kube-controller-manager's
+    #: --terminated-pod-gc-threshold, 12500); 0 keeps them all.
+    terminated_pod_gc_threshold: int = 12500
     #: Seconds a workload/PDB controller waits to batch the events of a burst into one sync per
     #: object (one eviction alone produces about seven events on its ReplicaSet's pods).
     sync_batch_seconds: float = 0.02

@@ -27,15 +27,25 @@ What each simulated kubelet does, and the upstream behaviour it follows:
   (holderIdentity = node name, leaseDurationSeconds 40, owned by the Node) renewed every
   ``lease_renew_seconds``, and its Ready/MemoryPressure/DiskPressure/PIDPressure conditions posted with
   a fresh ``lastHeartbeatTime`` every ``node_status_seconds``. Each node keeps a fixed phase inside
-  the period (derived from its name) so thousands of nodes do not renew in the same tick. A node that
-  appears without status (created through the API) is "registered" at once: addresses, capacity,
-  allocatable and nodeInfo are filled in where missing, and it turns Ready.
+  the period (derived from its name) so thousands of nodes do not renew in the same tick.
+- **Registration.** A Node created through the API after start-up is a kubelet that has just
+  registered: its first status (at once) fills in addresses, capacity, allocatable and nodeInfo where
+  missing and reports Ready False (``KubeletNotReady``: the CNI plugin is not initialized yet), whatever
+  Ready condition the Node was created with, as a real kubelet overwrites the conditions it owns; after
+  ``ControllerConfig.node_ready_seconds`` it posts Ready True. (The API server's TaintNodesByCondition
+  admission gave the Node ``node.kubernetes.io/not-ready:NoSchedule``; the node lifecycle controller
+  removes it once Ready.) Nodes loaded at start-up are an already-running cluster and stay Ready. A
+  Node annotated ``conventions.CLOUD_PROVIDER_ANNOTATION: external`` registers as with
+  ``--cloud-provider=external``: its registration write adds the
+  ``node.cloudprovider.kubernetes.io/uninitialized`` taint (``initialNode``) for ``cloudnode.py``.
 - **Cordon** (``spec.unschedulable``) does not affect the kubelet: its pods keep running.
 
 To simulate an instance that vanished, call :meth:`KubeletController.stop_node`: its heartbeats stop
 and it neither starts nor terminates pods; ``NodeLifecycleController`` then turns the node's Ready
 condition ``Unknown`` after the node monitor grace period. :meth:`KubeletController.start_node`
-brings it back. In tests, find the controller with :func:`kubelet_of`.
+brings it back: it posts status at once and, as the kubelet's status manager re-syncs, makes the
+running pods the node lifecycle controller had marked not Ready, Ready again. In tests, find the
+controller with :func:`kubelet_of`.
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ from typing import Any
 from .. import conventions, errors
 from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from . import Controller, ControllerConfig, ControllerManager
+from .cloudnode import UNINITIALIZED_TAINT, external_cloud, uninitialized
 
 log = logging.getLogger("kubespot.sim.kubesim.kubelet")
 
@@ -64,13 +75,19 @@ LEASE_DURATION_SECONDS = 40
 #: Exit code of a container killed with SIGKILL at the end of its grace period (128 + 9).
 SIGKILL_EXIT_CODE = 137
 
-_START, _KILL, _LEASE, _STATUS = 0, 1, 2, 3
+_START, _KILL, _LEASE, _STATUS, _READY = 0, 1, 2, 3, 4
 # Pod IPs come from 100.64.0.0/10 (the range EKS custom networking uses for pods); the generator
 # takes node and pod IPs from 10.0.0.0/8, and IPs seen at start-up are skipped anyway.
 _POD_IP_FIRST = (100 << 24) | (64 << 16) | 2
 _POD_IP_LAST = (100 << 24) | (127 << 16) | (255 << 8) | 254
 _NODE_IP_FIRST = (172 << 24) | (16 << 16) | 10
 
+#: What a kubelet reports while its container runtime's network (the CNI plugin) is not up yet.
+NOT_READY_REASON = "KubeletNotReady"
+NOT_READY_MESSAGE = (
+    "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+    "message:Network plugin returns error: cni plugin not initialized"
+)
 _NODE_CONDITIONS = (
     ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
     ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
@@ -172,6 +189,8 @@ class _Kill:
 class _NodeState:
     phase: float  # fraction of each heartbeat period at which this node beats
     gen: int = 0  # bumped to invalidate queued heartbeat entries
+    ready_at: float = 0.0  # loop time from which the node reports Ready (its runtime network is up)
+    registering: bool = False  # its next status write is the registration (initialNode's taints)
 
 
 class KubeletController(Controller):
@@ -214,7 +233,8 @@ class KubeletController(Controller):
             st.gen += 1
 
     def start_node(self, name: str) -> None:
-        """Restart a stopped kubelet: it posts status and renews its lease at once, and resumes pods."""
+        """Restart a stopped kubelet: it posts status and renews its lease at once, resumes pods and
+        makes its running pods Ready again where the node lifecycle controller had marked them not."""
         if name not in self._stopped:
             return
         self._stopped.discard(name)
@@ -224,7 +244,10 @@ class KubeletController(Controller):
             now = self._now()
             self._push(now, _STATUS, name, st.gen)
             self._push(now, _LEASE, name, st.gen)
+            if st.ready_at > now:
+                self._push(st.ready_at, _READY, name, st.gen)
             self._resume_parked(name)
+            self._resync_readiness(name)
 
     def is_running(self, name: str) -> bool:
         """Whether ``name`` has a live kubelet (the node exists and is not stopped)."""
@@ -302,6 +325,9 @@ class KubeletController(Controller):
             st = self._nodes.get(key)
             if st is None or st.gen != token or key in self._stopped:
                 return
+            if kind == _READY:  # a status update out of turn: the status changed (network up)
+                self._post_status(key)
+                return
             period = self.config.lease_renew_seconds if kind == _LEASE else self.config.node_status_seconds
             now = self._now()
             nxt = when + period
@@ -329,16 +355,26 @@ class KubeletController(Controller):
                 if st is not None:
                     st.gen += 1
             elif name not in self._nodes:
-                self._add_node(ev.obj)
+                self._add_node(ev.obj, fresh=True)
                 self._resume_parked(name)
 
-    def _add_node(self, node: Obj) -> None:
+    def _add_node(self, node: Obj, *, fresh: bool = False) -> None:
+        """Start the kubelet of ``node``. ``fresh``: it has just registered (the Node was created after
+        start-up), so it reports Ready False until its network is up (``node_ready_seconds``), whatever
+        the Node was created with; nodes loaded at start-up are an already-running cluster."""
         name = node["metadata"]["name"]
         st = _NodeState(phase=zlib.crc32(name.encode()) / 2**32)
         self._nodes[name] = st
         if name in self._stopped:
             return
         now = self._now()
+        if fresh:
+            st.ready_at = now + self.config.node_ready_seconds
+            st.registering = True
+            self._push(now, _STATUS, name, st.gen)
+            self._push(st.ready_at, _READY, name, st.gen)
+            self._push(now + st.phase * self.config.lease_renew_seconds, _LEASE, name, st.gen)
+            return
         status = node.get("status") or {}
         ready = any(
             c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
@@ -393,6 +429,36 @@ class KubeletController(Controller):
             k.kill_at = kill_at
             if k.deadline < before:
                 self._push(k.deadline, _KILL, key)
+
+    def _resync_readiness(self, node: str) -> None:
+        """The status manager's reconcile (pkg/kubelet/status/status_manager.go ``syncBatch`` /
+        ``needsReconcile``): the API's pod status differs from the kubelet's, whose containers are
+        still running and ready, so it writes its own back (Ready True)."""
+        now = rfc3339(self.store.clock())
+        for pod in self.store.pods_on_node(node):
+            status = pod.get("status") or {}
+            if pod["metadata"].get("deletionTimestamp") or status.get("phase") != "Running":
+                continue
+            statuses = status.get("containerStatuses") or []
+            if not statuses or not all(cs.get("ready") for cs in statuses):
+                continue
+            if all(
+                c.get("status") == "True"
+                for c in status.get("conditions") or []
+                if c.get("type") in ("Ready", "ContainersReady")
+            ):
+                continue
+
+            def ready(o: Obj) -> None:
+                conds = o.setdefault("status", {}).setdefault("conditions", [])
+                for type_ in ("Ready", "ContainersReady"):
+                    set_condition(conds, type_, "True", now)
+
+            meta = pod["metadata"]
+            try:
+                self.store.mutate(self.pod_rt, meta.get("namespace"), meta["name"], ready, status_only=True)
+            except errors.ApiError as exc:
+                log.debug("kubelet %s: readiness resync of %s failed: %s", node, meta["name"], exc.message)
 
     def _park(self, node: str, key: ObjKey) -> None:
         self._parked.setdefault(node, set()).add(key)
@@ -573,12 +639,22 @@ class KubeletController(Controller):
         if node is None:
             return
         now = rfc3339(self.store.clock())
+        state = self._nodes.get(name)
+        network_up = state is None or self._now() >= state.ready_at
+        # initialNode with --cloud-provider=external: registered uninitialized, for the cloud's node
+        # controller to initialize.
+        cloud_taint = state is not None and state.registering and external_cloud(node)
+        if state is not None:
+            state.registering = False
         node_ip = internal_ip(node)
         if node_ip is None:
             node_ip = _ip_str(self._next_node_ip)
             self._next_node_ip += 1
 
         def beat(o: Obj) -> None:
+            if cloud_taint and not uninitialized(o):
+                spec = o.setdefault("spec", {})
+                spec["taints"] = [*(spec.get("taints") or []), dict(UNINITIALIZED_TAINT)]
             st = o.setdefault("status", {})
             if internal_ip(o) is None:
                 st.setdefault("addresses", []).extend(
@@ -604,6 +680,8 @@ class KubeletController(Controller):
             st.setdefault("daemonEndpoints", {"kubeletEndpoint": {"Port": 10250}})
             conds = st.setdefault("conditions", [])
             for type_, status, reason, message in _NODE_CONDITIONS:
+                if type_ == "Ready" and not network_up:
+                    status, reason, message = "False", NOT_READY_REASON, NOT_READY_MESSAGE
                 set_condition(conds, type_, status, now, reason, message, heartbeat=True)
 
         self.store.mutate(self.node_rt, None, name, beat)

@@ -1,16 +1,19 @@
-"""Node lifecycle: node health from heartbeats, taint-based eviction and pod garbage collection.
+"""Node lifecycle: node health from heartbeats and taint-based eviction.
 
-Three kube-controller-manager loops that act on nodes, in one controller:
+Two kube-controller-manager loops that act on nodes, in one controller:
 
 - **Node monitor** (upstream's node lifecycle controller). A node is healthy while its kubelet renews
   its Lease in ``kube-node-lease`` or posts status. After ``node_monitor_grace_seconds`` (upstream's
-  ``--node-monitor-grace-period``, 40 s) without either, its Ready, MemoryPressure, DiskPressure and
-  PIDPressure conditions become ``Unknown`` with reason ``NodeStatusUnknown`` and message "Kubelet
-  stopped posting node status.", ``lastHeartbeatTime`` is left as it was, and the node's pods are
-  marked Ready False (upstream's ``MarkPodsNotReady``). The controller also owns the condition taints:
-  Ready False -> ``node.kubernetes.io/not-ready``, Unknown -> ``node.kubernetes.io/unreachable``,
-  each with effects NoSchedule (TaintNodesByCondition) and NoExecute (taint-based eviction, with
-  ``timeAdded``); they are removed when the node is Ready again.
+  ``--node-monitor-grace-period``, 50 s since 1.32) without either, its Ready, MemoryPressure,
+  DiskPressure and PIDPressure conditions become ``Unknown`` with reason ``NodeStatusUnknown`` and
+  message "Kubelet stopped posting node status.", ``lastHeartbeatTime`` is left as it was, and the
+  node's pods are marked Ready False (upstream's ``MarkPodsNotReady``). The controller owns the
+  NoSchedule taints of conditions and cordon (``nodetaints.py``: not-ready, unreachable, the
+  pressure taints, ``node.kubernetes.io/unschedulable`` while ``spec.unschedulable``), kept in step
+  on every node change, and the NoExecute not-ready/unreachable taints of taint-based eviction,
+  added through each zone's rate-limited queue (``zonedisruption.py``: ``--node-eviction-rate``,
+  slower or stopped in a disrupted zone, stopped and undone when every zone is fully disrupted) and
+  removed at once when the node is Ready again. Every taint added carries ``timeAdded``.
 - **Taint eviction** (upstream's NoExecuteTaintManager). A pod on a node with NoExecute taints it does
   not tolerate is deleted (gracefully, with a ``DisruptionTarget`` condition, reason
   ``DeletionByTaintManager``, as upstream since 1.26). If every taint is tolerated, the smallest
@@ -19,11 +22,8 @@ Three kube-controller-manager loops that act on nodes, in one controller:
   ``tolerationSeconds`` tolerate for ever. Removing the taints cancels pending evictions. Pods that
   lack a NoExecute toleration for not-ready/unreachable are treated as carrying one for 300 s, the
   toleration upstream's DefaultTolerationSeconds admission plugin adds to every pod.
-- **Pod GC**. When a Node is deleted its pods are force-deleted (grace 0: no kubelet will confirm;
-  upstream's PodGC also does this for orphans, after a 40 s quarantine kubesim skips). Terminating
-  pods on a node that is not Ready and carries the ``node.kubernetes.io/out-of-service`` taint are
-  force-deleted too (upstream's out-of-service handling, GA in 1.28; upstream polls every 20 s,
-  kubesim reacts to the event).
+
+Pods of deleted nodes and terminating pods on out-of-service nodes are PodGC's (``podgc.py``).
 
 All store writes happen in the worker task or timer callbacks; ``on_event`` only notes work.
 """
@@ -37,16 +37,19 @@ from .. import errors
 from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from . import Controller, ControllerConfig
 from .kubelet import LEASE_NAMESPACE, set_condition
+from .nodetaints import NO_EXECUTE, NO_EXECUTE_KEYS, has_taint, no_schedule_diff, swap_taints
 from .scheduler import NOT_READY_TAINT_KEY, TERMINAL_PHASES, UNREACHABLE_TAINT_KEY, ready_status, tolerates
+from .zonedisruption import Rates, Zones, zone_key
 
 log = logging.getLogger("kubespot.sim.kubesim.nodelifecycle")
 
-OUT_OF_SERVICE_TAINT_KEY = "node.kubernetes.io/out-of-service"
 #: What upstream's DefaultTolerationSeconds admission plugin gives pods for not-ready/unreachable.
 DEFAULT_TOLERATION_SECONDS = 300
 NODE_STATUS_UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
 _LEASE_KEY = ("coordination.k8s.io", "leases")
 _MANAGED_TAINTS = (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY)
+#: Upstream's ``scheduler.NodeEvictionPeriod``: how often the zones' NoExecute queues are drained.
+NODE_EVICTION_PERIOD = 0.1
 _NODE_CONDITION_TYPES = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 
 
@@ -59,31 +62,6 @@ def _heartbeat(node: Obj | None) -> str | None:
         if c.get("type") == "Ready":
             return str(c.get("lastHeartbeatTime"))
     return None
-
-
-def _desired_condition_taints(node: Obj) -> list[tuple[str, str]] | None:
-    """The (key, effect) taints the Ready condition calls for; None when the node reports no Ready."""
-    status = ready_status(node)
-    if status is None:
-        return None
-    if status == "True":
-        return []
-    key = UNREACHABLE_TAINT_KEY if status == "Unknown" else NOT_READY_TAINT_KEY
-    return [(key, "NoExecute"), (key, "NoSchedule")]
-
-
-def _condition_taints(node: Obj) -> list[tuple[str, str]]:
-    return sorted(
-        (str(t.get("key")), str(t.get("effect")))
-        for t in (node.get("spec") or {}).get("taints") or []
-        if t.get("key") in _MANAGED_TAINTS
-    )
-
-
-def _out_of_service(node: Obj) -> bool:
-    return ready_status(node) != "True" and any(
-        t.get("key") == OUT_OF_SERVICE_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or []
-    )
 
 
 def effective_tolerations(spec: Obj) -> list[Obj]:
@@ -136,15 +114,20 @@ class NodeLifecycleController(Controller):
         self.node_rt = self.rt("", "v1", "nodes")
         self._last_seen: dict[str, float] = {}  # node -> loop time of its latest heartbeat
         self._noexec: dict[str, list[Obj]] = {}
-        self._oos: set[str] = set()  # not-Ready nodes tainted out-of-service
         self._dirty_nodes: set[str] = set()
         self._dirty_pods: set[ObjKey] = set()
-        self._deleted_nodes: set[str] = set()
         self._evictions: dict[ObjKey, asyncio.TimerHandle] = {}
         self._wake = asyncio.Event()
+        self.zones = Zones(
+            Rates(
+                normal=config.node_eviction_rate,
+                secondary=config.secondary_node_eviction_rate,
+                large_cluster=config.large_cluster_size_threshold,
+                unhealthy_threshold=config.unhealthy_zone_threshold,
+            )
+        )
         #: Counters for tests and benchmarks.
         self.taint_evictions = 0
-        self.force_deleted = 0
 
     def start(self) -> None:
         super().start()
@@ -156,6 +139,7 @@ class NodeLifecycleController(Controller):
             self._note_node(name, node, force=True)
         self.spawn(self._worker())
         self.spawn(self._monitor())
+        self.spawn(self._no_execute_tainting())
 
     async def stop(self) -> None:
         for handle in self._evictions.values():
@@ -173,13 +157,11 @@ class NodeLifecycleController(Controller):
             if ev.type == "DELETED":
                 self._last_seen.pop(name, None)
                 self._noexec.pop(name, None)
-                self._oos.discard(name)
-                self._deleted_nodes.add(name)
-                self._wake.set()
                 return
             if ev.type == "ADDED" or _heartbeat(ev.old) != _heartbeat(ev.obj):
                 self._last_seen[name] = asyncio.get_running_loop().time()
-            self._note_node(name, ev.obj, force=ev.type == "ADDED")
+            force = ev.type == "ADDED" or ready_status(ev.old or {}) != ready_status(ev.obj)
+            self._note_node(name, ev.obj, force=force)
         elif ev.rkey == _LEASE_KEY and ev.type != "DELETED":
             meta = ev.obj["metadata"]
             name = meta["name"]
@@ -196,15 +178,8 @@ class NodeLifecycleController(Controller):
             self._noexec[name] = noexec
         else:
             self._noexec.pop(name, None)
-        oos = _out_of_service(node)
-        if oos != (name in self._oos):
-            changed = True
-            if oos:
-                self._oos.add(name)
-            else:
-                self._oos.discard(name)
-        desired = _desired_condition_taints(node)
-        if force or changed or (desired is not None and sorted(desired) != _condition_taints(node)):
+        add, remove = no_schedule_diff(node)
+        if force or changed or add or remove:
             self._dirty_nodes.add(name)
             self._wake.set()
 
@@ -228,9 +203,6 @@ class NodeLifecycleController(Controller):
             ):
                 self._dirty_pods.add(key)
                 self._wake.set()
-        if meta.get("deletionTimestamp") and node in self._oos:
-            self._dirty_pods.add(key)
-            self._wake.set()
 
     # -- work ------------------------------------------------------------------------------------
 
@@ -247,9 +219,6 @@ class NodeLifecycleController(Controller):
         pacer = self.pacer
         started = pacer.clock()
         try:
-            deleted, self._deleted_nodes = self._deleted_nodes, set()
-            for name in deleted:
-                started = await self._gc_orphans(name, started)
             nodes, self._dirty_nodes = self._dirty_nodes, set()
             for name in sorted(nodes):
                 if pacer.due(started):
@@ -265,30 +234,13 @@ class NodeLifecycleController(Controller):
         finally:
             pacer.charge(started)
 
-    async def _gc_orphans(self, name: str, started: float) -> float:
-        """Force-delete the pods of a deleted node; returns the start of the pacer's current slice."""
-        if self.store.find(self.node_rt, None, name) is not None:
-            return started  # recreated meanwhile
-        for pod in self.store.pods_on_node(name):
-            if self.pacer.due(started):
-                started = await self.pacer.pause(started)
-            self._force_delete(pod)
-        return started
-
-    def _force_delete(self, pod: Obj) -> None:
-        meta = pod["metadata"]
-        try:
-            self.store.delete(self.pod_rt, meta.get("namespace"), meta["name"], grace_period_seconds=0)
-            self.force_deleted += 1
-        except errors.ApiError as exc:
-            log.debug("nodelifecycle: force delete of %s failed: %s", meta["name"], exc.message)
-
     def _process_node(self, name: str) -> None:
         node = self.store.find(self.node_rt, None, name)
         if node is None:
             return
-        self._reconcile_condition_taints(node)
-        if name in self._noexec or name in self._oos or self._evictions:
+        self._no_schedule_tainting(node)
+        self._taint_based_eviction(node)
+        if name in self._noexec or self._evictions:
             for pod in self.store.pods_on_node(name):
                 meta = pod["metadata"]
                 self._process_pod((meta.get("namespace", ""), meta["name"]), pod)
@@ -298,8 +250,6 @@ class NodeLifecycleController(Controller):
         node = spec.get("nodeName") or ""
         if pod["metadata"].get("deletionTimestamp"):
             self._cancel(key)
-            if node in self._oos:
-                self._force_delete(pod)
             return
         taints = self._noexec.get(node)
         if not taints or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
@@ -347,26 +297,76 @@ class NodeLifecycleController(Controller):
         except errors.ApiError as exc:
             log.debug("nodelifecycle: eviction of %s/%s failed: %s", key[0], key[1], exc.message)
 
-    def _reconcile_condition_taints(self, node: Obj) -> None:
-        desired = _desired_condition_taints(node)
-        if desired is None or sorted(desired) == _condition_taints(node):
-            return
+    def _no_schedule_tainting(self, node: Obj) -> None:
+        """Upstream's ``doNoScheduleTaintingPass``: condition and cordon taints, NoSchedule."""
+        add, remove = no_schedule_diff(node)
+        if add or remove:
+            self._swap(node["metadata"]["name"], add, remove)
+
+    def _swap(self, name: str, add: set[tuple[str, str]], remove: set[tuple[str, str]]) -> None:
         now = rfc3339(self.store.clock())
 
-        def retaint(o: Obj) -> None:
-            spec = o.setdefault("spec", {})
-            kept = [t for t in spec.get("taints") or [] if t.get("key") not in _MANAGED_TAINTS]
-            for key, effect in desired:
-                taint: Obj = {"key": key, "effect": effect}
-                if effect == "NoExecute":
-                    taint["timeAdded"] = now
-                kept.append(taint)
-            if kept:
-                spec["taints"] = kept
-            else:
-                spec.pop("taints", None)
+        def swap(o: Obj) -> None:
+            swap_taints(o, add, remove, now)
 
-        self.store.mutate(self.node_rt, None, node["metadata"]["name"], retaint)
+        try:
+            self.store.mutate(self.node_rt, None, name, swap)
+        except errors.ApiError as exc:
+            log.debug("nodelifecycle: tainting %s failed: %s", name, exc.message)
+
+    def _taint_based_eviction(self, node: Obj) -> None:
+        """Upstream's ``processTaintBaseEviction``: queue a not-Ready node for its NoExecute taint (the
+        zone's rate applies), swap not-ready/unreachable at once, untaint a Ready node at once."""
+        name = node["metadata"]["name"]
+        status = ready_status(node)
+        tainter = self.zones.tainter(zone_key(node))
+        if status == "True":
+            self._mark_reachable(node)
+            return
+        if status not in ("False", "Unknown"):
+            return
+        key, opposite = (
+            (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY)
+            if status == "False"
+            else (UNREACHABLE_TAINT_KEY, NOT_READY_TAINT_KEY)
+        )
+        if has_taint(node, key, NO_EXECUTE):
+            return
+        if has_taint(node, opposite, NO_EXECUTE):
+            self._swap(name, {(key, NO_EXECUTE)}, {(opposite, NO_EXECUTE)})
+        else:
+            tainter.add(name)
+
+    def _mark_reachable(self, node: Obj) -> None:
+        """Upstream's ``markNodeAsReachable``: no NoExecute condition taint, nothing queued."""
+        name = node["metadata"]["name"]
+        self.zones.tainter(zone_key(node)).remove(name)
+        present = {(k, NO_EXECUTE) for k in NO_EXECUTE_KEYS if has_taint(node, k, NO_EXECUTE)}
+        if present:
+            self._swap(name, set(), present)
+
+    async def _no_execute_tainting(self) -> None:
+        """Upstream's ``doNoExecuteTaintingPass``: every zone's queue, at the zone's rate."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(NODE_EVICTION_PERIOD)
+            now = loop.time()
+            for tainter in list(self.zones.tainters.values()):
+                if tainter.queue:
+                    tainter.try_(now, self._taint_no_execute)
+
+    def _taint_no_execute(self, name: str) -> bool:
+        node = self.store.find(self.node_rt, None, name)
+        if node is None:
+            return True
+        status = ready_status(node)
+        if status is None:
+            return False  # retried
+        if status == "False":
+            self._swap(name, {(NOT_READY_TAINT_KEY, NO_EXECUTE)}, {(UNREACHABLE_TAINT_KEY, NO_EXECUTE)})
+        elif status == "Unknown":
+            self._swap(name, {(UNREACHABLE_TAINT_KEY, NO_EXECUTE)}, {(NOT_READY_TAINT_KEY, NO_EXECUTE)})
+        return True  # Ready again: nothing to taint
 
     # -- node monitor ----------------------------------------------------------------------------
 
@@ -384,6 +384,31 @@ class NodeLifecycleController(Controller):
                     self._mark_unknown(name)
                 except Exception:
                     log.exception("nodelifecycle: marking %s unknown failed", name)
+            try:
+                self._handle_disruption(now)
+            except Exception:
+                log.exception("nodelifecycle: zone disruption pass failed")
+
+    def _handle_disruption(self, now: float) -> None:
+        """Upstream's ``handleDisruption`` after each monitor pass (see ``zonedisruption.py``)."""
+        counts: dict[str, tuple[int, int]] = {}
+        nodes = list(self.store.iter_objects(self.node_rt))
+        for node in nodes:
+            zone = zone_key(node)
+            ready, not_ready = counts.get(zone, (0, 0))
+            if ready_status(node) == "True":
+                counts[zone] = (ready + 1, not_ready)
+            else:
+                counts[zone] = (ready, not_ready + 1)
+        change = self.zones.handle(counts, now)
+        if change == "enter":
+            log.info("nodelifecycle: every zone fully disrupted; NoExecute tainting stopped")
+            for node in nodes:
+                self._mark_reachable(node)
+        elif change == "exit":
+            # Upstream restarts every node's grace period when it leaves this mode.
+            for name in self._last_seen:
+                self._last_seen[name] = now
 
     def _mark_unknown(self, name: str) -> None:
         node = self.store.find(self.node_rt, None, name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import Controller, ControllerConfig
+from .cloudnode import CloudNodeController
 from .daemonset import DaemonSetController
 from .deployment import DeploymentController
 from .disruption import DisruptionController
@@ -10,6 +11,7 @@ from .garbagecollector import GarbageCollector
 from .kubelet import KubeletController
 from .namespaces import NamespaceController
 from .nodelifecycle import NodeLifecycleController
+from .podgc import PodGCController
 from .replicaset import ReplicaSetController
 from .scheduler import SchedulerController
 from .statefulset import StatefulSetController
@@ -19,6 +21,8 @@ def enabled(config: ControllerConfig) -> list[type[Controller]]:
     out: list[type[Controller]] = [
         NamespaceController,
         NodeLifecycleController,
+        PodGCController,
+        CloudNodeController,
         GarbageCollector,
         DisruptionController,
     ]

@@ -1,0 +1,1 @@
+"""The provisioner's pure core: requirements algebra, fit and the scheduling simulation (no I/O)."""

@@ -1,0 +1,35 @@
+"""Label keys the capacity model knows: well-known, normalised and restricted ones.
+
+Facts from Karpenter's ``pkg/apis/v1/labels.go`` (core) and the AWS provider's well-known labels;
+the names are the Kubernetes and Karpenter API's, so they are shared with users' manifests.
+"""
+
+from __future__ import annotations
+
+ZONE = "topology.kubernetes.io/zone"
+REGION = "topology.kubernetes.io/region"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+ARCH = "kubernetes.io/arch"
+OS = "kubernetes.io/os"
+HOSTNAME = "kubernetes.io/hostname"
+WINDOWS_BUILD = "node.kubernetes.io/windows-build"
+NODEPOOL = "karpenter.sh/nodepool"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"
+
+SPOT = "spot"
+ON_DEMAND = "on-demand"
+RESERVED = "reserved"
+CAPACITY_TYPES = frozenset({SPOT, ON_DEMAND, RESERVED})
+
+#: Labels every instance type or offering defines, so a pod may ask for them although a NodePool
+#: does not mention them (Karpenter's ``WellKnownLabels``).
+WELL_KNOWN = frozenset({NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD})
+
+#: Deprecated keys read as their stable names (Karpenter's ``NormalizedLabels``).
+NORMALIZED_LABELS = {
+    "failure-domain.beta.kubernetes.io/zone": ZONE,
+    "failure-domain.beta.kubernetes.io/region": REGION,
+    "beta.kubernetes.io/arch": ARCH,
+    "beta.kubernetes.io/os": OS,
+    "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+}
