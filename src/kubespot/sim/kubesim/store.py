@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 import uuid
 from collections import deque
@@ -33,6 +32,9 @@ from .admission import (
     pod_spec_defaults,
 )
 from .decoding import check_body, check_patched
+from .fielderrors import invalid as field_invalid
+from .fielderrors import invalid_status
+from .names import dns1123_label_errors, dns1123_subdomain_errors
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic_merge
 from .resources import BUILTIN, Registry, ResourceType, types_from_crd
 from .selectors import FieldSelector, LabelSelector
@@ -912,20 +914,14 @@ def _namespace(name: str, now: float) -> Obj:
     }
 
 
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
-
-
 def _validate_name(rt: ResourceType, name: Any) -> None:
-    if not isinstance(name, str) or not name or len(name) > 253:
+    """ValidateObjectMeta's name rule: a DNS-1123 label for namespaces (ValidateNamespaceName), a
+    DNS-1123 subdomain for the other kinds kubesim serves."""
+    if not isinstance(name, str) or not name:
         raise errors.invalid(rt, str(name), "metadata.name", "Invalid value: must be a non-empty string")
-    if _DNS_SUBDOMAIN.fullmatch(name) is None:
-        raise errors.invalid(
-            rt,
-            name,
-            "metadata.name",
-            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
-            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-        )
+    msgs = dns1123_label_errors(name) if rt.key == NAMESPACE_KEY else dns1123_subdomain_errors(name)
+    if msgs:
+        raise invalid_status(rt.kind, rt.group, name, [field_invalid("metadata.name", name, m) for m in msgs])
 
 
 def _default_update(rt: ResourceType, obj: Obj, old: Obj) -> None:

@@ -3,8 +3,8 @@
 Each rule returns the ``FieldError`` list upstream's function returns; ``validate_create`` and
 ``validate_update`` run the rules of the object's resource and raise the 422 ``Status``. Sources:
 - object metadata: k8s.io/apimachinery pkg/api/validation/objectmeta.go ValidateObjectMeta
-  (labels: meta/v1/validation ValidateLabels; annotations: ValidateAnnotations, 256 KiB in all);
-  name and value rules: pkg/util/validation/validation.go IsQualifiedName, IsValidLabelValue;
+  (labels: meta/v1/validation ValidateLabels; annotations: ValidateAnnotations, 256 KiB in all),
+  with the name and value rules of ``names``;
 - nodes: pkg/apis/core/validation/validation.go ValidateNode, validateNodeTaints;
 - pods: ValidatePodCreate (validateContainers, validateTolerations) and ValidatePodUpdate;
 - workload templates: ValidatePodTemplateSpec (containers of the template);
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from .fielderrors import (
@@ -27,127 +26,15 @@ from .fielderrors import (
     not_supported,
     required,
 )
+from .names import dns1123_label_errors, label_value_errors, qualified_name_errors
 from .resources import ResourceType
+from .selectors import EVERYTHING, SelectorError, label_selector_from_dict
 
 Obj = dict[str, Any]
 Errors = list[FieldError]
 
-# -- apimachinery's name and value rules (pkg/util/validation/validation.go) --------------------
-
-_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME = re.compile(_QNAME_FMT)
-_QNAME_MSG = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character"
-)
-_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
-_LABEL_VALUE_MSG = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL = re.compile(_DNS1123_LABEL_FMT)
-_DNS1123_SUBDOMAIN_FMT = f"{_DNS1123_LABEL_FMT}(\\.{_DNS1123_LABEL_FMT})*"
-_DNS1123_SUBDOMAIN = re.compile(_DNS1123_SUBDOMAIN_FMT)
+#: ValidateAnnotations' TotalAnnotationSizeLimitB.
 _ANNOTATIONS_LIMIT = 256 * 1024
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _max_len(n: int) -> str:
-    return f"must be no more than {n} characters"
-
-
-def is_dns1123_subdomain(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append(_max_len(253))
-    if _DNS1123_SUBDOMAIN.fullmatch(value) is None:
-        errs.append(
-            _regex_error(
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
-                "or '.', and must start and end with an alphanumeric character",
-                _DNS1123_SUBDOMAIN_FMT,
-                "example.com",
-            )
-        )
-    return errs
-
-
-def is_dns1123_label(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(_max_len(63))
-    if _DNS1123_LABEL.fullmatch(value) is None:
-        errs.append(
-            _regex_error(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                "and must start and end with an alphanumeric character",
-                _DNS1123_LABEL_FMT,
-                "my-name",
-                "123-abc",
-            )
-        )
-    return errs
-
-
-@lru_cache(maxsize=8192)
-def _qualified_name_errors(value: str) -> tuple[str, ...]:
-    return tuple(_is_qualified_name(value))
-
-
-@lru_cache(maxsize=8192)
-def _label_value_errors(value: str) -> tuple[str, ...]:
-    return tuple(_is_valid_label_value(value))
-
-
-def is_qualified_name(value: str) -> list[str]:
-    """IsQualifiedName; label and annotation keys repeat on every write, so answers are cached."""
-    return list(_qualified_name_errors(value))
-
-
-def is_valid_label_value(value: str) -> list[str]:
-    """IsValidLabelValue (cached like ``is_qualified_name``)."""
-    return list(_label_value_errors(value))
-
-
-def _is_qualified_name(value: str) -> list[str]:
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in is_dns1123_subdomain(prefix))
-    else:
-        return [
-            "a qualified name "
-            + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part " + _max_len(63))
-    if _QNAME.fullmatch(name) is None:
-        errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
-    return errs
-
-
-def _is_valid_label_value(value: str) -> list[str]:
-    errs = []
-    if len(value) > 63:
-        errs.append(_max_len(63))
-    if value and _QNAME.fullmatch(value) is None:
-        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
-
 
 # -- object metadata --------------------------------------------------------------------------
 
@@ -155,7 +42,7 @@ def _is_valid_label_value(value: str) -> list[str]:
 def validate_labels(labels: Any, path: str) -> Errors:
     errs: Errors = []
     for key, value in (labels or {}).items():
-        bad_key, bad_value = _qualified_name_errors(key), _label_value_errors(value)
+        bad_key, bad_value = qualified_name_errors(key), label_value_errors(value)
         if bad_key or bad_value:
             errs.extend(invalid(path, key, m) for m in bad_key)
             errs.extend(invalid(path, value, m) for m in bad_value)
@@ -167,7 +54,7 @@ def validate_annotations(annotations: Any, path: str) -> Errors:
     size = 0
     for key, value in (annotations or {}).items():
         # Keys are qualified names in any case (upstream lowercases before checking).
-        bad_key = _qualified_name_errors(key.lower())
+        bad_key = qualified_name_errors(key.lower())
         if bad_key:
             errs.extend(invalid(path, key, m) for m in bad_key)
         size += len(key) + len(value)
@@ -222,9 +109,9 @@ def validate_taints(taints: list[Obj], path: str) -> Errors:
     for i, taint in enumerate(taints):
         at = f"{path}[{i}]"
         key = str(taint.get("key") or "")
-        errs.extend(invalid(f"{at}.key", key, m) for m in is_qualified_name(key))
+        errs.extend(invalid(f"{at}.key", key, m) for m in qualified_name_errors(key))
         value = str(taint.get("value") or "")
-        if msgs := is_valid_label_value(value):
+        if msgs := label_value_errors(value):
             errs.append(invalid(f"{at}.value", value, ";".join(msgs)))
         errs.extend(_effect(taint.get("effect"), f"{at}.effect", allow_empty=False))
         pair = (key, str(taint.get("effect") or ""))
@@ -262,7 +149,7 @@ def validate_containers(containers: list[Obj], path: str) -> Errors:
         if not name:
             errs.append(required(f"{at}.name"))
         else:
-            errs.extend(invalid(f"{at}.name", name, m) for m in is_dns1123_label(name))
+            errs.extend(invalid(f"{at}.name", name, m) for m in dns1123_label_errors(name))
             if name in names:
                 errs.append(FieldError("duplicate", f"{at}.name", name))
             names.add(name)
@@ -278,7 +165,7 @@ def validate_tolerations(tolerations: list[Obj], path: str) -> Errors:
         at = f"{path}[{i}]"
         key, op = str(t.get("key") or ""), t.get("operator") or "Equal"
         if key:
-            errs.extend(invalid(f"{at}.key", key, m) for m in is_qualified_name(key))
+            errs.extend(invalid(f"{at}.key", key, m) for m in qualified_name_errors(key))
         if not key and op != "Exists":
             errs.append(invalid(f"{at}.operator", op, _EMPTY_KEY))
         if t.get("tolerationSeconds") is not None and t.get("effect") != "NoExecute":
@@ -308,6 +195,65 @@ def validate_template(obj: Obj) -> Errors:
     template = (obj.get("spec") or {}).get("template") or {}
     errs = validate_meta(template.get("metadata") or {}, "spec.template.metadata")
     return errs + validate_pod_spec(template.get("spec") or {}, "spec.template.spec")
+
+
+def _go_map(labels: dict[str, str]) -> GoValue:
+    """Go's ``%#v`` of a ``map[string]string`` (keys sorted, as fmt prints maps)."""
+    inner = ", ".join(f'"{k}":"{labels[k]}"' for k in sorted(labels))
+    return GoValue(f"map[string]string{{{inner}}}")
+
+
+def _go_selector(selector: Any) -> GoValue:
+    sel = selector if isinstance(selector, dict) else {}
+    labels = sel.get("matchLabels") or {}
+    shown = _go_map(labels) if labels else "map[string]string(nil)"
+    return GoValue(
+        f"v1.LabelSelector{{MatchLabels:{shown}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}}"
+    )
+
+
+def _workload_rule(what: str, *, replicas: bool = True, selector_required: bool = True) -> Rule:
+    """ValidateDeploymentSpec / ValidateReplicaSetSpec / ValidateStatefulSetSpec /
+    ValidateDaemonSetSpec (pkg/apis/apps/validation): replicas not negative, a non-empty selector
+    that matches the template's labels (ValidatePodTemplateSpecForReplicaSet), restartPolicy Always,
+    and the template itself."""
+
+    def rule(obj: Obj) -> Errors:
+        spec = obj.get("spec") or {}
+        errs: Errors = []
+        count = spec.get("replicas")
+        if replicas and isinstance(count, int) and count < 0:
+            errs.append(invalid("spec.replicas", count, "must be greater than or equal to 0"))
+        selector = spec.get("selector")
+        template = spec.get("template") or {}
+        labels = (template.get("metadata") or {}).get("labels") or {}
+        if selector is None:
+            if selector_required:
+                errs.append(required("spec.selector"))
+        elif not (selector.get("matchLabels") or selector.get("matchExpressions")):
+            errs.append(
+                invalid("spec.selector", _go_selector(selector), f"empty selector is invalid for {what}")
+            )
+        try:
+            # A nil selector selects nothing (LabelSelectorAsSelector), so it matches no template.
+            chosen = label_selector_from_dict(selector)
+        except SelectorError:
+            errs.append(invalid("spec.selector", _go_selector(selector), "invalid label selector"))
+        else:
+            if chosen is not EVERYTHING and not chosen.matches(labels):
+                errs.append(
+                    invalid(
+                        "spec.template.metadata.labels",
+                        _go_map(labels),
+                        "`selector` does not match template `labels`",
+                    )
+                )
+        policy = (template.get("spec") or {}).get("restartPolicy", "Always")
+        if policy != "Always":
+            errs.append(not_supported("spec.template.spec.restartPolicy", policy, ("Always",)))
+        return errs + validate_template(obj)
+
+    return rule
 
 
 #: ValidatePodUpdate's message: the spec fields an update may change (features of 1.32 by default).
@@ -452,10 +398,11 @@ UpdateRule = Callable[[Obj, Obj], Errors]
 CREATE_RULES: dict[tuple[str, str], Rule] = {
     ("", "nodes"): validate_node,
     ("", "pods"): validate_pod,
-    ("apps", "deployments"): validate_template,
-    ("apps", "replicasets"): validate_template,
-    ("apps", "daemonsets"): validate_template,
-    ("apps", "statefulsets"): validate_template,
+    # Upstream's ReplicaSet message names a deployment too (pkg/apis/apps/validation).
+    ("apps", "deployments"): _workload_rule("deployment"),
+    ("apps", "replicasets"): _workload_rule("deployment"),
+    ("apps", "daemonsets"): _workload_rule("daemonset", replicas=False, selector_required=False),
+    ("apps", "statefulsets"): _workload_rule("statefulset"),
     ("policy", "poddisruptionbudgets"): validate_pdb,
 }
 #: Update rules beyond the create rules run on the new object.

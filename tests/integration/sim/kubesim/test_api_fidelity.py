@@ -550,3 +550,28 @@ async def test_binding_refuses_a_terminating_pod_and_a_foreign_target(http: aioh
     assert status == 201
     status, body = await call(http, "POST", f"{PODS}/b/binding", binding)
     assert status == 409 and body["message"].endswith('pod b is already assigned to node "n1"')
+
+
+async def test_workload_selectors_and_object_names_are_validated(http: aiohttp.ClientSession) -> None:
+    """pkg/apis/apps/validation ValidateDeploymentSpec (the kind in the message carries its group);
+    apimachinery ValidateObjectMeta with ValidateNamespaceName (a DNS-1123 label: no dots)."""
+    deploy = {
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "other"}},
+            "template": {
+                "metadata": {"labels": {"app": "d"}},
+                "spec": {"containers": [{"name": "app", "image": "nginx:1"}]},
+            },
+        },
+    }
+    status, body = await call(http, "POST", "/apis/apps/v1/namespaces/default/deployments", deploy)
+    assert status == 422 and body["message"] == (
+        'Deployment.apps "d" is invalid: spec.template.metadata.labels: Invalid value: '
+        'map[string]string{"app":"d"}: `selector` does not match template `labels`'
+    )
+    status, body = await call(http, "POST", "/api/v1/namespaces", {"metadata": {"name": "a.b"}})
+    assert status == 422 and body["details"]["causes"][0]["field"] == "metadata.name"
+    assert "a lowercase RFC 1123 label must consist of" in body["message"]
+    status, _ = await call(http, "POST", CMS, {"metadata": {"name": "a.b"}})
+    assert status == 201  # other kinds take a DNS-1123 subdomain

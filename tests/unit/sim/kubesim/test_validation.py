@@ -8,6 +8,7 @@ from kubespot.sim.kubesim import validation as v
 from kubespot.sim.kubesim.decoding import check_body, check_patched
 from kubespot.sim.kubesim.errors import ApiError
 from kubespot.sim.kubesim.fielderrors import aggregate, invalid_status, required
+from kubespot.sim.kubesim.names import label_value_errors, qualified_name_errors
 from kubespot.sim.kubesim.resources import BUILTIN
 
 RT = {rt.plural: rt for rt in BUILTIN}
@@ -15,19 +16,19 @@ RT = {rt.plural: rt for rt in BUILTIN}
 
 def test_qualified_names_and_label_values_follow_apimachinery() -> None:
     """k8s.io/apimachinery pkg/util/validation/validation.go IsQualifiedName, IsValidLabelValue."""
-    assert v.is_qualified_name("kubernetes.io/hostname") == []
-    assert v.is_qualified_name("a/b/c")[0].startswith("a qualified name must consist of alphanumeric")
-    assert v.is_qualified_name("/x") == ["prefix part must be non-empty"]
-    assert v.is_qualified_name("x" * 64) == ["name part must be no more than 63 characters"]
-    [msg] = v.is_qualified_name("-bad")
+    assert qualified_name_errors("kubernetes.io/hostname") == ()
+    assert qualified_name_errors("a/b/c")[0].startswith("a qualified name must consist of alphanumeric")
+    assert qualified_name_errors("/x") == ("prefix part must be non-empty",)
+    assert qualified_name_errors("x" * 64) == ("name part must be no more than 63 characters",)
+    [msg] = qualified_name_errors("-bad")
     assert msg == (
         "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end "
         "with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for "
         "validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
     )
-    assert v.is_valid_label_value("") == []
-    assert v.is_valid_label_value("x" * 64) == ["must be no more than 63 characters"]
-    assert v.is_qualified_name("Bad_Prefix/x")[0].startswith("prefix part a lowercase RFC 1123 subdomain")
+    assert label_value_errors("") == ()
+    assert label_value_errors("x" * 64) == ("must be no more than 63 characters",)
+    assert qualified_name_errors("Bad_Prefix/x")[0].startswith("prefix part a lowercase RFC 1123 subdomain")
 
 
 def test_annotations_are_limited_to_256_kib_in_all() -> None:
@@ -156,3 +157,31 @@ def test_wrong_json_types_fail_decoding() -> None:
         "json: cannot unmarshal object into Go struct field NodeSpec.spec.taints of type []v1.Taint"
     )
     check_body(RT["nodes"], {"metadata": {"name": "n", "labels": None}, "spec": {"unschedulable": True}})
+
+
+def test_workloads_need_a_selector_matching_their_template() -> None:
+    """pkg/apis/apps/validation/validation.go ValidateDeploymentSpec, ValidateDaemonSetSpec and
+    ValidatePodTemplateSpecForReplicaSet."""
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "a", "image": "x"}]}}
+    deploy = v.CREATE_RULES[("apps", "deployments")]
+    daemon = v.CREATE_RULES[("apps", "daemonsets")]
+    assert deploy({"spec": {"selector": {"matchLabels": {"app": "web"}}, "template": template}}) == []
+    [err] = deploy({"spec": {"selector": {"matchLabels": {"app": "db"}}, "template": template}})
+    assert str(err) == (
+        'spec.template.metadata.labels: Invalid value: map[string]string{"app":"web"}: '
+        "`selector` does not match template `labels`"
+    )
+    assert [e.field for e in deploy({"spec": {"template": template, "replicas": -1}})] == [
+        "spec.replicas",
+        "spec.selector",
+        "spec.template.metadata.labels",
+    ]
+    [err] = deploy({"spec": {"selector": {}, "template": template}})
+    assert err.detail == "empty selector is invalid for deployment"
+    [err] = daemon({"spec": {"selector": {}, "template": template}})
+    assert err.detail == "empty selector is invalid for daemonset"
+    restart = {**template, "spec": {**template["spec"], "restartPolicy": "Never"}}
+    [err] = daemon({"spec": {"selector": {"matchLabels": {"app": "web"}}, "template": restart}})
+    assert (
+        str(err) == 'spec.template.spec.restartPolicy: Unsupported value: "Never": supported values: "Always"'
+    )
