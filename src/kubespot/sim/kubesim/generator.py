@@ -59,6 +59,7 @@ KNOWN_DAEMONSETS: tuple[str, ...] = (
 #: Insertion order of kinds: owners before what they own, namespaces before their contents.
 KIND_ORDER: tuple[str, ...] = (
     "Namespace",
+    "PriorityClass",
     "Node",
     "Deployment",
     "ReplicaSet",
@@ -435,6 +436,11 @@ def _container_spec(c: _Container) -> Obj:
     return out
 
 
+def _name_uid(name: str) -> str:
+    h = hashlib.sha256(name.encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
+
+
 def _pod_spec(bp: _Blueprint) -> Obj:
     """The pod spec of a template, with the defaults the API server fills in."""
     spec: Obj = {"containers": [_container_spec(c) for c in bp.containers]}
@@ -560,6 +566,7 @@ class _Generator:
     def objects(self) -> Iterator[Obj]:
         self.plan()
         yield from self.namespace_objects()
+        yield from self.priority_class_objects()
         yield from (self.node_object(n) for n in self.nodes)
         deployments = [w for w in self.workloads if w.kind == "Deployment"]
         yield from (self.deployment_object(w) for w in deployments)
@@ -986,6 +993,29 @@ class _Generator:
                     )
 
     # -- objects ---------------------------------------------------------------------------------
+
+    def priority_class_objects(self) -> Iterator[Obj]:
+        """The cluster's own classes (the system ones come with every API server): pods created from
+        the workloads' templates name them, and admission refuses a class that does not exist."""
+        created = self.ts(self.now - 400 * 86400)
+        for name, value in PRIORITY_CLASSES.items():
+            if name.startswith("system-"):
+                continue
+            yield {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                # A uid of its own, not from the seeded stream, so every other object's stays as it was.
+                "metadata": {
+                    "annotations": {},
+                    "creationTimestamp": created,
+                    "labels": {},
+                    "name": name,
+                    "uid": _name_uid(name),
+                },
+                "value": value,
+                "globalDefault": False,
+                "preemptionPolicy": "PreemptLowerPriority",
+            }
 
     def namespace_objects(self) -> Iterator[Obj]:
         created = self.ts(self.now - 400 * 86400)

@@ -34,6 +34,7 @@ Obj = dict[str, Any]
 #: apiVersion kubesim serves each loadable kind under; older versions in a dump are rewritten.
 API_VERSIONS: dict[str, str] = {
     "Namespace": "v1",
+    "PriorityClass": "scheduling.k8s.io/v1",
     "Node": "v1",
     "Deployment": "apps/v1",
     "ReplicaSet": "apps/v1",
@@ -42,7 +43,7 @@ API_VERSIONS: dict[str, str] = {
     "PodDisruptionBudget": "policy/v1",
     "Pod": "v1",
 }
-_CLUSTER_SCOPED = frozenset({"Namespace", "Node"})
+_CLUSTER_SCOPED = frozenset({"Namespace", "PriorityClass", "Node"})
 _RANK = {kind: i for i, kind in enumerate(KIND_ORDER)}
 _SERVER_OWNED_METADATA = ("managedFields", "resourceVersion", "selfLink")
 # Fixed namespace for uuid5, so a dump without uids loads with the same uids every time.

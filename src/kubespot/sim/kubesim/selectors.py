@@ -12,9 +12,11 @@ Everything here is pure: no I/O, immutable results, safe to share between reques
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
+
+from .names import label_value_errors as _label_value_errors
+from .names import qualified_name_errors as _qualified_name_errors
 
 __all__ = [
     "EVERYTHING",
@@ -35,96 +37,7 @@ class SelectorError(ValueError):
 
 
 # --------------------------------------------------------------------------------------------------
-# Validation (k8s.io/apimachinery/pkg/util/validation), messages as upstream builds them.
-
-_QNAME_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_RE: Final = re.compile(_QNAME_FMT)
-_LABEL_VALUE_FMT: Final = "(" + _QNAME_FMT + ")?"
-_LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
-_DNS1123_LABEL_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT: Final = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_RE: Final = re.compile(_DNS1123_SUBDOMAIN_FMT)
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    # Upstream joins examples with "', " + " or " which yields the double space kubectl users know.
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    out = msg + " (e.g. "
-    for i, ex in enumerate(examples):
-        if i:
-            out += " or "
-        out += f"'{ex}', "
-    return out + f"regex used for validation is '{fmt}')"
-
-
-_QNAME_ERR: Final = _regex_error(
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character",
-    _QNAME_FMT,
-    "MyName",
-    "my.name",
-    "123-abc",
-)
-_LABEL_VALUE_ERR: Final = _regex_error(
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character",
-    _LABEL_VALUE_FMT,
-    "MyValue",
-    "my_value",
-    "12345",
-)
-_DNS1123_ERR: Final = _regex_error(
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character",
-    _DNS1123_SUBDOMAIN_FMT,
-    "example.com",
-)
-
-
-def _qualified_name_errors(value: str) -> list[str]:
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                errs.append("prefix part must be no more than 253 characters")
-            if not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
-                errs.append("prefix part " + _DNS1123_ERR)
-    else:
-        return [
-            "a qualified name "
-            + _regex_error(
-                "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with "
-                "an alphanumeric character",
-                _QNAME_FMT,
-                "MyName",
-                "my.name",
-                "123-abc",
-            )
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _QNAME_RE.fullmatch(name):
-        errs.append("name part " + _QNAME_ERR)
-    return errs
-
-
-def _label_value_errors(value: str) -> list[str]:
-    errs: list[str] = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_LABEL_VALUE_ERR)
-    return errs
+# Validation (k8s.io/apimachinery/pkg/util/validation): see ``names``.
 
 
 def _go_quote(s: str) -> str:

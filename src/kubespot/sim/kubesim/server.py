@@ -23,7 +23,7 @@ from urllib.parse import unquote
 import orjson
 from aiohttp import web
 
-from . import errors
+from . import deleteoptions, errors, listoptions
 from .controllers import ControllerManager
 from .controllers.kubelet import kubelet_of
 from .controllers.pacing import Pacer
@@ -297,22 +297,19 @@ class KubeSimServer:
             )
         if verb == "delete":
             assert route.name is not None
-            grace, pre, dry_run = await self._delete_options(request)
-            return _json(
-                store.delete(
-                    rt, ns, route.name, grace_period_seconds=grace, preconditions=pre, dry_run=dry_run
-                )
-            )
+            opts = await self._delete_options(request)
+            return self._delete_one(rt, ns, route.name, opts)
         if verb == "deletecollection":
-            grace, _pre, dry_run = await self._delete_options(request)
+            opts = await self._delete_options(request)
             labels, fields = self._selectors(request, rt)
             deleted = [
                 store.delete(
                     rt,
                     o["metadata"].get("namespace"),
                     o["metadata"]["name"],
-                    grace_period_seconds=grace,
-                    dry_run=dry_run,
+                    grace_period_seconds=opts.grace_period_seconds,
+                    dry_run=opts.dry_run,
+                    propagation=opts.policy,
                 )
                 for o in store.list(rt, ns, labels=labels, fields=fields)
             ]
@@ -345,10 +342,21 @@ class KubeSimServer:
     def _bind(self, ns: str, name: str, body: Any) -> dict[str, Any]:
         pod_rt = self.store.registry.lookup("", "v1", "pods")
         assert pod_rt is not None
+        # pkg/registry/core/pod/storage/storage.go BindingREST.Create and assignPod.
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request was in an unknown format")
+        bound_name = (body.get("metadata") or {}).get("name")
+        if bound_name and bound_name != name:
+            raise errors.bad_request("name in URL does not match name in Binding object")
         pod = self.store.get(pod_rt, ns, name)
-        target = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
+        target_ref = body.get("target") or {}
+        target = target_ref.get("name")
         if not target:
             raise errors.invalid(pod_rt, name, "target.name", "Required value")
+        if target_ref.get("kind") not in (None, "", "Node"):
+            raise errors.invalid(pod_rt, name, "target.kind", "Invalid value: must be empty or 'Node'")
+        if pod["metadata"].get("deletionTimestamp"):
+            raise errors.conflict(pod_rt, name, f"pod {name} is being deleted, cannot be assigned to a host")
         if (pod.get("spec") or {}).get("nodeName"):
             raise errors.conflict(
                 pod_rt, name, f'pod {name} is already assigned to node "{pod["spec"]["nodeName"]}"'
@@ -366,13 +374,34 @@ class KubeSimServer:
         self.store.mutate(pod_rt, ns, name, bind)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
-    async def _delete_options(self, request: web.Request) -> tuple[int | None, dict[str, Any] | None, bool]:
-        """Grace period, preconditions and dry run of a delete. As upstream's ``DeleteResource``
-        (k8s.io/apiserver pkg/endpoints/handlers/delete.go): a non-empty body is the DeleteOptions and
-        the query's parameters are then ignored; only without a body are they read from the query."""
+    def _delete_one(
+        self, rt: ResourceType, ns: str | None, name: str, opts: deleteoptions.DeleteOptions
+    ) -> web.Response:
+        result = self.store.delete(
+            rt,
+            ns,
+            name,
+            grace_period_seconds=opts.grace_period_seconds,
+            preconditions=opts.preconditions,
+            dry_run=opts.dry_run,
+            propagation=opts.policy,
+        )
+        meta = result["metadata"]
+        if opts.dry_run:
+            # Removed at once unless a grace period or a finalizer keeps it (what the write would do).
+            gone = meta.get("deletionGracePeriodSeconds") == 0 and not meta.get("finalizers")
+            gone = gone and rt.key != ("", "namespaces")
+        else:
+            stored = self.store.find(rt, ns, name)
+            gone = stored is None or stored["metadata"].get("uid") != meta.get("uid")
+        body, code = deleteoptions.response(rt, result, gone=gone, opts=opts)
+        return _json(body, code)
+
+    async def _delete_options(self, request: web.Request) -> deleteoptions.DeleteOptions:
+        """As upstream's ``DeleteResource`` (k8s.io/apiserver pkg/endpoints/handlers/delete.go): a
+        non-empty body is the DeleteOptions and the query's parameters are then ignored; only without
+        a body are they read from the query."""
         q = request.query
-        grace: int | None = None
-        pre: dict[str, Any] | None = None
         if request.can_read_body:
             raw = await request.read()
             if raw.strip():
@@ -380,15 +409,13 @@ class KubeSimServer:
                     opts = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     raise errors.bad_request("the DeleteOptions body could not be decoded as JSON") from None
-                if not isinstance(opts, dict):
-                    raise errors.bad_request("DeleteOptions must be a JSON object")
-                if opts.get("gracePeriodSeconds") is not None:
-                    grace = _int(opts["gracePeriodSeconds"], "gracePeriodSeconds")
-                pre = opts.get("preconditions") or None
-                return grace, pre, "All" in (opts.get("dryRun") or ())
-        if "gracePeriodSeconds" in q:
-            grace = _int(q["gracePeriodSeconds"], "gracePeriodSeconds")
-        return grace, pre, q.get("dryRun") == "All"
+                return deleteoptions.from_body(opts)
+        return deleteoptions.from_query(
+            q.get("gracePeriodSeconds"),
+            q.get("propagationPolicy"),
+            q.get("orphanDependents"),
+            q.getall("dryRun", []),
+        )
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -400,17 +427,27 @@ class KubeSimServer:
 
     async def _list(self, request: web.Request, rt: ResourceType, ns: str | None) -> web.StreamResponse:
         q = request.query
-        limit = _int(q["limit"], "limit") if q.get("limit") else 0
+        opts = _list_options(request)
+        listoptions.validate(opts, watch=False)
+        limit = opts.limit
         token = q.get("continue")
         if token:
             items, start, rv = self._resume(token)
         else:
             labels, fields = self._selectors(request, rt)
-            items, start, rv = (
-                self.store.list(rt, ns, labels=labels, fields=fields),
-                0,
-                self.store.resource_version,
-            )
+            current = self.store.resource_version
+            exact = listoptions.exact_version(opts)
+            if exact is not None:
+                if exact > current:
+                    raise listoptions.too_large(exact, current)
+                items, rv = self.store.list_at(rt, ns, exact, labels=labels, fields=fields), exact
+            else:
+                if opts.resource_version not in ("", "0"):
+                    wanted = listoptions.parse_version(opts.resource_version)
+                    if wanted > current:  # NotOlderThan a version the store has not reached
+                        raise listoptions.too_large(wanted, current)
+                items, rv = self.store.list(rt, ns, labels=labels, fields=fields), current
+            start = 0
         next_token: str | None = None
         remaining: int | None = None
         if limit > 0 and start + limit < len(items):
@@ -513,10 +550,10 @@ class KubeSimServer:
         q = request.query
         labels, fields = self._selectors(request, rt)
         bookmarks = _flag(q.get("allowWatchBookmarks"))
-        initial = _flag(q.get("sendInitialEvents"))
+        opts = _list_options(request)
+        listoptions.validate(opts, watch=True)
+        initial = opts.send_initial_events
         since = q.get("resourceVersion")
-        if initial and not since:
-            since = "0"
         timeout = float(_int(q["timeoutSeconds"], "timeoutSeconds")) if q.get("timeoutSeconds") else 1800.0
         query = _query_text(request)
         cut = self.faults.watch_cut_after(rt.plural, request.path, query)
@@ -524,7 +561,14 @@ class KubeSimServer:
             timeout = min(timeout, cut)
         stall = self.faults.watch_stall_after(rt.plural, request.path, query)
         stall_at = None if stall is None else time.monotonic() + stall
-        watcher = self.store.watch(rt, ns, labels=labels, fields=fields, since=since)
+        try:
+            watcher = self.store.watch(rt, ns, labels=labels, fields=fields, since=since, initial=initial)
+        except ApiError as exc:
+            if exc.code != 410:
+                raise
+            # Past authorization and a parsed version, a watch fails with an ERROR event, not an HTTP
+            # status (cacher.go Watch: newErrWatcher): HTTP 200, one event carrying the 410 Status.
+            return await self._error_event(request, exc)
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         resp.enable_chunked_encoding()
         self._watch_tasks.add(watcher)
@@ -546,6 +590,15 @@ class KubeSimServer:
             self.store.unwatch(watcher)
             self._watch_tasks.discard(watcher)
         with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await resp.write_eof()
+        return resp
+
+    async def _error_event(self, request: web.Request, exc: ApiError) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        with contextlib.suppress(ConnectionResetError, RuntimeError):
+            await resp.write(orjson.dumps({"type": "ERROR", "object": exc.status()}) + b"\n")
             await resp.write_eof()
         return resp
 
@@ -687,6 +740,18 @@ class KubeSimServer:
 def _event_line(item: tuple[str, Obj, bytes | None]) -> bytes:
     type_, obj, line = item
     return line if line is not None else orjson.dumps({"type": type_, "object": obj}) + b"\n"
+
+
+def _list_options(request: web.Request) -> listoptions.ListOptions:
+    q = request.query
+    initial = q.get("sendInitialEvents")
+    return listoptions.ListOptions(
+        resource_version=q.get("resourceVersion", ""),
+        match=q.get("resourceVersionMatch", ""),
+        send_initial_events=None if initial is None else _flag(initial),
+        continue_token=q.get("continue", ""),
+        limit=_int(q["limit"], "limit") if q.get("limit") else 0,
+    )
 
 
 def _flag(value: str | None) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 import uuid
 from collections import deque
@@ -25,12 +24,25 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from . import errors
-from .admission import admit_node_create
+from .admission import (
+    SYSTEM_PRIORITY_CLASSES,
+    admit_node_create,
+    admit_priority,
+    default_toleration_seconds,
+    pod_spec_defaults,
+)
+from .decoding import check_body, check_patched
+from .fielderrors import invalid as field_invalid
+from .fielderrors import invalid_status
+from .names import dns1123_label_errors, dns1123_subdomain_errors
 from .patch import PatchError, json_patch, merge_patch, strategic_merge_patch, supports_strategic_merge
 from .resources import BUILTIN, Registry, ResourceType, types_from_crd
 from .selectors import FieldSelector, LabelSelector
+from .strategies import prepare_for_create
+from .validation import validate_create, validate_update
 
 Obj = dict[str, Any]
+ObjList = list[Obj]  # for methods of Store, where ``list`` names Store.list
 _J = TypeVar("_J")
 ObjKey = tuple[str, str]  # (namespace or "", name)
 RKey = tuple[str, str]  # (group, plural)
@@ -48,7 +60,7 @@ CRD_KEY: RKey = ("apiextensions.k8s.io", "customresourcedefinitions")
 DEFAULT_HISTORY = 200_000
 WATCH_QUEUE_LIMIT = 200_000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_PRIORITY_CLASSES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+PRIORITY_CLASS_KEY: RKey = ("scheduling.k8s.io", "priorityclasses")
 
 
 def deep_copy(obj: _J) -> _J:
@@ -118,8 +130,11 @@ class Watcher:
             self._put(ev.type, ev.obj, ev.line())
         elif now_in:
             self._put("ADDED", ev.obj, ev.line() if ev.type == "ADDED" else None)
-        elif was_in:
-            self._put("DELETED", ev.obj, None)
+        elif was_in and ev.old is not None:
+            # The object as this watcher last saw it, at the event's version: what the watch cache
+            # sends (cacher/cache_watcher.go convertToWatchEvent), not the new one it cannot select.
+            prev = {**ev.old, "metadata": {**ev.old["metadata"], "resourceVersion": str(ev.rv)}}
+            self._put("DELETED", prev, None)
 
     def _put(self, type_: str, obj: Obj, line: bytes | None) -> None:
         if self.queue.qsize() >= WATCH_QUEUE_LIMIT:
@@ -159,6 +174,9 @@ class Store:
         self._listeners_by_key: dict[RKey, list[Listener]] = {}
         for ns in SYSTEM_NAMESPACES:
             self._insert(self._rt(NAMESPACE_KEY), _namespace(ns, self.clock()))
+        with contextlib.suppress(KeyError):  # a registry without scheduling.k8s.io has no classes
+            for pc_name, value in SYSTEM_PRIORITY_CLASSES.items():
+                self._insert(self._rt(PRIORITY_CLASS_KEY), _priority_class(pc_name, value, self.clock()))
 
     # -- lookups ---------------------------------------------------------------------------------
 
@@ -298,6 +316,7 @@ class Store:
         """Create ``obj`` (adopted). 409 AlreadyExists, 404 when the namespace does not exist."""
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request was in an unknown format")
+        check_body(rt, obj)
         self._stamp_new(rt, obj, namespace)
         if rt.key == NODE_KEY:
             admit_node_create(obj)
@@ -313,6 +332,12 @@ class Store:
                     f"{meta['namespace']} because it is being terminated",
                     reason="Forbidden",
                 )
+        if rt.key == POD_KEY:
+            # Mutating admission runs before the strategy, validation after both (as upstream).
+            default_toleration_seconds(obj["spec"])
+            admit_priority(meta["name"], obj["spec"], self._priority_class)
+        prepare_for_create(rt, obj, _qos_class(obj["spec"]) if rt.key == POD_KEY else "")
+        validate_create(rt, obj)
         if self.find(rt, meta.get("namespace"), meta["name"]) is not None:
             raise errors.already_exists(rt, meta["name"])
         if rt.key == CRD_KEY:
@@ -322,6 +347,16 @@ class Store:
         self._insert(rt, obj)
         self._emit(rt, "ADDED", obj, None)
         return obj
+
+    def _priority_class(self, name: str | None) -> Obj | None:
+        """A PriorityClass by name; with no name, the cluster's globalDefault class if there is one."""
+        try:
+            rt = self._rt(PRIORITY_CLASS_KEY)
+        except KeyError:
+            return None
+        if name is not None:
+            return self.find(rt, None, name)
+        return next((pc for pc in self.iter_objects(rt) if pc.get("globalDefault")), None)
 
     def load(self, objects: Iterable[Obj]) -> int:
         """Bulk insert at start-up. Events go to the history only (nobody listens yet), so a watch
@@ -333,10 +368,16 @@ class Store:
                 raise ValueError(f"kubesim does not serve {obj.get('apiVersion')} {obj.get('kind')}")
             meta = obj.setdefault("metadata", {})
             if self.find(rt, meta.get("namespace"), meta.get("name", "")) is not None:
-                if rt.key == NAMESPACE_KEY:
-                    continue
+                if rt.key == NAMESPACE_KEY or (
+                    rt.key == PRIORITY_CLASS_KEY and meta.get("name") in SYSTEM_PRIORITY_CLASSES
+                ):
+                    continue  # what every API server creates at start-up, also in a dump
                 raise ValueError(f"duplicate {rt.kind} {meta.get('namespace')}/{meta.get('name')}")
             self._stamp_new(rt, obj, meta.get("namespace"))
+            if rt.key == POD_KEY and "priority" not in obj["spec"]:
+                # A loaded pod without it: what admission would have set (its class loads first).
+                pc = self._priority_class(obj["spec"].get("priorityClassName") or None)
+                obj["spec"]["priority"] = int(pc.get("value", 0)) if pc is not None else 0
             if rt.key == CRD_KEY:
                 self._register_crd(obj)
             self._insert(rt, obj)
@@ -362,6 +403,7 @@ class Store:
         """PUT semantics: optimistic concurrency on ``metadata.resourceVersion`` when it is given."""
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             raise errors.bad_request("the body of the request was in an unknown format")
+        check_body(rt, obj)
         old = self.get(rt, namespace, name)
         meta = obj.setdefault("metadata", {})
         if meta.get("name", name) != name:
@@ -372,6 +414,10 @@ class Store:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
+        if subresource is None:
+            # A PUT body is decoded with the version's defaults, as upstream, before it is compared.
+            _default_update(rt, obj, old)
+            validate_update(rt, obj, old)
         want_rv = meta.get("resourceVersion")
         if want_rv and want_rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
@@ -417,10 +463,19 @@ class Store:
         new_meta = new["metadata"]
         if new_meta.get("name") != name or (rt.namespaced and new_meta.get("namespace") != namespace):
             raise errors.bad_request("metadata.name and metadata.namespace cannot be changed by a patch")
+        check_patched(rt, new)
+        if subresource is None:
+            if rt.key == POD_KEY and isinstance(new.get("spec"), dict):
+                new["spec"] = dict(new["spec"])  # a patch result may share parts with the stored pod
+                default_toleration_seconds(new["spec"])
+            validate_update(rt, new, old)
         # A resourceVersion in the patch is a precondition, as upstream: it is how clients
-        # compare-and-set with a patch.
+        # compare-and-set with a patch. One the patch set to null or "" leaves the patched object
+        # without one, which the registry's update takes as unconditional (every strategy kubesim
+        # serves allows that: staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go
+        # Update, AllowUnconditionalUpdate).
         want_rv = new_meta.get("resourceVersion")
-        if want_rv != old["metadata"]["resourceVersion"]:
+        if want_rv not in (None, "") and want_rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rt, name)
         return self._commit(rt, old, new, subresource=subresource, dry_run=dry_run)
 
@@ -532,31 +587,23 @@ class Store:
         grace_period_seconds: int | None = None,
         preconditions: dict[str, Any] | None = None,
         dry_run: bool = False,
+        propagation: str | None = None,
     ) -> Obj:
         """Delete, gracefully for scheduled pods and for objects holding finalizers.
 
-        Upstream's rules: a pod that is not bound to a node or has finished is removed at once; a
-        running pod gets ``deletionTimestamp`` = now + grace and stays until its kubelet confirms
-        with a grace-0 delete; a later delete may shorten the grace period but never extend it.
+        Upstream's rules (staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go
+        Delete, registry/rest/delete.go BeforeDelete): a pod that is not bound to a node or has
+        finished is removed at once; a running pod gets ``deletionTimestamp`` = now + grace and stays
+        until its kubelet confirms with a grace-0 delete; a later delete may shorten the grace period
+        (the timestamp moves earlier by the difference) but never extend it. ``propagation``
+        Orphan or Foreground adds the garbage collector's ``orphan`` / ``foregroundDeletion``
+        finalizer (Background removes them), which holds the object until the collector is done.
+        Returns the object as deleted or as it now is (``dry_run``: as it would be).
         """
         old = self.get(rt, namespace, name)
         old_meta = old["metadata"]
         if preconditions:
-            if preconditions.get("uid") and preconditions["uid"] != old_meta.get("uid"):
-                raise errors.conflict(
-                    rt,
-                    name,
-                    f"Precondition failed: UID in precondition: {preconditions['uid']}, "
-                    f"UID in object meta: {old_meta.get('uid')}",
-                )
-            want_rv = preconditions.get("resourceVersion")
-            if want_rv and want_rv != old_meta["resourceVersion"]:
-                raise errors.conflict(
-                    rt,
-                    name,
-                    f"Precondition failed: ResourceVersion in precondition: {want_rv}, "
-                    f"ResourceVersion in object meta: {old_meta['resourceVersion']}",
-                )
+            self._check_preconditions(rt, old, preconditions)
         if rt.key == NAMESPACE_KEY and name in SYSTEM_NAMESPACES[:3]:
             raise errors.ApiError(
                 403,
@@ -573,36 +620,74 @@ class Store:
             phase = (old.get("status") or {}).get("phase")
             if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
                 grace = 0
-            current = old_meta.get("deletionGracePeriodSeconds")
-            if current is not None:
-                grace = min(grace, int(current))
-        if dry_run:
-            return old
+        current = old_meta.get("deletionGracePeriodSeconds")
+        if old_meta.get("deletionTimestamp") and current is not None:
+            grace = min(grace, int(current))
         key = (old_meta.get("namespace", ""), old_meta["name"])
-        finalizers = old_meta.get("finalizers") or []
-        if rt.key == NAMESPACE_KEY:
-            finalizers = [*list(finalizers), "kubesim/namespace-content"]
-        if grace == 0 and not finalizers:
+        finalizers = _gc_finalizers(list(old_meta.get("finalizers") or []), propagation)
+        held = [*finalizers, "kubesim/namespace-content"] if rt.key == NAMESPACE_KEY else finalizers
+        if grace == 0 and not held:
             # Stored objects are never mutated, so only the metadata needs a copy of its own.
-            removed = {**old, "metadata": {**old_meta, "resourceVersion": str(self._next_rv())}}
+            removed = {**old, "metadata": {**old_meta}}
             removed["metadata"].setdefault("deletionTimestamp", rfc3339(self.clock()))
             removed["metadata"]["deletionGracePeriodSeconds"] = 0
+            if dry_run:
+                return removed
+            removed["metadata"]["resourceVersion"] = str(self._next_rv())
             return self._remove(rt, key, removed)
-        if old_meta.get("deletionTimestamp") and old_meta.get("deletionGracePeriodSeconds") == grace:
+        unchanged_finalizers = finalizers == list(old_meta.get("finalizers") or [])
+        if old_meta.get("deletionTimestamp") and current == grace and unchanged_finalizers:
             return old  # nothing changes: repeated deletes are idempotent
-        meta = {
-            **old_meta,
-            "deletionTimestamp": rfc3339(self.clock() + grace),
-            "deletionGracePeriodSeconds": grace,
-        }
+        meta = {**old_meta, "deletionGracePeriodSeconds": grace}
+        if old_meta.get("deletionTimestamp") and current is not None:
+            # BeforeDelete: a shorter grace moves the deadline earlier by the difference.
+            start = parse_rfc3339(old_meta["deletionTimestamp"]) - int(current)
+            meta["deletionTimestamp"] = rfc3339(start + grace)
+        else:
+            meta["deletionTimestamp"] = rfc3339(self.clock() + grace)
+        if finalizers:
+            meta["finalizers"] = finalizers
+        else:
+            meta.pop("finalizers", None)
         new = {**old, "metadata": meta}
         if rt.key == NAMESPACE_KEY:
             new["status"] = {**(old.get("status") or {}), "phase": "Terminating"}
+        if dry_run:
+            return new
         meta["resourceVersion"] = str(self._next_rv())
         self.table(rt)[key] = new
         self._index(rt, key, new, old)
         self._emit(rt, "MODIFIED", new, old)
         return new
+
+    def _check_preconditions(self, rt: ResourceType, obj: Obj, pre: dict[str, Any]) -> None:
+        """storage.Preconditions.Check: a failed one is etcd's invalid-object error, reported as 409
+        Conflict with the storage error's text (apiserver pkg/storage/errors.go, interpretStorageError)."""
+        meta = obj["metadata"]
+        why = None
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            why = (
+                f"Precondition failed: UID in precondition: {pre['uid']}, "
+                f"UID in object meta: {meta.get('uid')}"
+            )
+        elif pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+            why = (
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}"
+            )
+        if why is not None:
+            prefix = f"/registry/{rt.group}/{rt.plural}" if rt.group else f"/registry/{rt.plural}"
+            storage_key = (
+                f"{prefix}/{meta['namespace']}/{meta['name']}"
+                if rt.namespaced
+                else f"{prefix}/{meta['name']}"
+            )
+            raise errors.conflict(
+                rt,
+                meta["name"],
+                f"StorageError: invalid object, Code: 4, Key: {storage_key}, ResourceVersion: 0, "
+                f"AdditionalErrorMsg: {why}",
+            )
 
     def finish_namespace(self, name: str) -> None:
         """Remove a terminating namespace once its content is gone (called by the namespace controller)."""
@@ -679,13 +764,19 @@ class Store:
         labels: LabelSelector | None,
         fields: FieldSelector | None,
         since: str | None,
+        initial: bool | None = None,
     ) -> Watcher:
-        """Register a watcher; ``since`` None/"" /"0" starts with ADDED events for current objects."""
+        """Register a watcher. ``initial`` True starts with an ADDED event per current object
+        (``sendInitialEvents``), False with none; None is the legacy rule: initial events when
+        ``since`` is None, "" or "0". Without initial events a watch resumes after ``since`` from the
+        history (410 Expired once compacted), or starts now when ``since`` is unset or "0"."""
         w = Watcher(rt, namespace, labels, fields)
-        if since in (None, "", "0"):
+        if initial is None:
+            initial = since in (None, "", "0")
+        if initial:
             for obj in self.list(rt, namespace, labels=labels, fields=fields):
                 w.queue.put_nowait(("ADDED", obj, None))
-        else:
+        elif since not in (None, "", "0"):
             try:
                 from_rv = int(since)
             except ValueError:
@@ -697,6 +788,44 @@ class Store:
                     w.offer(ev)
         self._watchers.setdefault(rt.key, set()).add(w)
         return w
+
+    def list_at(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        rv: int,
+        *,
+        labels: LabelSelector | None = None,
+        fields: FieldSelector | None = None,
+    ) -> ObjList:
+        """The list as it was at ``rv`` (``resourceVersionMatch=Exact``): today's objects with the
+        history after ``rv`` undone. 410 Expired once ``rv`` is compacted, as etcd answers."""
+        if rv < self._compacted_rv:
+            raise errors.gone("The resourceVersion for the provided list is too old.")
+        objs = dict(self.table(rt))
+        for i in range(len(self._history) - 1, -1, -1):
+            ev = self._history[i]
+            if ev.rv <= rv:
+                break
+            if ev.rkey != rt.key:
+                continue
+            meta = ev.obj["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            if ev.type == "ADDED":
+                objs.pop(key, None)
+            elif ev.old is not None:
+                objs[key] = ev.old
+        out: ObjList = []
+        for key in sorted(objs):
+            obj = objs[key]
+            if namespace is not None and key[0] != namespace:
+                continue
+            if labels is not None and not labels.matches(obj["metadata"].get("labels")):
+                continue
+            if fields is not None and not fields.matches(obj):
+                continue
+            out.append(obj)
+        return out
 
     def _iter_history_after(self, rv: int) -> Iterator[WatchEvent]:
         if not self._history or self._history[-1].rv <= rv:
@@ -725,6 +854,20 @@ class Store:
         return n
 
 
+_ORPHAN, _FOREGROUND = "orphan", "foregroundDeletion"
+
+
+def _gc_finalizers(finalizers: list[str], propagation: str | None) -> list[str]:
+    """deletionFinalizersForGarbageCollection: the finalizers a propagation policy asks for."""
+    if propagation == "Orphan":
+        return [f for f in finalizers if f != _FOREGROUND] + ([] if _ORPHAN in finalizers else [_ORPHAN])
+    if propagation == "Foreground":
+        return [f for f in finalizers if f != _ORPHAN] + ([] if _FOREGROUND in finalizers else [_FOREGROUND])
+    if propagation == "Background":
+        return [f for f in finalizers if f not in (_ORPHAN, _FOREGROUND)]
+    return finalizers
+
+
 def _deletion_complete(rt: ResourceType, obj: Obj) -> bool:
     """A terminating pod goes only on its kubelet's grace-0 delete; other kinds when finalizers clear."""
     if rt.key == POD_KEY:
@@ -739,6 +882,21 @@ def _tracks_generation(rt: ResourceType) -> bool:
     """Upstream bumps metadata.generation on spec changes for workloads, PDBs, CRDs and custom
     resources; core kinds and leases have none."""
     return rt.group != "" and (rt.has_status or rt.key not in _BUILTIN_KEYS)
+
+
+def _priority_class(name: str, value: int, now: float) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "uid": str(uuid.uuid4()), "creationTimestamp": rfc3339(now)},
+        "value": value,
+        "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "description": "Used for system critical pods that must not be moved from their current node."
+        if name == "system-node-critical"
+        else "Used for system critical pods that must run in the cluster, but can be moved to another node "
+        "if necessary.",
+    }
 
 
 def _namespace(name: str, now: float) -> Obj:
@@ -756,32 +914,30 @@ def _namespace(name: str, now: float) -> Obj:
     }
 
 
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
-
-
 def _validate_name(rt: ResourceType, name: Any) -> None:
-    if not isinstance(name, str) or not name or len(name) > 253:
+    """ValidateObjectMeta's name rule: a DNS-1123 label for namespaces (ValidateNamespaceName), a
+    DNS-1123 subdomain for the other kinds kubesim serves."""
+    if not isinstance(name, str) or not name:
         raise errors.invalid(rt, str(name), "metadata.name", "Invalid value: must be a non-empty string")
-    if _DNS_SUBDOMAIN.fullmatch(name) is None:
-        raise errors.invalid(
-            rt,
-            name,
-            "metadata.name",
-            f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case '
-            "alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-        )
+    msgs = dns1123_label_errors(name) if rt.key == NAMESPACE_KEY else dns1123_subdomain_errors(name)
+    if msgs:
+        raise invalid_status(rt.kind, rt.group, name, [field_invalid("metadata.name", name, m) for m in msgs])
+
+
+def _default_update(rt: ResourceType, obj: Obj, old: Obj) -> None:
+    """Defaults of a PUT body: the version's defaults, and what admission set at create (priority)."""
+    if rt.key == POD_KEY and isinstance(obj.get("spec"), dict):
+        pod_spec_defaults(obj["spec"])
+        old_spec = old.get("spec") or {}
+        if "priority" not in obj["spec"] and "priority" in old_spec:
+            obj["spec"]["priority"] = old_spec["priority"]
 
 
 def _apply_defaults(rt: ResourceType, obj: Obj) -> None:
     """The API defaults the simulated controllers and clients rely on."""
     if rt.key == POD_KEY:
         spec = obj.setdefault("spec", {})
-        spec.setdefault("terminationGracePeriodSeconds", 30)
-        spec.setdefault("restartPolicy", "Always")
-        spec.setdefault("schedulerName", "default-scheduler")
-        spec.setdefault("dnsPolicy", "ClusterFirst")
-        if "priority" not in spec:
-            spec["priority"] = _PRIORITY_CLASSES.get(str(spec.get("priorityClassName", "")), 0)
+        pod_spec_defaults(spec)
         status = obj.setdefault("status", {})
         status.setdefault("phase", "Pending")
         status.setdefault("qosClass", _qos_class(spec))

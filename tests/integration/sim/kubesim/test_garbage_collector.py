@@ -118,3 +118,34 @@ async def test_orphans_with_missing_owner_are_collected_at_start() -> None:
             return "orphan" not in names and "keep" in names
 
         await until(collected)
+
+
+async def test_an_orphaning_delete_keeps_the_dependents_without_their_owner(
+    http: aiohttp.ClientSession,
+) -> None:
+    """registry/generic/registry/store.go deletionFinalizersForGarbageCollection (propagationPolicy
+    Orphan adds the `orphan` finalizer) and pkg/controller/garbagecollector orphanDependents: the
+    ReplicaSet goes, its pods stay with the reference to it removed."""
+    rs_path = f"/apis/apps/v1/namespaces/{NS}/replicasets"
+    pods_path = f"/api/v1/namespaces/{NS}/pods?labelSelector=app=web"
+    await call(http, "POST", f"/apis/apps/v1/namespaces/{NS}/deployments", deployment("web", 2))
+
+    async def two_pods() -> bool:
+        return len(await items(http, pods_path)) == 2
+
+    await until(two_pods)
+    await call(
+        http, "DELETE", f"/apis/apps/v1/namespaces/{NS}/deployments/web", {"propagationPolicy": "Orphan"}
+    )
+    [rs] = await items(http, rs_path)
+    await call(http, "DELETE", f"{rs_path}/{rs['metadata']['name']}", {"propagationPolicy": "Orphan"})
+
+    async def orphaned() -> bool:
+        pods = await items(http, pods_path)
+        return (
+            not await items(http, rs_path)
+            and len(pods) == 2
+            and not any(p["metadata"].get("ownerReferences") for p in pods)
+        )
+
+    await until(orphaned)

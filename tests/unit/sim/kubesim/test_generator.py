@@ -103,7 +103,7 @@ def test_insertion_order_and_namespaces(cluster: list[Obj], kinds: dict[str, lis
     assert {"default", "kube-system"} <= namespaces
     assert len(namespaces) >= 2 + SPEC.app_namespaces
     for o in cluster:
-        if o["kind"] in ("Namespace", "Node"):
+        if o["kind"] in ("Namespace", "PriorityClass", "Node"):
             assert "namespace" not in o["metadata"]
         else:
             assert o["metadata"]["namespace"] in namespaces
@@ -125,6 +125,9 @@ def test_objects_are_complete(cluster: list[Obj]) -> None:
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", meta["creationTimestamp"])
         assert meta["creationTimestamp"] <= "2026-11-22T12:00:00Z"
         assert "resourceVersion" not in meta
+        if o["kind"] == "PriorityClass":  # value and globalDefault, no spec or status
+            assert isinstance(o["value"], int) and o["globalDefault"] is False
+            continue
         assert isinstance(o["spec"], dict) and isinstance(o["status"], dict)
         if o["kind"] in ("Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "PodDisruptionBudget"):
             assert meta["generation"] == 1
