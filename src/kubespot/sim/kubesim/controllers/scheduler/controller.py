@@ -16,17 +16,23 @@ first one that rejects it (``RunFilterPlugins`` stops at the first failure):
    ``nodeSelectorTerms`` (terms ORed; expressions and fields ANDed; In, NotIn, Exists, DoesNotExist,
    Gt, Lt; ``matchFields`` on ``metadata.name``) -- "node(s) didn't match Pod's node
    affinity/selector". DaemonSet pods pin themselves to a node this way and need nothing else.
-4. NodeResourcesFit: pod count, cpu and memory requests (the larger of the containers' sum and the
-   largest init container, plus overhead; limits stand in for missing requests as API defaulting
-   does) against allocatable minus the requests of the node's non-terminal pods -- "Too many pods",
-   "Insufficient cpu", "Insufficient memory".
+4. NodePorts (``ports.py``): host ports against those of the node's pods -- "node(s) didn't have
+   free ports for the requested pod ports".
+5. NodeResourcesFit (``resources.py``): pod count, cpu, memory, ephemeral-storage and scalar
+   resources (extended ``<domain>/<name>``, ``hugepages-<size>``) as upstream's ``PodRequests``
+   computes them (sidecars, init containers, overhead) against allocatable minus the requests of
+   the node's non-terminal pods -- "Too many pods", "Insufficient cpu", "Insufficient nvidia.com/gpu".
+
+A pod with ``schedulingGates`` is not queued (SchedulingGates' PreEnqueue) until they are removed;
+the scheduler gives it the ``PodScheduled=False`` ``SchedulingGated`` condition upstream's API
+server adds at creation, if it lacks one.
 
 Like upstream (``numFeasibleNodesToFind``) a pass stops searching once it has found enough feasible
 nodes (all nodes below 100, else an adaptive 50 - nodes/125 percent, at least 5 % and 100 nodes),
 starting where the previous pod's search stopped. Feasible nodes are scored by LeastAllocated over
 cpu and memory, counting 100m / 200Mi for containers without requests as upstream's scorer does;
 ties go to the first node found, so results are deterministic (upstream breaks ties at random).
-Inter-pod affinity, topology spread, ports, volumes and preemption are not simulated.
+Inter-pod affinity, topology spread, volumes and preemption are not simulated.
 
 A pod that fits nowhere gets ``PodScheduled=False``, reason ``Unschedulable`` and upstream's
 ``FitError`` message, e.g. ``0/5 nodes are available: 2 node(s) had untolerated taint {a: b}, 3
@@ -42,37 +48,31 @@ within a pass, a shape that failed is not re-evaluated for the next pod of the s
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import orjson
 
-from .. import errors
-from ..quantity import QuantityError, to_int, to_milli
-from ..store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
-from . import Controller, ControllerConfig
-from .kubelet import set_condition
+from ... import errors
+from ...store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
+from .. import Controller, ControllerConfig
+from ..kubelet import set_condition
+from . import fiterror
+from .nodes import NodeInfo, Usage, node_info, required_node_terms, static_reason
+from .ports import REASON_PORTS, HostPort, conflicts, host_ports
+from .resources import PodRequest, insufficient, pod_request, scalars_fit
 
 log = logging.getLogger("kubespot.sim.kubesim.scheduler")
 
 DEFAULT_SCHEDULER = "default-scheduler"
-UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
-UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
 TERMINAL_PHASES = ("Succeeded", "Failed")
+#: The condition upstream's API server puts on a pod created with scheduling gates
+#: (pkg/registry/core/pod/strategy.go applySchedulingGatedCondition).
+REASON_GATED = "SchedulingGated"
+MESSAGE_GATED = "Scheduling is blocked due to non-empty scheduling gates"
 
-REASON_UNSCHEDULABLE = "node(s) were unschedulable"
-REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
-PREEMPTION_NO_VICTIMS = "No preemption victims found for incoming pod"
-
-# Upstream's defaults for scoring containers that request nothing (schedutil.DefaultMilliCPURequest...).
-_NONZERO_MILLI_CPU = 100
-_NONZERO_MEMORY = 200 * 1024 * 1024
 _DEBOUNCE_SECONDS = 0.01
 #: Bound on cached pod shapes and static filter results (each is small).
 _SHAPE_CACHE = 4096
@@ -81,167 +81,6 @@ _SHAPE_CACHE = 4096
 _RETRY_INTERVAL_SECONDS = 0.1
 # Like upstream's podMaxInUnschedulablePodsDuration, but shorter: a safety net for missed changes.
 _FLUSH_UNSCHEDULABLE_SECONDS = 30.0
-
-
-# -- taints and tolerations (shared with the taint manager in nodelifecycle.py) ------------------------
-
-
-def tolerates(toleration: Obj, taint: Obj) -> bool:
-    """Upstream's ``Toleration.ToleratesTaint``: empty effect/key match any; Exists ignores the value."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    op = toleration.get("operator") or "Equal"
-    if op == "Exists":
-        return True
-    return op == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def first_untolerated(taints: Iterable[Obj], tolerations: list[Obj]) -> Obj | None:
-    for taint in taints:
-        if not any(tolerates(t, taint) for t in tolerations):
-            return taint
-    return None
-
-
-def taint_reason(taint: Obj) -> str:
-    return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
-
-
-def ready_status(node: Obj) -> str | None:
-    for c in (node.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return str(c.get("status"))
-    return None
-
-
-# -- requests ----------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=4096)
-def _milli(value: str | int | float) -> int:
-    try:
-        return max(0, to_milli(value))
-    except QuantityError:
-        return 0
-
-
-@functools.lru_cache(maxsize=4096)
-def _units(value: str | int | float) -> int:
-    try:
-        return max(0, to_int(value))
-    except QuantityError:
-        return 0
-
-
-def _container_requests(c: Obj) -> tuple[int, int, int, int]:
-    res = c.get("resources") or {}
-    req = res.get("requests") or {}
-    lim = res.get("limits") or {}
-    cpu_q = req.get("cpu", lim.get("cpu"))
-    mem_q = req.get("memory", lim.get("memory"))
-    cpu = _milli(cpu_q) if cpu_q is not None else 0
-    mem = _units(mem_q) if mem_q is not None else 0
-    return (
-        cpu,
-        mem,
-        cpu if cpu_q is not None else _NONZERO_MILLI_CPU,
-        mem if mem_q is not None else _NONZERO_MEMORY,
-    )
-
-
-def pod_requests(spec: Obj) -> tuple[int, int, int, int]:
-    """(cpu millis, memory bytes, and the same with upstream's non-zero defaults for scoring)."""
-    total = [0, 0, 0, 0]
-    for c in spec.get("containers") or []:
-        for i, v in enumerate(_container_requests(c)):
-            total[i] += v
-    for c in spec.get("initContainers") or []:
-        for i, v in enumerate(_container_requests(c)):
-            total[i] = max(total[i], v)
-    overhead = spec.get("overhead") or {}
-    if overhead:
-        cpu, mem = _milli(overhead.get("cpu", 0)), _units(overhead.get("memory", 0))
-        total = [total[0] + cpu, total[1] + mem, total[2] + cpu, total[3] + mem]
-    return total[0], total[1], total[2], total[3]
-
-
-# -- node affinity -----------------------------------------------------------------------------------
-
-
-def _match_expr(expr: Obj, values_of: dict[str, str]) -> bool:
-    key = expr.get("key", "")
-    op = expr.get("operator")
-    values = expr.get("values") or []
-    present = key in values_of
-    value = values_of.get(key)
-    if op == "In":
-        return present and value in values
-    if op == "NotIn":
-        return not present or value not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        if not present or len(values) != 1:
-            return False
-        try:
-            have, want = int(str(value)), int(str(values[0]))
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def term_matches(term: Obj, name: str, labels: dict[str, str]) -> bool:
-    """One nodeSelectorTerm; an empty term matches no node, as upstream."""
-    exprs = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not exprs and not fields:
-        return False
-    if not all(_match_expr(e, labels) for e in exprs):
-        return False
-    return all(f.get("key") == "metadata.name" and _match_expr(f, {"metadata.name": name}) for f in fields)
-
-
-# -- state -------------------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Usage:
-    """Requests of the non-terminal pods bound to one node name."""
-
-    cpu: int = 0
-    mem: int = 0
-    pods: int = 0
-    nz_cpu: int = 0
-    nz_mem: int = 0
-
-
-@dataclass(slots=True)
-class _NodeInfo:
-    name: str
-    labels: dict[str, str]
-    taints: list[Obj]  # NoSchedule and NoExecute only, plus the synthetic not-ready taint
-    unschedulable: bool
-    alloc_cpu: int
-    alloc_mem: int
-    alloc_pods: int
-    usage: _Usage
-
-    def same_shape(self, other: _NodeInfo) -> bool:
-        return (
-            self.labels == other.labels
-            and self.taints == other.taints
-            and self.unschedulable == other.unschedulable
-            and self.alloc_cpu == other.alloc_cpu
-            and self.alloc_mem == other.alloc_mem
-            and self.alloc_pods == other.alloc_pods
-        )
 
 
 @dataclass(slots=True)
@@ -253,7 +92,7 @@ class _Static:
     terms: list[Obj] | None  # None: no required node affinity
     tolerations: list[Obj]
     version: int = -1  # node-set version the cached filtering is for
-    feasible: list[_NodeInfo] = field(default_factory=list)
+    feasible: list[NodeInfo] = field(default_factory=list)
     reasons: Counter[str] = field(default_factory=Counter)
 
 
@@ -261,10 +100,8 @@ class _Static:
 class _Shape:
     """What scheduling depends on, shared by every pending pod with the same spec essentials."""
 
-    cpu: int
-    mem: int
-    nz_cpu: int
-    nz_mem: int
+    req: PodRequest
+    ports: tuple[HostPort, ...]
     static: _Static
 
 
@@ -275,25 +112,11 @@ class _Pending:
     shape_key: bytes
 
 
-def _node_info(node: Obj, usage: _Usage) -> _NodeInfo:
-    meta, spec = node["metadata"], node.get("spec") or {}
-    taints = [t for t in spec.get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
-    ready = ready_status(node)
-    if ready != "True":
-        key = UNREACHABLE_TAINT_KEY if ready == "Unknown" else NOT_READY_TAINT_KEY
-        if not any(t.get("key") == key and t.get("effect") == "NoSchedule" for t in taints):
-            taints.append({"key": key, "effect": "NoSchedule"})
-    alloc = (node.get("status") or {}).get("allocatable") or {}
-    return _NodeInfo(
-        name=meta["name"],
-        labels=dict(meta.get("labels") or {}),
-        taints=taints,
-        unschedulable=bool(spec.get("unschedulable")),
-        alloc_cpu=_milli(alloc.get("cpu", 0)),
-        alloc_mem=_units(alloc.get("memory", 0)),
-        alloc_pods=_units(alloc.get("pods", 0)),
-        usage=usage,
-    )
+@dataclass(slots=True)
+class _Placed:
+    node: str
+    req: PodRequest
+    ports: tuple[HostPort, ...]
 
 
 def num_feasible_nodes_to_find(num_all: int) -> int:
@@ -302,6 +125,10 @@ def num_feasible_nodes_to_find(num_all: int) -> int:
         return num_all
     pct = max(5, 50 - num_all // 125)
     return max(100, num_all * pct // 100)
+
+
+def is_gated(spec: Obj) -> bool:
+    return bool(spec.get("schedulingGates"))
 
 
 class SchedulerController(Controller):
@@ -314,11 +141,12 @@ class SchedulerController(Controller):
         super().__init__(store, config)
         self.pod_rt = self.rt("", "v1", "pods")
         self.node_rt = self.rt("", "v1", "nodes")
-        self._nodes: dict[str, _NodeInfo] = {}
-        self._usage: dict[str, _Usage] = {}
-        self._placed: dict[ObjKey, tuple[str, int, int, int, int]] = {}
+        self._nodes: dict[str, NodeInfo] = {}
+        self._usage: dict[str, Usage] = {}
+        self._placed: dict[ObjKey, _Placed] = {}
         self._pending: dict[ObjKey, _Pending] = {}
         self._unschedulable: dict[ObjKey, _Pending] = {}
+        self._gated: set[ObjKey] = set()
         self._shapes: dict[bytes, _Shape] = {}
         self._statics: dict[bytes, _Static] = {}
         self._version = 0
@@ -350,8 +178,7 @@ class SchedulerController(Controller):
                 meta = ev.obj["metadata"]
                 key = (meta.get("namespace", ""), meta["name"])
                 self._unplace(key)
-                self._pending.pop(key, None)
-                self._unschedulable.pop(key, None)
+                self._forget(key)
             else:
                 self._on_pod(ev.obj, ev.old)
         elif ev.rkey == NODE_KEY:
@@ -361,10 +188,15 @@ class SchedulerController(Controller):
             else:
                 self._on_node(ev.obj)
 
+    def _forget(self, key: ObjKey) -> None:
+        self._pending.pop(key, None)
+        self._unschedulable.pop(key, None)
+        self._gated.discard(key)
+
     def _on_node(self, node: Obj) -> None:
         name = node["metadata"]["name"]
-        usage = self._usage.setdefault(name, _Usage())
-        info = _node_info(node, usage)
+        usage = self._usage.setdefault(name, Usage())
+        info = node_info(node, usage)
         old = self._nodes.get(name)
         if old is not None and old.same_shape(info):
             return  # a heartbeat: nothing scheduling depends on changed
@@ -379,8 +211,7 @@ class SchedulerController(Controller):
         node = spec.get("nodeName")
         terminal = (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
         if node:
-            self._pending.pop(key, None)
-            self._unschedulable.pop(key, None)
+            self._forget(key)
             if terminal:
                 self._unplace(key)
             elif key not in self._placed:
@@ -391,9 +222,17 @@ class SchedulerController(Controller):
             or terminal
             or spec.get("schedulerName", DEFAULT_SCHEDULER) != DEFAULT_SCHEDULER
         ):
+            self._forget(key)
+            return
+        if is_gated(spec):
+            # SchedulingGates' PreEnqueue: the pod waits outside the queue until its gates are gone.
             self._pending.pop(key, None)
             self._unschedulable.pop(key, None)
+            if key not in self._gated:
+                self._gated.add(key)
+                self._kick.set()  # the pass writes the SchedulingGated condition if it is missing
             return
+        self._gated.discard(key)
         if key in self._pending or key in self._unschedulable:
             if old is None or old.get("spec") == spec:
                 return
@@ -402,26 +241,40 @@ class SchedulerController(Controller):
         self._kick.set()
 
     def _place(self, key: ObjKey, node: str, spec: Obj) -> None:
-        cpu, mem, nz_cpu, nz_mem = pod_requests(spec)
-        u = self._usage.setdefault(node, _Usage())
-        u.cpu += cpu
-        u.mem += mem
-        u.nz_cpu += nz_cpu
-        u.nz_mem += nz_mem
+        req = pod_request(spec)
+        ports = host_ports(spec)
+        u = self._usage.setdefault(node, Usage())
+        u.cpu += req.cpu
+        u.mem += req.mem
+        u.eph += req.eph
+        u.nz_cpu += req.nz_cpu
+        u.nz_mem += req.nz_mem
         u.pods += 1
-        self._placed[key] = (node, cpu, mem, nz_cpu, nz_mem)
+        for name, amount in req.scalars:
+            u.scalars[name] += amount
+        for port in ports:
+            u.ports[port] += 1
+        self._placed[key] = _Placed(node, req, ports)
 
     def _unplace(self, key: ObjKey) -> None:
         placed = self._placed.pop(key, None)
         if placed is None:
             return
-        node, cpu, mem, nz_cpu, nz_mem = placed
-        u = self._usage[node]
-        u.cpu -= cpu
-        u.mem -= mem
-        u.nz_cpu -= nz_cpu
-        u.nz_mem -= nz_mem
+        u, req = self._usage[placed.node], placed.req
+        u.cpu -= req.cpu
+        u.mem -= req.mem
+        u.eph -= req.eph
+        u.nz_cpu -= req.nz_cpu
+        u.nz_mem -= req.nz_mem
         u.pods -= 1
+        for name, amount in req.scalars:
+            u.scalars[name] -= amount
+            if not u.scalars[name]:
+                del u.scalars[name]
+        for port in placed.ports:
+            u.ports[port] -= 1
+            if not u.ports[port]:
+                del u.ports[port]
         self._wake_retry()
 
     def _wake_retry(self) -> None:
@@ -430,15 +283,15 @@ class SchedulerController(Controller):
             self._kick.set()
 
     def _shape_key(self, spec: Obj) -> bytes:
-        cpu, mem, nz_cpu, nz_mem = pod_requests(spec)
-        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-        terms = None if affinity is None else list(affinity.get("nodeSelectorTerms") or [])
+        req = pod_request(spec)
+        ports = host_ports(spec)
+        terms = required_node_terms(spec)
         selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
         tolerations = list(spec.get("tolerations") or [])
         static_key = orjson.dumps([selector, terms, tolerations], option=orjson.OPT_SORT_KEYS)
-        key = orjson.dumps([cpu, mem, nz_cpu, nz_mem]) + static_key
+        key = (
+            orjson.dumps([req.cpu, req.mem, req.eph, req.scalars, req.nz_cpu, req.nz_mem, ports]) + static_key
+        )
         if key not in self._shapes:
             if len(self._shapes) >= _SHAPE_CACHE:
                 self._shapes.clear()  # bounded, and rebuilt on demand (see _pass)
@@ -447,7 +300,7 @@ class SchedulerController(Controller):
                 if len(self._statics) >= _SHAPE_CACHE:
                     self._statics.clear()
                 static = self._statics[static_key] = _Static(selector, terms, tolerations)
-            self._shapes[key] = _Shape(cpu, mem, nz_cpu, nz_mem, static)
+            self._shapes[key] = _Shape(req, ports, static)
         return key
 
     # -- passes ----------------------------------------------------------------------------------
@@ -463,6 +316,7 @@ class SchedulerController(Controller):
                     await asyncio.sleep(wait)
             self._kick.clear()
             try:
+                self._mark_gated()
                 await self._pass()
             except Exception:
                 log.exception("scheduler: pass failed")
@@ -499,8 +353,8 @@ class SchedulerController(Controller):
         pod = self.store.find(self.pod_rt, key[0], key[1])
         if pod is None or (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("deletionTimestamp"):
             return
-        if key in self._pending or key in self._unschedulable:
-            return  # re-queued by an event while this pass yielded
+        if key in self._pending or key in self._unschedulable or key in self._gated:
+            return  # re-queued (or gated) by an event while this pass yielded
         shape = self._shapes.get(pending.shape_key)
         if shape is None:  # forgotten while yielding; recompute
             pending.shape_key = self._shape_key(pod.get("spec") or {})
@@ -525,24 +379,15 @@ class SchedulerController(Controller):
         if self._sorted_version != self._version:
             self._sorted_names = sorted(self._nodes)
             self._sorted_version = self._version
-        feasible: list[_NodeInfo] = []
+        feasible: list[NodeInfo] = []
         reasons: Counter[str] = Counter()
-        tolerate_cordon = any(tolerates(t, UNSCHEDULABLE_TAINT) for t in static.tolerations)
         for name in self._sorted_names:
             n = self._nodes[name]
-            if n.unschedulable and not tolerate_cordon:
-                reasons[REASON_UNSCHEDULABLE] += 1
-                continue
-            taint = first_untolerated(n.taints, static.tolerations) if n.taints else None
-            if taint is not None:
-                reasons[taint_reason(taint)] += 1
-                continue
-            if any(n.labels.get(k) != v for k, v in static.node_selector.items()) or (
-                static.terms is not None and not any(term_matches(t, name, n.labels) for t in static.terms)
-            ):
-                reasons[REASON_AFFINITY] += 1
-                continue
-            feasible.append(n)  # a node that changes gets a new _NodeInfo, and the version moves
+            reason = static_reason(n, static.tolerations, static.node_selector, static.terms)
+            if reason is None:
+                feasible.append(n)  # a node that changes gets a new NodeInfo, and the version moves
+            else:
+                reasons[reason] += 1
         static.feasible, static.reasons, static.version = feasible, reasons, self._version
         return static
 
@@ -555,28 +400,33 @@ class SchedulerController(Controller):
         """
         num_all = len(self._nodes)
         if num_all == 0:
-            return None, "no nodes available to schedule pods"
+            return None, fiterror.NO_NODES
         feasible = self._static(shape.static).feasible
         want = num_feasible_nodes_to_find(num_all)
         total = len(feasible)
         start = self._next_start % total if total else 0
-        cpu, mem, nz_cpu, nz_mem = shape.cpu, shape.mem, shape.nz_cpu, shape.nz_mem
-        best: _NodeInfo | None = None
+        req = shape.req
+        cpu, mem, eph, nz_cpu, nz_mem = req.cpu, req.mem, req.eph, req.nz_cpu, req.nz_mem
+        scalars, ports = req.scalars, shape.ports
+        best: NodeInfo | None = None
         best_score = -1
         found = processed = 0
         for n in feasible[start:] + feasible[:start]:
             processed += 1
-            u = n.usage
+            u, a = n.usage, n.alloc
             if (
-                u.pods + 1 > n.alloc_pods
-                or (cpu > 0 and u.cpu + cpu > n.alloc_cpu)
-                or (mem > 0 and u.mem + mem > n.alloc_mem)
+                u.pods + 1 > a.pods
+                or (cpu > 0 and u.cpu + cpu > a.cpu)
+                or (mem > 0 and u.mem + mem > a.mem)
+                or (eph > 0 and u.eph + eph > a.eph)
+                or (scalars and not scalars_fit(req, a, u))
+                or (ports and conflicts(ports, u.ports))
             ):
                 continue
-            # Least allocated: the mean of the free cpu and memory shares (_free_score), inlined.
-            alloc, requested = n.alloc_cpu, u.nz_cpu + nz_cpu
+            # Least allocated: the mean of the free cpu and memory shares, inlined.
+            alloc, requested = a.cpu, u.nz_cpu + nz_cpu
             cpu_score = (alloc - requested) * 100 // alloc if alloc > 0 and requested <= alloc else 0
-            alloc, requested = n.alloc_mem, u.nz_mem + nz_mem
+            alloc, requested = a.mem, u.nz_mem + nz_mem
             mem_score = (alloc - requested) * 100 // alloc if alloc > 0 and requested <= alloc else 0
             score = (cpu_score + mem_score) // 2
             if score > best_score:
@@ -590,35 +440,23 @@ class SchedulerController(Controller):
             return best.name, ""
         return None, self._unfit_message(shape, feasible)
 
-    def _unfit_message(self, shape: _Shape, feasible: list[_NodeInfo]) -> str:
-        """Upstream's FitError message when none of ``feasible`` (or of the other nodes) fits."""
+    def _unfit_message(self, shape: _Shape, feasible: list[NodeInfo]) -> str:
+        """Upstream's FitError message when none of ``feasible`` (or of the other nodes) fits.
+
+        A node fails on its first failing plugin (NodePorts before NodeResourcesFit, as in the
+        default plugin order), with every reason that plugin gives.
+        """
         num_all = len(self._nodes)
-        fit_reasons: Counter[str] = Counter()
-        resource_failed = 0
+        reasons = Counter(shape.static.reasons)
+        unresolvable = sum(reasons.values())  # filters 1-3 are UnschedulableAndUnresolvable
         for n in feasible:
-            u = n.usage
-            failed = False
-            if u.pods + 1 > n.alloc_pods:
-                fit_reasons["Too many pods"] += 1
-                failed = True
-            if shape.cpu > 0 and u.cpu + shape.cpu > n.alloc_cpu:
-                fit_reasons["Insufficient cpu"] += 1
-                failed = True
-            if shape.mem > 0 and u.mem + shape.mem > n.alloc_mem:
-                fit_reasons["Insufficient memory"] += 1
-                failed = True
-            if failed:
-                resource_failed += 1
-        reasons = shape.static.reasons + fit_reasons
-        histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
-        message = f"0/{num_all} nodes are available: {histogram}."
-        preemption: Counter[str] = Counter()
-        if num_all - resource_failed:
-            preemption[PREEMPTION_NOT_HELPFUL] = num_all - resource_failed
-        if resource_failed:
-            preemption[PREEMPTION_NO_VICTIMS] = resource_failed
-        hist = ", ".join(sorted(f"{count} {reason}" for reason, count in preemption.items()))
-        return f"{message} preemption: 0/{num_all} nodes are available: {hist}."
+            if shape.ports and conflicts(shape.ports, n.usage.ports):
+                node_reasons = [REASON_PORTS]
+            else:
+                node_reasons = insufficient(shape.req, n.alloc, n.usage)
+            for reason in node_reasons:
+                reasons[reason] += 1
+        return fiterror.message(num_all, reasons, unresolvable=unresolvable)
 
     def _bind(self, key: ObjKey, node: str) -> None:
         """What a ``pods/binding`` create does: set nodeName and PodScheduled True in one write."""
@@ -635,6 +473,19 @@ class SchedulerController(Controller):
         self.store.mutate(self.pod_rt, key[0], key[1], bind, status_only=True)
         self.bound += 1
 
+    def _mark_gated(self) -> None:
+        """Give gated pods without a PodScheduled condition the one upstream's API server adds at
+        creation (kubesim's API server does not), so clients see why they wait."""
+        for key in list(self._gated):
+            pod = self.store.find(self.pod_rt, key[0], key[1])
+            if pod is None:
+                continue
+            if any(
+                c.get("type") == "PodScheduled" for c in (pod.get("status") or {}).get("conditions") or []
+            ):
+                continue
+            self._write_condition(key, REASON_GATED, MESSAGE_GATED)
+
     def _mark_unschedulable(self, key: ObjKey, pod: Obj, message: str) -> None:
         for c in (pod.get("status") or {}).get("conditions") or []:
             if (
@@ -644,22 +495,19 @@ class SchedulerController(Controller):
                 and c.get("message") == message
             ):
                 return  # upstream skips the write when the condition is unchanged
+        self._write_condition(key, "Unschedulable", message)
+
+    def _write_condition(self, key: ObjKey, reason: str, message: str) -> None:
         now = rfc3339(self.store.clock())
 
         def mark(o: Obj) -> None:
             conds = o.setdefault("status", {}).setdefault("conditions", [])
-            set_condition(conds, "PodScheduled", "False", now, "Unschedulable", message)
+            set_condition(conds, "PodScheduled", "False", now, reason, message)
 
         try:
             self.store.mutate(self.pod_rt, key[0], key[1], mark)
         except errors.ApiError as exc:
             log.debug("scheduler: status of %s/%s not written: %s", key[0], key[1], exc.message)
-
-
-def _free_score(alloc: int, requested: int) -> int:
-    if alloc <= 0 or requested > alloc:
-        return 0
-    return (alloc - requested) * 100 // alloc
 
 
 def pending_reason(pod: Obj) -> str | None:

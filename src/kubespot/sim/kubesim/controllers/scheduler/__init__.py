@@ -1,0 +1,37 @@
+"""Simulated kube-scheduler (see ``controller.py``), one module per plugin: ``nodes`` (NodeUnschedulable,
+TaintToleration, NodeAffinity), ``resources`` (NodeResourcesFit), ``ports`` (NodePorts), and
+``fiterror`` (the Unschedulable message)."""
+
+from .controller import (
+    DEFAULT_SCHEDULER,
+    TERMINAL_PHASES,
+    SchedulerController,
+    num_feasible_nodes_to_find,
+    pending_reason,
+)
+from .nodes import (
+    NOT_READY_TAINT_KEY,
+    UNREACHABLE_TAINT_KEY,
+    UNSCHEDULABLE_TAINT,
+    first_untolerated,
+    ready_status,
+    taint_reason,
+    tolerates,
+)
+from .resources import pod_requests
+
+__all__ = [
+    "DEFAULT_SCHEDULER",
+    "NOT_READY_TAINT_KEY",
+    "TERMINAL_PHASES",
+    "UNREACHABLE_TAINT_KEY",
+    "UNSCHEDULABLE_TAINT",
+    "SchedulerController",
+    "first_untolerated",
+    "num_feasible_nodes_to_find",
+    "pending_reason",
+    "pod_requests",
+    "ready_status",
+    "taint_reason",
+    "tolerates",
+]
