@@ -189,7 +189,11 @@ def _schedule_shape(i: int, group: int) -> dict[str, Any]:
     labels = {"bench": "schedule", "app": app}
     spec: dict[str, Any] = {
         "containers": [
-            {"name": "app", "image": "nginx:1.27", "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}
+            {
+                "name": "app",
+                "image": "nginx:1.27",
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+            }
         ],
         "terminationGracePeriodSeconds": 1,
     }
@@ -369,7 +373,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of the GET and eviction phases")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument(
-        "--phases", default="watch,gets,evictions,resume", help="comma-separated phases to run: watch, gets, evictions, resume, schedule (default: the first four)"
+        "--phases",
+        default="watch,gets,evictions,resume",
+        help="comma-separated phases: watch, gets, evictions, resume, schedule (default: the first four)",
     )
     parser.add_argument("--schedule-pods", type=int, default=2000, help="pods the schedule phase creates")
     parser.add_argument("--schedule-groups", type=int, default=20, help="Deployment-like groups of them")
