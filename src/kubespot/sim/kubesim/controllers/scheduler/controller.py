@@ -60,6 +60,8 @@ from ...store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from .. import Controller, ControllerConfig
 from ..kubelet import set_condition
 from . import fiterror
+from .interpod import REASON_AFFINITY as REASON_POD_AFFINITY
+from .interpod import InterPodState, PodIndex, Term, parse_terms, pre_filter, required_terms
 from .nodes import NodeInfo, Usage, node_info, required_node_terms, static_reason
 from .ports import REASON_PORTS, HostPort, conflicts, host_ports
 from .resources import PodRequest, insufficient, pod_request, scalars_fit
@@ -103,6 +105,10 @@ class _Shape:
     req: PodRequest
     ports: tuple[HostPort, ...]
     static: _Static
+    namespace: str
+    labels: dict[str, str]
+    affinity: tuple[Term, ...]  # required pod affinity terms
+    anti: tuple[Term, ...]  # required pod anti-affinity terms
 
 
 @dataclass(slots=True)
@@ -141,6 +147,9 @@ class SchedulerController(Controller):
         super().__init__(store, config)
         self.pod_rt = self.rt("", "v1", "pods")
         self.node_rt = self.rt("", "v1", "nodes")
+        self.ns_rt = self.rt("", "v1", "namespaces")
+        self._pods = PodIndex(self._namespace_labels)
+        self._affinity_waiting = False
         self._nodes: dict[str, NodeInfo] = {}
         self._usage: dict[str, Usage] = {}
         self._placed: dict[ObjKey, _Placed] = {}
@@ -215,7 +224,7 @@ class SchedulerController(Controller):
             if terminal:
                 self._unplace(key)
             elif key not in self._placed:
-                self._place(key, node, spec)
+                self._place(key, node, pod)
             return
         if (
             meta.get("deletionTimestamp")
@@ -237,10 +246,15 @@ class SchedulerController(Controller):
             if old is None or old.get("spec") == spec:
                 return
             self._unschedulable.pop(key, None)  # the spec changed (e.g. a toleration added): try again
-        self._pending[key] = _Pending(int(spec.get("priority") or 0), next(self._seq), self._shape_key(spec))
+        self._pending[key] = _Pending(int(spec.get("priority") or 0), next(self._seq), self._shape_key(pod))
         self._kick.set()
 
-    def _place(self, key: ObjKey, node: str, spec: Obj) -> None:
+    def _namespace_labels(self, ns: str) -> dict[str, str]:
+        obj = self.store.find(self.ns_rt, None, ns)
+        return {} if obj is None else dict(obj["metadata"].get("labels") or {})
+
+    def _place(self, key: ObjKey, node: str, pod: Obj) -> None:
+        spec, meta = pod.get("spec") or {}, pod["metadata"]
         req = pod_request(spec)
         ports = host_ports(spec)
         u = self._usage.setdefault(node, Usage())
@@ -255,11 +269,18 @@ class SchedulerController(Controller):
         for port in ports:
             u.ports[port] += 1
         self._placed[key] = _Placed(node, req, ports)
+        ns, labels = meta.get("namespace", ""), dict(meta.get("labels") or {})
+        self._pods.add(
+            key, node, ns, labels, parse_terms(required_terms(spec, "podAntiAffinity"), ns, labels)
+        )
+        if self._affinity_waiting:
+            self._wake_retry()  # a pod bound may be what an unschedulable pod's affinity waits for
 
     def _unplace(self, key: ObjKey) -> None:
         placed = self._placed.pop(key, None)
         if placed is None:
             return
+        self._pods.remove(key)
         u, req = self._usage[placed.node], placed.req
         u.cpu -= req.cpu
         u.mem -= req.mem
@@ -282,16 +303,31 @@ class SchedulerController(Controller):
             self._retry = True
             self._kick.set()
 
-    def _shape_key(self, spec: Obj) -> bytes:
+    def _shape_key(self, pod: Obj) -> bytes:
+        spec, meta = pod.get("spec") or {}, pod["metadata"]
+        ns, labels = meta.get("namespace", ""), dict(meta.get("labels") or {})
+        affinity, anti = required_terms(spec, "podAffinity"), required_terms(spec, "podAntiAffinity")
         req = pod_request(spec)
         ports = host_ports(spec)
         terms = required_node_terms(spec)
         selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
         tolerations = list(spec.get("tolerations") or [])
         static_key = orjson.dumps([selector, terms, tolerations], option=orjson.OPT_SORT_KEYS)
-        key = (
-            orjson.dumps([req.cpu, req.mem, req.eph, req.scalars, req.nz_cpu, req.nz_mem, ports]) + static_key
-        )
+        # Namespace and labels too: other pods' anti-affinity selects by them.
+        pod_key = [
+            req.cpu,
+            req.mem,
+            req.eph,
+            req.scalars,
+            req.nz_cpu,
+            req.nz_mem,
+            ports,
+            ns,
+            labels,
+            affinity,
+            anti,
+        ]
+        key = orjson.dumps(pod_key, option=orjson.OPT_SORT_KEYS) + static_key
         if key not in self._shapes:
             if len(self._shapes) >= _SHAPE_CACHE:
                 self._shapes.clear()  # bounded, and rebuilt on demand (see _pass)
@@ -300,7 +336,15 @@ class SchedulerController(Controller):
                 if len(self._statics) >= _SHAPE_CACHE:
                     self._statics.clear()
                 static = self._statics[static_key] = _Static(selector, terms, tolerations)
-            self._shapes[key] = _Shape(req, ports, static)
+            self._shapes[key] = _Shape(
+                req,
+                ports,
+                static,
+                ns,
+                labels,
+                parse_terms(affinity, ns, labels),
+                parse_terms(anti, ns, labels),
+            )
         return key
 
     # -- passes ----------------------------------------------------------------------------------
@@ -333,6 +377,7 @@ class SchedulerController(Controller):
             self._last_retry = asyncio.get_running_loop().time()
             self._pending.update(self._unschedulable)
             self._unschedulable.clear()
+            self._affinity_waiting = False
         if not self._pending:
             return
         batch = sorted(self._pending.items(), key=lambda kv: (-kv[1].priority, kv[1].seq))
@@ -357,7 +402,7 @@ class SchedulerController(Controller):
             return  # re-queued (or gated) by an event while this pass yielded
         shape = self._shapes.get(pending.shape_key)
         if shape is None:  # forgotten while yielding; recompute
-            pending.shape_key = self._shape_key(pod.get("spec") or {})
+            pending.shape_key = self._shape_key(pod)
             shape = self._shapes[pending.shape_key]
         message = failed.get(pending.shape_key)
         if message is None:
@@ -370,6 +415,7 @@ class SchedulerController(Controller):
                 return
             failed[pending.shape_key] = message
         self._unschedulable[key] = pending
+        self._affinity_waiting = self._affinity_waiting or bool(shape.affinity)
         self._mark_unschedulable(key, pod, message)
 
     def _static(self, static: _Static) -> _Static:
@@ -408,6 +454,7 @@ class SchedulerController(Controller):
         req = shape.req
         cpu, mem, eph, nz_cpu, nz_mem = req.cpu, req.mem, req.eph, req.nz_cpu, req.nz_mem
         scalars, ports = req.scalars, shape.ports
+        interpod = self._interpod(shape)
         best: NodeInfo | None = None
         best_score = -1
         found = processed = 0
@@ -421,6 +468,7 @@ class SchedulerController(Controller):
                 or (eph > 0 and u.eph + eph > a.eph)
                 or (scalars and not scalars_fit(req, a, u))
                 or (ports and conflicts(ports, u.ports))
+                or (interpod is not None and interpod.reason(n) is not None)
             ):
                 continue
             # Least allocated: the mean of the free cpu and memory shares, inlined.
@@ -440,6 +488,11 @@ class SchedulerController(Controller):
             return best.name, ""
         return None, self._unfit_message(shape, feasible)
 
+    def _interpod(self, shape: _Shape) -> InterPodState | None:
+        if not (shape.affinity or shape.anti or self._pods.has_existing_anti):
+            return None
+        return pre_filter(self._pods, self._nodes, shape.namespace, shape.labels, shape.affinity, shape.anti)
+
     def _unfit_message(self, shape: _Shape, feasible: list[NodeInfo]) -> str:
         """Upstream's FitError message when none of ``feasible`` (or of the other nodes) fits.
 
@@ -449,11 +502,16 @@ class SchedulerController(Controller):
         num_all = len(self._nodes)
         reasons = Counter(shape.static.reasons)
         unresolvable = sum(reasons.values())  # filters 1-3 are UnschedulableAndUnresolvable
+        interpod = self._interpod(shape)
         for n in feasible:
             if shape.ports and conflicts(shape.ports, n.usage.ports):
                 node_reasons = [REASON_PORTS]
             else:
                 node_reasons = insufficient(shape.req, n.alloc, n.usage)
+            if not node_reasons and interpod is not None:
+                reason = interpod.reason(n)
+                node_reasons = [] if reason is None else [reason]
+                unresolvable += reason == REASON_POD_AFFINITY
             for reason in node_reasons:
                 reasons[reason] += 1
         return fiterror.message(num_all, reasons, unresolvable=unresolvable)
