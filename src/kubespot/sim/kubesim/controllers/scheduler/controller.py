@@ -61,8 +61,9 @@ from .. import Controller, ControllerConfig
 from ..kubelet import set_condition
 from . import fiterror
 from .interpod import REASON_AFFINITY as REASON_POD_AFFINITY
-from .interpod import InterPodState, PodIndex, Term, parse_terms, pre_filter, required_terms
+from .interpod import InterPodState, parse_terms, pre_filter, required_terms
 from .nodes import NodeInfo, Usage, node_info, required_node_terms, static_reason
+from .podindex import PodIndex, Term
 from .ports import REASON_PORTS, HostPort, conflicts, host_ports
 from .resources import PodRequest, insufficient, pod_request, scalars_fit
 

@@ -21,47 +21,24 @@ A term selects pods by ``labelSelector`` (nil selects none) in ``namespaces`` an
 ``matchLabelKeys`` / ``mismatchLabelKeys`` add ``key in (value)`` / ``key notin (value)`` with the
 pod's own label values (upstream's API server does that at creation).
 
-Instead of scanning every pod per attempt, ``PodIndex`` keeps, per distinct group of terms, how many
-bound pods on each node match it, updated as pods are bound and removed (registered on first use
-with one scan of the pods of the namespaces concerned).
+Instead of scanning every pod per attempt, the counts come from ``podindex.PodIndex``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import orjson
 
 from ...selectors import NOTHING, LabelSelector, SelectorError, label_selector_from_dict
-from ...store import Obj, ObjKey
+from ...store import Obj
 from .nodes import NodeInfo
+from .podindex import PodIndex, Term
 
 REASON_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI = "node(s) didn't match pod anti-affinity rules"
-
-#: Bound on registered term groups; rebuilt on demand.
-_MAX_GROUPS = 1024
-
-NamespaceLabels = Callable[[str], Mapping[str, str]]
-
-
-@dataclass(frozen=True, slots=True)
-class Term:
-    topology_key: str
-    selector: LabelSelector
-    namespaces: frozenset[str]
-    ns_selector: LabelSelector | None  # None: no namespaceSelector
-    key: bytes  # identity (same key, same matching)
-
-    def matches(self, ns: str, labels: Mapping[str, str], ns_labels: NamespaceLabels) -> bool:
-        if ns not in self.namespaces and (
-            self.ns_selector is None or not self.ns_selector.matches(ns_labels(ns))
-        ):
-            return False
-        return self.selector.matches(labels)
 
 
 def _selector(
@@ -115,104 +92,6 @@ def required_terms(spec: Obj, kind: str) -> list[Obj]:
     """``podAffinity`` or ``podAntiAffinity`` required terms of a pod spec."""
     section = (spec.get("affinity") or {}).get(kind) or {}
     return list(section.get("requiredDuringSchedulingIgnoredDuringExecution") or [])
-
-
-@dataclass(slots=True)
-class _Group:
-    """Bound pods matching all of ``terms``, per node name."""
-
-    terms: tuple[Term, ...]
-    per_node: Counter[str] = field(default_factory=Counter)
-
-    def matches(self, ns: str, labels: Mapping[str, str], ns_labels: NamespaceLabels) -> bool:
-        return all(t.matches(ns, labels, ns_labels) for t in self.terms)
-
-
-@dataclass(slots=True)
-class _Bound:
-    node: str
-    ns: str
-    labels: dict[str, str]
-    anti: tuple[Term, ...]
-
-
-class PodIndex:
-    """Bound pods by namespace, per-node counts of registered term groups, existing anti-affinity."""
-
-    def __init__(self, ns_labels: NamespaceLabels) -> None:
-        self.ns_labels = ns_labels
-        self._bound: dict[ObjKey, _Bound] = {}
-        self._by_ns: dict[str, set[ObjKey]] = {}
-        self._groups: dict[bytes, _Group] = {}
-        #: Existing pods' anti-affinity terms: term key -> (term, pods with it per node).
-        self._anti: dict[bytes, tuple[Term, Counter[str]]] = {}
-
-    def add(self, key: ObjKey, node: str, ns: str, labels: dict[str, str], anti: tuple[Term, ...]) -> None:
-        self._bound[key] = b = _Bound(node, ns, labels, anti)
-        self._by_ns.setdefault(ns, set()).add(key)
-        for g in self._groups.values():
-            if g.matches(ns, labels, self.ns_labels):
-                g.per_node[node] += 1
-        for t in anti:
-            self._anti.setdefault(t.key, (t, Counter()))[1][b.node] += 1
-
-    def remove(self, key: ObjKey) -> None:
-        b = self._bound.pop(key, None)
-        if b is None:
-            return
-        keys = self._by_ns.get(b.ns)
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self._by_ns[b.ns]
-        for g in self._groups.values():
-            if g.per_node[b.node] and g.matches(b.ns, b.labels, self.ns_labels):
-                _decrement(g.per_node, b.node)
-        for t in b.anti:
-            entry = self._anti.get(t.key)
-            if entry is not None:
-                _decrement(entry[1], b.node)
-                if not entry[1]:
-                    del self._anti[t.key]
-
-    def per_node(self, terms: tuple[Term, ...]) -> Counter[str]:
-        """Bound pods matching all ``terms``, per node (registered and kept up to date from now on)."""
-        gkey = b"|".join(t.key for t in terms)
-        g = self._groups.get(gkey)
-        if g is None:
-            if len(self._groups) >= _MAX_GROUPS:
-                self._groups.clear()
-            g = self._groups[gkey] = _Group(terms)
-            for ns in self._namespaces(terms):
-                for key in self._by_ns.get(ns, ()):
-                    b = self._bound[key]
-                    if g.matches(b.ns, b.labels, self.ns_labels):
-                        g.per_node[b.node] += 1
-        return g.per_node
-
-    def _namespaces(self, terms: tuple[Term, ...]) -> Iterable[str]:
-        if any(t.ns_selector is not None for t in terms):
-            return list(self._by_ns)
-        common = frozenset.intersection(*(t.namespaces for t in terms))
-        return [ns for ns in common if ns in self._by_ns]
-
-    def existing_anti(self, ns: str, labels: Mapping[str, str]) -> list[tuple[str, Counter[str]]]:
-        """(topology key, nodes with pods whose anti-affinity term matches this pod)."""
-        return [
-            (t.topology_key, nodes)
-            for t, nodes in self._anti.values()
-            if t.matches(ns, labels, self.ns_labels)
-        ]
-
-    @property
-    def has_existing_anti(self) -> bool:
-        return bool(self._anti)
-
-
-def _decrement(counter: Counter[str], key: str) -> None:
-    counter[key] -= 1
-    if counter[key] <= 0:
-        del counter[key]
 
 
 def _values(nodes: Mapping[str, NodeInfo], per_node: Mapping[str, int], topology_key: str) -> set[str]:

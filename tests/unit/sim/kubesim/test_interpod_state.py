@@ -5,11 +5,11 @@ from __future__ import annotations
 from kubespot.sim.kubesim.controllers.scheduler.interpod import (
     REASON_AFFINITY,
     REASON_EXISTING_ANTI,
-    PodIndex,
     parse_terms,
     pre_filter,
 )
 from kubespot.sim.kubesim.controllers.scheduler.nodes import NodeInfo, Usage, node_info
+from kubespot.sim.kubesim.controllers.scheduler.podindex import PodIndex
 from kubespot.sim.kubesim.testing import node
 
 ZONE = "topology.kubernetes.io/zone"
