@@ -48,6 +48,7 @@ within a pass, a shape that failed is not re-evaluated for the next pod of the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections import Counter
@@ -56,6 +57,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from ... import errors
+from ...selectors import LabelSelector, SelectorError, label_selector_from_dict
 from ...store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from .. import Controller, ControllerConfig
 from ..kubelet import set_condition
@@ -66,6 +68,18 @@ from .nodes import NodeInfo, Usage, node_info, required_node_terms, static_reaso
 from .podindex import PodIndex, Term
 from .ports import REASON_PORTS, HostPort, conflicts, host_ports
 from .resources import PodRequest, insufficient, pod_request, scalars_fit
+from .spread import (
+    REASON_MISSING_LABEL,
+    SCORE_WEIGHT,
+    Constraint,
+    EligibleCache,
+    PodFacts,
+    SpreadFilter,
+    default_constraints,
+    parse_constraints,
+)
+from .spread import pre_filter as spread_pre_filter
+from .spread import scores as spread_scores
 
 log = logging.getLogger("kubespot.sim.kubesim.scheduler")
 
@@ -110,6 +124,9 @@ class _Shape:
     labels: dict[str, str]
     affinity: tuple[Term, ...]  # required pod affinity terms
     anti: tuple[Term, ...]  # required pod anti-affinity terms
+    facts: PodFacts
+    spread: tuple[Constraint, ...]  # its own topology spread constraints, else the system defaults
+    spread_system: bool  # ``spread`` are the system defaults
 
 
 @dataclass(slots=True)
@@ -151,6 +168,10 @@ class SchedulerController(Controller):
         self.ns_rt = self.rt("", "v1", "namespaces")
         self._pods = PodIndex(self._namespace_labels)
         self._affinity_waiting = False
+        self._eligible = EligibleCache()
+        self.services_rt = self.rt("", "v1", "services")
+        self.rs_rt = self.rt("apps", "v1", "replicasets")
+        self.sts_rt = self.rt("apps", "v1", "statefulsets")
         self._nodes: dict[str, NodeInfo] = {}
         self._usage: dict[str, Usage] = {}
         self._placed: dict[ObjKey, _Placed] = {}
@@ -226,6 +247,8 @@ class SchedulerController(Controller):
                 self._unplace(key)
             elif key not in self._placed:
                 self._place(key, node, pod)
+            elif meta.get("deletionTimestamp"):
+                self._pods.terminating(key)  # topology spread stops counting it
             return
         if (
             meta.get("deletionTimestamp")
@@ -314,20 +337,11 @@ class SchedulerController(Controller):
         selector = {str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()}
         tolerations = list(spec.get("tolerations") or [])
         static_key = orjson.dumps([selector, terms, tolerations], option=orjson.OPT_SORT_KEYS)
-        # Namespace and labels too: other pods' anti-affinity selects by them.
-        pod_key = [
-            req.cpu,
-            req.mem,
-            req.eph,
-            req.scalars,
-            req.nz_cpu,
-            req.nz_mem,
-            ports,
-            ns,
-            labels,
-            affinity,
-            anti,
-        ]
+        spread = list(spec.get("topologySpreadConstraints") or [])
+        owner = _controller_of(meta)
+        # Namespace, labels and controller too: other pods' anti-affinity and spread select by them.
+        pod_key = [req.cpu, req.mem, req.eph, req.scalars, req.nz_cpu, req.nz_mem, ports, ns, labels]
+        pod_key += [affinity, anti, spread, owner]
         key = orjson.dumps(pod_key, option=orjson.OPT_SORT_KEYS) + static_key
         if key not in self._shapes:
             if len(self._shapes) >= _SHAPE_CACHE:
@@ -345,6 +359,11 @@ class SchedulerController(Controller):
                 labels,
                 parse_terms(affinity, ns, labels),
                 parse_terms(anti, ns, labels),
+                PodFacts(selector, terms, tolerations, static_key),
+                parse_constraints(spread, ns, labels)
+                if spread
+                else default_constraints(ns, self._default_selector(ns, labels, owner)),
+                not spread,
             )
         return key
 
@@ -456,6 +475,10 @@ class SchedulerController(Controller):
         cpu, mem, eph, nz_cpu, nz_mem = req.cpu, req.mem, req.eph, req.nz_cpu, req.nz_mem
         scalars, ports = req.scalars, shape.ports
         interpod = self._interpod(shape)
+        spread = self._spread_filter(shape)
+        # With ScheduleAnyway constraints the candidates are scored together once found.
+        soft = any(not c.hard for c in shape.spread)
+        candidates: list[tuple[NodeInfo, int]] = []
         best: NodeInfo | None = None
         best_score = -1
         found = processed = 0
@@ -469,6 +492,7 @@ class SchedulerController(Controller):
                 or (eph > 0 and u.eph + eph > a.eph)
                 or (scalars and not scalars_fit(req, a, u))
                 or (ports and conflicts(ports, u.ports))
+                or (spread is not None and spread.reason(n) is not None)
                 or (interpod is not None and interpod.reason(n) is not None)
             ):
                 continue
@@ -478,16 +502,66 @@ class SchedulerController(Controller):
             alloc, requested = a.mem, u.nz_mem + nz_mem
             mem_score = (alloc - requested) * 100 // alloc if alloc > 0 and requested <= alloc else 0
             score = (cpu_score + mem_score) // 2
-            if score > best_score:
+            if soft:
+                candidates.append((n, score))
+            elif score > best_score:
                 best, best_score = n, score
             found += 1
             if found >= want:
                 break
         if total:
             self._next_start = (start + processed) % total
+        if candidates:
+            best = self._best_spread(shape, candidates)
         if best is not None:
             return best.name, ""
         return None, self._unfit_message(shape, feasible)
+
+    def _spread_filter(self, shape: _Shape) -> SpreadFilter | None:
+        if not shape.spread:
+            return None
+        return spread_pre_filter(
+            self._pods, self._nodes, self._version, self._eligible, shape.facts, shape.labels, shape.spread
+        )
+
+    def _best_spread(self, shape: _Shape, candidates: list[tuple[NodeInfo, int]]) -> NodeInfo:
+        """LeastAllocated plus PodTopologySpread's normalized score at its weight; ties to the first."""
+        nodes = [n for n, _ in candidates]
+        spread = spread_scores(
+            self._pods,
+            self._nodes,
+            self._version,
+            self._eligible,
+            shape.facts,
+            shape.spread,
+            nodes,
+            system=shape.spread_system,
+        )
+        best, best_score = nodes[0], -1
+        for i, (n, score) in enumerate(candidates):
+            total = score + (SCORE_WEIGHT * spread[i] if spread is not None else 0)
+            if total > best_score:
+                best, best_score = n, total
+        return best
+
+    def _default_selector(
+        self, ns: str, labels: dict[str, str], owner: tuple[str, str] | None
+    ) -> LabelSelector:
+        """``helper.DefaultSelector``: the Services selecting the pod, and its ReplicaSet's or
+        StatefulSet's selector (pkg/scheduler/framework/plugins/helper/spread.go)."""
+        merged: dict[str, str] = {}
+        for svc in self.store.iter_objects(self.services_rt, ns):
+            sel = (svc.get("spec") or {}).get("selector")
+            if sel is not None and all(labels.get(k) == v for k, v in sel.items()):
+                merged.update(sel)
+        reqs = list(label_selector_from_dict({"matchLabels": merged}).requirements) if merged else []
+        if owner is not None and owner[0] in ("ReplicaSet", "StatefulSet"):
+            rt = self.rs_rt if owner[0] == "ReplicaSet" else self.sts_rt
+            obj = self.store.find(rt, ns, owner[1])
+            if obj is not None:
+                with contextlib.suppress(SelectorError):
+                    reqs += label_selector_from_dict((obj.get("spec") or {}).get("selector")).requirements
+        return LabelSelector(tuple(reqs))
 
     def _interpod(self, shape: _Shape) -> InterPodState | None:
         if not (shape.affinity or shape.anti or self._pods.has_existing_anti):
@@ -504,11 +578,16 @@ class SchedulerController(Controller):
         reasons = Counter(shape.static.reasons)
         unresolvable = sum(reasons.values())  # filters 1-3 are UnschedulableAndUnresolvable
         interpod = self._interpod(shape)
+        spread = self._spread_filter(shape)
         for n in feasible:
             if shape.ports and conflicts(shape.ports, n.usage.ports):
                 node_reasons = [REASON_PORTS]
             else:
                 node_reasons = insufficient(shape.req, n.alloc, n.usage)
+            if not node_reasons and spread is not None:
+                reason = spread.reason(n)
+                node_reasons = [] if reason is None else [reason]
+                unresolvable += reason == REASON_MISSING_LABEL
             if not node_reasons and interpod is not None:
                 reason = interpod.reason(n)
                 node_reasons = [] if reason is None else [reason]
@@ -567,6 +646,13 @@ class SchedulerController(Controller):
             self.store.mutate(self.pod_rt, key[0], key[1], mark)
         except errors.ApiError as exc:
             log.debug("scheduler: status of %s/%s not written: %s", key[0], key[1], exc.message)
+
+
+def _controller_of(meta: Obj) -> tuple[str, str] | None:
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind", "")), str(ref.get("name", ""))
+    return None
 
 
 def pending_reason(pod: Obj) -> str | None:
