@@ -80,6 +80,9 @@ from .spread import (
 )
 from .spread import pre_filter as spread_pre_filter
 from .spread import scores as spread_scores
+from .volumes import SELECTED_NODE, VolumeState, claim_names, provisioned_pv
+from .volumes import UNRESOLVABLE as VOLUME_UNRESOLVABLE
+from .volumes import pre_filter as volume_pre_filter
 
 log = logging.getLogger("kubespot.sim.kubesim.scheduler")
 
@@ -127,6 +130,7 @@ class _Shape:
     facts: PodFacts
     spread: tuple[Constraint, ...]  # its own topology spread constraints, else the system defaults
     spread_system: bool  # ``spread`` are the system defaults
+    claims: tuple[str, ...]  # PersistentVolumeClaims it mounts
 
 
 @dataclass(slots=True)
@@ -155,11 +159,19 @@ def is_gated(spec: Obj) -> bool:
     return bool(spec.get("schedulingGates"))
 
 
+#: Claims, volumes and classes: a change may make an unschedulable pod's volumes fit.
+VOLUME_KEYS = (
+    ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"),
+    ("storage.k8s.io", "storageclasses"),
+)
+
+
 class SchedulerController(Controller):
     """See the module docstring."""
 
     name = "scheduler"
-    watches = (POD_KEY, NODE_KEY)
+    watches = (POD_KEY, NODE_KEY, *VOLUME_KEYS)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)
@@ -172,6 +184,9 @@ class SchedulerController(Controller):
         self.services_rt = self.rt("", "v1", "services")
         self.rs_rt = self.rt("apps", "v1", "replicasets")
         self.sts_rt = self.rt("apps", "v1", "statefulsets")
+        self.pvc_rt = self.rt("", "v1", "persistentvolumeclaims")
+        self.pv_rt = self.rt("", "v1", "persistentvolumes")
+        self.sc_rt = self.rt("storage.k8s.io", "v1", "storageclasses")
         self._nodes: dict[str, NodeInfo] = {}
         self._usage: dict[str, Usage] = {}
         self._placed: dict[ObjKey, _Placed] = {}
@@ -212,6 +227,8 @@ class SchedulerController(Controller):
                 self._forget(key)
             else:
                 self._on_pod(ev.obj, ev.old)
+        elif ev.rkey in VOLUME_KEYS:
+            self._wake_retry()
         elif ev.rkey == NODE_KEY:
             if ev.type == "DELETED":
                 if self._nodes.pop(ev.obj["metadata"]["name"], None) is not None:
@@ -341,7 +358,8 @@ class SchedulerController(Controller):
         owner = _controller_of(meta)
         # Namespace, labels and controller too: other pods' anti-affinity and spread select by them.
         pod_key = [req.cpu, req.mem, req.eph, req.scalars, req.nz_cpu, req.nz_mem, ports, ns, labels]
-        pod_key += [affinity, anti, spread, owner]
+        claims = claim_names(spec)
+        pod_key += [affinity, anti, spread, owner, claims]
         key = orjson.dumps(pod_key, option=orjson.OPT_SORT_KEYS) + static_key
         if key not in self._shapes:
             if len(self._shapes) >= _SHAPE_CACHE:
@@ -364,6 +382,7 @@ class SchedulerController(Controller):
                 if spread
                 else default_constraints(ns, self._default_selector(ns, labels, owner)),
                 not spread,
+                claims,
             )
         return key
 
@@ -429,6 +448,8 @@ class SchedulerController(Controller):
             node, message = self._pick(shape)
             if node is not None:
                 try:
+                    if shape.claims:
+                        self._provision(key[0], shape.claims, self._nodes[node])
                     self._bind(key, node)
                 except errors.ApiError as exc:
                     log.debug("scheduler: binding %s/%s failed: %s", key[0], key[1], exc.message)
@@ -474,6 +495,9 @@ class SchedulerController(Controller):
         req = shape.req
         cpu, mem, eph, nz_cpu, nz_mem = req.cpu, req.mem, req.eph, req.nz_cpu, req.nz_mem
         scalars, ports = req.scalars, shape.ports
+        volumes = self._volumes(shape)
+        if volumes is not None and volumes.pre_filter:
+            return None, fiterror.message(num_all, {}, unresolvable=num_all, pre_filter=volumes.pre_filter)
         interpod = self._interpod(shape)
         spread = self._spread_filter(shape)
         # With ScheduleAnyway constraints the candidates are scored together once found.
@@ -492,6 +516,7 @@ class SchedulerController(Controller):
                 or (eph > 0 and u.eph + eph > a.eph)
                 or (scalars and not scalars_fit(req, a, u))
                 or (ports and conflicts(ports, u.ports))
+                or (volumes is not None and volumes.reason(n) is not None)
                 or (spread is not None and spread.reason(n) is not None)
                 or (interpod is not None and interpod.reason(n) is not None)
             ):
@@ -516,6 +541,17 @@ class SchedulerController(Controller):
         if best is not None:
             return best.name, ""
         return None, self._unfit_message(shape, feasible)
+
+    def _find(self, plural: str, ns: str | None, name: str) -> Obj | None:
+        rt = {
+            "persistentvolumeclaims": self.pvc_rt,
+            "persistentvolumes": self.pv_rt,
+            "storageclasses": self.sc_rt,
+        }
+        return self.store.find(rt[plural], ns, name)
+
+    def _volumes(self, shape: _Shape) -> VolumeState | None:
+        return volume_pre_filter(self._find, shape.namespace, shape.claims) if shape.claims else None
 
     def _spread_filter(self, shape: _Shape) -> SpreadFilter | None:
         if not shape.spread:
@@ -579,11 +615,16 @@ class SchedulerController(Controller):
         unresolvable = sum(reasons.values())  # filters 1-3 are UnschedulableAndUnresolvable
         interpod = self._interpod(shape)
         spread = self._spread_filter(shape)
+        volumes = self._volumes(shape)
         for n in feasible:
             if shape.ports and conflicts(shape.ports, n.usage.ports):
                 node_reasons = [REASON_PORTS]
             else:
                 node_reasons = insufficient(shape.req, n.alloc, n.usage)
+            if not node_reasons and volumes is not None:
+                reason = volumes.reason(n)
+                node_reasons = [] if reason is None else [reason]
+                unresolvable += reason in VOLUME_UNRESOLVABLE
             if not node_reasons and spread is not None:
                 reason = spread.reason(n)
                 node_reasons = [] if reason is None else [reason]
@@ -610,6 +651,23 @@ class SchedulerController(Controller):
 
         self.store.mutate(self.pod_rt, key[0], key[1], bind, status_only=True)
         self.bound += 1
+
+    def _provision(self, ns: str, claims: tuple[str, ...], node: NodeInfo) -> None:
+        """Bind the pod's unbound WaitForFirstConsumer claims to new PVs where it goes (see volumes.py)."""
+        now = rfc3339(self.store.clock())
+        for name in claims:
+            pvc = self.store.find(self.pvc_rt, ns, name)
+            if pvc is None or (pvc.get("spec") or {}).get("volumeName"):
+                continue
+            pv = self.store.create(self.pv_rt, provisioned_pv(pvc, node, now))
+            pv_name = pv["metadata"]["name"]
+
+            def bind(o: Obj, pv_name: str = pv_name) -> None:
+                o["metadata"].setdefault("annotations", {})[SELECTED_NODE] = node.name
+                o["spec"] = {**o.get("spec", {}), "volumeName": pv_name}
+                o.setdefault("status", {})["phase"] = "Bound"
+
+            self.store.mutate(self.pvc_rt, ns, name, bind)
 
     def _mark_gated(self) -> None:
         """Give gated pods without a PodScheduled condition the one upstream's API server adds at
