@@ -114,3 +114,22 @@ async def test_gated_pod_waits_until_its_gates_are_removed(cluster: Any) -> None
     await cluster.patch("/api/v1/namespaces/default/pods/gated", {"spec": {"schedulingGates": None}})
     await cluster.until(lambda: _node_of(cluster, "gated") == "n1")
     assert cluster.condition(cluster.pod("gated"), "PodScheduled") == "True"
+
+
+async def test_a_pod_pinned_by_node_name_fields_reports_the_other_nodes_as_pre_filtered(cluster: Any) -> None:
+    """pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go PreFilter returns the nodes that
+    matchFields metadata.name names (a DaemonSet pod's pin); schedule_one.go findNodesThatFitPod gives
+    the others "node(s) didn't satisfy plugin(s) [NodeAffinity]" (UnschedulableAndUnresolvable)."""
+    for name in ("n1", "n2", "n3"):
+        await cluster.create_node(name, cpu="1")
+    pin = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+    affinity = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [pin]}}
+    }
+    await cluster.create_pod("ds-pod", cpu="2", affinity=affinity)
+    await cluster.until(lambda: _message(cluster, "ds-pod"))
+    assert _message(cluster, "ds-pod") == (
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. "
+        "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling."
+    )

@@ -1,6 +1,8 @@
 """Simulated kube-scheduler (see ``controller.py``), one module per plugin: ``nodes`` (NodeUnschedulable,
-TaintToleration, NodeAffinity), ``resources`` (NodeResourcesFit), ``ports`` (NodePorts), and
-``fiterror`` (the Unschedulable message)."""
+TaintToleration, NodeAffinity), ``resources`` (NodeResourcesFit), ``ports`` (NodePorts), ``volumes``
+(VolumeBinding, VolumeZone), ``spread`` (PodTopologySpread), ``interpod`` (InterPodAffinity) over
+``podindex`` (bound pods counted per node); ``fiterror`` (the Unschedulable message) and ``fit``
+(does a pod fit a node with given pods: for preemption)."""
 
 from .controller import (
     DEFAULT_SCHEDULER,
@@ -8,7 +10,9 @@ from .controller import (
     SchedulerController,
     num_feasible_nodes_to_find,
     pending_reason,
+    scheduler_of,
 )
+from .fit import node_reasons, unresolvable
 from .nodes import (
     NOT_READY_TAINT_KEY,
     UNREACHABLE_TAINT_KEY,
@@ -28,10 +32,13 @@ __all__ = [
     "UNSCHEDULABLE_TAINT",
     "SchedulerController",
     "first_untolerated",
+    "node_reasons",
     "num_feasible_nodes_to_find",
     "pending_reason",
     "pod_requests",
     "ready_status",
+    "scheduler_of",
     "taint_reason",
     "tolerates",
+    "unresolvable",
 ]

@@ -52,6 +52,7 @@ import contextlib
 import itertools
 import logging
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import orjson
@@ -59,17 +60,24 @@ import orjson
 from ... import errors
 from ...selectors import LabelSelector, SelectorError, label_selector_from_dict
 from ...store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
-from .. import Controller, ControllerConfig
+from .. import Controller, ControllerConfig, ControllerManager
 from ..kubelet import set_condition
 from . import fiterror
-from .interpod import REASON_AFFINITY as REASON_POD_AFFINITY
+from .fit import node_reasons, unresolvable
 from .interpod import InterPodState, parse_terms, pre_filter, required_terms
-from .nodes import NodeInfo, Usage, node_info, required_node_terms, static_reason
+from .nodes import (
+    REASON_NOT_IN_PRE_FILTER,
+    NodeInfo,
+    Usage,
+    node_info,
+    pre_filter_node_names,
+    required_node_terms,
+    static_reason,
+)
 from .podindex import PodIndex, Term
 from .ports import REASON_PORTS, HostPort, conflicts, host_ports
 from .resources import PodRequest, insufficient, pod_request, scalars_fit
 from .spread import (
-    REASON_MISSING_LABEL,
     SCORE_WEIGHT,
     Constraint,
     EligibleCache,
@@ -81,7 +89,6 @@ from .spread import (
 from .spread import pre_filter as spread_pre_filter
 from .spread import scores as spread_scores
 from .volumes import SELECTED_NODE, VolumeState, claim_names, provisioned_pv
-from .volumes import UNRESOLVABLE as VOLUME_UNRESOLVABLE
 from .volumes import pre_filter as volume_pre_filter
 
 log = logging.getLogger("kubespot.sim.kubesim.scheduler")
@@ -468,8 +475,12 @@ class SchedulerController(Controller):
             self._sorted_version = self._version
         feasible: list[NodeInfo] = []
         reasons: Counter[str] = Counter()
+        only = pre_filter_node_names(static.terms)
         for name in self._sorted_names:
             n = self._nodes[name]
+            if only is not None and name not in only:
+                reasons[REASON_NOT_IN_PRE_FILTER] += 1  # UnschedulableAndUnresolvable, as the others
+                continue
             reason = static_reason(n, static.tolerations, static.node_selector, static.terms)
             if reason is None:
                 feasible.append(n)  # a node that changes gets a new NodeInfo, and the version moves
@@ -605,37 +616,67 @@ class SchedulerController(Controller):
         return pre_filter(self._pods, self._nodes, shape.namespace, shape.labels, shape.affinity, shape.anti)
 
     def _unfit_message(self, shape: _Shape, feasible: list[NodeInfo]) -> str:
-        """Upstream's FitError message when none of ``feasible`` (or of the other nodes) fits.
-
-        A node fails on its first failing plugin (NodePorts before NodeResourcesFit, as in the
-        default plugin order), with every reason that plugin gives.
-        """
-        num_all = len(self._nodes)
+        """Upstream's FitError message when none of ``feasible`` (or of the other nodes) fits."""
         reasons = Counter(shape.static.reasons)
-        unresolvable = sum(reasons.values())  # filters 1-3 are UnschedulableAndUnresolvable
-        interpod = self._interpod(shape)
-        spread = self._spread_filter(shape)
-        volumes = self._volumes(shape)
+        not_helpful = sum(reasons.values())  # filters 1-3 are UnschedulableAndUnresolvable
+        checks = self._cluster_checks(shape)
         for n in feasible:
-            if shape.ports and conflicts(shape.ports, n.usage.ports):
-                node_reasons = [REASON_PORTS]
-            else:
-                node_reasons = insufficient(shape.req, n.alloc, n.usage)
-            if not node_reasons and volumes is not None:
-                reason = volumes.reason(n)
-                node_reasons = [] if reason is None else [reason]
-                unresolvable += reason in VOLUME_UNRESOLVABLE
-            if not node_reasons and spread is not None:
-                reason = spread.reason(n)
-                node_reasons = [] if reason is None else [reason]
-                unresolvable += reason == REASON_MISSING_LABEL
-            if not node_reasons and interpod is not None:
-                reason = interpod.reason(n)
-                node_reasons = [] if reason is None else [reason]
-                unresolvable += reason == REASON_POD_AFFINITY
+            node_reasons = self._node_reasons(shape, n, checks)
             for reason in node_reasons:
                 reasons[reason] += 1
-        return fiterror.message(num_all, reasons, unresolvable=unresolvable)
+            not_helpful += bool(node_reasons) and unresolvable(node_reasons[0])
+        return fiterror.message(len(self._nodes), reasons, unresolvable=not_helpful)
+
+    def _cluster_checks(self, shape: _Shape) -> list[VolumeState | SpreadFilter | InterPodState]:
+        """The PreFilter states of the plugins that look beyond the node, in the filters' order."""
+        states = (self._volumes(shape), self._spread_filter(shape), self._interpod(shape))
+        return [st for st in states if st is not None]
+
+    def _node_reasons(
+        self, shape: _Shape, n: NodeInfo, checks: list[VolumeState | SpreadFilter | InterPodState]
+    ) -> list[str]:
+        """The failing plugin's reasons for a node that passed filters 1-3: NodePorts, NodeResourcesFit,
+        VolumeBinding/VolumeZone, PodTopologySpread, InterPodAffinity, as the default profile orders
+        them (``RunFilterPlugins`` stops at the first failure)."""
+        if shape.ports and conflicts(shape.ports, n.usage.ports):
+            return [REASON_PORTS]
+        node_reasons = insufficient(shape.req, n.alloc, n.usage)
+        if node_reasons:
+            return node_reasons
+        for check in checks:
+            reason = check.reason(n)
+            if reason is not None:
+                return [reason]
+        return []
+
+    def fit_reasons(self, pod: Obj, node_name: str, victims: Collection[ObjKey] = ()) -> list[str]:
+        """Why ``pod`` would not fit ``node_name`` if ``victims`` were gone ([]: it would fit).
+
+        For preemption: no store writes and nothing of the scheduler's state changes (the victims
+        leave the pod counts only while the question is answered). Node-local filters come from
+        ``fit.node_reasons`` over the node's pods minus the victims; volumes, topology spread and
+        inter-pod affinity from the scheduler's counts without the victims.
+        """
+        node = self.store.find(self.node_rt, None, node_name)
+        n = self._nodes.get(node_name)
+        if node is None or n is None:
+            return [f'node "{node_name}" not found']
+        gone = set(victims)
+        pods = [p for p in self.store.pods_on_node(node_name) if _key(p) not in gone]
+        reasons = node_reasons(pod, node, pods)
+        if reasons:
+            return reasons
+        shape = self._shapes[self._shape_key(pod)]
+        with self._pods.without(gone):
+            checks = self._cluster_checks(shape)
+            volumes = checks[0] if checks and isinstance(checks[0], VolumeState) else None
+            if volumes is not None and volumes.pre_filter:
+                return [volumes.pre_filter]
+            for check in checks:
+                reason = check.reason(n)
+                if reason is not None:
+                    return [reason]
+        return []
 
     def _bind(self, key: ObjKey, node: str) -> None:
         """What a ``pods/binding`` create does: set nodeName and PodScheduled True in one write."""
@@ -706,6 +747,11 @@ class SchedulerController(Controller):
             log.debug("scheduler: status of %s/%s not written: %s", key[0], key[1], exc.message)
 
 
+def _key(pod: Obj) -> ObjKey:
+    meta = pod["metadata"]
+    return meta.get("namespace", ""), meta["name"]
+
+
 def _controller_of(meta: Obj) -> tuple[str, str] | None:
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller"):
@@ -719,3 +765,11 @@ def pending_reason(pod: Obj) -> str | None:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
             return str(c.get("message", ""))
     return None
+
+
+def scheduler_of(controllers: ControllerManager) -> SchedulerController:
+    """The running ``SchedulerController`` of a ``KubeSim`` (``scheduler_of(sim.controllers)``)."""
+    for c in controllers.controllers:
+        if isinstance(c, SchedulerController):
+            return c
+    raise LookupError("the scheduler is not running (ControllerConfig.scheduler is False)")

@@ -20,6 +20,8 @@ UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
 
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+#: The status of nodes a PreFilterResult left out (schedule_one.go findNodesThatFitPod).
+REASON_NOT_IN_PRE_FILTER = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 
 
 def tolerates(toleration: Obj, taint: Obj) -> bool:
@@ -96,6 +98,24 @@ def required_node_terms(spec: Obj) -> list[Obj] | None:
         "requiredDuringSchedulingIgnoredDuringExecution"
     )
     return None if affinity is None else list(affinity.get("nodeSelectorTerms") or [])
+
+
+def pre_filter_node_names(terms: list[Obj] | None) -> frozenset[str] | None:
+    """NodeAffinity's PreFilterResult: when every required term names nodes (``matchFields``
+    ``metadata.name`` ``In``, as a DaemonSet pod's does), only those nodes are filtered; None: all."""
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        term_names: set[str] | None = None
+        for f in term.get("matchFields") or []:
+            if f.get("key") == "metadata.name" and f.get("operator") == "In":
+                values = {str(v) for v in f.get("values") or []}
+                term_names = values if term_names is None else term_names & values
+        if term_names is None:
+            return None  # this term does not name nodes: the terms are ORed, so every node may do
+        names |= term_names
+    return frozenset(names)
 
 
 def matches_node_affinity(

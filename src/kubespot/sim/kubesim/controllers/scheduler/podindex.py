@@ -9,8 +9,9 @@ existing pods' required anti-affinity terms per node.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ...selectors import LabelSelector
@@ -111,6 +112,20 @@ class PodIndex:
         for g in self._groups.values():
             if g.live_only and g.per_node[b.node] and g.matches(b.ns, b.labels, self.ns_labels):
                 _decrement(g.per_node, b.node)
+
+    @contextlib.contextmanager
+    def without(self, keys: Iterable[ObjKey]) -> Iterator[None]:
+        """The counts as if the pods ``keys`` were gone, for the duration of the block."""
+        saved = [(k, self._bound[k]) for k in keys if k in self._bound]
+        for k, _ in saved:
+            self.remove(k)
+        try:
+            yield
+        finally:
+            for k, b in saved:
+                self.add(k, b.node, b.ns, b.labels, b.anti)
+                if not b.live:
+                    self.terminating(k)
 
     def per_node(self, terms: tuple[Term, ...], *, live_only: bool = False) -> Counter[str]:
         """Bound pods matching all ``terms``, per node (registered and kept up to date from now on)."""
