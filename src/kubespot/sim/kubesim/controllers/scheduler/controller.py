@@ -48,11 +48,13 @@ within a pass, a shape that failed is not re-evaluated for the next pod of the s
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
+import heapq
 import itertools
 import logging
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -121,6 +123,19 @@ class _Static:
     version: int = -1  # node-set version the cached filtering is for
     feasible: list[NodeInfo] = field(default_factory=list)
     reasons: Counter[str] = field(default_factory=Counter)
+    #: Topology key -> value -> the positions in ``feasible`` of the nodes with that value, so a
+    #: hard spread constraint visits only the nodes of the domains it allows.
+    positions: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+    def positions_of(self, key: str) -> dict[str, list[int]]:
+        by_value = self.positions.get(key)
+        if by_value is None:
+            by_value = self.positions[key] = {}
+            for i, n in enumerate(self.feasible):
+                value = n.labels.get(key)
+                if value is not None:
+                    by_value.setdefault(value, []).append(i)
+        return by_value
 
 
 @dataclass(slots=True)
@@ -138,6 +153,9 @@ class _Shape:
     spread: tuple[Constraint, ...]  # its own topology spread constraints, else the system defaults
     spread_system: bool  # ``spread`` are the system defaults
     claims: tuple[str, ...]  # PersistentVolumeClaims it mounts
+    #: (PodIndex.anti_version, the existing anti-affinity terms matching these pods), kept because
+    #: matching every term's selector for every pod is the costly part.
+    existing_anti: tuple[int, list[tuple[str, Counter[str]]]] = (-1, [])
 
 
 @dataclass(slots=True)
@@ -487,6 +505,7 @@ class SchedulerController(Controller):
             else:
                 reasons[reason] += 1
         static.feasible, static.reasons, static.version = feasible, reasons, self._version
+        static.positions = {}
         return static
 
     def _pick(self, shape: _Shape) -> tuple[str | None, str]:
@@ -516,9 +535,17 @@ class SchedulerController(Controller):
         candidates: list[tuple[NodeInfo, int]] = []
         best: NodeInfo | None = None
         best_score = -1
-        found = processed = 0
-        for n in feasible[start:] + feasible[:start]:
-            processed += 1
+        found = 0
+        processed = total
+        nodes: Iterable[tuple[int, NodeInfo]]  # (position in the round-robin order, node)
+        if spread is not None and len(spread.skewed) == 1:
+            nodes = self._allowed_domains(shape.static, start, *spread.skewed[0])
+        else:
+            rotated = feasible[start:] + feasible[:start]
+            nodes = enumerate(rotated)
+            if spread is not None:
+                nodes = [(i, n) for i, n in nodes if spread.reason(n) is None]
+        for i, n in nodes:
             u, a = n.usage, n.alloc
             if (
                 u.pods + 1 > a.pods
@@ -528,7 +555,6 @@ class SchedulerController(Controller):
                 or (scalars and not scalars_fit(req, a, u))
                 or (ports and conflicts(ports, u.ports))
                 or (volumes is not None and volumes.reason(n) is not None)
-                or (spread is not None and spread.reason(n) is not None)
                 or (interpod is not None and interpod.reason(n) is not None)
             ):
                 continue
@@ -544,6 +570,7 @@ class SchedulerController(Controller):
                 best, best_score = n, score
             found += 1
             if found >= want:
+                processed = i + 1
                 break
         if total:
             self._next_start = (start + processed) % total
@@ -552,6 +579,23 @@ class SchedulerController(Controller):
         if best is not None:
             return best.name, ""
         return None, self._unfit_message(shape, feasible)
+
+    @staticmethod
+    def _allowed_domains(
+        static: _Static, start: int, key: str, skewed: set[str]
+    ) -> Iterator[tuple[int, NodeInfo]]:
+        """The feasible nodes a hard spread constraint passes (they have the key, their domain is not
+        over maxSkew) in round-robin order from ``start``, lazily: a constraint typically rejects all
+        but the emptiest zones, and the loop stops once it has found enough nodes."""
+        feasible, total = static.feasible, len(static.feasible)
+        after, before = [], []
+        for value, positions in static.positions_of(key).items():
+            if value not in skewed:
+                cut = bisect.bisect_left(positions, start)
+                after.append(positions[cut:])
+                before.append(positions[:cut])
+        for i in itertools.chain(heapq.merge(*after), heapq.merge(*before)):
+            yield (i - start) % total, feasible[i]
 
     def _find(self, plural: str, ns: str | None, name: str) -> Obj | None:
         rt = {
@@ -613,7 +657,15 @@ class SchedulerController(Controller):
     def _interpod(self, shape: _Shape) -> InterPodState | None:
         if not (shape.affinity or shape.anti or self._pods.has_existing_anti):
             return None
-        return pre_filter(self._pods, self._nodes, shape.namespace, shape.labels, shape.affinity, shape.anti)
+        version = self._pods.anti_version
+        if shape.existing_anti[0] != version:
+            shape.existing_anti = (version, self._pods.existing_anti(shape.namespace, shape.labels))
+        existing = shape.existing_anti[1]
+        if not (shape.affinity or shape.anti or existing):
+            return None
+        return pre_filter(
+            self._pods, self._nodes, shape.namespace, shape.labels, shape.affinity, shape.anti, existing
+        )
 
     def _unfit_message(self, shape: _Shape, feasible: list[NodeInfo]) -> str:
         """Upstream's FitError message when none of ``feasible`` (or of the other nodes) fits."""

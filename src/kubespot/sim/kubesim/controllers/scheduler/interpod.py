@@ -26,6 +26,7 @@ Instead of scanning every pod per attempt, the counts come from ``podindex.PodIn
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -139,9 +140,13 @@ def pre_filter(
     labels: Mapping[str, str],
     affinity: tuple[Term, ...],
     anti: tuple[Term, ...],
+    existing: list[tuple[str, Counter[str]]] | None = None,
 ) -> InterPodState | None:
-    """The state for a pod, or None when the plugin has nothing to check for it."""
-    taken = [(key, _values(nodes, per_node, key)) for key, per_node in index.existing_anti(ns, labels)]
+    """The state for a pod, or None when the plugin has nothing to check for it. ``existing``: the
+    result of ``index.existing_anti`` for the pod, if the caller keeps it."""
+    if existing is None:
+        existing = index.existing_anti(ns, labels)
+    taken = [(key, _values(nodes, per_node, key)) for key, per_node in existing]
     taken = [(k, v) for k, v in taken if v]
     if not taken and not affinity and not anti:
         return None

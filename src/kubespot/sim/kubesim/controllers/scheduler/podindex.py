@@ -70,6 +70,8 @@ class PodIndex:
         self._groups: dict[bytes, _Group] = {}
         #: Existing pods' anti-affinity terms: term key -> (term, pods with it per node).
         self._anti: dict[bytes, tuple[Term, Counter[str]]] = {}
+        #: Moves when a term enters or leaves ``_anti`` (not when its counts change).
+        self.anti_version = 0
 
     def add(self, key: ObjKey, node: str, ns: str, labels: dict[str, str], anti: tuple[Term, ...]) -> None:
         self._bound[key] = b = _Bound(node, ns, labels, anti)
@@ -78,7 +80,11 @@ class PodIndex:
             if g.matches(ns, labels, self.ns_labels):
                 g.per_node[node] += 1
         for t in anti:
-            self._anti.setdefault(t.key, (t, Counter()))[1][b.node] += 1
+            entry = self._anti.get(t.key)
+            if entry is None:
+                entry = self._anti[t.key] = (t, Counter())
+                self.anti_version += 1
+            entry[1][b.node] += 1
 
     def remove(self, key: ObjKey) -> None:
         b = self._bound.pop(key, None)
@@ -102,6 +108,7 @@ class PodIndex:
                 _decrement(entry[1], b.node)
                 if not entry[1]:
                     del self._anti[t.key]
+                    self.anti_version += 1
 
     def terminating(self, key: ObjKey) -> None:
         """The pod got a deletionTimestamp: it leaves the live-only counts."""

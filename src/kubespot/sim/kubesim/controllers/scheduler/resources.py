@@ -54,14 +54,25 @@ def _amount(name: str, value: Any) -> int:
     return milli(value) if name == "cpu" else units(value)
 
 
-def _container(c: Obj, *, non_zero: bool) -> dict[str, int]:
+def _container(c: Obj) -> dict[str, int]:
     res = c.get("resources") or {}
-    req = {**(res.get("limits") or {}), **(res.get("requests") or {})}  # limits default requests
-    out = {k: _amount(k, v) for k, v in req.items() if k in _NATIVE[:3] or is_scalar(k)}
-    if non_zero:
-        out.setdefault("cpu", NONZERO_MILLI_CPU)
-        out.setdefault("memory", NONZERO_MEMORY)
+    req = res.get("requests") or {}
+    limits = res.get("limits")
+    if limits:
+        req = {**limits, **req}  # limits default missing requests, as API defaulting does
+    out = {}
+    for k, v in req.items():
+        if k == "cpu":
+            out[k] = milli(v)
+        elif k in _NATIVE[1:3] or is_scalar(k):
+            out[k] = units(v)
     return out
+
+
+def _non_zero(v: dict[str, int]) -> dict[str, int]:
+    if "cpu" in v and "memory" in v:
+        return v
+    return {"cpu": NONZERO_MILLI_CPU, "memory": NONZERO_MEMORY, **v}
 
 
 def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
@@ -75,27 +86,38 @@ def _max(into: dict[str, int], more: Mapping[str, int]) -> None:
             into[k] = v
 
 
-def request_vector(spec: Obj, *, non_zero: bool = False) -> dict[str, int]:
-    """``resource.PodRequests``: resource name -> amount (cpu in millis), see the module docstring."""
+def _combine(
+    apps: list[dict[str, int]], inits: list[tuple[dict[str, int], bool]], overhead: Obj
+) -> dict[str, int]:
     total: dict[str, int] = {}
-    for c in spec.get("containers") or []:
-        _add(total, _container(c, non_zero=non_zero))
+    for v in apps:
+        _add(total, v)
     sidecars: dict[str, int] = {}
     init: dict[str, int] = {}
-    for c in spec.get("initContainers") or []:
-        req = _container(c, non_zero=non_zero)
-        if c.get("restartPolicy") == "Always":
-            _add(total, req)
-            _add(sidecars, req)
-            req = dict(sidecars)
+    for v, restartable in inits:
+        if restartable:
+            _add(total, v)
+            _add(sidecars, v)
+            v = dict(sidecars)
         else:
-            req = dict(req)
-            _add(req, sidecars)
-        _max(init, req)
+            v = dict(v)
+            _add(v, sidecars)
+        _max(init, v)
     _max(total, init)
-    overhead = spec.get("overhead") or {}
-    _add(total, {k: _amount(k, v) for k, v in overhead.items()})
+    if overhead:
+        _add(total, {k: _amount(k, q) for k, q in overhead.items()})
     return total
+
+
+def request_vector(spec: Obj, *, non_zero: bool = False) -> dict[str, int]:
+    """``resource.PodRequests``: resource name -> amount (cpu in millis), see the module docstring;
+    ``non_zero``: containers without cpu or memory requests count upstream's scoring defaults."""
+    apps = [_container(c) for c in spec.get("containers") or []]
+    inits = [(_container(c), c.get("restartPolicy") == "Always") for c in spec.get("initContainers") or []]
+    if non_zero:
+        apps = [_non_zero(v) for v in apps]
+        inits = [(_non_zero(v), r) for v, r in inits]
+    return _combine(apps, inits, spec.get("overhead") or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +131,16 @@ class PodRequest:
 
 
 def pod_request(spec: Obj) -> PodRequest:
-    req = request_vector(spec)
-    nz = request_vector(spec, non_zero=True)
+    apps = [_container(c) for c in spec.get("containers") or []]
+    inits = [(_container(c), c.get("restartPolicy") == "Always") for c in spec.get("initContainers") or []]
+    overhead = spec.get("overhead") or {}
+    req = _combine(apps, inits, overhead)
+    if all("cpu" in v and "memory" in v for v in apps) and all(
+        "cpu" in v and "memory" in v for v, _ in inits
+    ):
+        nz = req  # nothing to default
+    else:
+        nz = _combine([_non_zero(v) for v in apps], [(_non_zero(v), r) for v, r in inits], overhead)
     scalars = tuple(sorted((k, v) for k, v in req.items() if v > 0 and is_scalar(k)))
     return PodRequest(
         req.get("cpu", 0),

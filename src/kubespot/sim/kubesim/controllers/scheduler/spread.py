@@ -160,17 +160,18 @@ def _domain_counts(
 
 @dataclass(slots=True)
 class SpreadFilter:
-    constraints: tuple[Constraint, ...]
-    counts: list[Counter[str]]
-    mins: list[int]
-    self_match: list[int]
+    """Per constraint, its topology key and the domains over maxSkew: count + self - min only
+    exceeds maxSkew (>= 1) where the count is positive, so every other value passes."""
+
+    skewed: list[tuple[str, set[str]]]
 
     def reason(self, n: NodeInfo) -> str | None:
-        for i, c in enumerate(self.constraints):
-            value = n.labels.get(c.topology_key)
+        labels = n.labels
+        for key, skewed in self.skewed:
+            value = labels.get(key)
             if value is None:
                 return REASON_MISSING_LABEL
-            if self.counts[i][value] + self.self_match[i] - self.mins[i] > c.max_skew:
+            if value in skewed:
                 return REASON_SKEW
         return None
 
@@ -195,7 +196,11 @@ def pre_filter(
             mins.append(0)  # too few domains, or one without matching pods
         else:
             mins.append(min(counts[i].values()))
-    return SpreadFilter(hard, counts, mins, [int(c.selector.matches(labels)) for c in hard])
+    skewed = []
+    for i, c in enumerate(hard):
+        own = int(c.selector.matches(labels))
+        skewed.append((c.topology_key, {v for v, n in counts[i].items() if n + own - mins[i] > c.max_skew}))
+    return SpreadFilter(skewed)
 
 
 def scores(
@@ -218,40 +223,37 @@ def scores(
     if not soft:
         return None
     keys = [c.topology_key for c in soft]
-    scored = [system or all(k in n.labels for k in keys) for n in candidates]
+    if system:
+        scored = candidates
+    elif len(keys) == 1:
+        scored = [n for n in candidates if keys[0] in n.labels]
+    else:
+        scored = [n for n in candidates if all(k in n.labels for k in keys)]
     names, _ = cache.get(nodes, version, pod, soft)
-    weights = []
-    pair_counts: list[Counter[str] | None] = []
+    # Per constraint: its key, log(domains + 2), maxSkew - 1, and the count of a node's domain (for
+    # the hostname key, the node's own pods: upstream counts those in Score).
+    terms: list[tuple[str, float, int, Mapping[str, int], bool]] = []
     for i, c in enumerate(soft):
         if c.topology_key == HOSTNAME:
-            weights.append(math.log(sum(scored) + 2))
-            pair_counts.append(None)
+            per_host = index.per_node((c.term,), live_only=True)
+            terms.append((c.topology_key, math.log(len(scored) + 2), c.max_skew - 1, per_host, True))
             continue
-        present = {n.labels.get(c.topology_key, "") for n, ok in zip(candidates, scored, strict=True) if ok}
-        weights.append(math.log(len(present) + 2))
-        counts = _domain_counts(index, nodes, c, names[i])
-        pair_counts.append(Counter({v: counts[v] for v in present}))
-    raw: list[int] = []
-    for n, ok in zip(candidates, scored, strict=True):
-        if not ok:
-            raw.append(0)
-            continue
-        total = 0.0
-        for i, c in enumerate(soft):
-            if c.topology_key not in n.labels:
-                continue
-            pc = pair_counts[i]
-            if pc is None:
-                count = index.per_node((c.term,), live_only=True)[n.name]
-            else:
-                count = pc[n.labels[c.topology_key]]
-            total += count * weights[i] + (c.max_skew - 1)
-        raw.append(round(total))
-    considered = [s for s, ok in zip(raw, scored, strict=True) if ok]
-    if not considered:
+        present = {n.labels.get(c.topology_key, "") for n in scored}
+        domains = _domain_counts(index, nodes, c, names[i])
+        terms.append((c.topology_key, math.log(len(present) + 2), c.max_skew - 1, domains, False))
+    raw: dict[str, int] = {}
+    for n in scored:
+        labels, total = n.labels, 0.0
+        for key, weight, extra, counts, by_node in terms:
+            value = labels.get(key)
+            if value is not None:
+                total += counts.get(n.name if by_node else value, 0) * weight + extra
+        raw[n.name] = math.floor(total + 0.5)  # Go's math.Round: halves away from zero
+    if not raw:
         return [0] * len(candidates)
-    hi, lo = max(considered), min(considered)
-    return [
-        0 if not ok else 100 if hi == 0 else 100 * (hi + lo - s) // hi
-        for s, ok in zip(raw, scored, strict=True)
-    ]
+    hi, lo = max(raw.values()), min(raw.values())
+    out = []
+    for n in candidates:
+        score = raw.get(n.name)
+        out.append(0 if score is None else 100 if hi == 0 else 100 * (hi + lo - score) // hi)
+    return out
