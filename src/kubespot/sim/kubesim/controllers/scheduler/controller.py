@@ -523,13 +523,21 @@ class SchedulerController(Controller):
         total = len(feasible)
         start = self._next_start % total if total else 0
         req = shape.req
-        cpu, mem, eph, nz_cpu, nz_mem = req.cpu, req.mem, req.eph, req.nz_cpu, req.nz_mem
-        scalars, ports = req.scalars, shape.ports
+        cpu, mem, nz_cpu, nz_mem = req.cpu, req.mem, req.nz_cpu, req.nz_mem
         volumes = self._volumes(shape)
         if volumes is not None and volumes.pre_filter:
             return None, fiterror.message(num_all, {}, unresolvable=num_all, pre_filter=volumes.pre_filter)
         interpod = self._interpod(shape)
         spread = self._spread_filter(shape)
+        skip: set[int] = set()  # round-robin positions of nodes in domains inter-pod affinity excludes
+        excluded = None if interpod is None else interpod.excluded()
+        if excluded is not None and total:
+            for key, values in excluded:
+                positions = shape.static.positions_of(key)
+                skip.update((p - start) % total for v in values for p in positions.get(v, ()))
+            interpod = None  # fully answered by ``skip``
+        # Most pods need only the three checks inlined below; the others take a call per node.
+        rare = bool(req.eph or req.scalars or shape.ports or volumes is not None or interpod is not None)
         # With ScheduleAnyway constraints the candidates are scored together once found.
         soft = any(not c.hard for c in shape.spread)
         candidates: list[tuple[NodeInfo, int]] = []
@@ -545,17 +553,15 @@ class SchedulerController(Controller):
             nodes = enumerate(rotated)
             if spread is not None:
                 nodes = [(i, n) for i, n in nodes if spread.reason(n) is None]
+        if skip:
+            nodes = ((i, n) for i, n in nodes if i not in skip)
         for i, n in nodes:
             u, a = n.usage, n.alloc
             if (
                 u.pods + 1 > a.pods
                 or (cpu > 0 and u.cpu + cpu > a.cpu)
                 or (mem > 0 and u.mem + mem > a.mem)
-                or (eph > 0 and u.eph + eph > a.eph)
-                or (scalars and not scalars_fit(req, a, u))
-                or (ports and conflicts(ports, u.ports))
-                or (volumes is not None and volumes.reason(n) is not None)
-                or (interpod is not None and interpod.reason(n) is not None)
+                or (rare and self._rare_misfit(shape, n, volumes, interpod))
             ):
                 continue
             # Least allocated: the mean of the free cpu and memory shares, inlined.
@@ -579,6 +585,21 @@ class SchedulerController(Controller):
         if best is not None:
             return best.name, ""
         return None, self._unfit_message(shape, feasible)
+
+    @staticmethod
+    def _rare_misfit(
+        shape: _Shape, n: NodeInfo, volumes: VolumeState | None, interpod: InterPodState | None
+    ) -> bool:
+        """The filters few pods need (ephemeral storage, scalar resources, host ports, volumes,
+        inter-pod affinity): whether one rejects the node."""
+        req, u, a = shape.req, n.usage, n.alloc
+        return (
+            (req.eph > 0 and u.eph + req.eph > a.eph)
+            or (bool(req.scalars) and not scalars_fit(req, a, u))
+            or (bool(shape.ports) and conflicts(shape.ports, u.ports))
+            or (volumes is not None and volumes.reason(n) is not None)
+            or (interpod is not None and interpod.reason(n) is not None)
+        )
 
     @staticmethod
     def _allowed_domains(

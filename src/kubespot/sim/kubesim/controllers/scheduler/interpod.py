@@ -114,6 +114,11 @@ class InterPodState:
     self_match: bool
     anti: list[tuple[str, set[str]]]
 
+    def excluded(self) -> list[tuple[str, set[str]]] | None:
+        """Without affinity terms the plugin only excludes topology domains: (key, values) of them;
+        None when it must be asked per node."""
+        return None if self.affinity else self.taken + self.anti
+
     def reason(self, n: NodeInfo) -> str | None:
         """Filter for one node: the failure's reason, or None."""
         labels = n.labels
