@@ -8,7 +8,6 @@ from .controller import (
     DEFAULT_SCHEDULER,
     TERMINAL_PHASES,
     SchedulerController,
-    num_feasible_nodes_to_find,
     pending_reason,
     scheduler_of,
 )
@@ -23,6 +22,7 @@ from .nodes import (
     tolerates,
 )
 from .resources import pod_requests
+from .shapes import num_feasible_nodes_to_find
 
 __all__ = [
     "DEFAULT_SCHEDULER",

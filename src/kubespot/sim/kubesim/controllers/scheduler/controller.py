@@ -1,66 +1,48 @@
-"""Simulated kube-scheduler: binds pending pods to nodes that fit.
+"""Simulated kube-scheduler: binds pending pods to nodes that fit (docs/simulators/kubesim.md, Scheduler).
 
 Pods without ``spec.nodeName`` whose ``schedulerName`` is ``default-scheduler`` are queued (highest
 priority first, then oldest) and scheduled in batched passes a few milliseconds after the events that
-queued them. The filters are upstream's default plugins, in upstream's order, and a node fails on the
-first one that rejects it (``RunFilterPlugins`` stops at the first failure):
+queued them; a pod with ``schedulingGates`` waits outside the queue (SchedulingGates' PreEnqueue).
+The filters are upstream's default plugins, in upstream's order, and a node fails on the first one
+that rejects it (``RunFilterPlugins`` stops at the first failure):
 
-1. NodeUnschedulable: a cordoned node (``spec.unschedulable``) admits only pods tolerating
-   ``node.kubernetes.io/unschedulable:NoSchedule`` -- "node(s) were unschedulable".
-2. TaintToleration: every ``NoSchedule`` and ``NoExecute`` taint must be tolerated
-   (``PreferNoSchedule`` only affects scoring upstream and is ignored here) -- "node(s) had
-   untolerated taint {key: value}". A node whose Ready condition is not True counts as carrying
-   ``node.kubernetes.io/not-ready`` (``unreachable`` when Unknown) ``:NoSchedule``, the taint
-   upstream's node lifecycle controller puts on it.
-3. NodeAffinity: ``nodeSelector`` and ``requiredDuringSchedulingIgnoredDuringExecution``
-   ``nodeSelectorTerms`` (terms ORed; expressions and fields ANDed; In, NotIn, Exists, DoesNotExist,
-   Gt, Lt; ``matchFields`` on ``metadata.name``) -- "node(s) didn't match Pod's node
-   affinity/selector". DaemonSet pods pin themselves to a node this way and need nothing else.
-4. NodePorts (``ports.py``): host ports against those of the node's pods -- "node(s) didn't have
-   free ports for the requested pod ports".
-5. NodeResourcesFit (``resources.py``): pod count, cpu, memory, ephemeral-storage and scalar
-   resources (extended ``<domain>/<name>``, ``hugepages-<size>``) as upstream's ``PodRequests``
-   computes them (sidecars, init containers, overhead) against allocatable minus the requests of
-   the node's non-terminal pods -- "Too many pods", "Insufficient cpu", "Insufficient nvidia.com/gpu".
-
-A pod with ``schedulingGates`` is not queued (SchedulingGates' PreEnqueue) until they are removed;
-the scheduler gives it the ``PodScheduled=False`` ``SchedulingGated`` condition upstream's API
-server adds at creation, if it lacks one.
+1. NodeAffinity's PreFilterResult, NodeUnschedulable, TaintToleration, NodeAffinity (``nodes.py``):
+   usage-independent, so cached per pod shape (``Static``) until a node changes.
+2. NodePorts (``ports.py``), NodeResourcesFit (``resources.py``).
+3. VolumeBinding and VolumeZone (``volumes.py``), PodTopologySpread (``spread.py``),
+   InterPodAffinity (``interpod.py``), from per-node counts of bound pods (``podindex.py``).
 
 Like upstream (``numFeasibleNodesToFind``) a pass stops searching once it has found enough feasible
 nodes (all nodes below 100, else an adaptive 50 - nodes/125 percent, at least 5 % and 100 nodes),
 starting where the previous pod's search stopped. Feasible nodes are scored by LeastAllocated over
-cpu and memory, counting 100m / 200Mi for containers without requests as upstream's scorer does;
+cpu and memory (100m / 200Mi for containers without requests, as upstream's scorer counts them)
+plus PodTopologySpread at weight 2 when the pod has ScheduleAnyway or system default constraints;
 ties go to the first node found, so results are deterministic (upstream breaks ties at random).
-Inter-pod affinity, topology spread, volumes and preemption are not simulated.
 
 A pod that fits nowhere gets ``PodScheduled=False``, reason ``Unschedulable`` and upstream's
-``FitError`` message, e.g. ``0/5 nodes are available: 2 node(s) had untolerated taint {a: b}, 3
-Insufficient cpu. preemption: 0/5 nodes are available: 2 Preemption is not helpful for scheduling, 3
-No preemption victims found for incoming pod.`` It is retried when a node changes in a way that
-matters or a pod frees resources.
+``FitError`` message (``fiterror.py``), e.g. ``0/5 nodes are available: 2 node(s) had untolerated
+taint {a: b}, 3 Insufficient cpu. preemption: 0/5 nodes are available: 2 Preemption is not helpful
+for scheduling, 3 No preemption victims found for incoming pod.`` It is retried when a node, a pod,
+a claim or a volume changes in a way that may matter.
 
-Cost: node usage is kept per node and updated from pod events; which nodes pass the resource-free
-filters (1-3) is cached per distinct pod shape and recomputed only after a relevant node change; and
-within a pass, a shape that failed is not re-evaluated for the next pod of the same shape.
+Cost: node usage is kept per node and updated from pod events; the usage-independent filters are
+cached per distinct pod shape; within a pass, a shape that failed is not re-evaluated for the next
+pod of the same shape; the common pod takes three inlined checks per node.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
-import contextlib
-import heapq
 import itertools
 import logging
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
 import orjson
 
 from ... import errors
-from ...selectors import LabelSelector, SelectorError, label_selector_from_dict
+from ...selectors import LabelSelector
 from ...store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from .. import Controller, ControllerConfig, ControllerManager
 from ..kubelet import set_condition
@@ -76,16 +58,17 @@ from .nodes import (
     required_node_terms,
     static_reason,
 )
-from .podindex import PodIndex, Term
+from .podindex import PodIndex
 from .ports import REASON_PORTS, HostPort, conflicts, host_ports
-from .resources import PodRequest, insufficient, pod_request, scalars_fit
+from .resources import PodRequest, insufficient, pod_request
+from .shapes import Shape, Static, allowed_domains, num_feasible_nodes_to_find, rare_misfit
 from .spread import (
     SCORE_WEIGHT,
-    Constraint,
     EligibleCache,
     PodFacts,
     SpreadFilter,
     default_constraints,
+    default_selector,
     parse_constraints,
 )
 from .spread import pre_filter as spread_pre_filter
@@ -113,52 +96,6 @@ _FLUSH_UNSCHEDULABLE_SECONDS = 30.0
 
 
 @dataclass(slots=True)
-class _Static:
-    """Resource-independent filtering (cordon, taints, selector, affinity), shared by every shape with
-    the same constraints: pods of different Deployments usually differ only in their requests."""
-
-    node_selector: dict[str, str]
-    terms: list[Obj] | None  # None: no required node affinity
-    tolerations: list[Obj]
-    version: int = -1  # node-set version the cached filtering is for
-    feasible: list[NodeInfo] = field(default_factory=list)
-    reasons: Counter[str] = field(default_factory=Counter)
-    #: Topology key -> value -> the positions in ``feasible`` of the nodes with that value, so a
-    #: hard spread constraint visits only the nodes of the domains it allows.
-    positions: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-
-    def positions_of(self, key: str) -> dict[str, list[int]]:
-        by_value = self.positions.get(key)
-        if by_value is None:
-            by_value = self.positions[key] = {}
-            for i, n in enumerate(self.feasible):
-                value = n.labels.get(key)
-                if value is not None:
-                    by_value.setdefault(value, []).append(i)
-        return by_value
-
-
-@dataclass(slots=True)
-class _Shape:
-    """What scheduling depends on, shared by every pending pod with the same spec essentials."""
-
-    req: PodRequest
-    ports: tuple[HostPort, ...]
-    static: _Static
-    namespace: str
-    labels: dict[str, str]
-    affinity: tuple[Term, ...]  # required pod affinity terms
-    anti: tuple[Term, ...]  # required pod anti-affinity terms
-    facts: PodFacts
-    spread: tuple[Constraint, ...]  # its own topology spread constraints, else the system defaults
-    spread_system: bool  # ``spread`` are the system defaults
-    claims: tuple[str, ...]  # PersistentVolumeClaims it mounts
-    #: (PodIndex.anti_version, the existing anti-affinity terms matching these pods), kept because
-    #: matching every term's selector for every pod is the costly part.
-    existing_anti: tuple[int, list[tuple[str, Counter[str]]]] = (-1, [])
-
-
-@dataclass(slots=True)
 class _Pending:
     priority: int
     seq: int
@@ -170,14 +107,6 @@ class _Placed:
     node: str
     req: PodRequest
     ports: tuple[HostPort, ...]
-
-
-def num_feasible_nodes_to_find(num_all: int) -> int:
-    """Upstream's ``numFeasibleNodesToFind`` with the default percentageOfNodesToScore (adaptive)."""
-    if num_all < 100:
-        return num_all
-    pct = max(5, 50 - num_all // 125)
-    return max(100, num_all * pct // 100)
 
 
 def is_gated(spec: Obj) -> bool:
@@ -218,8 +147,8 @@ class SchedulerController(Controller):
         self._pending: dict[ObjKey, _Pending] = {}
         self._unschedulable: dict[ObjKey, _Pending] = {}
         self._gated: set[ObjKey] = set()
-        self._shapes: dict[bytes, _Shape] = {}
-        self._statics: dict[bytes, _Static] = {}
+        self._shapes: dict[bytes, Shape] = {}
+        self._statics: dict[bytes, Static] = {}
         self._version = 0
         self._sorted_names: list[str] = []
         self._sorted_version = -1
@@ -393,8 +322,8 @@ class SchedulerController(Controller):
             if static is None:
                 if len(self._statics) >= _SHAPE_CACHE:
                     self._statics.clear()
-                static = self._statics[static_key] = _Static(selector, terms, tolerations)
-            self._shapes[key] = _Shape(
+                static = self._statics[static_key] = Static(selector, terms, tolerations)
+            self._shapes[key] = Shape(
                 req,
                 ports,
                 static,
@@ -484,7 +413,7 @@ class SchedulerController(Controller):
         self._affinity_waiting = self._affinity_waiting or bool(shape.affinity)
         self._mark_unschedulable(key, pod, message)
 
-    def _static(self, static: _Static) -> _Static:
+    def _static(self, static: Static) -> Static:
         """Refresh resource-independent filtering (filters 1-3) if nodes changed."""
         if static.version == self._version:
             return static
@@ -508,7 +437,7 @@ class SchedulerController(Controller):
         static.positions = {}
         return static
 
-    def _pick(self, shape: _Shape) -> tuple[str | None, str]:
+    def _pick(self, shape: Shape) -> tuple[str | None, str]:
         """Filter the feasible nodes round-robin until enough fit, score those, take the best.
 
         The hot path of every new pod (hundreds of nodes examined each time): one loop that filters
@@ -547,7 +476,7 @@ class SchedulerController(Controller):
         processed = total
         nodes: Iterable[tuple[int, NodeInfo]]  # (position in the round-robin order, node)
         if spread is not None and len(spread.skewed) == 1:
-            nodes = self._allowed_domains(shape.static, start, *spread.skewed[0])
+            nodes = allowed_domains(shape.static, start, *spread.skewed[0])
         else:
             rotated = feasible[start:] + feasible[:start]
             nodes = enumerate(rotated)
@@ -561,7 +490,7 @@ class SchedulerController(Controller):
                 u.pods + 1 > a.pods
                 or (cpu > 0 and u.cpu + cpu > a.cpu)
                 or (mem > 0 and u.mem + mem > a.mem)
-                or (rare and self._rare_misfit(shape, n, volumes, interpod))
+                or (rare and rare_misfit(shape, n, volumes, interpod))
             ):
                 continue
             # Least allocated: the mean of the free cpu and memory shares, inlined.
@@ -586,38 +515,6 @@ class SchedulerController(Controller):
             return best.name, ""
         return None, self._unfit_message(shape, feasible)
 
-    @staticmethod
-    def _rare_misfit(
-        shape: _Shape, n: NodeInfo, volumes: VolumeState | None, interpod: InterPodState | None
-    ) -> bool:
-        """The filters few pods need (ephemeral storage, scalar resources, host ports, volumes,
-        inter-pod affinity): whether one rejects the node."""
-        req, u, a = shape.req, n.usage, n.alloc
-        return (
-            (req.eph > 0 and u.eph + req.eph > a.eph)
-            or (bool(req.scalars) and not scalars_fit(req, a, u))
-            or (bool(shape.ports) and conflicts(shape.ports, u.ports))
-            or (volumes is not None and volumes.reason(n) is not None)
-            or (interpod is not None and interpod.reason(n) is not None)
-        )
-
-    @staticmethod
-    def _allowed_domains(
-        static: _Static, start: int, key: str, skewed: set[str]
-    ) -> Iterator[tuple[int, NodeInfo]]:
-        """The feasible nodes a hard spread constraint passes (they have the key, their domain is not
-        over maxSkew) in round-robin order from ``start``, lazily: a constraint typically rejects all
-        but the emptiest zones, and the loop stops once it has found enough nodes."""
-        feasible, total = static.feasible, len(static.feasible)
-        after, before = [], []
-        for value, positions in static.positions_of(key).items():
-            if value not in skewed:
-                cut = bisect.bisect_left(positions, start)
-                after.append(positions[cut:])
-                before.append(positions[:cut])
-        for i in itertools.chain(heapq.merge(*after), heapq.merge(*before)):
-            yield (i - start) % total, feasible[i]
-
     def _find(self, plural: str, ns: str | None, name: str) -> Obj | None:
         rt = {
             "persistentvolumeclaims": self.pvc_rt,
@@ -626,17 +523,17 @@ class SchedulerController(Controller):
         }
         return self.store.find(rt[plural], ns, name)
 
-    def _volumes(self, shape: _Shape) -> VolumeState | None:
+    def _volumes(self, shape: Shape) -> VolumeState | None:
         return volume_pre_filter(self._find, shape.namespace, shape.claims) if shape.claims else None
 
-    def _spread_filter(self, shape: _Shape) -> SpreadFilter | None:
+    def _spread_filter(self, shape: Shape) -> SpreadFilter | None:
         if not shape.spread:
             return None
         return spread_pre_filter(
             self._pods, self._nodes, self._version, self._eligible, shape.facts, shape.labels, shape.spread
         )
 
-    def _best_spread(self, shape: _Shape, candidates: list[tuple[NodeInfo, int]]) -> NodeInfo:
+    def _best_spread(self, shape: Shape, candidates: list[tuple[NodeInfo, int]]) -> NodeInfo:
         """LeastAllocated plus PodTopologySpread's normalized score at its weight; ties to the first."""
         nodes = [n for n, _ in candidates]
         spread = spread_scores(
@@ -659,23 +556,15 @@ class SchedulerController(Controller):
     def _default_selector(
         self, ns: str, labels: dict[str, str], owner: tuple[str, str] | None
     ) -> LabelSelector:
-        """``helper.DefaultSelector``: the Services selecting the pod, and its ReplicaSet's or
-        StatefulSet's selector (pkg/scheduler/framework/plugins/helper/spread.go)."""
-        merged: dict[str, str] = {}
-        for svc in self.store.iter_objects(self.services_rt, ns):
-            sel = (svc.get("spec") or {}).get("selector")
-            if sel is not None and all(labels.get(k) == v for k, v in sel.items()):
-                merged.update(sel)
-        reqs = list(label_selector_from_dict({"matchLabels": merged}).requirements) if merged else []
+        """``helper.DefaultSelector`` over the pod's namespace's Services and its controller."""
+        controller = None
         if owner is not None and owner[0] in ("ReplicaSet", "StatefulSet"):
-            rt = self.rs_rt if owner[0] == "ReplicaSet" else self.sts_rt
-            obj = self.store.find(rt, ns, owner[1])
-            if obj is not None:
-                with contextlib.suppress(SelectorError):
-                    reqs += label_selector_from_dict((obj.get("spec") or {}).get("selector")).requirements
-        return LabelSelector(tuple(reqs))
+            controller = self.store.find(
+                self.rs_rt if owner[0] == "ReplicaSet" else self.sts_rt, ns, owner[1]
+            )
+        return default_selector(self.store.iter_objects(self.services_rt, ns), controller, labels)
 
-    def _interpod(self, shape: _Shape) -> InterPodState | None:
+    def _interpod(self, shape: Shape) -> InterPodState | None:
         if not (shape.affinity or shape.anti or self._pods.has_existing_anti):
             return None
         version = self._pods.anti_version
@@ -688,7 +577,7 @@ class SchedulerController(Controller):
             self._pods, self._nodes, shape.namespace, shape.labels, shape.affinity, shape.anti, existing
         )
 
-    def _unfit_message(self, shape: _Shape, feasible: list[NodeInfo]) -> str:
+    def _unfit_message(self, shape: Shape, feasible: list[NodeInfo]) -> str:
         """Upstream's FitError message when none of ``feasible`` (or of the other nodes) fits."""
         reasons = Counter(shape.static.reasons)
         not_helpful = sum(reasons.values())  # filters 1-3 are UnschedulableAndUnresolvable
@@ -700,13 +589,13 @@ class SchedulerController(Controller):
             not_helpful += bool(node_reasons) and unresolvable(node_reasons[0])
         return fiterror.message(len(self._nodes), reasons, unresolvable=not_helpful)
 
-    def _cluster_checks(self, shape: _Shape) -> list[VolumeState | SpreadFilter | InterPodState]:
+    def _cluster_checks(self, shape: Shape) -> list[VolumeState | SpreadFilter | InterPodState]:
         """The PreFilter states of the plugins that look beyond the node, in the filters' order."""
         states = (self._volumes(shape), self._spread_filter(shape), self._interpod(shape))
         return [st for st in states if st is not None]
 
     def _node_reasons(
-        self, shape: _Shape, n: NodeInfo, checks: list[VolumeState | SpreadFilter | InterPodState]
+        self, shape: Shape, n: NodeInfo, checks: list[VolumeState | SpreadFilter | InterPodState]
     ) -> list[str]:
         """The failing plugin's reasons for a node that passed filters 1-3: NodePorts, NodeResourcesFit,
         VolumeBinding/VolumeZone, PodTopologySpread, InterPodAffinity, as the default profile orders

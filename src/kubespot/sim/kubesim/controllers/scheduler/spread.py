@@ -25,9 +25,10 @@ ScheduleAnyway, with the selector of the Services, ReplicaSets and StatefulSets 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import orjson
@@ -88,6 +89,23 @@ def parse_constraints(raw_list: list[Obj], ns: str, labels: Mapping[str, str]) -
             )
         )
     return tuple(out)
+
+
+def default_selector(
+    services: Iterable[Obj], controller: Obj | None, labels: Mapping[str, str]
+) -> LabelSelector:
+    """``helper.DefaultSelector`` (pkg/scheduler/framework/plugins/helper/spread.go): the selectors of
+    the Services that select the pod, and of its controlling ReplicaSet or StatefulSet."""
+    merged: dict[str, str] = {}
+    for svc in services:
+        sel = (svc.get("spec") or {}).get("selector")
+        if sel is not None and all(labels.get(k) == v for k, v in sel.items()):
+            merged.update(sel)
+    reqs = list(label_selector_from_dict({"matchLabels": merged}).requirements) if merged else []
+    if controller is not None:
+        with contextlib.suppress(SelectorError):
+            reqs += label_selector_from_dict((controller.get("spec") or {}).get("selector")).requirements
+    return LabelSelector(tuple(reqs))
 
 
 def default_constraints(ns: str, selector: LabelSelector | None) -> tuple[Constraint, ...]:
