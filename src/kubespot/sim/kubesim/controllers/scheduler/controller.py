@@ -147,6 +147,7 @@ class SchedulerController(Controller):
         self._pending: dict[ObjKey, _Pending] = {}
         self._unschedulable: dict[ObjKey, _Pending] = {}
         self._gated: set[ObjKey] = set()
+        self._gated_new: set[ObjKey] = set()  # gated pods whose condition the next pass checks
         self._shapes: dict[bytes, Shape] = {}
         self._statics: dict[bytes, Static] = {}
         self._version = 0
@@ -234,6 +235,7 @@ class SchedulerController(Controller):
             self._unschedulable.pop(key, None)
             if key not in self._gated:
                 self._gated.add(key)
+                self._gated_new.add(key)
                 self._kick.set()  # the pass writes the SchedulingGated condition if it is missing
             return
         self._gated.discard(key)
@@ -675,7 +677,8 @@ class SchedulerController(Controller):
     def _mark_gated(self) -> None:
         """Give gated pods without a PodScheduled condition the one upstream's API server adds at
         creation (kubesim's API server does not), so clients see why they wait."""
-        for key in list(self._gated):
+        keys, self._gated_new = self._gated_new, set()
+        for key in keys:
             pod = self.store.find(self.pod_rt, key[0], key[1])
             if pod is None:
                 continue
