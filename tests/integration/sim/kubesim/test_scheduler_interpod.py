@@ -129,3 +129,20 @@ async def test_first_pod_of_a_self_affine_group_lands_anywhere_with_the_key(clus
         await _labelled_pod(cluster, f"grp-{i}", {"app": "grp"}, affinity=aff)
     await cluster.until(lambda: all(_node_of(cluster, f"grp-{i}") for i in range(1, 4)))
     assert {_node_of(cluster, f"grp-{i}") for i in range(4)} == {first}
+
+
+async def test_a_namespace_labelled_later_satisfies_a_namespace_selector(cluster: Any) -> None:
+    """framework.AffinityTerm.Matches reads the namespace's labels at each attempt (upstream's
+    InterPodAffinity re-queues pods on namespace label changes, plugin.go EventsToRegister)."""
+    await cluster.call("POST", "/api/v1/namespaces", {"metadata": {"name": "c"}})
+    await cluster.create_node("a1", labels={ZONE: "a"})
+    await _labelled_pod(cluster, "cache", {"app": "cache"}, ns="c")
+    await cluster.until(lambda: _node_of(cluster, "cache", "c") == "a1")
+    term = _term({"app": "cache"}, ZONE, namespaceSelector={"matchLabels": {"tier": "cache"}})
+    await _labelled_pod(cluster, "web", {"app": "web"}, affinity=_affinity("podAffinity", term))
+    await cluster.until(lambda: _message(cluster, "web"))
+    assert _message(cluster, "web").startswith(  # type: ignore[union-attr]
+        "0/1 nodes are available: 1 node(s) didn't match pod affinity rules."
+    )
+    await cluster.patch("/api/v1/namespaces/c", {"metadata": {"labels": {"tier": "cache"}}})
+    await cluster.until(lambda: _node_of(cluster, "web") == "a1")

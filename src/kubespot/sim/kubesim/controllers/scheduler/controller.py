@@ -43,7 +43,7 @@ import orjson
 
 from ... import errors
 from ...selectors import LabelSelector
-from ...store import NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
+from ...store import NAMESPACE_KEY, NODE_KEY, POD_KEY, Obj, ObjKey, Store, WatchEvent, rfc3339
 from .. import Controller, ControllerConfig, ControllerManager
 from ..kubelet import set_condition
 from . import fiterror
@@ -125,7 +125,7 @@ class SchedulerController(Controller):
     """See the module docstring."""
 
     name = "scheduler"
-    watches = (POD_KEY, NODE_KEY, *VOLUME_KEYS)
+    watches = (POD_KEY, NODE_KEY, NAMESPACE_KEY, *VOLUME_KEYS)
 
     def __init__(self, store: Store, config: ControllerConfig) -> None:
         super().__init__(store, config)
@@ -133,7 +133,7 @@ class SchedulerController(Controller):
         self.node_rt = self.rt("", "v1", "nodes")
         self.ns_rt = self.rt("", "v1", "namespaces")
         self._pods = PodIndex(self._namespace_labels)
-        self._affinity_waiting = False
+        self._waits_on_binds = False
         self._eligible = EligibleCache()
         self.services_rt = self.rt("", "v1", "services")
         self.rs_rt = self.rt("apps", "v1", "replicasets")
@@ -184,6 +184,11 @@ class SchedulerController(Controller):
                 self._on_pod(ev.obj, ev.old)
         elif ev.rkey in VOLUME_KEYS:
             self._wake_retry()
+        elif ev.rkey == NAMESPACE_KEY:
+            old_labels = ((ev.old or {}).get("metadata") or {}).get("labels")
+            if ev.type == "MODIFIED" and ev.obj["metadata"].get("labels") != old_labels:
+                self._pods.namespace_labels_changed()  # namespaceSelector matches are stale
+                self._wake_retry()
         elif ev.rkey == NODE_KEY:
             if ev.type == "DELETED":
                 if self._nodes.pop(ev.obj["metadata"]["name"], None) is not None:
@@ -270,8 +275,8 @@ class SchedulerController(Controller):
         self._pods.add(
             key, node, ns, labels, parse_terms(required_terms(spec, "podAntiAffinity"), ns, labels)
         )
-        if self._affinity_waiting:
-            self._wake_retry()  # a pod bound may be what an unschedulable pod's affinity waits for
+        if self._waits_on_binds:
+            self._wake_retry()  # a pod bound may be what an unschedulable pod's affinity or spread waits for
 
     def _unplace(self, key: ObjKey) -> None:
         placed = self._placed.pop(key, None)
@@ -372,7 +377,7 @@ class SchedulerController(Controller):
             self._last_retry = asyncio.get_running_loop().time()
             self._pending.update(self._unschedulable)
             self._unschedulable.clear()
-            self._affinity_waiting = False
+            self._waits_on_binds = False
         if not self._pending:
             return
         batch = sorted(self._pending.items(), key=lambda kv: (-kv[1].priority, kv[1].seq))
@@ -412,7 +417,10 @@ class SchedulerController(Controller):
                 return
             failed[pending.shape_key] = message
         self._unschedulable[key] = pending
-        self._affinity_waiting = self._affinity_waiting or bool(shape.affinity)
+        # A bind elsewhere can satisfy pod affinity, or raise a spread constraint's minimum.
+        self._waits_on_binds = (
+            self._waits_on_binds or bool(shape.affinity) or any(c.hard for c in shape.spread)
+        )
         self._mark_unschedulable(key, pod, message)
 
     def _static(self, static: Static) -> Static:

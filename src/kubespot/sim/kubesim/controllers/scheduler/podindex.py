@@ -110,6 +110,13 @@ class PodIndex:
                     del self._anti[t.key]
                     self.anti_version += 1
 
+    def namespace_labels_changed(self) -> None:
+        """Forget the groups whose terms select namespaces by label (rebuilt on next use) and
+        invalidate what callers keep of the existing anti-affinity matches."""
+        for gkey in [k for k, g in self._groups.items() if any(t.ns_selector is not None for t in g.terms)]:
+            del self._groups[gkey]
+        self.anti_version += 1
+
     def terminating(self, key: ObjKey) -> None:
         """The pod got a deletionTimestamp: it leaves the live-only counts."""
         b = self._bound.get(key)
