@@ -25,3 +25,15 @@ def test_a_pre_filter_rejection_replaces_the_histogram() -> None:
         "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
+
+
+def test_a_post_filter_message_of_its_own_replaces_the_default() -> None:
+    """types.go FitError.Error appends Diagnosis.PostFilterMsg as " <msg>." when there is one; the
+    preemption in progress elsewhere supplies its own (e.g. preemptionPolicy Never)."""
+    own = "preemption: not eligible due to preemptionPolicy=Never."
+    assert message(2, {"Insufficient cpu": 2}, unresolvable=0, post_filter=own) == (
+        "0/2 nodes are available: 2 Insufficient cpu. " + own
+    )
+    assert message(2, {"Insufficient cpu": 2}, unresolvable=0, post_filter="") == (
+        "0/2 nodes are available: 2 Insufficient cpu."
+    )

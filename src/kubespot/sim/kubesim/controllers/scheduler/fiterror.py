@@ -21,13 +21,27 @@ def histogram(reasons: Mapping[str, int]) -> str:
     return ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
 
 
-def message(num_all: int, reasons: Mapping[str, int], *, unresolvable: int, pre_filter: str = "") -> str:
-    """The FitError message, with the preemption suffix of DefaultPreemption when no victims help:
-    nodes rejected as UnschedulableAndUnresolvable are "not helpful", the others have no victims."""
-    text = f"0/{num_all} nodes are available: {pre_filter or histogram(reasons)}."
+def no_victims(num_all: int, unresolvable: int) -> str:
+    """DefaultPreemption's message when it finds no candidate (preemption.go): nodes rejected as
+    UnschedulableAndUnresolvable are "not helpful", the others have no victims."""
     preemption: Counter[str] = Counter()
     if unresolvable:
         preemption[PREEMPTION_NOT_HELPFUL] = unresolvable
     if num_all - unresolvable:
         preemption[PREEMPTION_NO_VICTIMS] = num_all - unresolvable
-    return f"{text} preemption: 0/{num_all} nodes are available: {histogram(preemption)}."
+    return f"preemption: 0/{num_all} nodes are available: {histogram(preemption)}."
+
+
+def message(
+    num_all: int,
+    reasons: Mapping[str, int],
+    *,
+    unresolvable: int,
+    pre_filter: str = "",
+    post_filter: str | None = None,
+) -> str:
+    """The FitError message. ``post_filter``: the PostFilter's (preemption's) own message, if it
+    ran and has one; by default the one of a preemption that finds no victims (``no_victims``)."""
+    text = f"0/{num_all} nodes are available: {pre_filter or histogram(reasons)}."
+    post = no_victims(num_all, unresolvable) if post_filter is None else post_filter
+    return f"{text} {post}" if post else text
