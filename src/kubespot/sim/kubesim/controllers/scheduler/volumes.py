@@ -11,8 +11,9 @@ binder.go FindPodVolumes) and volumezone:
   pvc(s) bound to non-existent pv(s)") and its ``nodeAffinity`` required terms must match the node
   -- "node(s) had volume node affinity conflict"; then VolumeZone: the PV's zone labels
   (``topology.kubernetes.io/zone``, ``topology.kubernetes.io/region`` and their failure-domain
-  betas; a value may list several zones joined by ``__``) must match the node's -- "node(s) had no
-  available volume zone".
+  betas, matched against the node's GA label too; a value may list several zones joined by ``__``)
+  must match the node's -- "node(s) had no available volume zone"; a node without any such label
+  passes.
 - Filter, an unbound ``WaitForFirstConsumer`` claim: dynamically provisioned where the pod goes, so
   the node must satisfy the class's ``allowedTopologies`` -- "node(s) didn't find available
   persistent volumes to bind". Existing unbound PVs are not matched (no static binding).
@@ -43,6 +44,11 @@ ZONE_LABELS = (
     "failure-domain.beta.kubernetes.io/zone",
     "failure-domain.beta.kubernetes.io/region",
 )
+#: A PV's beta label is matched against the node's GA label too (volumezone translateToGALabel).
+_GA = {
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+}
 UNRESOLVABLE = frozenset(
     [REASON_NODE_CONFLICT, REASON_BIND_CONFLICT, REASON_PV_MISSING, REASON_ZONE_CONFLICT]
 )
@@ -77,10 +83,12 @@ class VolumeState:
         for topology in self.topologies:
             if topology and not any(_topology_matches(t, n.labels) for t in topology):
                 return REASON_BIND_CONFLICT
-        for zones in self.pv_zones:
-            for key, values in zones.items():
-                if n.labels.get(key) not in values:
-                    return REASON_ZONE_CONFLICT
+        if self.pv_zones and any(k in n.labels for k in ZONE_LABELS):  # a node without any may host it
+            for zones in self.pv_zones:
+                for key, values in zones.items():
+                    value = n.labels.get(key, n.labels.get(_GA.get(key, key)))
+                    if value not in values:
+                        return REASON_ZONE_CONFLICT
         return None
 
 
