@@ -1,10 +1,11 @@
-"""kubesim throughput and footprint: load time, RSS, evictions/s, GETs/s, watch events/s.
+"""kubesim throughput and footprint: load time, RSS, evictions/s, GETs/s, watch events/s, pods scheduled/s.
 
 Runs `kubespot kubesim` as a subprocess (so server and client each get a core, as a real client
 would) and drives it from one async aiohttp client over loopback. Prints one JSON object.
 
     python benchmarks/kubesim_throughput.py                      # 5 000 nodes x 20 pods (100 000)
     python benchmarks/kubesim_throughput.py --nodes 200 --pods-per-node 10 --seconds 2   # smoke
+    python benchmarks/kubesim_throughput.py --phases schedule --schedule-pods 2000        # scheduler
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ def _rss_mib(pid: int) -> tuple[float, float]:
     rss = int(re.search(r"VmRSS:\s+(\d+)", text).group(1))  # type: ignore[union-attr]
     hwm = int(re.search(r"VmHWM:\s+(\d+)", text).group(1))  # type: ignore[union-attr]
     return rss / 1024, hwm / 1024
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) ``pid`` has used, from /proc: a figure other load on the machine
+    does not inflate, unlike wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_server(
@@ -181,6 +189,119 @@ async def bench_watch(
     return events / max(last - started, 1e-6), events
 
 
+def _schedule_shape(i: int, group: int) -> dict[str, Any]:
+    """Pod ``i`` of Deployment-like group ``group``: plain, zone-pinned, anti-affine per host, or spread
+    over zones (DoNotSchedule) and hosts (ScheduleAnyway), in turn."""
+    app = f"bench-{group}"
+    labels = {"bench": "schedule", "app": app}
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "app",
+                "image": "nginx:1.27",
+                "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+            }
+        ],
+        "terminationGracePeriodSeconds": 1,
+    }
+    selector = {"matchLabels": {"app": app}}
+    kind = group % 4
+    if kind == 1:
+        spec["nodeSelector"] = {"topology.kubernetes.io/zone": "us-east-1b"}
+    elif kind == 2:
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
+    elif kind == 3:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": selector,
+            },
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": selector,
+            },
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{app}-{i}", "namespace": "default", "labels": labels},
+        "spec": spec,
+    }
+
+
+async def bench_schedule(
+    session: aiohttp.ClientSession, url: str, count: int, groups: int, concurrency: int, pid: int
+) -> dict[str, Any]:
+    """Create ``count`` pending pods in ``groups`` Deployment-like shapes (see ``_schedule_shape``) and
+    time them from the first create to the last bind, as seen by a pod watch; also the server's CPU
+    time over that span (API requests, scheduling, binding, kubelets starting the pods)."""
+    bound: set[str] = set()
+    params = {"watch": "true", "labelSelector": "bench=schedule", "timeoutSeconds": "600"}
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=60.0)
+    done = asyncio.Event()
+    last_bind = 0.0
+
+    async with session.get(f"{url}/api/v1/pods", params=params, timeout=timeout) as watch:
+
+        async def read() -> None:
+            nonlocal last_bind
+            async for line in watch.content:
+                if not line.strip():
+                    continue
+                obj = orjson.loads(line)["object"]
+                if obj.get("spec", {}).get("nodeName"):
+                    bound.add(obj["metadata"]["name"])
+                    last_bind = time.monotonic()
+                    if len(bound) >= count:
+                        done.set()
+                        return
+
+        reader = asyncio.create_task(read())
+        bodies = [orjson.dumps(_schedule_shape(i, i % groups)) for i in range(count)]
+        created = 0
+        cpu_started = _cpu_s(pid)
+        started = time.monotonic()
+
+        async def create(offset: int) -> None:
+            nonlocal created
+            for i in range(offset, count, concurrency):
+                async with session.post(
+                    f"{url}/api/v1/namespaces/default/pods",
+                    data=bodies[i],
+                    headers={"Content-Type": "application/json"},
+                ) as resp:
+                    await resp.read()
+                    created += resp.status == 201
+
+        await asyncio.gather(*(create(i) for i in range(concurrency)))
+        created_s = time.monotonic() - started
+        with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+            await asyncio.wait_for(done.wait(), 300)
+        cpu = _cpu_s(pid) - cpu_started
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+    took = max(last_bind - started, 1e-6)
+    return {
+        "pods_scheduled_per_s": round(len(bound) / took, 1),
+        "pods_scheduled_per_server_cpu_s": round(len(bound) / max(cpu, 1e-6), 1),
+        "schedule_pods_created": created,
+        "schedule_pods_bound": len(bound),
+        "schedule_create_s": round(created_s, 2),
+        "schedule_s": round(took, 2),
+    }
+
+
 async def settle(session: aiohttp.ClientSession, url: str, limit_s: float = 120.0) -> float:
     """Wait until the server answers /healthz in < 20 ms five times running: start-up work done."""
     started = time.monotonic()
@@ -226,6 +347,10 @@ async def session_figures(args: argparse.Namespace, *, controllers: bool, phases
                 if "evictions" in phases:
                     ev = await bench_evictions(session, url, pods, args.seconds, args.concurrency)
                     out |= {k: round(v, 1) if isinstance(v, float) else v for k, v in ev.items()}
+                if "schedule" in phases:
+                    out |= await bench_schedule(
+                        session, url, args.schedule_pods, args.schedule_groups, args.concurrency, proc.pid
+                    )
                 if "resume" in phases:
                     rate, n = await bench_watch(session, url, rv_before, None)
                     out |= {"watch_resume_events_per_s": round(rate, 1), "watch_resume_events": n}
@@ -259,8 +384,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of the GET and eviction phases")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument(
-        "--phases", default="watch,gets,evictions,resume", help="comma-separated phases to run (default all)"
+        "--phases",
+        default="watch,gets,evictions,resume",
+        help="comma-separated phases: watch, gets, evictions, resume, schedule (default: the first four)",
     )
+    parser.add_argument("--schedule-pods", type=int, default=2000, help="pods the schedule phase creates")
+    parser.add_argument("--schedule-groups", type=int, default=20, help="Deployment-like groups of them")
     parser.add_argument(
         "--profile-server", metavar="PATH", help="run the server under cProfile, stats to PATH"
     )

@@ -11,7 +11,18 @@ _run = run_benchmark
 
 
 def test_kubesim_throughput_prints_its_figures() -> None:
-    out = _run("kubesim_throughput.py", "--nodes", "30", "--pods-per-node", "5", "--seconds", "0.5")
+    out = _run(
+        "kubesim_throughput.py",
+        *("--nodes", "30", "--pods-per-node", "5", "--seconds", "0.5"),
+        *(
+            "--phases",
+            "watch,gets,evictions,resume,schedule",
+            "--schedule-pods",
+            "24",
+            "--schedule-groups",
+            "8",
+        ),
+    )
     for key in (
         "load_s",
         "rss_mib",
@@ -24,6 +35,9 @@ def test_kubesim_throughput_prints_its_figures() -> None:
     assert out["pods"] >= 150
     assert out["get_errors"] == 0 and out["eviction_other"] == 0
     assert out["evicted"] > 0 and out["watch_events"] == out["pods"]
+    # The schedule phase: every pending pod bound, anti-affine and spread groups included.
+    assert out["schedule_pods_created"] == out["schedule_pods_bound"] == 24
+    assert out["pods_scheduled_per_s"] > 0 and out["pods_scheduled_per_server_cpu_s"] > 0
 
 
 def test_moto_sqs_throughput_prints_its_figures() -> None:

@@ -34,6 +34,7 @@ CRDS = ROOT / "deploy" / "helm" / "kubespot" / "crds"
 EXAMPLE = ROOT / "tests" / "data" / "karpenter" / "v1" / "general-purpose.yaml"
 PLURALS = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses"}
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+LOG_REQUESTS = {"requests": {"cpu": "200m"}}
 
 
 def docs(path: Path) -> list[dict[str, Any]]:
@@ -69,7 +70,7 @@ async def cluster(
                 "selector": {"matchLabels": {"app": "logs"}},
                 "template": {
                     "metadata": {"labels": {"app": "logs"}},
-                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "200m"}}}]},
+                    "spec": {"containers": [{"name": "c", "image": "fluent-bit", "resources": LOG_REQUESTS}]},
                 },
             },
         }

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="from_file",
         metavar="DUMP.json",
-        help="load objects from `kubectl get nodes,pods,pdb,deploy,rs,ds,sts -A -o json` output "
+        help="load objects from `kubectl get nodes,pods,pdb,deploy,rs,ds,sts,pvc,pv,sc -A -o json` output "
         "instead of generating a cluster",
     )
     parser.add_argument(

@@ -1,6 +1,6 @@
 """Load a real cluster's objects (``kubectl get ... -o json`` output) to seed kubesim, and save them.
 
-``load_dump`` reads what ``kubectl get nodes,pods,pdb,deploy,rs,ds,sts -A -o json`` prints (a
+``load_dump`` reads what ``kubectl get nodes,pods,pdb,deploy,rs,ds,sts,pvc,pv,sc -A -o json`` prints (a
 ``List``), a plain JSON array, one JSON object per line (or several concatenated), or YAML when the
 file name ends in .yaml/.yml and PyYAML is installed. It strips what the API server owns
 (managedFields, resourceVersion, selfLink), adds the Namespaces objects refer to but the dump lacks,
@@ -41,10 +41,22 @@ API_VERSIONS: dict[str, str] = {
     "DaemonSet": "apps/v1",
     "StatefulSet": "apps/v1",
     "PodDisruptionBudget": "policy/v1",
+    # Claims, volumes and classes: the scheduler places pods that mount claims by them.
+    "StorageClass": "storage.k8s.io/v1",
+    "PersistentVolume": "v1",
+    "PersistentVolumeClaim": "v1",
     "Pod": "v1",
 }
-_CLUSTER_SCOPED = frozenset({"Namespace", "PriorityClass", "Node"})
-_RANK = {kind: i for i, kind in enumerate(KIND_ORDER)}
+_CLUSTER_SCOPED = frozenset({"Namespace", "PriorityClass", "Node", "StorageClass", "PersistentVolume"})
+# The generator's order, with storage before the pods that use it.
+_LOAD_ORDER = (
+    *(k for k in KIND_ORDER if k != "Pod"),
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "Pod",
+)
+_RANK = {kind: i for i, kind in enumerate(_LOAD_ORDER)}
 _SERVER_OWNED_METADATA = ("managedFields", "resourceVersion", "selfLink")
 # Fixed namespace for uuid5, so a dump without uids loads with the same uids every time.
 _UID_NAMESPACE = uuid.UUID("5f0c8a52-6d2b-4c1e-9a57-0b3f1d2e4c6a")

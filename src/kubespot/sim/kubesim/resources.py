@@ -115,6 +115,11 @@ BUILTIN: tuple[ResourceType, ...] = (
     ),
     _rt("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",)),
     _rt("", "v1", "endpoints", "Endpoints", True, ("ep",)),
+    # Stored as written: the scheduler reads them (volume topology) and binds WaitForFirstConsumer
+    # claims where their pod goes; no PV controller or provisioner runs otherwise.
+    _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), _STATUS),
+    _rt("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), _STATUS),
+    _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),
     _rt(
         "apps",
         "v1",

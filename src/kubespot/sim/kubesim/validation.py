@@ -317,7 +317,19 @@ def _munged_spec(new: Obj, old: Obj) -> Obj:
             munged["tolerations"] = old["tolerations"]
         else:
             munged.pop("tolerations", None)
+    # Scheduling gates may be removed, never added (ValidatePodUpdate, validateSchedulingGates: the
+    # gates are put back to the old ones once only deletions are found; an addition is its own error).
+    gates, old_gates = _gate_names(new), _gate_names(old)
+    if gates <= old_gates:
+        if "schedulingGates" in old:
+            munged["schedulingGates"] = old["schedulingGates"]
+        else:
+            munged.pop("schedulingGates", None)
     return munged
+
+
+def _gate_names(spec: Obj) -> set[str]:
+    return {str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, dict)}
 
 
 def _spec_diff(new: Obj, old: Obj) -> str:
@@ -334,8 +346,16 @@ def _spec_diff(new: Obj, old: Obj) -> str:
 def validate_pod_update(new: Obj, old: Obj) -> Errors:
     errs = validate_pod(new)
     new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    added = sorted(_gate_names(new_spec) - _gate_names(old_spec))
+    if added:
+        errs.append(
+            forbidden(
+                "spec.schedulingGates",
+                f"only deletion is allowed, but found new scheduling gate '{added[0]}'",
+            )
+        )
     munged = _munged_spec(new_spec, old_spec)
-    if munged != old_spec:
+    if munged != old_spec and not added:
         errs.append(
             forbidden(
                 "spec",

@@ -20,11 +20,31 @@ from kubespot.sim.kubesim.testing import namespace, node, pdb, pod
 FAST_EXIT = {conventions.SHUTDOWN_SECONDS: "0.05"}
 
 
+async def _priority_class(cluster: Any, prio: int, policy: str = "PreemptLowerPriority") -> str:
+    """A PriorityClass of value ``prio`` and preemption ``policy`` (the API server's Priority
+    admission refuses a pod that sets ``spec.priority`` or ``spec.preemptionPolicy`` itself:
+    plugin/pkg/admission/priority ``admitPod``)."""
+    name = f"prio-{prio}-{policy.lower()}"
+    body = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": prio,
+        "preemptionPolicy": policy,
+    }
+    async with cluster.http.post("/apis/scheduling.k8s.io/v1/priorityclasses", json=body) as r:
+        assert r.status in (201, 409), await r.text()
+    return name
+
+
 async def _pod(
     cluster: Any, name: str, cpu: str, prio: int, *, labels: dict[str, str] | None = None, **spec: Any
 ) -> None:
     body = pod(name, labels=labels, annotations=FAST_EXIT, requests={"cpu": cpu}, grace=5)
-    body["spec"].update(priority=prio, **spec)
+    policy = spec.pop("preemptionPolicy", "PreemptLowerPriority")
+    if prio or policy != "PreemptLowerPriority":
+        body["spec"]["priorityClassName"] = await _priority_class(cluster, prio, policy)
+    body["spec"].update(**spec)
     await cluster.call("POST", "/api/v1/namespaces/default/pods", body)
 
 
@@ -159,7 +179,6 @@ async def test_a_nominated_pod_waits_for_its_terminating_victims_instead_of_pree
     a terminating pod on the nominated node." and no further pod is preempted."""
     await cluster.create_node("n1", cpu="1")
     slow = pod("slow", annotations={conventions.SHUTDOWN_SECONDS: "0.8"}, requests={"cpu": "500m"}, grace=5)
-    slow["spec"]["priority"] = 0
     await cluster.call("POST", "/api/v1/namespaces/default/pods", slow)
     await _pod(cluster, "other", "400m", 5)  # more important than "slow": reprieved
     await _running(cluster, "slow", "other")
@@ -184,7 +203,6 @@ async def test_a_higher_priority_preemptor_takes_over_a_lower_priority_nominatio
     gone the higher-priority pod is bound there."""
     await cluster.create_node("n1", cpu="1")
     slow = pod("victim", annotations={conventions.SHUTDOWN_SECONDS: "0.6"}, requests={"cpu": "800m"}, grace=5)
-    slow["spec"]["priority"] = 0
     await cluster.call("POST", "/api/v1/namespaces/default/pods", slow)
     await _running(cluster, "victim")
     await _pod(cluster, "mid", "800m", 100)

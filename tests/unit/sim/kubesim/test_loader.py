@@ -209,3 +209,29 @@ def test_malformed_yaml(tmp_path: Path) -> None:
     path.write_text("items: [\n  - kind: Pod\n  bad indentation: ]\n")
     with pytest.raises(ValueError, match=r"broken\.yaml: invalid YAML"):
         load_dump(path)
+
+
+def test_claims_volumes_and_classes_load_before_the_pods_that_use_them() -> None:
+    """A dump with `pvc,pv,sc` keeps them (the scheduler places pods that mount claims by their
+    volumes' topology); volumes and classes are cluster-scoped, claims namespaced."""
+    data = [
+        pod("db-0", uid="u-db"),
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "data", "namespace": "db"},
+        },
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-1", "namespace": "x"}},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "gp3"}},
+    ]
+    objects = load_dump_data(data, source="storage.json", now=NOW)
+    kinds = [o["kind"] for o in objects]
+    assert kinds[-1] == "Pod"
+    assert (
+        kinds.index("StorageClass") < kinds.index("PersistentVolume") < kinds.index("PersistentVolumeClaim")
+    )
+    by_kind = {o["kind"]: o["metadata"] for o in objects}
+    assert (
+        "namespace" not in by_kind["PersistentVolume"]
+        and by_kind["PersistentVolumeClaim"]["namespace"] == "db"
+    )

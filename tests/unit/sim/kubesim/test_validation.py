@@ -107,6 +107,24 @@ def test_pod_updates_may_change_only_images_deadlines_and_added_tolerations() ->
     assert len(v.validate_pod_update(removed, old)) == 1
 
 
+def test_scheduling_gates_may_be_removed_never_added() -> None:
+    """pkg/apis/core/validation/validation.go ValidatePodUpdate, validateSchedulingGates: a gated
+    pod's gates are removed by whoever released it; adding one is refused."""
+    container = [{"name": "a", "image": "x:1"}]
+    old = {"spec": {"containers": container, "schedulingGates": [{"name": "a"}, {"name": "b"}]}}
+    assert (
+        v.validate_pod_update({"spec": {"containers": container, "schedulingGates": [{"name": "b"}]}}, old)
+        == []
+    )
+    assert v.validate_pod_update({"spec": {"containers": container}}, old) == []
+    added = {"spec": {"containers": container, "schedulingGates": [{"name": "a"}, {"name": "c"}]}}
+    [err] = v.validate_pod_update(added, old)
+    assert (
+        str(err)
+        == "spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate 'c'"
+    )
+
+
 def test_pdb_with_both_min_available_and_max_unavailable_is_invalid() -> None:
     """pkg/apis/policy/validation/validation.go ValidatePodDisruptionBudgetSpec."""
     errs = v.validate_pdb({"spec": {"minAvailable": 1, "maxUnavailable": "150%"}})
