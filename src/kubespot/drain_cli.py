@@ -8,9 +8,7 @@ drain would be allowed to start), 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
-import logging
 import re
 import sys
 from datetime import datetime, timedelta
@@ -24,6 +22,7 @@ from .config.drain import DrainSettings
 from .config.kube import KubeSettings
 from .kube import EventRecorder, KubeError, connect
 from .model.clock import SystemClock
+from .process.command import one_shot
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "": 1.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|)")
@@ -159,13 +158,4 @@ def format_table(result: DrainResult) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    try:
-        return asyncio.run(run(args, out=sys.stdout))
-    except loader.SettingsError as exc:
-        print(f"kubespot drain: {exc}", file=sys.stderr)
-        return 2
+    return one_shot("drain", lambda: run(args, out=sys.stdout), verbose=args.verbose)

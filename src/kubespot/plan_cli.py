@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import logging
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -33,6 +32,7 @@ from .config.kube import KubeSettings
 from .config.pricing import PricingSettings
 from .kube import KubeError, connect
 from .model.capacity import AMIFamily
+from .process.command import one_shot
 from .scheduling.api.conditions import Condition
 from .scheduling.api.load import load
 from .scheduling.api.nodeclass import EC2NodeClassSpec
@@ -215,13 +215,4 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
 
 
 def main(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    try:
-        return asyncio.run(run(args, out=sys.stdout))
-    except loader.SettingsError as exc:
-        print(f"kubespot plan: {exc}", file=sys.stderr)
-        return 2
+    return one_shot("plan", lambda: run(args, out=sys.stdout), verbose=args.verbose)

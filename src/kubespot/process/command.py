@@ -1,6 +1,7 @@
 """What ``kubespot agent`` and ``kubespot controller`` do alike as commands: read and check the
 settings and every outgoing target (a typo stops the process before it starts: exit code 2), set up
-the logs, say what is configured, then run the process until SIGTERM or SIGINT.
+the logs, say what is configured, then run the process until SIGTERM or SIGINT. And what the
+one-shot commands (``kubespot drain``, ``kubespot plan``) do alike: ``one_shot``.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -97,3 +98,18 @@ async def run(
         log.critical("cannot start: %s", err)
         return 2
     return await process.run(stop)
+
+
+def one_shot(name: str, run: Callable[[], Coroutine[Any, Any, int]], *, verbose: bool) -> int:
+    """Run a one-shot command: plain logs on stderr (INFO with ``-v``, else warnings), its exit
+    code; a settings error is exit 2 with a message naming the command."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return asyncio.run(run())
+    except SettingsError as exc:
+        print(f"kubespot {name}: {exc}", file=sys.stderr)
+        return 2
