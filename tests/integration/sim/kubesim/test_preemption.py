@@ -258,3 +258,48 @@ async def test_the_nominated_node_is_tried_first_once_it_has_room() -> None:
         assert preemption.fits_nominated(high, fits) is None  # the occupant still holds n1
         store.delete(pods_rt, "default", "occupant", grace_period_seconds=0)
         assert preemption.fits_nominated(high, fits) == "n1"  # not "big", where it would score better
+
+
+async def test_a_second_preemptor_of_equal_priority_does_not_reuse_the_node_a_nominee_holds(
+    cluster: Any,
+) -> None:
+    """default_preemption.go ``SelectVictimsOnNode`` filters with framework.go
+    ``RunFilterPluginsWithNominatedPods`` (``addGENominatedPods``): a pod nominated to a node with no
+    lower priority counts as there, so a second preemptor of equal priority cannot use the room the
+    first one's victim leaves and preempts on the other node instead."""
+    slow = {conventions.SHUTDOWN_SECONDS: "0.5"}
+    await cluster.create_node("n1", cpu="1")
+    await cluster.create_node("n2", cpu="1")
+    low1 = pod("low1", node="n1", annotations=slow, requests={"cpu": "800m"}, grace=5)
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", low1)
+    low2 = pod("low2", node="n2", annotations=slow, requests={"cpu": "800m"}, grace=5)
+    low2["spec"]["priorityClassName"] = await _priority_class(cluster, 10)
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", low2)
+    await _running(cluster, "low1", "low2")
+    await _pod(cluster, "high1", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high1").get("status") or {}).get("nominatedNodeName") == "n1")
+    await _pod(cluster, "high2", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high2").get("status") or {}).get("nominatedNodeName"))
+    assert cluster.pod("high2")["status"]["nominatedNodeName"] == "n2"
+    assert cluster.pod("low2")["metadata"].get("deletionTimestamp")
+    await cluster.until(lambda: _node_of(cluster, "high1") == "n1" and _node_of(cluster, "high2") == "n2")
+
+
+async def test_a_lower_priority_pod_does_not_take_the_room_a_nominee_waits_for(cluster: Any) -> None:
+    """schedule_one.go ``findNodesThatPassFilters`` runs framework.go
+    ``RunFilterPluginsWithNominatedPods``: a preemptor nominated to the node counts there for a pod
+    of lower priority, which the node's free room (beside the still-terminating victim) would fit
+    otherwise; once the victim is gone both are bound."""
+    await cluster.create_node("n1", cpu="1")
+    victim = pod(
+        "victim", annotations={conventions.SHUTDOWN_SECONDS: "0.5"}, requests={"cpu": "800m"}, grace=5
+    )
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", victim)
+    await _running(cluster, "victim")
+    await _pod(cluster, "high", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1")
+    await _pod(cluster, "small", "100m", 10)  # fits the 200m left beside the victim, not beside "high"
+    await cluster.until(lambda: pending_reason(cluster.pod("small")))
+    assert _node_of(cluster, "small") is None
+    assert pending_reason(cluster.pod("small")).startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    await cluster.until(lambda: _node_of(cluster, "high") == "n1" and _node_of(cluster, "small") == "n1")

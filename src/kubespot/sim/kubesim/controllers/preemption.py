@@ -256,17 +256,32 @@ class Preemption:
             p for p in self.store.pods_on_node(node) if (p.get("status") or {}).get("phase") not in _TERMINAL
         ]
 
+    def holding(self, pod: Obj, node: str) -> list[Obj]:
+        """The other pods nominated to ``node`` with no lower priority than ``pod``: they count as
+        there when ``pod`` is filtered (upstream ``addGENominatedPods``)."""
+        nominees = self._nominated.get(node)
+        if not nominees:
+            return []
+        meta = pod["metadata"]
+        key = (str(meta.get("namespace", "")), str(meta["name"]))
+        prio = priority(pod)
+        return [p for k, p in nominees.items() if k != key and priority(p) >= prio]
+
+    def held_nodes(self, pod: Obj) -> dict[str, list[Obj]]:
+        """``holding`` for every node that has one (empty, at once, when nothing is nominated)."""
+        if not self._nominated:
+            return {}
+        held = {node: self.holding(pod, node) for node in self._nominated}
+        return {node: pods for node, pods in held.items() if pods}
+
     def fits_nominated(self, pod: Obj, fits: FitCheck) -> str | None:
         """The pod's nominated node if it fits there now (upstream ``evaluateNominatedNode``: a
         preemptor is tried on the node it preempted on before any other), else None."""
         node = (pod.get("status") or {}).get("nominatedNodeName")
         if not node:
             return None
-        meta = pod["metadata"]
-        key = (str(meta.get("namespace", "")), str(meta["name"]))
-        prio = priority(pod)
-        holding = [p for k, p in self._nominated.get(node, {}).items() if k != key and priority(p) >= prio]
-        return str(node) if fits(pod, str(node), self.pods_on(str(node)) + holding) is None else None
+        node = str(node)
+        return node if fits(pod, node, self.pods_on(node) + self.holding(pod, node)) is None else None
 
     def eligible(self, pod: Obj) -> str | None:
         """Upstream ``PodEligibleToPreemptOthers``: None, or why the pod may not preempt."""
@@ -307,17 +322,12 @@ class Preemption:
             statuses[NO_VICTIMS] = num_potential
         elif num_potential:
             names = potential()
-            meta = pod["metadata"]
-            key = (str(meta.get("namespace", "")), str(meta["name"]))
-            prio = priority(pod)
             want = num_candidates(len(names))
             start = next(self._offset) % len(names)
             fine = violating = 0
             for i in range(len(names)):
                 node = names[(start + i) % len(names)]
-                holding = [
-                    p for k, p in self._nominated.get(node, {}).items() if k != key and priority(p) >= prio
-                ]
+                holding = self.holding(pod, node)
                 cand, why = select_victims(pod, node, self.pods_on(node), fits, self._pdbs_for, holding)
                 if cand is None:
                     statuses[why] += 1
