@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,12 +69,21 @@ def priority(pod: Mapping[str, Any]) -> int:
 
 
 def _start(pod: Mapping[str, Any]) -> float:
-    """``GetPodStartTime``: status.startTime, else (not started yet) the creation time."""
-    text = (pod.get("status") or {}).get("startTime") or pod["metadata"].get("creationTimestamp")
+    """``GetPodStartTime``: status.startTime, else (not started yet) now, which is later than every
+    start: infinity (upstream's ``time.Now()`` per call orders pods not started arbitrarily; they tie)."""
+    text = (pod.get("status") or {}).get("startTime")
+    if not text:
+        return math.inf
     try:
-        return parse_rfc3339(str(text)) if text else 0.0
+        return parse_rfc3339(str(text))
     except ValueError:
-        return 0.0
+        return math.inf
+
+
+def _selects_something(pdb: Mapping[str, Any]) -> bool:
+    """Whether a budget's selector has a requirement (``labels.Selector.Empty`` is false)."""
+    selector = (pdb.get("spec") or {}).get("selector") or {}
+    return bool(selector.get("matchLabels") or selector.get("matchExpressions"))
 
 
 def _terminating_by_preemption(pod: Mapping[str, Any]) -> bool:
@@ -328,7 +338,7 @@ class Preemption:
             for i in range(len(names)):
                 node = names[(start + i) % len(names)]
                 holding = self.holding(pod, node)
-                cand, why = select_victims(pod, node, self.pods_on(node), fits, self._pdbs_for, holding)
+                cand, why = select_victims(pod, node, self.pods_on(node), fits, self.pdbs_for, holding)
                 if cand is None:
                     statuses[why] += 1
                     continue
@@ -348,8 +358,13 @@ class Preemption:
         histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in statuses.items()))
         return Result(None, [], f"preemption: 0/{num_nodes} nodes are available: {histogram}.")
 
-    def _pdbs_for(self, pod: Obj) -> list[Obj]:
-        return matching_pdbs(self.store, pod)
+    def pdbs_for(self, pod: Obj) -> list[Obj]:
+        """The budgets covering ``pod`` as ``filterPodsWithPDBViolation`` matches them, not as the
+        eviction API does: a pod without labels matches none, and a nil or empty selector matches
+        nothing (the eviction API reads an empty selector as every pod of the namespace)."""
+        if not pod["metadata"].get("labels"):
+            return []
+        return [pdb for pdb in matching_pdbs(self.store, pod) if _selects_something(pdb)]
 
     def run(
         self,
