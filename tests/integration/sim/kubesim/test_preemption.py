@@ -303,3 +303,40 @@ async def test_a_lower_priority_pod_does_not_take_the_room_a_nominee_waits_for(c
     assert _node_of(cluster, "small") is None
     assert pending_reason(cluster.pod("small")).startswith("0/1 nodes are available: 1 Insufficient cpu.")
     await cluster.until(lambda: _node_of(cluster, "high") == "n1" and _node_of(cluster, "small") == "n1")
+
+
+async def test_a_nominee_whose_node_turned_unresolvable_preempts_again_elsewhere(cluster: Any) -> None:
+    """default_preemption.go ``PodEligibleToPreemptOthers``: a pod whose nominated node now fails on
+    an UnschedulableAndUnresolvable filter (here NodeUnschedulable: cordoned) may preempt again,
+    though a pod preempted for it still terminates there."""
+    await cluster.create_node("n1", cpu="1")
+    await cluster.create_node("n2", cpu="1")
+    slow = {conventions.SHUTDOWN_SECONDS: "1.5"}
+    for name, where in (("victim", "n1"), ("other", "n2")):
+        body = pod(name, node=where, annotations=slow, requests={"cpu": "800m"}, grace=5)
+        await cluster.call("POST", "/api/v1/namespaces/default/pods", body)
+    await _running(cluster, "victim", "other")
+    await cluster.patch("/api/v1/nodes/n2", {"spec": {"unschedulable": True}})
+    await _pod(cluster, "high", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1")
+    await cluster.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
+    await cluster.patch("/api/v1/nodes/n2", {"spec": {"unschedulable": False}})
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n2")
+    assert cluster.pod("other")["metadata"].get("deletionTimestamp")
+    assert cluster.pod("victim") is not None  # still terminating on n1: the case eligibility looked at
+
+
+async def test_a_victim_already_terminating_still_gets_the_preemption_condition(cluster: Any) -> None:
+    """preemption.go ``prepareCandidate``: every victim gets DisruptionTarget/PreemptionByScheduler
+    (patched whenever ``UpdatePodCondition`` changes the status), including one whose deletion an
+    earlier, unrelated delete already started."""
+    await cluster.create_node("n1", cpu="1")
+    body = pod("leaving", annotations={conventions.SHUTDOWN_SECONDS: "1"}, requests={"cpu": "800m"}, grace=5)
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", body)
+    await _running(cluster, "leaving")
+    await cluster.delete_pod("leaving")
+    assert cluster.condition(cluster.pod("leaving"), "DisruptionTarget") is None
+    await _pod(cluster, "high", "800m", 1000)
+    await cluster.until(lambda: cluster.condition(cluster.pod("leaving"), "DisruptionTarget", "reason"))
+    assert cluster.condition(cluster.pod("leaving"), "DisruptionTarget", "reason") == "PreemptionByScheduler"
+    assert (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1"

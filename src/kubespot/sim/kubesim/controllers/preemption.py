@@ -86,6 +86,16 @@ def _selects_something(pdb: Mapping[str, Any]) -> bool:
     return bool(selector.get("matchLabels") or selector.get("matchExpressions"))
 
 
+def _has_condition(pod: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` has ``want``'s condition with the same status, reason and message (upstream
+    ``UpdatePodCondition`` then reports no change and nothing is written)."""
+    fields = ("status", "reason", "message")
+    return any(
+        c.get("type") == want["type"] and all(c.get(f) == want[f] for f in fields)
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
 def _terminating_by_preemption(pod: Mapping[str, Any]) -> bool:
     """Upstream ``podTerminatingByPreemption``: deleted, with the DisruptionTarget condition preemption
     sets (a pod terminating for another reason does not hold the preemptor back)."""
@@ -293,13 +303,15 @@ class Preemption:
         node = str(node)
         return node if fits(pod, node, self.pods_on(node) + self.holding(pod, node)) is None else None
 
-    def eligible(self, pod: Obj) -> str | None:
-        """Upstream ``PodEligibleToPreemptOthers``: None, or why the pod may not preempt."""
+    def eligible(self, pod: Obj, nominated_unresolvable: bool = False) -> str | None:
+        """Upstream ``PodEligibleToPreemptOthers``: None, or why the pod may not preempt. A pod whose
+        nominated node now fails on an UnschedulableAndUnresolvable filter (``nominated_unresolvable``)
+        may preempt again, whatever still terminates there."""
         spec = pod.get("spec") or {}
         if spec.get("preemptionPolicy") == "Never":
             return NEVER
         nominated = (pod.get("status") or {}).get("nominatedNodeName")
-        if nominated:
+        if nominated and not nominated_unresolvable:
             prio = priority(pod)
             for p in self.pods_on(nominated):
                 if priority(p) < prio and _terminating_by_preemption(p):
@@ -314,6 +326,7 @@ class Preemption:
         num_potential: int,
         potential: Callable[[], Sequence[str]],
         fits: FitCheck,
+        nominated_unresolvable: bool = False,
     ) -> Result:
         """Upstream ``Preempt`` up to the choice of a node; changes nothing.
 
@@ -321,7 +334,7 @@ class Preemption:
         is called only when some node may have victims (listing thousands of nodes for every pod
         that cannot preempt anyway would cost more than the rest).
         """
-        why = self.eligible(pod)
+        why = self.eligible(pod, nominated_unresolvable)
         if why is not None:
             return Result(None, [], f"preemption: {why}")
         statuses: Counter[str] = Counter()
@@ -374,10 +387,16 @@ class Preemption:
         num_potential: int,
         potential: Callable[[], Sequence[str]],
         fits: FitCheck,
+        nominated_unresolvable: bool = False,
     ) -> Result:
         """The post-filter: find a node and, if there is one, nominate it and preempt its victims."""
         result = self.find(
-            pod, num_nodes=num_nodes, num_potential=num_potential, potential=potential, fits=fits
+            pod,
+            num_nodes=num_nodes,
+            num_potential=num_potential,
+            potential=potential,
+            fits=fits,
+            nominated_unresolvable=nominated_unresolvable,
         )
         if result.node is not None:
             self._prepare(pod, result)
@@ -413,7 +432,9 @@ class Preemption:
                 o["status"]["conditions"] = [*conds, dict(condition)]
 
             try:
-                if not vmeta.get("deletionTimestamp"):
+                # Even on a victim already terminating (for another reason): upstream patches the
+                # condition whenever ``UpdatePodCondition`` changes it, then deletes.
+                if not _has_condition(victim, condition):
                     self.store.mutate(self.pod_rt, vns, vname, mark, status_only=True)
                 # DeleteOptions{}: the victim's own terminationGracePeriodSeconds.
                 self.store.delete(self.pod_rt, vns, vname)

@@ -466,10 +466,28 @@ class SchedulerController(Controller):
             potential = self._potential[shape_key] = (len(names), names)
         count, names = potential
         result = self.preemption.run(
-            pod, num_nodes=len(self._nodes), num_potential=count, potential=lambda: names, fits=self._fits
+            pod,
+            num_nodes=len(self._nodes),
+            num_potential=count,
+            potential=lambda: names,
+            fits=self._fits,
+            nominated_unresolvable=self._unresolvable_on_nominated(pod, shape),
         )
         head = message.split(" preemption: ", 1)[0]
         return f"{head} {result.message}" if result.message else head
+
+    def _unresolvable_on_nominated(self, pod: Obj, shape: Shape) -> bool:
+        """Whether the pod's nominated node fails on an UnschedulableAndUnresolvable filter now (the
+        node status ``PodEligibleToPreemptOthers`` reads; a node gone has no status)."""
+        name = _nominated_node(pod)
+        n = None if name is None else self._nodes.get(name)
+        if n is None:
+            return False
+        static = self._static(shape.static)
+        if all(f.name != n.name for f in static.feasible):
+            return True  # filters 1-3 failed there: all UnschedulableAndUnresolvable
+        why = self._node_reasons(shape, n, self._cluster_checks(shape))
+        return bool(why) and unresolvable(why[0])
 
     def _static(self, static: Static) -> Static:
         """Refresh resource-independent filtering (filters 1-3) if nodes changed."""
