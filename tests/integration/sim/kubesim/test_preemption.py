@@ -13,9 +13,8 @@ from typing import Any
 from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
-from kubespot.sim.kubesim.controllers.preemption import Preemption, resources_fit
-from kubespot.sim.kubesim.controllers.scheduler import pending_reason, pod_requests
-from kubespot.sim.kubesim.testing import namespace, node, pdb, pod
+from kubespot.sim.kubesim.controllers.scheduler import pending_reason
+from kubespot.sim.kubesim.testing import namespace, node, pdb, pod, until
 
 FAST_EXIT = {conventions.SHUTDOWN_SECONDS: "0.05"}
 
@@ -231,33 +230,28 @@ async def test_a_nomination_is_cleared_when_preemption_cannot_help_anywhere(clus
 
 
 async def test_the_nominated_node_is_tried_first_once_it_has_room() -> None:
-    """schedule_one.go ``evaluateNominatedNode``: a pod with status.nominatedNodeName is tried on
-    that node first (and only there while it fits), before the nodes a full search would prefer."""
+    """schedule_one.go ``evaluateNominatedNode``: the scheduler tries a pod with
+    status.nominatedNodeName on that node first and binds it there when it fits, before the nodes a
+    full search would prefer (LeastAllocated puts the same pod without a nomination on "big")."""
+    nominee = pod("high", requests={"cpu": "800m"})
+    nominee["spec"]["priority"] = 1000
+    nominee["status"] = {"nominatedNodeName": "n1"}
+    plain = pod("plain", requests={"cpu": "800m"})
+    plain["spec"]["priority"] = 1000
+    objs = [namespace("default"), node("n1", cpu="1", ready=True), node("big", cpu="16", ready=True)]
+    config = ControllerConfig(kubelet=False, workloads=False)
+    async with KubeSim(objects=[*objs, nominee, plain], controllers=config) as sim:
+        pods_rt = sim.store.registry.lookup("", "v1", "pods")
+        assert pods_rt is not None
 
-    occupant = pod("occupant", node="n1", requests={"cpu": "800m"}, phase="Running", ready=True)
-    preemptor = pod("high", requests={"cpu": "800m"})
-    preemptor["spec"]["priority"] = 1000
-    preemptor["status"] = {"nominatedNodeName": "n1"}
-    objs = [
-        namespace("default"),
-        node("n1", cpu="1", ready=True),
-        node("big", cpu="16", ready=True),
-        occupant,
-    ]
-    quiet = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
-    async with KubeSim(objects=[*objs, preemptor], controllers=quiet) as sim:
-        store = sim.store
-        pods_rt = store.registry.lookup("", "v1", "pods")
-        nodes_rt = store.registry.lookup("", "v1", "nodes")
-        assert pods_rt is not None and nodes_rt is not None
-        fits = resources_fit(
-            lambda p: pod_requests(p.get("spec") or {})[:2], lambda n: store.find(nodes_rt, None, n)
-        )
-        preemption = Preemption(store)
-        high = store.get(pods_rt, "default", "high")
-        assert preemption.fits_nominated(high, fits) is None  # the occupant still holds n1
-        store.delete(pods_rt, "default", "occupant", grace_period_seconds=0)
-        assert preemption.fits_nominated(high, fits) == "n1"  # not "big", where it would score better
+        def node_of(name: str) -> str | None:
+            return (sim.store.get(pods_rt, "default", name).get("spec") or {}).get("nodeName")
+
+        async def both_bound() -> tuple[str | None, str | None] | None:
+            found = node_of("high"), node_of("plain")
+            return found if None not in found else None
+
+        assert await until(both_bound, within=5, interval=0.02) == ("n1", "big")
 
 
 async def test_a_second_preemptor_of_equal_priority_does_not_reuse_the_node_a_nominee_holds(
