@@ -287,6 +287,9 @@ class Preemption:
         prio = priority(pod)
         return [p for k, p in nominees.items() if k != key and priority(p) >= prio]
 
+    def has_nominees(self, node: str) -> bool:
+        return bool(self._nominated.get(node))
+
     def held_nodes(self, pod: Obj) -> dict[str, list[Obj]]:
         """``holding`` for every node that has one (empty, at once, when nothing is nominated)."""
         if not self._nominated:

@@ -458,10 +458,12 @@ class SchedulerController(Controller):
         if potential is None:
             checks = self._cluster_checks(shape)
             names = []
-            for n in self._static(shape.static).feasible:
+            # A PreFilter rejection (volumes) is UnschedulableAndUnresolvable on every node.
+            pre_filtered = any(isinstance(c, VolumeState) and c.pre_filter for c in checks)
+            for n in [] if pre_filtered else self._static(shape.static).feasible:
                 why = self._node_reasons(shape, n, checks)
                 # No reason here: the pod failed there only for the room nominees hold (resources).
-                if not why or not unresolvable(why[0]):
+                if (why and not unresolvable(why[0])) or (not why and self.preemption.has_nominees(n.name)):
                     names.append(n.name)
             potential = self._potential[shape_key] = (len(names), names)
         count, names = potential
