@@ -413,9 +413,10 @@ class SchedulerController(Controller):
             shape = self._shapes[pending.shape_key]
         # The pass's failed shapes are no answer for a nominee: the room held for it is its own.
         message = None if _nominated_node(pod) else failed.get(pending.shape_key)
-        # Nodes where pods nominated with no lower priority hold room (``RunFilterPluginsWithNominatedPods``).
-        held = self.preemption.held_nodes(pod)
         if message is None:
+            # Nodes where pods nominated with no lower priority hold room
+            # (``RunFilterPluginsWithNominatedPods``); empty at once when nothing is nominated.
+            held = self.preemption.held_nodes(pod)
             # A preemptor is tried on the node it preempted on first (``evaluateNominatedNode``).
             nominated = self.preemption.fits_nominated(pod, self._fits)
             node: str | None
