@@ -13,9 +13,8 @@ from typing import Any
 from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
-from kubespot.sim.kubesim.controllers.preemption import Preemption, resources_fit
-from kubespot.sim.kubesim.controllers.scheduler import pending_reason, pod_requests
-from kubespot.sim.kubesim.testing import namespace, node, pdb, pod
+from kubespot.sim.kubesim.controllers.scheduler import pending_reason
+from kubespot.sim.kubesim.testing import namespace, node, pdb, pod, until
 
 FAST_EXIT = {conventions.SHUTDOWN_SECONDS: "0.05"}
 
@@ -231,30 +230,107 @@ async def test_a_nomination_is_cleared_when_preemption_cannot_help_anywhere(clus
 
 
 async def test_the_nominated_node_is_tried_first_once_it_has_room() -> None:
-    """schedule_one.go ``evaluateNominatedNode``: a pod with status.nominatedNodeName is tried on
-    that node first (and only there while it fits), before the nodes a full search would prefer."""
+    """schedule_one.go ``evaluateNominatedNode``: the scheduler tries a pod with
+    status.nominatedNodeName on that node first and binds it there when it fits, before the nodes a
+    full search would prefer (LeastAllocated puts the same pod without a nomination on "big")."""
+    nominee = pod("high", requests={"cpu": "800m"})
+    nominee["spec"]["priority"] = 1000
+    nominee["status"] = {"nominatedNodeName": "n1"}
+    plain = pod("plain", requests={"cpu": "800m"})
+    plain["spec"]["priority"] = 1000
+    objs = [namespace("default"), node("n1", cpu="1", ready=True), node("big", cpu="16", ready=True)]
+    config = ControllerConfig(kubelet=False, workloads=False)
+    async with KubeSim(objects=[*objs, nominee, plain], controllers=config) as sim:
+        pods_rt = sim.store.registry.lookup("", "v1", "pods")
+        assert pods_rt is not None
 
-    occupant = pod("occupant", node="n1", requests={"cpu": "800m"}, phase="Running", ready=True)
-    preemptor = pod("high", requests={"cpu": "800m"})
-    preemptor["spec"]["priority"] = 1000
-    preemptor["status"] = {"nominatedNodeName": "n1"}
-    objs = [
-        namespace("default"),
-        node("n1", cpu="1", ready=True),
-        node("big", cpu="16", ready=True),
-        occupant,
-    ]
-    quiet = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
-    async with KubeSim(objects=[*objs, preemptor], controllers=quiet) as sim:
-        store = sim.store
-        pods_rt = store.registry.lookup("", "v1", "pods")
-        nodes_rt = store.registry.lookup("", "v1", "nodes")
-        assert pods_rt is not None and nodes_rt is not None
-        fits = resources_fit(
-            lambda p: pod_requests(p.get("spec") or {})[:2], lambda n: store.find(nodes_rt, None, n)
-        )
-        preemption = Preemption(store)
-        high = store.get(pods_rt, "default", "high")
-        assert preemption.fits_nominated(high, fits) is None  # the occupant still holds n1
-        store.delete(pods_rt, "default", "occupant", grace_period_seconds=0)
-        assert preemption.fits_nominated(high, fits) == "n1"  # not "big", where it would score better
+        def node_of(name: str) -> str | None:
+            return (sim.store.get(pods_rt, "default", name).get("spec") or {}).get("nodeName")
+
+        async def both_bound() -> tuple[str | None, str | None] | None:
+            found = node_of("high"), node_of("plain")
+            return found if None not in found else None
+
+        assert await until(both_bound, within=5, interval=0.02) == ("n1", "big")
+
+
+async def test_a_second_preemptor_of_equal_priority_does_not_reuse_the_node_a_nominee_holds(
+    cluster: Any,
+) -> None:
+    """default_preemption.go ``SelectVictimsOnNode`` filters with framework.go
+    ``RunFilterPluginsWithNominatedPods`` (``addGENominatedPods``): a pod nominated to a node with no
+    lower priority counts as there, so a second preemptor of equal priority cannot use the room the
+    first one's victim leaves and preempts on the other node instead."""
+    slow = {conventions.SHUTDOWN_SECONDS: "0.5"}
+    await cluster.create_node("n1", cpu="1")
+    await cluster.create_node("n2", cpu="1")
+    low1 = pod("low1", node="n1", annotations=slow, requests={"cpu": "800m"}, grace=5)
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", low1)
+    low2 = pod("low2", node="n2", annotations=slow, requests={"cpu": "800m"}, grace=5)
+    low2["spec"]["priorityClassName"] = await _priority_class(cluster, 10)
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", low2)
+    await _running(cluster, "low1", "low2")
+    await _pod(cluster, "high1", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high1").get("status") or {}).get("nominatedNodeName") == "n1")
+    await _pod(cluster, "high2", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high2").get("status") or {}).get("nominatedNodeName"))
+    assert cluster.pod("high2")["status"]["nominatedNodeName"] == "n2"
+    assert cluster.pod("low2")["metadata"].get("deletionTimestamp")
+    await cluster.until(lambda: _node_of(cluster, "high1") == "n1" and _node_of(cluster, "high2") == "n2")
+
+
+async def test_a_lower_priority_pod_does_not_take_the_room_a_nominee_waits_for(cluster: Any) -> None:
+    """schedule_one.go ``findNodesThatPassFilters`` runs framework.go
+    ``RunFilterPluginsWithNominatedPods``: a preemptor nominated to the node counts there for a pod
+    of lower priority, which the node's free room (beside the still-terminating victim) would fit
+    otherwise; once the victim is gone both are bound."""
+    await cluster.create_node("n1", cpu="1")
+    victim = pod(
+        "victim", annotations={conventions.SHUTDOWN_SECONDS: "0.5"}, requests={"cpu": "800m"}, grace=5
+    )
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", victim)
+    await _running(cluster, "victim")
+    await _pod(cluster, "high", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1")
+    await _pod(cluster, "small", "100m", 10)  # fits the 200m left beside the victim, not beside "high"
+    await cluster.until(lambda: pending_reason(cluster.pod("small")))
+    assert _node_of(cluster, "small") is None
+    assert pending_reason(cluster.pod("small")).startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    await cluster.until(lambda: _node_of(cluster, "high") == "n1" and _node_of(cluster, "small") == "n1")
+
+
+async def test_a_nominee_whose_node_turned_unresolvable_preempts_again_elsewhere(cluster: Any) -> None:
+    """default_preemption.go ``PodEligibleToPreemptOthers``: a pod whose nominated node now fails on
+    an UnschedulableAndUnresolvable filter (here NodeUnschedulable: cordoned) may preempt again,
+    though a pod preempted for it still terminates there."""
+    await cluster.create_node("n1", cpu="1")
+    await cluster.create_node("n2", cpu="1")
+    slow = {conventions.SHUTDOWN_SECONDS: "1.5"}
+    for name, where in (("victim", "n1"), ("other", "n2")):
+        body = pod(name, node=where, annotations=slow, requests={"cpu": "800m"}, grace=5)
+        await cluster.call("POST", "/api/v1/namespaces/default/pods", body)
+    await _running(cluster, "victim", "other")
+    await cluster.patch("/api/v1/nodes/n2", {"spec": {"unschedulable": True}})
+    await _pod(cluster, "high", "800m", 1000)
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1")
+    await cluster.patch("/api/v1/nodes/n1", {"spec": {"unschedulable": True}})
+    await cluster.patch("/api/v1/nodes/n2", {"spec": {"unschedulable": False}})
+    await cluster.until(lambda: (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n2")
+    assert cluster.pod("other")["metadata"].get("deletionTimestamp")
+    assert cluster.pod("victim") is not None  # still terminating on n1: the case eligibility looked at
+
+
+async def test_a_victim_already_terminating_still_gets_the_preemption_condition(cluster: Any) -> None:
+    """preemption.go ``prepareCandidate``: every victim gets DisruptionTarget/PreemptionByScheduler
+    (patched whenever ``UpdatePodCondition`` changes the status), including one whose deletion an
+    earlier, unrelated delete already started."""
+    await cluster.create_node("n1", cpu="1")
+    body = pod("leaving", annotations={conventions.SHUTDOWN_SECONDS: "1"}, requests={"cpu": "800m"}, grace=5)
+    await cluster.call("POST", "/api/v1/namespaces/default/pods", body)
+    await _running(cluster, "leaving")
+    await cluster.delete_pod("leaving")
+    assert cluster.condition(cluster.pod("leaving"), "DisruptionTarget") is None
+    await _pod(cluster, "high", "800m", 1000)
+    await cluster.until(lambda: cluster.condition(cluster.pod("leaving"), "DisruptionTarget", "reason"))
+    assert cluster.condition(cluster.pod("leaving"), "DisruptionTarget", "reason") == "PreemptionByScheduler"
+    assert (cluster.pod("high").get("status") or {}).get("nominatedNodeName") == "n1"

@@ -13,11 +13,14 @@ from typing import Any
 from kubespot.sim.kubesim.controllers.preemption import (
     NO_VICTIMS,
     Candidate,
+    Preemption,
     num_candidates,
     pick_one,
     select_victims,
     split_by_pdb_violation,
 )
+from kubespot.sim.kubesim.store import Store
+from kubespot.sim.kubesim.testing import namespace, pdb
 
 Obj = dict[str, Any]
 
@@ -101,3 +104,45 @@ def test_pick_one_follows_upstream_criteria_in_order() -> None:
     older, newer = _pod("o", 5, start="2026-01-01T00:00:00Z"), _pod("n", 5, start="2026-02-01T00:00:00Z")
     assert pick_one([Candidate("a", [older], 0), Candidate("b", [newer], 0)]).node == "b"  # latest start
     assert pick_one([Candidate("a", [newer], 0), Candidate("b", [], 0)]).node == "b"  # nothing to preempt
+
+
+def test_budgets_match_victims_as_the_scheduler_does_not_as_eviction_does() -> None:
+    """default_preemption.go ``filterPodsWithPDBViolation``: "A PDB with a nil or empty selector
+    matches nothing", and a pod without labels is covered by no budget (the eviction API's
+    ``GetPodPodDisruptionBudgets`` would read ``{}`` as every pod of the namespace)."""
+    store = Store()
+    pdb_rt = store.registry.lookup("policy", "v1", "poddisruptionbudgets")
+    ns_rt = store.registry.lookup("", "v1", "namespaces")
+    assert pdb_rt is not None and ns_rt is not None
+    store.create(ns_rt, namespace("d"))
+    store.create(pdb_rt, pdb("empty", namespace="d", selector={}, max_unavailable=0))
+    store.create(pdb_rt, pdb("nil", namespace="d", max_unavailable=0))
+    store.create(pdb_rt, pdb("app", namespace="d", selector={"matchLabels": {"app": "x"}}, max_unavailable=0))
+    store.create(
+        pdb_rt,
+        pdb(
+            "expr",
+            namespace="d",
+            selector={"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+            max_unavailable=0,
+        ),
+    )
+    preemption = Preemption(store)
+    labelled = _pod("x", 0)
+    unlabelled = {**labelled, "metadata": {"name": "u", "namespace": "d"}}
+    assert sorted(b["metadata"]["name"] for b in preemption.pdbs_for(labelled)) == ["app", "expr"]
+    assert preemption.pdbs_for(unlabelled) == []
+
+
+def test_a_pod_not_started_yet_counts_as_starting_now() -> None:
+    """pkg/scheduler/util/utils.go ``GetPodStartTime``: without status.startTime a pod starts "now",
+    so of two victims of equal priority the started one is the more important (reprieved first,
+    ``MoreImportantPod``) however old the other's creationTimestamp, and ``pickOneNodeForPreemption``
+    prefers the node whose highest-priority victims started latest."""
+    started = _pod("started", 10, 500, start="2026-01-02T00:00:00Z")
+    waiting = _pod("waiting", 10, 500)
+    del waiting["status"]["startTime"]
+    waiting["metadata"]["creationTimestamp"] = "2025-01-01T00:00:00Z"
+    cand, _ = select_victims(_pod("new", 100, 500), "n", [waiting, started], _cpu_fit(1000), lambda _p: [])
+    assert cand is not None and [v["metadata"]["name"] for v in cand.victims] == ["waiting"]
+    assert pick_one([Candidate("a", [started], 0), Candidate("b", [waiting], 0)]).node == "b"

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,12 +69,31 @@ def priority(pod: Mapping[str, Any]) -> int:
 
 
 def _start(pod: Mapping[str, Any]) -> float:
-    """``GetPodStartTime``: status.startTime, else (not started yet) the creation time."""
-    text = (pod.get("status") or {}).get("startTime") or pod["metadata"].get("creationTimestamp")
+    """``GetPodStartTime``: status.startTime, else (not started yet) now, which is later than every
+    start: infinity (upstream's ``time.Now()`` per call orders pods not started arbitrarily; they tie)."""
+    text = (pod.get("status") or {}).get("startTime")
+    if not text:
+        return math.inf
     try:
-        return parse_rfc3339(str(text)) if text else 0.0
+        return parse_rfc3339(str(text))
     except ValueError:
-        return 0.0
+        return math.inf
+
+
+def _selects_something(pdb: Mapping[str, Any]) -> bool:
+    """Whether a budget's selector has a requirement (``labels.Selector.Empty`` is false)."""
+    selector = (pdb.get("spec") or {}).get("selector") or {}
+    return bool(selector.get("matchLabels") or selector.get("matchExpressions"))
+
+
+def _has_condition(pod: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
+    """Whether ``pod`` has ``want``'s condition with the same status, reason and message (upstream
+    ``UpdatePodCondition`` then reports no change and nothing is written)."""
+    fields = ("status", "reason", "message")
+    return any(
+        c.get("type") == want["type"] and all(c.get(f) == want[f] for f in fields)
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
 
 
 def _terminating_by_preemption(pod: Mapping[str, Any]) -> bool:
@@ -256,25 +276,45 @@ class Preemption:
             p for p in self.store.pods_on_node(node) if (p.get("status") or {}).get("phase") not in _TERMINAL
         ]
 
+    def holding(self, pod: Obj, node: str) -> list[Obj]:
+        """The other pods nominated to ``node`` with no lower priority than ``pod``: they count as
+        there when ``pod`` is filtered (upstream ``addGENominatedPods``)."""
+        nominees = self._nominated.get(node)
+        if not nominees:
+            return []
+        meta = pod["metadata"]
+        key = (str(meta.get("namespace", "")), str(meta["name"]))
+        prio = priority(pod)
+        return [p for k, p in nominees.items() if k != key and priority(p) >= prio]
+
+    def has_nominees(self, node: str) -> bool:
+        return bool(self._nominated.get(node))
+
+    def held_nodes(self, pod: Obj) -> dict[str, list[Obj]]:
+        """``holding`` for every node that has one (empty, at once, when nothing is nominated)."""
+        if not self._nominated:
+            return {}
+        held = {node: self.holding(pod, node) for node in self._nominated}
+        return {node: pods for node, pods in held.items() if pods}
+
     def fits_nominated(self, pod: Obj, fits: FitCheck) -> str | None:
         """The pod's nominated node if it fits there now (upstream ``evaluateNominatedNode``: a
         preemptor is tried on the node it preempted on before any other), else None."""
         node = (pod.get("status") or {}).get("nominatedNodeName")
         if not node:
             return None
-        meta = pod["metadata"]
-        key = (str(meta.get("namespace", "")), str(meta["name"]))
-        prio = priority(pod)
-        holding = [p for k, p in self._nominated.get(node, {}).items() if k != key and priority(p) >= prio]
-        return str(node) if fits(pod, str(node), self.pods_on(str(node)) + holding) is None else None
+        node = str(node)
+        return node if fits(pod, node, self.pods_on(node) + self.holding(pod, node)) is None else None
 
-    def eligible(self, pod: Obj) -> str | None:
-        """Upstream ``PodEligibleToPreemptOthers``: None, or why the pod may not preempt."""
+    def eligible(self, pod: Obj, nominated_unresolvable: bool = False) -> str | None:
+        """Upstream ``PodEligibleToPreemptOthers``: None, or why the pod may not preempt. A pod whose
+        nominated node now fails on an UnschedulableAndUnresolvable filter (``nominated_unresolvable``)
+        may preempt again, whatever still terminates there."""
         spec = pod.get("spec") or {}
         if spec.get("preemptionPolicy") == "Never":
             return NEVER
         nominated = (pod.get("status") or {}).get("nominatedNodeName")
-        if nominated:
+        if nominated and not nominated_unresolvable:
             prio = priority(pod)
             for p in self.pods_on(nominated):
                 if priority(p) < prio and _terminating_by_preemption(p):
@@ -289,6 +329,7 @@ class Preemption:
         num_potential: int,
         potential: Callable[[], Sequence[str]],
         fits: FitCheck,
+        nominated_unresolvable: bool = False,
     ) -> Result:
         """Upstream ``Preempt`` up to the choice of a node; changes nothing.
 
@@ -296,7 +337,7 @@ class Preemption:
         is called only when some node may have victims (listing thousands of nodes for every pod
         that cannot preempt anyway would cost more than the rest).
         """
-        why = self.eligible(pod)
+        why = self.eligible(pod, nominated_unresolvable)
         if why is not None:
             return Result(None, [], f"preemption: {why}")
         statuses: Counter[str] = Counter()
@@ -307,18 +348,13 @@ class Preemption:
             statuses[NO_VICTIMS] = num_potential
         elif num_potential:
             names = potential()
-            meta = pod["metadata"]
-            key = (str(meta.get("namespace", "")), str(meta["name"]))
-            prio = priority(pod)
             want = num_candidates(len(names))
             start = next(self._offset) % len(names)
             fine = violating = 0
             for i in range(len(names)):
                 node = names[(start + i) % len(names)]
-                holding = [
-                    p for k, p in self._nominated.get(node, {}).items() if k != key and priority(p) >= prio
-                ]
-                cand, why = select_victims(pod, node, self.pods_on(node), fits, self._pdbs_for, holding)
+                holding = self.holding(pod, node)
+                cand, why = select_victims(pod, node, self.pods_on(node), fits, self.pdbs_for, holding)
                 if cand is None:
                     statuses[why] += 1
                     continue
@@ -338,8 +374,13 @@ class Preemption:
         histogram = ", ".join(sorted(f"{count} {reason}" for reason, count in statuses.items()))
         return Result(None, [], f"preemption: 0/{num_nodes} nodes are available: {histogram}.")
 
-    def _pdbs_for(self, pod: Obj) -> list[Obj]:
-        return matching_pdbs(self.store, pod)
+    def pdbs_for(self, pod: Obj) -> list[Obj]:
+        """The budgets covering ``pod`` as ``filterPodsWithPDBViolation`` matches them, not as the
+        eviction API does: a pod without labels matches none, and a nil or empty selector matches
+        nothing (the eviction API reads an empty selector as every pod of the namespace)."""
+        if not pod["metadata"].get("labels"):
+            return []
+        return [pdb for pdb in matching_pdbs(self.store, pod) if _selects_something(pdb)]
 
     def run(
         self,
@@ -349,10 +390,16 @@ class Preemption:
         num_potential: int,
         potential: Callable[[], Sequence[str]],
         fits: FitCheck,
+        nominated_unresolvable: bool = False,
     ) -> Result:
         """The post-filter: find a node and, if there is one, nominate it and preempt its victims."""
         result = self.find(
-            pod, num_nodes=num_nodes, num_potential=num_potential, potential=potential, fits=fits
+            pod,
+            num_nodes=num_nodes,
+            num_potential=num_potential,
+            potential=potential,
+            fits=fits,
+            nominated_unresolvable=nominated_unresolvable,
         )
         if result.node is not None:
             self._prepare(pod, result)
@@ -388,7 +435,9 @@ class Preemption:
                 o["status"]["conditions"] = [*conds, dict(condition)]
 
             try:
-                if not vmeta.get("deletionTimestamp"):
+                # Even on a victim already terminating (for another reason): upstream patches the
+                # condition whenever ``UpdatePodCondition`` changes it, then deletes.
+                if not _has_condition(victim, condition):
                     self.store.mutate(self.pod_rt, vns, vname, mark, status_only=True)
                 # DeleteOptions{}: the victim's own terminationGracePeriodSeconds.
                 self.store.delete(self.pod_rt, vns, vname)

@@ -411,15 +411,19 @@ class SchedulerController(Controller):
         if shape is None:  # forgotten while yielding; recompute
             pending.shape_key = self._shape_key(pod)
             shape = self._shapes[pending.shape_key]
-        message = failed.get(pending.shape_key)
+        # The pass's failed shapes are no answer for a nominee: the room held for it is its own.
+        message = None if _nominated_node(pod) else failed.get(pending.shape_key)
         if message is None:
+            # Nodes where pods nominated with no lower priority hold room
+            # (``RunFilterPluginsWithNominatedPods``); empty at once when nothing is nominated.
+            held = self.preemption.held_nodes(pod)
             # A preemptor is tried on the node it preempted on first (``evaluateNominatedNode``).
             nominated = self.preemption.fits_nominated(pod, self._fits)
             node: str | None
             if nominated is not None and nominated in self._nodes:
                 node, message = nominated, ""
             else:
-                node, message = self._pick(shape)
+                node, message = self._pick(shape, pod, held)
             if node is not None:
                 try:
                     if shape.claims:
@@ -438,10 +442,13 @@ class SchedulerController(Controller):
 
     def _fits(self, pod: Obj, node: str, pods: Sequence[Obj]) -> str | None:
         """Preemption's fit check: the first reason ``pod`` would not fit ``node`` with only
-        ``pods`` left there (every filter, with the others gone: ``fit_reasons``)."""
+        ``pods`` there (every filter, with the others gone: ``fit_reasons``). Pods of ``pods`` not
+        bound to the node are nominated to it and count as there."""
         keep = {_key(p) for p in pods}
-        victims = [_key(p) for p in self.store.pods_on_node(node) if _key(p) not in keep]
-        reasons = self.fit_reasons(pod, node, victims)
+        bound = {_key(p) for p in self.store.pods_on_node(node)}
+        victims = [k for k in bound if k not in keep]
+        extra = [p for p in pods if _key(p) not in bound]
+        reasons = self.fit_reasons(pod, node, victims, extra)
         return reasons[0] if reasons else None
 
     def _post_filter(self, pod: Obj, shape_key: bytes, shape: Shape, message: str) -> str:
@@ -452,17 +459,38 @@ class SchedulerController(Controller):
         if potential is None:
             checks = self._cluster_checks(shape)
             names = []
-            for n in self._static(shape.static).feasible:
+            # A PreFilter rejection (volumes) is UnschedulableAndUnresolvable on every node.
+            pre_filtered = any(isinstance(c, VolumeState) and c.pre_filter for c in checks)
+            for n in [] if pre_filtered else self._static(shape.static).feasible:
                 why = self._node_reasons(shape, n, checks)
-                if why and not unresolvable(why[0]):
+                # No reason here: the pod failed there only for the room nominees hold (resources).
+                if (why and not unresolvable(why[0])) or (not why and self.preemption.has_nominees(n.name)):
                     names.append(n.name)
             potential = self._potential[shape_key] = (len(names), names)
         count, names = potential
         result = self.preemption.run(
-            pod, num_nodes=len(self._nodes), num_potential=count, potential=lambda: names, fits=self._fits
+            pod,
+            num_nodes=len(self._nodes),
+            num_potential=count,
+            potential=lambda: names,
+            fits=self._fits,
+            nominated_unresolvable=self._unresolvable_on_nominated(pod, shape),
         )
         head = message.split(" preemption: ", 1)[0]
         return f"{head} {result.message}" if result.message else head
+
+    def _unresolvable_on_nominated(self, pod: Obj, shape: Shape) -> bool:
+        """Whether the pod's nominated node fails on an UnschedulableAndUnresolvable filter now (the
+        node status ``PodEligibleToPreemptOthers`` reads; a node gone has no status)."""
+        name = _nominated_node(pod)
+        n = None if name is None else self._nodes.get(name)
+        if n is None:
+            return False
+        static = self._static(shape.static)
+        if all(f.name != n.name for f in static.feasible):
+            return True  # filters 1-3 failed there: all UnschedulableAndUnresolvable
+        why = self._node_reasons(shape, n, self._cluster_checks(shape))
+        return bool(why) and unresolvable(why[0])
 
     def _static(self, static: Static) -> Static:
         """Refresh resource-independent filtering (filters 1-3) if nodes changed."""
@@ -488,12 +516,14 @@ class SchedulerController(Controller):
         static.positions = {}
         return static
 
-    def _pick(self, shape: Shape) -> tuple[str | None, str]:
+    def _pick(self, shape: Shape, pod: Obj, held: dict[str, list[Obj]]) -> tuple[str | None, str]:
         """Filter the feasible nodes round-robin until enough fit, score those, take the best.
 
         The hot path of every new pod (hundreds of nodes examined each time): one loop that filters
         and scores as it goes, everything inlined. The reasons why nodes do not fit are only counted
-        (``_unfit_message``) when none does.
+        (``_unfit_message``) when none does. ``held``: nodes where pods nominated with no lower
+        priority than ``pod`` hold room, which a node that fits otherwise is checked against in full
+        (upstream ``RunFilterPluginsWithNominatedPods``; scores do not count nominees, as upstream's).
         """
         num_all = len(self._nodes)
         if num_all == 0:
@@ -542,6 +572,7 @@ class SchedulerController(Controller):
                 or (cpu > 0 and u.cpu + cpu > a.cpu)
                 or (mem > 0 and u.mem + mem > a.mem)
                 or (rare and rare_misfit(shape, n, volumes, interpod))
+                or (held and n.name in held and self.fit_reasons(pod, n.name, (), held[n.name]))
             ):
                 continue
             # Least allocated: the mean of the free cpu and memory shares, inlined.
@@ -564,7 +595,7 @@ class SchedulerController(Controller):
             best = self._best_spread(shape, candidates)
         if best is not None:
             return best.name, ""
-        return None, self._unfit_message(shape, feasible)
+        return None, self._unfit_message(shape, feasible, pod, held)
 
     def _find(self, plural: str, ns: str | None, name: str) -> Obj | None:
         rt = {
@@ -628,13 +659,17 @@ class SchedulerController(Controller):
             self._pods, self._nodes, shape.namespace, shape.labels, shape.affinity, shape.anti, existing
         )
 
-    def _unfit_message(self, shape: Shape, feasible: list[NodeInfo]) -> str:
+    def _unfit_message(
+        self, shape: Shape, feasible: list[NodeInfo], pod: Obj, held: dict[str, list[Obj]]
+    ) -> str:
         """Upstream's FitError message when none of ``feasible`` (or of the other nodes) fits."""
         reasons = Counter(shape.static.reasons)
         not_helpful = sum(reasons.values())  # filters 1-3 are UnschedulableAndUnresolvable
         checks = self._cluster_checks(shape)
         for n in feasible:
             node_reasons = self._node_reasons(shape, n, checks)
+            if not node_reasons and n.name in held:
+                node_reasons = self.fit_reasons(pod, n.name, (), held[n.name])
             for reason in node_reasons:
                 reasons[reason] += 1
             not_helpful += bool(node_reasons) and unresolvable(node_reasons[0])
@@ -662,13 +697,18 @@ class SchedulerController(Controller):
                 return [reason]
         return []
 
-    def fit_reasons(self, pod: Obj, node_name: str, victims: Collection[ObjKey] = ()) -> list[str]:
-        """Why ``pod`` would not fit ``node_name`` if ``victims`` were gone ([]: it would fit).
+    def fit_reasons(
+        self, pod: Obj, node_name: str, victims: Collection[ObjKey] = (), extra: Sequence[Obj] = ()
+    ) -> list[str]:
+        """Why ``pod`` would not fit ``node_name`` if ``victims`` were gone and ``extra`` pods were
+        there too ([]: it would fit).
 
-        For preemption: no store writes and nothing of the scheduler's state changes (the victims
-        leave the pod counts only while the question is answered). Node-local filters come from
-        ``fit.node_reasons`` over the node's pods minus the victims; volumes, topology spread and
-        inter-pod affinity from the scheduler's counts without the victims.
+        For preemption and nominations: no store writes and nothing of the scheduler's state changes
+        (the victims leave the pod counts only while the question is answered). Node-local filters
+        come from ``fit.node_reasons`` over the node's pods minus the victims plus ``extra`` (pods
+        nominated there: upstream ``RunFilterPluginsWithNominatedPods``); volumes, topology spread
+        and inter-pod affinity from the scheduler's counts without the victims (``extra`` pods do
+        not enter those counts: resources, pod count and host ports are what they hold).
         """
         node = self.store.find(self.node_rt, None, node_name)
         n = self._nodes.get(node_name)
@@ -676,7 +716,7 @@ class SchedulerController(Controller):
             return [f'node "{node_name}" not found']
         gone = set(victims)
         pods = [p for p in self.store.pods_on_node(node_name) if _key(p) not in gone]
-        reasons = node_reasons(pod, node, pods)
+        reasons = node_reasons(pod, node, [*pods, *extra])
         if reasons:
             return reasons
         shape = self._shapes[self._shape_key(pod)]
@@ -764,6 +804,11 @@ class SchedulerController(Controller):
 def _key(pod: Obj) -> ObjKey:
     meta = pod["metadata"]
     return meta.get("namespace", ""), meta["name"]
+
+
+def _nominated_node(pod: Obj) -> str | None:
+    node = (pod.get("status") or {}).get("nominatedNodeName")
+    return str(node) if node else None
 
 
 def _controller_of(meta: Obj) -> tuple[str, str] | None:
