@@ -27,9 +27,9 @@ Follows kube-scheduler 1.32 (pkg/scheduler/framework/preemption/preemption.go ``
 
 Whether a pod fits is not decided here: the scheduler passes a :data:`FitCheck` ("does this pod fit
 on this node beside these pods, and if not, why"), so preemption follows whatever filters it runs.
-:func:`resources_fit` is such a check for NodeResourcesFit alone (all a node that passed the
-filters preemption cannot resolve may still fail on). Cost: a pod whose priority is not above the lowest
-priority of any bound pod cannot have victims, which one counter per priority answers at once.
+The scheduler's is ``SchedulerController._fits`` (every filter, victims removed). Cost: a pod
+whose priority is not above the lowest priority of any bound pod cannot have victims, which one
+counter per priority answers at once.
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .. import errors
-from ..quantity import QuantityError, to_int, to_milli
 from ..store import Obj, Store, WatchEvent, parse_rfc3339, rfc3339
 from .disruption import matching_pdbs
 
@@ -246,7 +245,7 @@ class Preemption:
         key = (str(meta.get("namespace", "")), str(meta["name"]))
         if key in self._nominee_of and (ev.type == "DELETED" or (ev.obj.get("spec") or {}).get("nodeName")):
             node = self._nominee_of.pop(key)
-            self._nominated.get(node, {}).pop(key, None)
+            self._forget_nomination(node, key)
         counts = self._priorities
         if counts is None:
             return  # not built yet: built from the store on first use
@@ -458,10 +457,19 @@ class Preemption:
         if (pod.get("status") or {}).get("nominatedNodeName"):
             self._set_nomination((str(meta.get("namespace", "")), str(meta["name"])), pod, None)
 
+    def _forget_nomination(self, node: str, key: tuple[str, str]) -> None:
+        """Drop ``key``'s nomination to ``node``; an empty entry goes too, so the fast "nothing
+        nominated anywhere" answers stay fast once nominations have come and gone."""
+        nominees = self._nominated.get(node)
+        if nominees is not None:
+            nominees.pop(key, None)
+            if not nominees:
+                del self._nominated[node]
+
     def _set_nomination(self, key: tuple[str, str], pod: Obj, node: str | None) -> None:
         previous = self._nominee_of.pop(key, None)
         if previous is not None:
-            self._nominated.get(previous, {}).pop(key, None)
+            self._forget_nomination(previous, key)
         if node is not None:
             self._nominee_of[key] = node
             self._nominated.setdefault(node, {})[key] = pod
@@ -478,45 +486,3 @@ class Preemption:
             self.store.mutate(self.pod_rt, key[0], key[1], nominate, status_only=True)
         except errors.ApiError as exc:
             log.debug("preemption: nomination of %s/%s not written: %s", key[0], key[1], exc.message)
-
-
-# -- a FitCheck for NodeResourcesFit, until the scheduler passes its own ----------------------------
-
-
-def _milli(value: Any) -> int:
-    try:
-        return max(0, to_milli(value))
-    except QuantityError:
-        return 0
-
-
-def _units(value: Any) -> int:
-    try:
-        return max(0, to_int(value))
-    except QuantityError:
-        return 0
-
-
-def resources_fit(
-    requests: Callable[[Obj], tuple[int, int]], node_of: Callable[[str], Obj | None]
-) -> FitCheck:
-    """NodeResourcesFit against a node's allocatable (pod count, cpu, memory), the node found by name
-    with ``node_of``; ``requests`` gives a pod's (cpu millis, memory bytes) as the scheduler counts them."""
-
-    def check(pod: Obj, node: str, pods: Sequence[Obj]) -> str | None:
-        alloc = ((node_of(node) or {}).get("status") or {}).get("allocatable") or {}
-        cpu, mem = requests(pod)
-        used_cpu = used_mem = 0
-        for p in pods:
-            c, m = requests(p)
-            used_cpu += c
-            used_mem += m
-        if len(pods) + 1 > _units(alloc.get("pods", 0)):
-            return "Too many pods"
-        if cpu > 0 and used_cpu + cpu > _milli(alloc.get("cpu", 0)):
-            return "Insufficient cpu"
-        if mem > 0 and used_mem + mem > _units(alloc.get("memory", 0)):
-            return "Insufficient memory"
-        return None
-
-    return check
