@@ -112,6 +112,29 @@ async def test_wrong_json_types_are_400_on_create_and_422_patch_on_patch(http: a
     assert status == 422 and "ObjectMeta.metadata.annotations of type string" in body["message"]
 
 
+async def test_json_null_in_maps_and_lists_decodes_to_the_go_zero_value(http: aiohttp.ClientSession) -> None:
+    """encoding/json (sigs.k8s.io/json) Unmarshal: null in a map[string]string is "", a null item
+    of []v1.Container an empty Container, which validateContainers then refuses (422, never 500)."""
+    for field in ("labels", "annotations"):
+        body = {"metadata": {"name": f"c-{field}", field: {"a": None}}}
+        status, created = await call(http, "POST", "/api/v1/namespaces/default/configmaps", body)
+        assert status == 201 and created["metadata"][field]["a"] == ""
+    status, body = await call(
+        http,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/c-labels",
+        [{"op": "add", "path": "/metadata/labels/b", "value": None}],
+        JSONPATCH,
+    )
+    assert status == 200 and body["metadata"]["labels"] == {"a": "", "b": ""}
+    status, body = await call(http, "POST", PODS, {"metadata": {"name": "n"}, "spec": {"containers": [None]}})
+    assert status == 422
+    assert body["message"] == (
+        'Pod "n" is invalid: [spec.containers[0].name: Required value, '
+        "spec.containers[0].image: Required value]"
+    )
+
+
 async def test_pods_without_containers_and_pdbs_with_both_bounds_are_invalid(
     http: aiohttp.ClientSession,
 ) -> None:
