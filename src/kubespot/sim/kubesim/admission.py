@@ -13,7 +13,9 @@ Objects loaded at start-up (an already-running cluster) do not pass through admi
   with NoExecute gets a 300 s toleration of each, on create and update.
 - Priority (plugin/pkg/admission/priority/admission.go): on create, ``spec.priority`` and
   ``spec.preemptionPolicy`` come from the named PriorityClass (the cluster's globalDefault class, or
-  0, when none is named); an unknown class or a priority that disagrees is 403 Forbidden.
+  0, when none is named); an unknown class or a priority that disagrees is 403 Forbidden. On update
+  it keeps what it set at create: a pod whose new spec has no ``priority`` or ``preemptionPolicy``
+  (``kubectl replace`` from a manifest) gets the old pod's, so validation does not see them change.
 """
 
 from __future__ import annotations
@@ -116,6 +118,16 @@ def admit_priority(name: str, spec: Obj, classes: PriorityClasses) -> None:
         spec["priorityClassName"] = pc["metadata"]["name"]
     spec["priority"] = priority
     spec["preemptionPolicy"] = policy
+
+
+def admit_pod_update(spec: Obj, old_spec: Obj) -> None:
+    """The mutating admission of a pod update (PUT or patch of the main resource), in place:
+    DefaultTolerationSeconds as on create, and the Priority plugin's update branch (admitPod), which
+    restores ``priority`` and ``preemptionPolicy`` from the old pod when the new spec lacks them."""
+    default_toleration_seconds(spec)
+    for field in ("priority", "preemptionPolicy"):
+        if spec.get(field) is None and old_spec.get(field) is not None:
+            spec[field] = old_spec[field]
 
 
 def _forbidden(name: str, why: str) -> ApiError:

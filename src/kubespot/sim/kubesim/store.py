@@ -27,6 +27,7 @@ from . import errors
 from .admission import (
     SYSTEM_PRIORITY_CLASSES,
     admit_node_create,
+    admit_pod_update,
     admit_priority,
     default_toleration_seconds,
     pod_spec_defaults,
@@ -467,7 +468,7 @@ class Store:
         if subresource is None:
             if rt.key == POD_KEY and isinstance(new.get("spec"), dict):
                 new["spec"] = dict(new["spec"])  # a patch result may share parts with the stored pod
-                default_toleration_seconds(new["spec"])
+                admit_pod_update(new["spec"], old.get("spec") or {})
             validate_update(rt, new, old)
         # A resourceVersion in the patch is a precondition, as upstream: it is how clients
         # compare-and-set with a patch. One the patch set to null or "" leaves the patched object
@@ -925,12 +926,10 @@ def _validate_name(rt: ResourceType, name: Any) -> None:
 
 
 def _default_update(rt: ResourceType, obj: Obj, old: Obj) -> None:
-    """Defaults of a PUT body: the version's defaults, and what admission set at create (priority)."""
+    """Defaults of a PUT body (the version's defaults), then the mutating admission of an update."""
     if rt.key == POD_KEY and isinstance(obj.get("spec"), dict):
         pod_spec_defaults(obj["spec"])
-        old_spec = old.get("spec") or {}
-        if "priority" not in obj["spec"] and "priority" in old_spec:
-            obj["spec"]["priority"] = old_spec["priority"]
+        admit_pod_update(obj["spec"], old.get("spec") or {})
 
 
 def _apply_defaults(rt: ResourceType, obj: Obj) -> None:

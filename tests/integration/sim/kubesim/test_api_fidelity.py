@@ -302,6 +302,33 @@ async def test_pod_defaults_and_priority_from_its_class(http: aiohttp.ClientSess
     assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("everyone", 7, "Never")
 
 
+async def test_replace_of_a_pending_pod_from_its_manifest_runs_the_update_admission(
+    http: aiohttp.ClientSession,
+) -> None:
+    """kubectl replace: plugin/pkg/admission/defaulttolerationseconds/admission.go (Create and
+    Update) re-adds the 300 s tolerations; plugin/pkg/admission/priority/admission.go admitPod, on
+    Update, keeps the old pod's priority and preemptionPolicy; ValidatePodUpdate then sees no change."""
+    never = {"metadata": {"name": "batch"}, "value": 5, "preemptionPolicy": "Never"}
+    await call(http, "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", never)
+
+    def manifest(**labels: str) -> dict[str, Any]:
+        body = pod("r1", labels=labels)
+        body["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]
+        body["spec"]["priorityClassName"] = "batch"
+        return body
+
+    status, created = await call(http, "POST", PODS, manifest())
+    assert status == 201
+    status, replaced = await call(http, "PUT", f"{PODS}/r1", manifest(x="y"))
+    assert status == 200, replaced
+    assert replaced["metadata"]["labels"] == {"x": "y"}
+    for field in ("priority", "preemptionPolicy", "tolerations"):
+        assert replaced["spec"][field] == created["spec"][field]
+    assert (replaced["spec"]["priority"], replaced["spec"]["preemptionPolicy"]) == (5, "Never")
+    status, body = await call(http, "PATCH", f"{PODS}/r1", {"spec": {"preemptionPolicy": None}}, MERGE)
+    assert status == 200 and body["spec"]["preemptionPolicy"] == "Never"
+
+
 # -- 4. patch preconditions ------------------------------------------------------------------------
 
 
