@@ -176,6 +176,50 @@ async def test_pod_spec_is_immutable_but_binding_still_assigns_a_node(http: aioh
     assert got["spec"]["nodeName"] == "n1" and got["spec"]["containers"][0]["image"] == "nginx:2"
 
 
+async def test_toleration_seconds_change_freely_and_a_gated_pod_gains_a_node_selector(
+    http: aiohttp.ClientSession,
+) -> None:
+    """pkg/apis/core/validation/validation.go ValidatePodUpdate: validateOnlyAddedTolerations
+    (tolerationSeconds may be raised), validateOnlyDeletedSchedulingGates (the error on the added
+    gate's name), and the podIsGated block's validateNodeSelectorMutation (KEP-3838)."""
+    body = pod("t1")
+    body["spec"]["tolerations"] = [
+        {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}
+    ]
+    _, created = await call(http, "POST", PODS, body)
+    tolerations = created["spec"]["tolerations"]
+    tolerations[0]["tolerationSeconds"] = 120
+    status, patched = await call(http, "PATCH", f"{PODS}/t1", {"spec": {"tolerations": tolerations}}, MERGE)
+    assert status == 200 and patched["spec"]["tolerations"][0]["tolerationSeconds"] == 120
+    tolerations[0]["value"] = "v"
+    tolerations[0]["operator"] = "Equal"
+    status, body = await call(http, "PATCH", f"{PODS}/t1", {"spec": {"tolerations": tolerations}}, MERGE)
+    assert status == 422 and body["message"] == (
+        'Pod "t1" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified '
+        "except its tolerationSeconds"
+    )
+
+    gated = pod("g1")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]
+    await call(http, "POST", PODS, gated)
+    status, patched = await call(
+        http, "PATCH", f"{PODS}/g1", {"spec": {"nodeSelector": {"zone": "a"}}}, MERGE
+    )
+    assert status == 200 and patched["spec"]["nodeSelector"] == {"zone": "a"}
+    status, body = await call(http, "PATCH", f"{PODS}/g1", {"spec": {"nodeSelector": {"zone": "b"}}}, MERGE)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "spec.nodeSelector"
+    add_gate = {"spec": {"schedulingGates": [{"name": "example.com/gate"}, {"name": "x"}]}}
+    status, body = await call(http, "PATCH", f"{PODS}/g1", add_gate, MERGE)
+    assert status == 422 and body["message"] == (
+        'Pod "g1" is invalid: spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but '
+        "found new scheduling gate 'x'"
+    )
+    status, _ = await call(http, "PATCH", f"{PODS}/g1", {"spec": {"schedulingGates": None}}, MERGE)
+    assert status == 200
+    status, body = await call(http, "PATCH", f"{PODS}/g1", {"spec": {"nodeSelector": {"other": "c"}}}, MERGE)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "spec"
+
+
 # -- 2. create strategies ------------------------------------------------------------------------
 
 
