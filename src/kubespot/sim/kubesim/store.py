@@ -29,6 +29,7 @@ from .admission import (
     admit_node_create,
     admit_pod_update,
     admit_priority,
+    admit_pvc_create,
     default_toleration_seconds,
     pod_spec_defaults,
 )
@@ -62,6 +63,8 @@ DEFAULT_HISTORY = 200_000
 WATCH_QUEUE_LIMIT = 200_000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PRIORITY_CLASS_KEY: RKey = ("scheduling.k8s.io", "priorityclasses")
+PVC_KEY: RKey = ("", "persistentvolumeclaims")
+STORAGE_CLASS_KEY: RKey = ("storage.k8s.io", "storageclasses")
 
 
 def deep_copy(obj: _J) -> _J:
@@ -337,6 +340,8 @@ class Store:
             # Mutating admission runs before the strategy, validation after both (as upstream).
             default_toleration_seconds(obj["spec"])
             admit_priority(meta["name"], obj["spec"], self._priority_class)
+        elif rt.key == PVC_KEY:
+            admit_pvc_create(obj, self.iter_objects(self._rt(STORAGE_CLASS_KEY)), _created_at)
         prepare_for_create(rt, obj, _qos_class(obj["spec"]) if rt.key == POD_KEY else "")
         validate_create(rt, obj)
         if self.find(rt, meta.get("namespace"), meta["name"]) is not None:
@@ -913,6 +918,10 @@ def _namespace(name: str, now: float) -> Obj:
         "spec": {"finalizers": ["kubernetes"]},
         "status": {"phase": "Active"},
     }
+
+
+def _created_at(obj: Obj) -> float:
+    return parse_rfc3339(obj["metadata"]["creationTimestamp"])
 
 
 def _validate_name(rt: ResourceType, name: Any) -> None:

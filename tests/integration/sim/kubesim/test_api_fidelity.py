@@ -373,6 +373,57 @@ async def test_replace_of_a_pending_pod_from_its_manifest_runs_the_update_admiss
     assert status == 200 and body["spec"]["preemptionPolicy"] == "Never"
 
 
+def _storage_class(name: str, created: str, default: str | None) -> dict[str, Any]:
+    annotations = {} if default is None else {"storageclass.kubernetes.io/is-default-class": default}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name, "creationTimestamp": created, "annotations": annotations},
+        "provisioner": "ebs.csi.aws.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+async def test_a_claim_without_a_class_gets_the_newest_default_class(
+    sim: KubeSim, http: aiohttp.ClientSession
+) -> None:
+    """plugin/pkg/admission/storage/storageclass/setdefault/admission.go Admit (on create, unless
+    pkg/apis/core/helper PersistentVolumeClaimHasClass: the field, "" included, or the beta
+    annotation) and pkg/volume/util/storageclass.go GetDefaultClass (newest, then by name)."""
+    claims = "/api/v1/namespaces/default/persistentvolumeclaims"
+
+    def claim(name: str, **spec: Any) -> dict[str, Any]:
+        resources = {"requests": {"storage": "1Gi"}}
+        return {
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": resources, **spec},
+        }
+
+    _, created = await call(http, "POST", claims, claim("before"))
+    assert "storageClassName" not in created["spec"]  # no default class: left alone
+    sim.store.load(
+        [
+            _storage_class("old", "2024-01-01T00:00:00Z", "true"),
+            _storage_class("new-b", "2025-01-01T00:00:00Z", "true"),
+            _storage_class("new-a", "2025-01-01T00:00:00Z", "true"),
+            _storage_class("newest-not-default", "2026-01-01T00:00:00Z", "false"),
+            _storage_class("newest-plain", "2026-01-01T00:00:00Z", None),
+        ]
+    )
+    _, created = await call(http, "POST", claims, claim("data"))
+    assert created["spec"]["storageClassName"] == "new-a"
+    _, created = await call(http, "POST", claims, claim("none", storageClassName=""))
+    assert created["spec"]["storageClassName"] == ""
+    beta = claim("beta")
+    beta["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "old"}
+    _, created = await call(http, "POST", claims, beta)
+    assert "storageClassName" not in created["spec"]
+    status, patched = await call(
+        http, "PATCH", f"{claims}/before", {"metadata": {"labels": {"a": "b"}}}, MERGE
+    )
+    assert status == 200 and "storageClassName" not in patched["spec"]  # create only
+
+
 # -- 4. patch preconditions ------------------------------------------------------------------------
 
 
