@@ -6,7 +6,9 @@ Each rule returns the ``FieldError`` list upstream's function returns; ``validat
   (labels: meta/v1/validation ValidateLabels; annotations: ValidateAnnotations, 256 KiB in all),
   with the name and value rules of ``names``;
 - nodes: pkg/apis/core/validation/validation.go ValidateNode, validateNodeTaints;
-- pods: ValidatePodCreate (validateContainers, validateTolerations) and ValidatePodUpdate;
+- pods: ValidatePodCreate (validateContainers, validateTolerations) and ValidatePodUpdate
+  (validateOnlyAddedTolerations, validateOnlyDeletedSchedulingGates, and for a gated pod
+  validateNodeSelectorMutation and validateNodeAffinityMutation);
 - workload templates: ValidatePodTemplateSpec (containers of the template);
 - PodDisruptionBudgets: pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec.
 """
