@@ -56,6 +56,29 @@ async def test_stopped_kubelet_makes_the_node_unknown_and_resuming_recovers(clus
     await cluster.until(lambda: cluster.phase("late") == "Running")
 
 
+async def test_conditions_a_kubelet_never_posted_are_added_unknown_never_updated(cluster: Any) -> None:
+    """pkg/controller/nodelifecycle/node_lifecycle_controller.go tryUpdateNodeHealth: past the grace
+    period each of Ready, MemoryPressure, DiskPressure and PIDPressure the node lacks is appended
+    Unknown, reason NodeStatusNeverUpdated, heartbeat its creationTimestamp; present ones turn
+    Unknown with NodeStatusUnknown."""
+    cluster.kubelet.stop_node("silent")  # its kubelet never runs: the Node never gets a status
+    body = testing.node("silent")
+    body["status"]["conditions"] = [
+        {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"}
+    ]
+    created = await cluster.call("POST", "/api/v1/nodes", body)
+    await cluster.until(lambda: cluster.node_ready("silent") == "Unknown", within=6.0)
+    conditions = {c["type"]: c for c in cluster.node("silent")["status"]["conditions"]}
+    assert set(conditions) == {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure"}
+    for type_ in ("Ready", "DiskPressure", "PIDPressure"):
+        assert conditions[type_]["status"] == "Unknown"
+        assert conditions[type_]["reason"] == "NodeStatusNeverUpdated"
+        assert conditions[type_]["message"] == "Kubelet never posted node status."
+        assert conditions[type_]["lastHeartbeatTime"] == created["metadata"]["creationTimestamp"]
+    memory = conditions["MemoryPressure"]
+    assert (memory["status"], memory["reason"]) == ("Unknown", "NodeStatusUnknown")
+
+
 async def test_noexecute_taint_evicts_untolerating_pods_after_toleration_seconds(cluster: Any) -> None:
     await cluster.create_node("n1")
     fast = {conventions.SHUTDOWN_SECONDS: "0.05"}
