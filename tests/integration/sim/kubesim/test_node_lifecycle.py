@@ -275,6 +275,22 @@ async def test_all_zones_fully_disrupted_stops_and_undoes_noexecute_tainting(clu
     assert not _no_execute(cluster, "b1")
 
 
+async def test_a_node_labelled_exclude_disruption_does_not_count_in_its_zone(cluster: Any) -> None:
+    """node_lifecycle_controller.go monitorNodeHealth and isNodeExcludedFromDisruptionChecks: a node
+    labelled node.kubernetes.io/exclude-disruption is left out of zoneToNodeConditions, so its Ready
+    neighbour alone makes the zone fully disrupted -- every zone is, and NoExecute tainting stops."""
+    await cluster.create_node("a1", **_zone("a"))
+    excluded = _zone("a")
+    excluded["labels"]["node.kubernetes.io/exclude-disruption"] = ""
+    await cluster.create_node("a2", **excluded)
+    cluster.kubelet.stop_node("a1")
+    await cluster.until(lambda: cluster.node_ready("a1") == "Unknown", within=6.0)
+    await asyncio.sleep(0.3)  # the normal rate would have tainted a1 by now (tested above)
+    assert not _no_execute(cluster, "a1")
+    lifecycle = next(c for c in cluster.sim.controllers.controllers if c.name == "nodelifecycle")
+    assert lifecycle.zones.states == {"r1:\x00:a": "FullDisruption"}
+
+
 NOT_READY = "node.kubernetes.io/not-ready"
 
 

@@ -40,7 +40,7 @@ from . import Controller, ControllerConfig
 from .kubelet import LEASE_NAMESPACE, set_condition
 from .nodetaints import NO_EXECUTE, NO_EXECUTE_KEYS, has_taint, no_schedule_diff, swap_taints
 from .scheduler import NOT_READY_TAINT_KEY, TERMINAL_PHASES, UNREACHABLE_TAINT_KEY, ready_status, tolerates
-from .zonedisruption import Rates, Zones, zone_key
+from .zonedisruption import Rates, Zones, excluded_from_disruption_checks, zone_key
 
 log = logging.getLogger("kubespot.sim.kubesim.nodelifecycle")
 
@@ -394,15 +394,19 @@ class NodeLifecycleController(Controller):
     def _handle_disruption(self, now: float) -> None:
         """Upstream's ``handleDisruption`` after each monitor pass (see ``zonedisruption.py``)."""
         counts: dict[str, tuple[int, int]] = {}
+        uncounted: set[str] = set()
         nodes = list(self.store.iter_objects(self.node_rt))
         for node in nodes:
             zone = zone_key(node)
+            if excluded_from_disruption_checks(node):
+                uncounted.add(zone)
+                continue
             ready, not_ready = counts.get(zone, (0, 0))
             if ready_status(node) == "True":
                 counts[zone] = (ready + 1, not_ready)
             else:
                 counts[zone] = (ready, not_ready + 1)
-        change = self.zones.handle(counts, now)
+        change = self.zones.handle(counts, now, uncounted)
         if change == "enter":
             log.info("nodelifecycle: every zone fully disrupted; NoExecute tainting stopped")
             for node in nodes:
