@@ -13,12 +13,18 @@ Objects loaded at start-up (an already-running cluster) do not pass through admi
   with NoExecute gets a 300 s toleration of each, on create and update.
 - Priority (plugin/pkg/admission/priority/admission.go): on create, ``spec.priority`` and
   ``spec.preemptionPolicy`` come from the named PriorityClass (the cluster's globalDefault class, or
-  0, when none is named); an unknown class or a priority that disagrees is 403 Forbidden.
+  0, when none is named); an unknown class or a priority that disagrees is 403 Forbidden. On update
+  it keeps what it set at create: a pod whose new spec has no ``priority`` or ``preemptionPolicy``
+  (``kubectl replace`` from a manifest) gets the old pod's, so validation does not see them change.
+- DefaultStorageClass (plugin/pkg/admission/storage/storageclass/setdefault/admission.go, on by
+  default): a PVC created with neither ``spec.storageClassName`` nor the beta storage-class
+  annotation gets the default class (pkg/volume/util/storageclass.go GetDefaultClass: the classes
+  annotated is-default-class "true", the newest, then the first by name); none, no change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import ApiError
@@ -116,6 +122,44 @@ def admit_priority(name: str, spec: Obj, classes: PriorityClasses) -> None:
         spec["priorityClassName"] = pc["metadata"]["name"]
     spec["priority"] = priority
     spec["preemptionPolicy"] = policy
+
+
+def admit_pod_update(spec: Obj, old_spec: Obj) -> None:
+    """The mutating admission of a pod update (PUT or patch of the main resource), in place:
+    DefaultTolerationSeconds as on create, and the Priority plugin's update branch (admitPod), which
+    restores ``priority`` and ``preemptionPolicy`` from the old pod when the new spec lacks them."""
+    default_toleration_seconds(spec)
+    for field in ("priority", "preemptionPolicy"):
+        if spec.get(field) is None and old_spec.get(field) is not None:
+            spec[field] = old_spec[field]
+
+
+#: PersistentVolumeClaimHasClass: this annotation, even empty, is a class (pkg/apis/core/helper).
+BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+DEFAULT_CLASS_ANNOTATIONS = (
+    "storageclass.kubernetes.io/is-default-class",
+    "storageclass.beta.kubernetes.io/is-default-class",
+)
+
+
+def admit_pvc_create(pvc: Obj, storage_classes: Iterable[Obj], created_at: Callable[[Obj], float]) -> None:
+    """DefaultStorageClass on create, in place: the default class for a claim without one."""
+    spec = pvc.setdefault("spec", {})
+    if spec.get("storageClassName") is not None:
+        return  # "" included: the claim asks for no class
+    if BETA_STORAGE_CLASS in ((pvc.get("metadata") or {}).get("annotations") or {}):
+        return
+    defaults = [
+        sc
+        for sc in storage_classes
+        if any(
+            ((sc.get("metadata") or {}).get("annotations") or {}).get(a) == "true"
+            for a in DEFAULT_CLASS_ANNOTATIONS
+        )
+    ]
+    if defaults:
+        newest = min(defaults, key=lambda sc: (-created_at(sc), sc["metadata"]["name"]))
+        spec["storageClassName"] = newest["metadata"]["name"]
 
 
 def _forbidden(name: str, why: str) -> ApiError:

@@ -8,6 +8,10 @@ json: cannot unmarshal ...`` (k8s.io/apiserver pkg/endpoints/handlers/rest.go tr
 on patch the patched object fails to decode, a 422 on the field ``patch`` (handlers/patch.go
 applyPatchToCurrentObject). Only the fields in the table below are checked: those are the ones
 kubesim's controllers and kubespot read with a type.
+
+A JSON ``null`` inside a map or a list of those fields decodes to the Go zero value (``""`` for a
+``map[string]string`` value, an empty struct for a ``[]v1.Container`` item): the check writes that
+zero value in place, so validation sees what upstream's validation sees and never a None.
 """
 
 from __future__ import annotations
@@ -147,6 +151,13 @@ def _json_kind(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
+def _zero(spec: Spec) -> Any:
+    """The Go zero value of ``spec`` as JSON (what a null map value or list item decodes to)."""
+    if isinstance(spec, Scalar):
+        return {"string": "", "bool": False}.get(spec.json, 0)
+    return {} if isinstance(spec, Struct) else None
+
+
 def _check(spec: Spec, value: Any, struct: str, path: str) -> None:
     if value is None:
         return  # JSON null leaves a Go field at its zero value
@@ -164,12 +175,16 @@ def _check(spec: Spec, value: Any, struct: str, path: str) -> None:
     elif isinstance(spec, MapOf):
         if not isinstance(value, dict):
             raise _Mismatch(_json_kind(value), struct, path, spec.go)
-        for v in value.values():
+        for key, v in value.items():
+            if v is None:
+                value[key] = _zero(spec.value)
             _check(spec.value, v, struct, path)  # Go's decoder names the map, not the key
     elif isinstance(spec, ListOf):
         if not isinstance(value, list):
             raise _Mismatch(_json_kind(value), struct, path, spec.go)
-        for item in value:
+        for i, item in enumerate(value):
+            if item is None:
+                value[i] = _zero(spec.item)
             _check(spec.item, item, struct, path)
     else:
         if not isinstance(value, dict):

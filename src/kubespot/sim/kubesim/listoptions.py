@@ -8,7 +8,8 @@ list serves for each combination follows the API concepts' table and the watch c
 (kubesim's is always the most recent), NotOlderThan the most recent unless the version is in the
 future, Exact the state at that version (410 Expired once compacted). A version in the future is
 504 "Too large resource version" (the cacher waits up to 3 s for it first; kubesim, whose state is
-always current, answers at once).
+always current, answers at once). A list at "0" comes from the watch cache, which does not page: its
+``limit`` is ignored (``page_limit``).
 """
 
 from __future__ import annotations
@@ -101,6 +102,15 @@ def exact_version(o: ListOptions) -> int | None:
     if o.match == EXACT or (not o.match and o.limit > 0 and o.resource_version not in ("", "0")):
         return parse_version(o.resource_version)
     return None
+
+
+def page_limit(o: ListOptions) -> int:
+    """The limit a list is paged by: none (0) for a list the watch cache serves, resourceVersion "0"
+    without continue (apiserver pkg/storage/cacher delegator.go shouldDelegateList: "Serve paginated
+    requests about revision 0 from watch cache"; the cache returns every item, no continue token)."""
+    if o.resource_version == "0" and not o.continue_token and o.match in ("", NOT_OLDER_THAN):
+        return 0
+    return o.limit
 
 
 def parse_version(text: str) -> int:

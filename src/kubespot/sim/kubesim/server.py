@@ -429,7 +429,7 @@ class KubeSimServer:
         q = request.query
         opts = _list_options(request)
         listoptions.validate(opts, watch=False)
-        limit = opts.limit
+        limit = listoptions.page_limit(opts)
         token = q.get("continue")
         if token:
             items, start, rv = self._resume(token)

@@ -27,7 +27,9 @@ from . import errors
 from .admission import (
     SYSTEM_PRIORITY_CLASSES,
     admit_node_create,
+    admit_pod_update,
     admit_priority,
+    admit_pvc_create,
     default_toleration_seconds,
     pod_spec_defaults,
 )
@@ -61,6 +63,8 @@ DEFAULT_HISTORY = 200_000
 WATCH_QUEUE_LIMIT = 200_000
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 PRIORITY_CLASS_KEY: RKey = ("scheduling.k8s.io", "priorityclasses")
+PVC_KEY: RKey = ("", "persistentvolumeclaims")
+STORAGE_CLASS_KEY: RKey = ("storage.k8s.io", "storageclasses")
 
 
 def deep_copy(obj: _J) -> _J:
@@ -336,6 +340,8 @@ class Store:
             # Mutating admission runs before the strategy, validation after both (as upstream).
             default_toleration_seconds(obj["spec"])
             admit_priority(meta["name"], obj["spec"], self._priority_class)
+        elif rt.key == PVC_KEY:
+            admit_pvc_create(obj, self.iter_objects(self._rt(STORAGE_CLASS_KEY)), _created_at)
         prepare_for_create(rt, obj, _qos_class(obj["spec"]) if rt.key == POD_KEY else "")
         validate_create(rt, obj)
         if self.find(rt, meta.get("namespace"), meta["name"]) is not None:
@@ -467,7 +473,7 @@ class Store:
         if subresource is None:
             if rt.key == POD_KEY and isinstance(new.get("spec"), dict):
                 new["spec"] = dict(new["spec"])  # a patch result may share parts with the stored pod
-                default_toleration_seconds(new["spec"])
+                admit_pod_update(new["spec"], old.get("spec") or {})
             validate_update(rt, new, old)
         # A resourceVersion in the patch is a precondition, as upstream: it is how clients
         # compare-and-set with a patch. One the patch set to null or "" leaves the patched object
@@ -914,6 +920,10 @@ def _namespace(name: str, now: float) -> Obj:
     }
 
 
+def _created_at(obj: Obj) -> float:
+    return parse_rfc3339(obj["metadata"]["creationTimestamp"])
+
+
 def _validate_name(rt: ResourceType, name: Any) -> None:
     """ValidateObjectMeta's name rule: a DNS-1123 label for namespaces (ValidateNamespaceName), a
     DNS-1123 subdomain for the other kinds kubesim serves."""
@@ -925,12 +935,10 @@ def _validate_name(rt: ResourceType, name: Any) -> None:
 
 
 def _default_update(rt: ResourceType, obj: Obj, old: Obj) -> None:
-    """Defaults of a PUT body: the version's defaults, and what admission set at create (priority)."""
+    """Defaults of a PUT body (the version's defaults), then the mutating admission of an update."""
     if rt.key == POD_KEY and isinstance(obj.get("spec"), dict):
         pod_spec_defaults(obj["spec"])
-        old_spec = old.get("spec") or {}
-        if "priority" not in obj["spec"] and "priority" in old_spec:
-            obj["spec"]["priority"] = old_spec["priority"]
+        admit_pod_update(obj["spec"], old.get("spec") or {})
 
 
 def _apply_defaults(rt: ResourceType, obj: Obj) -> None:

@@ -6,7 +6,9 @@ Each rule returns the ``FieldError`` list upstream's function returns; ``validat
   (labels: meta/v1/validation ValidateLabels; annotations: ValidateAnnotations, 256 KiB in all),
   with the name and value rules of ``names``;
 - nodes: pkg/apis/core/validation/validation.go ValidateNode, validateNodeTaints;
-- pods: ValidatePodCreate (validateContainers, validateTolerations) and ValidatePodUpdate;
+- pods: ValidatePodCreate (validateContainers, validateTolerations) and ValidatePodUpdate
+  (validateOnlyAddedTolerations, validateOnlyDeletedSchedulingGates, and for a gated pod
+  validateNodeSelectorMutation and validateNodeAffinityMutation);
 - workload templates: ValidatePodTemplateSpec (containers of the template);
 - PodDisruptionBudgets: pkg/apis/policy/validation ValidatePodDisruptionBudgetSpec.
 """
@@ -16,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from .fielderrors import (
     FieldError,
@@ -266,26 +270,39 @@ POD_UPDATABLE = (
 )
 
 
-def _tolerations_only_added(new: list[Obj], old: list[Obj]) -> bool:
-    """validateOnlyAddedTolerations: every old toleration is still there (a NoExecute one may only
-    shorten its tolerationSeconds)."""
-    if new[: len(old)] == old:
-        return True  # the usual case, checked without the pairwise search
-    for o in old:
-        same = [
-            n
-            for n in new
-            if {k: v for k, v in n.items() if k != "tolerationSeconds"}
-            == {k: v for k, v in o.items() if k != "tolerationSeconds"}
-        ]
-        if not same:
-            return False
-        if o.get("tolerationSeconds") is not None and not any(
-            n.get("tolerationSeconds") is not None and n["tolerationSeconds"] <= o["tolerationSeconds"]
-            for n in same
-        ):
-            return False
-    return True
+_TOLERATION_MODIFIED = "existing toleration can not be modified except its tolerationSeconds"
+
+
+def _toleration_identity(t: Any) -> tuple[str, ...]:
+    """A toleration but its tolerationSeconds, absent fields as Go's zero value ("")."""
+    t = t if isinstance(t, dict) else {}
+    return tuple(str(t.get(k) or "") for k in ("key", "operator", "value", "effect"))
+
+
+def validate_only_added_tolerations(new: list[Obj], old: list[Obj], path: str) -> Errors:
+    """validateOnlyAddedTolerations: every old toleration is still there, its tolerationSeconds
+    changed freely (raised, lowered or removed); one error for the list, however many differ."""
+    kept = {_toleration_identity(n) for n in new}
+    if all(_toleration_identity(o) in kept for o in old):
+        return []
+    return [forbidden(path, _TOLERATION_MODIFIED)]
+
+
+def validate_only_deleted_scheduling_gates(new: list[Any], old: list[Any], path: str) -> Errors:
+    """validateOnlyDeletedSchedulingGates: a gate not in the old pod is an error on its name (at the
+    index of its last occurrence, as upstream's name-to-index map keeps)."""
+    old_names = {g.get("name") for g in old if isinstance(g, dict)}
+    added: dict[Any, int] = {}
+    for i, g in enumerate(new):
+        name = g.get("name") if isinstance(g, dict) else None
+        if name not in old_names:
+            added[name] = i
+    return [
+        forbidden(
+            f"{path}[{i}].name", f"only deletion is allowed, but found new scheduling gate '{name or ''}'"
+        )
+        for name, i in sorted(added.items(), key=lambda item: item[1])
+    ]
 
 
 def _with_image(new: Obj, old: Obj) -> Obj:
@@ -312,24 +329,11 @@ def _munged_spec(new: Obj, old: Obj) -> Obj:
     old_grace = old.get("terminationGracePeriodSeconds")
     if old_grace is not None and old_grace < 0 and new.get("terminationGracePeriodSeconds") == 1:
         munged["terminationGracePeriodSeconds"] = old_grace
-    if _tolerations_only_added(new.get("tolerations") or [], old.get("tolerations") or []):
-        if "tolerations" in old:
-            munged["tolerations"] = old["tolerations"]
-        else:
-            munged.pop("tolerations", None)
-    # Scheduling gates may be removed, never added (ValidatePodUpdate, validateSchedulingGates: the
-    # gates are put back to the old ones once only deletions are found; an addition is its own error).
-    gates, old_gates = _gate_names(new), _gate_names(old)
-    if gates <= old_gates:
-        if "schedulingGates" in old:
-            munged["schedulingGates"] = old["schedulingGates"]
-        else:
-            munged.pop("schedulingGates", None)
+    # Tolerations and scheduling gates are checked on their own (validateOnlyAddedTolerations,
+    # validateOnlyDeletedSchedulingGates), so they are always put back to the old ones here.
+    for part in ("tolerations", "schedulingGates"):
+        _put_back(munged, old, part)
     return munged
-
-
-def _gate_names(spec: Obj) -> set[str]:
-    return {str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, dict)}
 
 
 def _spec_diff(new: Obj, old: Obj) -> str:
@@ -343,19 +347,144 @@ def _spec_diff(new: Obj, old: Obj) -> str:
     return "\n".join(lines)
 
 
+def _semantic(value: Any) -> Any:
+    """``value`` as apiequality.Semantic.DeepEqual compares it: an empty map or list equals nil."""
+    if isinstance(value, dict):
+        return {k: _semantic(v) for k, v in value.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [_semantic(v) for v in value]
+    return value
+
+
+_NODE_SELECTOR_ADDITIONS = "only additions to spec.nodeSelector are allowed (no mutations or deletions)"
+_TERMS = "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+
+
+def validate_node_selector_mutation(path: str, new: Any, old: Any) -> Errors:
+    """validateNodeSelectorMutation: a gated pod's nodeSelector may only gain keys."""
+    new, old = new or {}, old or {}
+    if all(k in new and new[k] == v for k, v in old.items()):
+        return []
+    return [invalid(path, {k: new[k] for k in sorted(new)}, _NODE_SELECTOR_ADDITIONS)]
+
+
+def _required_terms(affinity: Any) -> list[Any] | None:
+    required_ = (affinity or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return None if required_ is None else list(required_.get("nodeSelectorTerms") or [])
+
+
+def _go_terms(value: Any) -> GoValue:
+    """JSON of internal core.NodeSelectorTerm values (no json tags: Go's field names, nil as null)."""
+
+    def requirement(r: Any) -> Obj:
+        r = r if isinstance(r, dict) else {}
+        return {"Key": r.get("key", ""), "Operator": r.get("operator", ""), "Values": r.get("values") or None}
+
+    def term(t: Any) -> Obj:
+        t = t if isinstance(t, dict) else {}
+        return {
+            name: [requirement(r) for r in t[key]] if t.get(key) else None
+            for name, key in (("MatchExpressions", "matchExpressions"), ("MatchFields", "matchFields"))
+        }
+
+    rendered = [term(t) for t in value] if isinstance(value, list) else term(value)
+    return GoValue(orjson.dumps(rendered).decode())
+
+
+def _term_has_only_additions(new: Any, old: Any) -> bool:
+    """validateNodeSelectorTermHasOnlyAdditions: the old requirements are a prefix of the new, and an
+    empty old term stays empty."""
+    new, old = _semantic(new or {}), _semantic(old or {})
+    if not old.get("matchExpressions") and not old.get("matchFields"):
+        return not new.get("matchExpressions") and not new.get("matchFields")
+    for key in ("matchExpressions", "matchFields"):
+        old_reqs, new_reqs = old.get(key) or [], new.get(key) or []
+        if new_reqs[: len(old_reqs)] != old_reqs:
+            return False
+    return True
+
+
+def validate_node_affinity_mutation(path: str, new: Any, old: Any) -> Errors:
+    """validateNodeAffinityMutation: a gated pod's required node affinity may only narrow (the same
+    number of terms, each term's requirements only appended to); anything may be set when the old
+    pod had none."""
+    old_terms = _required_terms(old)
+    if old_terms is None:
+        return []
+    new_terms = _required_terms(new) or []
+    if old_terms and len(old_terms) != len(new_terms):
+        return [
+            invalid(
+                f"{path}.{_TERMS}",
+                _go_terms(new_terms),
+                "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+            )
+        ]
+    return [
+        invalid(
+            f"{path}.{_TERMS}[{i}]",
+            _go_terms(new_terms[i]),
+            "only additions are allowed (no mutations or deletions)",
+        )
+        for i in range(len(old_terms))
+        if not _term_has_only_additions(new_terms[i], old_terms[i])
+    ]
+
+
+def _gated_update(munged: Obj, old: Obj) -> Errors:
+    """ValidatePodUpdate's podIsGated block (KEP-3838): nodeSelector additions and a narrowed
+    required node affinity are checked here and put back to the old values in ``munged``."""
+    errs: Errors = []
+    if _semantic(munged.get("nodeSelector")) != _semantic(old.get("nodeSelector")):
+        errs.extend(
+            validate_node_selector_mutation(
+                "spec.nodeSelector", munged.get("nodeSelector"), old.get("nodeSelector")
+            )
+        )
+        _put_back(munged, old, "nodeSelector")
+    old_affinity, affinity = old.get("affinity"), munged.get("affinity")
+    old_na = (old_affinity or {}).get("nodeAffinity")
+    new_na = (affinity or {}).get("nodeAffinity")
+    if _semantic(old_na) != _semantic(new_na):
+        errs.extend(validate_node_affinity_mutation("spec.affinity.nodeAffinity", new_na, old_na))
+        if affinity is None:
+            if old_na is not None:
+                munged["affinity"] = {"nodeAffinity": old_na}
+        elif old_affinity is None and not affinity.get("podAffinity") and not affinity.get("podAntiAffinity"):
+            munged.pop("affinity", None)
+        else:
+            munged["affinity"] = {k: v for k, v in affinity.items() if k != "nodeAffinity"}
+            if old_na is not None:
+                munged["affinity"]["nodeAffinity"] = old_na
+    return errs
+
+
+def _put_back(munged: Obj, old: Obj, key: str) -> None:
+    if key in old:
+        munged[key] = old[key]
+    else:
+        munged.pop(key, None)
+
+
 def validate_pod_update(new: Obj, old: Obj) -> Errors:
     errs = validate_pod(new)
     new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
-    added = sorted(_gate_names(new_spec) - _gate_names(old_spec))
-    if added:
-        errs.append(
-            forbidden(
-                "spec.schedulingGates",
-                f"only deletion is allowed, but found new scheduling gate '{added[0]}'",
-            )
+    errs.extend(
+        validate_only_added_tolerations(
+            new_spec.get("tolerations") or [], old_spec.get("tolerations") or [], "spec.tolerations"
         )
+    )
+    errs.extend(
+        validate_only_deleted_scheduling_gates(
+            new_spec.get("schedulingGates") or [],
+            old_spec.get("schedulingGates") or [],
+            "spec.schedulingGates",
+        )
+    )
     munged = _munged_spec(new_spec, old_spec)
-    if munged != old_spec and not added:
+    if old_spec.get("schedulingGates"):
+        errs.extend(_gated_update(munged, old_spec))
+    if _semantic(munged) != _semantic(old_spec):
         errs.append(
             forbidden(
                 "spec",

@@ -112,6 +112,29 @@ async def test_wrong_json_types_are_400_on_create_and_422_patch_on_patch(http: a
     assert status == 422 and "ObjectMeta.metadata.annotations of type string" in body["message"]
 
 
+async def test_json_null_in_maps_and_lists_decodes_to_the_go_zero_value(http: aiohttp.ClientSession) -> None:
+    """encoding/json (sigs.k8s.io/json) Unmarshal: null in a map[string]string is "", a null item
+    of []v1.Container an empty Container, which validateContainers then refuses (422, never 500)."""
+    for field in ("labels", "annotations"):
+        body = {"metadata": {"name": f"c-{field}", field: {"a": None}}}
+        status, created = await call(http, "POST", "/api/v1/namespaces/default/configmaps", body)
+        assert status == 201 and created["metadata"][field]["a"] == ""
+    status, body = await call(
+        http,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/c-labels",
+        [{"op": "add", "path": "/metadata/labels/b", "value": None}],
+        JSONPATCH,
+    )
+    assert status == 200 and body["metadata"]["labels"] == {"a": "", "b": ""}
+    status, body = await call(http, "POST", PODS, {"metadata": {"name": "n"}, "spec": {"containers": [None]}})
+    assert status == 422
+    assert body["message"] == (
+        'Pod "n" is invalid: [spec.containers[0].name: Required value, '
+        "spec.containers[0].image: Required value]"
+    )
+
+
 async def test_pods_without_containers_and_pdbs_with_both_bounds_are_invalid(
     http: aiohttp.ClientSession,
 ) -> None:
@@ -151,6 +174,50 @@ async def test_pod_spec_is_immutable_but_binding_still_assigns_a_node(http: aioh
     assert status == 201 and body["status"] == "Success"
     status, got = await call(http, "GET", f"{PODS}/p")
     assert got["spec"]["nodeName"] == "n1" and got["spec"]["containers"][0]["image"] == "nginx:2"
+
+
+async def test_toleration_seconds_change_freely_and_a_gated_pod_gains_a_node_selector(
+    http: aiohttp.ClientSession,
+) -> None:
+    """pkg/apis/core/validation/validation.go ValidatePodUpdate: validateOnlyAddedTolerations
+    (tolerationSeconds may be raised), validateOnlyDeletedSchedulingGates (the error on the added
+    gate's name), and the podIsGated block's validateNodeSelectorMutation (KEP-3838)."""
+    body = pod("t1")
+    body["spec"]["tolerations"] = [
+        {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}
+    ]
+    _, created = await call(http, "POST", PODS, body)
+    tolerations = created["spec"]["tolerations"]
+    tolerations[0]["tolerationSeconds"] = 120
+    status, patched = await call(http, "PATCH", f"{PODS}/t1", {"spec": {"tolerations": tolerations}}, MERGE)
+    assert status == 200 and patched["spec"]["tolerations"][0]["tolerationSeconds"] == 120
+    tolerations[0]["value"] = "v"
+    tolerations[0]["operator"] = "Equal"
+    status, body = await call(http, "PATCH", f"{PODS}/t1", {"spec": {"tolerations": tolerations}}, MERGE)
+    assert status == 422 and body["message"] == (
+        'Pod "t1" is invalid: spec.tolerations: Forbidden: existing toleration can not be modified '
+        "except its tolerationSeconds"
+    )
+
+    gated = pod("g1")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]
+    await call(http, "POST", PODS, gated)
+    status, patched = await call(
+        http, "PATCH", f"{PODS}/g1", {"spec": {"nodeSelector": {"zone": "a"}}}, MERGE
+    )
+    assert status == 200 and patched["spec"]["nodeSelector"] == {"zone": "a"}
+    status, body = await call(http, "PATCH", f"{PODS}/g1", {"spec": {"nodeSelector": {"zone": "b"}}}, MERGE)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "spec.nodeSelector"
+    add_gate = {"spec": {"schedulingGates": [{"name": "example.com/gate"}, {"name": "x"}]}}
+    status, body = await call(http, "PATCH", f"{PODS}/g1", add_gate, MERGE)
+    assert status == 422 and body["message"] == (
+        'Pod "g1" is invalid: spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but '
+        "found new scheduling gate 'x'"
+    )
+    status, _ = await call(http, "PATCH", f"{PODS}/g1", {"spec": {"schedulingGates": None}}, MERGE)
+    assert status == 200
+    status, body = await call(http, "PATCH", f"{PODS}/g1", {"spec": {"nodeSelector": {"other": "c"}}}, MERGE)
+    assert status == 422 and body["details"]["causes"][0]["field"] == "spec"
 
 
 # -- 2. create strategies ------------------------------------------------------------------------
@@ -277,6 +344,84 @@ async def test_pod_defaults_and_priority_from_its_class(http: aiohttp.ClientSess
     _, created = await call(http, "POST", PODS, pod("g"))
     spec = created["spec"]
     assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("everyone", 7, "Never")
+
+
+async def test_replace_of_a_pending_pod_from_its_manifest_runs_the_update_admission(
+    http: aiohttp.ClientSession,
+) -> None:
+    """kubectl replace: plugin/pkg/admission/defaulttolerationseconds/admission.go (Create and
+    Update) re-adds the 300 s tolerations; plugin/pkg/admission/priority/admission.go admitPod, on
+    Update, keeps the old pod's priority and preemptionPolicy; ValidatePodUpdate then sees no change."""
+    never = {"metadata": {"name": "batch"}, "value": 5, "preemptionPolicy": "Never"}
+    await call(http, "POST", "/apis/scheduling.k8s.io/v1/priorityclasses", never)
+
+    def manifest(**labels: str) -> dict[str, Any]:
+        body = pod("r1", labels=labels)
+        body["spec"]["schedulingGates"] = [{"name": "example.com/gate"}]
+        body["spec"]["priorityClassName"] = "batch"
+        return body
+
+    status, created = await call(http, "POST", PODS, manifest())
+    assert status == 201
+    status, replaced = await call(http, "PUT", f"{PODS}/r1", manifest(x="y"))
+    assert status == 200, replaced
+    assert replaced["metadata"]["labels"] == {"x": "y"}
+    for field in ("priority", "preemptionPolicy", "tolerations"):
+        assert replaced["spec"][field] == created["spec"][field]
+    assert (replaced["spec"]["priority"], replaced["spec"]["preemptionPolicy"]) == (5, "Never")
+    status, body = await call(http, "PATCH", f"{PODS}/r1", {"spec": {"preemptionPolicy": None}}, MERGE)
+    assert status == 200 and body["spec"]["preemptionPolicy"] == "Never"
+
+
+def _storage_class(name: str, created: str, default: str | None) -> dict[str, Any]:
+    annotations = {} if default is None else {"storageclass.kubernetes.io/is-default-class": default}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name, "creationTimestamp": created, "annotations": annotations},
+        "provisioner": "ebs.csi.aws.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+async def test_a_claim_without_a_class_gets_the_newest_default_class(
+    sim: KubeSim, http: aiohttp.ClientSession
+) -> None:
+    """plugin/pkg/admission/storage/storageclass/setdefault/admission.go Admit (on create, unless
+    pkg/apis/core/helper PersistentVolumeClaimHasClass: the field, "" included, or the beta
+    annotation) and pkg/volume/util/storageclass.go GetDefaultClass (newest, then by name)."""
+    claims = "/api/v1/namespaces/default/persistentvolumeclaims"
+
+    def claim(name: str, **spec: Any) -> dict[str, Any]:
+        resources = {"requests": {"storage": "1Gi"}}
+        return {
+            "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": resources, **spec},
+        }
+
+    _, created = await call(http, "POST", claims, claim("before"))
+    assert "storageClassName" not in created["spec"]  # no default class: left alone
+    sim.store.load(
+        [
+            _storage_class("old", "2024-01-01T00:00:00Z", "true"),
+            _storage_class("new-b", "2025-01-01T00:00:00Z", "true"),
+            _storage_class("new-a", "2025-01-01T00:00:00Z", "true"),
+            _storage_class("newest-not-default", "2026-01-01T00:00:00Z", "false"),
+            _storage_class("newest-plain", "2026-01-01T00:00:00Z", None),
+        ]
+    )
+    _, created = await call(http, "POST", claims, claim("data"))
+    assert created["spec"]["storageClassName"] == "new-a"
+    _, created = await call(http, "POST", claims, claim("none", storageClassName=""))
+    assert created["spec"]["storageClassName"] == ""
+    beta = claim("beta")
+    beta["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "old"}
+    _, created = await call(http, "POST", claims, beta)
+    assert "storageClassName" not in created["spec"]
+    status, patched = await call(
+        http, "PATCH", f"{claims}/before", {"metadata": {"labels": {"a": "b"}}}, MERGE
+    )
+    assert status == 200 and "storageClassName" not in patched["spec"]  # create only
 
 
 # -- 4. patch preconditions ------------------------------------------------------------------------

@@ -235,6 +235,22 @@ async def test_list_chunking_is_consistent_across_pages(http: aiohttp.ClientSess
     assert status == 400
 
 
+async def test_a_list_at_resource_version_0_ignores_the_limit(http: aiohttp.ClientSession) -> None:
+    """staging/src/k8s.io/apiserver/pkg/storage/cacher/delegator.go shouldDelegateList (1.32): a
+    paginated list at resourceVersion "0" is served from the watch cache, which does not page: every
+    item, no continue token; with resourceVersionMatch=NotOlderThan too."""
+    for i in range(4):
+        await call(http, "POST", "/api/v1/namespaces/default/configmaps", {"metadata": {"name": f"c{i}"}})
+    for extra in ({}, {"resourceVersionMatch": "NotOlderThan"}):
+        _, body = await call(
+            http, "GET", "/api/v1/namespaces/default/configmaps", limit="2", resourceVersion="0", **extra
+        )
+        assert [c["metadata"]["name"] for c in body["items"]] == [f"c{i}" for i in range(4)]
+        assert "continue" not in body["metadata"] and "remainingItemCount" not in body["metadata"]
+    _, body = await call(http, "GET", "/api/v1/namespaces/default/configmaps", limit="2")
+    assert len(body["items"]) == 2 and body["metadata"]["continue"]  # from etcd: paged
+
+
 async def _watch(
     http: aiohttp.ClientSession, path: str, n: int, wait_s: float = 5, **params: str
 ) -> list[Any]:

@@ -56,6 +56,29 @@ async def test_stopped_kubelet_makes_the_node_unknown_and_resuming_recovers(clus
     await cluster.until(lambda: cluster.phase("late") == "Running")
 
 
+async def test_conditions_a_kubelet_never_posted_are_added_unknown_never_updated(cluster: Any) -> None:
+    """pkg/controller/nodelifecycle/node_lifecycle_controller.go tryUpdateNodeHealth: past the grace
+    period each of Ready, MemoryPressure, DiskPressure and PIDPressure the node lacks is appended
+    Unknown, reason NodeStatusNeverUpdated, heartbeat its creationTimestamp; present ones turn
+    Unknown with NodeStatusUnknown."""
+    cluster.kubelet.stop_node("silent")  # its kubelet never runs: the Node never gets a status
+    body = testing.node("silent")
+    body["status"]["conditions"] = [
+        {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"}
+    ]
+    created = await cluster.call("POST", "/api/v1/nodes", body)
+    await cluster.until(lambda: cluster.node_ready("silent") == "Unknown", within=6.0)
+    conditions = {c["type"]: c for c in cluster.node("silent")["status"]["conditions"]}
+    assert set(conditions) == {"Ready", "MemoryPressure", "DiskPressure", "PIDPressure"}
+    for type_ in ("Ready", "DiskPressure", "PIDPressure"):
+        assert conditions[type_]["status"] == "Unknown"
+        assert conditions[type_]["reason"] == "NodeStatusNeverUpdated"
+        assert conditions[type_]["message"] == "Kubelet never posted node status."
+        assert conditions[type_]["lastHeartbeatTime"] == created["metadata"]["creationTimestamp"]
+    memory = conditions["MemoryPressure"]
+    assert (memory["status"], memory["reason"]) == ("Unknown", "NodeStatusUnknown")
+
+
 async def test_noexecute_taint_evicts_untolerating_pods_after_toleration_seconds(cluster: Any) -> None:
     await cluster.create_node("n1")
     fast = {conventions.SHUTDOWN_SECONDS: "0.05"}
@@ -250,6 +273,22 @@ async def test_all_zones_fully_disrupted_stops_and_undoes_noexecute_tainting(clu
     cluster.kubelet.start_node("b1")
     await cluster.until(lambda: _no_execute(cluster, "a1") and _no_execute(cluster, "a2"), within=3.0)
     assert not _no_execute(cluster, "b1")
+
+
+async def test_a_node_labelled_exclude_disruption_does_not_count_in_its_zone(cluster: Any) -> None:
+    """node_lifecycle_controller.go monitorNodeHealth and isNodeExcludedFromDisruptionChecks: a node
+    labelled node.kubernetes.io/exclude-disruption is left out of zoneToNodeConditions, so its Ready
+    neighbour alone makes the zone fully disrupted -- every zone is, and NoExecute tainting stops."""
+    await cluster.create_node("a1", **_zone("a"))
+    excluded = _zone("a")
+    excluded["labels"]["node.kubernetes.io/exclude-disruption"] = ""
+    await cluster.create_node("a2", **excluded)
+    cluster.kubelet.stop_node("a1")
+    await cluster.until(lambda: cluster.node_ready("a1") == "Unknown", within=6.0)
+    await asyncio.sleep(0.3)  # the normal rate would have tainted a1 by now (tested above)
+    assert not _no_execute(cluster, "a1")
+    lifecycle = next(c for c in cluster.sim.controllers.controllers if c.name == "nodelifecycle")
+    assert lifecycle.zones.states == {"r1:\x00:a": "FullDisruption"}
 
 
 NOT_READY = "node.kubernetes.io/not-ready"

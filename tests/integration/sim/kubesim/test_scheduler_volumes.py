@@ -150,3 +150,19 @@ async def test_wait_for_first_consumer_binds_where_the_pod_goes(cluster: Any) ->
         "0/2 nodes are available: 1 node(s) didn't find available persistent volumes to bind, "
         "1 node(s) were unschedulable."
     )
+
+
+async def test_a_claim_without_a_class_is_provisioned_from_the_default_class(cluster: Any) -> None:
+    """plugin/pkg/admission/storage/storageclass/setdefault/admission.go: the claim gets the class
+    annotated storageclass.kubernetes.io/is-default-class, so binder.go checkVolumeProvisions
+    provisions it where the pod goes (WaitForFirstConsumer) and the pod schedules."""
+    await _zones(cluster)
+    await _class(cluster, "gp3", "WaitForFirstConsumer", zones=["b"])
+    await cluster.patch(
+        "/apis/storage.k8s.io/v1/storageclasses/gp3",
+        {"metadata": {"annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}},
+    )
+    created = await _claim(cluster, "data")
+    assert created["spec"]["storageClassName"] == "gp3"
+    await _pod_with(cluster, "db", "data")
+    await cluster.until(lambda: _node_of(cluster, "db") == "b1")

@@ -121,8 +121,86 @@ def test_scheduling_gates_may_be_removed_never_added() -> None:
     [err] = v.validate_pod_update(added, old)
     assert (
         str(err)
-        == "spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate 'c'"
+        == "spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling "
+        "gate 'c'"
     )
+
+
+TOLERATION = {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}
+CONTAINERS = [{"name": "a", "image": "x:1"}]
+
+
+def _spec(**fields: object) -> dict[str, object]:
+    return {"spec": {"containers": CONTAINERS, **fields}}
+
+
+def test_an_existing_toleration_may_change_only_its_toleration_seconds() -> None:
+    """pkg/apis/core/validation/validation.go validateOnlyAddedTolerations: the old toleration with
+    the new one's tolerationSeconds must be found among the new ones (raise, lower or remove it)."""
+    old = _spec(tolerations=[TOLERATION])
+    for seconds in (120, 30, None):
+        changed = {k: v for k, v in TOLERATION.items() if k != "tolerationSeconds"}
+        if seconds is not None:
+            changed["tolerationSeconds"] = seconds
+        assert v.validate_pod_update(_spec(tolerations=[changed]), old) == []
+    modified = {**TOLERATION, "key": "other"}
+    assert [str(e) for e in v.validate_pod_update(_spec(tolerations=[modified]), old)] == [
+        "spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"
+    ]
+    assert len(v.validate_pod_update(_spec(), old)) == 1  # removed: the same one error
+
+
+GATED = {"schedulingGates": [{"name": "g"}]}
+A = {"key": "a", "operator": "In", "values": ["x"]}
+B = {"key": "b", "operator": "Exists"}
+
+
+def _affinity(*terms: list[dict[str, object]]) -> dict[str, object]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": t} for t in terms]
+            }
+        }
+    }
+
+
+def test_a_gated_pod_may_gain_node_selector_keys_and_narrow_its_node_affinity() -> None:
+    """pkg/apis/core/validation/validation.go ValidatePodUpdate (podIsGated block),
+    validateNodeSelectorMutation, validateNodeAffinityMutation, validateNodeSelectorTermHasOnlyAdditions
+    (KEP-3838: mutable scheduling directives of gated pods)."""
+    old = _spec(**GATED, nodeSelector={"a": "b"})
+    assert v.validate_pod_update(_spec(**GATED, nodeSelector={"a": "b", "c": "d"}), old) == []
+    [err] = v.validate_pod_update(_spec(**GATED, nodeSelector={"c": "d", "a": "z"}), old)
+    assert str(err) == (
+        'spec.nodeSelector: Invalid value: {"a":"z","c":"d"}: '
+        "only additions to spec.nodeSelector are allowed (no mutations or deletions)"
+    )
+    # Not gated: nodeSelector is immutable.
+    [err] = v.validate_pod_update(_spec(nodeSelector={"a": "b", "c": "d"}), _spec(nodeSelector={"a": "b"}))
+    assert str(err).startswith("spec: Forbidden: pod updates may not change fields other than")
+
+    assert v.validate_pod_update(_spec(**GATED, affinity=_affinity([A])), _spec(**GATED)) == []
+    old = _spec(**GATED, affinity=_affinity([A]))
+    assert v.validate_pod_update(_spec(**GATED, affinity=_affinity([A, B])), old) == []
+    [err] = v.validate_pod_update(_spec(**GATED, affinity=_affinity([B])), old)
+    assert str(err) == (
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]: "
+        'Invalid value: {"MatchExpressions":[{"Key":"b","Operator":"Exists","Values":null}],'
+        '"MatchFields":null}: only additions are allowed (no mutations or deletions)'
+    )
+    [err] = v.validate_pod_update(_spec(**GATED, affinity=_affinity([A], [B])), old)
+    assert str(err).startswith(
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: "
+        'Invalid value: [{"MatchExpressions":[{"Key":"a","Operator":"In","Values":["x"]}],'
+        '"MatchFields":null},'
+    )
+    assert str(err).endswith("no additions/deletions to non-empty NodeSelectorTerms list are allowed")
+    # Pod affinity stays immutable, gated or not.
+    pod_affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    changed = _spec(**GATED, affinity={**_affinity([A]), "podAffinity": {"x": 1}})
+    [err] = v.validate_pod_update(changed, _spec(**GATED, affinity={**_affinity([A]), **pod_affinity}))
+    assert str(err).startswith("spec: Forbidden:")
 
 
 def test_pdb_with_both_min_available_and_max_unavailable_is_invalid() -> None:

@@ -6,7 +6,8 @@ Two kube-controller-manager loops that act on nodes, in one controller:
   its Lease in ``kube-node-lease`` or posts status. After ``node_monitor_grace_seconds`` (upstream's
   ``--node-monitor-grace-period``, 50 s since 1.32) without either, its Ready, MemoryPressure,
   DiskPressure and PIDPressure conditions become ``Unknown`` with reason ``NodeStatusUnknown`` and
-  message "Kubelet stopped posting node status.", ``lastHeartbeatTime`` is left as it was, and the
+  message "Kubelet stopped posting node status.", ``lastHeartbeatTime`` is left as it was (one the
+  kubelet never posted is added ``Unknown`` with reason ``NodeStatusNeverUpdated``), and the
   node's pods are marked Ready False (upstream's ``MarkPodsNotReady``). The controller owns the
   NoSchedule taints of conditions and cordon (``nodetaints.py``: not-ready, unreachable, the
   pressure taints, ``node.kubernetes.io/unschedulable`` while ``spec.unschedulable``), kept in step
@@ -39,13 +40,14 @@ from . import Controller, ControllerConfig
 from .kubelet import LEASE_NAMESPACE, set_condition
 from .nodetaints import NO_EXECUTE, NO_EXECUTE_KEYS, has_taint, no_schedule_diff, swap_taints
 from .scheduler import NOT_READY_TAINT_KEY, TERMINAL_PHASES, UNREACHABLE_TAINT_KEY, ready_status, tolerates
-from .zonedisruption import Rates, Zones, zone_key
+from .zonedisruption import Rates, Zones, excluded_from_disruption_checks, zone_key
 
 log = logging.getLogger("kubespot.sim.kubesim.nodelifecycle")
 
 #: What upstream's DefaultTolerationSeconds admission plugin gives pods for not-ready/unreachable.
 DEFAULT_TOLERATION_SECONDS = 300
 NODE_STATUS_UNKNOWN_MESSAGE = "Kubelet stopped posting node status."
+NODE_STATUS_NEVER_UPDATED_MESSAGE = "Kubelet never posted node status."
 _LEASE_KEY = ("coordination.k8s.io", "leases")
 _MANAGED_TAINTS = (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY)
 #: Upstream's ``scheduler.NodeEvictionPeriod``: how often the zones' NoExecute queues are drained.
@@ -392,15 +394,19 @@ class NodeLifecycleController(Controller):
     def _handle_disruption(self, now: float) -> None:
         """Upstream's ``handleDisruption`` after each monitor pass (see ``zonedisruption.py``)."""
         counts: dict[str, tuple[int, int]] = {}
+        uncounted: set[str] = set()
         nodes = list(self.store.iter_objects(self.node_rt))
         for node in nodes:
             zone = zone_key(node)
+            if excluded_from_disruption_checks(node):
+                uncounted.add(zone)
+                continue
             ready, not_ready = counts.get(zone, (0, 0))
             if ready_status(node) == "True":
                 counts[zone] = (ready + 1, not_ready)
             else:
                 counts[zone] = (ready, not_ready + 1)
-        change = self.zones.handle(counts, now)
+        change = self.zones.handle(counts, now, uncounted)
         if change == "enter":
             log.info("nodelifecycle: every zone fully disrupted; NoExecute tainting stopped")
             for node in nodes:
@@ -420,29 +426,30 @@ class NodeLifecycleController(Controller):
         now = rfc3339(self.store.clock())
 
         def unknown(o: Obj) -> None:
+            # tryUpdateNodeHealth: each condition the kubelet never posted is added Unknown with
+            # NodeStatusNeverUpdated (its heartbeat the node's creation); the others turn Unknown
+            # with their heartbeat left as the kubelet's last one.
             conds = o.setdefault("status", {}).setdefault("conditions", [])
-            present = {c.get("type") for c in conds}
             for type_ in _NODE_CONDITION_TYPES:
-                if type_ == "Ready" or type_ in present:
-                    heartbeat = next(
-                        (c.get("lastHeartbeatTime") for c in conds if c.get("type") == type_), None
+                current = next((c for c in conds if c.get("type") == type_), None)
+                if current is None:
+                    conds.append(
+                        {
+                            "type": type_,
+                            "status": "Unknown",
+                            "lastHeartbeatTime": o["metadata"].get("creationTimestamp"),
+                            "lastTransitionTime": now,
+                            "reason": "NodeStatusNeverUpdated",
+                            "message": NODE_STATUS_NEVER_UPDATED_MESSAGE,
+                        }
                     )
-                    set_condition(
-                        conds,
-                        type_,
-                        "Unknown",
-                        now,
-                        "NodeStatusUnknown",
-                        NODE_STATUS_UNKNOWN_MESSAGE,
-                        heartbeat=True,
+                elif current.get("status") != "Unknown":
+                    current.update(
+                        status="Unknown",
+                        reason="NodeStatusUnknown",
+                        message=NODE_STATUS_UNKNOWN_MESSAGE,
+                        lastTransitionTime=now,
                     )
-                    # The heartbeat is the kubelet's last one, not now: upstream leaves it untouched.
-                    for c in conds:
-                        if c.get("type") == type_:
-                            if heartbeat is None:
-                                c.pop("lastHeartbeatTime", None)
-                            else:
-                                c["lastHeartbeatTime"] = heartbeat
 
         self.store.mutate(self.node_rt, None, name, unknown)
         log.info("nodelifecycle: node %s stopped posting status; Ready Unknown", name)

@@ -12,6 +12,8 @@ Upstream (pkg/controller/nodelifecycle/node_lifecycle_controller.go, ``handleDis
   ``--node-eviction-rate`` (0.1/s) in a Normal zone and in a fully disrupted one;
   ``--secondary-node-eviction-rate`` (0.01/s) in a partially disrupted zone of more than
   ``--large-cluster-size-threshold`` (50) nodes, and 0 (no tainting) in a smaller one.
+- A node labelled ``node.kubernetes.io/exclude-disruption`` (``isNodeExcludedFromDisruptionChecks``)
+  is not counted in its zone's state; it is still tainted through its zone's queue.
 - When every zone is fully disrupted the controller assumes the problem is its own (the control
   plane cut off), stops tainting everywhere and removes the NoExecute taints it had added; once a
   node anywhere is Ready again the zones' rates follow their states.
@@ -19,7 +21,7 @@ Upstream (pkg/controller/nodelifecycle/node_lifecycle_controller.go, ``handleDis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from ..store import Obj
@@ -37,6 +39,15 @@ def zone_key(node: Obj) -> str:
     if not region and not zone:
         return ""
     return f"{region}:\x00:{zone}"
+
+
+#: The label that keeps a node out of the zone states (any value).
+EXCLUDE_DISRUPTION_LABEL = "node.kubernetes.io/exclude-disruption"
+
+
+def excluded_from_disruption_checks(node: Obj) -> bool:
+    """Upstream's ``isNodeExcludedFromDisruptionChecks``: the label is present, whatever its value."""
+    return EXCLUDE_DISRUPTION_LABEL in (node["metadata"].get("labels") or {})
 
 
 def zone_state(ready: int, not_ready: int, unhealthy_threshold: float) -> str:
@@ -136,12 +147,15 @@ class Zones:
             self.states.setdefault(zone, INITIAL)
         return t
 
-    def handle(self, counts: Mapping[str, tuple[int, int]], now: float) -> str | None:
+    def handle(
+        self, counts: Mapping[str, tuple[int, int]], now: float, uncounted: Collection[str] = ()
+    ) -> str | None:
         """Update states from ``counts`` (zone -> (ready, not ready)). Returns "enter" when every zone
         has just become fully disrupted (the caller then removes the NoExecute taints), "exit" when
-        that has just ended, else None."""
+        that has just ended, else None. A zone in ``uncounted`` still has nodes, all excluded from
+        the checks: it keeps its queue and its last state, as upstream's zoneStates keeps it."""
         for zone in list(self.states):
-            if zone not in counts:
+            if zone not in counts and zone not in uncounted:
                 del self.states[zone]
                 self.tainters.pop(zone, None)
         for zone in counts:
