@@ -176,6 +176,23 @@ async def running(config: ControllerConfig = FAST_CONTROLLERS) -> AsyncIterator[
         yield Cluster(sim, http)
 
 
+#: The API server alone: no scheduler, kubelets or workload controllers writing beside the test.
+QUIET = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[KubeSim]:
+    """A quiet kubesim (``QUIET``, bookmarks every 0.2 s); modules that need another define their own."""
+    async with KubeSim(controllers=QUIET, bookmark_interval=0.2) as s:
+        yield s
+
+
+@pytest.fixture
+async def http(sim: KubeSim) -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession(base_url=sim.url) as session:
+        yield session
+
+
 @pytest.fixture
 async def cluster() -> AsyncIterator[Cluster]:
     async with running() as c:

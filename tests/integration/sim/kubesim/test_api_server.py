@@ -16,7 +16,6 @@ Upstream references for the behaviours checked here:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -26,41 +25,12 @@ import pytest
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.testing import condition, pod, until
+from support.kubesim_http import call
 
 QUIET = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
 MERGE = {"Content-Type": "application/merge-patch+json"}
 STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
 JSONPATCH = {"Content-Type": "application/json-patch+json"}
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    async with KubeSim(controllers=QUIET, bookmark_interval=0.2) as s:
-        yield s
-
-
-@pytest.fixture
-async def http(sim: KubeSim) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(base_url=sim.url) as session:
-        yield session
-
-
-async def call(
-    http: aiohttp.ClientSession,
-    method: str,
-    path: str,
-    body: Any = None,
-    headers: dict[str, str] | None = None,
-    **params: str,
-) -> tuple[int, Any]:
-    data = orjson.dumps(body) if body is not None and not isinstance(body, bytes) else body
-    hdrs = {"Content-Type": "application/json", **(headers or {})}
-    async with http.request(method, path, data=data, headers=hdrs, params=params) as resp:
-        raw = await resp.read()
-        try:
-            return resp.status, orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return resp.status, raw.decode()
 
 
 async def test_discovery_lists_resources_and_subresources(http: aiohttp.ClientSession) -> None:
