@@ -38,6 +38,7 @@ from .scheduling.api.load import load
 from .scheduling.api.nodeclass import EC2NodeClassSpec
 from .scheduling.cluster import daemon_overhead, existing_nodes, pending_pods, pool_in_use, workload_pods
 from .scheduling.nodepool import usable_pools
+from .scheduling.pods import PodView
 from .scheduling.report import plan_json, plan_text, pod_story
 from .scheduling.simulate import Plan, PoolCapacity, simulate
 
@@ -122,6 +123,20 @@ def _merged(cluster: list[Obj], added: list[Obj]) -> list[Obj]:
     return [o for o in cluster if _name(o) not in names] + added
 
 
+def _readable(obj: Obj) -> None:
+    """Raise ValueError naming ``obj`` when the simulation cannot read its pod spec."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "DaemonSet":
+        spec = ((spec.get("template") or {}).get("spec")) or {}
+    try:
+        PodView.of({"metadata": meta, "spec": spec})
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(
+            f"{obj.get('kind')} {meta.get('namespace', 'default')}/{meta.get('name')}: {exc}"
+        ) from exc
+
+
 def _nodeclasses(objs: Iterable[Obj]) -> tuple[dict[str, EC2NodeClassSpec], dict[str, Condition]]:
     specs: dict[str, EC2NodeClassSpec] = {}
     conditions: dict[str, Condition] = {}
@@ -184,9 +199,17 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
         print(f"kubespot plan: cannot read the cluster: {exc}", file=sys.stderr)
         return 1
     objects = {kind: _merged(cluster.get(kind, []), added.get(kind, [])) for kind in CLUSTER_PATHS}
-    objects["Pod"] = objects["Pod"] + workload_pods(
-        o for kind in _WORKLOADS - {"Pod"} for o in added.get(kind, [])
-    )
+    try:
+        objects["Pod"] = objects["Pod"] + workload_pods(
+            o for kind in _WORKLOADS - {"Pod"} for o in added.get(kind, [])
+        )
+        # Every pod and DaemonSet template read now: one that cannot be (a request "1Gb", a
+        # selector term without a key) is named before the catalog is fetched, not a traceback.
+        for obj in (*objects["Pod"], *objects["DaemonSet"]):
+            _readable(obj)
+    except (ValueError, TypeError, KeyError) as exc:
+        print(f"kubespot plan: cannot plan for {exc}", file=sys.stderr)
+        return 1
     async with AwsClients(settings.aws) as clients:
         if not clients.region:
             print("kubespot plan: no AWS region: set KUBESPOT_AWS_REGION or AWS_REGION", file=sys.stderr)

@@ -134,12 +134,12 @@ def workload_pods(objs: Iterable[Obj]) -> list[dict[str, Any]]:
             pod.setdefault("metadata", {}).setdefault("namespace", namespace)
             out.append(pod)
             continue
-        if kind in _REPLICATED:
-            count = int(spec.get("replicas", 1))
-        elif kind == "Job":
-            count = int(spec.get("parallelism", 1))
-        else:
+        field = "replicas" if kind in _REPLICATED else "parallelism" if kind == "Job" else None
+        if field is None:
             continue
+        count = spec.get(field, 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"{kind} {meta.get('name')!r}: {field} must be a whole number, got {count!r}")
         template = spec.get("template") or {}
         for i in range(count):
             name = f"{meta.get('name')}-{i}" if kind == "StatefulSet" else f"{meta.get('name')}-plan-{i}"

@@ -156,3 +156,35 @@ async def test_plan_exit_codes(cluster: KubeSim, tmp_path: Path) -> None:
     assert code == 1
     code, _ = await plan("--why", "default/nobody")
     assert code == 1
+
+
+@pytest.mark.parametrize(
+    ("manifest", "named"),
+    [
+        (
+            {
+                "kind": "Deployment",
+                "metadata": {"name": "web"},
+                "spec": {"replicas": "three", "template": {}},
+            },
+            "Deployment 'web': replicas must be a whole number",
+        ),
+        (
+            {
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"memory": "1Gb"}}}]},
+            },
+            "Pod ns/p:",
+        ),
+    ],
+)
+async def test_a_manifest_that_cannot_be_planned_is_named_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], manifest: dict[str, Any], named: str
+) -> None:
+    """Bad input from ``-f`` exits 1 with the object named, before any AWS call (no AWS here)."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", **manifest}))
+    code, _ = await plan("--no-cluster", "-f", str(path))
+    assert code == 1
+    assert named in capsys.readouterr().err
