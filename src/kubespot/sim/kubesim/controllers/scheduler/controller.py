@@ -452,7 +452,8 @@ class SchedulerController(Controller):
         return reasons[0] if reasons else None
 
     def _post_filter(self, pod: Obj, shape_key: bytes, shape: Shape, message: str) -> str:
-        """DefaultPreemption for a pod that fits nowhere; the FitError message with its part."""
+        """DefaultPreemption for a pod that fits nowhere: ``message`` (the FitError's filter part)
+        followed by what preemption answered."""
         if not self._nodes:
             return message
         potential = self._potential.get(shape_key)
@@ -476,8 +477,7 @@ class SchedulerController(Controller):
             fits=self._fits,
             nominated_unresolvable=self._unresolvable_on_nominated(pod, shape),
         )
-        head = message.split(" preemption: ", 1)[0]
-        return f"{head} {result.message}" if result.message else head
+        return f"{message} {result.message}" if result.message else message
 
     def _unresolvable_on_nominated(self, pod: Obj, shape: Shape) -> bool:
         """Whether the pod's nominated node fails on an UnschedulableAndUnresolvable filter now (the
@@ -536,7 +536,9 @@ class SchedulerController(Controller):
         cpu, mem, nz_cpu, nz_mem = req.cpu, req.mem, req.nz_cpu, req.nz_mem
         volumes = self._volumes(shape)
         if volumes is not None and volumes.pre_filter:
-            return None, fiterror.message(num_all, {}, unresolvable=num_all, pre_filter=volumes.pre_filter)
+            return None, fiterror.message(
+                num_all, {}, unresolvable=num_all, pre_filter=volumes.pre_filter, post_filter=""
+            )
         interpod = self._interpod(shape)
         spread = self._spread_filter(shape)
         skip: set[int] = set()  # round-robin positions of nodes in domains inter-pod affinity excludes
@@ -673,7 +675,8 @@ class SchedulerController(Controller):
             for reason in node_reasons:
                 reasons[reason] += 1
             not_helpful += bool(node_reasons) and unresolvable(node_reasons[0])
-        return fiterror.message(len(self._nodes), reasons, unresolvable=not_helpful)
+        # Without the PostFilter's part: ``_post_filter`` adds what preemption itself answered.
+        return fiterror.message(len(self._nodes), reasons, unresolvable=not_helpful, post_filter="")
 
     def _cluster_checks(self, shape: Shape) -> list[VolumeState | SpreadFilter | InterPodState]:
         """The PreFilter states of the plugins that look beyond the node, in the filters' order."""
