@@ -224,32 +224,30 @@ class _Cluster:
     placements: list[tuple[Obj, str]] = field(default_factory=list)
 
 
-def _claim_node(
-    problem: Problem, claim: PlannedClaim, index: int, rng: random.Random, verdict: Verdict
-) -> Obj | None:
-    types = problem.types()
-    if not claim.instance_types:
-        verdict.add(f"claim {index} of {claim.pool}: offers no instance type (pods {claim.pods})")
-        return None
-    first = types[claim.instance_types[0]]
-    zones = sorted(
+def _zones(problem: Problem, claim: PlannedClaim, type_name: str) -> list[str]:
+    """The claim's zones where ``type_name`` has an available offering of its capacity type."""
+    it = problem.types()[type_name]
+    return sorted(
         {
             o.zone
-            for o in first.offerings
+            for o in it.offerings
             if o.available and o.capacity_type == claim.capacity_type and o.zone in claim.zones
         }
     )
-    if not zones:
-        verdict.add(f"claim {index} ({first.name}): no available {claim.capacity_type} offering in {claim.zones}")
-        return None
+
+
+def claim_node(
+    problem: Problem, claim: PlannedClaim, index: int, type_name: str, zone: str, rng: random.Random
+) -> tuple[Obj, list[str]]:
+    """The Node a claim becomes when launched as ``type_name`` in ``zone``, and the claim's
+    requirements its labels break (none, for a sound plan)."""
+    it = problem.types()[type_name]
     pool = next(p for p in problem.nodepools if p["metadata"]["name"] == claim.pool)
     template = pool["spec"]["template"]
-    name = f"claim-{index}"
-    zone = rng.choice(zones)
     node = node_object(
-        name,
-        problem.infos[first.name],
-        first.resources,
+        f"claim-{index}",
+        problem.infos[type_name],
+        it.resources,
         zone,
         claim.capacity_type,
         nodepool=claim.pool,
@@ -257,15 +255,32 @@ def _claim_node(
         taints=template["spec"].get("taints") or [],
     )
     labels = node["metadata"]["labels"]
-    for key, req in claim.requirements.items():
+    # Karpenter labels the NodeClaim with a value of every other requirement (core
+    # pkg/scheduling/requirements.go Labels, skipping restricted and well-known keys).
+    for key, req in sorted(claim.requirements.items()):
         if key in labels or key.startswith(_FROM_INSTANCE_PREFIXES) or "kubernetes.io/" in key:
             continue
         value = requirement_label(req, rng)
         if value is not None:
             labels[key] = value
-    broken = _satisfies(labels, claim)
+    return node, _satisfies(labels, claim)
+
+
+def _claim_node(
+    problem: Problem, claim: PlannedClaim, index: int, rng: random.Random, verdict: Verdict
+) -> Obj | None:
+    if not claim.instance_types:
+        verdict.add(f"claim {index} of {claim.pool}: offers no instance type (pods {claim.pods})")
+        return None
+    first = claim.instance_types[0]
+    zones = _zones(problem, claim, first)
+    if not zones:
+        verdict.add(f"claim {index} ({first}): no available {claim.capacity_type} offering in {claim.zones}")
+        return None
+    zone = rng.choice(zones)
+    node, broken = claim_node(problem, claim, index, first, zone, rng)
     if broken:
-        verdict.add(f"claim {index} as {first.name} in {zone}: breaks its own requirements: {broken}")
+        verdict.add(f"claim {index} as {first} in {zone}: breaks its own requirements: {broken}")
     return node
 
 
@@ -313,44 +328,25 @@ def _daemon_pods(problem: Problem, node: Obj) -> list[Obj]:
     return out
 
 
-def check_alternatives(problem: Problem, plan: Plan, verdict: Verdict) -> None:
+def check_alternatives(problem: Problem, plan: Plan, rng: random.Random, verdict: Verdict) -> None:
     """Every type a claim offers could be the one launched: it has an available offering of the
     claim's capacity type in one of its zones, its labels satisfy the claim's requirements, and a
     node of it takes the DaemonSet pods and the claim's pods (node-local filters: node affinity,
     taints, ports, resources; kube-scheduler's framework.RunFilterPlugins)."""
-    types = problem.types()
     pending = {_key(p): p for p in problem.pending}
     for index, claim in enumerate(plan.claims):
-        pool = next(p for p in problem.nodepools if p["metadata"]["name"] == claim.pool)
-        template = pool["spec"]["template"]
         for name in claim.instance_types[1:]:
-            it = types[name]
-            zones = sorted(
-                {
-                    o.zone
-                    for o in it.offerings
-                    if o.available and o.capacity_type == claim.capacity_type and o.zone in claim.zones
-                }
-            )
+            zones = _zones(problem, claim, name)
             if not zones:
-                verdict.add(f"claim {index}: offers {name}, which has no {claim.capacity_type} offering in its zones")
+                verdict.add(f"claim {index}: offers {name}, which has no {claim.capacity_type} offering in {claim.zones}")
                 continue
-            node = node_object(
-                f"claim-{index}",
-                problem.infos[name],
-                it.resources,
-                zones[0],
-                claim.capacity_type,
-                nodepool=claim.pool,
-                labels=template["metadata"]["labels"],
-                taints=template["spec"].get("taints") or [],
-            )
-            broken = _satisfies(node["metadata"]["labels"], claim)
+            node, broken = claim_node(problem, claim, index, name, rng.choice(zones), rng)
             if broken:
                 verdict.add(f"claim {index}: offers {name}, which breaks its requirements: {broken}")
                 continue
             on_node: list[Obj] = []
-            for pod in [*_daemon_pods(problem, node), *(bound(pending[k], node["metadata"]["name"]) for k in claim.pods)]:
+            here = node["metadata"]["name"]
+            for pod in [*_daemon_pods(problem, node), *(bound(pending[k], here) for k in claim.pods)]:
                 reasons = node_reasons(pod, node, on_node)
                 if reasons:
                     verdict.add(f"claim {index}: offers {name}, which refuses {_key(pod)}: {reasons}")
@@ -416,6 +412,6 @@ async def judge(problem: Problem, plan: Plan) -> Verdict:
     rng = random.Random(problem.seed)
     check_partition(problem, plan, verdict)
     check_limits(problem, plan, verdict)
-    check_alternatives(problem, plan, verdict)
+    check_alternatives(problem, plan, rng, verdict)
     await check_placements(problem, plan, rng, verdict)
     return verdict
