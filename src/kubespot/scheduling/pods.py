@@ -79,24 +79,52 @@ def _terms(affinity: Obj, kind: str) -> list[Obj]:
     return list(node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or [])
 
 
+def unsatisfiable(key: str) -> Requirement:
+    """A requirement on ``key`` no node meets, with the label or without it (empty integer bounds)."""
+    return Requirement(key, True, frozenset(), gte=1, lte=0)
+
+
+def _narrow(reqs: Requirements, impossible: set[str], expressions: Iterable[Obj]) -> None:
+    """Add each expression to ``reqs``; note in ``impossible`` the keys where a value is asked for
+    and none is left. Karpenter's algebra reads such an empty intersection as ``DoesNotExist``, which
+    a node without the label would meet, while kube-scheduler's NodeAffinity matches no node at all
+    (``nodeSelector`` and the term must both hold: k8s.io/component-helpers nodeaffinity
+    ``GetRequiredNodeAffinity``)."""
+    for expression in expressions:
+        for req in Requirements.from_selector([expression]).values():
+            before = reqs.get(req.key)
+            reqs.add(req)
+            after = reqs[req.key]
+            asks = not req.excludes_only or (before is not None and not before.excludes_only)
+            if asks and not after.complement and not after.values:
+                impossible.add(req.key)
+
+
 def node_requirements(spec: Obj, *, preferences: bool = True) -> Requirements:
-    """The pod's wishes on node labels (``preferences``: the heaviest preferred term included)."""
-    reqs = Requirements(
-        Requirement.of(k, "In", [str(v)]) for k, v in (spec.get("nodeSelector") or {}).items()
-    )
+    """The pod's wishes on node labels (``preferences``: the heaviest preferred term included).
+
+    A key the wishes contradict themselves on (``nodeSelector`` asking a value the term rules out,
+    say) becomes ``unsatisfiable``: no node, existing or new, takes the pod (with preferences, it is
+    then tried without them).
+    """
+    reqs = Requirements()
+    impossible: set[str] = set()
+    selector = [
+        {"key": str(k), "operator": "In", "values": [str(v)]}
+        for k, v in (spec.get("nodeSelector") or {}).items()
+    ]
+    _narrow(reqs, impossible, selector)
     affinity = spec.get("affinity") or {}
     if preferences:
         preferred = sorted(_terms(affinity, "preferred"), key=lambda t: -int(t.get("weight") or 0))
         if preferred:
-            reqs.add(
-                *Requirements.from_selector(
-                    (preferred[0].get("preference") or {}).get("matchExpressions") or []
-                ).values()
-            )
+            _narrow(reqs, impossible, (preferred[0].get("preference") or {}).get("matchExpressions") or [])
     required = _terms(affinity, "required")
     if required:
-        reqs.add(*Requirements.from_selector(required[0].get("matchExpressions") or []).values())
-    return reqs
+        _narrow(reqs, impossible, required[0].get("matchExpressions") or [])
+    if not impossible:
+        return reqs
+    return Requirements(unsatisfiable(r.key) if r.key in impossible else r for r in reqs.values())
 
 
 def host_ports(spec: Obj) -> frozenset[tuple[str, str, int]]:

@@ -1,0 +1,99 @@
+"""Defects the plan oracle (tests/integration/scheduling/test_plan_oracle.py) found in the simulation,
+each pinned by the smallest plan that showed it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubespot.model.quantity import GIB
+from kubespot.scheduling.nodepool import NodePool
+from kubespot.scheduling.pods import PodView, node_requirements
+from kubespot.scheduling.requirements import Requirements
+from kubespot.scheduling.simulate import ExistingNode, PoolCapacity, simulate
+from support.catalog import itype
+
+CATALOG = [itype("small", 2, 8, od=0.10, spot=0.04)]
+
+
+def _pod(name: str, **spec: Any) -> PodView:
+    container = {"name": "c", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}
+    return PodView.of(
+        {"metadata": {"name": name, "namespace": "default"}, "spec": {"containers": [container], **spec}}
+    )
+
+
+def _pool(labels: dict[str, str] | None = None) -> NodePool:
+    return NodePool.of(
+        {
+            "metadata": {"name": "default"},
+            "spec": {"template": {"metadata": {"labels": labels or {}}, "spec": {}}},
+        }
+    )
+
+
+def _required(*expressions: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": list(expressions)}]
+            }
+        }
+    }
+
+
+def test_a_selector_the_affinity_contradicts_matches_no_node() -> None:
+    """k8s.io/component-helpers scheduling/corev1/nodeaffinity GetRequiredNodeAffinity: nodeSelector
+    and the required term must both match, so ``tier=silver`` with ``tier NotIn [silver]`` matches
+    no node, not "a node without tier" (the empty intersection Karpenter's
+    pkg/scheduling/requirement.go Intersection reads as DoesNotExist). Oracle seed 19."""
+    spec = {
+        "nodeSelector": {"tier": "silver"},
+        "affinity": _required({"key": "tier", "operator": "NotIn", "values": ["silver"]}),
+    }
+    req = node_requirements(spec)["tier"]
+    assert not req.has("silver") and not req.has("gold") and not req.excludes_only
+    node = ExistingNode(
+        "n1", Requirements.from_labels({"team": "red"}), (), {"cpu": 4000, "memory": 16 * GIB, "pods": 110}
+    )
+    plan = simulate([_pod("p", **spec)], [node], [PoolCapacity(_pool(), CATALOG)])
+    assert plan.existing == {} and plan.claims == []
+    assert list(plan.unschedulable) == ["default/p"]
+
+
+def test_a_label_asked_for_and_forbidden_matches_no_node() -> None:
+    """The same for ``team=red`` with ``team DoesNotExist``, and within one term, whose expressions
+    are ANDed (nodeaffinity ``nodeSelectorTerm.match``): ``team Exists`` with ``team DoesNotExist``
+    matches nothing. Oracle seed 23."""
+    term = _required({"key": "team", "operator": "Exists"}, {"key": "team", "operator": "DoesNotExist"})
+    assert not node_requirements({"affinity": term})["team"].excludes_only
+    spec = {
+        "nodeSelector": {"team": "red"},
+        "affinity": _required({"key": "team", "operator": "DoesNotExist"}),
+    }
+    plan = simulate([_pod("p", **spec)], [], [PoolCapacity(_pool(), CATALOG)])
+    assert plan.claims == [] and list(plan.unschedulable) == ["default/p"]
+
+
+def test_a_preference_the_selector_contradicts_is_relaxed_not_obeyed() -> None:
+    """A preferred term is a requirement until relaxed (Karpenter's
+    pkg/controllers/provisioning/scheduling/preferences.go): one that contradicts the selector makes
+    the pod fit nowhere, so it is relaxed, and the pod lands where its selector holds, not on the
+    first node without the label."""
+    spec = {
+        "nodeSelector": {"team": "red"},
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 10,
+                        "preference": {"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]},
+                    }
+                ]
+            }
+        },
+    }
+    room = {"cpu": 4000, "memory": 16 * GIB, "pods": 110}
+    plain = ExistingNode("a-plain", Requirements.from_labels({"zone": "z1"}), (), room)
+    red = ExistingNode("b-red", Requirements.from_labels({"team": "red"}), (), room)
+    plan = simulate([_pod("p", **spec)], [plain, red], [PoolCapacity(_pool(), CATALOG)])
+    assert plan.existing == {"default/p": "b-red"}
