@@ -36,7 +36,14 @@ from .process.command import one_shot
 from .scheduling.api.conditions import Condition
 from .scheduling.api.load import load
 from .scheduling.api.nodeclass import EC2NodeClassSpec
-from .scheduling.cluster import daemon_overhead, existing_nodes, pending_pods, pool_in_use, workload_pods
+from .scheduling.cluster import (
+    daemon_overhead,
+    daemon_ports,
+    existing_nodes,
+    pending_pods,
+    pool_in_use,
+    workload_pods,
+)
 from .scheduling.nodepool import usable_pools
 from .scheduling.pods import PodView
 from .scheduling.report import plan_json, plan_text, pod_story
@@ -170,7 +177,13 @@ def build_plan(objects: Mapping[str, list[Obj]], catalog: Catalog) -> tuple[Plan
         types = catalog.instance_types(family=family, kubelet=kubelet)
         daemonsets = objects.get("DaemonSet", [])
         capacities.append(
-            PoolCapacity(pool, types, daemon_overhead(daemonsets, pool), pool_in_use(nodes, pool.name))
+            PoolCapacity(
+                pool,
+                types,
+                daemon_overhead(daemonsets, pool),
+                pool_in_use(nodes, pool.name),
+                daemon_ports(daemonsets, pool),
+            )
         )
     pods = objects.get("Pod", [])
     plan = simulate(pending_pods(pods), existing_nodes(nodes, pods), capacities)

@@ -102,9 +102,10 @@ def pool_in_use(nodes: Iterable[Obj], pool: str) -> dict[str, int]:
     return used
 
 
-def daemon_overhead(daemonsets: Iterable[Obj], pool: NodePool) -> dict[str, int]:
-    """The requests of the DaemonSet pods a new node of ``pool`` would run."""
-    total: dict[str, int] = {}
+def _daemon_views(daemonsets: Iterable[Obj], pool: NodePool) -> list[PodView]:
+    """The pods of the DaemonSets a new node of ``pool`` would run (they tolerate its taints and may
+    go where its requirements allow: Karpenter's scheduler.go getDaemonOverhead)."""
+    out = []
     for ds in daemonsets:
         template = ((ds.get("spec") or {}).get("template")) or {}
         view = PodView.of({"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}})
@@ -112,10 +113,24 @@ def daemon_overhead(daemonsets: Iterable[Obj], pool: NodePool) -> dict[str, int]
             continue
         if pool.requirements.compatibility(view.strict_requirements, WELL_KNOWN):
             continue
+        out.append(view)
+    return out
+
+
+def daemon_overhead(daemonsets: Iterable[Obj], pool: NodePool) -> dict[str, int]:
+    """The requests of the DaemonSet pods a new node of ``pool`` would run."""
+    total: dict[str, int] = {}
+    for view in _daemon_views(daemonsets, pool):
         for name, amount in view.requests.items():
             total[name] = total.get(name, 0) + amount
         total["pods"] = total.get("pods", 0) + 1
     return total
+
+
+def daemon_ports(daemonsets: Iterable[Obj], pool: NodePool) -> frozenset[tuple[str, str, int]]:
+    """The host ports those DaemonSet pods bind on every new node of ``pool`` (Karpenter's
+    scheduler.go getDaemonHostPortUsage: a pod wanting one of them cannot share the node)."""
+    return frozenset(port for view in _daemon_views(daemonsets, pool) for port in view.ports)
 
 
 _REPLICATED = {"Deployment", "ReplicaSet", "StatefulSet"}

@@ -58,6 +58,8 @@ class PoolCapacity:
     daemon_overhead: Mapping[str, int] = field(default_factory=dict)
     #: What the pool's existing nodes have already (counted against its limits).
     in_use: Mapping[str, int] = field(default_factory=dict)
+    #: Host ports its DaemonSet pods bind on every new node, (hostIP, protocol, port).
+    daemon_ports: frozenset[tuple[str, str, int]] = frozenset()
 
 
 @dataclass
@@ -167,7 +169,7 @@ class _Claim:
         self.free = {k: v - pc.daemon_overhead.get(k, 0) for k, v in target.allocatable.items()}
         self.requested: dict[str, int] = dict(pc.daemon_overhead)
         self.pods: list[str] = []
-        self.ports: set[tuple[str, str, int]] = set()
+        self.ports: set[tuple[str, str, int]] = set(pc.daemon_ports)
         self.why = ""
 
     def add(self, pods: list[PodView], need: Mapping[str, int], reqs: Requirements) -> None:
@@ -416,7 +418,7 @@ class Simulation:
         reqs); the first group (the pods that opened the claim) always goes first."""
         free = {k: v - pc.daemon_overhead.get(k, 0) for k, v in it.allocatable.items()}
         pattern: dict[int, int] = {}
-        ports: set[tuple[str, str, int]] = set()
+        ports: set[tuple[str, str, int]] = set(pc.daemon_ports)
         for i in order:
             g = cohort[i]
             n = left[i]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kubespot.model.quantity import GIB
+from kubespot.scheduling.cluster import daemon_overhead, daemon_ports
 from kubespot.scheduling.nodepool import NodePool
 from kubespot.scheduling.pods import PodView, node_requirements
 from kubespot.scheduling.requirements import Requirements
@@ -97,3 +98,31 @@ def test_a_preference_the_selector_contradicts_is_relaxed_not_obeyed() -> None:
     red = ExistingNode("b-red", Requirements.from_labels({"team": "red"}), (), room)
     plan = simulate([_pod("p", **spec)], [plain, red], [PoolCapacity(_pool(), CATALOG)])
     assert plan.existing == {"default/p": "b-red"}
+
+
+def _daemonset(port: int) -> dict[str, Any]:
+    container = {
+        "name": "exporter",
+        "resources": {"requests": {"cpu": "100m"}},
+        "ports": [{"containerPort": port, "hostPort": port}],
+    }
+    return {"kind": "DaemonSet", "spec": {"template": {"spec": {"containers": [container]}}}}
+
+
+def test_a_daemonsets_host_port_is_taken_on_every_new_node() -> None:
+    """Karpenter's scheduler.go getDaemonHostPortUsage: a NodeClaim starts with the host ports of the
+    DaemonSet pods that will run on it, and a pod wanting one of them does not fit it (kube-scheduler's
+    NodePorts would refuse it next to the DaemonSet pod). Oracle seed 64."""
+    pool = _pool()
+    daemonsets = [_daemonset(9100)]
+    assert daemon_ports(daemonsets, pool) == {("0.0.0.0", "TCP", 9100)}
+    capacity = PoolCapacity(
+        pool, CATALOG, daemon_overhead(daemonsets, pool), {}, daemon_ports(daemonsets, pool)
+    )
+    ports = {"containerPort": 9100, "hostPort": 9100}
+    clash = PodView.of(
+        {"metadata": {"name": "clash"}, "spec": {"containers": [{"name": "c", "ports": [ports]}]}}
+    )
+    plan = simulate([clash, _pod("free")], [], [capacity])
+    assert [c.pods for c in plan.claims] == [["default/free"]]
+    assert list(plan.unschedulable) == ["default/clash"]
