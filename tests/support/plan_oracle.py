@@ -198,7 +198,9 @@ def check_limits(problem: Problem, plan: Plan, verdict: Verdict) -> None:
             used["nodes"] = used.get("nodes", 0) + 1
             for k in limits:
                 if k != "nodes":
-                    worst = max((types[t].resources.capacity.get(k, 0) for t in claim.instance_types), default=0)
+                    worst = max(
+                        (types[t].resources.capacity.get(k, 0) for t in claim.instance_types), default=0
+                    )
                     used[k] = used.get(k, 0) + worst
         for k, cap in limits.items():
             if used.get(k, 0) > cap:
@@ -338,7 +340,9 @@ def check_alternatives(problem: Problem, plan: Plan, rng: random.Random, verdict
         for name in claim.instance_types[1:]:
             zones = _zones(problem, claim, name)
             if not zones:
-                verdict.add(f"claim {index}: offers {name}, which has no {claim.capacity_type} offering in {claim.zones}")
+                verdict.add(
+                    f"claim {index}: offers {name}, with no {claim.capacity_type} offering in {claim.zones}"
+                )
                 continue
             node, broken = claim_node(problem, claim, index, name, rng.choice(zones), rng)
             if broken:

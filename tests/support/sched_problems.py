@@ -22,14 +22,19 @@ import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from kubespot.model.capacity import InstanceTypeInfo
 from kubespot.scheduling.allocatable import node_resources
-from kubespot.scheduling.cluster import daemon_overhead, existing_nodes, pending_pods, pool_in_use
+from kubespot.scheduling.cluster import (
+    daemon_overhead,
+    daemon_ports,
+    existing_nodes,
+    pending_pods,
+    pool_in_use,
+)
 from kubespot.scheduling.instance_types import InstanceType, Offering, instance_type
 from kubespot.scheduling.labels import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, SPOT, ZONE
-from kubespot.scheduling.nodepool import NodePool, usable_pools
+from kubespot.scheduling.nodepool import usable_pools
 from kubespot.scheduling.pods import PodView
 from kubespot.scheduling.simulate import ExistingNode, PoolCapacity
 from kubespot.sim.kubesim.controllers.scheduler import node_reasons
@@ -126,8 +131,9 @@ class Problem:
             PoolCapacity(
                 p,
                 self.catalog,
-                daemon_overhead([ds for ds in self.daemonsets], p),
+                daemon_overhead(self.daemonsets, p),
                 pool_in_use(self.nodes, p.name),
+                daemon_ports(self.daemonsets, p),
             )
             for p in pools
         ]
@@ -300,7 +306,9 @@ def _node_affinity(rng: random.Random) -> Obj:
 def _tolerations(rng: random.Random, pools: Sequence[Obj]) -> list[Obj]:
     tainted = [p["metadata"]["name"] for p in pools if p["spec"]["template"]["spec"].get("taints")]
     if tainted and rng.random() < 0.6:
-        return [{"key": "dedicated", "operator": "Equal", "value": rng.choice(tainted), "effect": "NoSchedule"}]
+        return [
+            {"key": "dedicated", "operator": "Equal", "value": rng.choice(tainted), "effect": "NoSchedule"}
+        ]
     if rng.random() < 0.05:
         return [{"operator": "Exists"}]
     return []
@@ -327,11 +335,15 @@ def _topology(rng: random.Random, app: str, topology: frozenset[str]) -> Obj:
     return spec
 
 
-def pending_group(rng: random.Random, index: int, pools: Sequence[Obj], topology: frozenset[str]) -> list[Obj]:
+def pending_group(
+    rng: random.Random, index: int, pools: Sequence[Obj], topology: frozenset[str]
+) -> list[Obj]:
     """One Deployment's worth of pending pods (1-8 replicas of one template)."""
     app = f"g{index}"
     namespace = rng.choice(NAMESPACES)
-    spec: Obj = {"containers": [_container(_requests(rng), rng.choice([8080, 9100]) if rng.random() < 0.1 else None)]}
+    spec: Obj = {
+        "containers": [_container(_requests(rng), rng.choice([8080, 9100]) if rng.random() < 0.1 else None)]
+    }
     selector = _selector(rng, pools)
     if selector:
         spec["nodeSelector"] = selector
@@ -349,7 +361,12 @@ def pending_group(rng: random.Random, index: int, pools: Sequence[Obj], topology
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": f"{app}-{i}", "namespace": namespace, "uid": f"{app}-{i}", "labels": {"app": app}},
+            "metadata": {
+                "name": f"{app}-{i}",
+                "namespace": namespace,
+                "uid": f"{app}-{i}",
+                "labels": {"app": app},
+            },
             "spec": copy.deepcopy(spec),
         }
         for i in range(rng.randint(1, 8))
@@ -420,7 +437,10 @@ def existing_cluster(
                     "apiVersion": "v1",
                     "kind": "Pod",
                     "metadata": {"name": f"run-{i}-{j}", "namespace": "default", "labels": {"app": f"g{j}"}},
-                    "spec": {"containers": [_container(_requests(rng))], "tolerations": [{"operator": "Exists"}]},
+                    "spec": {
+                        "containers": [_container(_requests(rng))],
+                        "tolerations": [{"operator": "Exists"}],
+                    },
                 },
                 name,
             )
