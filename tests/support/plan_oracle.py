@@ -23,7 +23,7 @@ placement:
 Also: every pending pod is placed or listed unschedulable, exactly once; the NodeClaims of a pool
 stay within its limits counted as Karpenter does (each claim its largest candidate type); every
 type a claim offers is offered in one of its zones, satisfies its requirements and, as that node,
-holds its pods (the node-local filters).
+holds its pods (the node-local filters); a claim's price is its first type's cheapest offering.
 """
 
 from __future__ import annotations
@@ -279,6 +279,15 @@ def _claim_node(
     if not zones:
         verdict.add(f"claim {index} ({first}): no available {claim.capacity_type} offering in {claim.zones}")
         return None
+    cheapest = min(
+        o.price
+        for o in problem.types()[first].offerings
+        if o.available and o.capacity_type == claim.capacity_type and o.zone in zones
+    )
+    if abs(claim.price_per_hour - cheapest) > 1e-9:
+        verdict.add(
+            f"claim {index} ({first}): priced {claim.price_per_hour}, its cheapest offering is {cheapest}"
+        )
     zone = rng.choice(zones)
     node, broken = claim_node(problem, claim, index, first, zone, rng)
     if broken:
@@ -340,9 +349,8 @@ def check_alternatives(problem: Problem, plan: Plan, rng: random.Random, verdict
         for name in claim.instance_types[1:]:
             zones = _zones(problem, claim, name)
             if not zones:
-                verdict.add(
-                    f"claim {index}: offers {name}, with no {claim.capacity_type} offering in {claim.zones}"
-                )
+                where = f"no available {claim.capacity_type} offering in {claim.zones}"
+                verdict.add(f"claim {index}: offers {name}, with {where}")
                 continue
             node, broken = claim_node(problem, claim, index, name, rng.choice(zones), rng)
             if broken:
