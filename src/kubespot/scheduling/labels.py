@@ -21,9 +21,26 @@ ON_DEMAND = "on-demand"
 RESERVED = "reserved"
 CAPACITY_TYPES = frozenset({SPOT, ON_DEMAND, RESERVED})
 
+#: The AWS provider's labels of an instance type that ``instance_types.type_labels`` sets on every
+#: type (the provider registers them, and more, as well-known: aws ``pkg/apis/v1/labels.go``).
+INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
+AWS_INSTANCE_LABELS = frozenset(
+    {
+        "karpenter.k8s.aws/instance-category",
+        INSTANCE_FAMILY,
+        "karpenter.k8s.aws/instance-generation",
+        "karpenter.k8s.aws/instance-size",
+        "karpenter.k8s.aws/instance-cpu",
+        "karpenter.k8s.aws/instance-memory",
+    }
+)
+
 #: Labels every instance type or offering defines, so a pod may ask for them although a NodePool
-#: does not mention them (Karpenter's ``WellKnownLabels``).
-WELL_KNOWN = frozenset({NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD})
+#: does not mention them (Karpenter's ``WellKnownLabels``, with the AWS provider's above: a pod's
+#: ``karpenter.k8s.aws/instance-family: c5`` is met by the c5 types of any pool that allows them).
+WELL_KNOWN = frozenset(
+    {NODEPOOL, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, CAPACITY_TYPE, WINDOWS_BUILD} | AWS_INSTANCE_LABELS
+)
 
 #: Deprecated keys read as their stable names (Karpenter's ``NormalizedLabels``).
 NORMALIZED_LABELS = {

@@ -126,3 +126,14 @@ def test_a_daemonsets_host_port_is_taken_on_every_new_node() -> None:
     plan = simulate([clash, _pod("free")], [], [capacity])
     assert [c.pods for c in plan.claims] == [["default/free"]]
     assert list(plan.unschedulable) == ["default/clash"]
+
+
+def test_a_pod_may_select_the_aws_instance_labels_a_pool_does_not_mention() -> None:
+    """The AWS provider registers its instance labels as well-known (aws pkg/apis/v1/labels.go, into
+    core's WellKnownLabels), so ``karpenter.k8s.aws/instance-family: m5`` on a pod is met by the m5
+    types of a pool that does not mention families (core pkg/scheduling/requirements.go Compatible,
+    AllowUndefinedWellKnownLabels), instead of the pool being "incompatible". Oracle generator."""
+    catalog = [itype("c5.large", 2, 4, od=0.085), itype("m5.large", 2, 8, od=0.096)]
+    spec = {"nodeSelector": {"karpenter.k8s.aws/instance-family": "m5"}}
+    plan = simulate([_pod("p", **spec)], [], [PoolCapacity(_pool(), catalog)])
+    assert [(c.instance_types, c.pods) for c in plan.claims] == [(["m5.large"], ["default/p"])]
