@@ -259,10 +259,19 @@ def _selector(rng: random.Random, pools: Sequence[Obj]) -> dict[str, str]:
         return {ARCH: rng.choice(["amd64", "arm64"])}
     if choice < 0.42:
         return {FAMILY: rng.choice(FAMILIES)}
+    # Custom labels: mostly one a pool has (so the pod has somewhere to go), now and then any.
+    teams = [t for p in pools if (t := p["spec"]["template"]["metadata"]["labels"].get("team"))]
+    tiers = [
+        v
+        for p in pools
+        for r in p["spec"]["template"]["spec"]["requirements"]
+        if r["key"] == "tier"
+        for v in r["values"]
+    ]
     if choice < 0.5:
-        return {"team": rng.choice(TEAMS)}
+        return {"team": rng.choice(teams if teams and rng.random() < 0.8 else TEAMS)}
     if choice < 0.55:
-        return {"tier": rng.choice(TIERS)}
+        return {"tier": rng.choice(tiers if tiers and rng.random() < 0.8 else TIERS)}
     if choice < 0.58:
         return {"kubernetes.io/os": "linux", "karpenter.sh/nodepool": rng.choice(pools)["metadata"]["name"]}
     return {}
