@@ -418,6 +418,42 @@ async def check_placements(problem: Problem, plan: Plan, rng: random.Random, ver
         await scheduler.stop()
 
 
+def _first_term_only(pod: Obj) -> Obj:
+    out = copy.deepcopy(pod)
+    required = out["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    required["nodeSelectorTerms"] = required["nodeSelectorTerms"][:1]
+    return out
+
+
+def check_room_left(problem: Problem, plan: Plan, verdict: Verdict) -> None:
+    """No pod is left unschedulable that an existing node still takes once the plan is bound
+    (node-local filters, whose verdict only worsens as pods are added, so the pod would have fitted
+    at its turn too): Karpenter tries existing nodes first for every pod and relaxes its
+    preferences, then its required OR-terms one by one, before giving up (core
+    pkg/controllers/provisioning/scheduling/scheduler.go add, preferences.go Relax)."""
+    pending = {_key(p): p for p in problem.pending}
+    on: dict[str, list[Obj]] = {}
+    for pod in problem.bound:
+        on.setdefault(pod["spec"]["nodeName"], []).append(pod)
+    for key, name in plan.existing.items():
+        on.setdefault(name, []).append(bound(pending[key], name))
+    for key in plan.unschedulable:
+        pod = pending[key]
+        for node in problem.nodes:
+            name = node["metadata"]["name"]
+            if node_reasons(pod, node, on.get(name, [])):
+                continue
+            terms = ((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            ) or {}
+            later = len(terms.get("nodeSelectorTerms") or []) > 1 and node_reasons(
+                _first_term_only(pod), node, on.get(name, [])
+            )
+            how = " through a later required node selector term" if later else ""
+            verdict.add(f"{key}: unschedulable, but {name} takes it{how}")
+            break
+
+
 async def judge(problem: Problem, plan: Plan) -> Verdict:
     """Everything the oracle checks of ``plan`` for ``problem``."""
     verdict = Verdict()
@@ -425,5 +461,6 @@ async def judge(problem: Problem, plan: Plan) -> Verdict:
     check_partition(problem, plan, verdict)
     check_limits(problem, plan, verdict)
     check_alternatives(problem, plan, rng, verdict)
+    check_room_left(problem, plan, verdict)
     await check_placements(problem, plan, rng, verdict)
     return verdict
