@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from kubespot.model.capacity import InstanceTypeInfo
 from kubespot.model.quantity import GIB
+from kubespot.scheduling.allocatable import NodeResources
 from kubespot.scheduling.cluster import daemon_overhead, daemon_ports
+from kubespot.scheduling.instance_types import InstanceType, Offering, instance_type
 from kubespot.scheduling.nodepool import NodePool
 from kubespot.scheduling.pods import PodView, node_requirements
 from kubespot.scheduling.requirements import Requirements
@@ -137,3 +142,76 @@ def test_a_pod_may_select_the_aws_instance_labels_a_pool_does_not_mention() -> N
     spec = {"nodeSelector": {"karpenter.k8s.aws/instance-family": "m5"}}
     plan = simulate([_pod("p", **spec)], [], [PoolCapacity(_pool(), catalog)])
     assert [(c.instance_types, c.pods) for c in plan.claims] == [(["m5.large"], ["default/p"])]
+
+
+# -- open defects, minimised from the oracle's seeds; strict xfails for their owners to turn green
+
+
+def _zonal(name: str, cpu: int, od: dict[str, float], spot: dict[str, float]) -> InstanceType:
+    """A type with on-demand and spot offerings only in the zones given (allocatable exact)."""
+    alloc = {"cpu": cpu * 1000, "memory": 4 * cpu * GIB, "pods": 110}
+    offerings = [Offering(z, "on-demand", p) for z, p in od.items()] + [
+        Offering(z, "spot", p) for z, p in spot.items()
+    ]
+    return instance_type(
+        InstanceTypeInfo(name, cpu, 4 * cpu * 1024), NodeResources(alloc, {}, {}, {}, alloc), offerings
+    )
+
+
+@pytest.mark.xfail(
+    strict=True, reason="open: simulate._pack chooses the capacity type after filling the claim"
+)
+def test_open_a_pod_needing_on_demand_is_not_packed_into_a_spot_claim() -> None:
+    """Karpenter's nodeclaim.go Add: a pod joins a NodeClaim only while their requirements stay
+    compatible. Here ``b`` (on-demand only) joined ``a``'s claim, which then became spot: capacity
+    type In [] and no instance type left (oracle seed 113)."""
+    big = itype("big", 8, 32, od=0.40, spot=0.12)
+    a = _pod("a", containers=[{"name": "c", "resources": {"requests": {"cpu": "4"}}}])
+    b = _pod("b", nodeSelector={"karpenter.sh/capacity-type": "on-demand"})
+    plan = simulate([a, b], [], [PoolCapacity(_pool(), [big])])
+    assert all(c.instance_types for c in plan.claims), [(c.capacity_type, c.pods) for c in plan.claims]
+
+
+@pytest.mark.xfail(
+    strict=True, reason="open: simulate._pack prices offerings before the cohort narrows the zones"
+)
+def test_open_a_claims_offerings_are_checked_in_the_zones_its_pods_leave() -> None:
+    """Karpenter's nodeclaim.go filterInstanceTypesByRequirements: after ``b`` (zone z1) joins,
+    only offerings in z1 count; ``big``'s spot offering is in z2 only, so the claim must be
+    on-demand in z1 (or not take ``b``), not spot with no zone (oracle seed 156)."""
+    big = _zonal("big", 8, od={"z1": 0.40, "z2": 0.40}, spot={"z2": 0.12})
+    a = _pod("a", containers=[{"name": "c", "resources": {"requests": {"cpu": "4"}}}])
+    b = _pod("b", nodeSelector={"topology.kubernetes.io/zone": "z1"})
+    plan = simulate([a, b], [], [PoolCapacity(_pool(), [big])])
+    assert all(c.zones for c in plan.claims), [(c.capacity_type, c.zones, c.pods) for c in plan.claims]
+
+
+@pytest.mark.xfail(strict=True, reason="open: limits count the packed type, not the largest type offered")
+def test_open_limits_count_a_claims_largest_candidate() -> None:
+    """Karpenter's scheduler.go filterByRemainingResources and subtractMax: with 3 cores left, a
+    4-core type may not be among a NodeClaim's candidates (oracle seed 79)."""
+    small, medium = itype("small", 2, 8, od=0.100), itype("medium", 4, 16, od=0.105)
+    pool = NodePool.of(
+        {"metadata": {"name": "default"}, "spec": {"limits": {"cpu": "3"}, "template": {"spec": {}}}}
+    )
+    plan = simulate([_pod("p")], [], [PoolCapacity(pool, [small, medium])])
+    assert [c.instance_types for c in plan.claims] == [["small"]]
+
+
+@pytest.mark.xfail(strict=True, reason="open: only the first required node selector term is ever tried")
+def test_open_a_later_required_term_is_tried_when_the_first_fits_nowhere() -> None:
+    """kube-scheduler ORs a pod's nodeSelectorTerms; Karpenter's preferences.go Relax drops the
+    first of several when the pod fits nowhere. ``tier In [gold]`` fits nowhere, ``team In [red]``
+    fits node ``red`` (oracle seed 304)."""
+    terms = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]},
+            {"matchExpressions": [{"key": "team", "operator": "In", "values": ["red"]}]},
+        ]
+    }
+    spec = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}}}
+    red = ExistingNode(
+        "red", Requirements.from_labels({"team": "red"}), (), {"cpu": 4000, "memory": 16 * GIB, "pods": 110}
+    )
+    plan = simulate([_pod("p", **spec)], [red], [PoolCapacity(_pool(), CATALOG)])
+    assert plan.existing == {"default/p": "red"}
