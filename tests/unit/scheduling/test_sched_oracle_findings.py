@@ -1,5 +1,6 @@
 """Defects the plan oracle (tests/integration/scheduling/test_plan_oracle.py) found in the simulation,
-each pinned by the smallest plan that showed it."""
+each pinned by the smallest plan that shows it: fixed ones as tests, open ones as strict xfails that
+turn into failures (XPASS) the day they are fixed, so the marker goes with the fix."""
 
 from __future__ import annotations
 
