@@ -8,13 +8,9 @@ PodTopologySpread, InterPodAffinity, as kube-scheduler 1.32's default profile ru
 placement:
 
 - each existing node as given, with its pods;
-- each planned NodeClaim as the Node Karpenter and the kubelet would register: its first instance
-  type, a zone of the claim's where that type has an available offering of the claim's capacity type,
-  the labels the kubelet and Karpenter set (instance type, zone, region, capacity type, arch, os,
-  hostname, the AWS provider's instance labels, ``karpenter.sh/nodepool``, the NodePool's template
-  labels, and one value of every other requirement, Karpenter's ``Requirements.Labels``), the pool's
-  taints (startup taints are gone before pods schedule), allocatable from the catalog, Ready; and
-  the DaemonSet pods that would run there;
+- each planned NodeClaim as the Node Karpenter and the kubelet would register (``plan_objects``):
+  its first instance type, in a zone of the claim's where that type has an available offering of
+  the claim's capacity type; and the DaemonSet pods that would run there;
 - then every placement, in the plan's order (existing nodes, then each NodeClaim's pods), must be
   accepted given the pods already bound everywhere. Like kube-scheduler's queue (and Karpenter's,
   which re-cycles failed pods while progress is made), a pod refused now is retried after the
@@ -23,117 +19,35 @@ placement:
 Also: every pending pod is placed or listed unschedulable, exactly once; the NodeClaims of a pool
 stay within its limits counted as Karpenter does (each claim its largest candidate type); every
 type a claim offers is offered in one of its zones, satisfies its requirements and, as that node,
-holds its pods (the node-local filters); a claim's price is its first type's cheapest offering.
+holds its pods (the node-local filters); a claim's price is its first type's cheapest offering; no
+pod is left unschedulable that an existing node would take.
 """
 
 from __future__ import annotations
 
 import copy
 import random
-import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from kubespot.model.capacity import InstanceTypeInfo
-from kubespot.scheduling.allocatable import NodeResources
-from kubespot.scheduling.requirements import Requirement
 from kubespot.scheduling.simulate import Plan, PlannedClaim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.controllers.scheduler import SchedulerController, node_reasons
 from kubespot.sim.kubesim.store import Store
+from support.plan_objects import (
+    Obj,
+    bound,
+    claim_node,
+    daemon_pods,
+    offered_zones,
+    pod_key,
+)
 
 if TYPE_CHECKING:
     from support.sched_problems import Problem
 
-Obj = dict[str, Any]
-
-FAMILY = "karpenter.k8s.aws/instance-family"
-REGION = "us-east-1"
-#: Label keys the kubelet, the cloud provider or the AWS provider set from the instance (Karpenter's
-#: well-known labels, which ``Requirements.Labels`` leaves to them).
-_FROM_INSTANCE_PREFIXES = ("kubernetes.io/", "node.kubernetes.io/", "topology.kubernetes.io/", "karpenter.")
+#: The scheduler alone: nothing else writes to the store the oracle fills.
 _QUIET = ControllerConfig(kubelet=False, workloads=False)
-
-
-def _quantities(values: Mapping[str, int]) -> dict[str, str]:
-    return {k: f"{v}m" if k == "cpu" else str(v) for k, v in values.items()}
-
-
-def instance_labels(info: InstanceTypeInfo, zone: str, capacity_type: str) -> dict[str, str]:
-    """What the kubelet, the cloud node controller and Karpenter's AWS provider label a node of
-    ``info`` with (aws ``pkg/providers/instancetype/types.go`` computeRequirements, the AWS
-    provider's well-known labels; k8s.io/api well_known_labels.go)."""
-    family, _, size = info.name.partition(".")
-    match = re.match(r"([a-z]+)(\d+)", family)
-    category, generation = (match.group(1), match.group(2)) if match else (family, "")
-    return {
-        "node.kubernetes.io/instance-type": info.name,
-        "topology.kubernetes.io/zone": zone,
-        "topology.kubernetes.io/region": REGION,
-        "karpenter.sh/capacity-type": capacity_type,
-        "kubernetes.io/arch": "arm64" if info.architecture == "arm64" else "amd64",
-        "kubernetes.io/os": "linux",
-        FAMILY: family,
-        "karpenter.k8s.aws/instance-size": size,
-        "karpenter.k8s.aws/instance-category": category,
-        "karpenter.k8s.aws/instance-generation": generation,
-        "karpenter.k8s.aws/instance-cpu": str(info.vcpus),
-        "karpenter.k8s.aws/instance-memory": str(info.memory_mib),
-    }
-
-
-def node_object(
-    name: str,
-    info: InstanceTypeInfo,
-    resources: NodeResources,
-    zone: str,
-    capacity_type: str,
-    *,
-    nodepool: str | None,
-    labels: Mapping[str, str],
-    taints: Sequence[Obj],
-) -> Obj:
-    """A Ready Node of ``info`` as it registers (hostname label as the kubelet sets it)."""
-    all_labels = {**labels, **instance_labels(info, zone, capacity_type), "kubernetes.io/hostname": name}
-    if nodepool is not None:
-        all_labels["karpenter.sh/nodepool"] = nodepool
-    spec: Obj = {"taints": [dict(t) for t in taints]} if taints else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": all_labels},
-        "spec": spec,
-        "status": {
-            "capacity": _quantities(resources.capacity),
-            "allocatable": _quantities(resources.allocatable),
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-        },
-    }
-
-
-def bound(pod: Obj, node: str) -> Obj:
-    out = copy.deepcopy(pod)
-    out["spec"]["nodeName"] = node
-    return out
-
-
-def _key(pod: Obj) -> str:
-    return f"{pod['metadata'].get('namespace') or 'default'}/{pod['metadata']['name']}"
-
-
-def requirement_label(req: Requirement, rng: random.Random) -> str | None:
-    """A value Karpenter would label a node with for ``req`` (``Requirement.Any``: one of an In set;
-    for NotIn and Exists a random integer within the bounds that is not excluded; DoesNotExist none)."""
-    if not req.complement:
-        return rng.choice(sorted(req.values)) if req.values else None
-    low = 0 if req.gte is None else req.gte
-    high = (1 << 31) if req.lte is None else req.lte
-    for _ in range(100):
-        value = str(rng.randint(low, high))
-        if value not in req.values:
-            return value
-    return None
 
 
 @dataclass
@@ -150,7 +64,7 @@ class Verdict:
 
 def check_partition(problem: Problem, plan: Plan, verdict: Verdict) -> None:
     """Every pending pod is placed or unschedulable, exactly once, and nothing else appears."""
-    pending = {_key(p) for p in problem.pending}
+    pending = {pod_key(p) for p in problem.pending}
     seen: dict[str, int] = {}
     for key in [*plan.existing, *(k for c in plan.claims for k in c.pods), *plan.unschedulable]:
         seen[key] = seen.get(key, 0) + 1
@@ -207,16 +121,6 @@ def check_limits(problem: Problem, plan: Plan, verdict: Verdict) -> None:
                 verdict.add(f"nodepool {name}: {k} {used.get(k, 0)} over its limit {cap}")
 
 
-def _satisfies(labels: Mapping[str, str], claim: PlannedClaim) -> list[str]:
-    """The claim's requirements a node with ``labels`` breaks (keys it does not carry are left to
-    the requirement-derived labels, checked when the node is built)."""
-    out = []
-    for key, req in claim.requirements.items():
-        if key in labels and not req.has(labels[key]):
-            out.append(f"{key}={labels[key]} not in {req}")
-    return out
-
-
 @dataclass
 class _Cluster:
     """The objects one plan implies, and the placements to judge in order."""
@@ -226,48 +130,6 @@ class _Cluster:
     placements: list[tuple[Obj, str]] = field(default_factory=list)
 
 
-def _zones(problem: Problem, claim: PlannedClaim, type_name: str) -> list[str]:
-    """The claim's zones where ``type_name`` has an available offering of its capacity type."""
-    it = problem.types()[type_name]
-    return sorted(
-        {
-            o.zone
-            for o in it.offerings
-            if o.available and o.capacity_type == claim.capacity_type and o.zone in claim.zones
-        }
-    )
-
-
-def claim_node(
-    problem: Problem, claim: PlannedClaim, index: int, type_name: str, zone: str, rng: random.Random
-) -> tuple[Obj, list[str]]:
-    """The Node a claim becomes when launched as ``type_name`` in ``zone``, and the claim's
-    requirements its labels break (none, for a sound plan)."""
-    it = problem.types()[type_name]
-    pool = next(p for p in problem.nodepools if p["metadata"]["name"] == claim.pool)
-    template = pool["spec"]["template"]
-    node = node_object(
-        f"claim-{index}",
-        problem.infos[type_name],
-        it.resources,
-        zone,
-        claim.capacity_type,
-        nodepool=claim.pool,
-        labels=template["metadata"]["labels"],
-        taints=template["spec"].get("taints") or [],
-    )
-    labels = node["metadata"]["labels"]
-    # Karpenter labels the NodeClaim with a value of every other requirement (core
-    # pkg/scheduling/requirements.go Labels, skipping restricted and well-known keys).
-    for key, req in sorted(claim.requirements.items()):
-        if key in labels or key.startswith(_FROM_INSTANCE_PREFIXES) or "kubernetes.io/" in key:
-            continue
-        value = requirement_label(req, rng)
-        if value is not None:
-            labels[key] = value
-    return node, _satisfies(labels, claim)
-
-
 def _claim_node(
     problem: Problem, claim: PlannedClaim, index: int, rng: random.Random, verdict: Verdict
 ) -> Obj | None:
@@ -275,7 +137,7 @@ def _claim_node(
         verdict.add(f"claim {index} of {claim.pool}: offers no instance type (pods {claim.pods})")
         return None
     first = claim.instance_types[0]
-    zones = _zones(problem, claim, first)
+    zones = offered_zones(problem, claim, first)
     if not zones:
         verdict.add(f"claim {index} ({first}): no available {claim.capacity_type} offering in {claim.zones}")
         return None
@@ -295,59 +157,15 @@ def _claim_node(
     return node
 
 
-def daemon_pod(ds: Obj, node: str) -> Obj:
-    """The pod the DaemonSet controller would create for ``node`` (pinned to it as upstream pins them)."""
-    name = ds["metadata"]["name"]
-    template = ds["spec"]["template"]
-    spec = copy.deepcopy(template["spec"])
-    spec["affinity"] = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-                ]
-            }
-        }
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{name}-{node}",
-            "namespace": "kube-system",
-            "labels": dict(template["metadata"]["labels"]),
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": name, "uid": name}],
-        },
-        "spec": spec,
-    }
-
-
-def runs_daemon(pod: Obj, node: Obj) -> bool:
-    """Whether the DaemonSet controller would run ``pod`` on ``node``: its taints and node affinity
-    allow it (pkg/controller/daemon/daemon_controller.go NodeShouldRunDaemonPod, which leaves
-    resources to the scheduler)."""
-    reasons = node_reasons(pod, node, [])
-    return not reasons or all(r.startswith(("Insufficient", "Too many pods")) for r in reasons)
-
-
-def _daemon_pods(problem: Problem, node: Obj) -> list[Obj]:
-    out = []
-    for ds in problem.daemonsets:
-        pod = bound(daemon_pod(ds, node["metadata"]["name"]), node["metadata"]["name"])
-        if runs_daemon(pod, node):
-            out.append(pod)
-    return out
-
-
 def check_alternatives(problem: Problem, plan: Plan, rng: random.Random, verdict: Verdict) -> None:
     """Every type a claim offers could be the one launched: it has an available offering of the
     claim's capacity type in one of its zones, its labels satisfy the claim's requirements, and a
     node of it takes the DaemonSet pods and the claim's pods (node-local filters: node affinity,
     taints, ports, resources; kube-scheduler's framework.RunFilterPlugins)."""
-    pending = {_key(p): p for p in problem.pending}
+    pending = {pod_key(p): p for p in problem.pending}
     for index, claim in enumerate(plan.claims):
         for name in claim.instance_types[1:]:
-            zones = _zones(problem, claim, name)
+            zones = offered_zones(problem, claim, name)
             if not zones:
                 where = f"no available {claim.capacity_type} offering in {claim.zones}"
                 verdict.add(f"claim {index}: offers {name}, with {where}")
@@ -358,27 +176,28 @@ def check_alternatives(problem: Problem, plan: Plan, rng: random.Random, verdict
                 continue
             on_node: list[Obj] = []
             here = node["metadata"]["name"]
-            for pod in [*_daemon_pods(problem, node), *(bound(pending[k], here) for k in claim.pods)]:
+            for pod in [*daemon_pods(problem, node), *(bound(pending[k], here) for k in claim.pods)]:
                 reasons = node_reasons(pod, node, on_node)
                 if reasons:
-                    verdict.add(f"claim {index}: offers {name}, which refuses {_key(pod)}: {reasons}")
+                    verdict.add(f"claim {index}: offers {name}, which refuses {pod_key(pod)}: {reasons}")
                     break
                 on_node.append(pod)
 
 
 def _build(problem: Problem, plan: Plan, rng: random.Random, verdict: Verdict) -> _Cluster:
     cluster = _Cluster(nodes=list(problem.nodes), running=list(problem.bound))
-    pending = {_key(p): p for p in problem.pending}
-    for key, node in plan.existing.items():
-        cluster.placements.append((pending[key], node))
+    pending = {pod_key(p): p for p in problem.pending}
+    for key, name in plan.existing.items():
+        cluster.placements.append((pending[key], name))
     for index, claim in enumerate(plan.claims):
         node = _claim_node(problem, claim, index, rng, verdict)
         if node is None:
             continue
         cluster.nodes.append(node)
+        name = node["metadata"]["name"]
         # DaemonSet pods first: their controller binds them as soon as the node registers.
-        cluster.placements += [(p, node["metadata"]["name"]) for p in _daemon_pods(problem, node)]
-        cluster.placements += [(pending[k], node["metadata"]["name"]) for k in claim.pods if k in pending]
+        cluster.placements += [(p, name) for p in daemon_pods(problem, node)]
+        cluster.placements += [(pending[k], name) for k in claim.pods if k in pending]
     return cluster
 
 
@@ -402,7 +221,7 @@ async def check_placements(problem: Problem, plan: Plan, rng: random.Random, ver
             for pod, node in left:
                 reasons = scheduler.fit_reasons(pod, node)
                 if reasons:
-                    refused[_key(pod)] = [node, *reasons]
+                    refused[pod_key(pod)] = [node, *reasons]
                     later.append((pod, node))
                     continue
                 body = bound(pod, node)
@@ -410,8 +229,8 @@ async def check_placements(problem: Problem, plan: Plan, rng: random.Random, ver
                 verdict.accepted += 1
             if len(later) == len(left):
                 for pod, _ in later:
-                    node, *reasons = refused[_key(pod)]
-                    verdict.add(f"{_key(pod)} on {node}: kube-scheduler refuses it: {reasons}")
+                    node, *reasons = refused[pod_key(pod)]
+                    verdict.add(f"{pod_key(pod)} on {node}: kube-scheduler refuses it: {reasons}")
                 break
             left = later
     finally:
@@ -431,7 +250,7 @@ def check_room_left(problem: Problem, plan: Plan, verdict: Verdict) -> None:
     at its turn too): Karpenter tries existing nodes first for every pod and relaxes its
     preferences, then its required OR-terms one by one, before giving up (core
     pkg/controllers/provisioning/scheduling/scheduler.go add, preferences.go Relax)."""
-    pending = {_key(p): p for p in problem.pending}
+    pending = {pod_key(p): p for p in problem.pending}
     on: dict[str, list[Obj]] = {}
     for pod in problem.bound:
         on.setdefault(pod["spec"]["nodeName"], []).append(pod)

@@ -38,7 +38,7 @@ from kubespot.scheduling.nodepool import usable_pools
 from kubespot.scheduling.pods import PodView
 from kubespot.scheduling.simulate import ExistingNode, PoolCapacity
 from kubespot.sim.kubesim.controllers.scheduler import node_reasons
-from support.plan_oracle import FAMILY, Obj, bound, daemon_pod, node_object, runs_daemon
+from support.plan_objects import FAMILY, Obj, bound, daemon_pod, node_object, runs_daemon
 
 #: Real instance types: (name, vCPUs, MiB, arch, ENIs, IPv4 per ENI, extended resources).
 REAL_TYPES: tuple[InstanceTypeInfo, ...] = (
