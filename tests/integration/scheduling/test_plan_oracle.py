@@ -188,3 +188,52 @@ async def test_open_defect_required_terms_are_not_relaxed() -> None:
     fits nowhere drops the first term and is tried again (kube-scheduler ORs the terms)."""
     problem, plan, verdict = await _judge(304)
     assert not verdict.violations, _report(problem, plan, verdict.violations)
+
+
+@pytest.mark.parametrize(
+    ("term", "refusal"),
+    [
+        (
+            {
+                "affinity": {
+                    "podAntiAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {"matchLabels": {"oracle": "x"}},
+                                "topologyKey": "kubernetes.io/hostname",
+                            }
+                        ]
+                    }
+                }
+            },
+            "anti-affinity",
+        ),
+        (
+            {
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "kubernetes.io/hostname",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"oracle": "x"}},
+                    }
+                ]
+            },
+            "topology spread",
+        ),
+    ],
+    ids=["anti-affinity", "spread"],
+)
+async def test_the_oracle_judges_pod_topology(term: dict[str, object], refusal: str) -> None:
+    """Ready for the simulation's topology work: the same plan, its pods given hostname
+    anti-affinity (interpodaffinity/filtering.go) or a hostname spread of skew 1
+    (podtopologyspread/filtering.go), is refused where several of them share a NodeClaim."""
+    problem, plan, verdict = await _judge(3)
+    assert not verdict.violations
+    shared = next(c for c in plan.claims if len(c.pods) > 1)
+    for pod in problem.pending:
+        if f"{pod['metadata']['namespace']}/{pod['metadata']['name']}" in shared.pods:
+            pod["metadata"]["labels"]["oracle"] = "x"
+            pod["spec"].update(term)
+    refused = (await judge(problem, plan)).violations
+    assert any(refusal in v for v in refused), refused
