@@ -23,7 +23,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kubespot.model.capacity import InstanceTypeInfo
+from kubespot.model.capacity import InstanceTypeInfo, KubeletConfig
 from kubespot.scheduling.allocatable import node_resources
 from kubespot.scheduling.cluster import (
     daemon_overhead,
@@ -156,7 +156,7 @@ class Problem:
 # -- the catalog
 
 
-def catalog(rng: random.Random) -> list[InstanceType]:
+def catalog(rng: random.Random, kubelet: KubeletConfig | None = None) -> list[InstanceType]:
     out = []
     for info in REAL_TYPES:
         od = ON_DEMAND_USD[info.name]
@@ -168,7 +168,7 @@ def catalog(rng: random.Random) -> list[InstanceType]:
                 # A spot price is usually 25-70 % of on-demand; now and then dearer than it.
                 spot = od * (1.15 if rng.random() < 0.05 else rng.uniform(0.25, 0.7))
                 offerings.append(Offering(zone, SPOT, round(spot, 5), available=rng.random() > 0.1))
-        out.append(instance_type(info, node_resources(info), offerings))
+        out.append(instance_type(info, node_resources(info, kubelet=kubelet), offerings))
     return out
 
 
@@ -344,8 +344,39 @@ def _topology(rng: random.Random, app: str, topology: frozenset[str]) -> Obj:
     return spec
 
 
+def _reshape(more: random.Random, spec: Obj) -> None:
+    """What changes how a pod's requests and ports are counted: an init container larger than the
+    app, a sidecar (a restartable init container), pod overhead, limits without requests, a UDP or
+    IP-bound host port (k8s.io/component-helpers resource.PodRequests; the NodePorts plugin)."""
+    app = spec["containers"][0]
+    requests = app["resources"]["requests"]
+    if more.random() < 0.15:
+        init = {"cpu": f"{more.choice([1000, 2000, 3000])}m", "memory": requests["memory"]}
+        spec["initContainers"] = [{"name": "init", "image": "busybox:1", "resources": {"requests": init}}]
+    if more.random() < 0.1:
+        sidecar = {
+            "name": "proxy",
+            "image": "envoy:1",
+            "restartPolicy": "Always",
+            "resources": {"requests": {"cpu": "200m", "memory": "128Mi"}},
+        }
+        spec.setdefault("initContainers", []).insert(0, sidecar)
+    if more.random() < 0.05:
+        spec["overhead"] = {"cpu": "250m", "memory": "120Mi"}
+    if more.random() < 0.1:
+        app["resources"] = {"limits": dict(requests)}
+    if more.random() < 0.05:
+        app["ports"] = [{"containerPort": 8125, "hostPort": 8125, "protocol": "UDP"}]
+    elif more.random() < 0.05:
+        app["ports"] = [{"containerPort": 8080, "hostPort": 8080, "hostIP": "10.0.0.1"}]
+
+
 def pending_group(
-    rng: random.Random, index: int, pools: Sequence[Obj], topology: frozenset[str]
+    rng: random.Random,
+    index: int,
+    pools: Sequence[Obj],
+    topology: frozenset[str],
+    more: random.Random | None = None,
 ) -> list[Obj]:
     """One Deployment's worth of pending pods (1-8 replicas of one template)."""
     app = f"g{index}"
@@ -362,6 +393,8 @@ def pending_group(
     tolerations = _tolerations(rng, pools)
     if tolerations:
         spec["tolerations"] = tolerations
+    if more is not None:
+        _reshape(more, spec)
     extra = _topology(rng, app, topology)
     if "affinity" in extra:
         spec.setdefault("affinity", {}).update(extra.pop("affinity"))
@@ -461,14 +494,18 @@ def existing_cluster(
 
 def generate(seed: int) -> Problem:
     rng = random.Random(seed)
-    types = catalog(rng)
+    # A second stream for what was added later, so the first stream's problems (and the seeds the
+    # tests pin) keep their pools, catalog and pod groups.
+    more = random.Random(seed + 1_000_003)
+    kubelet = KubeletConfig(max_pods=more.choice([6, 10])) if more.random() < 0.1 else None
+    types = catalog(rng, kubelet)
     names = rng.sample(["alpha", "bravo", "charlie", "delta"], rng.randint(1, 3))
     pools = [nodepool(rng, n) for n in names]
     daemonsets = [daemonset(rng, i) for i in range(rng.randint(0, 2))]
     nodes, running = existing_cluster(rng, types, pools, daemonsets)
     pending: list[Obj] = []
     for g in range(rng.randint(1, 6)):
-        pending += pending_group(rng, g, pools, TOPOLOGY)
+        pending += pending_group(rng, g, pools, TOPOLOGY, more)
     return Problem(
         seed,
         types,
