@@ -503,6 +503,9 @@ def generate(seed: int) -> Problem:
     pools = [nodepool(rng, n) for n in names]
     daemonsets = [daemonset(rng, i) for i in range(rng.randint(0, 2))]
     nodes, running = existing_cluster(rng, types, pools, daemonsets)
+    for node in nodes:
+        if more.random() < 0.15:
+            node["spec"]["unschedulable"] = True  # cordoned: its pods stay, no new ones come
     pending: list[Obj] = []
     for g in range(rng.randint(1, 6)):
         pending += pending_group(rng, g, pools, TOPOLOGY, more)
