@@ -109,6 +109,12 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     ("ec2", "DescribeInstanceTypeOfferings"): Permission("ec2:DescribeInstanceTypeOfferings", "any"),
     ("ec2", "DescribeSpotPriceHistory"): Permission("ec2:DescribeSpotPriceHistory", "any"),
     ("pricing", "GetProducts"): Permission("pricing:GetProducts", "any"),
+    # EC2NodeClass resolution: EC2's Describe* take "*" only. ssm:GetParameter is "*" too: besides
+    # the public /aws/service/ parameters of the aliases, an amiSelectorTerm's ssmParameter may name
+    # any parameter of the account.
+    ("ec2", "DescribeSubnets"): Permission("ec2:DescribeSubnets", "any"),
+    ("ec2", "DescribeImages"): Permission("ec2:DescribeImages", "any"),
+    ("ssm", "GetParameter"): Permission("ssm:GetParameter", "any"),
     # The summary.
     ("sns", "Publish"): Permission("sns:Publish", "sns-topic"),
     ("events", "PutEvents"): Permission("events:PutEvents", "event-bus"),

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CALLS", "CALL_GROUPS", "AwsClients", "AwsError", "Service", "pricing_endpoint_region"]
 
-Service = Literal["sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing"]
+Service = Literal["sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm"]
 _T = TypeVar("_T")
 
 #: The operations each part of the controller makes, as (service, OperationName): ``queue`` is the
@@ -98,6 +98,16 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
                 ("ec2", "DescribeInstanceTypeOfferings"),
                 ("ec2", "DescribeSpotPriceHistory"),
                 ("pricing", "GetProducts"),
+            }
+        ),
+        # kubespot.aws.subnets, security_groups and amis: an EC2NodeClass's selector terms resolved
+        # (its status), AMI aliases through the public SSM parameters of each image family.
+        "nodeclass": frozenset(
+            {
+                ("ec2", "DescribeSubnets"),
+                ("ec2", "DescribeSecurityGroups"),
+                ("ec2", "DescribeImages"),
+                ("ssm", "GetParameter"),
             }
         ),
     }
@@ -322,6 +332,8 @@ class AwsClients:
     def client(self, service: Literal["events"]) -> EventBridgeClient: ...
     @overload
     def client(self, service: Literal["pricing"]) -> Any: ...
+    @overload
+    def client(self, service: Literal["ssm"]) -> Any: ...
 
     def client(self, service: Service) -> Any:
         """The (blocking) boto3 client for ``service``, built on first use. Call from a pool thread."""
