@@ -94,14 +94,15 @@ def alias_parameters(alias: str, k8s_version: str) -> list[AliasParameter]:
         if _minor(k) >= 33:
             raise UnsupportedAlias(f"AL2 aliases are no longer supported on Kubernetes 1.33+ (alias {alias})")
         out = []
-        for suffix, node, variants in (
+        al2: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             ("", "node", ("standard",)),
             ("-arm64", "arm64-node", ("standard",)),
             ("-gpu", "gpu-node", ("neuron", "nvidia")),
-        ):
+        )
+        for suffix, node, names in al2:
             leaf = "recommended" if latest else f"amazon-eks-{node}-{k}-{version}"
             path = f"/aws/service/eks/optimized-ami/{k}/amazon-linux-2{suffix}/{leaf}/image_id"
-            out.append(AliasParameter(path, _variants(*variants)))
+            out.append(AliasParameter(path, _variants(*names)))
         return out
     if family == "bottlerocket":
         # Bottlerocket versions are written with a leading v on GitHub but not in the parameters.
