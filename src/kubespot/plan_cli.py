@@ -26,12 +26,13 @@ import yaml
 
 from .aws import AwsClients, AwsError
 from .aws.catalog import Catalog
+from .aws.cloud import AwsCloud
+from .cloud import CloudProvider
 from .config import loader
 from .config.aws import AwsSettings
 from .config.kube import KubeSettings
 from .config.pricing import PricingSettings
 from .kube import KubeError, connect
-from .model.capacity import AMIFamily
 from .process.command import one_shot
 from .scheduling.api.conditions import Condition
 from .scheduling.api.load import load
@@ -155,8 +156,11 @@ def _nodeclasses(objs: Iterable[Obj]) -> tuple[dict[str, EC2NodeClassSpec], dict
     return specs, conditions
 
 
-def build_plan(objects: Mapping[str, list[Obj]], catalog: Catalog) -> tuple[Plan, dict[str, Condition]]:
-    """The plan for ``objects`` (by kind; workloads already expanded into pods) with ``catalog``."""
+async def build_plan(
+    objects: Mapping[str, list[Obj]], cloud: CloudProvider
+) -> tuple[Plan, dict[str, Condition]]:
+    """The plan for ``objects`` (by kind; workloads already expanded into pods) with the instance
+    types ``cloud`` offers each NodePool (``AwsCloud``: the EC2 catalog; ``FakeCloud`` in tests)."""
     pools, conditions = usable_pools(objects.get("NodePool", []))
     classes, class_conditions = _nodeclasses(objects.get("EC2NodeClass", []))
     nodes = objects.get("Node", [])
@@ -172,9 +176,7 @@ def build_plan(objects: Mapping[str, list[Obj]], catalog: Catalog) -> tuple[Plan
             )
             conditions[pool.name] = Condition("NodeClassReady", "False", "NodeClassNotReady", message)
             continue
-        family = nodeclass.family or AMIFamily.AL2023
-        kubelet = nodeclass.kubelet.capacity() if nodeclass.kubelet is not None else None
-        types = catalog.instance_types(family=family, kubelet=kubelet)
+        types = await cloud.instance_types(pool, nodeclass)
         daemonsets = objects.get("DaemonSet", [])
         capacities.append(
             PoolCapacity(
@@ -236,7 +238,7 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
         if not catalog.infos():
             print("kubespot plan: the EC2 API offered no instance types", file=sys.stderr)
             return 1
-        plan, conditions = build_plan(objects, catalog)
+        plan, conditions = await build_plan(objects, AwsCloud(catalog))
     if args.why:
         story = pod_story(plan, args.why)
         if story is None:
