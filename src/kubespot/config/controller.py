@@ -25,6 +25,7 @@ from .node import NodeActionSettings
 from .notify import NotifySettings
 from .observability import ObservabilitySettings
 from .pricing import PricingSettings
+from .provisioning import ProvisioningSettings
 from .publish import PublishSettings
 from .queue import QueueSettings
 from .webhook import WebhookSettings
@@ -72,8 +73,10 @@ class ControllerSettings:
     loadbalancer: LoadBalancerSettings = field(default_factory=LoadBalancerSettings)
     isolation: IsolationSettings = field(default_factory=IsolationSettings)
     publish: PublishSettings = field(default_factory=PublishSettings)
-    # The capacity catalog's prices (issue 13; the provisioning controller wires it later).
+    # The capacity catalog's prices (issue 13), refreshed by the provisioning controller.
     pricing: PricingSettings = field(default_factory=PricingSettings)
+    # Karpenter's API objects' status and the catalog's refresh (issue 13), on the elected replica.
+    provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
 
     @property
     def drain_wait(self) -> LoadBalancerWaitSettings:

@@ -1,0 +1,90 @@
+"""The provisioning controller: the status of Karpenter's API objects and the catalog's refresh.
+
+Read by ``kubespot.controllers.provisioning`` (issue 13, docs/designs/provisioning.md decision 2).
+The catalog's own refresh interval is ``pricing.refresh_interval``; these settings say whether the
+controller runs, how often an EC2NodeClass's selector terms are resolved again, how failures are
+retried and when /healthz calls the loop stuck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import setting
+from .loader import InvalidSetting
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvisioningSettings:
+    """The EC2NodeClass and NodePool status reconcilers and the catalog refresh."""
+
+    enabled: bool = setting(
+        False,
+        doc=(
+            "Run the provisioning controller on the elected replica: resolve every EC2NodeClass's "
+            "subnet, security group and AMI selector terms through the EC2 and SSM APIs and write "
+            "its status (subnets, securityGroups, amis, instanceProfile, the *Ready conditions), "
+            "write each NodePool's ValidationSucceeded, NodeClassReady and Ready conditions, and "
+            "keep the instance type catalog and prices fresh. Needs the `nodeclass` and `catalog` "
+            "IAM groups (`kubespot aws policy --actions nodeclass,catalog`) and the chart's "
+            "provisioning RBAC (controller.provisioning.enabled). Off by default until kubespot "
+            "launches capacity (issue 14): a cluster running Karpenter itself must not have two "
+            "controllers writing the same status."
+        ),
+        env="KUBESPOT_PROVISIONING_ENABLED",
+    )
+    nodeclass_resync_interval: float = setting(
+        300.0,
+        doc=(
+            "How often every EC2NodeClass is resolved again although it did not change, so subnets, "
+            "security groups and AMIs created, tagged or deprecated in AWS show in its status. "
+            "Karpenter re-reads security groups and AMIs every 5 minutes (and subnets every minute, "
+            "for their free IP counts, which only the launch of issue 14 will use); a change to the "
+            "object itself is resolved at once (watch). Each pass costs about three EC2 calls per "
+            "class (plus up to five SSM reads for an alias)."
+        ),
+        env="KUBESPOT_PROVISIONING_NODECLASS_RESYNC_INTERVAL",
+        unit="seconds",
+    )
+    retry_base: float = setting(
+        2.0,
+        doc=(
+            "First wait before an EC2NodeClass whose resolution failed (throttling, a 5xx, no "
+            "answer) or a catalog refresh that failed is tried again; doubled per failure with full "
+            "jitter up to retry_cap. The last good status and catalog are kept meanwhile."
+        ),
+        env="KUBESPOT_PROVISIONING_RETRY_BASE",
+        unit="seconds",
+    )
+    retry_cap: float = setting(
+        300.0,
+        doc="The longest wait between retries of a failed resolution or catalog refresh.",
+        env="KUBESPOT_PROVISIONING_RETRY_CAP",
+        unit="seconds",
+    )
+    stuck_after: float = setting(
+        900.0,
+        doc=(
+            "/healthz fails the `provisioning` check when the status loop has not finished a pass "
+            "for this long (a pass runs at least every nodeclass_resync_interval), and the "
+            "`catalog` check when the catalog has not been read successfully for this long past "
+            "its due time (pricing.refresh_interval)."
+        ),
+        env="KUBESPOT_PROVISIONING_STUCK_AFTER",
+        unit="seconds",
+    )
+    kubernetes_version: str = setting(
+        "",
+        doc=(
+            "The Kubernetes version (`1.32`) whose images an AMI alias resolves to. Empty: the API "
+            "server's (`/version`), as Karpenter reads it."
+        ),
+        env="KUBESPOT_PROVISIONING_KUBERNETES_VERSION",
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("nodeclass_resync_interval", "retry_base", "retry_cap", "stuck_after"):
+            if not getattr(self, name) > 0:
+                raise InvalidSetting(name, "must be positive")
+        if self.retry_cap < self.retry_base:
+            raise InvalidSetting("retry_cap", "must be at least retry_base")

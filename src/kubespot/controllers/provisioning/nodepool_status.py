@@ -1,0 +1,66 @@
+"""A NodePool's status conditions (pure).
+
+kubernetes-sigs/karpenter ``pkg/controllers/nodepool/validation/controller.go``
+(``ValidationSucceeded``: True, or False with ``NodePoolValidationFailed`` and the errors: the
+pure validator's condition), ``pkg/controllers/nodepool/readiness/controller.go``
+(``NodeClassReady``: False ``NodeClassNotFound`` "NodeClass not found on cluster", False
+``NodeClassTerminating`` "NodeClass is Terminating", False ``NodeClassReadinessUnknown`` "Node Class
+Readiness Unknown" while the class's Ready is Unknown, False with the class's own Ready reason and
+message when it is not Ready, else True) and ``pkg/apis/v1/nodepool_status.go`` (Ready = both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from kubespot.scheduling.api.conditions import VALIDATION_SUCCEEDED, Condition
+
+from .conditions import READY, merge_conditions
+
+__all__ = ["NODECLASS_READY", "NODEPOOL_CONDITIONS", "nodeclass_ready", "nodepool_status"]
+
+NODECLASS_READY = "NodeClassReady"
+NODEPOOL_CONDITIONS = (VALIDATION_SUCCEEDED, NODECLASS_READY)
+
+Obj = dict[str, Any]
+
+
+def nodeclass_ready(nodeclass: Mapping[str, Any] | None) -> Condition:
+    """``NodeClassReady`` of a pool whose class is ``nodeclass`` (None: not in the cluster)."""
+    if nodeclass is None:
+        return Condition(NODECLASS_READY, "False", "NodeClassNotFound", "NodeClass not found on cluster")
+    if (nodeclass.get("metadata") or {}).get("deletionTimestamp"):
+        return Condition(NODECLASS_READY, "False", "NodeClassTerminating", "NodeClass is Terminating")
+    conditions = (nodeclass.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == READY), None)
+    if ready is None or ready.get("status") not in ("True", "False"):
+        return Condition(
+            NODECLASS_READY, "False", "NodeClassReadinessUnknown", "Node Class Readiness Unknown"
+        )
+    if ready.get("status") == "False":
+        return Condition(
+            NODECLASS_READY, "False", str(ready.get("reason") or ""), str(ready.get("message") or "")
+        )
+    return Condition(NODECLASS_READY, "True", NODECLASS_READY)
+
+
+def nodepool_status(
+    old: Mapping[str, Any] | None,
+    validation: Condition,
+    nodeclass: Mapping[str, Any] | None,
+    *,
+    generation: int,
+    now: datetime,
+) -> Obj:
+    """The status to write: ``old`` with the two conditions and ``Ready`` set."""
+    status: Obj = dict(old or {})
+    status["conditions"] = merge_conditions(
+        (old or {}).get("conditions"),
+        [validation, nodeclass_ready(nodeclass)],
+        dependents=NODEPOOL_CONDITIONS,
+        generation=generation,
+        now=now,
+    )
+    return status
