@@ -25,6 +25,7 @@ from kubespot.config.controller import ControllerSettings
 from kubespot.controllers.housekeeping.singleton import ManagedInstancesGauge, NodeCleanup
 from kubespot.controllers.interruption.queue_handler import QueueHandler
 from kubespot.controllers.interruption.sqs.consumer import QueueConsumer
+from kubespot.controllers.provisioning import controller as provisioning_parts
 from kubespot.controllers.response.response_actions import ResponseActions
 from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import EventRecorder, KubeClient
@@ -199,8 +200,39 @@ def housekeeping(shared: Shared) -> Controller:
     return Controller("housekeeping", runnables)
 
 
+def provisioning(shared: Shared) -> Controller | None:
+    """Karpenter's API objects' status and the catalog's refresh, on the leader; None when off."""
+    s = shared.settings
+    if not s.provisioning.enabled:
+        return None
+    parts = provisioning_parts.build(
+        kube=shared.kube,
+        aws=shared.aws,
+        settings=s.provisioning,
+        pricing=s.pricing,
+        clock=shared.clock,
+        region=shared.aws.region or "us-east-1",
+    )
+    return Controller(
+        "provisioning",
+        [
+            # Once per cluster: two replicas writing the same status would flap its timestamps.
+            Runnable("nodeclass-nodepool-status", parts.status.run, leader_only=True),
+            Runnable("catalog-refresh", parts.refresh.run, leader_only=True),
+        ],
+        checks=parts.checks,
+        describe="provisioning: EC2NodeClass and NodePool status, instance type catalog refresh",
+        parts={"provisioning": parts},
+    )
+
+
 #: Every controller of the operator, in start order.
-CONTROLLERS: tuple[Callable[[Shared], Controller | None], ...] = (interruption, housekeeping, response)
+CONTROLLERS: tuple[Callable[[Shared], Controller | None], ...] = (
+    interruption,
+    housekeeping,
+    response,
+    provisioning,
+)
 
 
 def new_controllers(shared: Shared) -> list[Controller]:

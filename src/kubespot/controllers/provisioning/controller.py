@@ -1,0 +1,101 @@
+"""The provisioning controller's parts, built from the operator's shared clients, and its health.
+
+``build`` wires the catalog (``aws.catalog.Catalog``, refreshed by ``CatalogRefresh``), the EC2
+cloud provider over it (``aws.cloud.AwsCloud``, told each class's subnet zones), the resolver and
+the ``StatusLoop``. ``checks`` is its /healthz part: ``provisioning`` fails when the status loop
+has not finished a pass for ``stuck_after``; ``catalog`` when no refresh has succeeded for
+``pricing.refresh_interval`` + ``stuck_after``. Both hold on a replica that does not lead (the
+loops run on the leader only) and during the first ``stuck_after`` after a loop started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from kubespot.aws import AwsClients
+from kubespot.aws.catalog import Catalog
+from kubespot.aws.cloud import AwsCloud
+from kubespot.config.pricing import PricingSettings
+from kubespot.config.provisioning import ProvisioningSettings
+from kubespot.kube import KubeClient
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import Clock
+from kubespot.observability.health import Check
+
+from .catalog_refresh import CatalogRefresh
+from .resolver import NodeClassResolver
+from .status_loop import StatusLoop
+
+__all__ = ["NODECLASSES", "NODEPOOLS", "Provisioning", "build"]
+
+NODEPOOLS = "apis/karpenter.sh/v1/nodepools"
+NODECLASSES = "apis/karpenter.k8s.aws/v1/ec2nodeclasses"
+
+
+@dataclass
+class Provisioning:
+    """The controller's parts."""
+
+    settings: ProvisioningSettings
+    pricing: PricingSettings
+    clock: Clock
+    refresh: CatalogRefresh
+    cloud: AwsCloud
+    status: StatusLoop
+
+    def checks(self, now: datetime) -> tuple[Check, ...]:
+        stuck = timedelta(seconds=self.settings.stuck_after)
+        loop = self.status
+        if loop.started is None:
+            status_check = Check("provisioning", True, "not running here (not the leader)", None)
+        elif loop.last_pass is None:
+            ok = now - loop.started <= stuck
+            status_check = Check("provisioning", ok, "no pass finished yet", None)
+        else:
+            ok = now - loop.last_pass <= stuck
+            detail = f"last pass {loop.last_pass.isoformat()}" + ("" if ok else ": stuck")
+            status_check = Check("provisioning", ok, detail, loop.last_pass)
+        refresh = self.refresh
+        errors = refresh.errors()
+        if refresh.last_attempt is None:
+            catalog_check = Check("catalog", True, "not refreshed here (not the leader)", None)
+        else:
+            since = refresh.last_success or refresh.last_attempt
+            allowed = stuck + (
+                timedelta(seconds=self.pricing.refresh_interval) if refresh.last_success else stuck * 0
+            )
+            ok = now - since <= allowed
+            detail = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())) or "fresh"
+            catalog_check = Check("catalog", ok, detail, refresh.last_success)
+        return status_check, catalog_check
+
+
+def build(
+    *,
+    kube: KubeClient,
+    aws: AwsClients,
+    settings: ProvisioningSettings,
+    pricing: PricingSettings,
+    clock: Clock,
+    region: str,
+) -> Provisioning:
+    catalog = Catalog(aws, region, pricing, clock=clock)
+    cloud = AwsCloud(catalog)
+    nodeclasses = CustomObjects(kube, NODECLASSES)
+    version_cache: list[str] = [settings.kubernetes_version] if settings.kubernetes_version else []
+
+    async def k8s_version() -> str:
+        if not version_cache:
+            version_cache.append(await nodeclasses.server_version())
+        return version_cache[0]
+
+    loop = StatusLoop(
+        nodeclasses=nodeclasses,
+        nodepools=CustomObjects(kube, NODEPOOLS),
+        resolver=NodeClassResolver(aws, k8s_version),
+        settings=settings,
+        clock=clock,
+        on_zones=cloud.set_zones,
+    )
+    return Provisioning(settings, pricing, clock, CatalogRefresh(catalog, settings, clock=clock), cloud, loop)

@@ -1,0 +1,75 @@
+"""One EC2NodeClass's selector terms resolved through the AWS adapter, part by part.
+
+Each part (subnets, security groups, AMIs) is resolved on its own: one that fails (throttling, a
+5xx, no answer: ``AwsError``; an alias none of whose parameters exists: ``AliasNotFound``, which
+Karpenter also treats as a failed reconcile) is logged with the class and the call, left None in
+the ``Resolution`` so the status keeps its last good value, and reported in ``failures`` so the
+loop retries it with backoff. An alias with no images at this Kubernetes version is not a failure
+but an answer (``UnsupportedAlias``, a False condition).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TypeVar
+
+from kubespot.aws import AwsClients, AwsError
+from kubespot.aws.amis import AliasNotFound, resolve_amis
+from kubespot.aws.security_groups import resolve_security_groups
+from kubespot.aws.subnets import resolve_subnets
+from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
+
+from .nodeclass_status import Resolution
+
+__all__ = ["NodeClassResolver", "Resolved"]
+
+log = logging.getLogger("kubespot.controller.provisioning")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    resolution: Resolution
+    #: One line per part that failed (retried with backoff); empty when all answered.
+    failures: tuple[str, ...] = field(default=())
+
+
+class NodeClassResolver:
+    """Resolves EC2NodeClasses with one set of AWS clients."""
+
+    def __init__(self, clients: AwsClients, k8s_version: Callable[[], Awaitable[str]]) -> None:
+        self._clients = clients
+        self._k8s_version = k8s_version
+
+    async def resolve(self, spec: EC2NodeClassSpec, *, now: datetime) -> Resolved:
+        failures: list[str] = []
+
+        async def part(what: str, run: Callable[[], Awaitable[T]]) -> T | None:
+            try:
+                return await run()
+            except (AwsError, AliasNotFound) as err:
+                log.warning("EC2NodeClass %s: cannot resolve its %s: %s", spec.name, what, err)
+                failures.append(f"{what}: {err}")
+                return None
+
+        subnets = await part("subnets", lambda: resolve_subnets(self._clients, spec.subnet_selector_terms))
+        groups = await part(
+            "security groups",
+            lambda: resolve_security_groups(self._clients, spec.security_group_selector_terms),
+        )
+        unsupported: str | None = None
+        amis = None
+        try:
+            version = await self._k8s_version()
+            amis = await part(
+                "AMIs", lambda: resolve_amis(self._clients, spec.ami_selector_terms, version, now=now)
+            )
+        except ValueError as err:  # UnsupportedAlias, or an alias that slipped past validation
+            unsupported = str(err)
+        except Exception as err:  # the version read failed (the API server): a failure like AWS's
+            log.warning("EC2NodeClass %s: cannot learn the Kubernetes version: %s", spec.name, err)
+            failures.append(f"Kubernetes version: {err}")
+        return Resolved(Resolution(subnets, groups, amis, unsupported), tuple(failures))

@@ -1,0 +1,284 @@
+"""The status loop: every EC2NodeClass and NodePool reconciled on change and on a schedule.
+
+Like Karpenter's nodeclass and nodepool controllers (aws/karpenter-provider-aws
+``pkg/controllers/nodeclass/controller.go``, kubernetes-sigs/karpenter
+``pkg/controllers/nodepool/{validation,readiness}``), in one loop on the elected replica:
+
+- a watch of each kind keeps the objects in memory; a class is resolved again when its generation
+  changes (its own status writes do not count) and every ``nodeclass_resync_interval``; a pool is
+  reconciled when it changes and whenever its class does (its ``NodeClassReady`` follows the class);
+- the status is written (PUT to ``/status`` with the version read) only when it differs from the
+  stored one; a 409 is retried after the watch has brought the newer object;
+- a class whose resolution failed in part keeps its last good status for that part and is retried
+  with ``model.backoff.full_jitter`` (``retry_base`` doubling to ``retry_cap``);
+- an object that cannot be read (any shape) gets ``ValidationSucceeded`` False with a reason, and
+  an unexpected error in one reconcile is logged and retried: the loop itself never stops.
+
+``last_pass`` (when a pass last finished) is what /healthz checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from kubespot.config.provisioning import ProvisioningSettings
+from kubespot.kube import KubeError
+from kubespot.kube.custom import CustomObjects, ObjectList
+from kubespot.model import Clock
+from kubespot.model.backoff import full_jitter
+from kubespot.scheduling.api.validate import validate_nodepool
+from kubespot.scheduling.api.validate_nodeclass import validate_nodeclass
+
+from .nodeclass_status import nodeclass_status
+from .nodepool_status import nodepool_status
+from .resolver import NodeClassResolver
+
+__all__ = ["StatusLoop"]
+
+log = logging.getLogger("kubespot.controller.provisioning")
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (kind, name)
+CLASS, POOL = "EC2NodeClass", "NodePool"
+_NODECLASS_GROUP = "karpenter.k8s.aws"
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else ""
+
+
+def _generation(obj: Mapping[str, Any]) -> int:
+    meta = obj.get("metadata")
+    gen = meta.get("generation") if isinstance(meta, Mapping) else None
+    return gen if isinstance(gen, int) else 0
+
+
+def _class_of(pool: Mapping[str, Any]) -> str | None:
+    """The EC2NodeClass a pool names; None when it names another kind of class (not ours)."""
+    try:
+        ref = pool["spec"]["template"]["spec"]["nodeClassRef"]
+        group, kind, name = ref.get("group", ""), ref.get("kind", ""), ref.get("name", "")
+    except (KeyError, TypeError, AttributeError):
+        return ""  # unreadable: validation says why; the class counts as not found
+    if (group, kind) not in ((_NODECLASS_GROUP, CLASS), ("", "")):
+        return None
+    return name if isinstance(name, str) else ""
+
+
+class StatusLoop:
+    """Reconciles the status of every EC2NodeClass and NodePool while it runs."""
+
+    def __init__(
+        self,
+        *,
+        nodeclasses: CustomObjects,
+        nodepools: CustomObjects,
+        resolver: NodeClassResolver,
+        settings: ProvisioningSettings,
+        clock: Clock,
+        on_zones: Callable[[str, Iterable[str] | None], None] | None = None,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self._api = {CLASS: nodeclasses, POOL: nodepools}
+        self._resolver = resolver
+        self._settings = settings
+        self._clock = clock
+        self._on_zones = on_zones
+        self._rng = rng
+        self._objects: dict[str, dict[str, Obj]] = {CLASS: {}, POOL: {}}
+        #: The generation each class was last resolved at (a status write does not bump it).
+        self._resolved_gen: dict[str, int] = {}
+        self._due: dict[Key, float] = {}
+        self._failures: dict[Key, int] = {}
+        self._wake = asyncio.Event()
+        #: When the last pass finished (None before the first).
+        self.last_pass: datetime | None = None
+        self.started: datetime | None = None
+        #: Status writes made, per kind (for tests and metrics).
+        self.writes: dict[str, int] = {CLASS: 0, POOL: 0}
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.started = self._clock.now()
+        listings = {kind: await self._list(kind) for kind in (CLASS, POOL)}
+        for kind, listing in listings.items():
+            self._replace_all(kind, listing.items)
+        watches = [
+            asyncio.create_task(self._watch(kind, listing.resource_version), name=f"kubespot-watch-{kind}")
+            for kind, listing in listings.items()
+        ]
+        try:
+            while True:
+                await self.run_pass()
+                await self._wait()
+        finally:
+            for task in watches:
+                task.cancel()
+            for task in watches:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _list(self, kind: str) -> ObjectList:
+        attempt = 0
+        while True:
+            try:
+                return await self._api[kind].list()
+            except KubeError as err:
+                log.warning("provisioning: cannot list %ss: %s", kind, err)
+                await self._clock.sleep(self._backoff(attempt))
+                attempt += 1
+
+    async def _watch(self, kind: str, resource_version: str) -> None:
+        async for op, obj, listing in self._api[kind].watch(resource_version):
+            if listing is not None:
+                self._replace_all(kind, listing.items)
+            elif obj is not None:
+                self._changed(kind, op, obj)
+            self._wake.set()
+
+    async def _wait(self) -> None:
+        now = self._clock.monotonic()
+        soonest = min(self._due.values(), default=now + self._settings.nodeclass_resync_interval)
+        delay = max(0.0, min(soonest - now, self._settings.nodeclass_resync_interval))
+        if delay <= 0:
+            return
+        self._wake.clear()
+        sleeper = asyncio.ensure_future(self._clock.sleep(delay))
+        woken = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            woken.cancel()
+
+    async def run_pass(self) -> None:
+        """Reconcile every object that is due: classes first, so their pools see the new status."""
+        now = self._clock.monotonic()
+        due = sorted((k for k, at in self._due.items() if at <= now), key=lambda k: (k[0] != CLASS, k[1]))
+        for key in due:
+            self._due.pop(key, None)
+            try:
+                await self._reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # one object must never stop the others: logged, retried later
+                log.exception("provisioning: reconciling %s %s failed", *key)
+                self._retry(key)
+        self.last_pass = self._clock.now()
+
+    # -- what changed -----------------------------------------------------------------------------
+
+    def _replace_all(self, kind: str, items: Iterable[Obj]) -> None:
+        fresh = {_name(o): o for o in items if _name(o)}
+        for gone in set(self._objects[kind]) - set(fresh):
+            self._changed(kind, "DELETED", self._objects[kind][gone])
+        for obj in fresh.values():
+            self._changed(kind, "ADDED", obj)
+
+    def _changed(self, kind: str, op: str, obj: Obj) -> None:
+        name = _name(obj)
+        if not name:
+            return
+        now = self._clock.monotonic()
+        if op == "DELETED":
+            self._objects[kind].pop(name, None)
+            self._due.pop((kind, name), None)
+            if kind == CLASS:
+                self._resolved_gen.pop(name, None)
+                if self._on_zones is not None:
+                    self._on_zones(name, None)
+        else:
+            self._objects[kind][name] = obj
+            if kind == POOL or self._resolved_gen.get(name) != _generation(obj):
+                self._due[(kind, name)] = now
+        if kind == CLASS:
+            # Its pools' NodeClassReady follows it (a status write of the class included).
+            for pool_name, pool in self._objects[POOL].items():
+                if _class_of(pool) == name:
+                    self._due.setdefault((POOL, pool_name), now)
+
+    def _retry(self, key: Key) -> None:
+        attempt = self._failures.get(key, 0)
+        self._failures[key] = attempt + 1
+        self._due[key] = self._clock.monotonic() + self._backoff(attempt)
+
+    def _backoff(self, attempt: int) -> float:
+        s = self._settings
+        # At least a tenth of the base: a run of zero draws must not spin.
+        return max(s.retry_base / 10, full_jitter(attempt, base=s.retry_base, cap=s.retry_cap, rng=self._rng))
+
+    # -- reconciles -------------------------------------------------------------------------------
+
+    async def _reconcile(self, key: Key) -> None:
+        kind, name = key
+        obj = self._objects[kind].get(name)
+        if obj is None:
+            return
+        if kind == CLASS:
+            await self._reconcile_class(obj)
+        else:
+            await self._reconcile_pool(obj)
+
+    async def _reconcile_class(self, obj: Obj) -> None:
+        name = _name(obj)
+        key = (CLASS, name)
+        spec, validation = validate_nodeclass(obj)
+        now = self._clock.now()
+        generation = _generation(obj)
+        resolution = None
+        failures: tuple[str, ...] = ()
+        if validation.is_true:
+            resolved = await self._resolver.resolve(spec, now=now)
+            resolution, failures = resolved.resolution, resolved.failures
+            if self._on_zones is not None and resolution.subnets is not None:
+                self._on_zones(name, {s.zone for s in resolution.subnets})
+        old = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
+        status = nodeclass_status(old, spec, validation, resolution, generation=generation, now=now)
+        await self._write(CLASS, obj, status)
+        self._resolved_gen[name] = generation
+        if failures:
+            self._retry(key)
+        else:
+            self._failures.pop(key, None)
+            self._due.setdefault(key, self._clock.monotonic() + self._settings.nodeclass_resync_interval)
+
+    async def _reconcile_pool(self, obj: Obj) -> None:
+        class_name = _class_of(obj)
+        if class_name is None:
+            return  # another provider's class: not ours to judge (Karpenter's IsManaged)
+        _, validation = validate_nodepool(obj)
+        nodeclass = self._objects[CLASS].get(class_name) if class_name else None
+        old = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
+        status = nodepool_status(
+            old, validation, nodeclass, generation=_generation(obj), now=self._clock.now()
+        )
+        await self._write(POOL, obj, status)
+        self._failures.pop((POOL, _name(obj)), None)
+
+    async def _write(self, kind: str, obj: Obj, status: Obj) -> None:
+        if status == obj.get("status"):
+            return
+        name = _name(obj)
+        try:
+            stored = await self._api[kind].replace_status({**obj, "status": status})
+        except KubeError as err:
+            if err.code == 404:
+                return  # deleted meanwhile; the watch says so
+            if err.code == 409:
+                # Changed since it was read: the watch brings the newer object; try again then.
+                log.debug("provisioning: %s %s changed meanwhile; retrying", kind, name)
+                self._retry((kind, name))
+                return
+            raise
+        self.writes[kind] += 1
+        if _name(stored) == name:
+            self._objects[kind][name] = stored
