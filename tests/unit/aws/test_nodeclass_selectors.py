@@ -85,3 +85,70 @@ def test_al2_on_133_and_windows2025_before_135_are_unsupported() -> None:
     assert ("node.kubernetes.io/windows-build", "In", ("10.0.20348",)) in win.requirements[0]
     with pytest.raises(ValueError):
         alias_parameters("ubuntu@latest", "1.32")
+
+
+class ImageStub:
+    """DescribeImages from a canned list (no SSM)."""
+
+    def __init__(self, images: list[dict[str, str]]) -> None:
+        self.images = images
+        self.requests: list[dict[str, object]] = []
+
+    async def call(self, service: str, operation: str, **kwargs: object) -> dict[str, object]:
+        self.requests.append(kwargs)
+        return {"Images": self.images}
+
+
+async def test_one_image_per_requirement_set_newest_first_non_deprecated_preferred() -> None:
+    """ami.go amis/compareAMI: per requirement set, not deprecated beats deprecated, then newer,
+    then greater name; AMIs.Sort: newest first. i386 images are dropped; the query asks for
+    available images, deprecated included, owners self+amazon for a name."""
+    from datetime import UTC, datetime
+
+    from kubespot.aws.amis import resolve_amis
+
+    images = [
+        {
+            "ImageId": "ami-old",
+            "Name": "n-1",
+            "Architecture": "x86_64",
+            "CreationDate": "2026-01-01T00:00:00.000Z",
+        },
+        {
+            "ImageId": "ami-new",
+            "Name": "n-2",
+            "Architecture": "x86_64",
+            "CreationDate": "2026-06-01T00:00:00.000Z",
+            "DeprecationTime": "2026-07-01T00:00:00.000Z",
+        },
+        {
+            "ImageId": "ami-mid",
+            "Name": "n-3",
+            "Architecture": "x86_64",
+            "CreationDate": "2026-03-01T00:00:00.000Z",
+        },
+        {
+            "ImageId": "ami-arm",
+            "Name": "n-4",
+            "Architecture": "arm64",
+            "CreationDate": "2026-02-01T00:00:00.000Z",
+        },
+        {
+            "ImageId": "ami-386",
+            "Name": "n-5",
+            "Architecture": "i386",
+            "CreationDate": "2026-09-01T00:00:00.000Z",
+        },
+    ]
+    stub = ImageStub(images)
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    amis = await resolve_amis(stub, [SelectorTerm(name="n-*")], "1.32", now=now)  # type: ignore[arg-type]
+    # ami-new is deprecated by now: ami-mid wins amd64; arm64 has its own set; newest first.
+    assert [a.id for a in amis] == ["ami-mid", "ami-arm"]
+    (request,) = stub.requests
+    assert request["Owners"] == ["self", "amazon"] and request["IncludeDeprecated"] is True
+    assert {"Name": "state", "Values": ["available"]} in request["Filters"]  # type: ignore[operator]
+    before = await resolve_amis(
+        ImageStub(images), [SelectorTerm(name="n-*")], "1.32", now=datetime(2026, 6, 2, tzinfo=UTC)
+    )  # type: ignore[arg-type]
+    assert [a.id for a in before] == ["ami-new", "ami-arm"]
