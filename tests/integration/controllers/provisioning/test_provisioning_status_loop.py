@@ -1,0 +1,259 @@
+"""The provisioning controller's status loop over HTTP: kubesim serving the chart's CRDs, moto (with
+kubespot's SSM AMI parameters) answering EC2 and SSM through boto3.
+
+Sources: aws/karpenter-provider-aws ``pkg/controllers/nodeclass/controller.go`` (Reconcile: the
+sub-reconcilers, the status patched only when it changed), ``subnet.go``, ``securitygroup.go``,
+``ami.go``, ``instanceprofile.go``; kubernetes-sigs/karpenter
+``pkg/controllers/nodepool/validation/controller.go`` and ``readiness/controller.go`` (Reconcile);
+apiextensions-apiserver ``pkg/registry/customresource/strategy.go`` (``PrepareForUpdate``: a write
+to the status subresource changes only status, so the generation stays).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from kubespot.aws import AwsClients, AwsError
+from kubespot.config.aws import AwsSettings
+from kubespot.config.kube import KubeSettings
+from kubespot.config.provisioning import ProvisioningSettings
+from kubespot.controllers.provisioning.controller import NODECLASSES, NODEPOOLS
+from kubespot.controllers.provisioning.resolver import NodeClassResolver
+from kubespot.controllers.provisioning.status_loop import StatusLoop
+from kubespot.kube import connect
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import SystemClock
+from kubespot.sim.awssim import MotoServer
+from kubespot.sim.kubesim.app import KubeSim
+from kubespot.sim.kubesim.controllers import ControllerConfig
+
+ROOT = Path(__file__).resolve().parents[4]
+CRDS = ROOT / "deploy" / "helm" / "kubespot" / "crds"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+Obj = dict[str, Any]
+
+
+class FlakyClients(AwsClients):
+    """moto through boto3, except while ``failing``: EC2 answers throttled, as under load."""
+
+    failing = False
+
+    async def call(self, service: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
+        if self.failing:
+            raise AwsError(
+                "RequestLimitExceeded",
+                "Request limit exceeded.",
+                service=service,
+                operation=operation,
+                throttled=True,
+            )
+        return await super().call(service, operation, **kwargs)
+
+
+@dataclass
+class Env:
+    http: aiohttp.ClientSession
+    loop: StatusLoop
+    aws: FlakyClients
+    subnets: list[str]
+    group: str
+
+    async def create(self, path: str, body: Obj) -> Obj:
+        async with self.http.post(f"/{path}", json=body) as r:
+            assert r.status == 201, await r.text()
+            return dict(await r.json())
+
+    async def get(self, path: str, name: str) -> Obj:
+        async with self.http.get(f"/{path}/{name}") as r:
+            return dict(await r.json())
+
+    async def patch(self, path: str, name: str, body: Obj) -> Obj:
+        headers = {"Content-Type": "application/merge-patch+json"}
+        async with self.http.patch(f"/{path}/{name}", json=body, headers=headers) as r:
+            assert r.status == 200, await r.text()
+            return dict(await r.json())
+
+    async def until(self, path: str, name: str, check: Callable[[Obj], bool], within: float = 5.0) -> Obj:
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            obj = await self.get(path, name)
+            if check(obj):
+                return obj
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{name}: {obj.get('status')}")
+            await asyncio.sleep(0.02)
+
+
+def conditions(obj: Obj) -> dict[str, Obj]:
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def is_(type_: str, status: str) -> Callable[[Obj], bool]:
+    return lambda obj: conditions(obj).get(type_, {}).get("status") == status
+
+
+def nodeclass(name: str, **spec: Any) -> Obj:
+    body = {
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "prod"}}],
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        "instanceProfile": "KarpenterNodeInstanceProfile",
+        **spec,
+    }
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def nodepool(name: str, nodeclass_name: str) -> Obj:
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": nodeclass_name}
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {"template": {"spec": {"nodeClassRef": ref, "requirements": []}}},
+    }
+
+
+@pytest.fixture
+async def env(aws_env: MotoServer) -> AsyncIterator[Env]:
+    ec2 = aws_env.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"{aws_env.region}{z}")[
+            "Subnet"
+        ]["SubnetId"]
+        for i, z in enumerate("ab")
+    ]
+    group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc)["GroupId"]
+    ec2.create_tags(Resources=[*subnets, group], Tags=[{"Key": "karpenter.sh/discovery", "Value": "prod"}])
+    idle = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
+    settings = ProvisioningSettings(nodeclass_resync_interval=0.3, retry_base=0.05, retry_cap=0.2)
+    async with KubeSim(controllers=idle) as sim, aiohttp.ClientSession(sim.url) as http:
+        for path in sorted(CRDS.glob("*.yaml")):
+            for crd in yaml.safe_load_all(path.read_text()):
+                async with http.post(CRD_PATH, json=crd) as r:
+                    assert r.status == 201, await r.text()
+        kube = connect(KubeSettings(kubeconfig=str(sim.kubeconfig_path)))
+        aws = FlakyClients(
+            AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=1)
+        )
+        classes = CustomObjects(kube, NODECLASSES)
+        zones: dict[str, Any] = {}
+        loop = StatusLoop(
+            nodeclasses=classes,
+            nodepools=CustomObjects(kube, NODEPOOLS),
+            resolver=NodeClassResolver(aws, classes.server_version),
+            settings=settings,
+            clock=SystemClock(),
+            on_zones=zones.__setitem__,
+        )
+        task = asyncio.create_task(loop.run())
+        try:
+            yield Env(http, loop, aws, subnets, group)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await aws.close()
+            await kube.close()
+
+
+async def test_class_and_pool_become_ready_with_karpenters_status(env: Env) -> None:
+    await env.create(NODECLASSES, nodeclass("default"))
+    await env.create(NODEPOOLS, nodepool("general", "default"))
+    cls = await env.until(NODECLASSES, "default", is_("Ready", "True"))
+    status = cls["status"]
+    assert {s["id"] for s in status["subnets"]} == set(env.subnets)
+    assert all(s["zone"] and s["zoneID"] for s in status["subnets"])
+    assert status["securityGroups"] == [{"id": env.group, "name": "nodes"}]
+    assert len(status["amis"]) == 5 and status["instanceProfile"] == "KarpenterNodeInstanceProfile"
+    assert set(conditions(cls)) == {
+        "AMIsReady",
+        "InstanceProfileReady",
+        "Ready",
+        "SecurityGroupsReady",
+        "SubnetsReady",
+        "ValidationSucceeded",
+    }
+    assert cls["metadata"]["generation"] == 1  # status writes do not bump it
+    pool = await env.until(NODEPOOLS, "general", is_("Ready", "True"))
+    assert conditions(pool)["NodeClassReady"]["status"] == "True"
+    # Nothing changed: later passes (resync every 0.3 s) write nothing.
+    version = (await env.get(NODECLASSES, "default"))["metadata"]["resourceVersion"]
+    writes = dict(env.loop.writes)
+    await asyncio.sleep(0.7)
+    assert (await env.get(NODECLASSES, "default"))["metadata"]["resourceVersion"] == version
+    assert env.loop.writes == writes
+
+
+async def test_a_spec_change_is_resolved_at_once_and_reaches_the_pool(env: Env) -> None:
+    await env.create(NODECLASSES, nodeclass("default"))
+    await env.create(NODEPOOLS, nodepool("general", "default"))
+    await env.until(NODEPOOLS, "general", is_("Ready", "True"))
+    await env.patch(
+        NODECLASSES,
+        "default",
+        {"spec": {"subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "gone"}}]}},
+    )
+    cls = await env.until(NODECLASSES, "default", is_("SubnetsReady", "False"))
+    assert conditions(cls)["SubnetsReady"]["reason"] == "SubnetsNotFound"
+    assert "subnets" not in cls["status"]
+    pool = await env.until(NODEPOOLS, "general", is_("NodeClassReady", "False"))
+    ready = conditions(pool)["NodeClassReady"]
+    assert (ready["reason"], ready["message"]) == ("UnhealthyDependents", "SubnetsReady=False")
+
+
+async def test_garbage_gets_a_false_condition_and_the_loop_keeps_going(env: Env) -> None:
+    """Objects the API server stores but no code can read (kubesim, like a cluster without the CRDs'
+    schemas, accepts them): ValidationSucceeded False with a reason; the loop still serves a good
+    class created afterwards."""
+    garbage_pool = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "junk"},
+        "spec": {"template": "x", "weight": "heavy"},
+    }
+    garbage_class = {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "junk"},
+        "spec": {"subnetSelectorTerms": 7, "role": ["r"]},
+    }
+    await env.create(NODEPOOLS, garbage_pool)
+    await env.create(NODECLASSES, garbage_class)
+    pool = await env.until(NODEPOOLS, "junk", is_("ValidationSucceeded", "False"))
+    assert conditions(pool)["ValidationSucceeded"]["reason"] == "NodePoolValidationFailed"
+    assert conditions(pool)["Ready"]["status"] == "False"
+    cls = await env.until(NODECLASSES, "junk", is_("ValidationSucceeded", "False"))
+    assert conditions(cls)["ValidationSucceeded"]["reason"] == "NodeClassValidationFailed"
+    await env.create(NODECLASSES, nodeclass("good"))
+    await env.until(NODECLASSES, "good", is_("Ready", "True"))
+
+
+async def test_aws_errors_keep_the_last_good_status_and_are_retried(env: Env) -> None:
+    await env.create(NODECLASSES, nodeclass("default"))
+    good = await env.until(NODECLASSES, "default", is_("Ready", "True"))
+    env.aws.failing = True
+    # A spec change while AWS throttles: nothing resolvable, the last good lists stay.
+    await env.patch(NODECLASSES, "default", {"spec": {"tags": {"team": "a"}}})
+    await asyncio.sleep(0.5)
+    now = await env.get(NODECLASSES, "default")
+    for key in ("subnets", "securityGroups", "amis"):
+        assert now["status"][key] == good["status"][key]
+    assert conditions(now)["SubnetsReady"]["status"] == "True"
+    env.aws.failing = False
+    # Retried with backoff (0.05 s doubling to 0.2 s): the new generation is observed.
+    await env.until(
+        NODECLASSES, "default", lambda o: conditions(o)["SubnetsReady"]["observedGeneration"] == 2
+    )
