@@ -29,8 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_settings(args: argparse.Namespace) -> ControllerSettings:
     settings = loader.load(ControllerSettings, namespace=args)
     # Without a queue the controller still has work when an AWS response action is on: the agents
-    # fence the nodes (IMDS), the controller deregisters, isolates and publishes.
-    if not settings.queue.url and not enabled_actions(settings):
+    # fence the nodes (IMDS), the controller deregisters, isolates and publishes; or when it only
+    # keeps the provisioning status.
+    if not settings.queue.url and not enabled_actions(settings) and not settings.provisioning.enabled:
         raise SettingsError(
             [
                 Problem(
@@ -39,7 +40,8 @@ def load_settings(args: argparse.Namespace) -> ControllerSettings:
                     None,
                     "required but not set: set --queue-url, KUBESPOT_QUEUE_URL or QUEUE_URL (or, for a "
                     "controller without a queue, turn on an AWS response action: loadbalancer.enabled, "
-                    "isolation.enabled, publish.sns_topic_arn or publish.event_bus)",
+                    "isolation.enabled, publish.sns_topic_arn or publish.event_bus, or "
+                    "provisioning.enabled)",
                 )
             ]
         )

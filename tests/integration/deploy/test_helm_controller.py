@@ -84,6 +84,14 @@ CLEANUP_RULES = [
 CLEANUP_RULES_KEEP = [
     {**r, "verbs": ["get", "list", "watch"]} if r["resources"] == ["pods"] else r for r in CLEANUP_RULES
 ]
+#: controller.provisioning.enabled: src/kubespot/kube/custom.py's calls on Karpenter's objects (one
+#: list + watch each, the status written with a PUT to the status subresource).
+PROVISIONING_RULES = [
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodepools/status"], "verbs": ["update"]},
+    {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["update"]},
+]
 
 
 def lease_rules(name: str) -> list[Obj]:
@@ -557,6 +565,20 @@ def test_nodes_may_be_deleted_only_with_node_cleanup(helm: str) -> None:
     assert "delete" not in agent["rules"][0]["verbs"]
 
 
+def test_karpenter_objects_readable_and_their_status_writable_only_with_provisioning(helm: str) -> None:
+    """aws/karpenter-provider-aws charts/karpenter/templates/clusterrole-core.yaml and
+    clusterrole.yaml grant Karpenter get/list/watch on nodepools and ec2nodeclasses and
+    update/patch on them and their status (it also writes finalizers and hashes); kubespot only
+    writes the status, with a PUT (update), and only when controller.provisioning.enabled."""
+    assert only(render(helm, sets=ON), "ClusterRole", CONTROLLER)["rules"] == CONTROLLER_RULES
+    objs = render(helm, sets={**ON, "controller.provisioning.enabled": "true"})
+    assert only(objs, "ClusterRole", CONTROLLER)["rules"] == CONTROLLER_RULES + PROVISIONING_RULES
+    assert plain_env(objs)["KUBESPOT_PROVISIONING_ENABLED"] == "true"
+    # Without a queue the controller still has work: the release renders.
+    alone = render(helm, sets={"controller.enabled": "true", "controller.provisioning.enabled": "true"})
+    assert only(alone, "ClusterRole", CONTROLLER)["rules"] == CONTROLLER_RULES + PROVISIONING_RULES
+
+
 # --- metrics ---------------------------------------------------------------------------------------
 
 
@@ -645,6 +667,14 @@ def test_rendered_env_loads_through_the_controllers_settings_loader(helm: str) -
     assert (le.lease_duration, le.renew_deadline, le.retry_period) == (20.0, 12.5, 3.0)
     cleanup = settings.node_cleanup
     assert (cleanup.enabled, cleanup.interval, cleanup.not_ready_for) == (True, 30.0, 600.0)
+    prov = settings.provisioning
+    assert (prov.enabled, prov.nodeclass_resync_interval, prov.retry_base, prov.retry_cap) == (
+        True,
+        120.0,
+        1.5,
+        60.0,
+    )
+    assert (prov.stuck_after, prov.kubernetes_version) == (600.0, "1.31")
     nth = load(ControllerSettings, env=_controller_env(render(helm, NTH_QUEUE)))
     assert nth.queue.delete_if_node_not_found is True
     assert nth.aws.region == "eu-west-1"
@@ -707,7 +737,7 @@ def cluster(tmp_path: Path) -> Iterator[ControllerCluster]:
     [
         ([], {**ON, "enablePrometheusServer": "true", "serviceMonitor.create": "true"}, 2, CONTROLLER_RULES),
         ([NTH_QUEUE], None, 2, CONTROLLER_RULES),
-        ([EVERYTHING_ON, CONTROLLER_EVERYTHING], None, 3, CLEANUP_RULES_KEEP),
+        ([EVERYTHING_ON, CONTROLLER_EVERYTHING], None, 3, CLEANUP_RULES_KEEP + PROVISIONING_RULES),
     ],
     ids=["controller", "nth-queue", "everything"],
 )

@@ -246,7 +246,7 @@ loadBalancerWaitMaxDelay: KUBESPOT_LOADBALANCER_WAIT_MAX_DELAY
 {{- if include "kubespot.queueMode" . -}}
 {{- fail "enableSqsTerminationDraining: true runs the queue-processor (kubespot controller), which needs queueURL: set it to the SQS queue's URL (`kubespot aws bootstrap` prints it)" -}}
 {{- else -}}
-{{- fail "controller.enabled: the queue-processor (kubespot controller) needs queueURL: set it to the SQS queue's URL (`kubespot aws bootstrap` prints it), or turn on a response action (controller.loadBalancer.enabled, controller.isolation.enabled, controller.publish.snsTopicArn or eventBus) to run it without a queue" -}}
+{{- fail "controller.enabled: the queue-processor (kubespot controller) needs queueURL: set it to the SQS queue's URL (`kubespot aws bootstrap` prints it), or turn on a response action (controller.loadBalancer.enabled, controller.isolation.enabled, controller.publish.snsTopicArn or eventBus) or controller.provisioning.enabled to run it without a queue" -}}
 {{- end -}}
 {{- end -}}
 {{- if not (or (include "kubespot.daemonsetEnabled" .) (include "kubespot.controllerEnabled" .)) -}}
@@ -471,6 +471,12 @@ publish.detailType: KUBESPOT_PUBLISH_DETAIL_TYPE
 pricing.refreshInterval: KUBESPOT_PRICING_REFRESH_INTERVAL
 pricing.usePricingApi: KUBESPOT_PRICING_USE_PRICING_API
 pricing.ondemandDiscounts: KUBESPOT_PRICING_ONDEMAND_DISCOUNTS
+provisioning.enabled: KUBESPOT_PROVISIONING_ENABLED
+provisioning.nodeclassResyncInterval: KUBESPOT_PROVISIONING_NODECLASS_RESYNC_INTERVAL
+provisioning.retryBase: KUBESPOT_PROVISIONING_RETRY_BASE
+provisioning.retryCap: KUBESPOT_PROVISIONING_RETRY_CAP
+provisioning.stuckAfter: KUBESPOT_PROVISIONING_STUCK_AFTER
+provisioning.kubernetesVersion: KUBESPOT_PROVISIONING_KUBERNETES_VERSION
 {{- end -}}
 
 {{/* A controller value by its dotted path under .Values.controller ("leaderElection.enabled"). */}}
@@ -482,9 +488,10 @@ pricing.ondemandDiscounts: KUBESPOT_PRICING_ONDEMAND_DISCOUNTS
 {{- if include "kubespot.isSet" $value }}{{ include "kubespot.envText" $value }}{{ end -}}
 {{- end -}}
 
-{{/* Whether an AWS response action is on: then the controller may run without a queue. */}}
+{{/* Whether an AWS response action (or the provisioning controller) is on: then the controller
+     may run without a queue. */}}
 {{- define "kubespot.responseActions" -}}
-{{- $on := list (include "kubespot.controllerValue" (dict "root" . "path" "loadBalancer.enabled")) (include "kubespot.controllerValue" (dict "root" . "path" "isolation.enabled")) -}}
+{{- $on := list (include "kubespot.controllerValue" (dict "root" . "path" "loadBalancer.enabled")) (include "kubespot.controllerValue" (dict "root" . "path" "isolation.enabled")) (include "kubespot.controllerValue" (dict "root" . "path" "provisioning.enabled")) -}}
 {{- if or (has "true" $on) (include "kubespot.controllerValue" (dict "root" . "path" "publish.snsTopicArn")) (include "kubespot.controllerValue" (dict "root" . "path" "publish.eventBus")) -}}true{{- end -}}
 {{- end -}}
 
