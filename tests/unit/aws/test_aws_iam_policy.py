@@ -134,6 +134,12 @@ def test_calls_are_the_union_of_the_groups() -> None:
                 "pricing:GetProducts",
             },
         ),
+        # aws/karpenter-provider-aws pkg/providers/{subnet,securitygroup,amifamily,ssm}: the
+        # EC2NodeClass's selector terms and AMI aliases.
+        (
+            "nodeclass",
+            {"ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages", "ssm:GetParameter"},
+        ),
     ],
 )
 def test_each_action_adds_only_its_calls(action: str, granted: set[str]) -> None:

@@ -21,6 +21,7 @@ EVERYTHING_ON = {
     "KUBESPOT_NODE_CLEANUP_ENABLED": "true",
     "KUBESPOT_ISOLATION_ENABLED": "true",
     "KUBESPOT_ISOLATION_QUARANTINE_GROUP": "sg-0123456789abcdef0",
+    "KUBESPOT_PROVISIONING_ENABLED": "true",
 }
 
 
@@ -66,8 +67,24 @@ def test_runnable_names_are_unique_across_controllers() -> None:
     """They name the operator's tasks and the leader's duties (and /healthz's "stopped: …")."""
     got = wired(**EVERYTHING_ON)
     names = [n for runnables in got.values() for n, _ in runnables]
-    assert len(names) == len(set(names)) == 6
-    assert len(CONTROLLERS) == 3
+    assert len(names) == len(set(names)) == 8
+    assert len(CONTROLLERS) == 4
+
+
+def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> None:
+    """Karpenter's nodeclass/nodepool status controllers and its catalog refreshes run in the
+    elected pod only (kubernetes-sigs/karpenter pkg/operator/operator.go builds its
+    controller-runtime manager with leader election, whose controllers run on the leader)."""
+    assert "provisioning" not in wired(KUBESPOT_QUEUE_URL=QUEUE)
+    got = wired(KUBESPOT_PROVISIONING_ENABLED="true")
+    assert got["provisioning"] == [("nodeclass-nodepool-status", True), ("catalog-refresh", True)]
+    assert "interruption" not in got
+    (provisioning,) = [
+        c for c in new_controllers(shared(KUBESPOT_PROVISIONING_ENABLED="true")) if c.name == "provisioning"
+    ]
+    checks = provisioning.checks(datetime.now(tz=UTC))
+    # Not the leader yet: neither loop has started, so neither check fails.
+    assert [(c.name, c.ok) for c in checks] == [("provisioning", True), ("catalog", True)]
 
 
 def test_the_queue_check_fails_while_a_message_is_held_past_its_bound() -> None:
