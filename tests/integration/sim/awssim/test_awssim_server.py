@@ -65,6 +65,7 @@ def test_health_route_lists_extensions(aws: MotoServer) -> None:
             "elbv2_draining",
             "pricing",
             "ssm_amis",
+            "catalog_cache",
         ],
     }
 
