@@ -3,9 +3,11 @@
 ``instance_types(nodepool, nodeclass)`` is Karpenter's AWS ``GetInstanceTypes``
 (aws/karpenter-provider-aws ``pkg/cloudprovider/cloudprovider.go``, ``pkg/providers/instancetype``):
 the catalog's types with the allocatable of the class's AMI family and kubelet block, offered in the
-zones of the class's resolved subnets (``set_zones``, kept by the EC2NodeClass controller; every
-zone of the region until they are known). The NodeClaim calls (``create``, ``delete``, ``get``,
-``list``) are issue 14's launch path and raise ``NotImplementedError`` until then.
+zones of the class's resolved subnets (``set_zones``, kept by the EC2NodeClass controller). Until
+they are known every zone of the region is offered: Karpenter refuses ("no subnets found"), but
+``kubespot plan`` reads classes no controller has resolved and must still plan. The NodeClaim
+calls (``create``, ``delete``, ``get``, ``list``) are issue 14's launch path and raise
+``NotImplementedError`` until then.
 """
 
 from __future__ import annotations

@@ -53,3 +53,41 @@ async def test_aws_cloud_does_not_launch_yet() -> None:
         await cloud.create(NodeClaimSpec("c"))
     with pytest.raises(NotImplementedError):
         await cloud.list()
+
+
+class _Ec2:
+    """The catalog's calls answered for one type sold in two zones."""
+
+    async def call(self, service: str, operation: str, **kwargs: object) -> dict[str, object]:
+        if operation == "DescribeInstanceTypes":
+            info = {
+                "InstanceType": "m5.large",
+                "VCpuInfo": {"DefaultVCpus": 2},
+                "MemoryInfo": {"SizeInMiB": 8192},
+                "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]},
+                "NetworkInfo": {"MaximumNetworkInterfaces": 3, "Ipv4AddressesPerInterface": 10},
+            }
+            return {"InstanceTypes": [info]}
+        if operation == "DescribeInstanceTypeOfferings":
+            offers = [{"InstanceType": "m5.large", "Location": z} for z in ("us-east-1a", "us-east-1b")]
+            return {"InstanceTypeOfferings": offers}
+        return {}
+
+
+async def test_aws_cloud_offers_the_zones_of_the_class_subnets() -> None:
+    """aws/karpenter-provider-aws pkg/providers/instancetype/instancetype.go List and
+    offering/base_resolver.go: offerings only in the zones of the EC2NodeClass's subnets
+    (``ZoneInfo()``, its status.subnets). Karpenter fails with "no subnets found" before they are
+    known; kubespot offers every zone then (kubespot plan reads classes nobody resolved)."""
+    from kubespot.aws.catalog import Catalog
+    from kubespot.config.pricing import PricingSettings
+
+    catalog = Catalog(_Ec2(), "us-east-1", PricingSettings(use_pricing_api=False))  # type: ignore[arg-type]
+    cloud = AwsCloud(catalog)
+    (before,) = await cloud.instance_types(POOL, CLASS)
+    assert {o.zone for o in before.offerings} == {"us-east-1a", "us-east-1b"}
+    cloud.set_zones("default", {"us-east-1b"})
+    (after,) = await cloud.instance_types(POOL, CLASS)
+    assert {o.zone for o in after.offerings} == {"us-east-1b"}
+    cloud.set_zones("default", None)
+    assert len((await cloud.instance_types(POOL, CLASS))[0].offerings) == 4
