@@ -197,6 +197,20 @@ async def test_class_and_pool_become_ready_with_karpenters_status(env: Env) -> N
     assert env.loop.writes == writes
 
 
+async def test_aws_side_changes_show_after_the_resync(env: Env, aws_env: MotoServer) -> None:
+    """securitygroup.go / ami.go requeue after 5 minutes (here 0.3 s): a group tagged later in AWS
+    appears without any change to the object."""
+    await env.create(NODECLASSES, nodeclass("default"))
+    await env.until(NODECLASSES, "default", is_("Ready", "True"))
+    ec2 = aws_env.client("ec2")
+    vpc = ec2.describe_security_groups(GroupIds=[env.group])["SecurityGroups"][0]["VpcId"]
+    late = ec2.create_security_group(GroupName="late", Description="late", VpcId=vpc)["GroupId"]
+    ec2.create_tags(Resources=[late], Tags=[{"Key": "karpenter.sh/discovery", "Value": "prod"}])
+    cls = await env.until(NODECLASSES, "default", lambda o: len(o["status"].get("securityGroups", [])) == 2)
+    assert {g["id"] for g in cls["status"]["securityGroups"]} == {env.group, late}
+    assert cls["metadata"]["generation"] == 1
+
+
 async def test_a_spec_change_is_resolved_at_once_and_reaches_the_pool(env: Env) -> None:
     await env.create(NODECLASSES, nodeclass("default"))
     await env.create(NODEPOOLS, nodepool("general", "default"))

@@ -102,3 +102,27 @@ async def test_a_failed_refresh_keeps_the_last_catalog_and_health_turns_red_when
 class _NotStarted:
     started = None
     last_pass = None
+
+
+class _Loop:
+    def __init__(self, started: datetime, last_pass: datetime | None) -> None:
+        self.started, self.last_pass = started, last_pass
+
+
+def test_status_check_turns_red_when_no_pass_finished_for_stuck_after() -> None:
+    """/healthz follows the other controllers' checks (a named check, ok, detail, last success)."""
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    settings = ProvisioningSettings(stuck_after=600.0)
+    refresh = CatalogRefresh(None, settings, clock=None)  # type: ignore[arg-type]
+    refresh.errors = lambda: {}  # type: ignore[method-assign]
+
+    def check(loop: _Loop, now: datetime) -> tuple[bool, str]:
+        parts = Provisioning(settings, PricingSettings(), None, refresh, None, loop)  # type: ignore[arg-type]
+        status_check = parts.checks(now)[0]
+        return status_check.ok, status_check.detail
+
+    assert check(_Loop(t0, None), t0.replace(minute=9))[0]  # starting: within stuck_after
+    assert not check(_Loop(t0, None), t0.replace(minute=11))[0]  # never finished a pass
+    assert check(_Loop(t0, t0.replace(minute=30)), t0.replace(minute=39))[0]
+    ok, detail = check(_Loop(t0, t0.replace(minute=30)), t0.replace(minute=41))
+    assert not ok and "stuck" in detail
