@@ -205,14 +205,22 @@ def provisioning(shared: Shared) -> Controller | None:
     s = shared.settings
     if not s.provisioning.enabled:
         return None
+    region = shared.aws.region
     parts = provisioning_parts.build(
         kube=shared.kube,
         aws=shared.aws,
         settings=s.provisioning,
         pricing=s.pricing,
         clock=shared.clock,
-        region=shared.aws.region or "us-east-1",
+        region=region or "",
     )
+
+    async def problems() -> list[str]:
+        # The catalog and the selector terms are per region: without one nothing can be resolved.
+        if not region:
+            return ["provisioning: no AWS region: set aws.region (KUBESPOT_AWS_REGION) or AWS_REGION"]
+        return []
+
     return Controller(
         "provisioning",
         [
@@ -220,6 +228,7 @@ def provisioning(shared: Shared) -> Controller | None:
             Runnable("nodeclass-nodepool-status", parts.status.run, leader_only=True),
             Runnable("catalog-refresh", parts.refresh.run, leader_only=True),
         ],
+        problems=problems,
         checks=parts.checks,
         describe="provisioning: EC2NodeClass and NodePool status, instance type catalog refresh",
         parts={"provisioning": parts},

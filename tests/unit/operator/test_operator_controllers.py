@@ -87,6 +87,15 @@ def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> No
     assert [(c.name, c.ok) for c in checks] == [("provisioning", True), ("catalog", True)]
 
 
+async def test_provisioning_without_a_region_stops_the_start_up() -> None:
+    """The catalog and the selector terms are per region (Karpenter reads it from its settings)."""
+    parts = shared(KUBESPOT_PROVISIONING_ENABLED="true")
+    parts.aws.region = None
+    (provisioning,) = [c for c in new_controllers(parts) if c.name == "provisioning"]
+    assert provisioning.problems is not None
+    assert "no AWS region" in (await provisioning.problems())[0]
+
+
 def test_the_queue_check_fails_while_a_message_is_held_past_its_bound() -> None:
     (interruption, *_) = new_controllers(shared(KUBESPOT_QUEUE_URL=QUEUE))
     handler = interruption.parts["handler"]

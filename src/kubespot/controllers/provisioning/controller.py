@@ -61,11 +61,11 @@ class Provisioning:
         if refresh.last_attempt is None:
             catalog_check = Check("catalog", True, "not refreshed here (not the leader)", None)
         else:
+            # Before the first success the bound counts from the first attempt; after it, the next
+            # refresh is due refresh_interval later and may take stuck_after to succeed.
             since = refresh.last_success or refresh.last_attempt
-            allowed = stuck + (
-                timedelta(seconds=self.pricing.refresh_interval) if refresh.last_success else stuck * 0
-            )
-            ok = now - since <= allowed
+            due = timedelta(seconds=self.pricing.refresh_interval) if refresh.last_success else timedelta(0)
+            ok = now - since <= due + stuck
             detail = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())) or "fresh"
             catalog_check = Check("catalog", ok, detail, refresh.last_success)
         return status_check, catalog_check
