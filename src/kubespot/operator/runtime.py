@@ -202,10 +202,10 @@ class Operator(Supervised):
         if self.controller("interruption") is not None:
             log.info("consuming %s with %d receivers", self.settings.queue.url, self.settings.queue.receivers)
         else:
-            log.info(
-                "running without a queue: response actions only (%s)",
-                ", ".join(enabled_actions(self.settings)),
-            )
+            duties = enabled_actions(self.settings)
+            if self.settings.provisioning.enabled:
+                duties.append("provisioning")
+            log.info("running without a queue: %s only", ", ".join(duties))
         code = await supervise(self._tasks, stop)
         if code == 0:
             # Release the Lease first, so another replica takes the duties over while this one
