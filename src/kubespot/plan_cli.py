@@ -5,7 +5,9 @@ Kubernetes settings and the instance types, offerings and prices through the EC2
 (the usual AWS settings, ``KUBESPOT_AWS_ENDPOINT_URL`` for a simulator), adds what ``-f`` files bring
 (NodePools, EC2NodeClasses, DaemonSets, and Pods, Deployments, ReplicaSets, StatefulSets and Jobs
 to add), runs the provisioner's scheduling simulation and prints the plan. It writes nothing, to
-the cluster or to AWS.
+the cluster or to AWS. The instance types come through the ``CloudProvider`` (``aws.cloud.AwsCloud``
+over the EC2 catalog), offered in the zones of each EC2NodeClass's resolved subnets when its status
+has them (every zone otherwise).
 
 Exit codes: 0 with a plan (unschedulable pods included: they are part of the answer), 1 when the
 cluster, the catalog or a file cannot be read, 2 for bad settings.
@@ -156,6 +158,22 @@ def _nodeclasses(objs: Iterable[Obj]) -> tuple[dict[str, EC2NodeClassSpec], dict
     return specs, conditions
 
 
+def subnet_zones(nodeclasses: Iterable[Obj]) -> dict[str, set[str]]:
+    """The zones of each EC2NodeClass's resolved subnets (``status.subnets``, as the provisioning
+    controller or Karpenter wrote it): its NodePools are offered capacity there only, as Karpenter's
+    instance type provider offers it. A class without resolved subnets is left out (every zone)."""
+    out: dict[str, set[str]] = {}
+    for obj in nodeclasses:
+        status = obj.get("status")
+        subnets = status.get("subnets") if isinstance(status, Mapping) else None
+        if not isinstance(subnets, list):
+            continue
+        zones = {str(s["zone"]) for s in subnets if isinstance(s, Mapping) and s.get("zone")}
+        if zones:
+            out[_name(obj)] = zones
+    return out
+
+
 async def build_plan(
     objects: Mapping[str, list[Obj]], cloud: CloudProvider
 ) -> tuple[Plan, dict[str, Condition]]:
@@ -238,7 +256,10 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
         if not catalog.infos():
             print("kubespot plan: the EC2 API offered no instance types", file=sys.stderr)
             return 1
-        plan, conditions = await build_plan(objects, AwsCloud(catalog))
+        cloud = AwsCloud(catalog)
+        for name, zones in subnet_zones(objects.get("EC2NodeClass", [])).items():
+            cloud.set_zones(name, zones)
+        plan, conditions = await build_plan(objects, cloud)
     if args.why:
         story = pod_story(plan, args.why)
         if story is None:
