@@ -29,6 +29,8 @@ class ObjectList:
 
     items: tuple[Obj, ...]
     resource_version: str
+    #: False when the server does not serve the resource (its CRD is not installed).
+    served: bool = True
 
 
 class CustomObjects:
@@ -50,7 +52,7 @@ class CustomObjects:
             return await self._kube.call(f"list {self.path}", run)
         except KubeError as err:
             if err.code == 404:
-                return ObjectList((), "")
+                return ObjectList((), "", served=False)
             raise
 
     async def watch(self, resource_version: str) -> AsyncIterator[tuple[str, Obj | None, ObjectList | None]]:

@@ -113,7 +113,7 @@ class StatusLoop:
         for kind, listing in listings.items():
             self._replace_all(kind, listing.items)
         watches = [
-            asyncio.create_task(self._watch(kind, listing.resource_version), name=f"kubespot-watch-{kind}")
+            asyncio.create_task(self._watch(kind, listing), name=f"kubespot-watch-{kind}")
             for kind, listing in listings.items()
         ]
         try:
@@ -137,10 +137,20 @@ class StatusLoop:
                 await self._clock.sleep(self._backoff(attempt))
                 attempt += 1
 
-    async def _watch(self, kind: str, resource_version: str) -> None:
-        async for op, obj, listing in self._api[kind].watch(resource_version):
-            if listing is not None:
-                self._replace_all(kind, listing.items)
+    async def _watch(self, kind: str, listing: ObjectList) -> None:
+        if not listing.served:
+            # No CRD: said once, then looked for again every resync (installing the chart's CRDs
+            # later needs no restart); a watch of an unserved path would only fail in a loop.
+            log.warning("provisioning: the API server does not serve %ss (CRD not installed?)", kind)
+            while not listing.served:
+                await self._clock.sleep(self._settings.nodeclass_resync_interval)
+                listing = await self._list(kind)
+            log.info("provisioning: %ss are served now", kind)
+            self._replace_all(kind, listing.items)
+            self._wake.set()
+        async for op, obj, relisted in self._api[kind].watch(listing.resource_version):
+            if relisted is not None:
+                self._replace_all(kind, relisted.items)
             elif obj is not None:
                 self._changed(kind, op, obj)
             self._wake.set()

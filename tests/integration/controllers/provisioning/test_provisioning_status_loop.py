@@ -12,6 +12,7 @@ to the status subresource changes only status, so the generation stays).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,8 +127,21 @@ def nodepool(name: str, nodeclass_name: str) -> Obj:
     }
 
 
+async def install_crds(http: aiohttp.ClientSession) -> None:
+    for path in sorted(CRDS.glob("*.yaml")):
+        for crd in yaml.safe_load_all(path.read_text()):
+            async with http.post(CRD_PATH, json=crd) as r:
+                assert r.status == 201, await r.text()
+
+
 @pytest.fixture
 async def env(aws_env: MotoServer) -> AsyncIterator[Env]:
+    async with running(aws_env, crds=True) as e:
+        yield e
+
+
+@contextlib.asynccontextmanager
+async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
     ec2 = aws_env.client("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnets = [
@@ -141,10 +155,8 @@ async def env(aws_env: MotoServer) -> AsyncIterator[Env]:
     idle = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
     settings = ProvisioningSettings(nodeclass_resync_interval=0.3, retry_base=0.05, retry_cap=0.2)
     async with KubeSim(controllers=idle) as sim, aiohttp.ClientSession(sim.url) as http:
-        for path in sorted(CRDS.glob("*.yaml")):
-            for crd in yaml.safe_load_all(path.read_text()):
-                async with http.post(CRD_PATH, json=crd) as r:
-                    assert r.status == 201, await r.text()
+        if crds:
+            await install_crds(http)
         kube = connect(KubeSettings(kubeconfig=str(sim.kubeconfig_path)))
         aws = FlakyClients(
             AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=1)
@@ -271,3 +283,15 @@ async def test_aws_errors_keep_the_last_good_status_and_are_retried(env: Env) ->
     await env.until(
         NODECLASSES, "default", lambda o: conditions(o)["SubnetsReady"]["observedGeneration"] == 2
     )
+
+
+async def test_crds_installed_after_the_start_are_picked_up(aws_env: MotoServer) -> None:
+    """Karpenter's controllers need their CRDs; kubespot's loop waits for them instead of failing
+    (one warning), and serves them once installed, without a restart."""
+    async with running(aws_env, crds=False) as env:
+        await asyncio.sleep(0.2)
+        assert env.loop.writes == {"EC2NodeClass": 0, "NodePool": 0}
+        await install_crds(env.http)
+        await env.create(NODECLASSES, nodeclass("default"))
+        await env.create(NODEPOOLS, nodepool("general", "default"))
+        await env.until(NODEPOOLS, "general", is_("Ready", "True"))
