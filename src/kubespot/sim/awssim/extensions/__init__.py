@@ -14,8 +14,8 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
   front of moto from the on-demand table.
 - ``ssm_amis``: the public SSM parameters of the EKS-optimized, Bottlerocket and Windows AMIs,
   backed by AMIs registered in moto's EC2 backend.
-- ``catalog_cache``: DescribeInstanceTypes and DescribeInstanceTypeOfferings replay moto's first
-  answer to the same request (moto re-filters and re-serialises 5.8 MB of XML each time: 4 s).
+- ``catalog_cache``: DescribeInstanceTypes and DescribeInstanceTypeOfferings computed once and
+  replayed (moto re-filtered and re-serialised 5.8 MB of XML each time: 4 s), paged by MaxResults.
 - ``elbv2_draining``: deregistered targets are ``draining`` for the target group's deregistration
   delay, and deregistering a target that is not registered succeeds, as on AWS.
 

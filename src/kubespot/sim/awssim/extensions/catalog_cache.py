@@ -1,32 +1,62 @@
-"""DescribeInstanceTypes and DescribeInstanceTypeOfferings answered from a cache of moto's own answer.
+"""DescribeInstanceTypes and DescribeInstanceTypeOfferings: moto's answer kept, and paged as AWS pages it.
 
 moto filters its ~1 400 instance types and serialises the answer (5.8 MB of XML) on every call:
 4 s for DescribeInstanceTypes, 0.7 s for the zonal offerings, per call, so every test that reads
 the catalog paid seconds before doing anything. Both answers depend only on the account, the region
-and the request's parameters (moto's instance types and offerings are static data), so the first
-answer to a given request is kept and replayed byte for byte. The wire protocol is unchanged: the
-client still sends the request and parses the same XML; only moto's repeated work is skipped.
+and the request's filters (moto's instance types and offerings are static data), so:
+
+- the filtered list is computed once per (account, region, filters) and kept;
+- each page is serialised once per (that, offset, size) and replayed byte for byte;
+- ``MaxResults`` and ``NextToken`` page the list as the EC2 API does (moto ignored them and answered
+  everything at once): at most ``MaxResults`` entries, a ``NextToken`` while more follow, an
+  ``InvalidNextToken`` error for a token it did not issue. Without ``MaxResults`` everything comes
+  in one answer, as before.
+
+The wire protocol is unchanged: the client still sends each request and parses the XML.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 from typing import Any
 
 from moto.core.responses import ActionResult
+from moto.ec2.exceptions import InvalidNextToken
 from moto.ec2.responses.instances import InstanceResponse
 
 __all__ = ["clear", "install"]
 
 _MARK = "_kubespot_catalog_cache"
+_RESULT_KEYS = {
+    "DescribeInstanceTypes": "InstanceTypes",
+    "DescribeInstanceTypeOfferings": "InstanceTypeOfferings",
+}
 _lock = threading.Lock()
-_answers: dict[tuple[str, ...], Any] = {}
+#: (operation, account, region, filters) → moto's whole filtered list.
+_lists: dict[tuple[str, ...], list[Any]] = {}
+#: (operation, account, region, filters, offset, size) → the serialised answer.
+_answers: dict[tuple[Any, ...], Any] = {}
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode()
+
+
+def _offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["o"])
+    except (ValueError, KeyError, TypeError):
+        return -1
 
 
 class _Replayed(ActionResult):
     """Serialises ``result`` once per key; later requests with the key get the same bytes."""
 
-    def __init__(self, result: object, key: tuple[str, ...]) -> None:
+    def __init__(self, result: object, key: tuple[Any, ...]) -> None:
         super().__init__(result)
         self._key = key
 
@@ -40,29 +70,46 @@ class _Replayed(ActionResult):
         return hit
 
 
-def _key(response: Any, operation: str) -> tuple[str, ...]:
-    params = sorted(
-        (str(k), str(v)) for k, v in response.querystring.items() if k not in ("Action", "Version")
-    )
+def _list_key(response: Any, operation: str) -> tuple[str, ...]:
+    skip = ("Action", "Version", "MaxResults", "NextToken")
+    params = sorted((str(k), str(v)) for k, v in response.querystring.items() if k not in skip)
     return (operation, str(response.current_account), str(response.region), repr(params))
 
 
-def _cached(operation: str, original: Any) -> Any:
+def _paged(operation: str, original: Any) -> Any:
+    field = _RESULT_KEYS[operation]
+
     def answer(self: Any) -> ActionResult:
-        key = _key(self, operation)
+        list_key = _list_key(self, operation)
+        token = self._get_param("NextToken")
+        offset = _offset(token)
+        if offset < 0:
+            raise InvalidNextToken(token)
+        size_param = self._get_param("MaxResults")
+        with _lock:
+            items = _lists.get(list_key)
+        if items is None:
+            items = list(original(self).result[field])
+            with _lock:
+                _lists[list_key] = items
+        size = int(size_param) if size_param else max(len(items), 1)
+        key = (*list_key, offset, size)
         with _lock:
             known = key in _answers
         if known:
             return _Replayed(None, key)
-        result = original(self)
-        return _Replayed(result.result, key)
+        result: dict[str, Any] = {field: items[offset : offset + size]}
+        if offset + size < len(items):
+            result["NextToken"] = _token(offset + size)
+        return _Replayed(result, key)
 
     return answer
 
 
 def clear() -> None:
-    """Forget every kept answer (tests of moto's own behaviour)."""
+    """Forget every kept list and answer (tests of moto's own behaviour)."""
     with _lock:
+        _lists.clear()
         _answers.clear()
 
 
@@ -71,8 +118,9 @@ def install() -> None:
     cls: Any = InstanceResponse
     if getattr(cls, _MARK, False):
         return
-    cls.describe_instance_types = _cached("DescribeInstanceTypes", cls.describe_instance_types)
-    cls.describe_instance_type_offerings = _cached(
-        "DescribeInstanceTypeOfferings", cls.describe_instance_type_offerings
-    )
+    for operation, method in (
+        ("DescribeInstanceTypes", "describe_instance_types"),
+        ("DescribeInstanceTypeOfferings", "describe_instance_type_offerings"),
+    ):
+        setattr(cls, method, _paged(operation, getattr(cls, method)))
     setattr(cls, _MARK, True)
