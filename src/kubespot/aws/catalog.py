@@ -16,8 +16,9 @@ Accelerators become extended resources as Karpenter counts them: ``nvidia.com/gp
 ``vpc.amazonaws.com/efa`` from the EFA interfaces.
 
 Refreshes: ``refresh()`` on demand (one at a time; concurrent callers share it), ``refresh_if_due()``
-after ``PricingSettings.refresh_interval`` (12 h, as Karpenter), ``run()`` for a controller to keep
-it fresh. A failed read keeps what was known.
+after ``PricingSettings.refresh_interval`` (12 h, as Karpenter). A failed read keeps what was known
+and says so in ``errors``; the provisioning controller's ``CatalogRefresh`` keeps the catalog fresh
+and retries failures with backoff.
 """
 
 from __future__ import annotations
@@ -176,14 +177,6 @@ class Catalog:
         if self._inflight is None or self._inflight.done():
             self._inflight = asyncio.create_task(self._refresh(), name="kubespot-catalog-refresh")
         await asyncio.shield(self._inflight)
-
-    async def run(self) -> None:
-        """Refresh whenever due, until cancelled (the provisioning controller's runnable)."""
-        while True:
-            await self.refresh_if_due()
-            assert self._refreshed_at is not None
-            left = self.settings.refresh_interval - (self._clock.monotonic() - self._refreshed_at)
-            await self._clock.sleep(max(left, 1.0))
 
     async def _refresh(self) -> None:
         try:
