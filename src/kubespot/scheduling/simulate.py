@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from . import explain, minvalues
+from .explain import GroupStory, count
 from .instance_types import InstanceType, Offering
 from .labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, SPOT, WELL_KNOWN, ZONE
 from .nodepool import NodePool, by_weight
@@ -75,6 +77,15 @@ class PlannedClaim:
     requests: dict[str, int]
     requirements: Requirements
     why: str = ""
+    #: The pool's instance types, and why each one not offered was left out (counted by reason,
+    #: ``explain.TYPE_REASONS``): ``considered == len(instance_types) + sum(dropped.values())``.
+    considered: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    #: Per key with ``minValues``: the distinct values the offered types carry.
+    min_values: dict[str, int] = field(default_factory=dict)
+    #: What this NodeClaim counts against its pool's limits: the largest capacity among its types
+    #: (Karpenter's ``subtractMax``), per limited resource (``nodes``: 1).
+    limits_charged: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,6 +93,8 @@ class Plan:
     existing: dict[str, str] = field(default_factory=dict)
     claims: list[PlannedClaim] = field(default_factory=list)
     unschedulable: dict[str, list[str]] = field(default_factory=dict)
+    #: Each pending pod's group story (``explain.GroupStory``, shared by the group's pods).
+    stories: dict[str, GroupStory] = field(default_factory=dict)
 
     @property
     def cost_per_hour(self) -> float:
@@ -95,6 +108,7 @@ class _Group:
     exemplar: PodView
     pods: list[PodView]
     placed: int = 0
+    story: GroupStory = field(default_factory=GroupStory)
 
     @property
     def left(self) -> int:
@@ -146,6 +160,14 @@ def how_many_fit(free: Mapping[str, int], need: Mapping[str, int], limit: int) -
     return n
 
 
+def _short_of(free: Mapping[str, int], need: Mapping[str, int]) -> str:
+    """The kube-scheduler's words for the first resource a node lacks for one more pod."""
+    for name, amount in need.items():
+        if amount > free.get(name, 0):
+            return "Too many pods" if name == "pods" else f"Insufficient {name}"
+    return explain.NODE_FULL
+
+
 def _clash(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
     """Two host ports clash on one node: same protocol and port, and the same or a wildcard IP."""
     return a[1:] == b[1:] and (a[0] == b[0] or "0.0.0.0" in (a[0], b[0]))
@@ -156,6 +178,28 @@ def _ports_allow(pod: PodView, used: set[tuple[str, str, int]]) -> int:
     if not pod.ports:
         return 1 << 30
     return 0 if any(_clash(p, u) for p in pod.ports for u in used) else 1
+
+
+@dataclass(frozen=True)
+class _Opening:
+    """The candidates a new NodeClaim was opened with (``Simulation._candidates``)."""
+
+    types: list[InstanceType]
+    dropped: dict[str, int]
+
+
+@dataclass(frozen=True)
+class _Offer:
+    """What ``Simulation._offer`` decided for a NodeClaim."""
+
+    types: list[InstanceType]
+    #: The target's price (the NodeClaim's price).
+    price: float
+    dropped: dict[str, int]
+    #: Types added past the flexibility band for minValues.
+    widened: int
+    #: minValues keys still short (a claim narrowed by pods that joined it), with their counts.
+    short: dict[str, int]
 
 
 class _Claim:
@@ -171,6 +215,9 @@ class _Claim:
         self.pods: list[str] = []
         self.ports: set[tuple[str, str, int]] = set(pc.daemon_ports)
         self.why = ""
+        #: The pool's types that passed the filters when the claim was opened, and the rest by reason.
+        self.opening = _Opening(list(pc.instance_types), {})
+        self.charged: dict[str, int] = {}
 
     def add(self, pods: list[PodView], need: Mapping[str, int], reqs: Requirements) -> None:
         for name, amount in need.items():
@@ -208,7 +255,8 @@ class Simulation:
         self._prices: dict[tuple[str, int, str], tuple[Requirements, float]] = {}
         self._offered: dict[tuple[str, int], tuple[Requirements, list[Offering]]] = {}
         self._frontiers: dict[tuple[str, int, int], tuple[Requirements, list[InstanceType]]] = {}
-        self._finished: dict[tuple[object, ...], tuple[Requirements, list[InstanceType], float]] = {}
+        self._finished: dict[tuple[object, ...], tuple[Requirements, _Offer]] = {}
+        self._opening = _Opening([], {})
 
     # -- requirements, cached by their text (the same few shapes recur thousands of times)
 
@@ -269,7 +317,9 @@ class Simulation:
                 relaxed = _Group(
                     replace(group.exemplar, requirements=group.exemplar.strict_requirements),
                     [replace(p, requirements=p.strict_requirements) for p in group.pods[group.placed :]],
+                    story=group.story,
                 )
+                group.story.relaxed = True
                 group.placed = len(group.pods)
                 self.groups.insert(self.groups.index(group) + 1, relaxed)
                 group, reasons = relaxed, self._place(relaxed, existing=True)
@@ -277,6 +327,11 @@ class Simulation:
                 self.plan.unschedulable[p.key] = reasons or ["no NodePool"]
         for claim in self.claims:
             self._finish(claim)
+        stories = self.plan.stories
+        for group in self.groups:
+            group.story.pods = max(group.story.pods, len(group.pods))
+            for p in group.pods:
+                stories[p.key] = group.story
         return self.plan
 
     def _place(self, group: _Group, *, existing: bool) -> list[str]:
@@ -293,16 +348,22 @@ class Simulation:
     def _on_existing(self, group: _Group) -> None:
         pod = group.exemplar
         need = _needs(pod.requests)
+        story = group.story
         for node in self.nodes:
             if not group.left:
                 return
+            story.nodes_tried += 1
             if untolerated(node.taints, pod.tolerations):
+                count(story.nodes_refused, explain.NODE_TAINT)
                 continue
             if node.requirements.compatibility(pod.requirements, frozenset()):
+                count(story.nodes_refused, explain.NODE_AFFINITY)
                 continue
             free = {k: v - node.requested.get(k, 0) for k, v in node.allocatable.items()}
-            n = how_many_fit(free, need, min(group.left, _ports_allow(pod, node.ports)))
+            ports = _ports_allow(pod, node.ports)
+            n = how_many_fit(free, need, min(group.left, ports))
             if n <= 0:
+                count(story.nodes_refused, explain.NODE_PORTS if not ports else _short_of(free, need))
                 continue
             for p in group.take(n):
                 self.plan.existing[p.key] = node.name
@@ -338,35 +399,53 @@ class Simulation:
                     book[it.name] = offering.price
         return {ct: book for ct, book in books.items() if book}
 
+    def _remaining(self, pc: PoolCapacity) -> dict[str, int]:
+        """What the pool's limits leave (each limited resource; ``nodes`` counted exactly)."""
+        used = self.usage[pc.pool.name]
+        return {name: cap - used.get(name, 0) for name, cap in pc.pool.limits.items()}
+
     def _candidates(
         self, pc: PoolCapacity, reqs: Requirements, need: Mapping[str, int]
-    ) -> tuple[list[InstanceType], dict[str, int]]:
-        """Types of the pool compatible with ``reqs`` that hold one pod; and why others do not."""
+    ) -> tuple[list[InstanceType], dict[str, int], str]:
+        """Types of the pool compatible with ``reqs`` that hold one pod; why others do not (counted
+        by reason); and, when none is left, Karpenter's words for why, if it has some.
+
+        Limits as Karpenter's scheduler (``scheduler.go`` ``filterByRemainingResources``): a type
+        whose capacity exceeds what the limits leave is dropped; no node left is said at once."""
         dropped: dict[str, int] = {}
         out = []
-        limits = pc.pool.limits
-        used = self.usage[pc.pool.name]
+        remaining = self._remaining(pc)
+        if remaining.get("nodes", 1) <= 0:
+            count(dropped, explain.OVER_LIMITS, len(pc.instance_types))
+            return [], dropped, "node limits have been exhausted for nodepool"
+        fit_otherwise = 0
         for it in pc.instance_types:
             if it.requirements.conflicts(reqs):
-                dropped["incompatible requirements"] = dropped.get("incompatible requirements", 0) + 1
+                count(dropped, explain.INCOMPATIBLE)
                 continue
             free = {k: v - pc.daemon_overhead.get(k, 0) for k, v in it.allocatable.items()}
             if how_many_fit(free, need, 1) < 1:
-                dropped["too small"] = dropped.get("too small", 0) + 1
+                count(dropped, explain.TOO_SMALL)
                 continue
             if not self._offerings(it, reqs):
-                dropped["no available offering"] = dropped.get("no available offering", 0) + 1
+                count(dropped, explain.NO_OFFERING)
                 continue
-            if any(
-                name != "nodes" and used.get(name, 0) + it.resources.capacity.get(name, 0) > cap
-                for name, cap in limits.items()
-            ) or ("nodes" in limits and used.get("nodes", 0) + 1 > limits["nodes"]):
-                dropped["would exceed the NodePool's limits"] = (
-                    dropped.get("would exceed the NodePool's limits", 0) + 1
-                )
+            fit_otherwise += 1
+            capacity = it.resources.capacity
+            if any(capacity.get(name, 0) > left for name, left in remaining.items() if name != "nodes"):
+                count(dropped, explain.OVER_LIMITS)
                 continue
             out.append(it)
-        return out, dropped
+        if not out:
+            over = fit_otherwise and dropped.get(explain.OVER_LIMITS) == fit_otherwise
+            return out, dropped, "all available instance types exceed limits for nodepool" if over else ""
+        if reqs.has_min_values():
+            # Karpenter's ``filterInstanceTypesByRequirements``: the compatible types that fit must
+            # carry minValues distinct values, or the pool cannot take the pod (Strict policy).
+            missing = minvalues.unmet(out, reqs)
+            if missing:
+                return [], dropped, minvalues.unmet_message(missing, reqs)
+        return out, dropped, ""
 
     def _new_claims(self, group: _Group) -> list[str]:
         """Open new NodeClaims for ``group`` (and what may share them); why not, when none fits."""
@@ -385,15 +464,23 @@ class Simulation:
                 continue
             reqs = self._merge(pool.requirements, pod)
             assert reqs is not None
-            types, dropped = self._candidates(pc, reqs, need)
+            types, dropped, problem = self._candidates(pc, reqs, need)
             books = self._price_books(types, reqs) if types else {}
             if not books:
                 detail = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items())) or "none offered"
-                reasons.append(f'nodepool "{pool.name}": no instance type fits ({detail})')
+                head = problem or "no instance type fits"
+                reasons.append(f'nodepool "{pool.name}": {head} ({detail})')
                 continue
+            self._opening = _Opening(types, dropped)
+            opened = len(self.claims)
             if self._pack(group, pc, reqs, types, books):
+                group.story.pool(pool.name, f"opened {len(self.claims) - opened} NodeClaim(s)")
+                for r in reasons:
+                    group.story.pool(*_split_reason(r))
                 return []
             reasons.append(f'nodepool "{pool.name}": no instance type holds the pod with a price')
+        for r in reasons:
+            group.story.pool(*_split_reason(r))
         return reasons or ["no NodePool"]
 
     def _cohort(self, first: _Group, pc: PoolCapacity) -> list[_Group]:
@@ -509,30 +596,62 @@ class Simulation:
         final.add(Requirement.of(CAPACITY_TYPE, "In", [capacity_type]))
         # Repeat the packing while every group in it has that many pods left.
         repeat = min(left[i] // n for i, n in pattern.items())
-        limits = pc.pool.limits
-        used = self.usage[pc.pool.name]
-        for name, cap in limits.items():
-            per = 1 if name == "nodes" else it.resources.capacity.get(name, 0)
+        charge = self._charge(pc, final, it, capacity_type, cohort, pattern)
+        for name, left_over in self._remaining(pc).items():
+            per = charge.get(name, 0)
             if per > 0:
-                repeat = min(repeat, max((cap - used.get(name, 0)) // per, 1))
+                repeat = min(repeat, max(left_over // per, 1))
         why = (
             f"{it.name} holds the most pending requests per dollar "
             f"({len(types)} types considered, {capacity_type})"
         )
+        used = self.usage[pc.pool.name]
         for _ in range(repeat):
             claim = _Claim(pc, final, it, capacity_type)
             claim.why = why
+            claim.opening = self._opening
+            claim.charged = charge
             for i, n in pattern.items():
                 g = cohort[i]
                 claim.add(g.take(n), _needs(g.exemplar.requests), claim.reqs)
             self.claims.append(claim)
-            for name, amount in it.resources.capacity.items():
+            for name, amount in charge.items():
                 used[name] = used.get(name, 0) + amount
-            used["nodes"] = used.get("nodes", 0) + 1
         return True
 
+    def _charge(
+        self,
+        pc: PoolCapacity,
+        reqs: Requirements,
+        target: InstanceType,
+        capacity_type: str,
+        cohort: Sequence[_Group],
+        pattern: Mapping[int, int],
+    ) -> dict[str, int]:
+        """What a new NodeClaim counts against its pool's limits: per limited resource the largest
+        capacity among the types it would offer (Karpenter's ``scheduler.go`` ``subtractMax``, so
+        whichever type EC2 picks the limits hold); ``nodes`` one each."""
+        limits = pc.pool.limits
+        if not limits:
+            return {}
+        probe = _Claim(pc, reqs, target, capacity_type)
+        probe.opening = self._opening
+        for i, n in pattern.items():
+            for name, amount in _needs(cohort[i].exemplar.requests).items():
+                probe.requested[name] = probe.requested.get(name, 0) + amount * n
+        offered = self._offer(probe).types
+        charge = {
+            name: max(it.resources.capacity.get(name, 0) for it in offered)
+            for name in limits
+            if name != "nodes"
+        }
+        if "nodes" in limits:
+            charge["nodes"] = 1
+        return charge
+
     def _finish(self, claim: _Claim) -> None:
-        """The NodeClaim's types: all that hold its pods within the flexibility band."""
+        """The NodeClaim's types: all that hold its pods within the flexibility band (wider where
+        minValues asks), and the record of why the others are not offered."""
         pc, reqs = claim.pc, claim.reqs
         key = (
             pc.pool.name,
@@ -540,11 +659,15 @@ class Simulation:
             claim.target.name,
             claim.capacity_type,
             tuple(sorted(claim.requested.items())),
+            id(claim.opening),
+            tuple(sorted(claim.charged.items())),
         )
         hit = self._finished.get(key)
         if hit is None:
-            hit = self._finished[key] = (reqs, *self._offer(claim))
-        _, chosen, target_price = hit
+            # The opening is kept alive by the claim; its id is part of the key like the reqs'.
+            hit = self._finished[key] = (reqs, self._offer(claim))
+        offer = hit[1]
+        chosen = offer.types
         zones = sorted(
             {
                 o.zone
@@ -556,37 +679,94 @@ class Simulation:
         final = reqs.copy()
         final.add(Requirement.of(INSTANCE_TYPE, "In", [it.name for it in chosen]))
         final.add(Requirement.of(ZONE, "In", zones))
+        why = claim.why
+        if offer.widened:
+            why += f"; widened past the flexibility band to meet minValues ({offer.widened} types added)"
+        if offer.short:
+            why += "; " + minvalues.unmet_message(offer.short, reqs)
         self.plan.claims.append(
             PlannedClaim(
                 pool=pc.pool.name,
                 capacity_type=claim.capacity_type,
                 instance_types=[it.name for it in chosen],
-                price_per_hour=target_price,
+                price_per_hour=offer.price,
                 zones=zones,
                 pods=list(claim.pods),
                 requests=claim.requested,
                 requirements=final,
-                why=claim.why,
+                why=why,
+                considered=len(pc.instance_types),
+                dropped=dict(offer.dropped),
+                min_values=minvalues.distinct_values(chosen, reqs),
+                limits_charged=dict(claim.charged),
             )
         )
 
-    def _offer(self, claim: _Claim) -> tuple[list[InstanceType], float]:
-        """The types a NodeClaim offers (its target first, then the rest of the band, cheapest
-        first) and the target's price."""
+    def _offer(self, claim: _Claim) -> _Offer:
+        """The types a NodeClaim offers: its target first, then the rest of the band, cheapest
+        first; past the band, the cheapest types that bring the values minValues still lacks; at
+        most ``MAX_INSTANCE_TYPES``, keeping minValues (Karpenter's ``Truncate``)."""
         reqs = claim.reqs
-        target_price = self._price(claim.target, reqs, claim.capacity_type)
+        ct = claim.capacity_type
+        target_price = self._price(claim.target, reqs, ct)
         ceiling = target_price * (1 + self.flexibility)
-        options: list[tuple[float, str, InstanceType]] = []
-        for it in claim.pc.instance_types:
-            if self._conflict(it, reqs):
+        dropped = dict(claim.opening.dropped)
+        has_min_values = reqs.has_min_values()
+        priced: list[tuple[float, str, InstanceType]] = []
+        others = (it for it in claim.opening.types if it is not claim.target)
+        for it in (claim.target, *others):
+            if it is not claim.target:
+                if self._conflict(it, reqs):
+                    count(dropped, explain.INCOMPATIBLE)
+                    continue
+                if any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
+                    count(dropped, explain.TOO_SMALL)
+                    continue
+                if any(it.resources.capacity.get(k, 0) > v for k, v in claim.charged.items() if k != "nodes"):
+                    count(dropped, explain.OVER_LIMITS)
+                    continue
+            price = self._price(it, reqs, ct)
+            if price == float("inf") and it is not claim.target:
+                count(dropped, explain.NO_OFFERING)
                 continue
-            if any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
-                continue
-            price = self._price(it, reqs, claim.capacity_type)
-            if price <= ceiling or it is claim.target:
-                options.append((0.0 if it is claim.target else price, it.name, it))
-        options.sort()
-        return [it for _, _, it in options[:MAX_INSTANCE_TYPES]], target_price
+            priced.append((0.0 if it is claim.target else price, it.name, it))
+        priced.sort()
+        both = claim.pc.pool.requirements.get_or_any(CAPACITY_TYPE).has(ON_DEMAND)
+        if ct == SPOT and both and not has_min_values:
+            # Karpenter's launch filter (aws ``instance.go`` with both capacity types allowed): spot
+            # offerings dearer than the cheapest on-demand offering of the candidates are left out;
+            # skipped when minValues asks for choice, as there.
+            zones = reqs.get_or_any(ZONE)
+            cheapest_od = min(
+                (
+                    o.price
+                    for _, _, it in priced
+                    for o in it.offerings
+                    if o.available and o.capacity_type == ON_DEMAND and zones.has(o.zone)
+                ),
+                default=float("inf"),
+            )
+            kept = [p for p in priced if p[2] is claim.target or self._price(p[2], reqs, SPOT) <= cheapest_od]
+            count(dropped, explain.SPOT_DEARER, len(priced) - len(kept))
+            priced = kept
+        band = [it for price, _, it in priced if price <= ceiling]
+        beyond = [it for price, _, it in priced if price > ceiling]
+        chosen = minvalues.widen(band, beyond, reqs) if has_min_values else band
+        widened = len(chosen) - len(band)
+        count(dropped, explain.OUTSIDE_BAND, len(beyond) - widened)
+        if widened:
+            # Widened types join the list in price order, after the target.
+            chosen = [chosen[0], *sorted(chosen[1:], key=lambda t: (self._price(t, reqs, ct), t.name))]
+        cut = minvalues.truncate(chosen, reqs, MAX_INSTANCE_TYPES)
+        count(dropped, explain.BEYOND_CUT, len(chosen) - len(cut))
+        short = minvalues.unmet(cut, reqs) if has_min_values else {}
+        return _Offer(cut, target_price, {k: v for k, v in dropped.items() if v}, widened, short)
+
+
+def _split_reason(reason: str) -> tuple[str, str]:
+    """'nodepool "a": why' as ("a", "why")."""
+    head, _, why = reason.partition(": ")
+    return head.removeprefix("nodepool ").strip('"'), why
 
 
 def undominated(

@@ -1,0 +1,54 @@
+"""What the simulation records to say why (design note, decision 4): per pod group, the existing
+nodes it was tried on and the first filter that refused each, counted by reason, and the NodePools
+tried with their outcome; per NodeClaim, why each instance type of its pool was not offered, counted
+by reason. Counted, never listed per pod or per node, so recording costs next to nothing.
+
+The reason words for nodes are the kube-scheduler's (as kubesim's scheduler words them); those for
+instance types are kubespot's, one per filter of the simulation.
+
+Pure data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Why an instance type of a NodePool is not among a NodeClaim's types, in filter order.
+INCOMPATIBLE = "incompatible requirements"
+TOO_SMALL = "too small"
+NO_OFFERING = "no available offering"
+OVER_LIMITS = "would exceed the NodePool's limits"
+SPOT_DEARER = "spot dearer than on-demand"
+OUTSIDE_BAND = "outside the flexibility band"
+BEYOND_CUT = "beyond the 60-type cut"
+TYPE_REASONS = (INCOMPATIBLE, TOO_SMALL, NO_OFFERING, OVER_LIMITS, SPOT_DEARER, OUTSIDE_BAND, BEYOND_CUT)
+
+# Why an existing node refused a pod (the first filter that did), kube-scheduler's words.
+NODE_TAINT = "node(s) had untolerated taint"
+NODE_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
+NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
+NODE_FULL = "Insufficient resources"
+
+
+def count(into: dict[str, int], reason: str, n: int = 1) -> None:
+    into[reason] = into.get(reason, 0) + n
+
+
+@dataclass
+class GroupStory:
+    """One pod group's story (every pod of the group shares it)."""
+
+    #: Pods in the group.
+    pods: int = 0
+    #: Existing nodes the group was tried on, and those that refused it by first failing filter.
+    nodes_tried: int = 0
+    nodes_refused: dict[str, int] = field(default_factory=dict)
+    #: Each NodePool tried, in order, with what came of it ("opened 3 NodeClaims" or why not).
+    pools: list[tuple[str, str]] = field(default_factory=list)
+    #: Whether its preferences were dropped to place the rest (Karpenter's relaxation).
+    relaxed: bool = False
+
+    def pool(self, name: str, outcome: str) -> None:
+        """Record a pool's outcome; the same outcome twice (the group's next pass) is kept once."""
+        if (name, outcome) not in self.pools:
+            self.pools.append((name, outcome))
