@@ -49,7 +49,7 @@ from .scheduling.cluster import (
 )
 from .scheduling.nodepool import usable_pools
 from .scheduling.pods import PodView
-from .scheduling.report import plan_json, plan_text, pod_story
+from .scheduling.report import plan_json, plan_text, pod_story, pod_story_json
 from .scheduling.simulate import Plan, PoolCapacity, simulate
 
 Obj = dict[str, Any]
@@ -261,11 +261,12 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
             cloud.set_zones(name, zones)
         plan, conditions = await build_plan(objects, cloud)
     if args.why:
-        story = pod_story(plan, args.why)
-        if story is None:
+        told = pod_story_json(plan, args.why) if args.output == "json" else pod_story(plan, args.why)
+        if told is None:
             print(f"kubespot plan: {args.why} is not a pending pod of this plan", file=sys.stderr)
             return 1
-        out.write(story + "\n")
+        text = told if isinstance(told, str) else orjson.dumps(told, option=orjson.OPT_INDENT_2).decode()
+        out.write(text + "\n")
     elif args.output == "json":
         out.write(orjson.dumps(plan_json(plan, conditions), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

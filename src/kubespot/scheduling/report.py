@@ -3,9 +3,12 @@ and one pod's story (``--why``).
 
 The JSON keys are a contract (scripts and CI pipelines read them): ``nodeclaims`` (each with
 ``nodepool``, ``capacity_type``, ``instance_types``, ``price_per_hour``, ``zones``, ``pods``,
-``requests``, ``why``), ``existing`` (each with ``pod`` and ``node``), ``unschedulable`` (each with
+``requests``, ``why``, and ``types``: how many of the pool's types were considered, offered, and
+dropped by reason, the distinct values per ``minValues`` key and what the claim counts against the
+pool's limits), ``existing`` (each with ``pod`` and ``node``), ``unschedulable`` (each with
 ``pod`` and ``reasons``), ``cost_per_hour``, and ``nodepools`` (each pool's validation: ``name``,
-``valid``, ``reason``, ``message``).
+``valid``, ``reason``, ``message``). ``--why`` with ``--output json`` prints ``pod_story_json``: the
+pod, its outcome and its group's story (existing nodes tried and refused by reason, NodePools tried).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .api.conditions import Condition
-from .simulate import Plan
+from .explain import GroupStory
+from .simulate import Plan, PlannedClaim
 
 _CPU = "cpu"
 _MIB = 1024 * 1024
@@ -40,6 +44,7 @@ def plan_json(plan: Plan, pools: Mapping[str, Condition] | None = None) -> dict[
                 "pods": sorted(c.pods),
                 "requests": {k: _quantity(k, v) for k, v in sorted(c.requests.items())},
                 "why": c.why,
+                "types": claim_types_json(c),
             }
             for c in plan.claims
         ],
@@ -53,6 +58,91 @@ def plan_json(plan: Plan, pools: Mapping[str, Condition] | None = None) -> dict[
             for name, c in sorted((pools or {}).items())
         ],
     }
+
+
+def claim_types_json(c: PlannedClaim) -> dict[str, Any]:
+    """Why a NodeClaim offers the types it does (counted, not listed)."""
+    return {
+        "considered": c.considered,
+        "offered": len(c.instance_types),
+        "dropped": dict(sorted(c.dropped.items())),
+        "min_values": dict(sorted(c.min_values.items())),
+        "limits_charged": {k: _quantity(k, v) for k, v in sorted(c.limits_charged.items())},
+    }
+
+
+def _story_json(story: GroupStory) -> dict[str, Any]:
+    return {
+        "group_pods": story.pods,
+        "existing_nodes": {"tried": story.nodes_tried, "refused": dict(sorted(story.nodes_refused.items()))},
+        "nodepools": [{"name": name, "outcome": outcome} for name, outcome in story.pools],
+        "preferences_relaxed": story.relaxed,
+    }
+
+
+def pod_story_json(plan: Plan, pod: str) -> dict[str, Any] | None:
+    """``pod_story`` as an object; None when the plan does not know the pod."""
+    out: dict[str, Any] = {"pod": pod}
+    if pod in plan.existing:
+        out.update(outcome="existing", node=plan.existing[pod])
+    elif pod in plan.unschedulable:
+        out.update(outcome="unschedulable", reasons=list(plan.unschedulable[pod]))
+    else:
+        claim = next((c for c in plan.claims if pod in c.pods), None)
+        if claim is None:
+            return None
+        out.update(
+            outcome="nodeclaim",
+            nodeclaim={
+                "nodepool": claim.pool,
+                "capacity_type": claim.capacity_type,
+                "instance_types": list(claim.instance_types),
+                "price_per_hour": round(claim.price_per_hour, 6),
+                "zones": list(claim.zones),
+                "pods": len(claim.pods),
+                "why": claim.why,
+                "types": claim_types_json(claim),
+            },
+        )
+    story = plan.stories.get(pod)
+    if story is not None:
+        out["story"] = _story_json(story)
+    return out
+
+
+def _counted(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{n} {why}" for why, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _story_lines(story: GroupStory | None) -> list[str]:
+    if story is None:
+        return []
+    lines = [f"  Its group: {story.pods} identical pod(s)."]
+    if story.nodes_tried:
+        refused = sum(story.nodes_refused.values())
+        line = f"  Existing nodes: {story.nodes_tried} tried, {refused} refused"
+        lines.append(line + (f" ({_counted(story.nodes_refused)})." if refused else "."))
+    else:
+        lines.append("  Existing nodes: none to try.")
+    for name, outcome in story.pools:
+        lines.append(f"  NodePool {name}: {outcome}.")
+    if story.relaxed:
+        lines.append("  Its preferences were dropped to place the rest (Karpenter's relaxation).")
+    return lines
+
+
+def _types_lines(c: PlannedClaim) -> list[str]:
+    lines = [
+        f"  Instance types: {c.considered} in the pool, {len(c.instance_types)} offered"
+        + (f"; dropped: {_counted(c.dropped)}." if c.dropped else ".")
+    ]
+    if c.min_values:
+        kept = ", ".join(f"{k} has {n} values" for k, n in sorted(c.min_values.items()))
+        lines.append(f"  minValues: {kept}.")
+    if c.limits_charged:
+        charged = ", ".join(f"{k} {_quantity(k, v)}" for k, v in sorted(c.limits_charged.items()))
+        lines.append(f"  Counted against the NodePool's limits (its largest type): {charged}.")
+    return lines
 
 
 def _types(names: Iterable[str], shown: int = 3) -> str:
@@ -85,15 +175,18 @@ def plan_text(plan: Plan, pools: Mapping[str, Condition] | None = None) -> str:
 
 def pod_story(plan: Plan, pod: str) -> str | None:
     """Where ``pod`` (``namespace/name``) goes and why; None when the plan does not know it."""
+    story = plan.stories.get(pod)
     if pod in plan.existing:
-        return f"{pod} fits on the existing node {plan.existing[pod]}."
+        return "\n".join([f"{pod} fits on the existing node {plan.existing[pod]}.", *_story_lines(story)])
     for c in plan.claims:
         if pod in c.pods:
-            return (
+            head = (
                 f"{pod} goes to a new {c.capacity_type} NodeClaim of NodePool {c.pool} "
                 f"(${c.price_per_hour:.4f}/hour, {len(c.pods)} pods, zones {', '.join(c.zones)}): "
                 f"{c.why}. Instance types offered: {_types(c.instance_types, 10)}."
             )
+            return "\n".join([head, *_types_lines(c), *_story_lines(story)])
     if pod in plan.unschedulable:
-        return f"{pod} cannot be scheduled: " + "; ".join(plan.unschedulable[pod]) + "."
+        head = f"{pod} cannot be scheduled: " + "; ".join(plan.unschedulable[pod]) + "."
+        return "\n".join([head, *_story_lines(story)])
     return None

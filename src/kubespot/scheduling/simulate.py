@@ -712,19 +712,20 @@ class Simulation:
         ceiling = target_price * (1 + self.flexibility)
         dropped = dict(claim.opening.dropped)
         has_min_values = reqs.has_min_values()
+        fitting = [claim.target]
+        for it in claim.opening.types:
+            if it is claim.target:
+                continue
+            if self._conflict(it, reqs):
+                count(dropped, explain.INCOMPATIBLE)
+            elif any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
+                count(dropped, explain.TOO_SMALL)
+            elif any(it.resources.capacity.get(k, 0) > v for k, v in claim.charged.items() if k != "nodes"):
+                count(dropped, explain.OVER_LIMITS)
+            else:
+                fitting.append(it)
         priced: list[tuple[float, str, InstanceType]] = []
-        others = (it for it in claim.opening.types if it is not claim.target)
-        for it in (claim.target, *others):
-            if it is not claim.target:
-                if self._conflict(it, reqs):
-                    count(dropped, explain.INCOMPATIBLE)
-                    continue
-                if any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
-                    count(dropped, explain.TOO_SMALL)
-                    continue
-                if any(it.resources.capacity.get(k, 0) > v for k, v in claim.charged.items() if k != "nodes"):
-                    count(dropped, explain.OVER_LIMITS)
-                    continue
+        for it in fitting:
             price = self._price(it, reqs, ct)
             if price == float("inf") and it is not claim.target:
                 count(dropped, explain.NO_OFFERING)
@@ -740,7 +741,7 @@ class Simulation:
             cheapest_od = min(
                 (
                     o.price
-                    for _, _, it in priced
+                    for it in fitting
                     for o in it.offerings
                     if o.available and o.capacity_type == ON_DEMAND and zones.has(o.zone)
                 ),
