@@ -474,9 +474,9 @@ class Simulation:
             self._opening = _Opening(types, dropped)
             opened = len(self.claims)
             if self._pack(group, pc, reqs, types, books):
-                group.story.pool(pool.name, f"opened {len(self.claims) - opened} NodeClaim(s)")
                 for r in reasons:
                     group.story.pool(*_split_reason(r))
+                group.story.pool(pool.name, f"opened {len(self.claims) - opened} NodeClaim(s)")
                 return []
             reasons.append(f'nodepool "{pool.name}": no instance type holds the pod with a price')
         for r in reasons:
@@ -713,11 +713,20 @@ class Simulation:
         dropped = dict(claim.opening.dropped)
         has_min_values = reqs.has_min_values()
         fitting = [claim.target]
+        #: Types that would hold the pods but have no offering of the claim's capacity type.
+        other_capacity: list[InstanceType] = []
         for it in claim.opening.types:
             if it is claim.target:
                 continue
             if self._conflict(it, reqs):
-                count(dropped, explain.INCOMPATIBLE)
+                # The claim's requirements pin its capacity type; a type offered only as another
+                # one lacks an offering, it is not incompatible with the pods.
+                why = it.requirements.conflicts(reqs)
+                if all(r.startswith(f"key {CAPACITY_TYPE},") for r in why):
+                    count(dropped, explain.NO_OFFERING)
+                    other_capacity.append(it)
+                else:
+                    count(dropped, explain.INCOMPATIBLE)
             elif any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
                 count(dropped, explain.TOO_SMALL)
             elif any(it.resources.capacity.get(k, 0) > v for k, v in claim.charged.items() if k != "nodes"):
@@ -741,7 +750,7 @@ class Simulation:
             cheapest_od = min(
                 (
                     o.price
-                    for it in fitting
+                    for it in (*fitting, *other_capacity)
                     for o in it.offerings
                     if o.available and o.capacity_type == ON_DEMAND and zones.has(o.zone)
                 ),
