@@ -1,13 +1,14 @@
 """``kubespot plan``: what the provisioner would launch for the pending pods, and what it costs.
 
-Reads the cluster (nodes, pods, DaemonSets, NodePools, EC2NodeClasses) through the usual
+Reads the cluster (nodes, pods, DaemonSets, NodePools, EC2NodeClasses, and the
+PersistentVolumeClaims, PersistentVolumes and StorageClasses that pin pods to zones) through the usual
 Kubernetes settings and the instance types, offerings and prices through the EC2 and Pricing APIs
 (the usual AWS settings, ``KUBESPOT_AWS_ENDPOINT_URL`` for a simulator), adds what ``-f`` files bring
-(NodePools, EC2NodeClasses, DaemonSets, and Pods, Deployments, ReplicaSets, StatefulSets and Jobs
-to add), runs the provisioner's scheduling simulation and prints the plan. It writes nothing, to
-the cluster or to AWS. The instance types come through the ``CloudProvider`` (``aws.cloud.AwsCloud``
-over the EC2 catalog), offered in the zones of each EC2NodeClass's resolved subnets when its status
-has them (every zone otherwise).
+(NodePools, EC2NodeClasses, DaemonSets, claims, volumes, classes, and Pods, Deployments,
+ReplicaSets, StatefulSets and Jobs to add), runs the provisioner's scheduling simulation and
+prints the plan. It writes nothing, to the cluster or to AWS. The instance types come through the
+``CloudProvider`` (``aws.cloud.AwsCloud`` over the EC2 catalog), offered in the zones of each
+EC2NodeClass's resolved subnets when its status has them (every zone otherwise).
 
 Exit codes: 0 with a plan (unschedulable pods included: they are part of the answer), 1 when the
 cluster, the catalog or a file cannot be read, 2 for bad settings.
@@ -43,14 +44,16 @@ from .scheduling.cluster import (
     daemon_overhead,
     daemon_ports,
     existing_nodes,
-    pending_pods,
     pool_in_use,
+    provisionable_pods,
+    workload_claims,
     workload_pods,
 )
 from .scheduling.nodepool import usable_pools
 from .scheduling.pods import PodView
 from .scheduling.report import plan_json, plan_text, pod_story, pod_story_json
 from .scheduling.simulate import Plan, PoolCapacity, simulate
+from .scheduling.volumes import Volumes
 
 Obj = dict[str, Any]
 
@@ -61,6 +64,9 @@ CLUSTER_PATHS = {
     "DaemonSet": "apis/apps/v1/daemonsets",
     "NodePool": "apis/karpenter.sh/v1/nodepools",
     "EC2NodeClass": "apis/karpenter.k8s.aws/v1/ec2nodeclasses",
+    "PersistentVolumeClaim": "api/v1/persistentvolumeclaims",
+    "PersistentVolume": "api/v1/persistentvolumes",
+    "StorageClass": "apis/storage.k8s.io/v1/storageclasses",
 }
 _WORKLOADS = {"Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job"}
 
@@ -123,12 +129,14 @@ def _by_kind(objs: Iterable[Obj]) -> dict[str, list[Obj]]:
     return kinds
 
 
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
+def _name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
 def _merged(cluster: list[Obj], added: list[Obj]) -> list[Obj]:
-    """The cluster's objects with those of the files, a file's object replacing one of its name."""
+    """The cluster's objects with those of the files, a file's object replacing one of its name
+    (and namespace)."""
     names = {_name(o) for o in added}
     return [o for o in cluster if _name(o) not in names] + added
 
@@ -170,7 +178,7 @@ def subnet_zones(nodeclasses: Iterable[Obj]) -> dict[str, set[str]]:
             continue
         zones = {str(s["zone"]) for s in subnets if isinstance(s, Mapping) and s.get("zone")}
         if zones:
-            out[_name(obj)] = zones
+            out[_name(obj)[1]] = zones
     return out
 
 
@@ -206,7 +214,14 @@ async def build_plan(
             )
         )
     pods = objects.get("Pod", [])
-    plan = simulate(pending_pods(pods), existing_nodes(nodes, pods), capacities)
+    volumes = Volumes.of(
+        objects.get("PersistentVolumeClaim", []),
+        objects.get("PersistentVolume", []),
+        objects.get("StorageClass", []),
+    )
+    pending, left_out = provisionable_pods(pods, volumes)
+    plan = simulate(pending, existing_nodes(nodes, pods), capacities)
+    plan.unschedulable.update(left_out)
     return plan, conditions
 
 
@@ -236,6 +251,12 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
         objects["Pod"] = objects["Pod"] + workload_pods(
             o for kind in _WORKLOADS - {"Pod"} for o in added.get(kind, [])
         )
+        # A StatefulSet's claims the cluster does not have yet: its controller would create them.
+        claims = objects["PersistentVolumeClaim"]
+        have = {_name(c) for c in claims}
+        for claim in workload_claims(added.get("StatefulSet", [])):
+            if _name(claim) not in have:
+                claims.append(claim)
         # Every pod and DaemonSet template read now: one that cannot be (a request "1Gb", a
         # selector term without a key) is named before the catalog is fetched, not a traceback.
         for obj in (*objects["Pod"], *objects["DaemonSet"]):

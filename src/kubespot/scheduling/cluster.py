@@ -8,8 +8,13 @@
 - DaemonSet overhead of a NodePool: the requests of every DaemonSet whose pods would run on its
   nodes (they tolerate the pool's taints and may go where its requirements allow), as Karpenter
   reserves it on each new node.
+- Zonal volumes: a pending pod's claims become node requirements (``volumes.py``), added to both
+  its requirements and its strict ones (Karpenter adds them to every required term, so relaxation
+  never drops them); a pod whose claims cannot be judged is left out with Karpenter's reason.
 - Workloads from manifests (``kubespot plan -f``): a Deployment, ReplicaSet or StatefulSet becomes
-  its replicas' pods (a Job its parallelism's), named as their controllers would name them.
+  its replicas' pods (a Job its parallelism's), named as their controllers would name them; a
+  StatefulSet's ``volumeClaimTemplates`` become each pod's claims (``<template>-<pod>``), created
+  as the StatefulSet controller would when the cluster does not have them yet.
 
 Pure: dicts in, scheduling inputs out.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from kubespot.model.quantity import milli, units
@@ -28,6 +34,7 @@ from .pods import PodView, pod_requests
 from .requirements import Requirements
 from .simulate import ExistingNode
 from .taints import parse_taints, untolerated
+from .volumes import UnprovisionablePod, Volumes, failed_to_schedule, volume_requirements
 
 Obj = Mapping[str, Any]
 _TERMINAL = ("Succeeded", "Failed")
@@ -51,6 +58,35 @@ def is_pending(pod: Obj) -> bool:
 
 def pending_pods(pods: Iterable[Obj]) -> list[PodView]:
     return [PodView.of(p) for p in pods if is_pending(p)]
+
+
+def provisionable_pods(pods: Iterable[Obj], volumes: Volumes) -> tuple[list[PodView], dict[str, list[str]]]:
+    """The pending pods with their volumes' requirements, and those left out with the reason."""
+    out: list[PodView] = []
+    left_out: dict[str, list[str]] = {}
+    for pod in pods:
+        if not is_pending(pod):
+            continue
+        view = PodView.of(pod)
+        try:
+            zonal = volume_requirements(pod, volumes)
+        except UnprovisionablePod as exc:
+            left_out[view.key] = [failed_to_schedule(exc)]
+            continue
+        if zonal:
+            view = replace(
+                view,
+                requirements=_with(view.requirements, zonal),
+                strict_requirements=_with(view.strict_requirements, zonal),
+            )
+        out.append(view)
+    return out, left_out
+
+
+def _with(reqs: Requirements, more: Requirements) -> Requirements:
+    out = reqs.copy()
+    out.add(*more.values())
+    return out
 
 
 def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
@@ -156,8 +192,16 @@ def workload_pods(objs: Iterable[Obj]) -> list[dict[str, Any]]:
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ValueError(f"{kind} {meta.get('name')!r}: {field} must be a whole number, got {count!r}")
         template = spec.get("template") or {}
+        claims = spec.get("volumeClaimTemplates") or [] if kind == "StatefulSet" else []
         for i in range(count):
             name = f"{meta.get('name')}-{i}" if kind == "StatefulSet" else f"{meta.get('name')}-plan-{i}"
+            pod_spec = copy.deepcopy(template.get("spec") or {})
+            for claim in claims:
+                # The StatefulSet controller's volume per template, replacing one of that name.
+                claim_name = str((claim.get("metadata") or {}).get("name"))
+                volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != claim_name]
+                ref = {"claimName": f"{claim_name}-{name}"}
+                pod_spec["volumes"] = [*volumes, {"name": claim_name, "persistentVolumeClaim": ref}]
             out.append(
                 {
                     "apiVersion": "v1",
@@ -168,7 +212,34 @@ def workload_pods(objs: Iterable[Obj]) -> list[dict[str, Any]]:
                         "namespace": namespace,
                         "ownerReferences": [{"kind": kind, "name": meta.get("name")}],
                     },
-                    "spec": copy.deepcopy(template.get("spec") or {}),
+                    "spec": pod_spec,
                 }
             )
+    return out
+
+
+def workload_claims(objs: Iterable[Obj]) -> list[dict[str, Any]]:
+    """The claims StatefulSets in ``objs`` would create for their pods (``<template>-<sts>-<i>``),
+    unbound, from their ``volumeClaimTemplates``."""
+    out: list[dict[str, Any]] = []
+    for obj in objs:
+        if obj.get("kind") != "StatefulSet":
+            continue
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        count = spec.get("replicas", 1)
+        for template in spec.get("volumeClaimTemplates") or []:
+            claim = str((template.get("metadata") or {}).get("name"))
+            for i in range(count if isinstance(count, int) else 0):
+                out.append(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "PersistentVolumeClaim",
+                        "metadata": {
+                            "name": f"{claim}-{meta.get('name')}-{i}",
+                            "namespace": meta.get("namespace") or "default",
+                        },
+                        "spec": copy.deepcopy(template.get("spec") or {}),
+                    }
+                )
     return out
