@@ -188,3 +188,103 @@ async def test_a_manifest_that_cannot_be_planned_is_named_not_a_traceback(
     code, _ = await plan("--no-cluster", "-f", str(path))
     assert code == 1
     assert named in capsys.readouterr().err
+
+
+async def test_a_statefulsets_bound_volume_puts_its_nodeclaim_in_the_volumes_zone(
+    cluster: KubeSim, tmp_path: Path
+) -> None:
+    """Karpenter's volumetopology.go (getPersistentVolumeRequirements: a bound claim's PV nodeAffinity
+    becomes the NodeClaim's requirement; ValidatePersistentVolumeClaims: an unbound claim whose class
+    is missing leaves the pod alone, "Failed to schedule pod, ..." as scheduling/events.go words it).
+    The claim, volume and class are read from kubesim over HTTP, the StatefulSet comes from a file."""
+    zone = "us-east-1b"
+    objects = [
+        (
+            "/apis/storage.k8s.io/v1/storageclasses",
+            {
+                "metadata": {"name": "gp3"},
+                "provisioner": "ebs.csi.aws.com",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            },
+        ),
+        (
+            "/api/v1/persistentvolumes",
+            {
+                "metadata": {"name": "pv-db-0"},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "gp3",
+                    "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-0123"},
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "topology.kubernetes.io/zone",
+                                            "operator": "In",
+                                            "values": [zone],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
+                    },
+                },
+            },
+        ),
+        (
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            {
+                "metadata": {"name": "data-db-0", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": "gp3",
+                    "volumeName": "pv-db-0",
+                    "resources": {"requests": {"storage": "10Gi"}},
+                },
+            },
+        ),
+    ]
+    async with aiohttp.ClientSession(cluster.url) as http:
+        for path, body in objects:
+            async with http.post(path, json=body) as r:
+                assert r.status == 201, await r.text()
+    template = {
+        "metadata": {"labels": {"app": "db"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "4Gi"}}}]},
+    }
+    stateful = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "db"}},
+                "template": template,
+                "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"storageClassName": cls}}],
+            },
+        }
+        for name, cls in (("db", "gp3"), ("cache", "no-such-class"))
+    ]
+    extra = tmp_path / "db.yaml"
+    extra.write_text(yaml.safe_dump_all(stateful))
+    code, text = await plan("--output", "json", "-f", str(extra))
+    assert code == 0, text
+    result = orjson.loads(text)
+    (claim,) = [c for c in result["nodeclaims"] if "default/db-0" in c["pods"]]
+    assert claim["zones"] == [zone]
+    unschedulable = {u["pod"]: u["reasons"] for u in result["unschedulable"]}
+    assert unschedulable["default/cache-0"] == [
+        "Failed to schedule pod, failed to validate pvc, failed to get storage class, "
+        'storageclasses.storage.k8s.io "no-such-class" not found'
+    ]
+
+    # The existing node has no zone label: the volume's zone keeps the pod off it, and one plan
+    # call (the catalog read dominates this test's time) shows the claim's type accounting.
+    assert "default/db-0" not in {e["pod"] for e in result["existing"]}
+    types = claim["types"]
+    assert types["considered"] == types["offered"] + sum(types["dropped"].values())
+    assert types["dropped"]["incompatible requirements"] > 0  # the pool allows c/m/r gen > 2 only
