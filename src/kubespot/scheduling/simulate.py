@@ -257,6 +257,7 @@ class Simulation:
         self._frontiers: dict[tuple[str, int, int], tuple[Requirements, list[InstanceType]]] = {}
         self._finished: dict[tuple[object, ...], tuple[Requirements, _Offer]] = {}
         self._opening = _Opening([], {})
+        self._min_values_memo: dict[tuple[str, int], tuple[Requirements, bool]] = {}
 
     # -- requirements, cached by their text (the same few shapes recur thousands of times)
 
@@ -383,8 +384,33 @@ class Simulation:
             if merged is None or self._conflict(claim.target, merged):
                 continue
             n = how_many_fit(claim.free, need, min(group.left, _ports_allow(pod, claim.ports)))
+            if n > 0 and merged.has_min_values() and not self._min_values_hold(claim, merged, need, n):
+                continue
             if n > 0:
                 claim.add(group.take(n), need, merged)
+
+    def _min_values_open(self, pc: PoolCapacity, reqs: Requirements) -> bool:
+        """Whether the pool's types compatible with ``reqs`` still carry every minValues (memoised
+        like ``_conflict``: asked per type and group while packing)."""
+        key = (pc.pool.name, id(reqs))
+        hit = self._min_values_memo.get(key)
+        if hit is None:
+            compatible = [it for it in pc.instance_types if not self._conflict(it, reqs)]
+            hit = self._min_values_memo[key] = (reqs, not minvalues.unmet(compatible, reqs))
+        return hit[1]
+
+    def _min_values_hold(self, claim: _Claim, reqs: Requirements, need: Mapping[str, int], n: int) -> bool:
+        """Whether the claim's types that would still take it, with ``n`` more pods needing ``need``
+        under ``reqs``, keep every minValues (Karpenter's ``nodeclaim.go`` ``CanAdd`` refuses a pod
+        that would leave too few)."""
+        requested = {k: claim.requested.get(k, 0) + need.get(k, 0) * n for k in {*claim.requested, *need}}
+        left = [
+            it
+            for it in claim.opening.types
+            if not self._conflict(it, reqs)
+            and all(v <= it.allocatable.get(k, 0) for k, v in requested.items())
+        ]
+        return not minvalues.unmet(left, reqs)
 
     # -- new capacity
 
@@ -516,6 +542,8 @@ class Simulation:
                 if i == 0:
                     return {}, reqs
                 continue
+            if merged is not reqs and merged.has_min_values() and not self._min_values_open(pc, merged):
+                continue  # it would narrow the claim below a minValues
             need = _needs(g.exemplar.requests)
             k = how_many_fit(free, need, min(n, _ports_allow(g.exemplar, ports)))
             if i == 0 and k == 0:

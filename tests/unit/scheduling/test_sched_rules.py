@@ -115,6 +115,19 @@ def test_a_pool_whose_types_cannot_reach_min_values_is_unschedulable_with_karpen
     assert "3 too small" in reason
 
 
+@pytest.mark.parametrize("order", ["opener first", "narrower first"])
+def test_a_pod_that_would_narrow_a_claim_below_min_values_does_not_join_it(order: str) -> None:
+    """core nodeclaim.go CanAdd / filterInstanceTypesByRequirements: a pod whose requirements leave the
+    NodeClaim's types short of minValues cannot join it; alone, it cannot open one either."""
+    reqs = min_values(FAMILY, 2)
+    wide, narrow = pod("a-wide"), pod("b-narrow", nodeSelector={FAMILY: "m5"})
+    pods = [wide, narrow] if order == "opener first" else [narrow, wide]
+    plan = simulate(pods, [], [PoolCapacity(pool(requirements=reqs), MV_CATALOG)])
+    assert [c.pods for c in plan.claims] == [["default/a-wide"]]
+    assert plan.claims[0].min_values == {FAMILY: 2} and "not met" not in plan.claims[0].why
+    assert "minValues requirement is not met" in plan.unschedulable["default/b-narrow"][0]
+
+
 def test_truncation_to_sixty_keeps_min_values() -> None:
     """core types.go Truncate / aws instance.go maxInstanceTypes=60: the cut to 60 must still satisfy
     minValues; kubespot keeps the types that bring the values, then the cheapest."""
