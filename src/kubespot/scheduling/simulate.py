@@ -6,7 +6,8 @@ ones first, then by name), then the NodeClaims this simulation already made (few
 then a new NodeClaim from the NodePools in weight order. A NodeClaim may use spot when its
 requirements allow it and one of its types has an available spot offering; spot offerings dearer
 than the cheapest on-demand one are left out; limits are counted pessimistically (the largest
-candidate type's capacity).
+capacity among the types a NodeClaim offers); minValues keeps that many distinct values among them
+(``minvalues.py``). Every NodeClaim and pod group records why, counted (``explain.py``).
 
 What differs is how a new NodeClaim is chosen (decision 3 of the design note). Identical pods form
 a group and are placed a group at a time. A new NodeClaim is packed at once, largest pods first,
