@@ -30,6 +30,9 @@ NODE_PORTS = "node(s) didn't have free ports for the requested pod ports"
 NODE_FULL = "Insufficient resources"
 
 
+OPENED = "opened"
+
+
 def count(into: dict[str, int], reason: str, n: int = 1) -> None:
     into[reason] = into.get(reason, 0) + n
 
@@ -43,12 +46,26 @@ class GroupStory:
     #: Existing nodes the group was tried on, and those that refused it by first failing filter.
     nodes_tried: int = 0
     nodes_refused: dict[str, int] = field(default_factory=dict)
-    #: Each NodePool tried, in order, with what came of it ("opened 3 NodeClaims" or why not).
-    pools: list[tuple[str, str]] = field(default_factory=list)
+    #: Each NodePool tried, in order, with its distinct outcomes (``OPENED`` stands for the count).
+    pools: dict[str, list[str]] = field(default_factory=dict)
+    #: How many NodeClaims the group opened per NodePool (over all its passes).
+    opened: dict[str, int] = field(default_factory=dict)
     #: Whether its preferences were dropped to place the rest (Karpenter's relaxation).
     relaxed: bool = False
 
     def pool(self, name: str, outcome: str) -> None:
-        """Record a pool's outcome; the same outcome twice (the group's next pass) is kept once."""
-        if (name, outcome) not in self.pools:
-            self.pools.append((name, outcome))
+        """Record a pool's outcome; one the pool already had (the group's next pass) is kept once."""
+        outcomes = self.pools.setdefault(name, [])
+        if outcome not in outcomes:
+            outcomes.append(outcome)
+
+    def opened_claims(self, name: str, n: int) -> None:
+        count(self.opened, name, n)
+        self.pool(name, OPENED)
+
+    def outcomes(self) -> list[tuple[str, str]]:
+        """Each pool tried and what came of it, e.g. ("default", "opened 12 NodeClaim(s)")."""
+        return [
+            (name, "; ".join(f"opened {self.opened[name]} NodeClaim(s)" if o == OPENED else o for o in said))
+            for name, said in self.pools.items()
+        ]

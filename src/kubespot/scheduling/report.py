@@ -75,7 +75,7 @@ def _story_json(story: GroupStory) -> dict[str, Any]:
     return {
         "group_pods": story.pods,
         "existing_nodes": {"tried": story.nodes_tried, "refused": dict(sorted(story.nodes_refused.items()))},
-        "nodepools": [{"name": name, "outcome": outcome} for name, outcome in story.pools],
+        "nodepools": [{"name": name, "outcome": outcome} for name, outcome in story.outcomes()],
         "preferences_relaxed": story.relaxed,
     }
 
@@ -124,7 +124,7 @@ def _story_lines(story: GroupStory | None) -> list[str]:
         lines.append(line + (f" ({_counted(story.nodes_refused)})." if refused else "."))
     else:
         lines.append("  Existing nodes: none to try.")
-    for name, outcome in story.pools:
+    for name, outcome in story.outcomes():
         lines.append(f"  NodePool {name}: {outcome}.")
     if story.relaxed:
         lines.append("  Its preferences were dropped to place the rest (Karpenter's relaxation).")

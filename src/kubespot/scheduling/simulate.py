@@ -259,6 +259,9 @@ class Simulation:
         self._finished: dict[tuple[object, ...], tuple[Requirements, _Offer]] = {}
         self._opening = _Opening([], {})
         self._min_values_memo: dict[tuple[str, int], tuple[Requirements, bool]] = {}
+        # Only a NodePool's requirements carry minValues (a pod's node selector terms have none),
+        # so the packing's hot loops ask a set, not each requirement.
+        self._min_values_pools = {pc.pool.name for pc in pools if pc.pool.requirements.has_min_values()}
 
     # -- requirements, cached by their text (the same few shapes recur thousands of times)
 
@@ -385,7 +388,11 @@ class Simulation:
             if merged is None or self._conflict(claim.target, merged):
                 continue
             n = how_many_fit(claim.free, need, min(group.left, _ports_allow(pod, claim.ports)))
-            if n > 0 and merged.has_min_values() and not self._min_values_hold(claim, merged, need, n):
+            if (
+                n > 0
+                and claim.pc.pool.name in self._min_values_pools
+                and not self._min_values_hold(claim, merged, need, n)
+            ):
                 continue
             if n > 0:
                 claim.add(group.take(n), need, merged)
@@ -494,16 +501,20 @@ class Simulation:
             types, dropped, problem = self._candidates(pc, reqs, need)
             books = self._price_books(types, reqs) if types else {}
             if not books:
-                detail = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items())) or "none offered"
-                head = problem or "no instance type fits"
-                reasons.append(f'nodepool "{pool.name}": {head} ({detail})')
+                detail = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
+                if problem:
+                    reasons.append(f'nodepool "{pool.name}": {problem}' + (f" ({detail})" if detail else ""))
+                else:
+                    reasons.append(
+                        f'nodepool "{pool.name}": no instance type fits ({detail or "none offered"})'
+                    )
                 continue
             self._opening = _Opening(types, dropped)
             opened = len(self.claims)
             if self._pack(group, pc, reqs, types, books):
                 for r in reasons:
                     group.story.pool(*_split_reason(r))
-                group.story.pool(pool.name, f"opened {len(self.claims) - opened} NodeClaim(s)")
+                group.story.opened_claims(pool.name, len(self.claims) - opened)
                 return []
             reasons.append(f'nodepool "{pool.name}": no instance type holds the pod with a price')
         for r in reasons:
@@ -543,7 +554,7 @@ class Simulation:
                 if i == 0:
                     return {}, reqs
                 continue
-            if merged is not reqs and merged.has_min_values() and not self._min_values_open(pc, merged):
+            if i and pc.pool.name in self._min_values_pools and not self._min_values_open(pc, merged):
                 continue  # it would narrow the claim below a minValues
             need = _needs(g.exemplar.requests)
             k = how_many_fit(free, need, min(n, _ports_allow(g.exemplar, ports)))

@@ -192,6 +192,9 @@ def test_limits_are_counted_pessimistically(
     assert len(plan.unschedulable) == 8 - claims
     for reasons in plan.unschedulable.values():
         assert reasons[0].startswith(f'nodepool "default": {reason} (')
+    # The group's story: the claims it opened over its passes, then why the pool stopped.
+    ((name, outcome),) = plan.stories["default/p7"].outcomes()
+    assert name == "default" and outcome.startswith(f"opened {claims} NodeClaim(s); {reason} (")
     for c in plan.claims:
         accounted(c)
         assert c.instance_types == (
@@ -283,7 +286,7 @@ def test_a_groups_story_counts_the_nodes_that_refused_it_and_the_pools_tried() -
         explain.NODE_AFFINITY: 3,
         "Insufficient cpu": 1,
     }
-    assert story.pools == [
+    assert story.outcomes() == [
         ("gpu", "did not tolerate taint gpu:NoSchedule"),
         ("default", "opened 1 NodeClaim(s)"),
     ]
