@@ -201,6 +201,8 @@ class _Offer:
     widened: int
     #: minValues keys still short (a claim narrowed by pods that joined it), with their counts.
     short: dict[str, int]
+    #: Per key with ``minValues``: the distinct values ``types`` carry.
+    values: dict[str, int]
 
 
 class _Claim:
@@ -737,7 +739,7 @@ class Simulation:
                 why=why,
                 considered=len(pc.instance_types),
                 dropped=dict(offer.dropped),
-                min_values=minvalues.distinct_values(chosen, reqs),
+                min_values=dict(offer.values),
                 limits_charged=dict(claim.charged),
             )
         )
@@ -796,7 +798,7 @@ class Simulation:
                 ),
                 default=float("inf"),
             )
-            kept = [p for p in priced if p[2] is claim.target or self._price(p[2], reqs, SPOT) <= cheapest_od]
+            kept = [p for p in priced if p[0] <= cheapest_od or p[2] is claim.target]
             count(dropped, explain.SPOT_DEARER, len(priced) - len(kept))
             priced = kept
         band = [it for price, _, it in priced if price <= ceiling]
@@ -810,7 +812,8 @@ class Simulation:
         cut = minvalues.truncate(chosen, reqs, MAX_INSTANCE_TYPES)
         count(dropped, explain.BEYOND_CUT, len(chosen) - len(cut))
         short = minvalues.unmet(cut, reqs) if has_min_values else {}
-        return _Offer(cut, target_price, {k: v for k, v in dropped.items() if v}, widened, short)
+        values = minvalues.distinct_values(cut, reqs) if has_min_values else {}
+        return _Offer(cut, target_price, {k: v for k, v in dropped.items() if v}, widened, short, values)
 
 
 def _split_reason(reason: str) -> tuple[str, str]:
