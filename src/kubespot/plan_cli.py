@@ -129,9 +129,14 @@ def _by_kind(objs: Iterable[Obj]) -> dict[str, list[Obj]]:
     return kinds
 
 
+_NAMESPACED = {"Pod", "DaemonSet", "PersistentVolumeClaim"}
+
+
 def _name(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name); a namespaced object without a namespace is in ``default``, as kubectl puts it."""
     meta = obj.get("metadata") or {}
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    default = "default" if obj.get("kind") in _NAMESPACED else ""
+    return str(meta.get("namespace") or default), str(meta.get("name") or "")
 
 
 def _merged(cluster: list[Obj], added: list[Obj]) -> list[Obj]:
