@@ -43,7 +43,8 @@ class GroupStory:
 
     #: Pods in the group.
     pods: int = 0
-    #: Existing nodes the group was tried on, and those that refused it by first failing filter.
+    #: Existing nodes the group was tried on, and those that refused it by first failing filter
+    #: (per attempt: a group whose preferences are relaxed tries the nodes again).
     nodes_tried: int = 0
     nodes_refused: dict[str, int] = field(default_factory=dict)
     #: Each NodePool tried, in order, with its distinct outcomes (``OPENED`` stands for the count).

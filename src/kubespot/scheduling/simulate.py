@@ -771,8 +771,6 @@ class Simulation:
                     count(dropped, explain.INCOMPATIBLE)
             elif any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
                 count(dropped, explain.TOO_SMALL)
-            elif any(it.resources.capacity.get(k, 0) > v for k, v in claim.charged.items() if k != "nodes"):
-                count(dropped, explain.OVER_LIMITS)
             else:
                 fitting.append(it)
         priced: list[tuple[float, str, InstanceType]] = []
@@ -803,7 +801,14 @@ class Simulation:
             priced = kept
         band = [it for price, _, it in priced if price <= ceiling]
         beyond = [it for price, _, it in priced if price > ceiling]
-        chosen = minvalues.widen(band, beyond, reqs) if has_min_values else band
+        if has_min_values and claim.charged:
+            # Widen only within what the claim counted against the limits when it opened (the band
+            # then held every type of the band now: same target and ceiling, fewer types fit).
+            charged = claim.charged
+            more = [t for t in beyond if all(t.resources.capacity.get(k, 0) <= v for k, v in charged.items())]
+        else:
+            more = beyond
+        chosen = minvalues.widen(band, more, reqs) if has_min_values else band
         widened = len(chosen) - len(band)
         count(dropped, explain.OUTSIDE_BAND, len(beyond) - widened)
         if widened:

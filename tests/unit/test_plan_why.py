@@ -1,0 +1,119 @@
+"""``kubespot plan --why NS/POD``, as text and with ``--output json`` (docs/designs/provisioning.md
+decision 4), through ``plan_cli.run`` with the AWS catalog replaced by a fixed one (the end-to-end
+path over moto is tests/integration/plan/test_plan_cli.py). The story's rules cite Karpenter's
+``nodeclaim.go`` filterInstanceTypesByRequirements and ``scheduler.go`` filterByRemainingResources."""
+
+from __future__ import annotations
+
+import argparse
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from kubespot import plan_cli
+from kubespot.scheduling.instance_types import InstanceType
+from support.catalog import itype
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "karpenter" / "v1" / "general-purpose.yaml"
+
+
+class FixedCatalog:
+    """What ``plan_cli.run`` asks of ``aws.catalog.Catalog``."""
+
+    TYPES = [
+        itype("m5.large", 2, 8, od=0.096),
+        itype("m5.xlarge", 4, 16, od=0.192),
+        itype("c5.large", 2, 4, od=0.085),
+        itype("t3.large", 2, 8, od=0.083),  # burstable: outside the pool's c/m/r
+    ]
+
+    def __init__(self, *args: object) -> None:
+        pass
+
+    async def refresh(self) -> None:
+        pass
+
+    def infos(self) -> dict[str, object]:
+        return {it.name: it for it in self.TYPES}
+
+    def instance_types(self, **_: object) -> list[InstanceType]:
+        return list(self.TYPES)
+
+
+class NoAws:
+    region = "us-east-1"
+
+    def __init__(self, *args: object) -> None:
+        pass
+
+    async def __aenter__(self) -> NoAws:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        pass
+
+
+@pytest.fixture
+def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(plan_cli, "Catalog", FixedCatalog)
+    monkeypatch.setattr(plan_cli, "AwsClients", NoAws)
+    web: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": 3,
+            "template": {
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]}
+            },
+        },
+    }
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump_all([*yaml.safe_load_all(EXAMPLE.read_text()), web]))
+    return path
+
+
+async def run(*argv: str) -> tuple[int, str]:
+    parser = argparse.ArgumentParser()
+    plan_cli.add_arguments(parser)
+    out = io.StringIO()
+    return await plan_cli.run(parser.parse_args(list(argv)), out=out), out.getvalue()
+
+
+async def test_why_tells_the_claims_types_and_the_groups_story_as_text_and_as_json(manifests: Path) -> None:
+    """Decision 4: the types considered, offered and dropped by reason, and the group's pools."""
+    code, text = await run("--no-cluster", "-f", str(manifests), "--why", "shop/web-plan-2")
+    assert code == 0, text
+    assert "goes to a new on-demand NodeClaim of NodePool general" in text
+    # 1.5 CPUs: c5.large and m5.large hold one each; the t3 is not in the pool's categories.
+    assert (
+        "Instance types: 4 in the pool, 1 offered; dropped: 2 outside the flexibility band, 1 incompatible"
+        in text
+    )
+    assert "Its group: 3 identical pod(s)." in text and "NodePool general: opened 3 NodeClaim(s)." in text
+
+    code, text = await run(
+        "--no-cluster", "-f", str(manifests), "--why", "shop/web-plan-2", "--output", "json"
+    )
+    assert code == 0, text
+    told = orjson.loads(text)
+    assert told["pod"] == "shop/web-plan-2" and told["outcome"] == "nodeclaim"
+    claim = told["nodeclaim"]
+    assert claim["nodepool"] == "general" and claim["instance_types"] == ["c5.large"]
+    assert claim["types"]["considered"] == 4
+    assert claim["types"]["dropped"] == {
+        "incompatible requirements": 1,
+        "outside the flexibility band": 2,
+    }
+    # The pool's 1000-CPU limit: each claim counts its largest offered type's capacity.
+    assert claim["types"]["limits_charged"] == {"cpu": "2"}
+    assert told["story"] == {
+        "group_pods": 3,
+        "existing_nodes": {"tried": 0, "refused": {}},
+        "nodepools": [{"name": "general", "outcome": "opened 3 NodeClaim(s)"}],
+        "preferences_relaxed": False,
+    }
