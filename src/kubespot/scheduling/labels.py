@@ -49,4 +49,7 @@ NORMALIZED_LABELS = {
     "beta.kubernetes.io/arch": ARCH,
     "beta.kubernetes.io/os": OS,
     "beta.kubernetes.io/instance-type": INSTANCE_TYPE,
+    # The EBS CSI driver's zone key on older PersistentVolumes: the AWS provider adds it
+    # (aws/karpenter-provider-aws pkg/operator/operator.go init), so such volumes pin a zone.
+    "topology.ebs.csi.aws.com/zone": ZONE,
 }

@@ -92,6 +92,13 @@ CLASSES = [
             [pv("pv-a", zone_in("z1"), zone_in("z2"))],
             f"{ZONE} In [z1]",
         ),
+        # The EBS CSI driver's own zone key reads as the zone (the AWS provider normalises it).
+        (
+            [claim("data")],
+            [pvc("data", "pv-e")],
+            [pv("pv-e", [{"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": ["z3"]}])],
+            f"{ZONE} In [z3]",
+        ),
         # A local volume's hostname is dropped: a new node cannot be the old one.
         (
             [claim("data")],
