@@ -106,9 +106,10 @@ def check_limits(problem: Problem, plan: Plan, verdict: Verdict) -> None:
                 used["nodes"] = used.get("nodes", 0) + 1
                 for k, v in node["status"]["capacity"].items():
                     used[k] = used.get(k, 0) + _limit(k, v)
-        for claim in plan.claims:
-            if claim.pool != name:
-                continue
+        claims = [c for c in plan.claims if c.pool == name]
+        if not claims:
+            continue  # nodes already over the limits are the cluster's doing, not the plan's
+        for claim in claims:
             used["nodes"] = used.get("nodes", 0) + 1
             for k in limits:
                 if k != "nodes":

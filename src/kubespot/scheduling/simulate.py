@@ -756,12 +756,12 @@ class Simulation:
         ceiling = target_price * (1 + self.flexibility)
         dropped = dict(claim.opening.dropped)
         has_min_values = reqs.has_min_values()
-        fitting = [claim.target]
+        fitting: list[InstanceType] = []
         #: Types that would hold the pods but have no offering of the claim's capacity type.
         other_capacity: list[InstanceType] = []
-        for it in claim.opening.types:
-            if it is claim.target:
-                continue
+        # The target first (it leads the list when it qualifies), then the other candidates.
+        others = (it for it in claim.opening.types if it is not claim.target)
+        for it in (claim.target, *others):
             if self._conflict(it, reqs):
                 # The claim's requirements pin its capacity type; a type offered only as another
                 # one lacks an offering, it is not incompatible with the pods.

@@ -43,7 +43,6 @@ SEEDS = _seeds()
 OPEN_DEFECTS = {
     "capacity type": re.compile(r"offers no instance type"),
     "zones narrowed after pricing": re.compile(r"no available (spot|on-demand) offering in"),
-    "limits of the flexible set": re.compile(r"over its limit"),
     "required OR-terms not relaxed": re.compile(r"through a later required node selector term"),
 }
 
@@ -166,14 +165,9 @@ async def test_open_defect_offerings_not_rechecked_after_the_packing() -> None:
     assert not verdict.violations, _report(problem, plan, verdict.violations)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="simulate counts a NodeClaim against its NodePool's limits with the type it was packed "
-    "for, then offers larger types in the flexibility band",
-)
-async def test_open_defect_limits_count_the_largest_candidate() -> None:
+async def test_limits_count_the_largest_candidate() -> None:
     """Karpenter's scheduler.go subtractMax: a NodeClaim takes the largest capacity among its
-    instance type options from the pool's remaining limits."""
+    instance type options from the pool's remaining limits (was an open defect; seed 94)."""
     problem, plan, verdict = await _judge(94)
     assert not verdict.violations, _report(problem, plan, verdict.violations)
 

@@ -187,10 +187,10 @@ def test_open_a_claims_offerings_are_checked_in_the_zones_its_pods_leave() -> No
     assert all(c.zones for c in plan.claims), [(c.capacity_type, c.zones, c.pods) for c in plan.claims]
 
 
-@pytest.mark.xfail(strict=True, reason="open: limits count the packed type, not the largest type offered")
-def test_open_limits_count_a_claims_largest_candidate() -> None:
+def test_limits_count_a_claims_largest_candidate() -> None:
     """Karpenter's scheduler.go filterByRemainingResources and subtractMax: with 3 cores left, a
-    4-core type may not be among a NodeClaim's candidates (oracle seed 94)."""
+    4-core type may not be among a NodeClaim's candidates (oracle seed 94; fixed with the
+    pessimistic limits, tests/unit/scheduling/test_sched_rules.py)."""
     small, medium = itype("small", 2, 8, od=0.100), itype("medium", 4, 16, od=0.105)
     pool = NodePool.of(
         {"metadata": {"name": "default"}, "spec": {"limits": {"cpu": "3"}, "template": {"spec": {}}}}
