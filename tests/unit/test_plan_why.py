@@ -1,6 +1,7 @@
 """``kubespot plan --why NS/POD``, as text and with ``--output json`` (docs/designs/provisioning.md
 decision 4), through ``plan_cli.run`` with the AWS catalog replaced by a fixed one (the end-to-end
-path over moto is tests/integration/plan/test_plan_cli.py). The story's rules cite Karpenter's
+path over moto is tests/integration/plan/test_plan_cli.py; the instance types come from the shipped
+``FakeCloud``). The story's rules cite Karpenter's
 ``nodeclaim.go`` filterInstanceTypesByRequirements and ``scheduler.go`` filterByRemainingResources."""
 
 from __future__ import annotations
@@ -15,21 +16,22 @@ import pytest
 import yaml
 
 from kubespot import plan_cli
-from kubespot.scheduling.instance_types import InstanceType
+from kubespot.cloud import FakeCloud
 from support.catalog import itype
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "karpenter" / "v1" / "general-purpose.yaml"
 
 
-class FixedCatalog:
-    """What ``plan_cli.run`` asks of ``aws.catalog.Catalog``."""
+TYPES = [
+    itype("m5.large", 2, 8, od=0.096),
+    itype("m5.xlarge", 4, 16, od=0.192),
+    itype("c5.large", 2, 4, od=0.085),
+    itype("t3.large", 2, 8, od=0.083),  # burstable: outside the pool's c/m/r
+]
 
-    TYPES = [
-        itype("m5.large", 2, 8, od=0.096),
-        itype("m5.xlarge", 4, 16, od=0.192),
-        itype("c5.large", 2, 4, od=0.085),
-        itype("t3.large", 2, 8, od=0.083),  # burstable: outside the pool's c/m/r
-    ]
+
+class FixedCatalog:
+    """What ``plan_cli.run`` asks of ``aws.catalog.Catalog`` before handing it to the cloud."""
 
     def __init__(self, *args: object) -> None:
         pass
@@ -38,10 +40,17 @@ class FixedCatalog:
         pass
 
     def infos(self) -> dict[str, object]:
-        return {it.name: it for it in self.TYPES}
+        return {it.name: it for it in TYPES}
 
-    def instance_types(self, **_: object) -> list[InstanceType]:
-        return list(self.TYPES)
+
+class FixedCloud(FakeCloud):
+    """``AwsCloud``'s place: the shipped fake over ``TYPES``."""
+
+    def __init__(self, catalog: object) -> None:
+        super().__init__(TYPES)
+
+    def set_zones(self, nodeclass: str, zones: object) -> None:
+        pass
 
 
 class NoAws:
@@ -60,6 +69,7 @@ class NoAws:
 @pytest.fixture
 def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(plan_cli, "Catalog", FixedCatalog)
+    monkeypatch.setattr(plan_cli, "AwsCloud", FixedCloud)
     monkeypatch.setattr(plan_cli, "AwsClients", NoAws)
     web: dict[str, Any] = {
         "apiVersion": "apps/v1",
