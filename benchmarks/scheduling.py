@@ -168,30 +168,69 @@ def _configuration_lp(pods: Sequence[PodView], types: Sequence[InstanceType]) ->
     counts = np.array([shapes[k] for k in keys], dtype=float)
     frontier = priced_frontier(types)
     sizes = np.array([[k[0] for k in keys], [k[1] / 2**20 for k in keys], [1.0] * len(keys)])
+    caps = [np.array([cpu, mem / 2**20, slots]) for _, (cpu, mem, slots), _ in frontier]
     columns: list[tuple[float, np.ndarray]] = []
-    for _, (cpu, mem, slots), price in frontier:
-        for s, (c, m) in enumerate(keys):
-            n = min(slots, cpu // c if c else slots, mem // m if m else slots, int(counts[s]))
+    for (_, _, price), cap in zip(frontier, caps, strict=True):
+        for s in range(len(keys)):
+            n = min(int(min(cap[r] // sizes[r, s] for r in range(3) if sizes[r, s] > 0)), int(counts[s]))
             if n > 0:
                 col = np.zeros(len(keys))
                 col[s] = n
                 columns.append((price, col))
     value = float("inf")
-    for _ in range(500):
+    for _ in range(1000):
         a = np.array([c for _, c in columns]).T
         res = linprog([p for p, _ in columns], A_ub=-a, b_ub=-counts, bounds=(0, None), method="highs")
         value = float(res.fun)
         duals = -res.ineqlin.marginals
+        # Cheap columns first (a greedy knapsack per type); the exact knapsack of every type only
+        # when the greedy finds none, so the optimum is still proven.
         added = 0
-        for _, (cpu, mem, slots), price in frontier:
-            cap = LinearConstraint(sizes, -np.inf, [cpu, mem / 2**20, slots])
-            best = milp(-duals, constraints=cap, integrality=np.ones(len(keys)), bounds=Bounds(0, counts))
+        for (_, _, price), cap in zip(frontier, caps, strict=True):
+            col = _greedy_column(duals, sizes, cap, counts)
+            if price - duals @ col < -1e-9:
+                columns.append((price, col))
+                added += 1
+        if added:
+            continue
+        for (_, _, price), cap in zip(frontier, caps, strict=True):
+            best = milp(
+                -duals,
+                constraints=LinearConstraint(sizes, -np.inf, cap),
+                integrality=np.ones(len(keys)),
+                bounds=Bounds(0, counts),
+            )
             if best.status == 0 and price + best.fun < -1e-9:
                 columns.append((price, np.round(best.x)))
                 added += 1
         if not added:
             return value
     return value
+
+
+def _greedy_column(duals: Any, sizes: Any, cap: Any, counts: Any) -> Any:
+    """The best of a few greedy fills of one node: shapes by dual value per unit of size, the
+    size weighing the resources as shares of the node, and each resource alone."""
+    import numpy as np
+
+    shares = sizes / cap[:, None]
+    best, best_value = np.zeros(len(counts)), 0.0
+    for weights in (np.ones(3), *np.eye(3)):
+        size = weights @ shares
+        order = np.argsort(-(duals / np.maximum(size, 1e-12)), kind="stable")
+        left = cap.copy()
+        col = np.zeros(len(counts))
+        for s in order:
+            if duals[s] <= 0:
+                continue
+            need = sizes[:, s]
+            n = min(counts[s], *(left[r] // need[r] for r in range(3) if need[r] > 0))
+            if n > 0:
+                col[s] = n
+                left -= need * n
+        if duals @ col > best_value:
+            best, best_value = col, float(duals @ col)
+    return best
 
 
 def summed_lp(pods: Sequence[PodView], types: Sequence[InstanceType]) -> float:
@@ -217,26 +256,40 @@ def _summed_lp(pods: Sequence[PodView], types: Sequence[InstanceType]) -> float:
 
 def ffd(pods: Sequence[PodView], types: Sequence[InstanceType]) -> tuple[float, int]:
     """Karpenter's packing: largest first, into the claim with fewest pods whose candidate types
-    still hold it, else a new claim of every type that holds the pod; launched as the cheapest."""
+    still hold it, else a new claim of every type that holds the pod; launched as the cheapest.
+
+    The claims wait in a heap by (pods, age), the order Karpenter tries them in; each claim keeps
+    its candidates as arrays, so "does a type still hold this pod" is one vectorised test."""
+    import heapq
+
+    import numpy as np
+
     priced = [(t, p) for t in types if (p := best_price(t)) is not None]
+    alloc = np.array([_vector(t) for t, _ in priced], dtype=np.int64)
+    price = np.array([p for _, p in priced])
     order = sorted(pods, key=lambda p: (-p.requests.get("cpu", 0), -p.requests.get("memory", 0)))
-    claims: list[list[Any]] = []  # [cpu, memory, pods, candidates]
+    claims: list[tuple[Any, Any]] = []  # (requested so far, indices of the candidate types)
+    heap: list[tuple[int, int]] = []  # (pods, claim index)
     for pod in order:
-        c, m = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+        need = np.array([pod.requests.get("cpu", 0), pod.requests.get("memory", 0), 1], dtype=np.int64)
+        skipped = []
         placed = False
-        for claim in sorted(claims, key=lambda cl: cl[2]):
-            need = (claim[0] + c, claim[1] + m, claim[2] + 1)
-            keep = [tp for tp in claim[3] if all(a >= n for a, n in zip(_vector(tp[0]), need, strict=True))]
-            if keep:
-                claim[:] = [*need, keep]
+        while heap:
+            n, i = heapq.heappop(heap)
+            total, cands = claims[i]
+            keep = cands[(alloc[cands] >= total + need).all(axis=1)]
+            if len(keep):
+                claims[i] = (total + need, keep)
+                heapq.heappush(heap, (n + 1, i))
                 placed = True
                 break
+            skipped.append((n, i))
+        for item in skipped:
+            heapq.heappush(heap, item)
         if not placed:
-            fits = [
-                tp for tp in priced if all(a >= n for a, n in zip(_vector(tp[0]), (c, m, 1), strict=True))
-            ]
-            claims.append([c, m, 1, fits])
-    return sum(min(p for _, p in claim[3]) for claim in claims), len(claims)
+            claims.append((need, np.flatnonzero((alloc >= need).all(axis=1))))
+            heapq.heappush(heap, (1, len(claims) - 1))
+    return float(sum(price[cands].min() for _, cands in claims)), len(claims)
 
 
 def measure(pods: list[PodView], types: list[InstanceType], *, lp: bool) -> dict[str, Any]:

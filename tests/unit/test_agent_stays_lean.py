@@ -17,4 +17,6 @@ def test_the_agent_and_the_record_it_reads_load_no_aws_sdk() -> None:
         "import kubespot.handling.node_handler"
     )
     heavy = {"boto3", "botocore", "aiohttp", "kubespot.aws", "kubespot.operator", "kubespot.controllers"}
+    # Nor the provisioner's LP solver (kubespot.scheduling.packing: HiGHS and numpy).
+    heavy |= {"highspy", "numpy", "kubespot.scheduling"}
     assert loaded_by(code, {*heavy, "kubespot.actions.gotemplate", "zoneinfo"}) == []

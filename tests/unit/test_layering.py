@@ -27,6 +27,9 @@ ADAPTER_ONLY = {
 }
 #: Never in product code: these are simulator and test dependencies.
 SIM_ONLY = ("moto",)
+#: The LP solver (and the numpy it brings) belongs to the provisioner's packing alone, so nothing
+#: else (above all the per-node agent) can come to load it (docs/architecture.md, dependencies).
+SOLVER_ONLY = {"highspy": "kubespot.scheduling.packing", "numpy": "kubespot.scheduling.packing"}
 
 
 def _imports(path: Path) -> list[str]:
@@ -82,6 +85,17 @@ def test_adapter_libraries_stay_in_their_adapter() -> None:
                 bad.append(f"{path}: {root} may only be imported in kubespot.{ADAPTER_ONLY[root]}")
             if root in SIM_ONLY:
                 bad.append(f"{path}: {root} is a simulator dependency, not for product code")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_lp_solver_stays_in_the_packing_module() -> None:
+    bad = []
+    for path, top, imports in _modules():
+        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+        for name in imports:
+            owner = SOLVER_ONLY.get(name.split(".")[0])
+            if top != "sim" and owner is not None and module != owner:
+                bad.append(f"{path}: {name} may only be imported in {owner}")
     assert not bad, "\n".join(bad)
 
 

@@ -15,7 +15,10 @@ from every pending pod that may share it, and its instance type is the one whose
 most of the pending requests (each resource as a share of the pending total) per dollar. A packing
 that can be repeated (the same pods again) is repeated without searching again. The NodeClaim then
 offers every type that holds its pods within ``flexibility`` of that price, cheapest first, so the
-fleet request keeps room to choose by capacity.
+fleet request keeps room to choose by capacity. The first time a pool's new capacity is packed
+for pods that may all share any of its types (``packing.lp_eligible``, the same requirements), the
+configuration LP packs them all at once (``packing``: whole nodes of the LP's solution); the greedy
+above packs what it leaves, and everything when the LP solver cannot be used (the claims say so).
 
 Pure: pods, nodes, pools and the catalog in; a ``Plan`` out.
 """
@@ -30,6 +33,7 @@ from .explain import GroupStory, count
 from .instance_types import InstanceType, Offering
 from .labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, SPOT, WELL_KNOWN, ZONE
 from .nodepool import NodePool, by_weight
+from .packing import EXACT_ROUNDS, NodeType, Packing, SolverUnavailable, lp_eligible, pack
 from .pods import PodView
 from .requirements import Requirement, Requirements
 from .taints import Taint, untolerated
@@ -264,6 +268,9 @@ class Simulation:
         # Only a NodePool's requirements carry minValues (a pod's node selector terms have none),
         # so the packing's hot loops ask a set, not each requirement.
         self._min_values_pools = {pc.pool.name for pc in pools if pc.pool.requirements.has_min_values()}
+        # Per (pool, requirements): the LP packed that cohort once (its residue is the greedy's),
+        # and why the greedy packs alone when the LP could not be used.
+        self._lp_tried: dict[tuple[str, int], tuple[Requirements, str]] = {}
 
     # -- requirements, cached by their text (the same few shapes recur thousands of times)
 
@@ -580,6 +587,18 @@ class Simulation:
         books: Mapping[str, Mapping[str, float]],
     ) -> bool:
         cohort = self._cohort(first, pc)
+        lp_key = (pc.pool.name, id(reqs))
+        # A pool with minValues keeps the greedy, which checks them pod by pod (Karpenter's CanAdd).
+        if (
+            lp_key not in self._lp_tried
+            and lp_eligible(first.exemplar)
+            and pc.pool.name not in self._min_values_pools
+        ):
+            claims = len(self.claims)
+            self._lp_tried[lp_key] = (reqs, self._pack_lp(cohort, pc, reqs))
+            if len(self.claims) > claims:
+                return True  # the residue is packed next, from candidates within the limits left
+        lp_note = self._lp_tried.get(lp_key, (reqs, ""))[1]
         left = {i: g.left for i, g in enumerate(cohort)}
         weights = market_prices(types, books) or share_weights(cohort, left)
         # Two fills per type, largest CPU first and largest memory first: which packs a node best
@@ -646,7 +665,7 @@ class Simulation:
         why = (
             f"{it.name} holds the most pending requests per dollar "
             f"({len(types)} types considered, {capacity_type})"
-        )
+        ) + (f"; {lp_note}" if lp_note else "")
         used = self.usage[pc.pool.name]
         for _ in range(repeat):
             claim = _Claim(pc, final, it, capacity_type)
@@ -692,6 +711,91 @@ class Simulation:
         if "nodes" in limits:
             charge["nodes"] = 1
         return charge
+
+    def _pack_lp(self, cohort: Sequence[_Group], pc: PoolCapacity, reqs: Requirements) -> str:
+        """NodeClaims from the configuration LP's whole nodes (``packing``) for the groups that may
+        share any candidate type with the first; the residue is left to the greedy. Returns why
+        the greedy packs alone ("" when the LP ran)."""
+        text = str(cohort[0].exemplar.requirements)
+        groups = [g for g in cohort if lp_eligible(g.exemplar) and str(g.exemplar.requirements) == text]
+        # Every type a pod of the cohort fits, not only those the first (largest) pod fits.
+        types, dropped, _ = self._candidates(pc, reqs, {"pods": 1})
+        opening = _Opening(types, dropped)
+        books = self._price_books(types, reqs)
+        frontier = undominated(types, books)
+        free = {
+            it.name: {k: v - pc.daemon_overhead.get(k, 0) for k, v in it.allocatable.items()}
+            for it in frontier
+        }
+        needs = [_needs(g.exemplar.requests) for g in groups]
+        # Only shapes some type of each capacity type holds, so the plans compared hold the same pods.
+        fits = [
+            all(
+                any(how_many_fit(free[it.name], need, 1) for it in frontier if it.name in book)
+                for book in books.values()
+            )
+            for need in needs
+        ]
+        groups = [g for g, ok in zip(groups, fits, strict=True) if ok]
+        needs = [n for n, ok in zip(needs, fits, strict=True) if ok]
+        if not groups:
+            return ""
+        packed: dict[str, tuple[list[InstanceType], Packing]] = {}
+        counts = [g.left for g in groups]
+        # Spot first (when allowed), packed to whole nodes; the other capacity type's LP from the
+        # greedy pricing alone tells whether its plan is cheaper, at a fraction of the time.
+        for ct in sorted(books, key=lambda ct: ct != SPOT):
+            its = [it for it in frontier if it.name in books[ct]]
+            node_types = [NodeType(it.name, free[it.name], books[ct][it.name]) for it in its]
+            try:
+                first = not packed
+                packing = pack(
+                    needs, counts, node_types, exact_rounds=EXACT_ROUNDS if first else 0, whole=first
+                )
+                if not first and packing.bound < min(p.bound for _, p in packed.values()):
+                    packing = pack(needs, counts, node_types)
+                    packed.clear()
+                packed[ct] = (its, packing)
+            except SolverUnavailable as e:
+                return f"greedy packing: {e}"
+            except ValueError:
+                continue  # no pod fits a type with this capacity type: the other one, or the greedy
+        # Spot unless the on-demand plan costs less for the same pods (decision 3, per plan).
+        whole = [ct for ct, (_, p) in packed.items() if p.nodes]
+        if not whole:
+            return ""
+        ct = whole[0]
+        its, packing = packed[ct]
+        final = reqs.copy()
+        final.add(Requirement.of(CAPACITY_TYPE, "In", [ct]))
+        used = self.usage[pc.pool.name]
+        pods = sum(g.left for g in groups)
+        # The LP's claims may offer any type the cohort fits; _charge sizes the offer from it.
+        saved, self._opening = self._opening, opening
+        try:
+            for nodes in packing.nodes:
+                it = its[nodes.type]
+                why = (
+                    f"{it.name}: {nodes.count} such nodes in the configuration LP's packing of {pods} "
+                    f"pods ({len(its)} types considered, {ct}; {packing.note})"
+                )
+                # Limits as the greedy counts them (the largest capacity the claim may be offered).
+                charge = self._charge(pc, final, it, ct, groups, dict(nodes.pattern))
+                for _ in range(nodes.count):
+                    if any(charge.get(name, 0) > left for name, left in self._remaining(pc).items()):
+                        return ""  # the greedy packs the rest and reports the limit
+                    claim = _Claim(pc, final, it, ct)
+                    claim.why = why
+                    claim.opening = opening
+                    claim.charged = charge
+                    for s, n in nodes.pattern:
+                        claim.add(groups[s].take(n), needs[s], final)
+                    self.claims.append(claim)
+                    for name, amount in charge.items():
+                        used[name] = used.get(name, 0) + amount
+        finally:
+            self._opening = saved
+        return ""
 
     def _finish(self, claim: _Claim) -> None:
         """The NodeClaim's types: all that hold its pods within the flexibility band (wider where

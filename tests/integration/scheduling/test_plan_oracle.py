@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
+from kubespot.scheduling import packing
 from kubespot.scheduling.simulate import Plan, PlannedClaim, simulate
 from support.plan_oracle import Verdict, judge
 from support.sched_problems import TOPOLOGY, Problem, generate
@@ -139,15 +141,22 @@ def test_topology_terms_are_drawn_exactly_when_the_simulation_reads_them() -> No
 # -- open defects, each pinned by a seed that shows it and nothing else (strict: a fix makes it XPASS)
 
 
+def _no_solver() -> Any:
+    raise packing.SolverUnavailable("made unavailable: the greedy packing's defect is pinned")
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="simulate._pack fills a NodeClaim with every cohort group before choosing spot or "
     "on-demand, then adds the capacity type: a group needing on-demand in a spot claim leaves "
     "karpenter.sh/capacity-type empty and the claim with no instance type",
 )
-async def test_open_defect_capacity_type_chosen_after_the_packing() -> None:
+async def test_open_defect_capacity_type_chosen_after_the_packing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Karpenter's nodeclaim.go Add: a pod joins a NodeClaim only if its requirements stay compatible
     with the NodeClaim's, capacity type included."""
+    # The defect is the greedy packing's; the LP packing takes only pods with the opening pod's
+    # requirements, so it hides it on this seed: without the solver the greedy packs it again.
+    monkeypatch.setattr(packing, "_highs", _no_solver)
     problem, plan, verdict = await _judge(119)
     assert not verdict.violations, _report(problem, plan, verdict.violations)
 
@@ -158,9 +167,12 @@ async def test_open_defect_capacity_type_chosen_after_the_packing() -> None:
     "with the other groups' without re-checking the offerings: a spot claim whose type has no "
     "spot offering in the zones left",
 )
-async def test_open_defect_offerings_not_rechecked_after_the_packing() -> None:
+async def test_open_defect_offerings_not_rechecked_after_the_packing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Karpenter's nodeclaim.go filterInstanceTypesByRequirements: each pod added drops the types
     without a compatible available offering under the narrowed requirements."""
+    # The defect is the greedy packing's; the LP packing takes only pods with the opening pod's
+    # requirements, so it hides it on this seed: without the solver the greedy packs it again.
+    monkeypatch.setattr(packing, "_highs", _no_solver)
     problem, plan, verdict = await _judge(156)
     assert not verdict.violations, _report(problem, plan, verdict.violations)
 

@@ -10,6 +10,7 @@ import pytest
 
 from kubespot.model.capacity import InstanceTypeInfo
 from kubespot.model.quantity import GIB
+from kubespot.scheduling import packing
 from kubespot.scheduling.allocatable import NodeResources
 from kubespot.scheduling.cluster import daemon_overhead, daemon_ports
 from kubespot.scheduling.instance_types import InstanceType, Offering, instance_type
@@ -20,6 +21,10 @@ from kubespot.scheduling.simulate import ExistingNode, PoolCapacity, simulate
 from support.catalog import itype
 
 CATALOG = [itype("small", 2, 8, od=0.10, spot=0.04)]
+
+
+def _no_solver() -> Any:
+    raise packing.SolverUnavailable("made unavailable: the greedy packing's defect is pinned")
 
 
 def _pod(name: str, **spec: Any) -> PodView:
@@ -162,10 +167,15 @@ def _zonal(name: str, cpu: int, od: dict[str, float], spot: dict[str, float]) ->
 @pytest.mark.xfail(
     strict=True, reason="open: simulate._pack chooses the capacity type after filling the claim"
 )
-def test_open_a_pod_needing_on_demand_is_not_packed_into_a_spot_claim() -> None:
+def test_open_a_pod_needing_on_demand_is_not_packed_into_a_spot_claim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Karpenter's nodeclaim.go Add: a pod joins a NodeClaim only while their requirements stay
     compatible. Here ``b`` (on-demand only) joined ``a``'s claim, which then became spot: capacity
-    type In [] and no instance type left (oracle seed 119)."""
+    type In [] and no instance type left (oracle seed 119). The LP packing takes only pods with the
+    opening pod's requirements, so the defect shows in the greedy packing: the solver is made
+    unavailable here to keep it pinned."""
+    monkeypatch.setattr(packing, "_highs", _no_solver)
     big = itype("big", 8, 32, od=0.40, spot=0.12)
     a = _pod("a", containers=[{"name": "c", "resources": {"requests": {"cpu": "4"}}}])
     b = _pod("b", nodeSelector={"karpenter.sh/capacity-type": "on-demand"})

@@ -1,0 +1,212 @@
+"""New capacity packed by the configuration LP (kubespot.scheduling.packing, the hook in simulate).
+
+kubespot's own decision (docs/designs/provisioning.md, decision 3 and "The lower bound, and where
+the packing stands"): Karpenter packs a NodeClaim first-fit (kubernetes-sigs/karpenter
+``pkg/controllers/provisioning/scheduling/scheduler.go`` ``Solve``/``add``) and the rules it keeps
+(limits counted pessimistically: ``pkg/controllers/provisioning/scheduling/scheduler.go``
+``addToNewNodeClaim`` with ``pkg/utils/resources`` ``Fits`` on the pool's remaining resources) are
+Karpenter's; the packing itself is the Gilmore-Gomory configuration LP solved by column generation.
+The hand-solved instances below name their optimum in the docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubespot.model.quantity import GIB
+from kubespot.scheduling import packing
+from kubespot.scheduling.labels import ON_DEMAND, SPOT
+from kubespot.scheduling.nodepool import NodePool
+from kubespot.scheduling.packing import NodeType, SolverUnavailable, lp_eligible, pack
+from kubespot.scheduling.pods import PodView
+from kubespot.scheduling.simulate import PoolCapacity, simulate
+from support.catalog import itype
+
+GI = GIB
+
+
+def pod(name: str, cpu: str = "1", memory: str = "256Mi", **spec: Any) -> PodView:
+    return PodView.of(
+        {
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+                **spec,
+            },
+        }
+    )
+
+
+def pool(**spec: Any) -> NodePool:
+    limits = spec.pop("limits", None)
+    return NodePool.of(
+        {
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": spec}, **({"limits": limits} if limits else {})},
+        }
+    )
+
+
+#: Four cores for 0.30 hold more per dollar than three for 0.24, so the greedy opens a "big"
+#: node first; six one-core pods then leave two for a second node. Two "small" nodes hold all six
+#: for 0.48 (the optimum: one node holds at most four; a big and a small cost 0.54, two bigs 0.60).
+TWO_TYPES = [itype("big", 4, 16, od=0.75, spot=0.30), itype("small", 3, 16, od=0.60, spot=0.24)]
+
+
+def unavailable() -> Any:
+    raise SolverUnavailable("the LP solver is not installed (monkeypatched)")
+
+
+def test_the_lp_finds_the_optimum_the_greedy_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six one-core pods, types of four cores for 0.30 and three for 0.24: the configuration LP
+    (relaxation 0.45: one and a half bigs) rounds to two smalls, 0.48, the integer optimum; the
+    price-per-request greedy takes a big first and pays 0.54 (docs/designs/provisioning.md)."""
+    pods = [pod(f"p{i}") for i in range(6)]
+    plan = simulate(pods, [], [PoolCapacity(pool(), TWO_TYPES)])
+    assert sorted((c.instance_types[0], len(c.pods)) for c in plan.claims) == [("small", 3), ("small", 3)]
+    assert plan.cost_per_hour == pytest.approx(0.48)
+    assert all(c.capacity_type == SPOT and "configuration LP" in c.why for c in plan.claims)
+
+    monkeypatch.setattr(packing, "_highs", unavailable)
+    greedy = simulate(pods, [], [PoolCapacity(pool(), TWO_TYPES)])
+    assert greedy.cost_per_hour == pytest.approx(0.54)
+
+
+def test_pack_mixes_shapes_on_one_node_when_that_is_cheaper() -> None:
+    """Two shapes, four CPU-heavy pods (3 cores, 1 GiB) and four memory-heavy ones (1 core,
+    7 GiB), types "cpu" (8 cores, 8 GiB, 0.15), "mem" (2 cores, 32 GiB, 0.15) and "even"
+    (4 cores, 8 GiB, 0.10): one pod of each shape fills an "even" node exactly (0.05 a pod), while
+    "cpu" holds two CPU-heavy pods and "mem" two memory-heavy ones (0.075 a pod), so four "even"
+    nodes (0.40) is the only optimum; the LP's value is 0.40 and its rounding buys exactly that."""
+    needs = [{"cpu": 3000, "memory": 1 * GI, "pods": 1}, {"cpu": 1000, "memory": 7 * GI, "pods": 1}]
+    types = [
+        NodeType("cpu", {"cpu": 8000, "memory": 8 * GI, "pods": 110}, 0.15),
+        NodeType("mem", {"cpu": 2000, "memory": 32 * GI, "pods": 110}, 0.15),
+        NodeType("even", {"cpu": 4000, "memory": 8 * GI, "pods": 110}, 0.10),
+    ]
+    result = pack(needs, [4, 4], types)
+    assert result.bound == pytest.approx(0.40)
+    bought = sorted((types[n.type].name, n.pattern, n.count) for n in result.nodes)
+    assert sum(n.count for n in result.nodes) == 4
+    assert {name for name, _, _ in bought} == {"even"}
+    assert sum(dict(n.pattern).get(0, 0) * n.count for n in result.nodes) == 4
+    assert sum(dict(n.pattern).get(1, 0) * n.count for n in result.nodes) == 4
+
+
+def test_rounding_places_every_pod_of_a_larger_mixed_cohort() -> None:
+    """Six shapes drawn from Karpenter's generic benchmark mix (kubernetes-sigs/karpenter
+    ``pkg/controllers/provisioning/scheduling/scheduling_benchmark_test.go``: CPU 100-1500 m, memory
+    100 Mi-4 Gi), 120 pods on five types: the LP's whole nodes and the greedy's residue together
+    place every pod, each NodeClaim's pods fit its type, and the plan costs no more than the
+    greedy's alone."""
+    catalog = [
+        itype("c-large", 2, 4, od=0.085, spot=0.03),
+        itype("m-large", 2, 8, od=0.096, spot=0.035),
+        itype("r-large", 2, 16, od=0.126, spot=0.045),
+        itype("m-xlarge", 4, 16, od=0.192, spot=0.068),
+        itype("c-2xlarge", 8, 16, od=0.34, spot=0.125),
+    ]
+    cpus, mems = ("250m", "1000m", "1500m"), ("500Mi", "4000Mi")
+    pods = [pod(f"p{i:03d}", cpus[i % 3], mems[(i // 3) % 2]) for i in range(120)]
+    plan = simulate(pods, [], [PoolCapacity(pool(), catalog)])
+    assert not plan.unschedulable
+    assert sorted(p for c in plan.claims for p in c.pods) == sorted(p.key for p in pods)
+    alloc = {it.name: it.allocatable for it in catalog}
+    for claim in plan.claims:
+        assert all(claim.requests[k] <= alloc[claim.instance_types[0]].get(k, 0) for k in claim.requests)
+    assert any("configuration LP" in c.why for c in plan.claims)
+
+
+def test_limits_cut_the_lp_plan_and_the_greedy_reports_the_rest() -> None:
+    """Limits are counted pessimistically by each new node's capacity (Karpenter
+    ``pkg/controllers/provisioning/scheduling/scheduler.go`` ``addToNewNodeClaim`` /
+    ``nodepool.go`` limits): with 8 cores allowed, the LP's two smalls (3 cores each) fit but a
+    third node would not; pods beyond them are unschedulable with the limits as the reason."""
+    limited = pool(limits={"cpu": "8"})
+    plan = simulate([pod(f"p{i}") for i in range(9)], [], [PoolCapacity(limited, TWO_TYPES)])
+    cores = {"big": 4, "small": 3}
+    assert sum(cores[c.instance_types[0]] for c in plan.claims) <= 8
+    placed = sum(len(c.pods) for c in plan.claims)
+    assert placed + len(plan.unschedulable) == 9 and plan.unschedulable
+    assert all("would exceed the NodePool's limits" in r[0] for r in plan.unschedulable.values())
+
+
+def test_the_greedy_packs_alone_when_the_solver_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No HiGHS (not installed, failed, or past its time limit): the plan is the greedy's, and each
+    NodeClaim's explanation says why (decision 4: every decision says why)."""
+    monkeypatch.setattr(packing, "_highs", unavailable)
+    plan = simulate([pod(f"p{i}") for i in range(6)], [], [PoolCapacity(pool(), TWO_TYPES)])
+    assert sum(len(c.pods) for c in plan.claims) == 6
+    assert all("greedy packing: the LP solver is not installed" in c.why for c in plan.claims)
+
+
+def test_same_input_same_plan() -> None:
+    """The plan is a function of its input (pods in any order): the same NodeClaims, types and
+    pods every time, as the provisioner and `kubespot plan` must agree."""
+    catalog = [*TWO_TYPES, itype("odd", 6, 8, od=0.9, spot=0.41)]
+    pods = [pod(f"p{i:02d}", cpu=("500m", "1", "2")[i % 3], memory=("1Gi", "3Gi")[i % 2]) for i in range(40)]
+
+    def run(order: list[PodView]) -> list[tuple[str, str, tuple[str, ...]]]:
+        plan = simulate(order, [], [PoolCapacity(pool(), catalog)])
+        return [(c.instance_types[0], c.capacity_type, tuple(c.pods)) for c in plan.claims]
+
+    first = run(pods)
+    assert first == run(list(reversed(pods))) == run(pods)
+
+
+def test_on_demand_when_its_plan_costs_less() -> None:
+    """Spot unless the on-demand plan holds the pods for less (decision 3, compared per plan): here
+    the spot offerings cost more than on-demand, so the whole plan is on-demand."""
+    catalog = [itype("big", 4, 16, od=0.20, spot=0.30), itype("small", 3, 16, od=0.18, spot=0.24)]
+    plan = simulate([pod(f"p{i}") for i in range(8)], [], [PoolCapacity(pool(), catalog)])
+    assert {c.capacity_type for c in plan.claims} == {ON_DEMAND}
+    assert plan.cost_per_hour == pytest.approx(0.40)
+
+
+def test_pods_with_host_ports_or_topology_terms_are_not_lp_eligible() -> None:
+    """Host ports (one pod per node per port: kube-scheduler ``pkg/scheduler/framework/plugins/
+    nodeports`` ``Filter``), topology spread and pod (anti-)affinity (counted per domain) stay with
+    the greedy; plain pods go to the LP."""
+    port = [
+        {
+            "name": "c",
+            "resources": {"requests": {"cpu": "1"}},
+            "ports": [{"containerPort": 80, "hostPort": 80}],
+        }
+    ]
+    spread = [
+        {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}
+    ]
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    assert lp_eligible(pod("plain"))
+    assert not lp_eligible(PodView.of({"metadata": {"name": "p"}, "spec": {"containers": port}}))
+    assert not lp_eligible(pod("s", topologySpreadConstraints=spread))
+    assert not lp_eligible(pod("a", affinity=anti))
+    plan = simulate(
+        [PodView.of({"metadata": {"name": f"h{i}"}, "spec": {"containers": port}}) for i in range(3)],
+        [],
+        [PoolCapacity(pool(), TWO_TYPES)],
+    )
+    assert [len(c.pods) for c in plan.claims] == [1, 1, 1]
+    assert not any("configuration LP" in c.why for c in plan.claims)
+
+
+def test_capacity_types_are_compared_on_the_same_pods() -> None:
+    """Spot unless the on-demand plan holds the same pods for less (decision 3; Karpenter's
+    pkg/controllers/provisioning/scheduling/nodeclaim.go prefers spot when any candidate has a spot
+    offering). A twelve-core pod only an on-demand-only type holds is left to the greedy, so both
+    plans are priced for the six one-core pods: two smalls on-demand (0.40) beat two on spot
+    (0.48), and the spot plan may not look cheaper just because it leaves the big pod out."""
+    catalog = [
+        itype("big", 4, 16, od=0.25, spot=0.30),
+        itype("small", 3, 16, od=0.20, spot=0.24),
+        itype("huge", 16, 64, od=0.80),
+    ]
+    pods = [pod("big", cpu="12"), *(pod(f"p{i}") for i in range(6))]
+    plan = simulate(pods, [], [PoolCapacity(pool(), catalog)])
+    assert not plan.unschedulable
+    by_pod = {p: (c.instance_types[0], c.capacity_type) for c in plan.claims for p in c.pods}
+    assert by_pod["default/big"] == ("huge", ON_DEMAND)
+    assert {by_pod[f"default/p{i}"] for i in range(6)} == {("small", ON_DEMAND)}
