@@ -210,3 +210,26 @@ def test_capacity_types_are_compared_on_the_same_pods() -> None:
     by_pod = {p: (c.instance_types[0], c.capacity_type) for c in plan.claims for p in c.pods}
     assert by_pod["default/big"] == ("huge", ON_DEMAND)
     assert {by_pod[f"default/p{i}"] for i in range(6)} == {("small", ON_DEMAND)}
+
+
+def test_lp_claims_carry_the_explanation_of_their_types() -> None:
+    """Decision 4 (every decision says why), as the greedy's claims do: the pool's types considered
+    are the types offered plus those dropped, counted by reason (``PlannedClaim.considered``)."""
+    plan = simulate([pod(f"p{i}") for i in range(6)], [], [PoolCapacity(pool(), TWO_TYPES)])
+    assert plan.claims and all("configuration LP" in c.why for c in plan.claims)
+    for claim in plan.claims:
+        assert claim.considered == len(claim.instance_types) + sum(claim.dropped.values()) == 2
+        assert claim.dropped == {"outside the flexibility band": 1}
+
+
+def test_a_pool_with_min_values_keeps_the_greedy() -> None:
+    """minValues is checked pod by pod as a NodeClaim fills (Karpenter's
+    pkg/controllers/provisioning/scheduling/nodeclaim.go ``CanAdd`` with
+    ``pkg/scheduling/requirements.go`` minValues): a configuration column cannot see it, so such a
+    pool's capacity is packed by the greedy."""
+    requirement = {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": 2}
+    plan = simulate(
+        [pod(f"p{i}") for i in range(6)], [], [PoolCapacity(pool(requirements=[requirement]), TWO_TYPES)]
+    )
+    assert plan.claims and not any("configuration LP" in c.why for c in plan.claims)
+    assert sum(len(c.pods) for c in plan.claims) == 6
