@@ -27,9 +27,10 @@ ADAPTER_ONLY = {
 }
 #: Never in product code: these are simulator and test dependencies.
 SIM_ONLY = ("moto",)
-#: The LP solver (and the numpy it brings) belongs to the provisioner's packing alone, so nothing
+#: The LP solver (and the numpy it brings) belongs to the provisioner's packing alone (its solver
+#: and pricing modules), so nothing
 #: else (above all the per-node agent) can come to load it (docs/architecture.md, dependencies).
-SOLVER_ONLY = {"highspy": "kubespot.scheduling.packing", "numpy": "kubespot.scheduling.packing"}
+SOLVER_ONLY = {"highspy": "kubespot.scheduling.lp_solver", "numpy": "kubespot.scheduling.knapsack"}
 
 
 def _imports(path: Path) -> list[str]:

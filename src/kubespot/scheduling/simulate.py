@@ -32,8 +32,9 @@ from . import explain, minvalues
 from .explain import GroupStory, count
 from .instance_types import InstanceType, Offering
 from .labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, SPOT, WELL_KNOWN, ZONE
+from .lp_solver import SolverUnavailable
 from .nodepool import NodePool, by_weight
-from .packing import EXACT_ROUNDS, NodeType, Packing, SolverUnavailable, lp_eligible, pack
+from .packing import EXACT_ROUNDS, NodeType, Packing, lp_eligible, pack
 from .pods import PodView
 from .requirements import Requirement, Requirements
 from .taints import Taint, untolerated

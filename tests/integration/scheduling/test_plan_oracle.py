@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from kubespot.scheduling import packing
+from kubespot.scheduling import lp_solver
 from kubespot.scheduling.simulate import Plan, PlannedClaim, simulate
 from support.plan_oracle import Verdict, judge
 from support.sched_problems import TOPOLOGY, Problem, generate
@@ -142,7 +142,7 @@ def test_topology_terms_are_drawn_exactly_when_the_simulation_reads_them() -> No
 
 
 def _no_solver() -> Any:
-    raise packing.SolverUnavailable("made unavailable: the greedy packing's defect is pinned")
+    raise lp_solver.SolverUnavailable("made unavailable: the greedy packing's defect is pinned")
 
 
 @pytest.mark.xfail(
@@ -156,7 +156,7 @@ async def test_open_defect_capacity_type_chosen_after_the_packing(monkeypatch: p
     with the NodeClaim's, capacity type included."""
     # The defect is the greedy packing's; the LP packing takes only pods with the opening pod's
     # requirements, so it hides it on this seed: without the solver the greedy packs it again.
-    monkeypatch.setattr(packing, "_highs", _no_solver)
+    monkeypatch.setattr(lp_solver, "new_solver", _no_solver)
     problem, plan, verdict = await _judge(119)
     assert not verdict.violations, _report(problem, plan, verdict.violations)
 
@@ -172,7 +172,7 @@ async def test_open_defect_offerings_not_rechecked_after_the_packing(monkeypatch
     without a compatible available offering under the narrowed requirements."""
     # The defect is the greedy packing's; the LP packing takes only pods with the opening pod's
     # requirements, so it hides it on this seed: without the solver the greedy packs it again.
-    monkeypatch.setattr(packing, "_highs", _no_solver)
+    monkeypatch.setattr(lp_solver, "new_solver", _no_solver)
     problem, plan, verdict = await _judge(156)
     assert not verdict.violations, _report(problem, plan, verdict.violations)
 

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from kubespot.model.quantity import GIB
-from kubespot.scheduling import packing
+from kubespot.scheduling import lp_solver
 from kubespot.scheduling.labels import ON_DEMAND, SPOT
+from kubespot.scheduling.lp_solver import SolverUnavailable
 from kubespot.scheduling.nodepool import NodePool
-from kubespot.scheduling.packing import NodeType, SolverUnavailable, lp_eligible, pack
+from kubespot.scheduling.packing import NodeType, lp_eligible, pack
 from kubespot.scheduling.pods import PodView
 from kubespot.scheduling.simulate import PoolCapacity, simulate
 from support.catalog import itype
@@ -69,7 +70,7 @@ def test_the_lp_finds_the_optimum_the_greedy_misses(monkeypatch: pytest.MonkeyPa
     assert plan.cost_per_hour == pytest.approx(0.48)
     assert all(c.capacity_type == SPOT and "configuration LP" in c.why for c in plan.claims)
 
-    monkeypatch.setattr(packing, "_highs", unavailable)
+    monkeypatch.setattr(lp_solver, "new_solver", unavailable)
     greedy = simulate(pods, [], [PoolCapacity(pool(), TWO_TYPES)])
     assert greedy.cost_per_hour == pytest.approx(0.54)
 
@@ -136,7 +137,7 @@ def test_limits_cut_the_lp_plan_and_the_greedy_reports_the_rest() -> None:
 def test_the_greedy_packs_alone_when_the_solver_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
     """No HiGHS (not installed, failed, or past its time limit): the plan is the greedy's, and each
     NodeClaim's explanation says why (decision 4: every decision says why)."""
-    monkeypatch.setattr(packing, "_highs", unavailable)
+    monkeypatch.setattr(lp_solver, "new_solver", unavailable)
     plan = simulate([pod(f"p{i}") for i in range(6)], [], [PoolCapacity(pool(), TWO_TYPES)])
     assert sum(len(c.pods) for c in plan.claims) == 6
     assert all("greedy packing: the LP solver is not installed" in c.why for c in plan.claims)

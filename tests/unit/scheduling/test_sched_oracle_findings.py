@@ -10,7 +10,7 @@ import pytest
 
 from kubespot.model.capacity import InstanceTypeInfo
 from kubespot.model.quantity import GIB
-from kubespot.scheduling import packing
+from kubespot.scheduling import lp_solver
 from kubespot.scheduling.allocatable import NodeResources
 from kubespot.scheduling.cluster import daemon_overhead, daemon_ports
 from kubespot.scheduling.instance_types import InstanceType, Offering, instance_type
@@ -24,7 +24,7 @@ CATALOG = [itype("small", 2, 8, od=0.10, spot=0.04)]
 
 
 def _no_solver() -> Any:
-    raise packing.SolverUnavailable("made unavailable: the greedy packing's defect is pinned")
+    raise lp_solver.SolverUnavailable("made unavailable: the greedy packing's defect is pinned")
 
 
 def _pod(name: str, **spec: Any) -> PodView:
@@ -175,7 +175,7 @@ def test_open_a_pod_needing_on_demand_is_not_packed_into_a_spot_claim(
     type In [] and no instance type left (oracle seed 119). The LP packing takes only pods with the
     opening pod's requirements, so the defect shows in the greedy packing: the solver is made
     unavailable here to keep it pinned."""
-    monkeypatch.setattr(packing, "_highs", _no_solver)
+    monkeypatch.setattr(lp_solver, "new_solver", _no_solver)
     big = itype("big", 8, 32, od=0.40, spot=0.12)
     a = _pod("a", containers=[{"name": "c", "resources": {"requests": {"cpu": "4"}}}])
     b = _pod("b", nodeSelector={"karpenter.sh/capacity-type": "on-demand"})
