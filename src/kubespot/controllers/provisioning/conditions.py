@@ -1,8 +1,9 @@
 """Status conditions as Karpenter's condition sets keep them (pure).
 
-awslabs/operatorpkg ``status/condition_set.go``: a condition's ``lastTransitionTime`` moves only
-when its status, reason or message changes (or it was last observed at an older generation); each
-carries the ``observedGeneration`` it was computed at; the list is sorted by type. The root
+awslabs/operatorpkg ``status/condition_set.go`` (``Set``): a condition's ``lastTransitionTime``
+moves only when its status changes; a new reason, message or ``observedGeneration`` with the same
+status is written with the old time. Each carries the ``observedGeneration`` it was computed at;
+the list is sorted by type. The root
 ``Ready`` follows its dependents (``recomputeRootCondition``): True (reason ``Ready``) when every
 dependent is True at the current generation; otherwise False with reason ``UnhealthyDependents``
 once one is False at the current generation, else Unknown with ``ReconcilingDependents``; the
@@ -31,23 +32,17 @@ def rfc3339(at: datetime) -> str:
 
 def _set(current: dict[str, Obj], cond: Condition, generation: int, now: str) -> None:
     old = current.get(cond.type)
-    new: Obj = {
+    same_status = old is not None and old.get("status") == cond.status
+    current[cond.type] = {
         "type": cond.type,
         "status": cond.status,
         "observedGeneration": generation,
-        "lastTransitionTime": now,
+        # A transition is a change of status only: readers (kubectl, alerts on "False for 10 min")
+        # measure how long a condition has held, which a new message must not restart.
+        "lastTransitionTime": old.get("lastTransitionTime", now) if old is not None and same_status else now,
         "reason": cond.reason,
         "message": cond.message,
     }
-    if (
-        old is not None
-        and old.get("status") == cond.status
-        and old.get("reason") == cond.reason
-        and (old.get("message") or "") == cond.message
-        and old.get("observedGeneration") == generation
-    ):
-        return
-    current[cond.type] = new
 
 
 def _root(current: dict[str, Obj], dependents: Sequence[str], generation: int) -> Condition:

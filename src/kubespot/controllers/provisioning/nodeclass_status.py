@@ -5,7 +5,7 @@ As aws/karpenter-provider-aws ``pkg/controllers/nodeclass/`` writes it: ``subnet
 ``SubnetsNotFound``), ``securitygroup.go`` (``status.securityGroups`` {id, name} by id; none while
 terms exist: ``SecurityGroupsNotFound``), ``ami.go`` (``status.amis`` {id, name, requirements,
 deprecated}; none: ``AMINotFound``; an alias without images at this Kubernetes version:
-``UnsupportedAlias``), ``instanceprofile.go`` (``spec.instanceProfile`` copied to
+``UnsupportedAlias``, with ``status.amis`` left as it was), ``instanceprofile.go`` (``spec.instanceProfile`` copied to
 ``status.instanceProfile``, ``InstanceProfileReady`` True), ``validation.go``
 (``ValidationSucceeded``) and the root ``Ready`` of ``pkg/apis/v1/ec2nodeclass_status.go``'s
 condition set. A part whose resolution failed this time (AWS throttled or answered 5xx) keeps what
@@ -125,7 +125,7 @@ def nodeclass_status(
                 _security_groups(status, resolution.security_groups, len(spec.security_group_selector_terms))
             )
         if resolution.unsupported_alias is not None:
-            status.pop("amis", None)
+            # ami.go sets only the condition here: status.amis stays as it was.
             conditions.append(
                 Condition(AMIS_READY, "False", "UnsupportedAlias", resolution.unsupported_alias)
             )

@@ -206,3 +206,32 @@ def test_nodepool_ready_needs_validation_and_class() -> None:
         "UnhealthyDependents",
         "ValidationSucceeded=False",
     )
+
+
+def test_transition_time_stays_when_only_reason_message_or_generation_change() -> None:
+    """awslabs/operatorpkg status/condition_set.go Set: with the status unchanged the old
+    LastTransitionTime is kept, while reason, message and observedGeneration take the new values."""
+    old = merge_conditions(
+        None, [Condition("A", "False", "Broken", "one")], dependents=("A",), generation=1, now=T0
+    )
+    later = T0 + timedelta(hours=1)
+    new = merge_conditions(
+        old, [Condition("A", "False", "StillBroken", "two")], dependents=("A",), generation=2, now=later
+    )
+    by = {c["type"]: c for c in new}
+    assert (by["A"]["reason"], by["A"]["message"], by["A"]["observedGeneration"]) == ("StillBroken", "two", 2)
+    assert by["A"]["lastTransitionTime"] == "2026-11-01T00:00:00Z"
+    # Ready stayed False too (only its generation moved): its transition time stays as well.
+    assert (by["Ready"]["status"], by["Ready"]["lastTransitionTime"]) == ("False", "2026-11-01T00:00:00Z")
+    assert by["Ready"]["observedGeneration"] == 2
+
+
+def test_unsupported_alias_keeps_the_amis_status() -> None:
+    """aws/karpenter-provider-aws pkg/controllers/nodeclass/ami.go (AMI) Reconcile: on an
+    UnsupportedAlias error only AMIsReady is set False; Status.AMIs is left as it was (only
+    AMINotFound clears it)."""
+    old = nodeclass_status(None, SPEC, VALID, GOOD, generation=1, now=T0)
+    res = Resolution([SUBNET], [GROUP], None, unsupported_alias="AL2 aliases are no longer supported")
+    status = nodeclass_status(old, SPEC, VALID, res, generation=2, now=T0 + timedelta(hours=1))
+    assert status["amis"] == old["amis"]
+    assert _conds(status)["AMIsReady"]["reason"] == "UnsupportedAlias"
