@@ -14,7 +14,11 @@ Like Karpenter's nodeclass and nodepool controllers (aws/karpenter-provider-aws
 - an object that cannot be read (any shape) gets ``ValidationSucceeded`` False with a reason, and
   an unexpected error in one reconcile is logged and retried: the loop itself never stops.
 
-``last_pass`` (when a pass last finished) is what /healthz checks.
+``last_pass`` (when a pass last finished) is what /healthz checks; ``started`` and ``last_pass``
+are cleared when the loop stops (the lease lost), so a standby replica's check holds. A start (the
+lease won, again) reconciles every object once, as a controller's first list enqueues them all; a
+reconcile cancelled midway stays due. The cache holds what the watch brought: a status write's
+answer replaces the cached object only while the watch has brought nothing newer meanwhile.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ class StatusLoop:
 
     async def run(self) -> None:
         self.started = self._clock.now()
+        # Whatever was resolved while this replica led before may be stale now: resolve all again.
+        self._resolved_gen.clear()
         listings = {kind: await self._list(kind) for kind in (CLASS, POOL)}
         for kind, listing in listings.items():
             self._replace_all(kind, listing.items)
@@ -121,6 +127,7 @@ class StatusLoop:
                 await self.run_pass()
                 await self._wait()
         finally:
+            self.started = self.last_pass = None
             for task in watches:
                 task.cancel()
             for task in watches:
@@ -179,6 +186,8 @@ class StatusLoop:
             try:
                 await self._reconcile(key)
             except asyncio.CancelledError:
+                # Stopped midway (the lease lost): still due, or nothing would schedule it again.
+                self._due.setdefault(key, now)
                 raise
             except Exception:  # one object must never stop the others: logged, retried later
                 log.exception("provisioning: reconciling %s %s failed", *key)
@@ -290,5 +299,7 @@ class StatusLoop:
                 return
             raise
         self.writes[kind] += 1
-        if _name(stored) == name:
+        # The watch may have brought a newer object (a spec edit) while the PUT was awaited: the
+        # answer would hide it (and the reconcile it is due for), so it only replaces what was read.
+        if _name(stored) == name and self._objects[kind].get(name) is obj:
             self._objects[kind][name] = stored

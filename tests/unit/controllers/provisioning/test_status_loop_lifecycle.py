@@ -1,0 +1,177 @@
+"""The status loop across leadership changes and racing watch events, with fake APIs and a manual
+clock (no server, no real time).
+
+Sources: client-go ``tools/cache/shared_informer.go`` (the informer's store holds what the watch
+delivered; a write's answer does not go into it), controller-runtime
+``pkg/internal/controller/controller.go`` (``Start``: the initial list enqueues every object;
+``reconcileHandler``: a reconcile that did not finish is requeued), kubespot's
+``operator/leader.py`` (``Duties.stop`` cancels the leader's duties when the lease is lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from kubespot.aws.amis import AmiInfo
+from kubespot.aws.security_groups import SecurityGroupInfo
+from kubespot.aws.subnets import SubnetInfo
+from kubespot.config.pricing import PricingSettings
+from kubespot.config.provisioning import ProvisioningSettings
+from kubespot.controllers.provisioning.catalog_refresh import CatalogRefresh
+from kubespot.controllers.provisioning.controller import Provisioning
+from kubespot.controllers.provisioning.nodeclass_status import Resolution
+from kubespot.controllers.provisioning.resolver import Resolved
+from kubespot.controllers.provisioning.status_loop import StatusLoop
+from kubespot.kube.custom import ObjectList
+from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
+from support.clocks import ManualClock, settle
+
+Obj = dict[str, Any]
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+RESYNC = 300.0
+
+
+def nodeclass(generation: int, rv: int, subnet_tag: str = "a") -> Obj:
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "c", "generation": generation, "resourceVersion": str(rv)},
+        "spec": {
+            "subnetSelectorTerms": [{"tags": {"k": subnet_tag}}],
+            "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "instanceProfile": "p",
+        },
+    }
+
+
+class Resolver:
+    """Answers at once, or never while ``hang`` is set (AWS slow when the lease is lost)."""
+
+    def __init__(self) -> None:
+        self.hang = False
+        self.seen: list[dict[str, str]] = []
+
+    async def resolve(self, spec: EC2NodeClassSpec, *, now: datetime) -> Resolved:
+        self.seen.append(dict(spec.subnet_selector_terms[0].tags or {}))
+        if self.hang:
+            await asyncio.Event().wait()
+        ami = AmiInfo("ami-1", "n", "2026-01-01T00:00:00Z", False, (("kubernetes.io/arch", "In", ("amd64",)),))
+        return Resolved(
+            Resolution([SubnetInfo("subnet-1", "z1", "az1", 1)], [SecurityGroupInfo("sg-1", "n")], [ami])
+        )
+
+
+class Api:
+    """One kind's objects: list, a watch that brings nothing, status writes stored."""
+
+    def __init__(self, items: list[Obj]) -> None:
+        self.items = items
+        self.puts: list[Obj] = []
+
+    async def list(self) -> ObjectList:
+        return ObjectList(tuple(copy.deepcopy(self.items)), "1")
+
+    async def watch(self, rv: str) -> AsyncIterator[tuple[str, Obj | None, ObjectList | None]]:
+        await asyncio.Event().wait()
+        yield "", None, None  # pragma: no cover - never reached
+
+    async def replace_status(self, obj: Obj) -> Obj:
+        self.puts.append(obj)
+        self.items = [copy.deepcopy(obj)]
+        return copy.deepcopy(obj)
+
+
+def make_loop(clock: ManualClock, resolver: Resolver, classes: Api) -> StatusLoop:
+    return StatusLoop(
+        nodeclasses=classes,  # type: ignore[arg-type]
+        nodepools=Api([]),  # type: ignore[arg-type]
+        resolver=resolver,  # type: ignore[arg-type]
+        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
+        clock=clock,
+    )
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+
+
+async def test_a_resync_cancelled_midway_is_done_when_the_lease_comes_back() -> None:
+    """controller-runtime controller.go reconcileHandler requeues a reconcile that did not finish,
+    and Start's initial list enqueues every object: losing the lease in the middle of a resync
+    (Duties.stop cancels the loop) must not drop the class from the schedule for good."""
+    clock = ManualClock(T0)
+    resolver = Resolver()
+    loop = make_loop(clock, resolver, Api([nodeclass(1, 1)]))
+    task = asyncio.create_task(loop.run())
+    await settle()
+    assert len(resolver.seen) == 1
+    resolver.hang = True
+    await clock.advance(RESYNC)  # the resync starts; AWS does not answer
+    assert len(resolver.seen) == 2
+    await stop(task)  # the lease is lost
+    assert ("EC2NodeClass", "c") in loop._due
+    resolver.hang = False
+    task = asyncio.create_task(loop.run())  # leader again
+    try:
+        await settle()
+        assert len(resolver.seen) == 3  # resolved at once on the new start
+        await clock.advance(RESYNC)
+        assert len(resolver.seen) == 4  # and the resync schedule goes on
+    finally:
+        await stop(task)
+
+
+async def test_a_status_write_answer_does_not_hide_a_newer_spec_from_the_watch() -> None:
+    """client-go shared_informer.go: the cache holds what the watch delivered. A spec edit the
+    watch brings while the status PUT is awaited must stay cached and be resolved next, not be
+    replaced by the PUT's older answer."""
+    clock = ManualClock(T0)
+    resolver = Resolver()
+    loop: StatusLoop
+
+    class RacingApi(Api):
+        async def replace_status(self, obj: Obj) -> Obj:
+            stored = await super().replace_status(obj)
+            if len(self.puts) == 1:  # the user edits the spec; the watch delivers it first
+                newer = nodeclass(2, 3, subnet_tag="b")
+                newer["status"] = copy.deepcopy(stored["status"])
+                loop._changed("EC2NodeClass", "MODIFIED", newer)
+            return stored
+
+    classes = RacingApi([])
+    loop = make_loop(clock, resolver, classes)
+    loop._changed("EC2NodeClass", "ADDED", nodeclass(1, 1))
+    await loop.run_pass()
+    assert loop._objects["EC2NodeClass"]["c"]["metadata"]["generation"] == 2
+    await loop.run_pass()  # generation 2 is due at once
+    assert resolver.seen == [{"k": "a"}, {"k": "b"}]
+    written = classes.puts[-1]["status"]["conditions"]
+    assert {c["observedGeneration"] for c in written} == {2}
+
+
+async def test_a_replica_that_lost_the_lease_passes_healthz_as_a_standby() -> None:
+    """The provisioning check holds on a replica that does not lead (docs/controller.md): the
+    loop's started and last_pass are cleared when Duties.stop cancels it, so a former leader is
+    not reported stuck stuck_after later."""
+    clock = ManualClock(T0)
+    settings = ProvisioningSettings(stuck_after=600.0)
+    loop = make_loop(clock, Resolver(), Api([nodeclass(1, 1)]))
+    refresh = CatalogRefresh(None, settings, clock=clock)  # type: ignore[arg-type]
+    refresh.errors = lambda: {}  # type: ignore[method-assign]
+    parts = Provisioning(settings, PricingSettings(), clock, refresh, None, loop)  # type: ignore[arg-type]
+    task = asyncio.create_task(loop.run())
+    await settle()
+    assert loop.last_pass is not None
+    await stop(task)
+    await clock.advance(3600.0)
+    status_check = parts.checks(clock.now())[0]
+    assert status_check.ok and "not the leader" in status_check.detail
