@@ -5,8 +5,9 @@ that fails keeps what was known and leaves its error in ``errors``. This loop re
 ``pricing.refresh_interval`` (12 h: Karpenter refreshes its instance types and its on-demand and
 spot prices every 12 hours, and prices move slowly) and, when a part failed, retries sooner with
 ``model.backoff.full_jitter`` (``provisioning.retry_base`` doubling to ``retry_cap``), logging the
-failed calls with their error. ``last_success`` (the last refresh without errors) is what /healthz
-checks.
+failed calls with their error. ``last_success`` (the last refresh without errors) and
+``first_attempt`` (when this replica began refreshing; a retry does not move it, and it is cleared
+when the loop stops, the lease lost) are what /healthz checks.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class CatalogRefresh:
         self._rng = rng
         self.last_success: datetime | None = None
         self.last_attempt: datetime | None = None
+        #: The first attempt since the loop (re)started; None while it does not run here.
+        self.first_attempt: datetime | None = None
         self.failures = 0
 
     def errors(self) -> dict[str, str]:
@@ -53,6 +56,8 @@ class CatalogRefresh:
     async def refresh_once(self) -> bool:
         """One refresh; True when every part answered."""
         self.last_attempt = self._clock.now()
+        if self.first_attempt is None:
+            self.first_attempt = self.last_attempt
         await self.catalog.refresh()
         errors = self.errors()
         if errors:
@@ -76,13 +81,17 @@ class CatalogRefresh:
         return True
 
     async def run(self) -> None:
-        while True:
-            if await self.refresh_once():
-                wait = self.catalog.settings.refresh_interval
-            else:
-                s = self._settings
-                wait = max(
-                    s.retry_base / 10,
-                    full_jitter(self.failures - 1, base=s.retry_base, cap=s.retry_cap, rng=self._rng),
-                )
-            await self._clock.sleep(wait)
+        try:
+            while True:
+                if await self.refresh_once():
+                    wait = self.catalog.settings.refresh_interval
+                else:
+                    s = self._settings
+                    wait = max(
+                        s.retry_base / 10,
+                        full_jitter(self.failures - 1, base=s.retry_base, cap=s.retry_cap, rng=self._rng),
+                    )
+                await self._clock.sleep(wait)
+        finally:
+            # Not refreshing here any more (the lease lost): /healthz holds, as on any standby.
+            self.first_attempt = self.last_attempt = None

@@ -4,8 +4,10 @@
 cloud provider over it (``aws.cloud.AwsCloud``, told each class's subnet zones), the resolver and
 the ``StatusLoop``. ``checks`` is its /healthz part: ``provisioning`` fails when the status loop
 has not finished a pass for ``stuck_after``; ``catalog`` when no refresh has succeeded for
-``pricing.refresh_interval`` + ``stuck_after``. Both hold on a replica that does not lead (the
-loops run on the leader only) and during the first ``stuck_after`` after a loop started.
+``pricing.refresh_interval`` + ``stuck_after`` (none ever: ``stuck_after`` after the first
+attempt, however often it was retried). Both hold on a replica that does not lead (the loops run on
+the leader only; a loop that stops clears what the check reads) and during the first
+``stuck_after`` after a loop started.
 """
 
 from __future__ import annotations
@@ -57,16 +59,21 @@ class Provisioning:
             detail = f"last pass {loop.last_pass.isoformat()}" + ("" if ok else ": stuck")
             status_check = Check("provisioning", ok, detail, loop.last_pass)
         refresh = self.refresh
-        errors = refresh.errors()
-        if refresh.last_attempt is None:
+        if refresh.first_attempt is None:
             catalog_check = Check("catalog", True, "not refreshed here (not the leader)", None)
         else:
-            # Before the first success the bound counts from the first attempt; after it, the next
-            # refresh is due refresh_interval later and may take stuck_after to succeed.
-            since = refresh.last_success or refresh.last_attempt
-            due = timedelta(seconds=self.pricing.refresh_interval) if refresh.last_success else timedelta(0)
-            ok = now - since <= due + stuck
+            # The first attempt (not the latest retry, which moves every retry_cap at most) starts
+            # the bound; after a success the next refresh is due refresh_interval later and may
+            # take stuck_after to succeed.
+            deadline = refresh.first_attempt + stuck
+            if refresh.last_success is not None:
+                due = timedelta(seconds=self.pricing.refresh_interval)
+                deadline = max(deadline, refresh.last_success + due + stuck)
+            ok = now <= deadline
+            errors = refresh.errors()
             detail = "; ".join(f"{k}: {v}" for k, v in sorted(errors.items())) or "fresh"
+            if refresh.last_success is None:
+                detail = f"never refreshed since {refresh.first_attempt.isoformat()}: {detail}"
             catalog_check = Check("catalog", ok, detail, refresh.last_success)
         return status_check, catalog_check
 

@@ -126,3 +126,33 @@ def test_status_check_turns_red_when_no_pass_finished_for_stuck_after() -> None:
     assert check(_Loop(t0, t0.replace(minute=30)), t0.replace(minute=39))[0]
     ok, detail = check(_Loop(t0, t0.replace(minute=30)), t0.replace(minute=41))
     assert not ok and "stuck" in detail
+
+
+async def test_health_turns_red_when_no_refresh_ever_succeeded_and_holds_after_the_lease_is_lost() -> None:
+    """A catalog that never loads (the catalog IAM group missing) is retried every retry_cap at
+    most, below stuck_after: the bound counts from the first attempt, not the latest retry, so
+    /healthz turns red stuck_after after the start (docs/controller.md; aws/karpenter-provider-aws
+    pkg/controllers/providers/instancetype/controller.go returns the error and is retried with
+    backoff meanwhile). Once the loop is cancelled (the lease lost) the check holds, as on any
+    standby."""
+    clock = ManualClock(datetime(2026, 11, 1, tzinfo=UTC))
+    ec2 = FlakyEc2()  # fails until told otherwise
+    pricing = PricingSettings(refresh_interval=43200, use_pricing_api=False)
+    settings = ProvisioningSettings(retry_base=2.0, retry_cap=300.0, stuck_after=900.0)
+    catalog = Catalog(ec2, "us-east-1", pricing, clock=clock)  # type: ignore[arg-type]
+    refresh = CatalogRefresh(catalog, settings, clock=clock, rng=lambda: 0.999)
+    parts = Provisioning(settings, pricing, clock, refresh, cloud=None, status=_NotStarted())  # type: ignore[arg-type]
+    task = asyncio.create_task(refresh.run())
+    try:
+        await settle()
+        await clock.advance(890.0, step=10.0)
+        assert parts.checks(clock.now())[1].ok
+        await clock.advance(20.0, step=10.0)
+        assert refresh.failures > 5 and refresh.last_success is None
+        catalog_check = parts.checks(clock.now())[1]
+        assert not catalog_check.ok and "never refreshed" in catalog_check.detail
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    catalog_check = parts.checks(clock.now())[1]
+    assert catalog_check.ok and "not the leader" in catalog_check.detail
