@@ -77,7 +77,9 @@ class ProvisioningSettings:
         "",
         doc=(
             "The Kubernetes version (`1.32`) whose images an AMI alias resolves to. Empty: the API "
-            "server's (`/version`), as Karpenter reads it."
+            "server's (`/version`), read again every 5 minutes as Karpenter does, so a control "
+            "plane upgrade reaches the aliases without a restart (a failed read keeps the last "
+            "version known)."
         ),
         env="KUBESPOT_PROVISIONING_KUBERNETES_VERSION",
     )

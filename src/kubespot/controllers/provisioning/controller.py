@@ -26,6 +26,7 @@ from kubespot.model import Clock
 from kubespot.observability.health import Check
 
 from .catalog_refresh import CatalogRefresh
+from .k8s_version import KubernetesVersion
 from .resolver import NodeClassResolver
 from .status_loop import StatusLoop
 
@@ -90,13 +91,9 @@ def build(
     catalog = Catalog(aws, region, pricing, clock=clock)
     cloud = AwsCloud(catalog)
     nodeclasses = CustomObjects(kube, NODECLASSES)
-    version_cache: list[str] = [settings.kubernetes_version] if settings.kubernetes_version else []
-
-    async def k8s_version() -> str:
-        if not version_cache:
-            version_cache.append(await nodeclasses.server_version())
-        return version_cache[0]
-
+    k8s_version = KubernetesVersion(
+        nodeclasses.server_version, clock=clock, pinned=settings.kubernetes_version
+    )
     loop = StatusLoop(
         nodeclasses=nodeclasses,
         nodepools=CustomObjects(kube, NODEPOOLS),
