@@ -44,7 +44,9 @@ class KubernetesVersion:
         except Exception as err:
             if self._known is None:
                 raise
-            log.warning("provisioning: cannot re-read the Kubernetes version, keeping %s: %s", self._known, err)
+            log.warning(
+                "provisioning: cannot re-read the Kubernetes version, keeping %s: %s", self._known, err
+            )
             return self._known
         if version != self._known:
             log.info("provisioning: Kubernetes version %s (was %s)", version, self._known or "unknown")

@@ -5,8 +5,9 @@ As aws/karpenter-provider-aws ``pkg/controllers/nodeclass/`` writes it: ``subnet
 ``SubnetsNotFound``), ``securitygroup.go`` (``status.securityGroups`` {id, name} by id; none while
 terms exist: ``SecurityGroupsNotFound``), ``ami.go`` (``status.amis`` {id, name, requirements,
 deprecated}; none: ``AMINotFound``; an alias without images at this Kubernetes version:
-``UnsupportedAlias``, with ``status.amis`` left as it was), ``instanceprofile.go`` (``spec.instanceProfile`` copied to
-``status.instanceProfile``, ``InstanceProfileReady`` True), ``validation.go``
+``UnsupportedAlias``, with ``status.amis`` left as it was), ``instanceprofile.go``
+(``spec.instanceProfile`` copied to ``status.instanceProfile``, ``InstanceProfileReady`` True),
+``validation.go``
 (``ValidationSucceeded``) and the root ``Ready`` of ``pkg/apis/v1/ec2nodeclass_status.go``'s
 condition set. A part whose resolution failed this time (AWS throttled or answered 5xx) keeps what
 the status said: the last good answer stays until a better one comes.

@@ -68,7 +68,9 @@ async def test_a_failed_read_keeps_the_last_version_and_a_first_failure_is_raise
 async def test_a_pinned_version_is_never_read() -> None:
     """provisioning.kubernetes_version set: the server is not asked (kubespot setting)."""
     server = Server("1.33")
-    version = KubernetesVersion(server.read, clock=ManualClock(datetime(2026, 11, 1, tzinfo=UTC)), pinned="1.31")
+    version = KubernetesVersion(
+        server.read, clock=ManualClock(datetime(2026, 11, 1, tzinfo=UTC)), pinned="1.31"
+    )
     assert await version() == "1.31" and server.reads == 0
 
 

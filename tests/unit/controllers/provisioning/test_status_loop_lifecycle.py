@@ -11,6 +11,7 @@ delivered; a write's answer does not go into it), controller-runtime
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -60,7 +61,9 @@ class Resolver:
         self.seen.append(dict(spec.subnet_selector_terms[0].tags or {}))
         if self.hang:
             await asyncio.Event().wait()
-        ami = AmiInfo("ami-1", "n", "2026-01-01T00:00:00Z", False, (("kubernetes.io/arch", "In", ("amd64",)),))
+        ami = AmiInfo(
+            "ami-1", "n", "2026-01-01T00:00:00Z", False, (("kubernetes.io/arch", "In", ("amd64",)),)
+        )
         return Resolved(
             Resolution([SubnetInfo("subnet-1", "z1", "az1", 1)], [SecurityGroupInfo("sg-1", "n")], [ami])
         )
@@ -98,10 +101,8 @@ def make_loop(clock: ManualClock, resolver: Resolver, classes: Api) -> StatusLoo
 
 async def stop(task: asyncio.Task[None]) -> None:
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
 
 
 async def test_a_resync_cancelled_midway_is_done_when_the_lease_comes_back() -> None:
