@@ -581,6 +581,20 @@ def test_nodeclass_rule(rule: str, change: Callable[[Obj], None], reason: str, m
     assert message in cond.message, cond.message
 
 
+def test_an_ami_term_with_only_an_owner_is_rejected() -> None:
+    """aws/karpenter-provider-aws pkg/apis/v1/ec2nodeclass.go AMISelectorTerms XValidation: each
+    term needs one of tags, id, name, alias, ssmParameter; ``owner`` only narrows, so
+    ``[{owner: amazon}]`` (every Amazon image) is invalid while ``{name, owner}`` is fine."""
+    obj = nodeclass()
+    setp("spec.amiFamily", "AL2023")(obj)  # no alias: the family must be named
+    setp("spec.amiSelectorTerms", [{"owner": "amazon"}])(obj)
+    _, cond = validate_nodeclass(obj)
+    assert (cond.status, cond.reason) == ("False", "NodeClassValidationFailed"), cond
+    assert "expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']" in cond.message
+    setp("spec.amiSelectorTerms", [{"name": "my-ami-*", "owner": "amazon"}])(obj)
+    assert validate_nodeclass(obj)[1].is_true
+
+
 @pytest.mark.parametrize(
     "obj",
     [

@@ -62,8 +62,11 @@ def _term_errors(
     allowed: tuple[str, ...],
     exclusive: tuple[str, ...],
     id_prefix: str,
+    required: tuple[str, ...] | None = None,
 ) -> list[str]:
-    """A selector's terms: 1 to 30, each sets one of ``allowed``, an ``exclusive`` field stands alone."""
+    """A selector's terms: 1 to 30, each sets one of ``required`` (default: any of ``allowed``),
+    an ``exclusive`` field stands alone."""
+    required = allowed if required is None else required
     path = f"spec.{key}"
     if not terms:
         return [f"{path}: {key} cannot be empty"]
@@ -76,8 +79,8 @@ def _term_errors(
         unknown = fields - set(allowed)
         if unknown:
             errors.append(f"{p}: {sorted(unknown)} not supported in {key}")
-        if not fields & set(allowed):
-            errors.append(f"{p}: expected at least one, got none, {list(allowed)}")
+        if not fields & set(required):
+            errors.append(f"{p}: expected at least one, got none, {list(required)}")
         for only in exclusive:
             if only in fields and len(fields) > 1:
                 errors.append(
@@ -97,8 +100,10 @@ def _ami_errors(spec: EC2NodeClassSpec) -> list[str]:
         ("alias", "tags", "id", "name", "owner", "ssmParameter"),
         ("id", "alias"),
         "ami",
+        # The CRD's rule leaves ``owner`` out: it narrows a name or tags; alone it would select
+        # every image of that owner.
+        required=("tags", "id", "name", "alias", "ssmParameter"),
     )
-    # ``owner`` narrows a name or tags; alone it selects nothing.
     aliases = [t.alias for t in terms if t.alias is not None]
     if aliases and len(terms) != 1:
         errors.append(
