@@ -9,6 +9,12 @@ The requests here name a dozen types: the whole catalog takes seconds to parse o
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from moto.ec2.exceptions import EC2ClientError
+
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.awssim.extensions import catalog_cache
 
@@ -56,3 +62,48 @@ def test_max_results_pages_the_answer_as_ec2_does(aws: MotoServer) -> None:
         assert err.response["Error"]["Code"] == "InvalidNextToken"
     else:
         raise AssertionError("an unknown token was accepted")
+
+
+def _error_code(call: Any) -> str:
+    try:
+        call()
+    except ClientError as err:
+        return str(err.response["Error"]["Code"])
+    raise AssertionError("accepted")
+
+
+def test_max_results_outside_the_operations_range_is_invalid(aws: MotoServer) -> None:
+    """EC2 API reference, DescribeInstanceTypes MaxResults 5-100, DescribeInstanceTypeOfferings
+    5-1000 (botocore's ec2 service model carries the same ranges, and its client checks only the
+    minimum): a larger page is InvalidParameterValue, not answered."""
+    ec2 = aws.client("ec2")
+    assert _error_code(lambda: ec2.describe_instance_types(InstanceTypes=TYPES, MaxResults=101)) == (
+        "InvalidParameterValue"
+    )
+    assert len(ec2.describe_instance_types(InstanceTypes=TYPES, MaxResults=100)["InstanceTypes"]) == len(
+        TYPES
+    )
+    offerings = ec2.describe_instance_type_offerings(
+        LocationType="availability-zone",
+        Filters=[{"Name": "instance-type", "Values": ["m5.large"]}],
+        MaxResults=1000,
+    )
+    assert offerings["InstanceTypeOfferings"]
+    with pytest.raises(EC2ClientError):  # below the minimum, which boto3 never sends
+        catalog_cache._size("DescribeInstanceTypes", "2")
+
+
+def test_only_a_token_issued_for_the_same_request_continues_it(aws: MotoServer) -> None:
+    """EC2 API reference (Pagination): NextToken continues the request it came from; a token it
+    did not hand out, even a well-formed one, or one from another request is InvalidNextToken."""
+    ec2 = aws.client("ec2")
+    issued = ec2.describe_instance_types(InstanceTypes=TYPES, MaxResults=5)["NextToken"]
+    assert ec2.describe_instance_types(InstanceTypes=TYPES, MaxResults=5, NextToken=issued)["InstanceTypes"]
+    forged = catalog_cache._token(3)  # the right shape, never handed out
+    assert _error_code(
+        lambda: ec2.describe_instance_types(InstanceTypes=TYPES, MaxResults=5, NextToken=forged)
+    ) == ("InvalidNextToken")
+    other = TYPES[:8]
+    assert _error_code(
+        lambda: ec2.describe_instance_types(InstanceTypes=other, MaxResults=5, NextToken=issued)
+    ) == ("InvalidNextToken")

@@ -9,8 +9,10 @@ and the request's filters (moto's instance types and offerings are static data),
 - each page is serialised once per (that, offset, size) and replayed byte for byte;
 - ``MaxResults`` and ``NextToken`` page the list as the EC2 API does (moto ignored them and answered
   everything at once): at most ``MaxResults`` entries, a ``NextToken`` while more follow, an
-  ``InvalidNextToken`` error for a token it did not issue. Without ``MaxResults`` everything comes
-  in one answer, as before.
+  ``InvalidNextToken`` error for a token it did not issue for this request's list, and
+  ``InvalidParameterValue`` for a ``MaxResults`` outside the operation's range (5-100 for
+  DescribeInstanceTypes, 5-1000 for DescribeInstanceTypeOfferings; boto3 checks only the minimum).
+  Without ``MaxResults`` everything comes in one answer, as before.
 
 The wire protocol is unchanged: the client still sends each request and parses the XML.
 """
@@ -23,7 +25,7 @@ import threading
 from typing import Any
 
 from moto.core.responses import ActionResult
-from moto.ec2.exceptions import InvalidNextToken
+from moto.ec2.exceptions import EC2ClientError, InvalidNextToken
 from moto.ec2.responses.instances import InstanceResponse
 
 __all__ = ["clear", "install"]
@@ -33,24 +35,50 @@ _RESULT_KEYS = {
     "DescribeInstanceTypes": "InstanceTypes",
     "DescribeInstanceTypeOfferings": "InstanceTypeOfferings",
 }
+#: The EC2 API reference's MaxResults range per operation.
+_PAGE_RANGE = {
+    "DescribeInstanceTypes": (5, 100),
+    "DescribeInstanceTypeOfferings": (5, 1000),
+}
 _lock = threading.Lock()
 #: (operation, account, region, filters) → moto's whole filtered list.
 _lists: dict[tuple[str, ...], list[Any]] = {}
 #: (operation, account, region, filters, offset, size) → the serialised answer.
 _answers: dict[tuple[Any, ...], Any] = {}
+#: (list key, token) for every NextToken handed out: only those are accepted back.
+_issued: set[tuple[tuple[str, ...], str]] = set()
 
 
 def _token(offset: int) -> str:
     return base64.urlsafe_b64encode(json.dumps({"o": offset}).encode()).decode()
 
 
-def _offset(token: str | None) -> int:
+def _offset(token: str | None, list_key: tuple[str, ...]) -> int:
+    """Where ``token`` continues the list; -1 when it was not issued for this list."""
     if not token:
         return 0
+    with _lock:
+        if (list_key, token) not in _issued:
+            return -1
+    return int(json.loads(base64.urlsafe_b64decode(token.encode()))["o"])
+
+
+def _size(operation: str, param: Any) -> int | None:
+    """``MaxResults`` as EC2 checks it (None: not given)."""
+    if param in (None, ""):
+        return None
+    low, high = _PAGE_RANGE[operation]
     try:
-        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["o"])
-    except (ValueError, KeyError, TypeError):
-        return -1
+        size = int(param)
+    except (TypeError, ValueError):
+        size = -1
+    if not low <= size <= high:
+        raise EC2ClientError(
+            "InvalidParameterValue",
+            f"Value ( {param} ) for parameter maxResults is invalid. "
+            f"Parameter must be between {low} and {high}.",
+        )
+    return size
 
 
 class _Replayed(ActionResult):
@@ -82,17 +110,17 @@ def _paged(operation: str, original: Any) -> Any:
     def answer(self: Any) -> ActionResult:
         list_key = _list_key(self, operation)
         token = self._get_param("NextToken")
-        offset = _offset(token)
+        offset = _offset(token, list_key)
         if offset < 0:
             raise InvalidNextToken(token)
-        size_param = self._get_param("MaxResults")
+        size_param = _size(operation, self._get_param("MaxResults"))
         with _lock:
             items = _lists.get(list_key)
         if items is None:
             items = list(original(self).result[field])
             with _lock:
                 _lists[list_key] = items
-        size = int(size_param) if size_param else max(len(items), 1)
+        size = size_param if size_param is not None else max(len(items), 1)
         key = (*list_key, offset, size)
         with _lock:
             known = key in _answers
@@ -101,6 +129,8 @@ def _paged(operation: str, original: Any) -> Any:
         result: dict[str, Any] = {field: items[offset : offset + size]}
         if offset + size < len(items):
             result["NextToken"] = _token(offset + size)
+            with _lock:
+                _issued.add((list_key, result["NextToken"]))
         return _Replayed(result, key)
 
     return answer
@@ -111,6 +141,7 @@ def clear() -> None:
     with _lock:
         _lists.clear()
         _answers.clear()
+        _issued.clear()
 
 
 def install() -> None:
