@@ -44,6 +44,7 @@ from .scheduling.cluster import (
     daemon_overhead,
     daemon_ports,
     existing_nodes,
+    namespace_labels,
     pool_in_use,
     provisionable_pods,
     workload_claims,
@@ -67,6 +68,7 @@ CLUSTER_PATHS = {
     "PersistentVolumeClaim": "api/v1/persistentvolumeclaims",
     "PersistentVolume": "api/v1/persistentvolumes",
     "StorageClass": "apis/storage.k8s.io/v1/storageclasses",
+    "Namespace": "api/v1/namespaces",
 }
 _WORKLOADS = {"Pod", "Deployment", "ReplicaSet", "StatefulSet", "Job"}
 
@@ -225,7 +227,12 @@ async def build_plan(
         objects.get("StorageClass", []),
     )
     pending, left_out = provisionable_pods(pods, volumes)
-    plan = simulate(pending, existing_nodes(nodes, pods), capacities)
+    plan = simulate(
+        pending,
+        existing_nodes(nodes, pods),
+        capacities,
+        namespace_labels=namespace_labels(objects.get("Namespace", [])),
+    )
     plan.unschedulable.update(left_out)
     return plan, conditions
 

@@ -234,6 +234,17 @@ async def check_placements(problem: Problem, plan: Plan, rng: random.Random, ver
                     verdict.add(f"{pod_key(pod)} on {node}: kube-scheduler refuses it: {reasons}")
                 break
             left = later
+        # The completeness check for pods with cluster-wide rules, now that the plan is bound.
+        pending = {pod_key(p): p for p in problem.pending}
+        for key in plan.unschedulable:
+            pod = pending[key]
+            if not _cluster_wide(pod):
+                continue
+            for node in problem.nodes:
+                name = node["metadata"]["name"]
+                if not scheduler.fit_reasons(pod, name):
+                    verdict.add(f"{key}: unschedulable, but {name} takes it")
+                    break
     finally:
         await scheduler.stop()
 
@@ -243,6 +254,17 @@ def _first_term_only(pod: Obj) -> Obj:
     required = out["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     required["nodeSelectorTerms"] = required["nodeSelectorTerms"][:1]
     return out
+
+
+def _cluster_wide(pod: Obj) -> bool:
+    """Whether the pod has rules whose verdict depends on other nodes' pods (topology spread, pod
+    affinity or anti-affinity), which node-local filters cannot judge."""
+    affinity = pod["spec"].get("affinity") or {}
+    return bool(
+        pod["spec"].get("topologySpreadConstraints")
+        or affinity.get("podAffinity")
+        or affinity.get("podAntiAffinity")
+    )
 
 
 def check_room_left(problem: Problem, plan: Plan, verdict: Verdict) -> None:
@@ -259,6 +281,8 @@ def check_room_left(problem: Problem, plan: Plan, verdict: Verdict) -> None:
         on.setdefault(name, []).append(bound(pending[key], name))
     for key in plan.unschedulable:
         pod = pending[key]
+        if _cluster_wide(pod):
+            continue  # judged with every node's pods in check_placements
         for node in problem.nodes:
             name = node["metadata"]["name"]
             if node_reasons(pod, node, on.get(name, [])):

@@ -94,7 +94,8 @@ def topology_fields() -> frozenset[str]:
     out = set()
     if any("spread" in n or "topology" in n for n in names):
         out.add("spread")
-    if any("affinity" in n for n in names):
+    # ``PodView.topology`` (scheduling/topology.py PodTopology) holds pod (anti-)affinity terms too.
+    if any("affinity" in n for n in names) or "topology" in names:
         out.add("pod-affinity")
     return frozenset(out)
 

@@ -4,7 +4,9 @@
   DaemonSet controller places those itself) nor a static pod's (Karpenter's ``IsProvisionable``,
   ``pkg/utils/pod/scheduling.go``; Karpenter also waits for kube-scheduler to mark a pod
   Unschedulable, which a plan of what would happen does not need).
-- Existing nodes: labels, taints, ``status.allocatable``, and what the pods bound to them request.
+- Existing nodes: labels, taints, ``status.allocatable``, what the pods bound to them request, and
+  those pods' namespaces and labels (topology spread and pod affinity count them).
+- Namespaces' labels, for pod affinity terms with a ``namespaceSelector``.
 - DaemonSet overhead of a NodePool: the requests of every DaemonSet whose pods would run on its
   nodes (they tolerate the pool's taints and may go where its requirements allow), as Karpenter
   reserves it on each new node.
@@ -100,8 +102,9 @@ def existing_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[ExistingNo
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
-        if meta.get("deletionTimestamp") or spec.get("unschedulable"):
-            continue  # going away or cordoned: no room for new pods
+        # Going away or cordoned: no room for new pods, but its pods still count for topology
+        # spread and pod affinity (kube-scheduler counts every node's pods).
+        closed = bool(meta.get("deletionTimestamp") or spec.get("unschedulable"))
         ready = any(
             c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
         )
@@ -112,6 +115,7 @@ def existing_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[ExistingNo
             taints=parse_taints(spec.get("taints")),
             allocatable=_resources(status.get("allocatable")),
             initialized=ready,
+            closed=closed,
         )
     for pod in pods:
         spec = pod.get("spec") or {}
@@ -122,7 +126,23 @@ def existing_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[ExistingNo
             node.requested[name] = node.requested.get(name, 0) + amount
         node.requested["pods"] = node.requested.get("pods", 0) + 1
         node.ports |= PodView.of(pod).ports
+        meta = pod.get("metadata") or {}
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        node.pods.append((str(meta.get("namespace") or "default"), labels))
     return list(out.values())
+
+
+def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
+    """Each namespace's labels (with ``kubernetes.io/metadata.name``, which the API server sets)."""
+    out: dict[str, dict[str, str]] = {}
+    for ns in namespaces:
+        meta = ns.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        out[name] = {
+            "kubernetes.io/metadata.name": name,
+            **{str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+        }
+    return out
 
 
 def pool_in_use(nodes: Iterable[Obj], pool: str) -> dict[str, int]:

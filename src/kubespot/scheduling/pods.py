@@ -9,6 +9,8 @@
 - Node requirements as Karpenter derives them (``pkg/scheduling/requirements.go``
   ``NewPodRequirements``): ``nodeSelector`` and the first required node-affinity term; with
   preferences, the heaviest preferred term too (treated as required until relaxed).
+- Topology rules (spread constraints, pod affinity and anti-affinity, preferred ones included until
+  relaxed) as ``topology.PodTopology``; the pod's labels, since other pods' selectors match them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from kubespot.model.quantity import milli, units
 
 from .requirements import Requirement, Requirements
 from .taints import Toleration, parse_tolerations
+from .topology import NO_TOPOLOGY, PodTopology, pod_topology
 
 Obj = Mapping[str, Any]
 ResourceList = dict[str, int]
@@ -157,22 +160,40 @@ class PodView:
     tolerations: tuple[Toleration, ...]
     ports: frozenset[tuple[str, str, int]]
     spec: Obj
+    topology: PodTopology = NO_TOPOLOGY
 
     @classmethod
     def of(cls, pod: Obj) -> PodView:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
+        namespace = str(meta.get("namespace") or "default")
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
         return cls(
-            namespace=str(meta.get("namespace") or "default"),
+            namespace=namespace,
             name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""),
-            labels=dict(meta.get("labels") or {}),
+            labels=labels,
             requests=pod_requests(spec),
             requirements=node_requirements(spec),
             strict_requirements=node_requirements(spec, preferences=False),
             tolerations=parse_tolerations(spec.get("tolerations")),
             ports=host_ports(spec),
             spec=spec,
+            topology=pod_topology(spec, namespace, labels),
+        )
+
+    def with_spec(self, spec: Obj) -> PodView:
+        """This pod with another spec (a relaxed one): every rule read again from it."""
+        return PodView.of(
+            {
+                "metadata": {
+                    "namespace": self.namespace,
+                    "name": self.name,
+                    "uid": self.uid,
+                    "labels": self.labels,
+                },
+                "spec": spec,
+            }
         )
 
     @property

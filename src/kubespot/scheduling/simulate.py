@@ -31,13 +31,17 @@ from dataclasses import dataclass, field, replace
 from . import explain, minvalues
 from .explain import GroupStory, count
 from .instance_types import InstanceType, Offering
-from .labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, SPOT, WELL_KNOWN, ZONE
+from .labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ON_DEMAND, SPOT, WELL_KNOWN, ZONE
 from .lp_solver import SolverUnavailable
 from .nodepool import NodePool, by_weight
 from .packing import EXACT_ROUNDS, NodeType, Packing, lp_eligible, pack
 from .pods import PodView
 from .requirements import Requirement, Requirements
 from .taints import Taint, untolerated
+from .topology import UNLIMITED, Scope, Spread, Tallies, min_count, relax, spread_quotas
+
+#: The best packing per capacity type: (score, type, pods per group, requirements).
+_Best = dict[str, tuple[tuple[float, float, str], InstanceType, dict[int, int], Requirements]]
 
 #: Most instance types one NodeClaim carries (the AWS provider's CreateFleet cut).
 MAX_INSTANCE_TYPES = 60
@@ -55,6 +59,15 @@ class ExistingNode:
     requested: dict[str, int] = field(default_factory=dict)
     ports: set[tuple[str, str, int]] = field(default_factory=set)
     initialized: bool = True
+    #: (namespace, labels) of the pods bound to it: what topology rules count.
+    pods: list[tuple[str, Mapping[str, str]]] = field(default_factory=list)
+    #: Cordoned or being deleted: takes no pod, but its pods still count for topology.
+    closed: bool = False
+
+    @property
+    def hostname(self) -> str:
+        req = self.requirements.get(HOSTNAME)
+        return next(iter(req.values)) if req is not None and not req.complement and req.values else self.name
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,8 @@ class _Group:
     pods: list[PodView]
     placed: int = 0
     story: GroupStory = field(default_factory=GroupStory)
+    #: The group this one places a slice of (narrowed to a topology domain), if any.
+    origin: _Group | None = None
 
     @property
     def left(self) -> int:
@@ -126,21 +141,36 @@ class _Group:
         return out
 
 
-def _shape(pod: PodView) -> tuple[object, ...]:
+def _shape(pod: PodView, label_keys: frozenset[str]) -> tuple[object, ...]:
     return (
         tuple(sorted(pod.requests.items())),
         str(pod.requirements),
         str(pod.strict_requirements),
         pod.tolerations,
         pod.ports,
+        pod.topology,
+        # Other pods' selectors read these; a label no selector mentions changes nothing.
+        tuple(sorted((k, v) for k, v in pod.labels.items() if k in label_keys)),
+        pod.namespace if label_keys or pod.topology else "",
     )
+
+
+def _selector_keys(pods: Sequence[PodView]) -> frozenset[str]:
+    keys: set[str] = set()
+    for shape in {p.topology for p in pods if p.topology}:
+        for scope in [*(s.scope for s in shape.spreads), *(t.scope for t in shape.terms)]:
+            if scope.selector is not None:
+                keys.update(k for k, _ in scope.selector.match_labels)
+                keys.update(k for k, _, _ in scope.selector.expressions)
+    return frozenset(keys)
 
 
 def group_pods(pods: Sequence[PodView]) -> list[_Group]:
     """Identical pods together, groups largest first (CPU, then memory), pods by name."""
     groups: dict[tuple[object, ...], _Group] = {}
+    label_keys = _selector_keys(pods)
     for pod in sorted(pods, key=lambda p: (p.namespace, p.name, p.uid)):
-        key = _shape(pod)
+        key = _shape(pod, label_keys)
         if key in groups:
             groups[key].pods.append(pod)
         else:
@@ -226,6 +256,8 @@ class _Claim:
         #: The pool's types that passed the filters when the claim was opened, and the rest by reason.
         self.opening = _Opening(list(pc.instance_types), {})
         self.charged: dict[str, int] = {}
+        #: Its placeholder hostname: each NodeClaim is a domain of its own.
+        self.name = ""
 
     def add(self, pods: list[PodView], need: Mapping[str, int], reqs: Requirements) -> None:
         for name, amount in need.items():
@@ -247,6 +279,7 @@ class Simulation:
         pools: Sequence[PoolCapacity],
         *,
         flexibility: float = 0.10,
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.groups = group_pods(pods)
         self.nodes = sorted(nodes, key=lambda n: (not n.initialized, n.name))
@@ -272,6 +305,40 @@ class Simulation:
         # Per (pool, requirements): the LP packed that cohort once (its residue is the greedy's),
         # and why the greedy packs alone when the LP could not be used.
         self._lp_tried: dict[tuple[str, int], tuple[Requirements, str]] = {}
+        self._solo: dict[tuple[object, ...], tuple[Requirements, _Best]] = {}
+        # NodeClaims that may still take a pod (one without room for the smallest is dropped).
+        self._open: list[_Claim] = []
+        self._smallest = {
+            "pods": 1,
+            **{k: min((p.requests.get(k, 0) for p in pods), default=0) for k in ("cpu", "memory")},
+        }
+        # Topology: counts per domain of what the pending pods' rules select, kept as pods land.
+        self.tallies = Tallies(namespace_labels)
+        self._keys = frozenset(k for g in self.groups for k in g.exemplar.topology.keys)
+        self._universes: dict[str, list[str]] = {}
+        #: Hostname anti-affinity scopes of the pods on each node or NodeClaim (they keep others off).
+        self._anti_at: dict[str, list[Scope]] = {}
+        self._narrowed: dict[tuple[str, str], Requirements] = {}
+        self._plain = [g for g in self.groups if not g.exemplar.topology]
+        self._limited = any(pc.pool.limits for pc in self.pools)
+        self._candidate_memo: dict[
+            tuple[str, int, tuple[tuple[str, int], ...]],
+            tuple[Requirements, list[InstanceType], dict[str, int], str, dict[str, dict[str, float]]],
+        ] = {}
+        self._market: dict[int, tuple[Sequence[InstanceType], dict[str, float] | None]] = {}
+        #: "existing" while placing on existing nodes as kube-scheduler would (its domains only).
+        self._scope: str | None = None
+        self._honored: dict[tuple[str, Scope, str], tuple[int, dict[str, int]]] = {}
+        self._positions: dict[int, int] = {}
+        self._tolerate_prefer_no_schedule = any(
+            t.effect == "PreferNoSchedule" for pc in self.pools for t in pc.pool.taints
+        )
+        if self._keys:
+            for node in self.nodes:
+                for namespace, labels in node.pods:
+                    self.tallies.record(
+                        namespace, labels, self._where(node.requirements, node.hostname), 1, node.requirements
+                    )
 
     # -- requirements, cached by their text (the same few shapes recur thousands of times)
 
@@ -322,22 +389,51 @@ class Simulation:
 
     def run(self) -> Plan:
         # Existing capacity first for every pod, largest first: a pod only goes to new capacity
-        # when no existing node takes it, whatever new capacity larger pods caused.
+        # when no existing node takes it, whatever new capacity larger pods caused. (Pods with
+        # topology rules choose their domain first, so they take existing nodes in their turn.)
         for group in self.groups:
-            self._on_existing(group)
+            if not group.exemplar.topology:
+                self._on_existing(group)
+        waiting: list[tuple[_Group, list[str]]] = []
         for group in list(self.groups):
-            reasons = self._place(group, existing=False)
-            if group.left and group.exemplar.requirements != group.exemplar.strict_requirements:
-                # Preferences first act as requirements; the pods they leave unplaced try without.
+            reasons = self._attempt(group, existing=bool(group.exemplar.topology))
+            while group.left:
+                # Preferences first act as requirements; the pods they leave unplaced try again
+                # with one preference less (Karpenter's preferences.go order).
+                step = relax(
+                    group.exemplar.spec, tolerate_prefer_no_schedule=self._tolerate_prefer_no_schedule
+                )
+                if step is None:
+                    break
+                exemplar = group.exemplar.with_spec(step[0])
                 relaxed = _Group(
-                    replace(group.exemplar, requirements=group.exemplar.strict_requirements),
-                    [replace(p, requirements=p.strict_requirements) for p in group.pods[group.placed :]],
+                    exemplar,
+                    [
+                        replace(exemplar, namespace=p.namespace, name=p.name, uid=p.uid)
+                        for p in group.pods[group.placed :]
+                    ],
                     story=group.story,
                 )
                 group.story.relaxed = True
                 group.placed = len(group.pods)
                 self.groups.insert(self.groups.index(group) + 1, relaxed)
-                group, reasons = relaxed, self._place(relaxed, existing=True)
+                if not exemplar.topology:
+                    self._plain.append(relaxed)
+                group, reasons = relaxed, self._attempt(relaxed, existing=True)
+            if group.left:
+                waiting.append((group, reasons))
+        # Karpenter's queue cycles failed pods while a cycle places something: pod affinity to
+        # pods placed after them is met on a later cycle.
+        progress = True
+        while progress and any(g.exemplar.topology for g, _ in waiting):
+            progress = False
+            for i, (group, _) in enumerate(waiting):
+                if group.exemplar.topology:
+                    before = group.left
+                    reasons = self._attempt(group, existing=True)
+                    progress = progress or group.left < before
+                    waiting[i] = (group, reasons)
+        for group, reasons in waiting:
             for p in group.take(group.left):
                 self.plan.unschedulable[p.key] = reasons or ["no NodePool"]
         for claim in self.claims:
@@ -349,12 +445,19 @@ class Simulation:
                 stories[p.key] = group.story
         return self.plan
 
+    def _attempt(self, group: _Group, *, existing: bool) -> list[str]:
+        return (
+            self._place_by_domain(group) if group.exemplar.topology else self._place(group, existing=existing)
+        )
+
     def _place(self, group: _Group, *, existing: bool) -> list[str]:
         """Place what fits of ``group``; the reasons the rest does not fit new capacity."""
         if existing:
             self._on_existing(group)
         if group.left:
             self._on_claims(group)
+        if group.left and self._keys and self._new_node_limits(group.exemplar)[0] <= 0:
+            return self._hostname_reasons(group.exemplar)
         reasons: list[str] = []
         while group.left and not reasons:
             reasons = self._new_claims(group)
@@ -368,6 +471,8 @@ class Simulation:
             if not group.left:
                 return
             story.nodes_tried += 1
+            if node.closed:
+                continue
             if untolerated(node.taints, pod.tolerations):
                 count(story.nodes_refused, explain.NODE_TAINT)
                 continue
@@ -376,28 +481,43 @@ class Simulation:
                 continue
             free = {k: v - node.requested.get(k, 0) for k, v in node.allocatable.items()}
             ports = _ports_allow(pod, node.ports)
-            n = how_many_fit(free, need, min(group.left, ports))
+            cap = self._cap(pod, node.hostname) if self._keys else UNLIMITED
+            n = how_many_fit(free, need, min(group.left, ports, cap))
             if n <= 0:
-                count(story.nodes_refused, explain.NODE_PORTS if not ports else _short_of(free, need))
+                if not ports:
+                    why = explain.NODE_PORTS
+                elif not cap:
+                    why = "pod topology rules (spread, affinity, anti-affinity)"
+                else:
+                    why = _short_of(free, need)
+                count(story.nodes_refused, why)
                 continue
             for p in group.take(n):
                 self.plan.existing[p.key] = node.name
                 node.ports |= p.ports
             for name, amount in need.items():
                 node.requested[name] = node.requested.get(name, 0) + amount * n
+            self._record(pod, n, node.requirements, node.hostname)
 
     def _on_claims(self, group: _Group) -> None:
         pod = group.exemplar
         need = _needs(pod.requests)
-        for claim in sorted(self.claims, key=lambda c: len(c.pods)):
+        full = False
+        for claim in sorted(self._open, key=lambda c: len(c.pods)):
             if not group.left:
-                return
+                break
+            free = claim.free
+            if need.get("cpu", 0) > free.get("cpu", 0) or need.get("memory", 0) > free.get("memory", 0):
+                continue  # the cheapest test first: most NodeClaims of a pass are nearly full
             if untolerated(claim.pc.pool.taints, pod.tolerations):
                 continue
             merged = self._merge(claim.reqs, pod)
             if merged is None or self._conflict(claim.target, merged):
                 continue
-            n = how_many_fit(claim.free, need, min(group.left, _ports_allow(pod, claim.ports)))
+            if self._price(claim.target, merged, claim.capacity_type) == float("inf"):
+                continue  # it would narrow the claim (a zone, say) to where its type is not offered
+            cap = self._cap(pod, claim.name) if self._keys else UNLIMITED
+            n = how_many_fit(claim.free, need, min(group.left, _ports_allow(pod, claim.ports), cap))
             if (
                 n > 0
                 and claim.pc.pool.name in self._min_values_pools
@@ -406,6 +526,305 @@ class Simulation:
                 continue
             if n > 0:
                 claim.add(group.take(n), need, merged)
+                self._record(pod, n, claim.reqs, claim.name)
+                full = full or not self._has_room(claim)
+        if full:
+            self._open = [c for c in self._open if self._has_room(c)]
+
+    def _has_room(self, claim: _Claim) -> bool:
+        return all(claim.free.get(k, 0) >= v for k, v in self._smallest.items())
+
+    # -- topology (topology.py holds the rules; here they meet the nodes and NodeClaims)
+
+    def _universe(self, key: str) -> list[str]:
+        """A key's domains: what the NodePools' requirements and offerings allow, and the values
+        existing nodes have (Karpenter's domain groups, ``topology.go`` ``NewTopology``)."""
+        hit = self._universes.get(key)
+        if hit is not None:
+            return hit
+        values: set[str] = set()
+        for pc in self.pools:
+            reqs = pc.pool.requirements
+            allowed = reqs.get_or_any(key)
+            if not allowed.complement:
+                values.update(allowed.values)
+                continue
+            for it in pc.instance_types:
+                if it.requirements.conflicts(reqs):
+                    continue
+                if key in (ZONE, CAPACITY_TYPE):
+                    values.update(
+                        o.zone if key == ZONE else o.capacity_type for o in it.available_offerings(reqs)
+                    )
+                elif key in it.requirements and not it.requirements[key].complement:
+                    values.update(v for v in it.requirements[key].values if allowed.has(v))
+        for node in self.nodes:
+            req = node.requirements.get(key)
+            if req is not None and not req.complement:
+                values.update(req.values)
+        out = self._universes[key] = sorted(values)
+        return out
+
+    def _where(self, reqs: Requirements, hostname: str) -> dict[str, tuple[str, ...]]:
+        """The domains a node or NodeClaim with ``reqs`` may be in, per key the rules read."""
+        out: dict[str, tuple[str, ...]] = {}
+        for key in self._keys:
+            if key == HOSTNAME:
+                out[key] = (hostname,)
+                continue
+            req = reqs.get(key)
+            if req is None or req.complement:
+                out[key] = tuple(d for d in self._universe(key) if req is None or req.has(d))
+            else:
+                out[key] = tuple(sorted(req.values))
+        return out
+
+    def _record(self, pod: PodView, n: int, reqs: Requirements, hostname: str) -> None:
+        if not self._keys or n <= 0:
+            return
+        self.tallies.record(pod.namespace, pod.labels, self._where(reqs, hostname), n, reqs)
+        scopes = [t.scope for t in pod.topology.terms if t.anti and t.key == HOSTNAME]
+        if scopes:
+            self._anti_at.setdefault(hostname, []).extend(scopes)
+
+    def _selects(self, scope: Scope, pod: PodView) -> bool:
+        return self.tallies.selects(scope, pod.namespace, pod.labels)
+
+    def _cap(self, pod: PodView, hostname: str) -> int:
+        """How many of ``pod``'s group the node (or NodeClaim) ``hostname`` may still take under
+        the hostname rules: spread caps it at maxSkew (the minimum is 0, a new node being an
+        empty domain), anti-affinity at one and only where no matching pod runs, affinity to
+        where one runs; another pod's anti-affinity there keeps it off (kube-scheduler's
+        ``interpodaffinity`` filter checks both ways)."""
+        if any(self._selects(scope, pod) for scope in self._anti_at.get(hostname, ())):
+            return 0
+        cap = UNLIMITED
+        topo = pod.topology
+        for spread in topo.spreads:
+            if spread.key != HOSTNAME:
+                continue
+            count = self.tallies.tally(HOSTNAME, spread.scope, False).counts.get(hostname, 0)
+            if self._selects(spread.scope, pod):
+                cap = min(cap, max(spread.max_skew - count, 0))
+            elif count > spread.max_skew:
+                return 0
+        for term in topo.terms:
+            if term.key != HOSTNAME:
+                continue
+            tally = self.tallies.tally(HOSTNAME, term.scope, term.anti)
+            count = tally.counts.get(hostname, 0)
+            if term.anti:
+                if count:
+                    return 0
+                if self._selects(term.scope, pod):
+                    cap = min(cap, 1)
+            elif not count and not (tally.total == 0 and self._selects(term.scope, pod)):
+                return 0
+        return cap
+
+    def _new_node_limits(self, pod: PodView) -> tuple[int, int]:
+        """How many of ``pod``'s group one new NodeClaim takes, and how many such NodeClaims the
+        hostname rules allow at once (self-affinity: the first pod's node, so one)."""
+        cap = self._cap(pod, "")
+        claims = UNLIMITED
+        for term in pod.topology.terms:
+            if term.key == HOSTNAME and not term.anti:
+                claims = 1
+        return cap, claims
+
+    def _hostname_scopes(self, pod: PodView) -> list[Scope]:
+        return [s.scope for s in pod.topology.spreads if s.key == HOSTNAME] + [
+            t.scope for t in pod.topology.terms if t.key == HOSTNAME
+        ]
+
+    def _narrow(self, reqs: Requirements, extra: Sequence[Requirement]) -> Requirements:
+        """``reqs`` with a topology domain added; the same object for the same text (memos)."""
+        key = (str(reqs), ";".join(str(r) for r in extra))
+        hit = self._narrowed.get(key)
+        if hit is None:
+            hit = reqs.copy()
+            hit.add(*extra)
+            hit = self._narrowed[key] = hit
+        return hit
+
+    def _spread_counts(self, spread: Spread, pod: PodView) -> Mapping[str, int]:
+        """The pods a spread counts per domain; with ``nodeAffinityPolicy: Honor`` (the default)
+        only those on nodes the pod's node selector and required affinity match (kube-scheduler's
+        ``podtopologyspread`` PreFilter; Karpenter's ``TopologyNodeFilter``)."""
+        strict = pod.strict_requirements
+        if not spread.honor_node_affinity or not len(strict):
+            return self.tallies.tally(spread.key, spread.scope, False).counts
+        key = (spread.key, spread.scope, str(strict))
+        hit = self._honored.get(key)
+        if hit is None or hit[0] != self.tallies.version:
+            counts = self.tallies.counts_where(
+                spread.key,
+                spread.scope,
+                lambda where: isinstance(where, Requirements) and not where.compatibility(strict, WELL_KNOWN),
+            )
+            hit = self._honored[key] = (self.tallies.version, counts)
+        return hit[1]
+
+    def _eligible(self, pod: PodView, key: str, honor: bool = True) -> list[str]:
+        """The domains of ``key`` the pod's node requirements allow (``nodeAffinityPolicy: Honor``)."""
+        allowed = pod.requirements.get_or_any(key)
+        universe = self._universe(key) if self._scope is None else self._node_domains(key, pod, honor)
+        return [d for d in universe if not honor or allowed.has(d)]
+
+    def _node_domains(self, key: str, pod: PodView, honor: bool) -> list[str]:
+        """The values existing nodes have for ``key``: the only domains kube-scheduler knows (with
+        ``nodeAffinityPolicy: Honor``, of the nodes the pod's selector and affinity match)."""
+        values: set[str] = set()
+        for node in self.nodes:
+            if honor and node.requirements.compatibility(pod.strict_requirements, WELL_KNOWN):
+                continue
+            req = node.requirements.get(key)
+            if req is not None and not req.complement:
+                values.update(req.values)
+        return sorted(values)
+
+    def _domain_rules(
+        self, group: _Group, blocked: set[tuple[str, str]], proven: set[tuple[str, str]] | None = None
+    ) -> tuple[list[tuple[list[Requirement], int, tuple[str, str] | None]], str]:
+        """Where the next pods of ``group`` go under its zone, capacity-type and custom-label rules:
+        (requirements to add, how many, the domain to block when it takes fewer); or why none.
+
+        A spread's shares are only safe if every domain takes its share: one that takes fewer
+        would leave the others over the skew. So unless every domain is ``proven`` (took a full
+        share of this group before), and no NodePool has limits (capacity may run out half way),
+        and the spread is the pod's only domain rule, each domain gets no more than keeps the skew
+        whatever the others take."""
+        pod = group.exemplar
+        rules: list[tuple[str, dict[str, int], bool]] = []  # (key, quota per domain, one per domain)
+        for spread in pod.topology.spreads:
+            if spread.key == HOSTNAME:
+                continue
+            eligible = self._eligible(pod, spread.key, spread.honor_node_affinity)
+            counts = self._spread_counts(spread, pod)
+            quotas = spread_quotas(
+                spread,
+                counts,
+                eligible,
+                [d for k, d in blocked if k == spread.key],
+                group.left,
+                self_selecting=self._selects(spread.scope, pod),
+            )
+            if not quotas:
+                return [], spread.describe()
+            several = (
+                len(pod.topology.spreads) + len(pod.topology.terms) - len(self._hostname_scopes(pod)) > 1
+            )
+            cautious = (
+                self._limited
+                or several
+                or proven is None
+                or any((spread.key, d) not in proven for d in quotas)
+            )
+            if cautious and self._selects(spread.scope, pod):
+                low = min_count(spread, counts, eligible)
+                for d in list(quotas):
+                    safe = low + spread.max_skew - counts.get(d, 0)
+                    quotas[d] = min(quotas[d], max(safe, 0))
+                quotas = {d: n for d, n in quotas.items() if n > 0}
+                if not quotas:
+                    return [], spread.describe()
+            rules.append((spread.key, quotas, True))
+        for term in pod.topology.terms:
+            if term.key == HOSTNAME:
+                continue
+            eligible = [d for d in self._eligible(pod, term.key) if (term.key, d) not in blocked]
+            tally = self.tallies.tally(term.key, term.scope, term.anti)
+            mine = self._selects(term.scope, pod)
+            if term.anti:
+                empty = [d for d in eligible if not tally.counts.get(d, 0)]
+                quotas = dict.fromkeys(empty, 1 if mine else group.left)
+                rules.append((term.key, quotas, mine))
+            else:
+                found = [d for d in eligible if tally.counts.get(d, 0)]
+                if not found and mine and tally.total == 0 and eligible:
+                    found = eligible[:1]  # the first pod picks the domain; the rest follow it
+                rules.append((term.key, dict.fromkeys(found, group.left), False))
+            if not rules[-1][1]:
+                return [], term.describe()
+        if not rules:
+            return [([], group.left, None)], ""
+        key, quotas, split = rules[0]
+        if len(rules) == 1:
+            if split:
+                return [
+                    ([Requirement.of(key, "In", [d])], n, (key, d)) for d, n in sorted(quotas.items())
+                ], ""
+            return [([Requirement.of(key, "In", sorted(quotas))], group.left, None)], ""
+        # Several rules: one pod at a time, in a domain every rule allows (rare shapes).
+        allowed: dict[str, set[str]] = {}
+        for k, q, _ in rules:
+            allowed[k] = allowed[k] & set(q) if k in allowed else set(q)
+        choices = [d for d in sorted(quotas) if d in allowed[key]]
+        if not choices or not all(allowed.values()):
+            rules_text = [s.describe() for s in pod.topology.spreads if s.key != HOSTNAME]
+            rules_text += [t.describe() for t in pod.topology.terms if t.key != HOSTNAME]
+            return [], "; ".join(rules_text)
+        extra = [Requirement.of(key, "In", [choices[0]])]
+        extra += [Requirement.of(k, "In", sorted(v)) for k, v in allowed.items() if k != key]
+        return [(extra, 1, (key, choices[0]))], ""
+
+    def _place_by_domain(self, group: _Group) -> list[str]:
+        """Place ``group`` a slice per domain (existing nodes, this pass's NodeClaims, new ones);
+        a domain that takes fewer than its share is blocked and the shares are worked out again."""
+        pod = group.exemplar
+        if self.nodes and any(k != HOSTNAME for k in pod.topology.keys):
+            # kube-scheduler binds what existing nodes take before Karpenter sees a pod, with the
+            # domains it knows: the existing nodes' (Karpenter's add what NodePools could launch).
+            self._scope = "existing"
+            try:
+                buckets, _ = self._domain_rules(group, set(), None)
+                for extra, quota, _ in buckets:
+                    if not group.left:
+                        break
+                    exemplar = (
+                        replace(pod, requirements=self._narrow(pod.requirements, extra)) if extra else pod
+                    )
+                    part = _Group(
+                        exemplar,
+                        group.pods[group.placed : group.placed + min(quota, group.left)],
+                        origin=group,
+                    )
+                    self._on_existing(part)
+                    group.placed += part.placed
+            finally:
+                self._scope = None
+        blocked: set[tuple[str, str]] = set()
+        proven: set[tuple[str, str]] = set()
+        reasons: list[str] = []
+        while group.left:
+            buckets, why = self._domain_rules(group, blocked, proven)
+            if not buckets:
+                return [f'nodepool "{pc.pool.name}": {why}' for pc in self.pools] or [why]
+            progress = False
+            for extra, quota, domain in buckets:
+                if not group.left:
+                    break
+                exemplar = replace(pod, requirements=self._narrow(pod.requirements, extra)) if extra else pod
+                part = _Group(
+                    exemplar, group.pods[group.placed : group.placed + min(quota, group.left)], origin=group
+                )
+                why_not = self._place(part, existing=True)
+                group.placed += part.placed
+                progress = progress or part.placed > 0
+                if part.left:
+                    reasons = why_not or reasons
+                    if domain is not None:
+                        blocked.add(domain)
+                elif domain is not None:
+                    proven.add(domain)
+            if not progress:
+                break
+        return reasons or self._hostname_reasons(pod)
+
+    def _hostname_reasons(self, pod: PodView) -> list[str]:
+        rules = [s.describe() for s in pod.topology.spreads if s.key == HOSTNAME]
+        rules += [t.describe() for t in pod.topology.terms if t.key == HOSTNAME]
+        return [f'nodepool "{pc.pool.name}": {rules[0]}' for pc in self.pools] if rules else []
 
     def _min_values_open(self, pc: PoolCapacity, reqs: Requirements) -> bool:
         """Whether the pool's types compatible with ``reqs`` still carry every minValues (memoised
@@ -464,7 +883,7 @@ class Simulation:
             return [], dropped, "node limits have been exhausted for nodepool"
         fit_otherwise = 0
         for it in pc.instance_types:
-            if it.requirements.conflicts(reqs):
+            if self._conflict(it, reqs):
                 count(dropped, explain.INCOMPATIBLE)
                 continue
             free = {k: v - pc.daemon_overhead.get(k, 0) for k, v in it.allocatable.items()}
@@ -508,8 +927,17 @@ class Simulation:
                 continue
             reqs = self._merge(pool.requirements, pod)
             assert reqs is not None
-            types, dropped, problem = self._candidates(pc, reqs, need)
-            books = self._price_books(types, reqs) if types else {}
+            # Without limits the candidates depend on the requirements and the pod alone, and
+            # pods with topology rules open many NodeClaims of the same few shapes.
+            memo_key = (pool.name, id(reqs), tuple(sorted(need.items())))
+            memo = None if pool.limits else self._candidate_memo.get(memo_key)
+            if memo is None:
+                types, dropped, problem = self._candidates(pc, reqs, need)
+                books = self._price_books(types, reqs) if types else {}
+                memo = (reqs, types, dropped, problem, books)
+                if not pool.limits:
+                    self._candidate_memo[memo_key] = memo
+            _, types, dropped, problem, books = memo
             if not books:
                 detail = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
                 if problem:
@@ -534,11 +962,30 @@ class Simulation:
     def _cohort(self, first: _Group, pc: PoolCapacity) -> list[_Group]:
         """The pending groups that may share a new NodeClaim of ``pc`` with ``first``'s pods."""
         out = [first]
-        start = self.groups.index(first)
-        for g in self.groups[start + 1 :]:
+        start = self._position(first.origin or first)
+        # Pods with topology rules place themselves (their domain first); nor may a pod join whose
+        # labels the first pods' hostname rules select (it would count against them).
+        scopes = self._hostname_scopes(first.exemplar) if self._keys else []
+        if self._keys:
+            # Only groups without topology rules may join: keep just those still pending, so the
+            # scan does not walk the (many, small) topology groups every time.
+            self._plain = [g for g in self._plain if g.left]
+            later = [g for g in self._plain if self._position(g) > start]
+        else:
+            later = self.groups[start + 1 :]
+        for g in later:
             if g.left and not untolerated(pc.pool.taints, g.exemplar.tolerations):
+                if g.exemplar.topology or any(self._selects(sc, g.exemplar) for sc in scopes):
+                    continue
                 out.append(g)
         return out
+
+    def _position(self, group: _Group) -> int:
+        pos = self._positions.get(id(group))
+        if pos is None or self.groups[pos] is not group:
+            self._positions = {id(g): i for i, g in enumerate(self.groups)}
+            pos = self._positions[id(group)]
+        return pos
 
     def _fill(
         self,
@@ -548,6 +995,8 @@ class Simulation:
         reqs: Requirements,
         left: Mapping[int, int],
         order: Sequence[int],
+        first_cap: int = UNLIMITED,
+        needs: Sequence[Mapping[str, int]] | None = None,
     ) -> tuple[dict[int, int], Requirements]:
         """How many of each group one node of ``it`` holds, filled in ``order`` (and the final
         reqs); the first group (the pods that opened the claim) always goes first."""
@@ -556,8 +1005,19 @@ class Simulation:
         ports: set[tuple[str, str, int]] = set(pc.daemon_ports)
         for i in order:
             g = cohort[i]
-            n = left[i]
+            n = min(left[i], first_cap) if i == 0 else left[i]
             if n <= 0:
+                continue
+            need = needs[i] if needs is not None else _needs(g.exemplar.requests)
+            # Room first (cheap, and what stops most groups once a node fills), requirements after.
+            if need.get("cpu", 0) > free.get("cpu", 0) or need.get("memory", 0) > free.get("memory", 0):
+                if i == 0:
+                    return {}, reqs
+                continue
+            k = how_many_fit(free, need, min(n, _ports_allow(g.exemplar, ports)))
+            if k <= 0:
+                if i == 0:
+                    return {}, reqs
                 continue
             merged = self._merge(reqs, g.exemplar) if i else reqs
             if merged is None or self._conflict(it, merged):
@@ -566,17 +1026,13 @@ class Simulation:
                 continue
             if i and pc.pool.name in self._min_values_pools and not self._min_values_open(pc, merged):
                 continue  # it would narrow the claim below a minValues
-            need = _needs(g.exemplar.requests)
-            k = how_many_fit(free, need, min(n, _ports_allow(g.exemplar, ports)))
-            if i == 0 and k == 0:
-                return {}, reqs
-            if k <= 0:
-                continue
             pattern[i] = k
             reqs = merged
             ports |= g.exemplar.ports
             for name, amount in need.items():
                 free[name] = free.get(name, 0) - amount * k
+            if any(free.get(name, 0) < least for name, least in self._smallest.items()):
+                break  # no pending pod fits what is left
         return pattern, reqs
 
     def _pack(
@@ -601,7 +1057,10 @@ class Simulation:
                 return True  # the residue is packed next, from candidates within the limits left
         lp_note = self._lp_tried.get(lp_key, (reqs, ""))[1]
         left = {i: g.left for i, g in enumerate(cohort)}
-        weights = market_prices(types, books) or share_weights(cohort, left)
+        fitted = self._market.get(id(types))
+        if fitted is None or fitted[0] is not types:
+            fitted = self._market[id(types)] = (types, market_prices(types, books))
+        weights = fitted[1] or share_weights(cohort, left)
         # Two fills per type, largest CPU first and largest memory first: which packs a node best
         # depends on the type's shape (on Karpenter's generic mix the better of the two saved 3 %).
         by_cpu = list(range(len(cohort)))
@@ -615,9 +1074,15 @@ class Simulation:
                 ),
             ),
         ]
-        if len({str(g.exemplar.requirements) for g in cohort}) == 1:
-            # Safe: every pod may go to every candidate. The same pool and requirements come back
-            # for every new NodeClaim of a workload, with the same candidates.
+        needs = [_needs(g.exemplar.requests) for g in cohort]
+        first_cap, max_claims = (
+            self._new_node_limits(first.exemplar) if self._keys else (UNLIMITED, UNLIMITED)
+        )
+        others = {str(g.exemplar.requirements) for g in cohort[1:]}
+        if len(others) <= 1 and (len(cohort) == 1 or str(self._merge(reqs, cohort[1].exemplar)) == str(reqs)):
+            # Safe: every pod may go to every candidate (the others ask for no more than the
+            # first). The same pool and requirements come back for every new NodeClaim of a
+            # workload, with the same candidates.
             key = (pc.pool.name, id(reqs), len(types))
             hit = self._frontiers.get(key)
             if hit is None:
@@ -631,13 +1096,61 @@ class Simulation:
                 for name, w in weights.items()
             )
 
-        # The best packing per capacity type, by pending requests held per dollar.
-        best: dict[str, tuple[tuple[float, float, str], InstanceType, dict[int, int], Requirements]] = {}
-        for it in types:
-            fills = [self._fill(cohort, it, pc, reqs, left, order) for order in (by_cpu, by_memory)]
+        # The best packing per capacity type, by pending requests held per dollar. Pods that open a
+        # NodeClaim alone (topology rules keep others off) come back in the same shapes often.
+        solo = (
+            (pc.pool.name, id(reqs), len(types), _shape(first.exemplar, frozenset()), min(left[0], first_cap))
+            if len(cohort) == 1 and not pc.pool.limits
+            else None
+        )
+        memo = self._solo.get(solo) if solo else None
+        best: _Best = memo[1] if memo else {}
+        # A type dearer than one that already held every pending pod of the cohort cannot score
+        # better (it holds no more), so types go cheapest first and those are skipped.
+        everything = {i: min(n, first_cap) if i == 0 else n for i, n in left.items() if n > 0}
+        ceiling = dict.fromkeys(books, float("inf"))
+        cheapest_first = sorted(
+            types,
+            key=lambda t: (min((b[t.name] for b in books.values() if t.name in b), default=0.0), t.name),
+        )
+        # And a type whose node could not hold more than the best packing per dollar so far, even
+        # filled with exactly what it has room for, is not filled at all (an upper bound).
+        totals = {
+            name: sum(cohort[i].exemplar.requests.get(name, 0) * n for i, n in everything.items())
+            for name in weights
+        }
+
+        def hopeless(it: InstanceType) -> bool:
+            bound = sum(
+                w * min(it.allocatable.get(name, 0) - pc.daemon_overhead.get(name, 0), totals[name])
+                for name, w in weights.items()
+            )
+            for ct, book in books.items():
+                price = book.get(it.name)
+                if price is None:
+                    continue
+                if ct not in best or price <= 0:
+                    return False
+                mark = best[ct][0][0]
+                if -bound / price <= mark + 1e-9 * abs(mark):
+                    return False
+            return True
+
+        for it in [] if memo else cheapest_first:
+            if all(book.get(it.name, float("inf")) > ceiling[ct] for ct, book in books.items()):
+                continue
+            if best and hopeless(it):
+                continue
+            fills = [
+                self._fill(cohort, it, pc, reqs, left, order, first_cap, needs)
+                for order in (by_cpu, by_memory)
+            ]
             held, (pattern, final) = max(((value(f[0]), f) for f in fills), key=lambda vf: vf[0])
             if not pattern:
                 continue
+            if pattern == everything:
+                for ct, book in books.items():
+                    ceiling[ct] = min(ceiling[ct], book.get(it.name, float("inf")))
             for ct, book in books.items():
                 price = book.get(it.name)
                 if price is None:
@@ -645,6 +1158,8 @@ class Simulation:
                 score = (-held / price if price > 0 else float("-inf"), price, it.name)
                 if ct not in best or score < best[ct][0]:
                     best[ct] = (score, it, pattern, final)
+        if solo and not memo:
+            self._solo[solo] = (reqs, best)
         # Spot first, unless an on-demand packing holds more per dollar (Karpenter drops spot
         # offerings dearer than the cheapest on-demand one; here the comparison is per packing).
         if not best:
@@ -658,6 +1173,7 @@ class Simulation:
         final.add(Requirement.of(CAPACITY_TYPE, "In", [capacity_type]))
         # Repeat the packing while every group in it has that many pods left.
         repeat = min(left[i] // n for i, n in pattern.items())
+        repeat = min(repeat, max_claims)
         charge = self._charge(pc, final, it, capacity_type, cohort, pattern)
         for name, left_over in self._remaining(pc).items():
             per = charge.get(name, 0)
@@ -673,10 +1189,14 @@ class Simulation:
             claim.why = why
             claim.opening = self._opening
             claim.charged = charge
+            claim.name = f"nodeclaim-{len(self.claims)}"
             for i, n in pattern.items():
                 g = cohort[i]
                 claim.add(g.take(n), _needs(g.exemplar.requests), claim.reqs)
+                self._record(g.exemplar, n, claim.reqs, claim.name)
             self.claims.append(claim)
+            if self._has_room(claim):
+                self._open.append(claim)
             for name, amount in charge.items():
                 used[name] = used.get(name, 0) + amount
         return True
@@ -789,9 +1309,14 @@ class Simulation:
                     claim.why = why
                     claim.opening = opening
                     claim.charged = charge
+                    claim.name = f"nodeclaim-{len(self.claims)}"
                     for s, n in nodes.pattern:
                         claim.add(groups[s].take(n), needs[s], final)
+                        # Other pods' topology rules may select these pods' labels.
+                        self._record(groups[s].exemplar, n, final, claim.name)
                     self.claims.append(claim)
+                    if self._has_room(claim):
+                        self._open.append(claim)
                     for name, amount in charge.items():
                         used[name] = used.get(name, 0) + amount
         finally:
@@ -944,12 +1469,17 @@ def undominated(
     """
     kept: dict[str, InstanceType] = {}
     for book in books.values():
-        frontier: list[Mapping[str, int]] = []
+        frontier: list[tuple[int, int, Mapping[str, int]]] = []
         for it in sorted((t for t in types if t.name in book), key=lambda t: (book[t.name], t.name)):
             alloc = it.allocatable
-            if any(all(other.get(k, 0) >= v for k, v in alloc.items()) for other in frontier):
+            cpu, memory = alloc.get("cpu", 0), alloc.get("memory", 0)
+            # CPU and memory first: they rule most candidates out before the full comparison.
+            if any(
+                oc >= cpu and om >= memory and all(other.get(k, 0) >= v for k, v in alloc.items())
+                for oc, om, other in frontier
+            ):
                 continue
-            frontier.append(alloc)
+            frontier.append((cpu, memory, alloc))
             kept.setdefault(it.name, it)
     return [it for it in types if it.name in kept]
 
@@ -996,6 +1526,8 @@ def simulate(
     pools: Sequence[PoolCapacity],
     *,
     flexibility: float = 0.10,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Plan:
-    """Where ``pods`` go: existing ``nodes`` first, then new NodeClaims from ``pools``."""
-    return Simulation(pods, nodes, pools, flexibility=flexibility).run()
+    """Where ``pods`` go: existing ``nodes`` first, then new NodeClaims from ``pools``
+    (``namespace_labels``: for pod affinity terms that select namespaces by label)."""
+    return Simulation(pods, nodes, pools, flexibility=flexibility, namespace_labels=namespace_labels).run()

@@ -288,3 +288,58 @@ async def test_a_statefulsets_bound_volume_puts_its_nodeclaim_in_the_volumes_zon
     types = claim["types"]
     assert types["considered"] == types["offered"] + sum(types["dropped"].values())
     assert types["dropped"]["incompatible requirements"] > 0  # the pool allows c/m/r gen > 2 only
+
+
+def _deployment(name: str, replicas: int, **spec: Any) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}], **spec},
+            },
+        },
+    }
+
+
+async def test_plan_spreads_a_deployment_by_zone_and_keeps_anti_affine_pods_apart(
+    cluster: KubeSim, tmp_path: Path
+) -> None:
+    """Karpenter ``topologygroup.go``: ``nextDomainTopologySpread`` narrows each new NodeClaim to
+    the min-count zone; ``nextDomainAntiAffinity`` on hostname puts one matching pod per node."""
+    zonal = _deployment(
+        "zonal",
+        3,
+        topologySpreadConstraints=[
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "zonal"}},
+            }
+        ],
+    )
+    term = {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "solo"}}}
+    solo = _deployment(
+        "solo", 3, affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    )
+    extra = tmp_path / "topology.yaml"
+    extra.write_text(yaml.safe_dump_all([zonal, solo]))
+    code, text = await plan("--output", "json", "-f", str(extra))
+    assert code == 0, text
+    result = orjson.loads(text)
+    assert result["unschedulable"] == []
+    zones = []
+    for claim in result["nodeclaims"]:
+        mine = [p for p in claim["pods"] if p.startswith("default/zonal-")]
+        if mine:
+            assert len(claim["zones"]) == 1, claim
+            zones += claim["zones"] * len(mine)
+        assert sum(p.startswith("default/solo-") for p in claim["pods"]) <= 1, claim
+    assert len(zones) == 3 and len(set(zones)) == 3, zones
+    assert sum(p.startswith("default/solo-") for c in result["nodeclaims"] for p in c["pods"]) == 3

@@ -172,9 +172,9 @@ def test_open_a_pod_needing_on_demand_is_not_packed_into_a_spot_claim(
 ) -> None:
     """Karpenter's nodeclaim.go Add: a pod joins a NodeClaim only while their requirements stay
     compatible. Here ``b`` (on-demand only) joined ``a``'s claim, which then became spot: capacity
-    type In [] and no instance type left (oracle seed 119). The LP packing takes only pods with the
-    opening pod's requirements, so the defect shows in the greedy packing: the solver is made
-    unavailable here to keep it pinned."""
+    type In [] and no instance type left (oracle seed 16; 119 before the generator drew topology
+    rules). The LP packing takes only pods with the opening pod's requirements, so the defect shows
+    in the greedy packing: the solver is made unavailable here to keep it pinned."""
     monkeypatch.setattr(lp_solver, "new_solver", _no_solver)
     big = itype("big", 8, 32, od=0.40, spot=0.12)
     a = _pod("a", containers=[{"name": "c", "resources": {"requests": {"cpu": "4"}}}])
@@ -183,13 +183,13 @@ def test_open_a_pod_needing_on_demand_is_not_packed_into_a_spot_claim(
     assert all(c.instance_types for c in plan.claims), [(c.capacity_type, c.pods) for c in plan.claims]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open: simulate._pack prices offerings before the cohort narrows the zones"
-)
-def test_open_a_claims_offerings_are_checked_in_the_zones_its_pods_leave() -> None:
+def test_a_claims_offerings_are_checked_in_the_zones_its_pods_leave() -> None:
     """Karpenter's nodeclaim.go filterInstanceTypesByRequirements: after ``b`` (zone z1) joins,
     only offerings in z1 count; ``big``'s spot offering is in z2 only, so the claim must be
-    on-demand in z1 (or not take ``b``), not spot with no zone (oracle seed 156)."""
+    on-demand in z1 (or not take ``b``), not spot with no zone (oracle seed 156 before the
+    generator drew topology rules). Fixed where a pod joins a NodeClaim of this pass (it does not
+    when the target has no offering left in the narrowed zones); the packing's own path is still
+    open (tests/integration/scheduling/test_plan_oracle.py, seed 124)."""
     big = _zonal("big", 8, od={"z1": 0.40, "z2": 0.40}, spot={"z2": 0.12})
     a = _pod("a", containers=[{"name": "c", "resources": {"requests": {"cpu": "4"}}}])
     b = _pod("b", nodeSelector={"topology.kubernetes.io/zone": "z1"})
@@ -209,8 +209,7 @@ def test_limits_count_a_claims_largest_candidate() -> None:
     assert [c.instance_types for c in plan.claims] == [["small"]]
 
 
-@pytest.mark.xfail(strict=True, reason="open: only the first required node selector term is ever tried")
-def test_open_a_later_required_term_is_tried_when_the_first_fits_nowhere() -> None:
+def test_a_later_required_term_is_tried_when_the_first_fits_nowhere() -> None:
     """kube-scheduler ORs a pod's nodeSelectorTerms; Karpenter's preferences.go Relax drops the
     first of several when the pod fits nowhere. ``tier In [gold]`` fits nowhere, ``team In [red]``
     fits node ``red`` (oracle seed 654)."""

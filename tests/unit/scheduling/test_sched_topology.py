@@ -1,0 +1,500 @@
+"""Topology in the scheduling simulation: spread constraints, pod (anti-)affinity and Karpenter's
+preference relaxation (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/scheduling``:
+``topology.go``, ``topologygroup.go``, ``preferences.go``; KARPENTER.md §2)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from kubespot.model.quantity import GIB
+from kubespot.scheduling.labels import CAPACITY_TYPE, HOSTNAME, ZONE
+from kubespot.scheduling.pods import PodView
+from kubespot.scheduling.requirements import Requirements
+from kubespot.scheduling.simulate import ExistingNode, Plan, PoolCapacity, group_pods, simulate
+from kubespot.scheduling.topology import Spread, relax, spread_quotas
+from support.catalog import itype
+
+ZONES3 = ("z1", "z2", "z3")
+CATALOG = [
+    itype("small", 2, 8, od=0.10, spot=0.04, zones=ZONES3),
+    itype("large", 8, 32, od=0.40, spot=0.12, zones=ZONES3),
+]
+APP = {"app": "web"}
+
+
+def pod(
+    name: str, *, labels: dict[str, str] | None = None, cpu: str = "500m", ns: str = "default", **spec: Any
+) -> PodView:
+    return PodView.of(
+        {
+            "metadata": {"name": name, "namespace": ns, "labels": APP if labels is None else labels},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+                **spec,
+            },
+        }
+    )
+
+
+def spread(key: str, skew: int = 1, **more: Any) -> dict[str, Any]:
+    return {
+        "topologySpreadConstraints": [
+            {
+                "topologyKey": key,
+                "maxSkew": skew,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": APP},
+                **more,
+            }
+        ]
+    }
+
+
+def term(key: str, selector: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"topologyKey": key, "labelSelector": {"matchLabels": selector or APP}}
+
+
+def affinity(kind: str, key: str, selector: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term(key, selector)]}}}
+
+
+def pools(catalog: list[Any] = CATALOG, **spec: Any) -> list[PoolCapacity]:
+    from kubespot.scheduling.nodepool import NodePool
+
+    pool = NodePool.of({"metadata": {"name": "default"}, "spec": {"template": {"spec": {**spec}}}})
+    return [PoolCapacity(pool, catalog)]
+
+
+def zone_of_pods(plan: Plan) -> Counter[str]:
+    """How many pods each zone got (every claim holding a spread pod is narrowed to one zone)."""
+    out: Counter[str] = Counter()
+    for c in plan.claims:
+        assert len(c.zones) == 1, c.zones
+        out[c.zones[0]] += len(c.pods)
+    return out
+
+
+def node(name: str, zone: str, pods: list[tuple[str, dict[str, str]]] = (), cpu: int = 8) -> ExistingNode:  # type: ignore[assignment]
+    return ExistingNode(
+        name,
+        Requirements.from_labels({ZONE: zone, HOSTNAME: name, CAPACITY_TYPE: "on-demand"}),
+        (),
+        {"cpu": cpu * 1000, "memory": 32 * GIB, "pods": 110},
+        pods=list(pods),
+    )
+
+
+# -- 1. what PodView carries
+
+
+def test_podview_reads_spread_and_affinity_with_the_apis_defaults() -> None:
+    """kubernetes/kubernetes pkg/apis/core/types.go TopologySpreadConstraint (nodeAffinityPolicy
+    Honor, nodeTaintsPolicy Ignore by default; matchLabelKeys ANDs the pod's own values into the
+    selector) and PodAffinityTerm (no namespaces nor namespaceSelector: the pod's namespace)."""
+    p = pod(
+        "a",
+        labels={"app": "web", "version": "v2"},
+        ns="shop",
+        **spread(ZONE, 2, minDomains=3, matchLabelKeys=["version"]),
+        affinity={
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 40, "podAffinityTerm": {**term(HOSTNAME), "namespaceSelector": {}}}
+                ]
+            }
+        },
+    )
+    (s,) = p.topology.spreads
+    assert (s.key, s.max_skew, s.min_domains, s.hard, s.honor_node_affinity, s.honor_node_taints) == (
+        ZONE,
+        2,
+        3,
+        True,
+        True,
+        False,
+    )
+    assert s.scope.namespaces == {"shop"}
+    assert s.scope.selector is not None and s.scope.selector.match_labels == (
+        ("app", "web"),
+        ("version", "v2"),
+    )
+    (t,) = p.topology.terms
+    assert (t.key, t.anti, t.weight) == (HOSTNAME, True, 40)
+    assert t.scope.namespaces == frozenset() and t.scope.namespace_selector is not None
+    assert t.scope.selects("other", {"app": "web"}, {})  # an empty namespaceSelector: every namespace
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (pod("a"), pod("b"), True),
+        (pod("a"), pod("b", labels={"app": "api"}, **spread(ZONE)), False),
+        (pod("a", **spread(ZONE)), pod("b", **spread(ZONE, 2)), False),
+        (pod("a", **spread(ZONE)), pod("b", labels={"app": "api"}, **spread(ZONE)), False),
+        (
+            pod("a", **affinity("podAntiAffinity", HOSTNAME)),
+            pod("b", **affinity("podAffinity", HOSTNAME)),
+            False,
+        ),
+    ],
+)
+def test_the_group_key_holds_labels_and_topology(a: PodView, b: PodView, same: bool) -> None:
+    """Karpenter ``topology.go`` counts pods by their labels, so pods differing in labels a selector
+    reads, or in their rules, are not interchangeable (kubespot's groups, design note decision 3)."""
+    assert (len(group_pods([a, b])) == 1) is same
+
+
+# -- 2. spread
+
+
+@pytest.mark.parametrize(
+    ("counts", "blocked", "pods", "skew", "min_domains", "expected"),
+    [
+        ({}, [], 6, 1, None, {"z1": 2, "z2": 2, "z3": 2}),
+        ({}, [], 4, 1, None, {"z1": 2, "z2": 1, "z3": 1}),
+        ({"z1": 3}, [], 4, 1, None, {"z2": 2, "z3": 2}),
+        ({"z1": 3}, [], 9, 1, None, {"z1": 1, "z2": 4, "z3": 4}),
+        ({}, ["z3"], 10, 1, None, {"z1": 1, "z2": 1}),
+        ({}, ["z3"], 10, 2, None, {"z1": 2, "z2": 2}),
+        ({}, [], 10, 1, 4, {"z1": 1, "z2": 1, "z3": 1}),
+        ({}, [], 10, 2, 4, {"z1": 2, "z2": 2, "z3": 2}),
+        ({"z1": 1, "z2": 1, "z3": 1}, [], 10, 1, 4, {}),
+        ({}, [], 10_000, 1, None, {"z1": 3334, "z2": 3333, "z3": 3333}),
+    ],
+)
+def test_spread_quotas_follow_the_min_count_domain(
+    counts: dict[str, int],
+    blocked: list[str],
+    pods: int,
+    skew: int,
+    min_domains: int | None,
+    expected: dict[str, int],
+) -> None:
+    """Karpenter ``topologygroup.go`` ``nextDomainTopologySpread`` (each pod to the min-count domain
+    within maxSkew) and ``domainMinCount`` (minimum 0 below minDomains), batched."""
+    s = Spread(ZONE, skew, scope=None, min_domains=min_domains)  # type: ignore[arg-type]
+    assert spread_quotas(s, counts, ZONES3, blocked, pods) == expected
+
+
+def test_zonal_spread_narrows_each_new_nodeclaim_to_one_zone_evenly() -> None:
+    """Karpenter ``topologygroup.go`` ``nextDomainTopologySpread``: a new NodeClaim's zone
+    requirement is the min-count domain."""
+    plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(9)], [], pools())
+    assert not plan.unschedulable
+    assert zone_of_pods(plan) == {"z1": 3, "z2": 3, "z3": 3}
+
+
+def test_zonal_spread_counts_matching_pods_on_existing_nodes_in_the_namespace() -> None:
+    """Karpenter ``topology.go`` ``countDomains``: existing pods the selector matches, same
+    namespace only; pods of another namespace do not count."""
+    busy = node("n1", "z1", [("default", APP)] * 3 + [("other", APP)] * 9, cpu=0)
+    plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(4)], [busy], pools())
+    assert zone_of_pods(plan) == {"z2": 2, "z3": 2}
+
+
+def test_min_domains_holds_the_minimum_at_zero_and_the_rest_are_unschedulable_with_the_rule() -> None:
+    """Karpenter ``topologygroup.go`` ``domainMinCount``: fewer domains than minDomains, the global
+    minimum is 0, so each zone takes maxSkew pods; DoNotSchedule makes it a hard rule."""
+    plan = simulate([pod(f"p{i}", **spread(ZONE, minDomains=5)) for i in range(5)], [], pools())
+    assert zone_of_pods(plan) == {"z1": 1, "z2": 1, "z3": 1}
+    assert len(plan.unschedulable) == 2
+    assert next(iter(plan.unschedulable.values())) == [
+        f'nodepool "default": topology spread on {ZONE} would exceed maxSkew 1'
+    ]
+
+
+def test_spread_domains_are_what_the_nodepool_allows() -> None:
+    """Karpenter ``topology.go`` ``NewTopology``: domains come from the NodePools' requirements and
+    offerings (a zone the NodePool excludes is no domain, so it does not hold the minimum down)."""
+    only_two = pools(requirements=[{"key": ZONE, "operator": "In", "values": ["z1", "z2"]}])
+    plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(4)], [], only_two)
+    assert zone_of_pods(plan) == {"z1": 2, "z2": 2}
+
+
+def test_capacity_type_spread_puts_pods_on_spot_and_on_demand() -> None:
+    """Karpenter docs (scheduling.md, topology spread on karpenter.sh/capacity-type) and
+    ``nextDomainTopologySpread``: the domain chosen becomes the NodeClaim's capacity type."""
+    plan = simulate([pod(f"p{i}", **spread(CAPACITY_TYPE)) for i in range(4)], [], pools())
+    assert not plan.unschedulable
+    by_type: Counter[str] = Counter()
+    for c in plan.claims:
+        by_type[c.capacity_type] += len(c.pods)
+    assert by_type == {"spot": 2, "on-demand": 2}
+
+
+def test_hostname_spread_caps_each_node_at_max_skew() -> None:
+    """Karpenter ``topologygroup.go`` ``domainMinCount``: on kubernetes.io/hostname the minimum is 0
+    (a new node is an empty domain), so a node holds at most maxSkew matching pods."""
+    plan = simulate([pod(f"p{i}", **spread(HOSTNAME, 2)) for i in range(7)], [], pools())
+    assert not plan.unschedulable
+    assert sorted(len(c.pods) for c in plan.claims) == [1, 2, 2, 2]
+
+
+def test_hostname_spread_counts_existing_pods_on_the_node() -> None:
+    """kube-scheduler ``podtopologyspread`` filter: existing matching pods count on their node."""
+    n1 = node("n1", "z1", [("default", APP)])
+    plan = simulate([pod(f"p{i}", **spread(HOSTNAME, 2)) for i in range(3)], [n1], pools())
+    assert list(plan.existing.values()) == ["n1"]
+    assert sorted(len(c.pods) for c in plan.claims) == [2]
+
+
+# -- 3. pod affinity and anti-affinity
+
+
+def test_hostname_anti_affinity_puts_one_per_node() -> None:
+    """Karpenter ``topologygroup.go`` ``nextDomainAntiAffinity``: only domains with no matching pod."""
+    plan = simulate([pod(f"p{i}", **affinity("podAntiAffinity", HOSTNAME)) for i in range(4)], [], pools())
+    assert not plan.unschedulable
+    assert [len(c.pods) for c in plan.claims] == [1, 1, 1, 1]
+
+
+def test_zonal_anti_affinity_one_per_zone_the_rest_unschedulable_with_the_rule() -> None:
+    """Karpenter ``nextDomainAntiAffinity`` on the zone key: one pod per zone, then no domain."""
+    plan = simulate([pod(f"p{i}", **affinity("podAntiAffinity", ZONE)) for i in range(4)], [], pools())
+    assert zone_of_pods(plan) == {"z1": 1, "z2": 1, "z3": 1}
+    (reasons,) = plan.unschedulable.values()
+    assert reasons == [
+        f'nodepool "default": pod anti-affinity on {ZONE}: no domain without a pod matching app=web'
+    ]
+
+
+def test_anti_affinity_of_placed_pods_keeps_matching_pods_off_their_node() -> None:
+    """kube-scheduler ``interpodaffinity`` filter (satisfyExistingPodsAntiAffinity): a placed pod's
+    anti-affinity keeps pods it matches off its node."""
+    loner = pod("big", cpu="1", labels={"app": "loner"}, **affinity("podAntiAffinity", HOSTNAME))
+    plan = simulate([loner, pod("w0", cpu="100m")], [], pools())
+    by_pod = {p: c for c in plan.claims for p in c.pods}
+    assert by_pod["default/big"] is not by_pod["default/w0"]
+
+
+def test_zonal_self_affinity_keeps_the_group_in_one_zone() -> None:
+    """Karpenter ``topologygroup.go`` ``nextDomainAffinity``: a self-selecting pod with no match
+    yet picks a domain; the rest follow it."""
+    plan = simulate([pod(f"p{i}", cpu="3", **affinity("podAffinity", ZONE)) for i in range(6)], [], pools())
+    assert not plan.unschedulable
+    assert len({c.zones[0] for c in plan.claims}) == 1 and len(plan.claims) > 1
+
+
+def test_hostname_self_affinity_puts_the_group_on_one_node() -> None:
+    """Karpenter ``nextDomainAffinity`` on hostname: every pod on the first pod's node; those that
+    do not fit there are unschedulable."""
+    plan = simulate(
+        [pod(f"p{i}", cpu="3", **affinity("podAffinity", HOSTNAME)) for i in range(3)], [], pools()
+    )
+    assert len(plan.claims) == 1 and len(plan.claims[0].pods) == 2
+    (reasons,) = plan.unschedulable.values()
+    assert "pod affinity on kubernetes.io/hostname" in reasons[0]
+
+
+def test_affinity_to_existing_pods_follows_their_zone() -> None:
+    """Karpenter ``nextDomainAffinity``: the domains where matching pods run (existing ones too)."""
+    db = node("db-node", "z2", [("default", {"app": "db"})], cpu=0)
+    plan = simulate(
+        [pod(f"p{i}", **affinity("podAffinity", ZONE, {"app": "db"})) for i in range(3)], [db], pools()
+    )
+    assert zone_of_pods(plan) == {"z2": 3}
+
+
+def test_affinity_to_pods_placed_later_in_the_pass_is_met_on_a_later_cycle() -> None:
+    """Karpenter ``queue.go``: failed pods are retried while a cycle makes progress, so a pod with
+    affinity to smaller pods (placed after it) still lands next to them."""
+    follower = pod("f", cpu="2", labels={"app": "f"}, **affinity("podAffinity", ZONE, {"app": "db"}))
+    plan = simulate(
+        [follower, pod("db", cpu="100m", labels={"app": "db"}, nodeSelector={ZONE: "z3"})], [], pools()
+    )
+    assert not plan.unschedulable
+    assert {c.zones[0] for c in plan.claims if "default/f" in c.pods} == {"z3"}
+
+
+def test_affinity_with_no_matching_pod_is_unschedulable_with_the_rule() -> None:
+    """Karpenter ``nextDomainAffinity``: no domain when nothing matches and the pod does not match
+    its own term."""
+    plan = simulate([pod("p", **affinity("podAffinity", ZONE, {"app": "db"}))], [], pools())
+    assert plan.unschedulable["default/p"] == [
+        f'nodepool "default": pod affinity on {ZONE}: no domain with a pod matching app=db'
+    ]
+
+
+# -- 4. relaxation
+
+
+def _node_term(zone: str) -> dict[str, Any]:
+    return {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+
+
+def test_relax_drops_one_preference_at_a_time_in_karpenters_order() -> None:
+    """Karpenter ``preferences.go`` ``Relax``: required node-affinity OR term (only if >1), heaviest
+    preferred pod affinity, heaviest preferred anti-affinity, heaviest preferred node affinity, one
+    ScheduleAnyway spread, then PreferNoSchedule tolerated."""
+    weighted = [
+        {"weight": 10, "podAffinityTerm": term(ZONE)},
+        {"weight": 90, "podAffinityTerm": term(HOSTNAME)},
+    ]
+    spec: dict[str, Any] = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [_node_term("z1"), _node_term("z2")]
+                },
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 5, "preference": _node_term("z2")}
+                ],
+            },
+            "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": weighted},
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": term(ZONE)}
+                ]
+            },
+        },
+        "topologySpreadConstraints": [
+            {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}
+        ],
+    }
+    steps = []
+    while (step := relax(spec, tolerate_prefer_no_schedule=True)) is not None:
+        spec, what = step
+        steps.append(what)
+    assert steps == [
+        "dropped a required node affinity term",
+        "dropped the heaviest preferred pod affinity term",
+        "dropped the heaviest preferred pod affinity term",
+        "dropped the heaviest preferred pod anti-affinity term",
+        "dropped the heaviest preferred node affinity term",
+        f"dropped the ScheduleAnyway topology spread on {ZONE}",
+        "tolerated PreferNoSchedule taints",
+    ]
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ] == [_node_term("z2")]
+
+
+def test_the_heaviest_preferred_pod_affinity_term_goes_first() -> None:
+    """Karpenter ``preferences.go`` ``removePreferredPodAffinityTerm``: sorted by weight, the
+    heaviest removed."""
+    weighted = [
+        {"weight": 10, "podAffinityTerm": term(ZONE)},
+        {"weight": 90, "podAffinityTerm": term(HOSTNAME)},
+    ]
+    step = relax(
+        {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": weighted}}},
+        tolerate_prefer_no_schedule=False,
+    )
+    assert step is not None
+    assert step[0]["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        weighted[0]
+    ]
+
+
+def test_a_second_required_node_affinity_term_is_tried_when_the_first_fails() -> None:
+    """Karpenter ``preferences.go`` ``removeRequiredNodeAffinityTerm``: ORed terms tried in turn."""
+    spec = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [_node_term("z9"), _node_term("z2")]
+                }
+            }
+        }
+    }
+    plan = simulate([pod("p", **spec)], [], pools())
+    assert not plan.unschedulable and plan.claims[0].zones == ["z2"]
+
+
+def test_schedule_anyway_spread_acts_as_required_then_is_dropped() -> None:
+    """Karpenter ``preferences.go`` ``removeTopologySpreadScheduleAnyway`` (docs scheduling.md:
+    preferences are treated as required first): within the skew first, the rest relaxed."""
+    soft = spread(ZONE, minDomains=5)
+    soft["topologySpreadConstraints"][0]["whenUnsatisfiable"] = "ScheduleAnyway"
+    plan = simulate([pod(f"p{i}", **soft) for i in range(5)], [], pools())
+    assert not plan.unschedulable
+    assert sum(len(c.pods) for c in plan.claims) == 5
+
+
+def test_preferred_anti_affinity_is_honoured_before_it_is_relaxed() -> None:
+    """Karpenter ``preferences.go``: preferred anti-affinity is required until relaxed, so three
+    pods get three zones and a fourth goes anywhere."""
+    pref = {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 1, "podAffinityTerm": term(ZONE)}
+                ]
+            }
+        }
+    }
+    plan = simulate([pod(f"p{i}", **pref) for i in range(4)], [], pools())
+    assert not plan.unschedulable
+    assert sorted(c.zones[0] for c in plan.claims) == ["z1", "z2", "z3"]
+    assert sum(len(c.pods) for c in plan.claims) == 4
+
+
+def test_prefer_no_schedule_taints_are_tolerated_last() -> None:
+    """Karpenter ``preferences.go`` ``toleratePreferNoScheduleTaints``: offered when a NodePool
+    has such a taint; without it the pod did not tolerate the NodePool."""
+    tainted = pools(taints=[{"key": "k", "value": "v", "effect": "PreferNoSchedule"}])
+    plan = simulate([pod("p")], [], tainted)
+    assert not plan.unschedulable and len(plan.claims) == 1
+
+
+# -- shares, node affinity policy, cordoned nodes
+
+
+def test_a_domain_that_runs_out_leaves_the_others_within_the_skew() -> None:
+    """Karpenter ``topologygroup.go`` ``nextDomainTopologySpread`` chooses per pod, so a domain
+    without capacity (here spot, capped by its NodePool's limits at one node) stops the others at
+    its count plus maxSkew; batching must not overshoot them first."""
+    from kubespot.scheduling.nodepool import NodePool
+
+    def capacity_pool(name: str, ct: str, **more: Any) -> PoolCapacity:
+        reqs = [{"key": CAPACITY_TYPE, "operator": "In", "values": [ct]}]
+        obj = {"metadata": {"name": name}, "spec": {"template": {"spec": {"requirements": reqs}}, **more}}
+        return PoolCapacity(NodePool.of(obj), [itype("big", 4, 16, od=0.2, spot=0.08, zones=ZONES3)])
+
+    pools_ = [capacity_pool("od", "on-demand"), capacity_pool("sp", "spot", limits={"cpu": "4"})]
+    plan = simulate([pod(f"p{i}", cpu="3", **spread(CAPACITY_TYPE)) for i in range(6)], [], pools_)
+    by_type = Counter(c.capacity_type for c in plan.claims for _ in c.pods)
+    assert by_type == {"spot": 1, "on-demand": 2}
+    assert len(plan.unschedulable) == 3
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"), [("Honor", {"z1": 1, "z2": 1, "z3": 1}), ("Ignore", {"z2": 2, "z3": 1})]
+)
+def test_node_affinity_policy_decides_which_nodes_pods_count(policy: str, expected: dict[str, int]) -> None:
+    """kube-scheduler ``podtopologyspread`` (common.go, nodeAffinityPolicy) and Karpenter
+    ``TopologyNodeFilter``: with Honor only pods on nodes the pod's node selector matches count
+    (the spot node's two pods do not, for an on-demand pod); with Ignore every node's do."""
+    busy = ExistingNode(
+        "spot-1",
+        Requirements.from_labels({ZONE: "z1", HOSTNAME: "spot-1", CAPACITY_TYPE: "spot"}),
+        (),
+        {"cpu": 0, "memory": 0, "pods": 110},
+        pods=[("default", APP)] * 2,
+    )
+    rules = spread(ZONE, nodeAffinityPolicy=policy)
+    pods = [pod(f"p{i}", nodeSelector={CAPACITY_TYPE: "on-demand"}, **rules) for i in range(3)]
+    assert zone_of_pods(simulate(pods, [busy], pools())) == expected
+
+
+def test_a_cordoned_nodes_pods_still_count_but_it_takes_none() -> None:
+    """kube-scheduler counts the matching pods of every node (a cordoned one too,
+    ``podtopologyspread`` PreFilter); NodeUnschedulable keeps new pods off it."""
+    from kubespot.scheduling.cluster import existing_nodes
+
+    node_obj = {
+        "metadata": {"name": "old", "labels": {ZONE: "z1", HOSTNAME: "old"}},
+        "spec": {"unschedulable": True},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+    }
+    bound = [
+        {"metadata": {"name": f"w{i}", "namespace": "default", "labels": APP}, "spec": {"nodeName": "old"}}
+        for i in range(2)
+    ]
+    nodes = existing_nodes([node_obj], bound)
+    plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(2)], nodes, pools())
+    assert not plan.existing
+    assert zone_of_pods(plan) == {"z2": 1, "z3": 1}
