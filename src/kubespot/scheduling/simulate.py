@@ -8,6 +8,10 @@ requirements allow it and one of its types has an available spot offering; spot 
 than the cheapest on-demand one are left out; limits are counted pessimistically (the largest
 capacity among the types a NodeClaim offers); minValues keeps that many distinct values among them
 (``minvalues.py``). Every NodeClaim and pod group records why, counted (``explain.py``).
+Topology spread and pod (anti-)affinity (``topology.py``): a group with such rules is placed a
+domain at a time (its share of each zone, capacity type or custom value, as a requirement) and
+capped per node on hostname rules; preferences act as required and are relaxed one step at a time
+in Karpenter's order when a group does not fully place.
 
 What differs is how a new NodeClaim is chosen (decision 3 of the design note). Identical pods form
 a group and are placed a group at a time. A new NodeClaim is packed at once, largest pods first,
