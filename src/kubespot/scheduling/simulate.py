@@ -1173,8 +1173,8 @@ class Simulation:
         else:
             capacity_type = ON_DEMAND
         _, it, pattern, final = best[capacity_type]
-        final = final.copy()
-        final.add(Requirement.of(CAPACITY_TYPE, "In", [capacity_type]))
+        # One object per requirements text, so the memos keyed by identity hit across NodeClaims.
+        final = self._narrow(final, [Requirement.of(CAPACITY_TYPE, "In", [capacity_type])])
         # Repeat the packing while every group in it has that many pods left.
         repeat = min(left[i] // n for i, n in pattern.items())
         repeat = min(repeat, max_claims)
