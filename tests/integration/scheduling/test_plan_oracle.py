@@ -237,3 +237,12 @@ async def test_the_oracle_judges_pod_topology(term: dict[str, object], refusal: 
             pod["spec"].update(term)
     refused = (await judge(problem, plan)).violations
     assert any(refusal in v for v in refused), refused
+
+
+@pytest.mark.parametrize("seed", [363, 517, 949])
+async def test_a_claim_whose_offer_would_be_empty_is_charged_its_target(seed: int) -> None:
+    """Karpenter's scheduler.go subtractMax charges a NodeClaim the largest of its instance types;
+    these seeds' packings leave a claim with no type to offer (the open capacity-type defect) and
+    the charge took the max of nothing. The plan must come out, wrong only in that known way."""
+    problem, plan, verdict = await _judge(seed)
+    assert not _unexplained(verdict), _report(problem, plan, _unexplained(verdict))
