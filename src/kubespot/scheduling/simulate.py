@@ -1228,8 +1228,8 @@ class Simulation:
             for name, amount in _needs(cohort[i].exemplar.requests).items():
                 probe.requested[name] = probe.requested.get(name, 0) + amount * n
         offered = self._offer(probe).types
-        # Nothing offered (the packing narrowed the zones past the target's offerings, the open
-        # defect the oracle pins): the target is what would be launched, so it is what counts.
+        # Nothing offered (the packing left the claim no type, the open capacity-type defect the
+        # oracle pins): the target is what would be launched, so it is what counts.
         charge = {
             name: max(
                 (it.resources.capacity.get(name, 0) for it in offered),
