@@ -1270,8 +1270,16 @@ class Simulation:
         needs = [n for n, ok in zip(needs, fits, strict=True) if ok]
         if not groups:
             return ""
+        # Groups that differ only in labels (other pods' selectors read them) are one shape to the
+        # LP: its size grows with shapes, and a node's pattern is filled from them in order.
+        members: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        for j, need in enumerate(needs):
+            members.setdefault(tuple(sorted(need.items())), []).append(j)
+        shapes = list(members.values())
+        shape_groups = [groups[js[0]] for js in shapes]
         packed: dict[str, tuple[list[InstanceType], Packing]] = {}
-        counts = [g.left for g in groups]
+        counts = [sum(groups[j].left for j in js) for js in shapes]
+        needs = [needs[js[0]] for js in shapes]
         # Spot first (when allowed), packed to whole nodes; the other capacity type's LP from the
         # greedy pricing alone tells whether its plan is cheaper, at a fraction of the time.
         for ct in sorted(books, key=lambda ct: ct != SPOT):
@@ -1310,7 +1318,7 @@ class Simulation:
                     f"pods ({len(its)} types considered, {ct}; {packing.note})"
                 )
                 # Limits as the greedy counts them (the largest capacity the claim may be offered).
-                charge = self._charge(pc, final, it, ct, groups, dict(nodes.pattern))
+                charge = self._charge(pc, final, it, ct, shape_groups, dict(nodes.pattern))
                 for _ in range(nodes.count):
                     if any(charge.get(name, 0) > left for name, left in self._remaining(pc).items()):
                         return ""  # the greedy packs the rest and reports the limit
@@ -1320,9 +1328,13 @@ class Simulation:
                     claim.charged = charge
                     claim.name = f"nodeclaim-{len(self.claims)}"
                     for s, n in nodes.pattern:
-                        claim.add(groups[s].take(n), needs[s], final)
-                        # Other pods' topology rules may select these pods' labels.
-                        self._record(groups[s].exemplar, n, final, claim.name)
+                        for j in shapes[s]:
+                            k = min(n, groups[j].left)
+                            if k:
+                                claim.add(groups[j].take(k), needs[s], final)
+                                # Other pods' topology rules may select these pods' labels.
+                                self._record(groups[j].exemplar, k, final, claim.name)
+                                n -= k
                     self.claims.append(claim)
                     if self._has_room(claim):
                         self._open.append(claim)
