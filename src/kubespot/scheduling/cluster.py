@@ -127,6 +127,11 @@ def existing_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[ExistingNo
         node.requested["pods"] = node.requested.get("pods", 0) + 1
         node.ports |= PodView.of(pod).ports
         meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            # A terminating pod still holds its requests and ports, but topology leaves it out
+            # (Karpenter's IgnoredForTopology, kube-scheduler's countPodsMatchSelector): a rollout's
+            # old pods must not push the new ones to other zones.
+            continue
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
         node.pods.append((str(meta.get("namespace") or "default"), labels))
     return list(out.values())

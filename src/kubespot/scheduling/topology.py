@@ -77,6 +77,10 @@ class LabelSelector:
         return ",".join(parts) or "everything"
 
 
+#: The label the API server puts on every Namespace: its own name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """Which pods a term counts: its selector over the namespaces it names or selects."""
@@ -91,7 +95,11 @@ class Scope:
             return False
         in_scope = namespace in self.namespaces or (
             self.namespace_selector is not None
-            and self.namespace_selector.matches(namespace_labels.get(namespace) or {})
+            and self.namespace_selector.matches(
+                # The API server sets this label on every Namespace (immutable since v1.22), so it
+                # holds even when the Namespace objects were not read (``plan --no-cluster``).
+                {**(namespace_labels.get(namespace) or {}), NAMESPACE_NAME_LABEL: namespace}
+            )
         )
         return in_scope and self.selector.matches(labels)
 
@@ -231,7 +239,9 @@ def relax(spec: Obj, *, tolerate_prefer_no_schedule: bool) -> tuple[dict[str, An
         if c.get("whenUnsatisfiable") == "ScheduleAnyway":
             del spreads[i]
             return out, f"dropped the ScheduleAnyway topology spread on {c.get('topologyKey')}"
-    tolerations = out.setdefault("tolerations", [])
+    # ``tolerations: null`` (an empty YAML key) is a valid pod spec: start a fresh list then.
+    tolerations = out.get("tolerations") or []
+    out["tolerations"] = tolerations
     wildcard = {"operator": "Exists", "effect": "PreferNoSchedule"}
     if tolerate_prefer_no_schedule and wildcard not in tolerations:
         tolerations.append(wildcard)

@@ -498,3 +498,61 @@ def test_a_cordoned_nodes_pods_still_count_but_it_takes_none() -> None:
     plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(2)], nodes, pools())
     assert not plan.existing
     assert zone_of_pods(plan) == {"z2": 1, "z3": 1}
+
+
+def test_a_namespace_selector_by_name_matches_without_the_namespace_objects() -> None:
+    """The API server labels every Namespace ``kubernetes.io/metadata.name=<name>`` (Kubernetes
+    ``pkg/registry/core/namespace/strategy.go`` PrepareForCreate, immutable since v1.22), so a
+    selector on it matches even when no Namespace object was read (``plan --no-cluster``)."""
+    scope = {
+        "topologyKey": ZONE,
+        "labelSelector": {"matchLabels": APP},
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "shop"}},
+    }
+    rule = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [scope]}}
+    pending = [pod(f"w{i}", ns="shop", affinity=rule) for i in range(2)]
+    plan = simulate(pending, [], pools())
+    assert plan.unschedulable == {}
+    assert len({c.zones[0] for c in plan.claims}) == 1
+
+
+def test_terminating_pods_do_not_count_for_topology() -> None:
+    """Karpenter ``topology.go`` IgnoredForTopology (terminating pods) and kube-scheduler
+    ``podtopologyspread/common.go`` countPodsMatchSelector ("Bypass terminating Pod"): a rollout's
+    old pods on a full node in z1 do not push the new spread pods out of z1."""
+    from kubespot.scheduling.cluster import existing_nodes
+
+    full = {
+        "metadata": {"name": "n1", "labels": {ZONE: "z1", HOSTNAME: "n1", CAPACITY_TYPE: "on-demand"}},
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "0", "memory": "1Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    old = [
+        {
+            "metadata": {
+                "name": f"old{i}",
+                "namespace": "default",
+                "labels": APP,
+                "deletionTimestamp": "2026-11-26T00:00:00Z",
+            },
+            "spec": {"nodeName": "n1", "containers": []},
+            "status": {"phase": "Running"},
+        }
+        for i in range(4)
+    ]
+    nodes = existing_nodes([full], old)
+    assert nodes[0].pods == [] and nodes[0].requested["pods"] == 4
+    plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(6)], nodes, pools())
+    assert zone_of_pods(plan) == {"z1": 2, "z2": 2, "z3": 2}
+
+
+def test_relaxing_a_pod_with_null_tolerations_adds_the_prefer_no_schedule_one() -> None:
+    """``tolerations: null`` is a valid pod spec (an empty YAML key); the last relaxation step of
+    Karpenter's ``preferences.go`` (toleratePreferNoScheduleTaints) appends to an empty list."""
+    relaxed = relax({"tolerations": None}, tolerate_prefer_no_schedule=True)
+    assert relaxed is not None
+    spec, _ = relaxed
+    assert spec["tolerations"] == [{"operator": "Exists", "effect": "PreferNoSchedule"}]
