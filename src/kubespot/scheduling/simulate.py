@@ -341,7 +341,11 @@ class Simulation:
             for node in self.nodes:
                 for namespace, labels in node.pods:
                     self.tallies.record(
-                        namespace, labels, self._where(node.requirements, node.hostname), 1, node.requirements
+                        namespace,
+                        labels,
+                        self._where(node.requirements, node.hostname, node=True),
+                        1,
+                        node.requirements,
                     )
 
     # -- requirements, cached by their text (the same few shapes recur thousands of times)
@@ -501,7 +505,7 @@ class Simulation:
                 node.ports |= p.ports
             for name, amount in need.items():
                 node.requested[name] = node.requested.get(name, 0) + amount * n
-            self._record(pod, n, node.requirements, node.hostname)
+            self._record(pod, n, node.requirements, node.hostname, node=True)
 
     def _on_claims(self, group: _Group) -> None:
         pod = group.exemplar
@@ -569,25 +573,31 @@ class Simulation:
         out = self._universes[key] = sorted(values)
         return out
 
-    def _where(self, reqs: Requirements, hostname: str) -> dict[str, tuple[str, ...]]:
-        """The domains a node or NodeClaim with ``reqs`` may be in, per key the rules read."""
+    def _where(self, reqs: Requirements, hostname: str, *, node: bool = False) -> dict[str, tuple[str, ...]]:
+        """The domains a node or NodeClaim with ``reqs`` may be in, per key the rules read. A
+        real ``node`` without the key is in no domain of it (Karpenter ``topology.go`` countDomains,
+        kube-scheduler alike), where a NodeClaim without it may still land in any."""
         out: dict[str, tuple[str, ...]] = {}
         for key in self._keys:
             if key == HOSTNAME:
                 out[key] = (hostname,)
                 continue
             req = reqs.get(key)
-            if req is None or req.complement:
+            if req is None and node:
+                out[key] = ()
+            elif req is None or req.complement:
                 out[key] = tuple(d for d in self._universe(key) if req is None or req.has(d))
             else:
                 out[key] = tuple(sorted(req.values))
         return out
 
-    def _record(self, pod: PodView, n: int, reqs: Requirements, hostname: str) -> None:
+    def _record(self, pod: PodView, n: int, reqs: Requirements, hostname: str, *, node: bool = False) -> None:
         if not self._keys or n <= 0:
             return
-        self.tallies.record(pod.namespace, pod.labels, self._where(reqs, hostname), n, reqs)
-        scopes = [t.scope for t in pod.topology.terms if t.anti and t.key == HOSTNAME]
+        self.tallies.record(pod.namespace, pod.labels, self._where(reqs, hostname, node=node), n, reqs)
+        # Only required terms keep other pods away (Karpenter topology.go updateInverseAntiAffinity
+        # leaves preferences out): a relaxed pod must not stay barred by its own dropped preference.
+        scopes = [t.scope for t in pod.topology.terms if t.anti and t.key == HOSTNAME and t.weight == 0]
         if scopes:
             self._anti_at.setdefault(hostname, []).extend(scopes)
 
@@ -670,8 +680,10 @@ class Simulation:
         return hit[1]
 
     def _eligible(self, pod: PodView, key: str, honor: bool = True) -> list[str]:
-        """The domains of ``key`` the pod's node requirements allow (``nodeAffinityPolicy: Honor``)."""
-        allowed = pod.requirements.get_or_any(key)
+        """The domains of ``key`` the pod's node requirements allow (``nodeAffinityPolicy: Honor``).
+        Its strict requirements: a preference narrowing the domains would let a hard spread count
+        its minimum over one zone (Karpenter passes StrictRequirements as the pod's domains)."""
+        allowed = pod.strict_requirements.get_or_any(key)
         universe = self._universe(key) if self._scope is None else self._node_domains(key, pod, honor)
         return [d for d in universe if not honor or allowed.has(d)]
 

@@ -556,3 +556,64 @@ def test_relaxing_a_pod_with_null_tolerations_adds_the_prefer_no_schedule_one() 
     assert relaxed is not None
     spec, _ = relaxed
     assert spec["tolerations"] == [{"operator": "Exists", "effect": "PreferNoSchedule"}]
+
+
+def test_a_preferred_zone_does_not_narrow_a_hard_spreads_domains() -> None:
+    """Karpenter ``topology.go`` AddRequirements gets the pod's StrictRequirements as its domains
+    (``nodeclaim.go`` CanAdd): the minimum of a DoNotSchedule zone spread counts every zone the pool
+    offers, so a preferred zone cannot take all the pods; the preference is relaxed instead."""
+    prefer_z1 = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 10,
+                    "preference": {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z1"]}]},
+                }
+            ]
+        }
+    }
+    plan = simulate([pod(f"p{i}", affinity=prefer_z1, **spread(ZONE)) for i in range(6)], [], pools())
+    assert zone_of_pods(plan) == {"z1": 2, "z2": 2, "z3": 2}
+    assert plan.unschedulable == {}
+
+
+def test_a_relaxed_preferred_anti_affinity_does_not_bar_the_pods_that_dropped_it() -> None:
+    """Karpenter ``topology.go`` updateInverseAntiAffinity records required terms only ("we
+    intentionally don't track inverse anti-affinity preferences"): with room for two nodes, five pods
+    preferring hostname anti-affinity share them once the preference is dropped."""
+    from kubespot.scheduling.nodepool import NodePool
+
+    preferred = {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 50, "podAffinityTerm": term(HOSTNAME)}
+                ]
+            }
+        }
+    }
+    pool = NodePool.of(
+        {"metadata": {"name": "default"}, "spec": {"limits": {"nodes": "2"}, "template": {"spec": {}}}}
+    )
+    plan = simulate([pod(f"p{i}", **preferred) for i in range(5)], [], [PoolCapacity(pool, CATALOG)])
+    assert plan.unschedulable == {}
+    assert sum(len(c.pods) for c in plan.claims) == 5 and len(plan.claims) == 2
+
+
+def test_a_pod_on_a_node_without_the_key_is_in_no_domain_of_it() -> None:
+    """Karpenter ``topology.go`` countDomains skips nodes without the topology label, as
+    kube-scheduler's interpodaffinity does: a matching pod on a node with no zone label bars no zone."""
+    unlabelled = ExistingNode(
+        "fargate-1",
+        Requirements.from_labels({HOSTNAME: "fargate-1"}),
+        (),
+        {"cpu": 0, "memory": 0, "pods": 110},
+        pods=[("default", {"app": "db"})],
+    )
+    pending = [
+        pod(f"w{i}", labels={"app": "w"}, **affinity("podAntiAffinity", ZONE, {"app": "db"}))
+        for i in range(2)
+    ]
+    plan = simulate(pending, [unlabelled], pools())
+    assert plan.unschedulable == {}
+    assert sum(len(c.pods) for c in plan.claims) == 2
