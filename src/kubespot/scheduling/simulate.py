@@ -244,6 +244,11 @@ class _Offer:
     values: dict[str, int]
 
 
+def _both(reqs: Requirements) -> bool:
+    allowed = reqs.get_or_any(CAPACITY_TYPE)
+    return allowed.has(SPOT) and allowed.has(ON_DEMAND)
+
+
 class _Claim:
     """A NodeClaim being packed: its pool, requirements, the type it is sized for, its pods."""
 
@@ -262,8 +267,12 @@ class _Claim:
         self.charged: dict[str, int] = {}
         #: Its placeholder hostname: each NodeClaim is a domain of its own.
         self.name = ""
+        #: Whether its pool and pods allow both capacity types (its ``reqs`` pin the one chosen).
+        self.both = _both(pc.pool.requirements)
 
     def add(self, pods: list[PodView], need: Mapping[str, int], reqs: Requirements) -> None:
+        if pods and self.both:
+            self.both = _both(pods[0].requirements)
         for name, amount in need.items():
             self.free[name] = self.free.get(name, 0) - amount * len(pods)
             self.requested[name] = self.requested.get(name, 0) + amount * len(pods)
@@ -302,7 +311,6 @@ class Simulation:
         self._frontiers: dict[tuple[str, int, int], tuple[Requirements, list[InstanceType]]] = {}
         self._finished: dict[tuple[object, ...], tuple[Requirements, _Offer]] = {}
         self._opening = _Opening([], {})
-        self._min_values_memo: dict[tuple[str, int], tuple[Requirements, bool]] = {}
         # Only a NodePool's requirements carry minValues (a pod's node selector terms have none),
         # so the packing's hot loops ask a set, not each requirement.
         self._min_values_pools = {pc.pool.name for pc in pools if pc.pool.requirements.has_min_values()}
@@ -842,15 +850,35 @@ class Simulation:
         rules += [t.describe() for t in pod.topology.terms if t.key == HOSTNAME]
         return [f'nodepool "{pc.pool.name}": {rules[0]}' for pc in self.pools] if rules else []
 
-    def _min_values_open(self, pc: PoolCapacity, reqs: Requirements) -> bool:
-        """Whether the pool's types compatible with ``reqs`` still carry every minValues (memoised
-        like ``_conflict``: asked per type and group while packing)."""
-        key = (pc.pool.name, id(reqs))
-        hit = self._min_values_memo.get(key)
-        if hit is None:
-            compatible = [it for it in pc.instance_types if not self._conflict(it, reqs)]
-            hit = self._min_values_memo[key] = (reqs, not minvalues.unmet(compatible, reqs))
-        return hit[1]
+    def _min_values_room(
+        self,
+        pc: PoolCapacity,
+        reqs: Requirements,
+        requested: Mapping[str, int],
+        need: Mapping[str, int],
+        k: int,
+    ) -> int:
+        """How many of ``k`` pods needing ``need`` a new NodeClaim already holding ``requested``
+        takes under ``reqs`` while its opening candidates that still hold everything keep every
+        minValues (the count only shrinks the list, so the largest such count is searched)."""
+
+        def holds(n: int) -> bool:
+            total = {name: requested.get(name, 0) + need.get(name, 0) * n for name in {*requested, *need}}
+            left = [
+                it
+                for it in self._opening.types
+                if not self._conflict(it, reqs)
+                and all(v <= it.allocatable.get(r, 0) for r, v in total.items())
+            ]
+            return not minvalues.unmet(left, reqs)
+
+        if holds(k):
+            return k
+        low, high = 0, k  # 0 stands for "none": the caller refuses the group then
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if holds(mid) else (low, mid)
+        return low
 
     def _min_values_hold(self, claim: _Claim, reqs: Requirements, need: Mapping[str, int], n: int) -> bool:
         """Whether the claim's types that would still take it, with ``n`` more pods needing ``need``
@@ -1019,6 +1047,7 @@ class Simulation:
         free = {k: v - pc.daemon_overhead.get(k, 0) for k, v in it.allocatable.items()}
         pattern: dict[int, int] = {}
         ports: set[tuple[str, str, int]] = set(pc.daemon_ports)
+        requested = dict(pc.daemon_overhead)
         for i in order:
             g = cohort[i]
             n = min(left[i], first_cap) if i == 0 else left[i]
@@ -1036,17 +1065,26 @@ class Simulation:
                     return {}, reqs
                 continue
             merged = self._merge(reqs, g.exemplar) if i else reqs
-            if merged is None or self._conflict(it, merged):
+            if merged is None or self._conflict(it, merged) or (i and not self._offerings(it, merged)):
+                # Karpenter's nodeclaim.go CanAdd: a pod that would leave the type no available
+                # offering (its zones, its capacity type) does not join.
                 if i == 0:
                     return {}, reqs
                 continue
-            if i and pc.pool.name in self._min_values_pools and not self._min_values_open(pc, merged):
-                continue  # it would narrow the claim below a minValues
+            if pc.pool.name in self._min_values_pools:
+                # CanAdd again: the claim's types that still hold everything must keep minValues
+                # (filterInstanceTypesByRequirements with the summed requests), pod by pod.
+                k = self._min_values_room(pc, merged, requested, need, k)
+                if k <= 0:
+                    if i == 0:
+                        return {}, reqs
+                    continue
             pattern[i] = k
             reqs = merged
             ports |= g.exemplar.ports
             for name, amount in need.items():
                 free[name] = free.get(name, 0) - amount * k
+                requested[name] = requested.get(name, 0) + amount * k
             if any(free.get(name, 0) < least for name, least in self._smallest.items()):
                 break  # no pending pod fits what is left
         return pattern, reqs
@@ -1164,16 +1202,31 @@ class Simulation:
             held, (pattern, final) = max(((value(f[0]), f) for f in fills), key=lambda vf: vf[0])
             if not pattern:
                 continue
-            if pattern == everything:
-                for ct, book in books.items():
-                    ceiling[ct] = min(ceiling[ct], book.get(it.name, float("inf")))
             for ct, book in books.items():
-                price = book.get(it.name)
-                if price is None:
+                if it.name not in book:
                     continue
-                score = (-held / price if price > 0 else float("-inf"), price, it.name)
+                ct_held, ct_pattern, ct_final = held, pattern, final
+                price = self._price(it, final, ct)
+                if price == float("inf"):
+                    # The fill's pods left no offering of this capacity type (one needs the other,
+                    # or narrowed the zones): Karpenter's CanAdd would refuse them on such a
+                    # claim, so fill again with the capacity type fixed first (rare).
+                    pinned = self._narrow(reqs, [Requirement.of(CAPACITY_TYPE, "In", [ct])])
+                    refills = [
+                        self._fill(cohort, it, pc, pinned, left, order, first_cap, needs)
+                        for order in (by_cpu, by_memory)
+                    ]
+                    ct_held, (ct_pattern, ct_final) = max(
+                        ((value(f[0]), f) for f in refills), key=lambda vf: vf[0]
+                    )
+                    price = self._price(it, ct_final, ct) if ct_pattern else float("inf")
+                    if price == float("inf"):
+                        continue
+                if ct_pattern == everything:
+                    ceiling[ct] = min(ceiling[ct], book[it.name])
+                score = (-ct_held / price if price > 0 else float("-inf"), price, it.name)
                 if ct not in best or score < best[ct][0]:
-                    best[ct] = (score, it, pattern, final)
+                    best[ct] = (score, it, ct_pattern, ct_final)
         if solo and not memo:
             self._solo[solo] = (reqs, best)
         # Spot first, unless an on-demand packing holds more per dollar (Karpenter drops spot
@@ -1368,6 +1421,7 @@ class Simulation:
             tuple(sorted(claim.requested.items())),
             id(claim.opening),
             tuple(sorted(claim.charged.items())),
+            claim.both,
         )
         hit = self._finished.get(key)
         if hit is None:
@@ -1446,9 +1500,9 @@ class Simulation:
                 continue
             priced.append((0.0 if it is claim.target else price, it.name, it))
         priced.sort()
-        both = claim.pc.pool.requirements.get_or_any(CAPACITY_TYPE).has(ON_DEMAND)
-        if ct == SPOT and both and not has_min_values:
-            # Karpenter's launch filter (aws ``instance.go`` with both capacity types allowed): spot
+        if ct == SPOT and claim.both and not has_min_values:
+            # Karpenter's launch filter (aws ``filter.go`` SpotOfferingFilter, only when the
+            # NodeClaim's own requirements allow both capacity types, not merely its pool's): spot
             # offerings dearer than the cheapest on-demand offering of the candidates are left out;
             # skipped when minValues asks for choice, as there.
             zones = reqs.get_or_any(ZONE)
@@ -1465,6 +1519,18 @@ class Simulation:
             count(dropped, explain.SPOT_DEARER, len(priced) - len(kept))
             priced = kept
         band = [it for price, _, it in priced if price <= ceiling]
+        if claim.charged:
+            # Karpenter's scheduler.go charges the limits once, when the NodeClaim is created
+            # (subtractMax); pods joining later only narrow its options. A type larger than that
+            # charge (a dearer zone left by a joining pod raises the band) stays out.
+            within = [
+                it
+                for it in band
+                if it is claim.target
+                or all(it.resources.capacity.get(k, 0) <= v for k, v in claim.charged.items() if k != "nodes")
+            ]
+            count(dropped, explain.OVER_LIMITS, len(band) - len(within))
+            band = within
         beyond = [it for price, _, it in priced if price > ceiling]
         if has_min_values and claim.charged:
             # Widen only within what the claim counted against the limits when it opened (the band

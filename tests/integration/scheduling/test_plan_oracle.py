@@ -42,10 +42,7 @@ SEEDS = _seeds()
 
 #: Violations of defects the oracle found that belong to code being rewritten by others (see each
 #: pinned test below, strict xfail: when the defect is fixed it XPASSes and this entry must go).
-OPEN_DEFECTS = {
-    "capacity type": re.compile(r"offers no instance type"),
-    "zones narrowed after pricing": re.compile(r"no available (spot|on-demand) offering in"),
-}
+OPEN_DEFECTS: dict[str, re.Pattern[str]] = {}
 
 
 def _unexplained(verdict: Verdict) -> list[str]:
@@ -137,40 +134,28 @@ def test_topology_terms_are_drawn_exactly_when_the_simulation_reads_them() -> No
     assert (affinity > 0) == ("pod-affinity" in TOPOLOGY)
 
 
-# -- open defects, each pinned by a seed that shows it and nothing else (strict: a fix makes it XPASS)
+# -- defects the oracle found, each pinned by a seed that shows it
 
 
 def _no_solver() -> Any:
     raise lp_solver.SolverUnavailable("made unavailable: the greedy packing's defect is pinned")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="simulate._pack fills a NodeClaim with every cohort group before choosing spot or "
-    "on-demand, then adds the capacity type: a group needing on-demand in a spot claim leaves "
-    "karpenter.sh/capacity-type empty and the claim with no instance type",
-)
-async def test_open_defect_capacity_type_chosen_after_the_packing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Karpenter's nodeclaim.go Add: a pod joins a NodeClaim only if its requirements stay compatible
-    with the NodeClaim's, capacity type included."""
-    # The defect is the greedy packing's; the LP packing takes only pods with the opening pod's
-    # requirements, so it hides it on this seed: without the solver the greedy packs it again.
+async def test_capacity_type_is_kept_open_through_the_packing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Karpenter's nodeclaim.go CanAdd: a pod joins a NodeClaim only if its requirements stay
+    compatible with the NodeClaim's, capacity type included (was an open defect, seed 16)."""
+    # The LP packing takes only pods with the opening pod's requirements: without the solver
+    # the greedy packs this seed.
     monkeypatch.setattr(lp_solver, "new_solver", _no_solver)
     problem, plan, verdict = await _judge(16)
     assert not verdict.violations, _report(problem, plan, verdict.violations)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="simulate._pack prices types with the first group's requirements, then narrows the zones "
-    "with the other groups' without re-checking the offerings: a spot claim whose type has no "
-    "spot offering in the zones left",
-)
-async def test_open_defect_offerings_not_rechecked_after_the_packing(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_offerings_are_rechecked_as_the_packing_narrows(monkeypatch: pytest.MonkeyPatch) -> None:
     """Karpenter's nodeclaim.go filterInstanceTypesByRequirements: each pod added drops the types
-    without a compatible available offering under the narrowed requirements."""
-    # The defect is the greedy packing's; the LP packing takes only pods with the opening pod's
-    # requirements, so it hides it on this seed: without the solver the greedy packs it again.
+    without a compatible available offering under the narrowed requirements (was open, seed 124)."""
+    # The LP packing takes only pods with the opening pod's requirements: without the solver
+    # the greedy packs this seed.
     monkeypatch.setattr(lp_solver, "new_solver", _no_solver)
     problem, plan, verdict = await _judge(124)
     assert not verdict.violations, _report(problem, plan, verdict.violations)

@@ -234,3 +234,7 @@ def test_a_pool_with_min_values_keeps_the_greedy() -> None:
     )
     assert plan.claims and not any("configuration LP" in c.why for c in plan.claims)
     assert sum(len(c.pods) for c in plan.claims) == 6
+    # Every NodeClaim keeps the choice asked for (it used to be filled past what two types hold).
+    assert all(c.min_values == {"node.kubernetes.io/instance-type": 2} for c in plan.claims), [
+        (c.instance_types, c.why) for c in plan.claims
+    ]

@@ -164,32 +164,126 @@ def _zonal(name: str, cpu: int, od: dict[str, float], spot: dict[str, float]) ->
     )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="open: simulate._pack chooses the capacity type after filling the claim"
-)
-def test_open_a_pod_needing_on_demand_is_not_packed_into_a_spot_claim(
+def test_a_pod_needing_on_demand_is_not_packed_into_a_spot_claim(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Karpenter's nodeclaim.go Add: a pod joins a NodeClaim only while their requirements stay
-    compatible. Here ``b`` (on-demand only) joined ``a``'s claim, which then became spot: capacity
-    type In [] and no instance type left (oracle seed 16; 119 before the generator drew topology
-    rules). The LP packing takes only pods with the opening pod's requirements, so the defect shows
-    in the greedy packing: the solver is made unavailable here to keep it pinned."""
+    """Karpenter's nodeclaim.go CanAdd (filterInstanceTypesByRequirements): a pod joins a NodeClaim
+    only while some option keeps an available offering of its capacity type. Here ``b``
+    (on-demand only) joined ``a``'s claim, which then became spot: capacity type In [] and no
+    instance type left (oracle seed 16; 119 before the generator drew topology rules; with a
+    limit it crashed in _charge, review finding 1). The LP packing takes only pods with the
+    opening pod's requirements, so the solver is made unavailable to reach the greedy."""
     monkeypatch.setattr(lp_solver, "new_solver", _no_solver)
     big = itype("big", 8, 32, od=0.40, spot=0.12)
-    a = _pod("a", containers=[{"name": "c", "resources": {"requests": {"cpu": "4"}}}])
+    a = _pod(
+        "a",
+        containers=[
+            {
+                "name": "c",
+                "resources": {"requests": {"cpu": "4"}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}],
+            }
+        ],
+    )
     b = _pod("b", nodeSelector={"karpenter.sh/capacity-type": "on-demand"})
-    plan = simulate([a, b], [], [PoolCapacity(_pool(), [big])])
-    assert all(c.instance_types for c in plan.claims), [(c.capacity_type, c.pods) for c in plan.claims]
+    for limits in ({}, {"cpu": "100"}):
+        pool = NodePool.of(
+            {"metadata": {"name": "default"}, "spec": {"limits": limits, "template": {"spec": {}}}}
+        )
+        plan = simulate([a, b], [], [PoolCapacity(pool, [big])])
+        assert sorted((c.capacity_type, c.pods) for c in plan.claims) == [
+            ("on-demand", ["default/b"]),
+            ("spot", ["default/a"]),
+        ]
+        assert all(c.instance_types == ["big"] for c in plan.claims)
+
+
+def test_limits_hold_when_a_joining_pod_narrows_the_zones() -> None:
+    """Karpenter's scheduler.go addToNewNodeClaim charges the largest option (subtractMax) when a
+    NodeClaim is created; CanAdd/Add only narrow its options after. A pod pinned to the dear zone
+    z1 joins a claim opened for ``small`` (cheap in z2): the band rebuilt from z1's price must not
+    let ``big`` (4 CPU, never charged) in, or the pool's 4-CPU limit could be overrun (review
+    finding 2: 6 CPU)."""
+    small = _zonal("small", 2, od={"z1": 0.30, "z2": 0.10}, spot={})
+    big = _zonal("big", 4, od={"z1": 0.31, "z2": 0.31}, spot={})
+    pool = NodePool.of(
+        {"metadata": {"name": "default"}, "spec": {"limits": {"cpu": "4"}, "template": {"spec": {}}}}
+    )
+    pods = [
+        _pod("a0", containers=[{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]),
+        _pod("a1", containers=[{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]),
+        _pod(
+            "b",
+            containers=[{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+            nodeSelector={"topology.kubernetes.io/zone": "z1"},
+        ),
+    ]
+    plan = simulate(pods, [], [PoolCapacity(pool, [small, big])])
+    worst = sum(max({"small": 2, "big": 4}[t] for t in c.instance_types) for c in plan.claims)
+    assert worst <= 4, [(c.instance_types, c.zones, c.pods) for c in plan.claims]
+    assert sum(len(c.pods) for c in plan.claims) == 3
+
+
+def test_minvalues_bound_how_far_a_new_claim_fills() -> None:
+    """Karpenter's nodeclaim.go CanAdd: filterInstanceTypesByRequirements with the summed requests
+    must leave minValues distinct types (Strict), so the opening pods too stop where fewer than 3
+    types would still hold them (review finding 3: 16 pods on one xlarge, minValues unmet)."""
+    types = [
+        itype("small", 2, 8, od=0.10),
+        itype("medium", 4, 16, od=0.20),
+        itype("large", 8, 32, od=0.40),
+        itype("xlarge", 16, 64, od=0.70),
+    ]
+    pool = NodePool.of(
+        {
+            "metadata": {"name": "default"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "requirements": [
+                            {"key": "node.kubernetes.io/instance-type", "operator": "Exists", "minValues": 3}
+                        ]
+                    }
+                }
+            },
+        }
+    )
+    pods = [
+        _pod(f"p{i}", containers=[{"name": "c", "resources": {"requests": {"cpu": "1"}}}]) for i in range(16)
+    ]
+    plan = simulate(pods, [], [PoolCapacity(pool, types)])
+    assert sum(len(c.pods) for c in plan.claims) == 16
+    for c in plan.claims:
+        assert len(c.instance_types) >= 3 and "not met" not in c.why, (c.instance_types, c.why)
+
+
+def test_a_pod_requiring_spot_keeps_spot_types_dearer_than_on_demand() -> None:
+    """aws pkg/providers/instance/filter/filter.go SpotOfferingFilter applies only when the
+    NodeClaim's capacity-type requirement allows both spot and on-demand: a claim of pods that
+    require spot keeps its in-band spot types even when on-demand is cheaper (review finding 6;
+    it used to read the pool's requirements)."""
+    a = itype("a", 4, 16, od=0.20, spot=0.04)
+    b = itype("b", 4, 16, od=0.03, spot=0.043)
+    spot_only = {"karpenter.sh/capacity-type": "spot"}
+    pods = [
+        _pod(
+            "p", nodeSelector=spot_only, containers=[{"name": "c", "resources": {"requests": {"cpu": "3"}}}]
+        ),
+    ]
+    plan = simulate(pods, [], [PoolCapacity(_pool(), [a, b])])
+    (claim,) = plan.claims
+    assert claim.capacity_type == "spot" and sorted(claim.instance_types) == ["a", "b"], (
+        claim.instance_types,
+        claim.dropped,
+    )
 
 
 def test_a_claims_offerings_are_checked_in_the_zones_its_pods_leave() -> None:
     """Karpenter's nodeclaim.go filterInstanceTypesByRequirements: after ``b`` (zone z1) joins,
     only offerings in z1 count; ``big``'s spot offering is in z2 only, so the claim must be
     on-demand in z1 (or not take ``b``), not spot with no zone (oracle seed 156 before the
-    generator drew topology rules). Fixed where a pod joins a NodeClaim of this pass (it does not
-    when the target has no offering left in the narrowed zones); the packing's own path is still
-    open (tests/integration/scheduling/test_plan_oracle.py, seed 124)."""
+    generator drew topology rules). Both where a pod joins a NodeClaim of this pass and in the
+    packing's own fill (tests/integration/scheduling/test_plan_oracle.py, seed 124)."""
     big = _zonal("big", 8, od={"z1": 0.40, "z2": 0.40}, spot={"z2": 0.12})
     a = _pod("a", containers=[{"name": "c", "resources": {"requests": {"cpu": "4"}}}])
     b = _pod("b", nodeSelector={"topology.kubernetes.io/zone": "z1"})
