@@ -1,6 +1,6 @@
 """``kubespot plan``: what the provisioner would launch for the pending pods, and what it costs.
 
-Reads the cluster (nodes, pods, DaemonSets, NodePools, EC2NodeClasses, and the
+Reads the cluster (nodes, NodeClaims, pods, DaemonSets, NodePools, EC2NodeClasses, and the
 PersistentVolumeClaims, PersistentVolumes and StorageClasses that pin pods to zones) through the usual
 Kubernetes settings and the instance types, offerings and prices through the EC2 and Pricing APIs
 (the usual AWS settings, ``KUBESPOT_AWS_ENDPOINT_URL`` for a simulator), adds what ``-f`` files bring
@@ -64,6 +64,7 @@ CLUSTER_PATHS = {
     "Pod": "api/v1/pods",
     "DaemonSet": "apis/apps/v1/daemonsets",
     "NodePool": "apis/karpenter.sh/v1/nodepools",
+    "NodeClaim": "apis/karpenter.sh/v1/nodeclaims",
     "EC2NodeClass": "apis/karpenter.k8s.aws/v1/ec2nodeclasses",
     "PersistentVolumeClaim": "api/v1/persistentvolumeclaims",
     "PersistentVolume": "api/v1/persistentvolumes",
@@ -197,6 +198,8 @@ async def build_plan(
     pools, conditions = usable_pools(objects.get("NodePool", []))
     classes, class_conditions = _nodeclasses(objects.get("EC2NodeClass", []))
     nodes = objects.get("Node", [])
+    nodeclaims = objects.get("NodeClaim", [])
+    daemonsets = objects.get("DaemonSet", [])
     capacities = []
     for pool in pools:
         nodeclass = classes.get(pool.node_class)
@@ -210,13 +213,12 @@ async def build_plan(
             conditions[pool.name] = Condition("NodeClassReady", "False", "NodeClassNotReady", message)
             continue
         types = await cloud.instance_types(pool, nodeclass)
-        daemonsets = objects.get("DaemonSet", [])
         capacities.append(
             PoolCapacity(
                 pool,
                 types,
                 daemon_overhead(daemonsets, pool),
-                pool_in_use(nodes, pool.name),
+                pool_in_use(nodes, pool.name, nodeclaims),
                 daemon_ports(daemonsets, pool),
             )
         )
@@ -229,7 +231,14 @@ async def build_plan(
     pending, left_out = provisionable_pods(pods, volumes)
     plan = simulate(
         pending,
-        existing_nodes(nodes, pods),
+        existing_nodes(
+            nodes,
+            pods,
+            nodeclaims=nodeclaims,
+            daemonsets=daemonsets,
+            # A NodeClaim launched without status.allocatable yet: its type's, as Karpenter reads it.
+            type_allocatable={it.name: it.allocatable for pc in capacities for it in pc.instance_types},
+        ),
         capacities,
         namespace_labels=namespace_labels(objects.get("Namespace", [])),
     )

@@ -138,7 +138,8 @@ class Problem:
             )
             for p in pools
         ]
-        return pending_pods(self.pending), existing_nodes(self.nodes, self.bound), capacity
+        nodes = existing_nodes(self.nodes, self.bound, daemonsets=self.daemonsets)
+        return pending_pods(self.pending), nodes, capacity
 
     def describe(self) -> str:
         """Enough to read a failure without re-running: the pools, nodes and pod shapes."""

@@ -30,12 +30,12 @@ from typing import Any
 
 from kubespot.model.quantity import milli, units
 
-from .labels import NODEPOOL, WELL_KNOWN
+from .labels import INSTANCE_TYPE, NODEPOOL, WELL_KNOWN
 from .nodepool import NodePool
 from .pods import PodView, pod_requests
 from .requirements import Requirements
 from .simulate import ExistingNode
-from .taints import parse_taints, untolerated
+from .taints import Taint, parse_taints, untolerated
 from .volumes import UnprovisionablePod, Volumes, failed_to_schedule, volume_requirements
 
 Obj = Mapping[str, Any]
@@ -95,28 +95,129 @@ def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
     return {k: milli(v) if k == "cpu" else units(v) for k, v in (values or {}).items()}
 
 
-def existing_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[ExistingNode]:
-    """The cluster's nodes with what their pods already request (``pods`` counts them)."""
+#: Taints a starting node carries for a while (Karpenter's ``pkg/scheduling/taints.go``
+#: ``KnownEphemeralTaints``, matched on key and effect as ``MatchTaint`` does; and its key prefixes).
+_EPHEMERAL = (
+    Taint("node.kubernetes.io/not-ready", "NoSchedule"),
+    Taint("node.kubernetes.io/not-ready", "NoExecute"),
+    Taint("node.kubernetes.io/unreachable", "NoSchedule"),
+    Taint("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", "true"),
+    Taint("karpenter.sh/unregistered", "NoExecute"),
+)
+_EPHEMERAL_PREFIXES = ("readiness.k8s.io/",)
+#: What the node lifecycle controller adds to a cordoned node (TaintNodesByCondition); the
+#: scheduler's NodeUnschedulable filter lets pods tolerating it in.
+_CORDONED = Taint("node.kubernetes.io/unschedulable", "NoSchedule")
+_REGISTERED = "karpenter.sh/registered"
+_INITIALIZED = "karpenter.sh/initialized"
+
+
+def _starting_taints(taints: Iterable[Taint], startup: Iterable[Taint]) -> tuple[Taint, ...]:
+    """``taints`` without the ephemeral and startup ones (``MatchTaint``: key and effect)."""
+    gone = {(t.key, t.effect) for t in (*_EPHEMERAL, *startup)}
+    return tuple(
+        t for t in taints if (t.key, t.effect) not in gone and not t.key.startswith(_EPHEMERAL_PREFIXES)
+    )
+
+
+def _claim_allocatable(claim: Obj, type_allocatable: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """A NodeClaim's ``status.allocatable``, or its instance type's when it has none yet."""
+    out = _resources((claim.get("status") or {}).get("allocatable"))
+    labels = (claim.get("metadata") or {}).get("labels") or {}
+    name = labels.get(INSTANCE_TYPE)
+    if name is None:
+        # Launched: its requirements name the one type (before the launch they name many, and
+        # Karpenter knows no allocatable yet either).
+        chosen = Requirements.from_selector((claim.get("spec") or {}).get("requirements") or []).get(
+            INSTANCE_TYPE
+        )
+        if chosen is not None and not chosen.complement and len(chosen.values) == 1:
+            name = next(iter(chosen.values))
+    known = type_allocatable.get(str(name or ""), {})
+    return {**known, **{k: v for k, v in out.items() if v}}
+
+
+def existing_nodes(
+    nodes: Iterable[Obj],
+    pods: Iterable[Obj],
+    *,
+    nodeclaims: Iterable[Obj] = (),
+    daemonsets: Iterable[Obj] = (),
+    type_allocatable: Mapping[str, Mapping[str, int]] | None = None,
+) -> list[ExistingNode]:
+    """The cluster's nodes, and its NodeClaims not registered as a node yet, with what their pods
+    already request (``pods`` counts them) and what DaemonSet pods still to come will.
+
+    As Karpenter's cluster state (``state/statenode.go``): a node is managed when a NodeClaim or
+    the ``karpenter.sh/nodepool`` label says so, and initialized (managed ones only once labelled
+    ``karpenter.sh/initialized``); a managed node not yet initialized is judged without its
+    ephemeral and startup taints (``Taints``), by its NodeClaim's taints until it registers, and
+    with the NodeClaim's allocatable where the node reports none (``Allocatable``)."""
+    type_allocatable = type_allocatable or {}
+    claims_by_node: dict[str, Obj] = {}
+    in_flight: list[Obj] = []
+    node_list = list(nodes)
+    node_names = {str((n.get("metadata") or {}).get("name") or "") for n in node_list}
+    for claim in nodeclaims:
+        node_name = str((claim.get("status") or {}).get("nodeName") or "")
+        if node_name in node_names:
+            claims_by_node[node_name] = claim
+        elif not (claim.get("metadata") or {}).get("deletionTimestamp"):
+            in_flight.append(claim)
     out: dict[str, ExistingNode] = {}
-    for obj in nodes:
+    for obj in node_list:
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
-        # Going away or cordoned: no room for new pods, but its pods still count for topology
-        # spread and pod affinity (kube-scheduler counts every node's pods).
-        closed = bool(meta.get("deletionTimestamp") or spec.get("unschedulable"))
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
-        )
+        labels = meta.get("labels") or {}
         name = str(meta.get("name") or "")
+        own = claims_by_node.get(name)
+        managed = own is not None or NODEPOOL in labels
+        initialized = not managed or labels.get(_INITIALIZED) == "true"
+        claim_spec: Obj = (own.get("spec") or {}) if own is not None else {}
+        registered = not managed or labels.get(_REGISTERED) == "true"
+        taints = parse_taints(
+            claim_spec.get("taints") if own is not None and not registered else spec.get("taints")
+        )
+        if spec.get("unschedulable") and _CORDONED not in taints:
+            taints = (*taints, _CORDONED)
+        allocatable = _resources(status.get("allocatable"))
+        if not initialized:
+            taints = _starting_taints(taints, parse_taints(claim_spec.get("startupTaints")))
+            if own is not None:
+                # Zero or missing figures of a starting node come from its NodeClaim.
+                for k, v in _claim_allocatable(own, type_allocatable).items():
+                    if not allocatable.get(k):
+                        allocatable[k] = v
         out[name] = ExistingNode(
             name=name,
-            requirements=Requirements.from_labels(meta.get("labels") or {}),
-            taints=parse_taints(spec.get("taints")),
-            allocatable=_resources(status.get("allocatable")),
-            initialized=ready,
-            closed=closed,
+            requirements=Requirements.from_labels(labels),
+            taints=taints,
+            allocatable=allocatable,
+            initialized=initialized,
+            # Going away: no room for new pods, but its pods still count for topology spread and
+            # pod affinity (kube-scheduler counts every node's pods). A cordoned node is not
+            # closed: its taint keeps off the pods that do not tolerate it.
+            closed=bool(meta.get("deletionTimestamp")),
         )
+    for claim in in_flight:
+        # Launched (or launching) but not registered: Karpenter's cluster state holds it as a
+        # node of its requirements and labels, which pods are tried on before new capacity.
+        meta = claim.get("metadata") or {}
+        claim_spec = claim.get("spec") or {}
+        name = str(meta.get("name") or "")
+        requirements = Requirements.from_selector(claim_spec.get("requirements") or [])
+        requirements.add(*Requirements.from_labels(meta.get("labels") or {}).values())
+        out[name] = ExistingNode(
+            name=name,
+            requirements=requirements,
+            taints=_starting_taints(
+                parse_taints(claim_spec.get("taints")), parse_taints(claim_spec.get("startupTaints"))
+            ),
+            allocatable=_claim_allocatable(claim, type_allocatable),
+            initialized=False,
+        )
+    node_daemons: dict[str, dict[str, int]] = {}
     for pod in pods:
         spec = pod.get("spec") or {}
         node = out.get(str(spec.get("nodeName") or ""))
@@ -134,7 +235,39 @@ def existing_nodes(nodes: Iterable[Obj], pods: Iterable[Obj]) -> list[ExistingNo
             continue
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
         node.pods.append((str(meta.get("namespace") or "default"), labels))
+        if "DaemonSet" in _owner_kinds(pod):
+            daemon = node_daemons.setdefault(node.name, {})
+            for name, amount in pod_requests(spec).items():
+                daemon[name] = daemon.get(name, 0) + amount
+            daemon["pods"] = daemon.get("pods", 0) + 1
+    views = [_template_view(ds) for ds in daemonsets]
+    for node in out.values():
+        _reserve_daemons(node, views, node_daemons.get(node.name, {}))
     return list(out.values())
+
+
+def _template_view(ds: Obj) -> PodView:
+    template = ((ds.get("spec") or {}).get("template")) or {}
+    return PodView.of({"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}})
+
+
+def _reserve_daemons(node: ExistingNode, views: Iterable[PodView], bound: Mapping[str, int]) -> None:
+    """Reserve on ``node`` what the DaemonSet pods it would run but does not yet request (Karpenter's
+    ``existingnode.go`` ``NewExistingNode``: the compatible daemons' requests less those already
+    bound there, none below zero; ``scheduler.go`` ``getCompatibleDaemonPods``)."""
+    total: dict[str, int] = {}
+    for view in views:
+        if untolerated(node.taints, view.tolerations):
+            continue
+        if node.requirements.compatibility(view.strict_requirements, frozenset()):
+            continue
+        for name, amount in view.requests.items():
+            total[name] = total.get(name, 0) + amount
+        total["pods"] = total.get("pods", 0) + 1
+    for name, amount in total.items():
+        still = amount - bound.get(name, 0)
+        if still > 0:
+            node.requested[name] = node.requested.get(name, 0) + still
 
 
 def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
@@ -150,15 +283,27 @@ def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
     return out
 
 
-def pool_in_use(nodes: Iterable[Obj], pool: str) -> dict[str, int]:
-    """What the pool's nodes have (their capacity, and how many), counted against its limits."""
+def pool_in_use(nodes: Iterable[Obj], pool: str, nodeclaims: Iterable[Obj] = ()) -> dict[str, int]:
+    """What the pool's nodes, and its NodeClaims without a node yet, have (their capacity, and how
+    many), counted against its limits (Karpenter's ``scheduler.go`` ``updateRemainingResources``
+    over every state node, in-flight NodeClaims included)."""
     used: dict[str, int] = {"nodes": 0}
-    for node in nodes:
-        meta = node.get("metadata") or {}
+    names = set()
+    for obj in nodes:
+        meta = obj.get("metadata") or {}
+        names.add(str(meta.get("name") or ""))
         if (meta.get("labels") or {}).get(NODEPOOL) != pool:
             continue
         used["nodes"] += 1
-        for name, amount in _resources((node.get("status") or {}).get("capacity")).items():
+        for name, amount in _resources((obj.get("status") or {}).get("capacity")).items():
+            used[name] = used.get(name, 0) + amount
+    for claim in nodeclaims:
+        meta = claim.get("metadata") or {}
+        status = claim.get("status") or {}
+        if (meta.get("labels") or {}).get(NODEPOOL) != pool or str(status.get("nodeName") or "") in names:
+            continue
+        used["nodes"] += 1
+        for name, amount in _resources(status.get("capacity")).items():
             used[name] = used.get(name, 0) + amount
     return used
 
@@ -168,8 +313,7 @@ def _daemon_views(daemonsets: Iterable[Obj], pool: NodePool) -> list[PodView]:
     go where its requirements allow: Karpenter's scheduler.go getDaemonOverhead)."""
     out = []
     for ds in daemonsets:
-        template = ((ds.get("spec") or {}).get("template")) or {}
-        view = PodView.of({"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}})
+        view = _template_view(ds)
         if untolerated(pool.taints, view.tolerations):
             continue
         if pool.requirements.compatibility(view.strict_requirements, WELL_KNOWN):

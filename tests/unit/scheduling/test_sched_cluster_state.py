@@ -1,0 +1,145 @@
+"""Reading the cluster as Karpenter's cluster state does (``scheduling/cluster.py``): the taints of
+starting nodes, cordoned nodes, DaemonSet pods still to come, and NodeClaims without a node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubespot.scheduling.cluster import existing_nodes, pending_pods, pool_in_use
+from kubespot.scheduling.nodepool import NodePool
+from kubespot.scheduling.simulate import PoolCapacity, simulate
+from support.catalog import itype
+
+CATALOG = [itype("m", 4, 16, od=0.20, spot=0.07)]
+LABELS = {
+    "karpenter.sh/nodepool": "default",
+    "node.kubernetes.io/instance-type": "m",
+    "topology.kubernetes.io/zone": "z1",
+    "karpenter.sh/capacity-type": "spot",
+    "kubernetes.io/arch": "amd64",
+    "kubernetes.io/os": "linux",
+}
+ROOM = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+
+
+def _pool() -> NodePool:
+    return NodePool.of({"metadata": {"name": "default"}, "spec": {"template": {"spec": {}}}})
+
+
+def _node(
+    name: str, labels: dict[str, str], spec: dict[str, Any] | None = None, **status: Any
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec or {},
+        "status": {"allocatable": ROOM, "capacity": ROOM, **status},
+    }
+
+
+def _pod(name: str, cpu: str, **spec: Any) -> dict[str, Any]:
+    container = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
+    return {"metadata": {"name": name, "namespace": "default"}, "spec": {"containers": [container], **spec}}
+
+
+def _plan(pods: list[dict[str, Any]], nodes: list[dict[str, Any]], **kw: Any) -> Any:
+    existing = existing_nodes(nodes, pods, **kw)
+    return simulate(pending_pods(pods), existing, [PoolCapacity(_pool(), CATALOG)])
+
+
+def test_a_starting_managed_node_is_judged_without_its_ephemeral_and_startup_taints() -> None:
+    """Karpenter's pkg/controllers/state/statenode.go Taints: a managed node not yet initialized is
+    judged without the KnownEphemeralTaints (not-ready, unregistered...) and its NodeClaim's startup
+    taints, so pending pods wait for it instead of launching a duplicate during a scale-up."""
+    startup = {"key": "cni.example/agent-not-ready", "effect": "NoSchedule"}
+    node = _node(
+        "new-node",
+        LABELS,
+        {
+            "taints": [
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+                startup,
+            ]
+        },
+        conditions=[{"type": "Ready", "status": "False"}],
+    )
+    claim = {
+        "metadata": {"name": "default-abc", "labels": LABELS},
+        "spec": {"startupTaints": [startup]},
+        "status": {"nodeName": "new-node"},
+    }
+    plan = _plan([_pod("p", "1")], [node], nodeclaims=[claim])
+    assert plan.existing == {"default/p": "new-node"} and plan.claims == []
+    # Once initialized, the node's taints are what they are.
+    ready = {**LABELS, "karpenter.sh/registered": "true", "karpenter.sh/initialized": "true"}
+    done = _node("new-node", ready, node["spec"])
+    plan = _plan([_pod("p", "1")], [done], nodeclaims=[claim])
+    assert plan.existing == {} and len(plan.claims) == 1
+
+
+def test_an_unmanaged_node_keeps_its_not_ready_taint() -> None:
+    """statenode.go Taints: only managed nodes (a NodeClaim or Karpenter's nodepool label) drop the
+    ephemeral taints; a node Karpenter did not launch is always initialized and judged as it is."""
+    labels = {k: v for k, v in LABELS.items() if k != "karpenter.sh/nodepool"}
+    node = _node(
+        "other", labels, {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}
+    )
+    plan = _plan([_pod("p", "1")], [node])
+    assert plan.existing == {} and len(plan.claims) == 1
+
+
+def test_a_nodeclaim_without_a_node_is_existing_capacity() -> None:
+    """Karpenter's cluster state holds launched NodeClaims not yet registered as state nodes of
+    their labels and requirements (statenode.go Labels, Allocatable from NodeClaim status), tried
+    before new capacity; they count against the pool's limits too (scheduler.go
+    updateRemainingResources over every state node)."""
+    claim = {
+        "metadata": {"name": "default-xyz", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]},
+            ],
+            "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}],
+        },
+        "status": {"capacity": ROOM},
+    }
+    plan = _plan([_pod("p", "1")], [], nodeclaims=[claim], type_allocatable={"m": {"cpu": 3900, "pods": 110}})
+    assert plan.existing == {"default/p": "default-xyz"} and plan.claims == []
+    # Too big for the type's allocatable: a new NodeClaim; a pod in another zone cannot use it.
+    plan = _plan([_pod("q", "3950m")], [], nodeclaims=[claim], type_allocatable={"m": {"cpu": 3900}})
+    assert plan.existing == {}
+    zoned = _pod("z", "1", nodeSelector={"topology.kubernetes.io/zone": "z2"})
+    assert _plan([zoned], [], nodeclaims=[claim], type_allocatable={"m": {"cpu": 3900}}).existing == {}
+    assert pool_in_use([], "default", [claim]) == {"nodes": 1, "cpu": 4000, "memory": 16 << 30, "pods": 110}
+
+
+def test_a_cordoned_node_takes_pods_that_tolerate_unschedulable() -> None:
+    """kube-scheduler's NodeUnschedulable filter (pkg/scheduler/framework/plugins/nodeunschedulable
+    Filter) and the node.kubernetes.io/unschedulable:NoSchedule taint the node lifecycle controller
+    adds: a cordoned node refuses pods, unless they tolerate that taint."""
+    node = _node("cordoned", {**LABELS, "karpenter.sh/initialized": "true"}, {"unschedulable": True})
+    tolerant = _pod("t", "1", tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
+    plan = _plan([tolerant, _pod("p", "1")], [node])
+    assert plan.existing == {"default/t": "cordoned"}
+    assert [c.pods for c in plan.claims] == [["default/p"]]
+
+
+def test_an_existing_node_keeps_room_for_daemonset_pods_not_yet_bound() -> None:
+    """Karpenter's existingnode.go NewExistingNode: the requests of the compatible DaemonSets
+    (scheduler.go getCompatibleDaemonPods) less those already bound there are kept free."""
+    node = _node("fresh", {**LABELS, "karpenter.sh/initialized": "true"})
+    ds = {
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "template": {"spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]}}
+        },
+    }
+    plan = _plan([_pod("p", "3500m")], [node], daemonsets=[ds])
+    assert plan.existing == {}
+    # Once the DaemonSet's pod is bound there, it is counted once, not twice.
+    bound = _pod("agent-x", "1", nodeName="fresh")
+    bound["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent"}]
+    plan = _plan([bound, _pod("p", "2500m")], [node], daemonsets=[ds])
+    assert plan.existing == {"default/p": "fresh"}
