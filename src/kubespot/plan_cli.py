@@ -54,7 +54,7 @@ from .scheduling.nodepool import usable_pools
 from .scheduling.pods import PodView
 from .scheduling.report import plan_json, plan_text, pod_story, pod_story_json
 from .scheduling.simulate import Plan, PoolCapacity, simulate
-from .scheduling.volumes import Volumes
+from .scheduling.volumes import MalformedVolume, Volumes
 
 Obj = dict[str, Any]
 
@@ -301,7 +301,11 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
         cloud = AwsCloud(catalog)
         for name, zones in subnet_zones(objects.get("EC2NodeClass", [])).items():
             cloud.set_zones(name, zones)
-        plan, conditions = await build_plan(objects, cloud)
+        try:
+            plan, conditions = await build_plan(objects, cloud)
+        except MalformedVolume as exc:
+            print(f"kubespot plan: cannot plan for {exc}", file=sys.stderr)
+            return 1
     if args.why:
         told = pod_story_json(plan, args.why) if args.output == "json" else pod_story(plan, args.why)
         if told is None:

@@ -127,3 +127,72 @@ async def test_why_tells_the_claims_types_and_the_groups_story_as_text_and_as_js
         "nodepools": [{"name": "general", "outcome": "opened 3 NodeClaim(s)"}],
         "preferences_relaxed": False,
     }
+
+
+@pytest.mark.parametrize(
+    ("broken", "named"),
+    [
+        (
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": "gp3"},
+                "provisioner": "ebs.csi.aws.com",
+                "volumeBindingMode": "WaitForFirstConsumer",
+                "allowedTopologies": [{"matchLabelExpressions": [{"values": ["z1"]}]}],
+            },
+            "StorageClass 'gp3'",
+        ),
+        (
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": "gp3"},
+                "spec": {
+                    "nodeAffinity": {
+                        "required": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "topology.kubernetes.io/zone", "operator": "in"}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                },
+            },
+            "PersistentVolume 'gp3'",
+        ),
+    ],
+)
+async def test_a_malformed_volume_or_class_exits_1_naming_it(
+    manifests: Path, broken: dict[str, Any], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """k8s.io/api core/v1 TopologySelectorLabelRequirement (key required) and
+    NodeSelectorRequirement (operator one of In, NotIn, Exists...): the API server refuses such
+    objects, so only a file brings one; the plan names it and exits 1 (exit codes in plan_cli's
+    docstring), not a traceback (review finding 9)."""
+    claim: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"},
+        "spec": {"storageClassName": "gp3"},
+    }
+    if broken["kind"] == "PersistentVolume":
+        claim["spec"] = {"volumeName": "gp3"}
+        claim["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    db = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "db"},
+        "spec": {
+            "containers": [{"name": "c"}],
+            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}],
+        },
+    }
+    with_broken = manifests.parent / "broken.yaml"
+    with_broken.write_text(yaml.safe_dump_all([broken, claim, db]))
+    code, _ = await run("--no-cluster", "-f", str(manifests), "-f", str(with_broken))
+    assert code == 1
+    assert f"kubespot plan: cannot plan for {named}" in capsys.readouterr().err

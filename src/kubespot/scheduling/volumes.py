@@ -27,7 +27,7 @@ Pure: dicts in, requirements or a reason out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,19 @@ class UnprovisionablePod(ValueError):
 
 def _meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
+
+
+class MalformedVolume(ValueError):
+    """A PersistentVolume's node affinity or a StorageClass's allowed topologies that cannot be
+    read (the API server's validation would have refused it; only a file brings one)."""
+
+
+def _read(kind: str, name: str, terms: list[Obj], read: Callable[[list[Obj]], Requirements]) -> Requirements:
+    try:
+        out = read(terms)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise MalformedVolume(f"{kind} {name!r}: {exc!r}") from exc
+    return out
 
 
 @dataclass(frozen=True)
@@ -118,7 +131,7 @@ def _bound(claim_name: str, volume_name: str, claim: Obj, volumes: Volumes) -> R
     terms = _first_term(required.get("nodeSelectorTerms") or [], "matchExpressions")
     if spec.get("local") or spec.get("hostPath"):
         terms = [t for t in terms if t.get("key") != HOSTNAME]
-    return Requirements.from_selector(terms)
+    return _read("PersistentVolume", volume_name, terms, Requirements.from_selector)
 
 
 def _unbound(claim: Obj, volumes: Volumes) -> Requirements:
@@ -134,8 +147,13 @@ def _unbound(claim: Obj, volumes: Volumes) -> Requirements:
             "failed to validate pvc, pvc with immediate volume binding mode must be bound"
         )
     terms = _first_term(sc.get("allowedTopologies") or [], "matchLabelExpressions")
-    return Requirements(
-        Requirement.of(str(t["key"]), "In", [str(v) for v in t.get("values") or []]) for t in terms
+    return _read(
+        "StorageClass",
+        name,
+        terms,
+        lambda ts: Requirements(
+            Requirement.of(str(t["key"]), "In", [str(v) for v in t.get("values") or []]) for t in ts
+        ),
     )
 
 
