@@ -17,7 +17,8 @@ placement:
   others are bound; a placement refused for good is a violation.
 
 Also: every pending pod is placed or listed unschedulable, exactly once; the NodeClaims of a pool
-stay within its limits counted as Karpenter does (each claim its largest candidate type); every
+stay within its limits counted as Karpenter does (each claim its largest candidate type) and keep
+its ``minValues``; every
 type a claim offers is offered in one of its zones, satisfies its requirements and, as that node,
 holds its pods (the node-local filters); a claim's price is its first type's cheapest offering; no
 pod is left unschedulable that an existing node would take.
@@ -120,6 +121,32 @@ def check_limits(problem: Problem, plan: Plan, verdict: Verdict) -> None:
         for k, cap in limits.items():
             if used.get(k, 0) > cap:
                 verdict.add(f"nodepool {name}: {k} {used.get(k, 0)} over its limit {cap}")
+
+
+def check_min_values(problem: Problem, plan: Plan, verdict: Verdict) -> None:
+    """Each NodeClaim of a pool with ``minValues`` offers types with that many distinct values of
+    the key (core pkg/controllers/provisioning/scheduling/nodeclaim.go CanAdd refuses a pod that
+    would leave fewer, Strict policy; pkg/scheduling/requirements.go SatisfiesMinValues)."""
+    types = problem.types()
+    for pool in problem.nodepools:
+        name = pool["metadata"]["name"]
+        asked = {
+            r["key"]: r["minValues"]
+            for r in pool["spec"]["template"]["spec"].get("requirements") or []
+            if r.get("minValues")
+        }
+        for claim in (c for c in plan.claims if c.pool == name and asked):
+            for key, least in asked.items():
+                values = set()
+                for t in claim.instance_types:
+                    req = types[t].requirements.get(key)
+                    if req is not None and not req.complement:
+                        values |= req.values
+                if len(values) < least:
+                    verdict.add(
+                        f"claim of {name} {claim.instance_types}: {len(values)} values of {key}, "
+                        f"minValues {least} (pods {claim.pods})"
+                    )
 
 
 @dataclass
@@ -304,6 +331,7 @@ async def judge(problem: Problem, plan: Plan) -> Verdict:
     rng = random.Random(problem.seed)
     check_partition(problem, plan, verdict)
     check_limits(problem, plan, verdict)
+    check_min_values(problem, plan, verdict)
     check_alternatives(problem, plan, rng, verdict)
     check_room_left(problem, plan, verdict)
     await check_placements(problem, plan, rng, verdict)

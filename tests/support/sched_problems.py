@@ -184,7 +184,7 @@ def _req(key: str, op: str, values: Sequence[str] = ()) -> Obj:
     return out
 
 
-def nodepool(rng: random.Random, name: str) -> Obj:
+def nodepool(rng: random.Random, name: str, min_values: random.Random | None = None) -> Obj:
     reqs: list[Obj] = []
     if rng.random() < 0.7:
         reqs.append(_req(CAPACITY_TYPE, "In", rng.choice([[SPOT, ON_DEMAND], [ON_DEMAND], [SPOT]])))
@@ -215,6 +215,16 @@ def nodepool(rng: random.Random, name: str) -> Obj:
         "metadata": {"name": name},
         "spec": {"template": {"metadata": {"labels": labels}, "spec": spec}},
     }
+    if min_values is not None and min_values.random() < 0.2:
+        # Karpenter's minValues (core pkg/apis/v1 NodeSelectorRequirementWithMinValues): on the
+        # instance type or family, one of the pool's own requirements or one of its own.
+        key = min_values.choice([INSTANCE_TYPE, FAMILY])
+        own = [r for r in reqs if r["key"] == key and r["operator"] == "In"]
+        target = own[0] if own else _req(key, "Exists")
+        if not own:
+            reqs.append(target)
+        # The CRD refuses an In requirement with fewer values than its minValues.
+        target["minValues"] = min(min_values.randint(2, 4), len(target.get("values") or "xxxx"))
     if rng.random() < 0.5:
         pool["spec"]["weight"] = rng.randint(1, 50)
     limit = rng.random()
@@ -502,7 +512,9 @@ def generate(seed: int) -> Problem:
     kubelet = KubeletConfig(max_pods=more.choice([6, 10])) if more.random() < 0.1 else None
     types = catalog(rng, kubelet)
     names = rng.sample(["alpha", "bravo", "charlie", "delta"], rng.randint(1, 3))
-    pools = [nodepool(rng, n) for n in names]
+    # A third stream for minValues, so the seeds the tests pin keep every other draw.
+    min_values = random.Random(seed + 2_000_003)
+    pools = [nodepool(rng, n, min_values) for n in names]
     daemonsets = [daemonset(rng, i) for i in range(rng.randint(0, 2))]
     nodes, running = existing_cluster(rng, types, pools, daemonsets)
     for node in nodes:

@@ -869,6 +869,7 @@ class Simulation:
                 for it in self._opening.types
                 if not self._conflict(it, reqs)
                 and all(v <= it.allocatable.get(r, 0) for r, v in total.items())
+                and self._offerings(it, reqs)
             ]
             return not minvalues.unmet(left, reqs)
 
@@ -890,6 +891,7 @@ class Simulation:
             for it in claim.opening.types
             if not self._conflict(it, reqs)
             and all(v <= it.allocatable.get(k, 0) for k, v in requested.items())
+            and self._offerings(it, reqs)
         ]
         return not minvalues.unmet(left, reqs)
 
@@ -1190,23 +1192,30 @@ class Simulation:
                     return False
             return True
 
+        # minValues count the types with an offering of the claim's capacity type: such a pool's
+        # claims are filled with it fixed from the start.
+        pinned_only = pc.pool.name in self._min_values_pools
+        held: float = 0.0
+        pattern: dict[int, int] = {}
+        final = reqs
         for it in [] if memo else cheapest_first:
             if all(book.get(it.name, float("inf")) > ceiling[ct] for ct, book in books.items()):
                 continue
             if best and hopeless(it):
                 continue
-            fills = [
-                self._fill(cohort, it, pc, reqs, left, order, first_cap, needs)
-                for order in (by_cpu, by_memory)
-            ]
-            held, (pattern, final) = max(((value(f[0]), f) for f in fills), key=lambda vf: vf[0])
-            if not pattern:
-                continue
+            if not pinned_only:
+                fills = [
+                    self._fill(cohort, it, pc, reqs, left, order, first_cap, needs)
+                    for order in (by_cpu, by_memory)
+                ]
+                held, (pattern, final) = max(((value(f[0]), f) for f in fills), key=lambda vf: vf[0])
+                if not pattern:
+                    continue
             for ct, book in books.items():
                 if it.name not in book:
                     continue
                 ct_held, ct_pattern, ct_final = held, pattern, final
-                price = self._price(it, final, ct)
+                price = float("inf") if pinned_only else self._price(it, final, ct)
                 if price == float("inf"):
                     # The fill's pods left no offering of this capacity type (one needs the other,
                     # or narrowed the zones): Karpenter's CanAdd would refuse them on such a
