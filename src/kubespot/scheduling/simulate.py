@@ -267,6 +267,8 @@ class _Claim:
         self.charged: dict[str, int] = {}
         #: Its placeholder hostname: each NodeClaim is a domain of its own.
         self.name = ""
+        #: The stories of the groups whose pods it was opened with (by identity).
+        self.stories: dict[int, GroupStory] = {}
         #: Whether its pool and pods allow both capacity types (its ``reqs`` pin the one chosen).
         self.both = _both(pc.pool.requirements)
 
@@ -998,7 +1000,14 @@ class Simulation:
             if self._pack(group, pc, reqs, types, books):
                 for r in reasons:
                     group.story.pool(*_split_reason(r))
-                group.story.opened_claims(pool.name, len(self.claims) - opened)
+                # Each group packed here (the opening one and those that shared its NodeClaims)
+                # tells of the NodeClaims holding its own pods (decision 4).
+                held: dict[int, tuple[GroupStory, int]] = {}
+                for claim in self.claims[opened:]:
+                    for key, story in claim.stories.items():
+                        held[key] = (story, held.get(key, (story, 0))[1] + 1)
+                for story, n in held.values():
+                    story.opened_claims(pool.name, n)
                 return []
             reasons.append(f'nodepool "{pool.name}": no instance type holds the pod with a price')
         for r in reasons:
@@ -1271,6 +1280,7 @@ class Simulation:
             for i, n in pattern.items():
                 g = cohort[i]
                 claim.add(g.take(n), _needs(g.exemplar.requests), claim.reqs)
+                claim.stories[id(g.story)] = g.story
                 self._record(g.exemplar, n, claim.reqs, claim.name)
             self.claims.append(claim)
             if self._has_room(claim):
@@ -1406,6 +1416,7 @@ class Simulation:
                             k = min(n, groups[j].left)
                             if k:
                                 claim.add(groups[j].take(k), needs[s], final)
+                                claim.stories[id(groups[j].story)] = groups[j].story
                                 # Other pods' topology rules may select these pods' labels.
                                 self._record(groups[j].exemplar, k, final, claim.name)
                                 n -= k

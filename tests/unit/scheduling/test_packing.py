@@ -238,3 +238,30 @@ def test_a_pool_with_min_values_keeps_the_greedy() -> None:
     assert all(c.min_values == {"node.kubernetes.io/instance-type": 2} for c in plan.claims), [
         (c.instance_types, c.why) for c in plan.claims
     ]
+
+
+@pytest.mark.parametrize("solver", [True, False])
+def test_every_group_packed_into_new_claims_tells_of_the_claims_holding_its_pods(
+    solver: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Design decision 4 (docs/designs/provisioning.md): each group's story names the NodePool
+    that took it and how many NodeClaims hold its pods, as Karpenter's scheduler.go Solve records
+    a pod's NodeClaim whichever pod opened it (review finding 8: only the opening group had a
+    NodePool line, counting claims holding none of its pods)."""
+    if not solver:
+        monkeypatch.setattr(lp_solver, "new_solver", unavailable)
+    types = [
+        itype("small", 2, 8, od=0.10, spot=0.04),
+        itype("medium", 4, 16, od=0.20, spot=0.07),
+        itype("large", 8, 32, od=0.40, spot=0.12),
+    ]
+    pods = [pod(f"big{i}", "3", "4Gi") for i in range(3)] + [
+        pod(f"tiny{i}", "100m", "128Mi") for i in range(40)
+    ]
+    plan = simulate(pods, [], [PoolCapacity(pool(), types)])
+    assert not plan.unschedulable
+    for name in ("big", "tiny"):
+        holding = sum(any(p.startswith(f"default/{name}") for p in c.pods) for c in plan.claims)
+        assert holding
+        story = plan.stories[f"default/{name}0"]
+        assert story.outcomes() == [("default", f"opened {holding} NodeClaim(s)")], name
