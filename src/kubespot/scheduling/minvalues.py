@@ -8,6 +8,13 @@ several requirements on one key: the largest wins, as ``Requirement.intersection
 that does not define the key adds no value. Cutting the list (to 60 for CreateFleet) must keep
 every ``minValues``: ``truncate`` keeps the types that bring the values first.
 
+A deliberate difference from Karpenter's ``Truncate`` (cheapest 60, and under the Strict policy a
+NodeClaim whose cut misses a minValues is dropped, its pods unschedulable): Karpenter cuts all the
+compatible types of the pool, where the cheapest 60 usually carry the values; kubespot cuts its own
+flexibility band, widened past the band with the types that bring the missing values, which are
+then the dearest of the list. A cheapest-first cut would drop exactly those and fail NodeClaims
+Karpenter launches, so ``truncate`` keeps them (the design note, minValues).
+
 Pure.
 """
 
@@ -72,7 +79,8 @@ def widen(
 
 def truncate(types: Sequence[InstanceType], reqs: Requirements, limit: int) -> list[InstanceType]:
     """At most ``limit`` of ``types`` (kept in their order), still meeting every ``minValues`` the
-    whole list meets: the types bringing the values first (in order), then the rest in order."""
+    whole list meets: the types bringing the values first (in order), then the rest in order.
+    (Karpenter's ``Truncate`` takes the cheapest N and fails; why kubespot differs: module doc.)"""
     if len(types) <= limit:
         return list(types)
     head = list(types[:limit])
