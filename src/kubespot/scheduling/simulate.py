@@ -894,6 +894,8 @@ class Simulation:
             if not self._conflict(it, reqs)
             and all(v <= it.allocatable.get(k, 0) for k, v in requested.items())
             and self._offerings(it, reqs)
+            # Its options never grow past what it was charged against the limits at creation.
+            and all(it.resources.capacity.get(k, 0) <= v for k, v in claim.charged.items() if k != "nodes")
         ]
         return not minvalues.unmet(left, reqs)
 
