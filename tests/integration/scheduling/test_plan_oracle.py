@@ -161,6 +161,18 @@ async def test_offerings_are_rechecked_as_the_packing_narrows(monkeypatch: pytes
     assert not verdict.violations, _report(problem, plan, verdict.violations)
 
 
+@pytest.mark.parametrize("seed", [7, 1899])
+async def test_new_claims_keep_the_pools_min_values(seed: int) -> None:
+    """Karpenter's nodeclaim.go CanAdd (filterInstanceTypesByRequirements with the summed requests,
+    Strict minValues): a NodeClaim's types that hold its pods, with an offering of its capacity type
+    in its zones and (kubespot) within what it was charged against the limits, keep every minValues.
+    Seed 7: a spot claim counted types offered only on-demand (its claim offered 2 of 4 types);
+    1899: a pod joining narrowed the zones and the types left were past the limits charge."""
+    problem, plan, verdict = await _judge(seed)
+    assert any(c.min_values for c in plan.claims)
+    assert not verdict.violations, _report(problem, plan, verdict.violations)
+
+
 async def test_limits_count_the_largest_candidate() -> None:
     """Karpenter's scheduler.go subtractMax: a NodeClaim takes the largest capacity among its
     instance type options from the pool's remaining limits (was an open defect; seed 94)."""
