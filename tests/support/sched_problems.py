@@ -479,6 +479,11 @@ def existing_cluster(
             labels=labels,
             taints=taints,
         )
+        if pool is not None:
+            # A running node Karpenter launched carries these (core pkg/apis/v1 labels.go).
+            node["metadata"]["labels"].update(
+                {"karpenter.sh/registered": "true", "karpenter.sh/initialized": "true"}
+            )
         nodes.append(node)
         on_node: list[Obj] = []
         for ds in daemonsets:
