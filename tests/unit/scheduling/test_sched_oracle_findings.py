@@ -150,7 +150,7 @@ def test_a_pod_may_select_the_aws_instance_labels_a_pool_does_not_mention() -> N
     assert [(c.instance_types, c.pods) for c in plan.claims] == [(["m5.large"], ["default/p"])]
 
 
-# -- open defects, minimised from the oracle's seeds; strict xfails for their owners to turn green
+# -- the packing path (review findings 1, 2, 3, 6), minimised from the oracle's seeds and the review
 
 
 def _zonal(name: str, cpu: int, od: dict[str, float], spot: dict[str, float]) -> InstanceType:
