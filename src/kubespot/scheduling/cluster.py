@@ -5,7 +5,10 @@
   ``pkg/utils/pod/scheduling.go``; Karpenter also waits for kube-scheduler to mark a pod
   Unschedulable, which a plan of what would happen does not need).
 - Existing nodes: labels, taints, ``status.allocatable``, what the pods bound to them request, and
-  those pods' namespaces and labels (topology spread and pod affinity count them).
+  those pods' namespaces and labels (topology spread and pod affinity count them); read as
+  Karpenter's cluster state reads them: NodeClaims without a registered Node count as nodes, a
+  starting managed node is judged without its ephemeral and startup taints, a cordoned node by its
+  ``node.kubernetes.io/unschedulable`` taint, and each keeps room for the DaemonSet pods to come.
 - Namespaces' labels, for pod affinity terms with a ``namespaceSelector``.
 - DaemonSet overhead of a NodePool: the requests of every DaemonSet whose pods would run on its
   nodes (they tolerate the pool's taints and may go where its requirements allow), as Karpenter
