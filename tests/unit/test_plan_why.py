@@ -196,3 +196,46 @@ async def test_a_malformed_volume_or_class_exits_1_naming_it(
     code, _ = await run("--no-cluster", "-f", str(manifests), "-f", str(with_broken))
     assert code == 1
     assert f"kubespot plan: cannot plan for {named}" in capsys.readouterr().err
+
+
+class ClusterWithAClaim:
+    """``kube.connect``'s place: a cluster whose only capacity is a NodeClaim launched as an
+    m5.xlarge that has no Node yet."""
+
+    CLAIM = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "general-abcde", "labels": {"karpenter.sh/nodepool": "general"}},
+        "spec": {
+            "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]},
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+            ],
+            "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}],
+        },
+    }
+
+    def __init__(self, settings: object) -> None:
+        pass
+
+    async def list_objects(self, path: str) -> list[dict[str, Any]]:
+        return [self.CLAIM] if path == "apis/karpenter.sh/v1/nodeclaims" else []
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_plan_counts_a_launched_nodeclaim_without_a_node_as_existing_capacity(
+    manifests: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Karpenter's cluster state (pkg/controllers/state/cluster.go, statenode.go) holds a NodeClaim
+    whose Node has not registered as a state node of its requirements and labels, and the scheduler
+    tries pods on it before new capacity (scheduler.go calculateExistingNodeClaims): the plan lists
+    ``karpenter.sh/v1`` NodeClaims and sends pods there instead of launching a duplicate."""
+    monkeypatch.setattr(plan_cli, "connect", ClusterWithAClaim)
+    code, text = await run("-f", str(manifests), "--output", "json")
+    assert code == 0, text
+    result = orjson.loads(text)
+    # m5.xlarge (4 vCPUs less the kubelet's reserve) holds two of the three 1.5-CPU web pods.
+    assert [e["node"] for e in result["existing"]] == ["general-abcde", "general-abcde"]
+    assert sum(len(c["pods"]) for c in result["nodeclaims"]) == 1

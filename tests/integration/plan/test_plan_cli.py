@@ -345,36 +345,3 @@ async def test_plan_spreads_a_deployment_by_zone_and_keeps_anti_affine_pods_apar
         assert sum(p.startswith("default/solo-") for p in claim["pods"]) <= 1, claim
     assert len(zones) == 3 and len(set(zones)) == 3, zones
     assert sum(p.startswith("default/solo-") for c in result["nodeclaims"] for p in c["pods"]) == 3
-
-
-async def test_plan_counts_a_launched_nodeclaim_without_a_node_as_existing_capacity(cluster: KubeSim) -> None:
-    """Karpenter's cluster state (pkg/controllers/state/cluster.go, statenode.go) holds a NodeClaim
-    whose Node has not registered as a state node of its requirements and labels, and the scheduler
-    tries pods on it before new capacity (scheduler.go calculateExistingNodeClaims): the plan reads
-    ``karpenter.sh/v1`` NodeClaims and sends pods there instead of launching a duplicate."""
-    claim = {
-        "apiVersion": "karpenter.sh/v1",
-        "kind": "NodeClaim",
-        "metadata": {"name": "general-abcde", "labels": {"karpenter.sh/nodepool": "general"}},
-        "spec": {
-            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "general"},
-            "requirements": [
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.xlarge"]},
-                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east-1a"]},
-                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-            ],
-            "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}],
-        },
-    }
-    async with (
-        aiohttp.ClientSession(cluster.url) as http,
-        http.post("/apis/karpenter.sh/v1/nodeclaims", json=claim) as r,
-    ):
-        assert r.status == 201, await r.text()
-    code, text = await plan("--output", "json")
-    assert code == 0, text
-    result = orjson.loads(text)
-    # m5.xlarge: 4 vCPUs less the kubelet's reserve and the DaemonSet's 200m hold three 1-CPU pods.
-    on_claim = [e["pod"] for e in result["existing"] if e["node"] == "general-abcde"]
-    assert len(on_claim) == 3, result["existing"]
-    assert sum(len(c["pods"]) for c in result["nodeclaims"]) == 8 - 2 - 3
