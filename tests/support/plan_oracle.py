@@ -12,7 +12,8 @@ placement:
   its first instance type, in a zone of the claim's where that type has an available offering of
   the claim's capacity type; and the DaemonSet pods that would run there;
 - then every placement, in the plan's order (existing nodes, then each NodeClaim's pods), must be
-  accepted given the pods already bound everywhere. Like kube-scheduler's queue (and Karpenter's,
+  accepted given the pods already bound everywhere; the existing nodes' placements are judged
+  before the NodeClaims' Nodes exist, as kube-scheduler binds them before Karpenter launches any. Like kube-scheduler's queue (and Karpenter's,
   which re-cycles failed pods while progress is made), a pod refused now is retried after the
   others are bound; a placement refused for good is a violation.
 
@@ -229,38 +230,67 @@ def _build(problem: Problem, plan: Plan, rng: random.Random, verdict: Verdict) -
     return cluster
 
 
-async def check_placements(problem: Problem, plan: Plan, rng: random.Random, verdict: Verdict) -> None:
-    """Bind every placement through kubesim's filters (see the module docstring)."""
-    cluster = _build(problem, plan, rng, verdict)
+async def _bind(
+    problem: Problem, nodes: list[Obj], running: list[Obj], placements: list[tuple[Obj, str]], verdict: Verdict
+) -> tuple[list[Obj], list[tuple[Obj, str]], dict[str, list[str]], SchedulerController, Store]:
+    """Bind ``placements`` onto ``nodes`` through kubesim's filters, retrying a refused pod after the
+    others (kube-scheduler's queue). Returns the pods bound, those refused for good (with why) and
+    the started scheduler with its store, for the caller's further questions and ``stop``."""
     store = Store()
     store.load(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in problem.namespaces]
     )
-    store.load(copy.deepcopy(cluster.nodes))
-    store.load(copy.deepcopy(cluster.running))
+    store.load(copy.deepcopy(nodes))
+    store.load(copy.deepcopy(running))
     scheduler = SchedulerController(store, _QUIET)
     scheduler.start()
-    pods_rt = scheduler.pod_rt
+    accepted: list[Obj] = []
+    left = list(placements)
+    refused: dict[str, list[str]] = {}
+    while left:
+        later = []
+        for pod, node in left:
+            reasons = scheduler.fit_reasons(pod, node)
+            if reasons:
+                refused[pod_key(pod)] = [node, *reasons]
+                later.append((pod, node))
+                continue
+            body = bound(pod, node)
+            store.create(scheduler.pod_rt, body, namespace=body["metadata"].get("namespace") or "default")
+            accepted.append(body)
+            verdict.accepted += 1
+        if len(later) == len(left):
+            break
+        left = later
+    return accepted, left, refused, scheduler, store
+
+
+async def check_placements(problem: Problem, plan: Plan, rng: random.Random, verdict: Verdict) -> None:
+    """Bind every placement through kubesim's filters (see the module docstring).
+
+    Placements on existing nodes are bound first onto the existing nodes alone: kube-scheduler binds
+    what fits there as soon as the pods are created, before Karpenter has launched anything (the
+    pods Karpenter sees are those it failed: core pkg/controllers/provisioning/provisioner.go
+    GetPendingPods); spread and affinity are judged by the domains that exist then. The NodeClaims'
+    Nodes register later, and their pods are judged with everything before bound."""
+    cluster = _build(problem, plan, rng, verdict)
+    first = len(plan.existing)
+    bound_early, early_left, refused, scheduler, _ = await _bind(
+        problem, list(problem.nodes), list(problem.bound), cluster.placements[:first], verdict
+    )
+    await scheduler.stop()
+    _, left, later_refused, scheduler, _ = await _bind(
+        problem,
+        cluster.nodes,
+        [*cluster.running, *bound_early],
+        [*early_left, *cluster.placements[first:]],
+        verdict,
+    )
+    refused.update(later_refused)
     try:
-        left = list(cluster.placements)
-        refused: dict[str, list[str]] = {}
-        while left:
-            later = []
-            for pod, node in left:
-                reasons = scheduler.fit_reasons(pod, node)
-                if reasons:
-                    refused[pod_key(pod)] = [node, *reasons]
-                    later.append((pod, node))
-                    continue
-                body = bound(pod, node)
-                store.create(pods_rt, body, namespace=body["metadata"].get("namespace") or "default")
-                verdict.accepted += 1
-            if len(later) == len(left):
-                for pod, _ in later:
-                    node, *reasons = refused[pod_key(pod)]
-                    verdict.add(f"{pod_key(pod)} on {node}: kube-scheduler refuses it: {reasons}")
-                break
-            left = later
+        for pod, _ in left:
+            node, *reasons = refused[pod_key(pod)]
+            verdict.add(f"{pod_key(pod)} on {node}: kube-scheduler refuses it: {reasons}")
         # The completeness check for pods with cluster-wide rules, now that the plan is bound.
         pending = {pod_key(p): p for p in problem.pending}
         for key in plan.unschedulable:
