@@ -65,7 +65,8 @@ class ExistingNode:
     initialized: bool = True
     #: (namespace, labels) of the pods bound to it: what topology rules count.
     pods: list[tuple[str, Mapping[str, str]]] = field(default_factory=list)
-    #: Cordoned or being deleted: takes no pod, but its pods still count for topology.
+    #: Being deleted: takes no pod, but its pods still count for topology (a cordoned node is
+    #: tainted ``node.kubernetes.io/unschedulable`` instead: tolerating pods still go there).
     closed: bool = False
 
     @property

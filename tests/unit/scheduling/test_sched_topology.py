@@ -617,3 +617,22 @@ def test_a_pod_on_a_node_without_the_key_is_in_no_domain_of_it() -> None:
     plan = simulate(pending, [unlabelled], pools())
     assert plan.unschedulable == {}
     assert sum(len(c.pods) for c in plan.claims) == 2
+
+
+def test_a_cordoned_node_takes_the_pods_that_tolerate_its_unschedulable_taint() -> None:
+    """kube-scheduler pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go
+    Filter: a node with ``spec.unschedulable`` refuses only pods that do not tolerate
+    ``node.kubernetes.io/unschedulable:NoSchedule`` (an ``operator: Exists`` toleration without a
+    key tolerates it), so such pods bind there before Karpenter sees them (oracle seeds 572, 818)."""
+    from kubespot.scheduling.cluster import existing_nodes
+
+    node_obj = {
+        "metadata": {"name": "old", "labels": {ZONE: "z1", HOSTNAME: "old"}},
+        "spec": {"unschedulable": True},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+    }
+    tolerant = pod("t", tolerations=[{"operator": "Exists"}])
+    plain = pod("p")
+    plan = simulate([tolerant, plain], existing_nodes([node_obj], []), pools())
+    assert plan.existing == {"default/t": "old"}
+    assert [c.pods for c in plan.claims] == [["default/p"]]
