@@ -13,9 +13,10 @@ placement:
   the claim's capacity type; and the DaemonSet pods that would run there;
 - then every placement, in the plan's order (existing nodes, then each NodeClaim's pods), must be
   accepted given the pods already bound everywhere; the existing nodes' placements are judged
-  before the NodeClaims' Nodes exist, as kube-scheduler binds them before Karpenter launches any. Like kube-scheduler's queue (and Karpenter's,
-  which re-cycles failed pods while progress is made), a pod refused now is retried after the
-  others are bound; a placement refused for good is a violation.
+  before the NodeClaims' Nodes exist, as kube-scheduler binds them before Karpenter launches any.
+  Like kube-scheduler's queue (and Karpenter's, which re-cycles failed pods while progress is
+  made), a pod refused now is retried after the others are bound; a placement refused for good
+  is a violation.
 
 Also: every pending pod is placed or listed unschedulable, exactly once; the NodeClaims of a pool
 stay within its limits counted as Karpenter does (each claim its largest candidate type) and keep
@@ -231,7 +232,11 @@ def _build(problem: Problem, plan: Plan, rng: random.Random, verdict: Verdict) -
 
 
 async def _bind(
-    problem: Problem, nodes: list[Obj], running: list[Obj], placements: list[tuple[Obj, str]], verdict: Verdict
+    problem: Problem,
+    nodes: list[Obj],
+    running: list[Obj],
+    placements: list[tuple[Obj, str]],
+    verdict: Verdict,
 ) -> tuple[list[Obj], list[tuple[Obj, str]], dict[str, list[str]], SchedulerController, Store]:
     """Bind ``placements`` onto ``nodes`` through kubesim's filters, retrying a refused pod after the
     others (kube-scheduler's queue). Returns the pods bound, those refused for good (with why) and

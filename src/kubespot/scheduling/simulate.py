@@ -723,6 +723,7 @@ class Simulation:
         whatever the others take."""
         pod = group.exemplar
         rules: list[tuple[str, dict[str, int], bool]] = []  # (key, quota per domain, one per domain)
+        starting: tuple[str, str] | None = None  # the domain a self-affinity's first pod tries
         for spread in pod.topology.spreads:
             if spread.key == HOSTNAME:
                 continue
@@ -769,7 +770,14 @@ class Simulation:
             else:
                 found = [d for d in eligible if tally.counts.get(d, 0)]
                 if not found and mine and tally.total == 0 and eligible:
-                    found = eligible[:1]  # the first pod picks the domain; the rest follow it
+                    # No matching pod anywhere: the first pod starts the domain, the rest follow
+                    # it. kube-scheduler lets it onto any node (``interpodaffinity``
+                    # satisfyPodAffinity); Karpenter tries the domains in turn, a domain no
+                    # capacity serves being blocked (so one pod, and its domain to block).
+                    start = eligible if self._scope is not None else eligible[:1]
+                    rules.append((term.key, dict.fromkeys(start, 1), False))
+                    starting = (term.key, start[0]) if len(start) == 1 else None
+                    continue
                 rules.append((term.key, dict.fromkeys(found, group.left), False))
             if not rules[-1][1]:
                 return [], term.describe()
@@ -781,7 +789,8 @@ class Simulation:
                 return [
                     ([Requirement.of(key, "In", [d])], n, (key, d)) for d, n in sorted(quotas.items())
                 ], ""
-            return [([Requirement.of(key, "In", sorted(quotas))], group.left, None)], ""
+            quota = min(group.left, *quotas.values())
+            return [([Requirement.of(key, "In", sorted(quotas))], quota, starting)], ""
         # Several rules: one pod at a time, in a domain every rule allows (rare shapes).
         allowed: dict[str, set[str]] = {}
         for k, q, _ in rules:
@@ -802,22 +811,27 @@ class Simulation:
         if self.nodes and any(k != HOSTNAME for k in pod.topology.keys):
             # kube-scheduler binds what existing nodes take before Karpenter sees a pod, with the
             # domains it knows: the existing nodes' (Karpenter's add what NodePools could launch).
+            # Rounds while they place: the counts a round leaves (a self-affinity's first pod,
+            # spread shares kept safe) allow the next round more.
             self._scope = "existing"
             try:
-                buckets, _ = self._domain_rules(group, set(), None)
-                for extra, quota, _ in buckets:
-                    if not group.left:
-                        break
-                    exemplar = (
-                        replace(pod, requirements=self._narrow(pod.requirements, extra)) if extra else pod
-                    )
-                    part = _Group(
-                        exemplar,
-                        group.pods[group.placed : group.placed + min(quota, group.left)],
-                        origin=group,
-                    )
-                    self._on_existing(part)
-                    group.placed += part.placed
+                placed = -1
+                while group.left and group.placed > placed:
+                    placed = group.placed
+                    buckets, _ = self._domain_rules(group, set(), None)
+                    for extra, quota, _ in buckets:
+                        if not group.left:
+                            break
+                        exemplar = (
+                            replace(pod, requirements=self._narrow(pod.requirements, extra)) if extra else pod
+                        )
+                        part = _Group(
+                            exemplar,
+                            group.pods[group.placed : group.placed + min(quota, group.left)],
+                            origin=group,
+                        )
+                        self._on_existing(part)
+                        group.placed += part.placed
             finally:
                 self._scope = None
         blocked: set[tuple[str, str]] = set()
@@ -827,7 +841,7 @@ class Simulation:
             buckets, why = self._domain_rules(group, blocked, proven)
             if not buckets:
                 return [f'nodepool "{pc.pool.name}": {why}' for pc in self.pools] or [why]
-            progress = False
+            progress = grew = False
             for extra, quota, domain in buckets:
                 if not group.left:
                     break
@@ -841,12 +855,22 @@ class Simulation:
                 if part.left:
                     reasons = why_not or reasons
                     if domain is not None:
+                        grew = grew or domain not in blocked
                         blocked.add(domain)
                 elif domain is not None:
                     proven.add(domain)
-            if not progress:
+            # A self-affinity's first pod tries the next domain when its first has no capacity.
+            starting = len(buckets) == 1 and buckets[0][1] == 1 and self._starts(pod, buckets[0][2])
+            if not progress and not (grew and starting):
                 break
         return reasons or self._hostname_reasons(pod)
+
+    def _starts(self, pod: PodView, domain: tuple[str, str] | None) -> bool:
+        """Whether ``domain`` is where the first pod of a self-affinity with no match yet tries."""
+        return domain is not None and any(
+            not t.anti and t.key == domain[0] and self.tallies.tally(t.key, t.scope, False).total == 0
+            for t in pod.topology.terms
+        )
 
     def _hostname_reasons(self, pod: PodView) -> list[str]:
         rules = [s.describe() for s in pod.topology.spreads if s.key == HOSTNAME]

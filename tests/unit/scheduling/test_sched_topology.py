@@ -636,3 +636,41 @@ def test_a_cordoned_node_takes_the_pods_that_tolerate_its_unschedulable_taint() 
     plan = simulate([tolerant, plain], existing_nodes([node_obj], []), pools())
     assert plan.existing == {"default/t": "old"}
     assert [c.pods for c in plan.claims] == [["default/p"]]
+
+
+def _full(name: str, zone: str, ct: str = "on-demand") -> ExistingNode:
+    """An existing node with no room left (its labels still make its domains known)."""
+    return ExistingNode(
+        name,
+        Requirements.from_labels({ZONE: zone, HOSTNAME: name, CAPACITY_TYPE: ct}),
+        (),
+        {"cpu": 0, "memory": 0, "pods": 110},
+    )
+
+
+def test_a_self_affinity_first_pod_takes_any_existing_node_when_no_pod_matches() -> None:
+    """kube-scheduler pkg/scheduler/framework/plugins/interpodaffinity/filtering.go
+    satisfyPodAffinity: when no pod anywhere matches the term and the pod matches its own term,
+    every node passes; the rest then follow the first one's domain (oracle seed 889: the first
+    capacity type in order had no node with room)."""
+    spot = ExistingNode(
+        "spot-1",
+        Requirements.from_labels({ZONE: "z1", HOSTNAME: "spot-1", CAPACITY_TYPE: "spot"}),
+        (),
+        {"cpu": 8000, "memory": 32 * GIB, "pods": 110},
+    )
+    pods = [pod(f"p{i}", **affinity("podAffinity", CAPACITY_TYPE)) for i in range(3)]
+    plan = simulate(pods, [_full("od-1", "z1"), spot], pools())
+    assert plan.existing == {f"default/p{i}": "spot-1" for i in range(3)}
+
+
+def test_a_self_affinity_first_pod_tries_the_next_domain_when_the_first_has_no_capacity() -> None:
+    """Karpenter pkg/controllers/provisioning/scheduling/topologygroup.go nextDomainAffinity
+    (no matching pod and the pod selects itself: any domain the pod allows) and scheduler.go
+    (a NodeClaim is only made where an instance type is offered): z1 is known from a full
+    existing node but the NodePool's types are not offered there, so the group starts in z2."""
+    catalog = [itype("small", 2, 8, od=0.10, spot=0.04, zones=("z2", "z3"))]
+    pods = [pod(f"p{i}", **affinity("podAffinity", ZONE)) for i in range(3)]
+    plan = simulate(pods, [_full("old", "z1")], pools(catalog))
+    assert not plan.unschedulable
+    assert {z for c in plan.claims for z in c.zones} == {"z2"}
