@@ -344,6 +344,7 @@ class Simulation:
         #: "existing" while placing on existing nodes as kube-scheduler would (its domains only).
         self._scope: str | None = None
         self._honored: dict[tuple[str, Scope, str], tuple[int, dict[str, int]]] = {}
+        self._lows: dict[tuple[Scope, str], tuple[int, int]] = {}
         self._positions: dict[int, int] = {}
         self._tolerate_prefer_no_schedule = any(
             t.effect == "PreferNoSchedule" for pc in self.pools for t in pc.pool.taints
@@ -483,9 +484,20 @@ class Simulation:
         return reasons
 
     def _on_existing(self, group: _Group) -> None:
+        # kube-scheduler's hostname-spread minimum over the existing nodes rises as they fill, so
+        # a pass that placed pods may let the next place more (what it does pod by pod).
+        again = any(s.key == HOSTNAME for s in group.exemplar.topology.spreads)
+        first = True
+        while group.left:
+            before = group.left
+            self._existing_pass(group, group.story if first else GroupStory())
+            first = False
+            if not again or group.left == before:
+                return
+
+    def _existing_pass(self, group: _Group, story: GroupStory) -> None:
         pod = group.exemplar
         need = _needs(pod.requests)
-        story = group.story
         for node in self.nodes:
             if not group.left:
                 return
@@ -500,7 +512,7 @@ class Simulation:
                 continue
             free = {k: v - node.requested.get(k, 0) for k, v in node.allocatable.items()}
             ports = _ports_allow(pod, node.ports)
-            cap = self._cap(pod, node.hostname) if self._keys else UNLIMITED
+            cap = self._cap(pod, node.hostname, existing=True) if self._keys else UNLIMITED
             n = how_many_fit(free, need, min(group.left, ports, cap))
             if n <= 0:
                 if not ports:
@@ -615,12 +627,13 @@ class Simulation:
     def _selects(self, scope: Scope, pod: PodView) -> bool:
         return self.tallies.selects(scope, pod.namespace, pod.labels)
 
-    def _cap(self, pod: PodView, hostname: str) -> int:
+    def _cap(self, pod: PodView, hostname: str, *, existing: bool = False) -> int:
         """How many of ``pod``'s group the node (or NodeClaim) ``hostname`` may still take under
-        the hostname rules: spread caps it at maxSkew (the minimum is 0, a new node being an
-        empty domain), anti-affinity at one and only where no matching pod runs, affinity to
-        where one runs; another pod's anti-affinity there keeps it off (kube-scheduler's
-        ``interpodaffinity`` filter checks both ways)."""
+        the hostname rules: spread caps it at maxSkew over the minimum (Karpenter's 0, a new node
+        being an empty domain; on an ``existing`` node kube-scheduler's, which binds first and
+        knows only the nodes there are), anti-affinity at one and only where no matching pod
+        runs, affinity to where one runs; another pod's anti-affinity there keeps it off
+        (kube-scheduler's ``interpodaffinity`` filter checks both ways)."""
         if any(self._selects(scope, pod) for scope in self._anti_at.get(hostname, ())):
             return 0
         cap = UNLIMITED
@@ -629,9 +642,10 @@ class Simulation:
             if spread.key != HOSTNAME:
                 continue
             count = self.tallies.tally(HOSTNAME, spread.scope, False).counts.get(hostname, 0)
+            low = self._existing_min(spread, pod) if existing else 0
             if self._selects(spread.scope, pod):
-                cap = min(cap, max(spread.max_skew - count, 0))
-            elif count > spread.max_skew:
+                cap = min(cap, max(spread.max_skew + low - count, 0))
+            elif count - low > spread.max_skew:
                 return 0
         for term in topo.terms:
             if term.key != HOSTNAME:
@@ -646,6 +660,29 @@ class Simulation:
             elif not count and not (tally.total == 0 and self._selects(term.scope, pod)):
                 return 0
         return cap
+
+    def _existing_min(self, spread: Spread, pod: PodView) -> int:
+        """kube-scheduler's minimum of a hostname spread: the fewest matching pods on an existing
+        node the spread counts (``podtopologyspread`` PreFilter: every node with the key and,
+        with ``nodeAffinityPolicy: Honor``, that the pod's selector and required affinity match;
+        tainted and cordoned nodes too, ``nodeTaintsPolicy`` being Ignore)."""
+        strict = pod.strict_requirements
+        honor = spread.honor_node_affinity and len(strict) > 0
+        key = (spread.scope, str(strict) if honor else "")
+        hit = self._lows.get(key)
+        if hit is not None and hit[0] == self.tallies.version:
+            return hit[1]
+        counts = self.tallies.tally(HOSTNAME, spread.scope, False).counts
+        low = min(
+            (
+                counts.get(n.hostname, 0)
+                for n in self.nodes
+                if not honor or not n.requirements.compatibility(strict, WELL_KNOWN)
+            ),
+            default=0,
+        )
+        self._lows[key] = (self.tallies.version, low)
+        return low
 
     def _new_node_limits(self, pod: PodView) -> tuple[int, int]:
         """How many of ``pod``'s group one new NodeClaim takes, and how many such NodeClaims the

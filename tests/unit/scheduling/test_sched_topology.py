@@ -87,6 +87,16 @@ def node(name: str, zone: str, pods: list[tuple[str, dict[str, str]]] = (), cpu:
     )
 
 
+def _full(name: str, zone: str, ct: str = "on-demand") -> ExistingNode:
+    """An existing node with no room left (its labels still make its domains known)."""
+    return ExistingNode(
+        name,
+        Requirements.from_labels({ZONE: zone, HOSTNAME: name, CAPACITY_TYPE: ct}),
+        (),
+        {"cpu": 0, "memory": 0, "pods": 110},
+    )
+
+
 # -- 1. what PodView carries
 
 
@@ -234,11 +244,33 @@ def test_hostname_spread_caps_each_node_at_max_skew() -> None:
 
 
 def test_hostname_spread_counts_existing_pods_on_the_node() -> None:
-    """kube-scheduler ``podtopologyspread`` filter: existing matching pods count on their node."""
+    """kube-scheduler ``podtopologyspread`` filter: existing matching pods count on their node
+    (the minimum is 0 here: a full node without matching pods counts too, nodeTaintsPolicy Ignore)."""
     n1 = node("n1", "z1", [("default", APP)])
-    plan = simulate([pod(f"p{i}", **spread(HOSTNAME, 2)) for i in range(3)], [n1], pools())
+    plan = simulate([pod(f"p{i}", **spread(HOSTNAME, 2)) for i in range(3)], [n1, _full("n2", "z1")], pools())
     assert list(plan.existing.values()) == ["n1"]
     assert sorted(len(c.pods) for c in plan.claims) == [2]
+
+
+def test_hostname_spread_on_existing_nodes_uses_kube_schedulers_minimum() -> None:
+    """kubernetes/kubernetes pkg/scheduler/framework/plugins/podtopologyspread/filtering.go
+    calPreFilterState and Filter: kube-scheduler, which binds before Karpenter sees a pod, takes
+    the minimum over the nodes that exist; with one node that node is the minimum, so the skew
+    never exceeds 1 and every pod stacks there (oracle seeds 525, 848); Karpenter's minimum of 0
+    only applies to new capacity."""
+    n1 = node("n1", "z1", [("default", APP)])
+    plan = simulate([pod(f"p{i}", **spread(HOSTNAME, 1)) for i in range(5)], [n1], pools())
+    assert plan.existing == {f"default/p{i}": "n1" for i in range(5)}
+    assert not plan.claims
+
+
+def test_hostname_spread_on_existing_nodes_rises_with_the_minimum() -> None:
+    """podtopologyspread Filter, pod by pod: with two empty nodes and maxSkew 1 the pods alternate,
+    so both nodes fill evenly rather than stopping at one pod each."""
+    nodes = [node("n1", "z1", cpu=2), node("n2", "z1", cpu=2)]
+    plan = simulate([pod(f"p{i}", **spread(HOSTNAME, 1)) for i in range(6)], nodes, pools())
+    assert Counter(plan.existing.values()) == {"n1": 3, "n2": 3}
+    assert not plan.claims
 
 
 # -- 3. pod affinity and anti-affinity
@@ -636,16 +668,6 @@ def test_a_cordoned_node_takes_the_pods_that_tolerate_its_unschedulable_taint() 
     plan = simulate([tolerant, plain], existing_nodes([node_obj], []), pools())
     assert plan.existing == {"default/t": "old"}
     assert [c.pods for c in plan.claims] == [["default/p"]]
-
-
-def _full(name: str, zone: str, ct: str = "on-demand") -> ExistingNode:
-    """An existing node with no room left (its labels still make its domains known)."""
-    return ExistingNode(
-        name,
-        Requirements.from_labels({ZONE: zone, HOSTNAME: name, CAPACITY_TYPE: ct}),
-        (),
-        {"cpu": 0, "memory": 0, "pods": 110},
-    )
 
 
 def test_a_self_affinity_first_pod_takes_any_existing_node_when_no_pod_matches() -> None:
