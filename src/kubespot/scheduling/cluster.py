@@ -39,6 +39,7 @@ from .pods import PodView, pod_requests
 from .requirements import Requirements
 from .simulate import ExistingNode
 from .taints import Taint, parse_taints, untolerated
+from .topology import required_anti_terms
 from .volumes import UnprovisionablePod, Volumes, failed_to_schedule, volume_requirements
 
 Obj = Mapping[str, Any]
@@ -238,6 +239,7 @@ def existing_nodes(
             continue
         labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
         node.pods.append((str(meta.get("namespace") or "default"), labels))
+        node.anti += required_anti_terms(spec, str(meta.get("namespace") or "default"), labels)
         if "DaemonSet" in _owner_kinds(pod):
             daemon = node_daemons.setdefault(node.name, {})
             for name, amount in pod_requests(spec).items():

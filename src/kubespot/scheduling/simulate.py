@@ -65,6 +65,9 @@ class ExistingNode:
     initialized: bool = True
     #: (namespace, labels) of the pods bound to it: what topology rules count.
     pods: list[tuple[str, Mapping[str, str]]] = field(default_factory=list)
+    #: Required anti-affinity terms (key, scope) of its pods: the pods they select stay out of
+    #: its domain of that key.
+    anti: list[tuple[str, Scope]] = field(default_factory=list)
     #: Being deleted: takes no pod, but its pods still count for topology (a cordoned node is
     #: tainted ``node.kubernetes.io/unschedulable`` instead: tolerating pods still go there).
     closed: bool = False
@@ -329,10 +332,14 @@ class Simulation:
         }
         # Topology: counts per domain of what the pending pods' rules select, kept as pods land.
         self.tallies = Tallies(namespace_labels)
-        self._keys = frozenset(k for g in self.groups for k in g.exemplar.topology.keys)
+        self._keys = frozenset(k for g in self.groups for k in g.exemplar.topology.keys) | frozenset(
+            k for n in nodes for k, _ in n.anti
+        )
         self._universes: dict[str, list[str]] = {}
         #: Hostname anti-affinity scopes of the pods on each node or NodeClaim (they keep others off).
         self._anti_at: dict[str, list[Scope]] = {}
+        #: The same for the other keys: per key and domain, the scopes kept out of it.
+        self._inverse: dict[str, dict[str, list[Scope]]] = {}
         self._narrowed: dict[tuple[str, str], Requirements] = {}
         self._plain = [g for g in self.groups if not g.exemplar.topology]
         self._limited = any(pc.pool.limits for pc in self.pools)
@@ -351,14 +358,10 @@ class Simulation:
         )
         if self._keys:
             for node in self.nodes:
+                where = self._where(node.requirements, node.hostname, node=True)
                 for namespace, labels in node.pods:
-                    self.tallies.record(
-                        namespace,
-                        labels,
-                        self._where(node.requirements, node.hostname, node=True),
-                        1,
-                        node.requirements,
-                    )
+                    self.tallies.record(namespace, labels, where, 1, node.requirements)
+                self._keep_out(node.anti, where)
 
     # -- requirements, cached by their text (the same few shapes recur thousands of times)
 
@@ -413,6 +416,8 @@ class Simulation:
         # topology rules choose their domain first, so they take existing nodes in their turn.)
         for group in self.groups:
             if not group.exemplar.topology:
+                if self._inverse:
+                    self._fence(group)
                 self._on_existing(group)
         waiting: list[tuple[_Group, list[str]]] = []
         for group in list(self.groups):
@@ -466,6 +471,8 @@ class Simulation:
         return self.plan
 
     def _attempt(self, group: _Group, *, existing: bool) -> list[str]:
+        if self._inverse:
+            self._fence(group)
         return (
             self._place_by_domain(group) if group.exemplar.topology else self._place(group, existing=existing)
         )
@@ -617,12 +624,35 @@ class Simulation:
     def _record(self, pod: PodView, n: int, reqs: Requirements, hostname: str, *, node: bool = False) -> None:
         if not self._keys or n <= 0:
             return
-        self.tallies.record(pod.namespace, pod.labels, self._where(reqs, hostname, node=node), n, reqs)
+        where = self._where(reqs, hostname, node=node)
+        self.tallies.record(pod.namespace, pod.labels, where, n, reqs)
         # Only required terms keep other pods away (Karpenter topology.go updateInverseAntiAffinity
         # leaves preferences out): a relaxed pod must not stay barred by its own dropped preference.
-        scopes = [t.scope for t in pod.topology.terms if t.anti and t.key == HOSTNAME and t.weight == 0]
-        if scopes:
-            self._anti_at.setdefault(hostname, []).extend(scopes)
+        self._keep_out([(t.key, t.scope) for t in pod.topology.terms if t.anti and t.weight == 0], where)
+
+    def _keep_out(self, terms: Sequence[tuple[str, Scope]], where: Mapping[str, tuple[str, ...]]) -> None:
+        """Anti-affinity terms of pods placed at ``where`` keep the pods they select out of those
+        domains (kube-scheduler ``interpodaffinity`` satisfyExistingPodsAntiAffinity; Karpenter's
+        inverse anti-affinity groups, ``topology.go``). A NodeClaim whose domain is still open
+        keeps them out of every domain it may get, as Karpenter records it."""
+        for key, scope in terms:
+            if key == HOSTNAME:
+                self._anti_at.setdefault(where[key][0], []).append(scope)
+                continue
+            by_domain = self._inverse.setdefault(key, {})
+            for d in where.get(key, ()):
+                by_domain.setdefault(d, []).append(scope)
+
+    def _fence(self, group: _Group) -> None:
+        """Narrow ``group`` away from the domains placed pods' anti-affinity keeps it out of."""
+        pod = group.exemplar
+        extra = []
+        for key, by_domain in self._inverse.items():
+            bad = sorted(d for d, scopes in by_domain.items() if any(self._selects(s, pod) for s in scopes))
+            if bad:
+                extra.append(Requirement.of(key, "NotIn", bad))
+        if extra:
+            group.exemplar = replace(pod, requirements=self._narrow(pod.requirements, extra))
 
     def _selects(self, scope: Scope, pod: PodView) -> bool:
         return self.tallies.selects(scope, pod.namespace, pod.labels)
@@ -697,6 +727,12 @@ class Simulation:
     def _hostname_scopes(self, pod: PodView) -> list[Scope]:
         return [s.scope for s in pod.topology.spreads if s.key == HOSTNAME] + [
             t.scope for t in pod.topology.terms if t.key == HOSTNAME
+        ]
+
+    def _sharing_scopes(self, pod: PodView) -> list[Scope]:
+        """The scopes of ``pod``'s rules that a pod sharing its node would break or count for."""
+        return self._hostname_scopes(pod) + [
+            t.scope for t in pod.topology.terms if t.anti and t.key != HOSTNAME
         ]
 
     def _narrow(self, reqs: Requirements, extra: Sequence[Requirement]) -> Requirements:
@@ -779,6 +815,10 @@ class Simulation:
             several = (
                 len(pod.topology.spreads) + len(pod.topology.terms) - len(self._hostname_scopes(pod)) > 1
             )
+            if several and self._scope is not None and self._selects(spread.scope, pod):
+                # kube-scheduler, pod by pod: every domain within the skew (the others' rules choose).
+                low = min_count(spread, counts, eligible)
+                quotas = {d: low + spread.max_skew - counts.get(d, 0) for d in eligible}
             cautious = (
                 self._limited
                 or several
@@ -837,6 +877,11 @@ class Simulation:
             rules_text = [s.describe() for s in pod.topology.spreads if s.key != HOSTNAME]
             rules_text += [t.describe() for t in pod.topology.terms if t.key != HOSTNAME]
             return [], "; ".join(rules_text)
+        if self._scope is not None:
+            # kube-scheduler takes any node every rule allows (the next pod sees the counts it left).
+            extra = [Requirement.of(key, "In", choices)]
+            extra += [Requirement.of(k, "In", sorted(v)) for k, v in allowed.items() if k != key]
+            return [(extra, 1, None)], ""
         extra = [Requirement.of(key, "In", [choices[0]])]
         extra += [Requirement.of(k, "In", sorted(v)) for k, v in allowed.items() if k != key]
         return [(extra, 1, (key, choices[0]))], ""
@@ -896,18 +941,11 @@ class Simulation:
                         blocked.add(domain)
                 elif domain is not None:
                     proven.add(domain)
-            # A self-affinity's first pod tries the next domain when its first has no capacity.
-            starting = len(buckets) == 1 and buckets[0][1] == 1 and self._starts(pod, buckets[0][2])
-            if not progress and not (grew and starting):
+            # A round that placed nothing but blocked a domain tries the others (a self-affinity's
+            # first pod, or a one-pod round of several rules, whose first domain had no capacity).
+            if not progress and not grew:
                 break
         return reasons or self._hostname_reasons(pod)
-
-    def _starts(self, pod: PodView, domain: tuple[str, str] | None) -> bool:
-        """Whether ``domain`` is where the first pod of a self-affinity with no match yet tries."""
-        return domain is not None and any(
-            not t.anti and t.key == domain[0] and self.tallies.tally(t.key, t.scope, False).total == 0
-            for t in pod.topology.terms
-        )
 
     def _hostname_reasons(self, pod: PodView) -> list[str]:
         rules = [s.describe() for s in pod.topology.spreads if s.key == HOSTNAME]
@@ -1083,8 +1121,9 @@ class Simulation:
         out = [first]
         start = self._position(first.origin or first)
         # Pods with topology rules place themselves (their domain first); nor may a pod join whose
-        # labels the first pods' hostname rules select (it would count against them).
-        scopes = self._hostname_scopes(first.exemplar) if self._keys else []
+        # labels the first pods' hostname rules or anti-affinity (any key: a node shares every
+        # domain) select (it would count against them).
+        scopes = self._sharing_scopes(first.exemplar) if self._keys else []
         if self._keys:
             # Only groups without topology rules may join: keep just those still pending, so the
             # scan does not walk the (many, small) topology groups every time.

@@ -200,6 +200,12 @@ def pod_topology(spec: Obj, namespace: str, labels: Labels) -> PodTopology:
     return PodTopology(tuple(spreads), tuple(terms))
 
 
+def required_anti_terms(spec: Obj, namespace: str, labels: Labels) -> list[tuple[str, Scope]]:
+    """A bound pod's required anti-affinity terms as (key, scope): what keeps the pods they select
+    out of its domain (kube-scheduler ``interpodaffinity`` satisfyExistingPodsAntiAffinity)."""
+    return [(t.key, t.scope) for t in pod_topology(spec, namespace, labels).terms if t.anti and not t.weight]
+
+
 # -- preference relaxation (preferences.go ``Relax``): one step per failed attempt
 
 

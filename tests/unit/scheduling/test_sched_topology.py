@@ -696,3 +696,75 @@ def test_a_self_affinity_first_pod_tries_the_next_domain_when_the_first_has_no_c
     plan = simulate(pods, [_full("old", "z1")], pools(catalog))
     assert not plan.unschedulable
     assert {z for c in plan.claims for z in c.zones} == {"z2"}
+
+
+# -- anti-affinity both ways: placed and bound pods' terms keep the pods they select out
+
+
+def _guard(name: str, zone: str, key: str = ZONE) -> dict[str, Any]:
+    """A node in ``zone`` with room, running a pod whose required anti-affinity selects app=web."""
+    return {
+        "metadata": {"name": name, "labels": {ZONE: zone, HOSTNAME: name, CAPACITY_TYPE: "on-demand"}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+    }, {
+        "metadata": {"name": f"{name}-guard", "namespace": "default", "labels": {"app": "guard"}},
+        "spec": {"nodeName": name, **affinity("podAntiAffinity", key)},
+    }
+
+
+def test_a_bound_pods_zone_anti_affinity_keeps_the_pods_it_selects_out_of_its_zone() -> None:
+    """kube-scheduler pkg/scheduler/framework/plugins/interpodaffinity/filtering.go
+    satisfyExistingPodsAntiAffinity (an existing pod's required anti-affinity term refuses the
+    incoming pod it matches in the existing pod's domain) and Karpenter topology.go's inverse
+    anti-affinity groups: web pods, with no rules of their own, neither use the z1 node nor get
+    a NodeClaim in z1."""
+    from kubespot.scheduling.cluster import existing_nodes
+
+    node_obj, guard = _guard("old", "z1")
+    plan = simulate([pod(f"p{i}") for i in range(3)], existing_nodes([node_obj], [guard]), pools())
+    assert not plan.existing and not plan.unschedulable
+    assert plan.claims and all("z1" not in c.zones for c in plan.claims)
+
+
+def test_a_bound_pods_hostname_anti_affinity_keeps_the_pods_it_selects_off_its_node() -> None:
+    """satisfyExistingPodsAntiAffinity on kubernetes.io/hostname: only that node is refused."""
+    from kubespot.scheduling.cluster import existing_nodes
+
+    node_obj, guard = _guard("a-guarded", "z1", HOSTNAME)  # tried first (nodes go by name)
+    other = {**node_obj, "metadata": {"name": "b-free", "labels": {ZONE: "z1", HOSTNAME: "b-free"}}}
+    plan = simulate([pod("p")], existing_nodes([node_obj, other], [guard]), pools())
+    assert plan.existing == {"default/p": "b-free"}
+
+
+def test_a_placed_pods_zone_anti_affinity_keeps_later_pods_it_selects_out_of_its_zone() -> None:
+    """Karpenter topology.go Record with inverse anti-affinity (a pod placed in this pass keeps the
+    pods its required term selects out of its domain, as kube-scheduler will when it binds them):
+    the large guard pod goes first (largest first), then the small web pods avoid its zone."""
+    guard = pod(
+        "guard",
+        labels={"app": "guard"},
+        cpu="6",
+        nodeSelector={ZONE: "z2"},
+        **affinity("podAntiAffinity", ZONE),
+    )
+    plan = simulate([guard, *(pod(f"p{i}") for i in range(3))], [], pools())
+    assert not plan.unschedulable
+    web = [c for c in plan.claims if "default/guard" not in c.pods]
+    assert web and all("z2" not in c.zones for c in web)
+    assert not any("default/p0" in c.pods for c in plan.claims if "default/guard" in c.pods)
+
+
+def test_several_rules_on_existing_nodes_take_any_node_every_rule_allows() -> None:
+    """kube-scheduler Filter (podtopologyspread and interpodaffinity together) pod by pod: a pod
+    with a capacity-type spread and anti-affinity goes to any existing node both allow, not only
+    to the first domain in order (oracle seed 1152: the on-demand node was full)."""
+    spot = ExistingNode(
+        "spot-1",
+        Requirements.from_labels({ZONE: "z1", HOSTNAME: "spot-1", CAPACITY_TYPE: "spot"}),
+        (),
+        {"cpu": 8000, "memory": 32 * GIB, "pods": 110},
+    )
+    rules = {**spread(CAPACITY_TYPE), **affinity("podAntiAffinity", CAPACITY_TYPE)}
+    plan = simulate([pod("p0", **rules)], [_full("od-1", "z1"), spot], pools())
+    assert plan.existing == {"default/p0": "spot-1"}
