@@ -42,7 +42,7 @@ from .packing import EXACT_ROUNDS, NodeType, Packing, lp_eligible, pack
 from .pods import PodView
 from .requirements import Requirement, Requirements
 from .taints import Taint, untolerated
-from .topology import UNLIMITED, Scope, Spread, Tallies, min_count, relax, spread_quotas
+from .topology import UNLIMITED, PodTerm, Scope, Spread, Tallies, min_count, relax, spread_quotas
 
 #: The best packing per capacity type: (score, type, pods per group, requirements).
 _Best = dict[str, tuple[tuple[float, float, str], InstanceType, dict[int, int], Requirements]]
@@ -949,7 +949,7 @@ class Simulation:
 
     def _hostname_reasons(self, pod: PodView) -> list[str]:
         rules = [s.describe() for s in pod.topology.spreads if s.key == HOSTNAME]
-        rules += [t.describe() for t in pod.topology.terms if t.key == HOSTNAME]
+        rules += [self._hostname_term_reason(pod, t) for t in pod.topology.terms if t.key == HOSTNAME]
         return [f'nodepool "{pc.pool.name}": {rules[0]}' for pc in self.pools] if rules else []
 
     def _min_values_room(
@@ -982,6 +982,46 @@ class Simulation:
             mid = (low + high) // 2
             low, high = (mid, high) if holds(mid) else (low, mid)
         return low
+
+    def _hostname_term_reason(self, pod: PodView, term: PodTerm) -> str:
+        """Why a hostname term stops the pod: for affinity, whether a matching pod runs anywhere
+        and, if so, whether the nodes it runs on are only full or refuse the pod outright."""
+        if term.anti:
+            return term.describe()
+        counts = self.tallies.tally(HOSTNAME, term.scope, False).counts
+        hosts = sorted(h for h, n in counts.items() if n)
+        if not hosts:
+            return term.describe()
+        need = _needs(pod.requests)
+        full = True
+        for node in self.nodes:
+            if counts.get(node.hostname):
+                refused = (
+                    node.closed
+                    or bool(untolerated(node.taints, pod.tolerations))
+                    or bool(node.requirements.compatibility(pod.requirements, frozenset()))
+                )
+                free = {k: v - node.requested.get(k, 0) for k, v in node.allocatable.items()}
+                full = full and not refused and how_many_fit(free, need, 1) == 0
+        for claim in self.claims:
+            if counts.get(claim.name):
+                refused = bool(untolerated(claim.pc.pool.taints, pod.tolerations)) or (
+                    self._merge(claim.reqs, pod) is None
+                )
+                full = full and not refused and how_many_fit(claim.free, need, 1) == 0
+        named = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+        why = "has no room for it" if full else "does not take it"
+        return f"pod affinity on {HOSTNAME}: {named}, running a pod matching {term.scope.selector}, {why}"
+
+    def _min_values_open(self, pc: PoolCapacity, reqs: Requirements) -> bool:
+        """Whether the pool's types compatible with ``reqs`` still carry every minValues (memoised
+        like ``_conflict``: asked per type and group while packing)."""
+        key = (pc.pool.name, id(reqs))
+        hit = self._min_values_memo.get(key)
+        if hit is None:
+            compatible = [it for it in pc.instance_types if not self._conflict(it, reqs)]
+            hit = self._min_values_memo[key] = (reqs, not minvalues.unmet(compatible, reqs))
+        return hit[1]
 
     def _min_values_hold(self, claim: _Claim, reqs: Requirements, need: Mapping[str, int], n: int) -> bool:
         """Whether the claim's types that would still take it, with ``n`` more pods needing ``need``

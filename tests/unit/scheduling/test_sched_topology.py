@@ -768,3 +768,27 @@ def test_several_rules_on_existing_nodes_take_any_node_every_rule_allows() -> No
     rules = {**spread(CAPACITY_TYPE), **affinity("podAntiAffinity", CAPACITY_TYPE)}
     plan = simulate([pod("p0", **rules)], [_full("od-1", "z1"), spot], pools())
     assert plan.existing == {"default/p0": "spot-1"}
+
+
+def test_hostname_affinity_reason_says_the_matching_pods_node_is_full() -> None:
+    """kube-scheduler interpodaffinity Filter (the pod may only go where a matching pod runs) and
+    noderesources fit: the node with the db pod is full, which is why the web pods wait, not a
+    missing db pod; with no db pod anywhere the reason says so (Karpenter topologygroup.go
+    nextDomainAffinity finds no domain)."""
+    full_db = ExistingNode(
+        "db-1",
+        Requirements.from_labels({ZONE: "z1", HOSTNAME: "db-1", CAPACITY_TYPE: "on-demand"}),
+        (),
+        {"cpu": 0, "memory": 0, "pods": 110},
+        pods=[("default", {"app": "db"})],
+    )
+    web = [pod(f"p{i}", **affinity("podAffinity", HOSTNAME, {"app": "db"})) for i in range(2)]
+    plan = simulate(web, [full_db], pools())
+    assert not plan.claims and not plan.existing
+    assert plan.unschedulable["default/p0"] == [
+        f'nodepool "default": pod affinity on {HOSTNAME}: db-1, running a pod matching app=db, has no room for it'
+    ]
+    alone = simulate(web, [], pools())
+    assert alone.unschedulable["default/p0"] == [
+        f'nodepool "default": pod affinity on {HOSTNAME}: no domain with a pod matching app=db'
+    ]
