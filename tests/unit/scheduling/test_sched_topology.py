@@ -786,7 +786,8 @@ def test_hostname_affinity_reason_says_the_matching_pods_node_is_full() -> None:
     plan = simulate(web, [full_db], pools())
     assert not plan.claims and not plan.existing
     assert plan.unschedulable["default/p0"] == [
-        f'nodepool "default": pod affinity on {HOSTNAME}: db-1, running a pod matching app=db, has no room for it'
+        f'nodepool "default": pod affinity on {HOSTNAME}: db-1, running a pod matching app=db, '
+        "has no room for it"
     ]
     alone = simulate(web, [], pools())
     assert alone.unschedulable["default/p0"] == [
