@@ -29,7 +29,7 @@ Pure: pods, nodes, pools and the catalog in; a ``Plan`` out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from . import explain, minvalues
@@ -352,6 +352,10 @@ class Simulation:
         self._scope: str | None = None
         self._honored: dict[tuple[str, Scope, str], tuple[int, dict[str, int]]] = {}
         self._lows: dict[tuple[Scope, str], tuple[int, int]] = {}
+        #: Existing nodes by hostname and NodeClaims by name (for the reasons; rebuilt as claims open).
+        self._hosts: dict[str, ExistingNode | _Claim] = {n.hostname: n for n in nodes}
+        self._hosts_seen = 0
+        self._claim_at: dict[str, int] = {}
         self._positions: dict[int, int] = {}
         self._tolerate_prefer_no_schedule = any(
             t.effect == "PreferNoSchedule" for pc in self.pools for t in pc.pool.taints
@@ -540,13 +544,18 @@ class Simulation:
     def _on_claims(self, group: _Group) -> None:
         pod = group.exemplar
         need = _needs(pod.requests)
-        full = False
-        for claim in sorted(self._open, key=lambda c: len(c.pods)):
+        filled: set[int] = set()
+        cpu, memory = need.get("cpu", 0), need.get("memory", 0)
+        # The cheapest tests first, before the sort (Karpenter tries the NodeClaims with the fewest
+        # pods first): most NodeClaims of a pass are nearly full, and a hostname affinity only
+        # admits the few where a matching pod runs.
+        hosts = self._affinity_hosts(pod) if self._keys else None
+        pool = self._open if hosts is None else [c for c in self._claims_named(hosts) if self._has_room(c)]
+        fits = [c for c in pool if c.free.get("cpu", 0) >= cpu and c.free.get("memory", 0) >= memory]
+        fits.sort(key=lambda c: len(c.pods))
+        for claim in fits:
             if not group.left:
                 break
-            free = claim.free
-            if need.get("cpu", 0) > free.get("cpu", 0) or need.get("memory", 0) > free.get("memory", 0):
-                continue  # the cheapest test first: most NodeClaims of a pass are nearly full
             if untolerated(claim.pc.pool.taints, pod.tolerations):
                 continue
             merged = self._merge(claim.reqs, pod)
@@ -565,9 +574,33 @@ class Simulation:
             if n > 0:
                 claim.add(group.take(n), need, merged)
                 self._record(pod, n, claim.reqs, claim.name)
-                full = full or not self._has_room(claim)
-        if full:
-            self._open = [c for c in self._open if self._has_room(c)]
+                if not self._has_room(claim):
+                    filled.add(id(claim))
+        if filled:
+            self._open = [c for c in self._open if id(c) not in filled]
+
+    def _affinity_hosts(self, pod: PodView) -> set[str] | None:
+        """The nodes and NodeClaims ``pod``'s hostname affinity admits (where a matching pod
+        runs), or None when it has none or may start its own (no match yet, selects itself)."""
+        hosts: set[str] | None = None
+        for term in pod.topology.terms:
+            if term.anti or term.key != HOSTNAME:
+                continue
+            tally = self.tallies.tally(HOSTNAME, term.scope, False)
+            if tally.total == 0 and self._selects(term.scope, pod):
+                continue
+            here = {h for h, n in tally.counts.items() if n}
+            hosts = here if hosts is None else hosts & here
+        return hosts
+
+    def _claims_named(self, names: Iterable[str]) -> list[_Claim]:
+        """This pass's NodeClaims among ``names``, in the order they were opened."""
+        for claim in self.claims[self._hosts_seen :]:
+            self._hosts[claim.name] = claim
+            self._claim_at[claim.name] = self._hosts_seen
+            self._hosts_seen += 1
+        found = [(self._claim_at[n], self._hosts[n]) for n in names if n in self._claim_at]
+        return [c for _, c in sorted(found, key=lambda x: x[0]) if isinstance(c, _Claim)]
 
     def _has_room(self, claim: _Claim) -> bool:
         return all(claim.free.get(k, 0) >= v for k, v in self._smallest.items())
@@ -945,7 +978,7 @@ class Simulation:
             # first pod, or a one-pod round of several rules, whose first domain had no capacity).
             if not progress and not grew:
                 break
-        return reasons or self._hostname_reasons(pod)
+        return reasons or (self._hostname_reasons(pod) if group.left else [])
 
     def _hostname_reasons(self, pod: PodView) -> list[str]:
         rules = [s.describe() for s in pod.topology.spreads if s.key == HOSTNAME]
@@ -994,21 +1027,24 @@ class Simulation:
             return term.describe()
         need = _needs(pod.requests)
         full = True
-        for node in self.nodes:
-            if counts.get(node.hostname):
+        self._claims_named(())  # brings the index up to date
+        for host in hosts:
+            place = self._hosts.get(host)
+            if isinstance(place, ExistingNode):
                 refused = (
-                    node.closed
-                    or bool(untolerated(node.taints, pod.tolerations))
-                    or bool(node.requirements.compatibility(pod.requirements, frozenset()))
+                    place.closed
+                    or bool(untolerated(place.taints, pod.tolerations))
+                    or bool(place.requirements.compatibility(pod.requirements, frozenset()))
                 )
-                free = {k: v - node.requested.get(k, 0) for k, v in node.allocatable.items()}
-                full = full and not refused and how_many_fit(free, need, 1) == 0
-        for claim in self.claims:
-            if counts.get(claim.name):
-                refused = bool(untolerated(claim.pc.pool.taints, pod.tolerations)) or (
-                    self._merge(claim.reqs, pod) is None
+                free = {k: v - place.requested.get(k, 0) for k, v in place.allocatable.items()}
+            elif place is not None:
+                refused = bool(untolerated(place.pc.pool.taints, pod.tolerations)) or (
+                    self._merge(place.reqs, pod) is None
                 )
-                full = full and not refused and how_many_fit(claim.free, need, 1) == 0
+                free = place.free
+            else:
+                continue
+            full = full and not refused and how_many_fit(free, need, 1) == 0
         named = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
         why = "has no room for it" if full else "does not take it"
         return f"pod affinity on {HOSTNAME}: {named}, running a pod matching {term.scope.selector}, {why}"
