@@ -29,6 +29,7 @@ Pure: pods, nodes, pools and the catalog in; a ``Plan`` out.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -1022,7 +1023,7 @@ class Simulation:
         if term.anti:
             return term.describe()
         counts = self.tallies.tally(HOSTNAME, term.scope, False).counts
-        hosts = sorted(h for h, n in counts.items() if n)
+        hosts = [h for h, n in counts.items() if n]
         if not hosts:
             return term.describe()
         need = _needs(pod.requests)
@@ -1044,8 +1045,11 @@ class Simulation:
                 free = place.free
             else:
                 continue
-            full = full and not refused and how_many_fit(free, need, 1) == 0
-        named = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+            full = not refused and how_many_fit(free, need, 1) == 0
+            if not full:
+                break
+        first = heapq.nsmallest(3, hosts)
+        named = ", ".join(first) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
         why = "has no room for it" if full else "does not take it"
         return f"pod affinity on {HOSTNAME}: {named}, running a pod matching {term.scope.selector}, {why}"
 
