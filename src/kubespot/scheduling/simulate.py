@@ -356,6 +356,8 @@ class Simulation:
         #: Existing nodes by hostname and NodeClaims by name (for the reasons; rebuilt as claims open).
         self._hosts: dict[str, ExistingNode | _Claim] = {n.hostname: n for n in nodes}
         self._hosts_seen = 0
+        self._running: dict[Scope, tuple[int, list[str]]] = {}
+        self._term_reasons: dict[tuple[object, ...], tuple[Requirements, str]] = {}
         self._claim_at: dict[str, int] = {}
         self._positions: dict[int, int] = {}
         self._tolerate_prefer_no_schedule = any(
@@ -590,7 +592,7 @@ class Simulation:
             tally = self.tallies.tally(HOSTNAME, term.scope, False)
             if tally.total == 0 and self._selects(term.scope, pod):
                 continue
-            here = {h for h, n in tally.counts.items() if n}
+            here = set(self._hosts_running(term.scope))
             hosts = here if hosts is None else hosts & here
         return hosts
 
@@ -1022,10 +1024,13 @@ class Simulation:
         and, if so, whether the nodes it runs on are only full or refuse the pod outright."""
         if term.anti:
             return term.describe()
-        counts = self.tallies.tally(HOSTNAME, term.scope, False).counts
-        hosts = [h for h, n in counts.items() if n]
+        hosts = self._hosts_running(term.scope)
         if not hosts:
             return term.describe()
+        memo = (term.scope, self.tallies.version, id(pod.requirements), pod.tolerations, str(pod.requests))
+        hit = self._term_reasons.get(memo)
+        if hit is not None:
+            return hit[1]
         need = _needs(pod.requests)
         full = True
         self._claims_named(())  # brings the index up to date
@@ -1051,7 +1056,17 @@ class Simulation:
         first = heapq.nsmallest(3, hosts)
         named = ", ".join(first) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
         why = "has no room for it" if full else "does not take it"
-        return f"pod affinity on {HOSTNAME}: {named}, running a pod matching {term.scope.selector}, {why}"
+        out = f"pod affinity on {HOSTNAME}: {named}, running a pod matching {term.scope.selector}, {why}"
+        self._term_reasons[memo] = (pod.requirements, out)  # keeps the id's object alive
+        return out
+
+    def _hosts_running(self, scope: Scope) -> list[str]:
+        """The nodes and NodeClaims where a pod ``scope`` selects runs (memoised per count version)."""
+        hit = self._running.get(scope)
+        if hit is None or hit[0] != self.tallies.version:
+            counts = self.tallies.tally(HOSTNAME, scope, False).counts
+            hit = self._running[scope] = (self.tallies.version, [h for h, n in counts.items() if n])
+        return hit[1]
 
     def _min_values_open(self, pc: PoolCapacity, reqs: Requirements) -> bool:
         """Whether the pool's types compatible with ``reqs`` still carry every minValues (memoised
