@@ -793,3 +793,14 @@ def test_hostname_affinity_reason_says_the_matching_pods_node_is_full() -> None:
     assert alone.unschedulable["default/p0"] == [
         f'nodepool "default": pod affinity on {HOSTNAME}: no domain with a pod matching app=db'
     ]
+
+
+def test_zone_spread_fills_existing_nodes_pod_by_pod_before_new_capacity() -> None:
+    """kubernetes/kubernetes podtopologyspread/filtering.go Filter, pod by pod: with an empty node
+    in each of two zones (the only zones kube-scheduler knows) and maxSkew 1, the pods alternate
+    and all bind there; Karpenter only sees pods kube-scheduler could not bind (provisioner.go
+    GetPendingPods), so no NodeClaim is needed."""
+    nodes = [node("n1", "z1"), node("n2", "z2")]
+    plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(6)], nodes, pools())
+    assert Counter(plan.existing.values()) == {"n1": 3, "n2": 3}
+    assert not plan.claims
