@@ -1068,16 +1068,6 @@ class Simulation:
             hit = self._running[scope] = (self.tallies.version, [h for h, n in counts.items() if n])
         return hit[1]
 
-    def _min_values_open(self, pc: PoolCapacity, reqs: Requirements) -> bool:
-        """Whether the pool's types compatible with ``reqs`` still carry every minValues (memoised
-        like ``_conflict``: asked per type and group while packing)."""
-        key = (pc.pool.name, id(reqs))
-        hit = self._min_values_memo.get(key)
-        if hit is None:
-            compatible = [it for it in pc.instance_types if not self._conflict(it, reqs)]
-            hit = self._min_values_memo[key] = (reqs, not minvalues.unmet(compatible, reqs))
-        return hit[1]
-
     def _min_values_hold(self, claim: _Claim, reqs: Requirements, need: Mapping[str, int], n: int) -> bool:
         """Whether the claim's types that would still take it, with ``n`` more pods needing ``need``
         under ``reqs``, keep every minValues (Karpenter's ``nodeclaim.go`` ``CanAdd`` refuses a pod
