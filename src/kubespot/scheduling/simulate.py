@@ -930,11 +930,15 @@ class Simulation:
             # kube-scheduler binds what existing nodes take before Karpenter sees a pod, with the
             # domains it knows: the existing nodes' (Karpenter's add what NodePools could launch).
             # Rounds while they place: the counts a round leaves (a self-affinity's first pod,
-            # spread shares kept safe) allow the next round more.
+            # spread shares kept safe) allow the next round more. Only while kube-scheduler's
+            # domains differ from Karpenter's: when they are the same, the rounds below try the
+            # existing nodes first with the same domains, at a share a round.
+            keys = [k for k in pod.topology.keys if k != HOSTNAME]
+            differ = any(set(self._eligible(pod, k)) != set(self._node_domains(k, pod, True)) for k in keys)
             self._scope = "existing"
             try:
                 placed = -1
-                while group.left and group.placed > placed:
+                while group.left and group.placed > placed and (placed < 0 or differ):
                     placed = group.placed
                     buckets, _ = self._domain_rules(group, set(), None)
                     for extra, quota, _ in buckets:
@@ -950,6 +954,8 @@ class Simulation:
                         )
                         self._on_existing(part)
                         group.placed += part.placed
+                    if differ and group.left and group.placed > placed:
+                        self._even_rounds(group)
             finally:
                 self._scope = None
         blocked: set[tuple[str, str]] = set()
@@ -982,6 +988,41 @@ class Simulation:
             if not progress and not grew:
                 break
         return reasons or (self._hostname_reasons(pod) if group.left else [])
+
+    def _even_rounds(self, group: _Group) -> None:
+        """Many rounds of a lone spread on existing nodes at once: adding the same number of pods
+        to every domain keeps the skew, so while every domain has room for ``k`` more (resources
+        only: identical pods without host ports or hostname rules add up node by node), each
+        takes ``k``, as kube-scheduler's pod-by-pod placement would."""
+        pod = group.exemplar
+        topo = pod.topology
+        if len(topo.spreads) != 1 or topo.terms or pod.ports or topo.spreads[0].key == HOSTNAME:
+            return
+        key = topo.spreads[0].key
+        domains = self._eligible(pod, key, topo.spreads[0].honor_node_affinity)
+        need = _needs(pod.requests)
+        room = dict.fromkeys(domains, 0)
+        for node in self.nodes:
+            req = node.requirements.get(key)
+            if req is None or req.complement or len(req.values) != 1:
+                continue
+            d = next(iter(req.values))
+            if d not in room or node.closed or untolerated(node.taints, pod.tolerations):
+                continue
+            if node.requirements.compatibility(pod.requirements, frozenset()):
+                continue
+            free = {k: v - node.requested.get(k, 0) for k, v in node.allocatable.items()}
+            room[d] += how_many_fit(free, need, self._cap(pod, node.hostname, existing=True))
+        k = min(min(room.values(), default=0), group.left // max(len(domains), 1))
+        if k <= 0:
+            return
+        for d in domains:
+            exemplar = replace(
+                pod, requirements=self._narrow(pod.requirements, [Requirement.of(key, "In", [d])])
+            )
+            part = _Group(exemplar, group.pods[group.placed : group.placed + k], origin=group)
+            self._on_existing(part)
+            group.placed += part.placed
 
     def _hostname_reasons(self, pod: PodView) -> list[str]:
         rules = [s.describe() for s in pod.topology.spreads if s.key == HOSTNAME]
