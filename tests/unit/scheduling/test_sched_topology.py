@@ -804,3 +804,12 @@ def test_zone_spread_fills_existing_nodes_pod_by_pod_before_new_capacity() -> No
     plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(6)], nodes, pools())
     assert Counter(plan.existing.values()) == {"n1": 3, "n2": 3}
     assert not plan.claims
+
+
+def test_zone_spread_on_existing_nodes_stops_at_the_skew_when_a_zone_is_full() -> None:
+    """podtopologyspread Filter, pod by pod: z1's node holds two pods, so z2's may only reach
+    2 + maxSkew = 3 (even rounds at once must not overshoot it); the rest is Karpenter's."""
+    nodes = [node("n1", "z1", cpu=1), node("n2", "z2", cpu=16)]
+    plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(10)], nodes, pools())
+    assert Counter(plan.existing.values()) == {"n1": 2, "n2": 3}
+    assert sum(len(c.pods) for c in plan.claims) + len(plan.unschedulable) == 5
