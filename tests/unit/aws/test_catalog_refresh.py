@@ -6,60 +6,25 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
 
 from kubespot.aws.catalog import Catalog
-from kubespot.aws.session import AwsError, pricing_endpoint_region
+from kubespot.aws.session import pricing_endpoint_region
 from kubespot.config.pricing import PricingSettings
+from support.catalog_aws import CatalogAws
 from support.clocks import StillClock
-
-M5 = {
-    "InstanceType": "m5.large",
-    "VCpuInfo": {"DefaultVCpus": 2},
-    "MemoryInfo": {"SizeInMiB": 8192},
-    "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]},
-    "NetworkInfo": {
-        "DefaultNetworkCardIndex": 0,
-        "MaximumNetworkInterfaces": 3,
-        "Ipv4AddressesPerInterface": 10,
-        "NetworkCards": [{"NetworkCardIndex": 0, "MaximumNetworkInterfaces": 3}],
-    },
-    "SupportedUsageClasses": ["on-demand"],
-}
-
-
-class StubClients:
-    """Answers the catalog's calls from canned pages, counting them; ``fail`` makes EC2 calls fail."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.fail = False
-
-    async def call(self, service: str, operation: str, **kwargs: Any) -> dict[str, Any]:
-        self.calls.append(operation)
-        await asyncio.sleep(0)
-        if self.fail:
-            raise AwsError("RequestLimitExceeded", "slow down", throttled=True)
-        if operation == "DescribeInstanceTypes":
-            return {"InstanceTypes": [M5]}
-        if operation == "DescribeInstanceTypeOfferings":
-            return {"InstanceTypeOfferings": [{"InstanceType": "m5.large", "Location": "us-east-1a"}]}
-        if operation == "DescribeSpotPriceHistory":
-            return {"SpotPriceHistory": []}
-        return {"PriceList": []}
 
 
 async def test_refresh_is_due_after_the_interval_and_shared_by_concurrent_callers() -> None:
     clock = StillClock(datetime(2026, 1, 1, tzinfo=UTC), mono=1000.0)
-    clients = StubClients()
+    clients = CatalogAws()
     catalog = Catalog(clients, "us-east-1", PricingSettings(refresh_interval=600), clock=clock)  # type: ignore[arg-type]
     assert catalog.due()
     await asyncio.gather(catalog.refresh(), catalog.refresh())
-    assert clients.calls.count("DescribeInstanceTypes") == 1
+    assert clients.count("DescribeInstanceTypes") == 1
     assert not catalog.due() and await catalog.refresh_if_due() is False
     clock.mono += 600
     assert await catalog.refresh_if_due() is True
-    assert clients.calls.count("DescribeInstanceTypes") == 2
+    assert clients.count("DescribeInstanceTypes") == 2
     (m5,) = catalog.instance_types()
     kinds = {o.capacity_type: o for o in m5.offerings}
     # No SupportedUsageClasses spot: no spot offering; GetProducts empty: the shipped table's price.
@@ -68,7 +33,7 @@ async def test_refresh_is_due_after_the_interval_and_shared_by_concurrent_caller
 
 async def test_a_failed_refresh_keeps_what_was_known() -> None:
     clock = StillClock(datetime(2026, 1, 1, tzinfo=UTC))
-    clients = StubClients()
+    clients = CatalogAws()
     catalog = Catalog(clients, "us-east-1", clock=clock)  # type: ignore[arg-type]
     await catalog.refresh()
     clients.fail = True

@@ -10,50 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
-from typing import Any
 
 from kubespot.aws.catalog import Catalog
-from kubespot.aws.session import AwsError
 from kubespot.config.pricing import PricingSettings
 from kubespot.config.provisioning import ProvisioningSettings
 from kubespot.controllers.provisioning.catalog_refresh import CatalogRefresh
 from kubespot.controllers.provisioning.controller import Provisioning
+from support.catalog_aws import CatalogAws
 from support.clocks import ManualClock, settle
 
-M5 = {
-    "InstanceType": "m5.large",
-    "VCpuInfo": {"DefaultVCpus": 2},
-    "MemoryInfo": {"SizeInMiB": 8192},
-    "ProcessorInfo": {"SupportedArchitectures": ["x86_64"]},
-    "NetworkInfo": {"MaximumNetworkInterfaces": 3, "Ipv4AddressesPerInterface": 10},
-}
-
-
-class FlakyEc2:
-    """Answers the catalog's calls; while ``fail`` is set, EC2 answers 503 (throttled)."""
-
-    def __init__(self) -> None:
-        self.fail = True
-        self.types_calls = 0
-
-    async def call(self, service: str, operation: str, **kwargs: Any) -> dict[str, Any]:
-        await asyncio.sleep(0)
-        if operation == "DescribeInstanceTypes":
-            self.types_calls += 1
-        if self.fail and service == "ec2":
-            raise AwsError("RequestLimitExceeded", "Request limit exceeded.", throttled=True)
-        if operation == "DescribeInstanceTypes":
-            return {"InstanceTypes": [M5]}
-        if operation == "DescribeInstanceTypeOfferings":
-            return {"InstanceTypeOfferings": [{"InstanceType": "m5.large", "Location": "us-east-1a"}]}
-        if operation == "DescribeSpotPriceHistory":
-            return {"SpotPriceHistory": []}
-        return {"PriceList": []}
-
+TYPES = "DescribeInstanceTypes"
 
 async def test_failures_retry_with_backoff_then_the_schedule_resumes() -> None:
     clock = ManualClock(datetime(2026, 11, 1, tzinfo=UTC))
-    ec2 = FlakyEc2()
+    ec2 = CatalogAws(fail=True)
     pricing = PricingSettings(refresh_interval=43200, use_pricing_api=False)
     settings = ProvisioningSettings(retry_base=2.0, retry_cap=60.0, stuck_after=600.0)
     catalog = Catalog(ec2, "us-east-1", pricing, clock=clock)  # type: ignore[arg-type]
@@ -61,26 +31,34 @@ async def test_failures_retry_with_backoff_then_the_schedule_resumes() -> None:
     task = asyncio.create_task(refresh.run())
     try:
         await settle()
-        assert ec2.types_calls == 1 and refresh.failures == 1 and "instance-types" in refresh.errors()
+        assert (
+            ec2.count(TYPES) == 1
+            and refresh.failures == 1
+            and "instance-types" in refresh.errors()
+        )
         # The first retry comes within retry_base (full jitter below 2 s), not in 12 h.
         await clock.advance(2.0)
-        assert ec2.types_calls == 2 and refresh.failures == 2
+        assert ec2.count(TYPES) == 2 and refresh.failures == 2
         ec2.fail = False
         await clock.advance(4.0)  # the second retry waits below 4 s
-        assert ec2.types_calls == 3 and refresh.failures == 0 and refresh.last_success == clock.now()
+        assert (
+            ec2.count(TYPES) == 3
+            and refresh.failures == 0
+            and refresh.last_success == clock.now()
+        )
         assert list(catalog.infos()) == ["m5.large"]
         # Then the 12-hour schedule: nothing for 11 hours.
         await clock.advance(11 * 3600.0, step=3600.0)
-        assert ec2.types_calls == 3
+        assert ec2.count(TYPES) == 3
         await clock.advance(3600.0)
-        assert ec2.types_calls == 4
+        assert ec2.count(TYPES) == 4
     finally:
         task.cancel()
 
 
 async def test_a_failed_refresh_keeps_the_last_catalog_and_health_turns_red_when_stale() -> None:
     clock = ManualClock(datetime(2026, 11, 1, tzinfo=UTC))
-    ec2 = FlakyEc2()
+    ec2 = CatalogAws(fail=True)
     ec2.fail = False
     pricing = PricingSettings(refresh_interval=3600, use_pricing_api=False)
     settings = ProvisioningSettings(stuck_after=600.0)
@@ -136,7 +114,7 @@ async def test_health_turns_red_when_no_refresh_ever_succeeded_and_holds_after_t
     backoff meanwhile). Once the loop is cancelled (the lease lost) the check holds, as on any
     standby."""
     clock = ManualClock(datetime(2026, 11, 1, tzinfo=UTC))
-    ec2 = FlakyEc2()  # fails until told otherwise
+    ec2 = CatalogAws(fail=True)  # fails until told otherwise
     pricing = PricingSettings(refresh_interval=43200, use_pricing_api=False)
     settings = ProvisioningSettings(retry_base=2.0, retry_cap=300.0, stuck_after=900.0)
     catalog = Catalog(ec2, "us-east-1", pricing, clock=clock)  # type: ignore[arg-type]
