@@ -21,6 +21,7 @@ from support.clocks import ManualClock, settle
 
 TYPES = "DescribeInstanceTypes"
 
+
 async def test_failures_retry_with_backoff_then_the_schedule_resumes() -> None:
     clock = ManualClock(datetime(2026, 11, 1, tzinfo=UTC))
     ec2 = CatalogAws(fail=True)
@@ -31,21 +32,13 @@ async def test_failures_retry_with_backoff_then_the_schedule_resumes() -> None:
     task = asyncio.create_task(refresh.run())
     try:
         await settle()
-        assert (
-            ec2.count(TYPES) == 1
-            and refresh.failures == 1
-            and "instance-types" in refresh.errors()
-        )
+        assert ec2.count(TYPES) == 1 and refresh.failures == 1 and "instance-types" in refresh.errors()
         # The first retry comes within retry_base (full jitter below 2 s), not in 12 h.
         await clock.advance(2.0)
         assert ec2.count(TYPES) == 2 and refresh.failures == 2
         ec2.fail = False
         await clock.advance(4.0)  # the second retry waits below 4 s
-        assert (
-            ec2.count(TYPES) == 3
-            and refresh.failures == 0
-            and refresh.last_success == clock.now()
-        )
+        assert ec2.count(TYPES) == 3 and refresh.failures == 0 and refresh.last_success == clock.now()
         assert list(catalog.infos()) == ["m5.large"]
         # Then the 12-hour schedule: nothing for 11 hours.
         await clock.advance(11 * 3600.0, step=3600.0)
