@@ -17,12 +17,14 @@ references measured in the same run:
 - ``ffd_cost_per_hour``: Karpenter's packing, first-fit-decreasing into NodeClaims that keep every
   type still fitting (fewest pods first), each launched as its cheapest remaining type.
 
-The "diverse" mix is Karpenter's ``makeDiversePods``: a sixth each of generic pods, zonal and
-hostname topology spread (maxSkew 1, DoNotSchedule, random ``my-label`` selectors), hostname and zonal
-pod affinity and hostname self-anti-affinity, the rest generic. As in Karpenter, pods whose affinity
-finds no domain stay unschedulable (``unschedulable``). Its LP bound is over the pods the plan placed
-and ignores topology (one node may mix what the rules keep apart), so its ``cost_ratio`` is only a
-reference, with no goal.
+The "diverse" mix is Karpenter's ``makeDiversePods`` (core ``scheduling_benchmark_test.go`` since
+PR #1938, v1.3): a fifth each of generic pods, zonal and hostname topology spread (maxSkew 1,
+DoNotSchedule, random ``my-label`` labels and selectors out of seven values), zonal self-affinity
+(a random ``my-affininity`` label, the selector equal to it) and hostname self-anti-affinity, the
+rest generic; CPU and memory requests from Karpenter's ``randomCPU``/``randomMemory`` values. Pods
+that still find no domain stay unschedulable (``unschedulable``). Its LP bound is over the pods the
+plan placed and ignores topology (one node may mix what the rules keep apart), so its
+``cost_ratio`` is only a reference, with no goal.
 
     python benchmarks/scheduling.py                          # 100 1000 5000 10000 20000 pods
     python benchmarks/scheduling.py --sizes 100,1000 --no-lp   # quick
@@ -54,7 +56,7 @@ from kubespot.scheduling.simulate import PoolCapacity, simulate
 from kubespot.sim.awssim import MotoServer
 
 CPU_MILLI = (100, 250, 500, 1000, 1500)
-MEMORY_MI = (100, 250, 500, 1000, 2000, 4000)
+MEMORY_MI = (100, 256, 512, 1024, 2048, 4096)
 KEYS = ("cpu", "memory", "pods")
 
 
@@ -153,21 +155,23 @@ def diverse_pods(count: int, seed: int) -> list[PodView]:
         term = {"labelSelector": {"matchLabels": selector}, "topologyKey": key}
         return {"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
 
-    share = count // 6
+    share = count // 5
     pods: list[PodView] = []
 
     def add(n: int, make: Any) -> None:
         for _ in range(n):
             pods.append(make(f"d{len(pods):05d}"))
 
+    def self_affine(name: str) -> PodView:
+        # Self-affinity (labels equal to the selector), as Karpenter's mix has had since core
+        # PR #1938 (v1.3): every pod can schedule, which affinity to other random labels did not.
+        own = affinity_label()
+        return _pod(name, rnd, own, **affinity("podAffinity", ZONE, own))
+
     add(share, lambda n: _pod(n, rnd, label()))
     add(share, lambda n: _pod(n, rnd, label(), **spread(ZONE)))
     add(share, lambda n: _pod(n, rnd, label(), **spread(HOSTNAME)))
-    for key in (HOSTNAME, ZONE):
-        add(
-            share,
-            lambda n, k=key: _pod(n, rnd, affinity_label(), **affinity("podAffinity", k, affinity_label())),
-        )
+    add(share, self_affine)
     nginx = {"app": "nginx"}
     add(share, lambda n: _pod(n, rnd, nginx, **affinity("podAntiAffinity", HOSTNAME, nginx)))
     add(count - len(pods), lambda n: _pod(n, rnd, label()))
