@@ -1433,13 +1433,16 @@ class Simulation:
         # minValues count the types with an offering of the claim's capacity type: such a pool's
         # claims are filled with it fixed from the start.
         pinned_only = pc.pool.name in self._min_values_pools
+        # The hostname rules allow the group a single new NodeClaim (self-affinity): requests per
+        # dollar would pick a small type and leave the rest of the group nowhere to go.
+        lone = max_claims == 1 and left[0] > 1
         held: float = 0.0
         pattern: dict[int, int] = {}
         final = reqs
         for it in [] if memo else cheapest_first:
             if all(book.get(it.name, float("inf")) > ceiling[ct] for ct, book in books.items()):
                 continue
-            if best and hopeless(it):
+            if best and not lone and hopeless(it):
                 continue
             if not pinned_only:
                 fills = [
@@ -1471,7 +1474,14 @@ class Simulation:
                         continue
                 if ct_pattern == everything:
                     ceiling[ct] = min(ceiling[ct], book[it.name])
-                score = (-ct_held / price if price > 0 else float("-inf"), price, it.name)
+                score = (
+                    # One NodeClaim may hold the group: the most of it first, then the cheapest
+                    # (Karpenter's later pods join that NodeClaim, its types narrowing to the
+                    # ones that fit them all: scheduler.go add, nodeclaim.go CanAdd).
+                    (-ct_pattern.get(0, 0), price, it.name)
+                    if lone
+                    else (-ct_held / price if price > 0 else float("-inf"), price, it.name)
+                )
                 if ct not in best or score < best[ct][0]:
                     best[ct] = (score, it, ct_pattern, ct_final)
         if solo and not memo:

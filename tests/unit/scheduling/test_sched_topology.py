@@ -813,3 +813,20 @@ def test_zone_spread_on_existing_nodes_stops_at_the_skew_when_a_zone_is_full() -
     plan = simulate([pod(f"p{i}", **spread(ZONE)) for i in range(10)], nodes, pools())
     assert Counter(plan.existing.values()) == {"n1": 2, "n2": 3}
     assert sum(len(c.pods) for c in plan.claims) + len(plan.unschedulable) == 5
+
+
+# -- soft rules on existing nodes; one NodeClaim for a hostname self-affinity
+
+
+def test_hostname_self_affinity_takes_the_cheapest_type_holding_the_whole_group() -> None:
+    """Karpenter ``scheduler.go`` add and ``nodeclaim.go`` CanAdd: the later pods of a hostname
+    self-affinity join the first pod's NodeClaim, whose instance types narrow to those that hold
+    them all; so 10 pods of 500m land on one ``large``, not 4 on a ``small`` (cheaper per
+    request) and 6 nowhere. Five pods: still the cheapest type that holds all five."""
+    for n in (10, 5):
+        plan = simulate([pod(f"h{i}", **affinity("podAffinity", HOSTNAME)) for i in range(n)], [], pools())
+        assert not plan.unschedulable
+        assert [(c.instance_types[0], len(c.pods)) for c in plan.claims] == [("large", n)]
+    # Without the rule the same pods still pack by requests per dollar.
+    plain = simulate([pod(f"h{i}") for i in range(10)], [], pools())
+    assert {c.instance_types[0] for c in plain.claims} == {"small"}
