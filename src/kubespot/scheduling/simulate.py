@@ -40,7 +40,7 @@ from .labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ON_DEMAND, SPOT, WEL
 from .lp_solver import SolverUnavailable
 from .nodepool import NodePool, by_weight
 from .packing import EXACT_ROUNDS, NodeType, Packing, lp_eligible, pack
-from .pods import PodView
+from .pods import PodView, node_requirements
 from .requirements import Requirement, Requirements
 from .taints import Taint, untolerated
 from .topology import UNLIMITED, PodTerm, Scope, Spread, Tallies, min_count, relax, spread_quotas
@@ -359,6 +359,9 @@ class Simulation:
         self._running: dict[Scope, tuple[int, list[str]]] = {}
         self._term_reasons: dict[tuple[object, ...], tuple[Requirements, str]] = {}
         self._claim_at: dict[str, int] = {}
+        #: Trying existing nodes with kube-scheduler's Filter alone (required rules; see _on_existing).
+        self._hard_only = False
+        self._filtering: dict[tuple[int, int], tuple[Requirements, Requirements, Requirements]] = {}
         self._positions: dict[int, int] = {}
         self._tolerate_prefer_no_schedule = any(
             t.effect == "PreferNoSchedule" for pc in self.pools for t in pc.pool.taints
@@ -498,6 +501,27 @@ class Simulation:
         return reasons
 
     def _on_existing(self, group: _Group) -> None:
+        """Place what existing nodes take of ``group``, as kube-scheduler binds before Karpenter
+        sees a pod (design decision 3). Its Filter reads only required rules: preferences (pod
+        (anti-)affinity, node affinity, ``ScheduleAnyway`` spreads) only score. So the nodes the
+        preferences allow are tried first (what the scores favour) and then, for what is left,
+        every node the required rules allow: preferences only act as required for new capacity."""
+        self._existing_rounds(group)
+        if group.left and not self._hard_only and self._prefers(group.exemplar):
+            self._hard_only = True
+            try:
+                self._existing_rounds(group)
+            finally:
+                self._hard_only = False
+
+    def _prefers(self, pod: PodView) -> bool:
+        """Whether ``pod`` has preferences kube-scheduler's Filter ignores."""
+        node_affinity = (pod.spec.get("affinity") or {}).get("nodeAffinity") or {}
+        return pod.topology.required is not pod.topology or bool(
+            node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+        )
+
+    def _existing_rounds(self, group: _Group) -> None:
         # kube-scheduler's hostname-spread minimum over the existing nodes rises as they fill, so
         # a pass that placed pods may let the next place more (what it does pod by pod).
         again = any(s.key == HOSTNAME for s in group.exemplar.topology.spreads)
@@ -521,7 +545,8 @@ class Simulation:
             if untolerated(node.taints, pod.tolerations):
                 count(story.nodes_refused, explain.NODE_TAINT)
                 continue
-            if node.requirements.compatibility(pod.requirements, frozenset()):
+            reqs = self._filter_requirements(pod) if self._hard_only else pod.requirements
+            if node.requirements.compatibility(reqs, frozenset()):
                 count(story.nodes_refused, explain.NODE_AFFINITY)
                 continue
             free = {k: v - node.requested.get(k, 0) for k, v in node.allocatable.items()}
@@ -543,6 +568,25 @@ class Simulation:
             for name, amount in need.items():
                 node.requested[name] = node.requested.get(name, 0) + amount * n
             self._record(pod, n, node.requirements, node.hostname, node=True)
+
+    def _filter_requirements(self, pod: PodView) -> Requirements:
+        """What kube-scheduler's NodeAffinity Filter reads of ``pod`` on an existing node: its node
+        selector and required terms (``nodeaffinity/node_affinity.go`` Filter; preferred terms only
+        score), plus what the simulation narrowed the pod to (a topology domain, a fence). A
+        narrowed key the preferred term also names keeps the preference (rare; only stricter)."""
+        reqs = pod.requirements
+        node_affinity = (pod.spec.get("affinity") or {}).get("nodeAffinity") or {}
+        if not node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"):
+            return reqs
+        memo = (id(reqs), id(pod.strict_requirements))
+        hit = self._filtering.get(memo)
+        if hit is None:
+            base = node_requirements(pod.spec)
+            narrowed = [reqs[k] for k in reqs if k not in base or str(base[k]) != str(reqs[k])]
+            out = pod.strict_requirements.copy()
+            out.add(*narrowed)
+            hit = self._filtering[memo] = (reqs, pod.strict_requirements, out)
+        return hit[2]
 
     def _on_claims(self, group: _Group) -> None:
         pod = group.exemplar
@@ -703,7 +747,7 @@ class Simulation:
         if any(self._selects(scope, pod) for scope in self._anti_at.get(hostname, ())):
             return 0
         cap = UNLIMITED
-        topo = pod.topology
+        topo = pod.topology.required if existing and self._hard_only else pod.topology
         for spread in topo.spreads:
             if spread.key != HOSTNAME:
                 continue
@@ -831,9 +875,10 @@ class Simulation:
         and the spread is the pod's only domain rule, each domain gets no more than keeps the skew
         whatever the others take."""
         pod = group.exemplar
+        topo = pod.topology.required if self._hard_only else pod.topology
         rules: list[tuple[str, dict[str, int], bool]] = []  # (key, quota per domain, one per domain)
         starting: tuple[str, str] | None = None  # the domain a self-affinity's first pod tries
-        for spread in pod.topology.spreads:
+        for spread in topo.spreads:
             if spread.key == HOSTNAME:
                 continue
             eligible = self._eligible(pod, spread.key, spread.honor_node_affinity)
@@ -848,9 +893,7 @@ class Simulation:
             )
             if not quotas:
                 return [], spread.describe()
-            several = (
-                len(pod.topology.spreads) + len(pod.topology.terms) - len(self._hostname_scopes(pod)) > 1
-            )
+            several = sum(1 for r in (*topo.spreads, *topo.terms) if r.key != HOSTNAME) > 1
             if several and self._scope is not None and self._selects(spread.scope, pod):
                 # kube-scheduler, pod by pod: every domain within the skew (the others' rules choose).
                 low = min_count(spread, counts, eligible)
@@ -870,7 +913,7 @@ class Simulation:
                 if not quotas:
                     return [], spread.describe()
             rules.append((spread.key, quotas, True))
-        for term in pod.topology.terms:
+        for term in topo.terms:
             if term.key == HOSTNAME:
                 continue
             eligible = [d for d in self._eligible(pod, term.key) if (term.key, d) not in blocked]
@@ -910,8 +953,8 @@ class Simulation:
             allowed[k] = allowed[k] & set(q) if k in allowed else set(q)
         choices = [d for d in sorted(quotas) if d in allowed[key]]
         if not choices or not all(allowed.values()):
-            rules_text = [s.describe() for s in pod.topology.spreads if s.key != HOSTNAME]
-            rules_text += [t.describe() for t in pod.topology.terms if t.key != HOSTNAME]
+            rules_text = [s.describe() for s in topo.spreads if s.key != HOSTNAME]
+            rules_text += [t.describe() for t in topo.terms if t.key != HOSTNAME]
             return [], "; ".join(rules_text)
         if self._scope is not None:
             # kube-scheduler takes any node every rule allows (the next pod sees the counts it left).
@@ -937,27 +980,34 @@ class Simulation:
             differ = any(set(self._eligible(pod, k)) != set(self._node_domains(k, pod, True)) for k in keys)
             self._scope = "existing"
             try:
-                placed = -1
-                while group.left and group.placed > placed and (placed < 0 or differ):
-                    placed = group.placed
-                    buckets, _ = self._domain_rules(group, set(), None)
-                    for extra, quota, _ in buckets:
-                        if not group.left:
-                            break
-                        exemplar = (
-                            replace(pod, requirements=self._narrow(pod.requirements, extra)) if extra else pod
-                        )
-                        part = _Group(
-                            exemplar,
-                            group.pods[group.placed : group.placed + min(quota, group.left)],
-                            origin=group,
-                        )
-                        self._on_existing(part)
-                        group.placed += part.placed
-                    if differ and group.left and group.placed > placed:
-                        self._even_rounds(group)
+                # The preferences first (what kube-scheduler's scores favour), then the required
+                # rules alone (its Filter): see _on_existing.
+                for hard_only in (False, True) if self._prefers(pod) else (False,):
+                    self._hard_only = hard_only
+                    placed = -1
+                    while group.left and group.placed > placed and (placed < 0 or differ):
+                        placed = group.placed
+                        buckets, _ = self._domain_rules(group, set(), None)
+                        for extra, quota, _ in buckets:
+                            if not group.left:
+                                break
+                            exemplar = (
+                                replace(pod, requirements=self._narrow(pod.requirements, extra))
+                                if extra
+                                else pod
+                            )
+                            part = _Group(
+                                exemplar,
+                                group.pods[group.placed : group.placed + min(quota, group.left)],
+                                origin=group,
+                            )
+                            self._on_existing(part)
+                            group.placed += part.placed
+                        if differ and group.left and group.placed > placed:
+                            self._even_rounds(group)
             finally:
                 self._scope = None
+                self._hard_only = False
         blocked: set[tuple[str, str]] = set()
         proven: set[tuple[str, str]] = set()
         reasons: list[str] = []
@@ -995,7 +1045,7 @@ class Simulation:
         only: identical pods without host ports or hostname rules add up node by node), each
         takes ``k``, as kube-scheduler's pod-by-pod placement would."""
         pod = group.exemplar
-        topo = pod.topology
+        topo = pod.topology.required if self._hard_only else pod.topology
         if len(topo.spreads) != 1 or topo.terms or pod.ports or topo.spreads[0].key == HOSTNAME:
             return
         key = topo.spreads[0].key
@@ -1009,7 +1059,8 @@ class Simulation:
             d = next(iter(req.values))
             if d not in room or node.closed or untolerated(node.taints, pod.tolerations):
                 continue
-            if node.requirements.compatibility(pod.requirements, frozenset()):
+            reqs = self._filter_requirements(pod) if self._hard_only else pod.requirements
+            if node.requirements.compatibility(reqs, frozenset()):
                 continue
             free = {k: v - node.requested.get(k, 0) for k, v in node.allocatable.items()}
             room[d] += how_many_fit(free, need, self._cap(pod, node.hostname, existing=True))

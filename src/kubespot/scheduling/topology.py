@@ -151,6 +151,17 @@ class PodTopology:
     def keys(self) -> frozenset[str]:
         return frozenset(s.key for s in self.spreads) | frozenset(t.key for t in self.terms)
 
+    @property
+    def required(self) -> PodTopology:
+        """The rules kube-scheduler's Filter reads: ``DoNotSchedule`` spreads and required terms
+        (``podtopologyspread/filtering.go``, ``interpodaffinity/filtering.go``); the others only
+        score, so they do not keep a pod off an existing node."""
+        if all(s.hard for s in self.spreads) and not any(t.weight for t in self.terms):
+            return self
+        return PodTopology(
+            tuple(s for s in self.spreads if s.hard), tuple(t for t in self.terms if not t.weight)
+        )
+
 
 NO_TOPOLOGY = PodTopology()
 

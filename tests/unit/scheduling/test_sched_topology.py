@@ -830,3 +830,73 @@ def test_hostname_self_affinity_takes_the_cheapest_type_holding_the_whole_group(
     # Without the rule the same pods still pack by requests per dollar.
     plain = simulate([pod(f"h{i}") for i in range(10)], [], pools())
     assert {c.instance_types[0] for c in plain.claims} == {"small"}
+
+
+def _preferred(kind: str, key: str, selector: dict[str, str] | None = None) -> dict[str, Any]:
+    weighted = {"weight": 100, "podAffinityTerm": term(key, selector)}
+    return {"affinity": {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [weighted]}}}
+
+
+def test_preferred_hostname_anti_affinity_does_not_keep_pods_off_existing_nodes() -> None:
+    """kubernetes/kubernetes pkg/scheduler/framework/plugins/interpodaffinity/filtering.go
+    Filter reads only required terms (preferred ones only score, scoring.go): kube-scheduler binds
+    all 6 pods to the 2 existing nodes, so Karpenter sees none and opens no NodeClaim. The
+    ScheduleAnyway zone spread alike (podtopologyspread/filtering.go reads only DoNotSchedule
+    constraints), still spread as its score favours."""
+    nodes = [node("n1", "z1"), node("n2", "z2")]
+    plan = simulate(
+        [pod(f"p{i}", **_preferred("podAntiAffinity", HOSTNAME)) for i in range(6)], nodes, pools()
+    )
+    assert len(plan.existing) == 6 and set(plan.existing.values()) == {"n1", "n2"}
+    assert not plan.claims and not plan.unschedulable
+    soft = {
+        "topologySpreadConstraints": [
+            {**spread(ZONE)["topologySpreadConstraints"][0], "whenUnsatisfiable": "ScheduleAnyway"}
+        ]
+    }
+    plan = simulate([pod(f"q{i}", **soft) for i in range(6)], nodes, pools())
+    assert Counter(plan.existing.values()) == {"n1": 3, "n2": 3} and not plan.claims
+
+
+def test_preferred_zone_affinity_does_not_keep_pods_off_existing_nodes() -> None:
+    """interpodaffinity/filtering.go Filter (satisfyPodAffinity reads required terms only): the
+    db pod's zone z2 has no room, but the preferred affinity does not filter n1 out, so the pods
+    bind there. With no existing room the preference acts as required for new capacity
+    (Karpenter preferences.go Relax: dropped only when it cannot be met), so the claim is in z2."""
+    db = node("db-node", "z2", [("default", {"app": "db"})], cpu=0)
+    pods = [pod(f"p{i}", **_preferred("podAffinity", ZONE, {"app": "db"})) for i in range(3)]
+    plan = simulate(pods, [db, node("n1", "z1")], pools())
+    assert Counter(plan.existing.values()) == {"n1": 3} and not plan.claims
+    plan = simulate(pods, [db], pools())
+    assert zone_of_pods(plan) == {"z2": 3}
+
+
+def test_preferred_node_affinity_does_not_keep_pods_off_existing_nodes() -> None:
+    """kubernetes/kubernetes pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go Filter
+    reads nodeSelector and the required terms only (the preferred ones score): a pod preferring z2
+    binds to the existing z1 node rather than waiting for a new z2 node. Without existing nodes
+    Karpenter treats the preference as required (preferences.go), so the new claim is in z2."""
+    prefer = {
+        "affinity": {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 50,
+                        "preference": {
+                            "matchExpressions": [{"key": ZONE, "operator": "In", "values": ["z2"]}]
+                        },
+                    }
+                ]
+            }
+        }
+    }
+    pods = [pod(f"p{i}", **prefer) for i in range(3)]
+    plan = simulate(pods, [node("n1", "z1")], pools())
+    assert Counter(plan.existing.values()) == {"n1": 3} and not plan.claims
+    plan = simulate(pods, [], pools())
+    assert [c.zones for c in plan.claims] == [["z2"]]
+    # With a spread too (the topology path), the preference still does not filter n1 out.
+    plan = simulate(
+        [pod(f"s{i}", **prefer, **spread(HOSTNAME, 3)) for i in range(3)], [node("n1", "z1")], pools()
+    )
+    assert Counter(plan.existing.values()) == {"n1": 3} and not plan.claims
