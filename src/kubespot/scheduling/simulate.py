@@ -893,7 +893,9 @@ class Simulation:
             )
             if not quotas:
                 return [], spread.describe()
-            several = sum(1 for r in (*topo.spreads, *topo.terms) if r.key != HOSTNAME) > 1
+            several = (
+                sum(s.key != HOSTNAME for s in topo.spreads) + sum(t.key != HOSTNAME for t in topo.terms) > 1
+            )
             if several and self._scope is not None and self._selects(spread.scope, pod):
                 # kube-scheduler, pod by pod: every domain within the skew (the others' rules choose).
                 low = min_count(spread, counts, eligible)
