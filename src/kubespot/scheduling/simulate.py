@@ -40,7 +40,7 @@ from .labels import CAPACITY_TYPE, HOSTNAME, INSTANCE_TYPE, ON_DEMAND, SPOT, WEL
 from .lp_solver import SolverUnavailable
 from .nodepool import NodePool, by_weight
 from .packing import EXACT_ROUNDS, NodeType, Packing, lp_eligible, pack
-from .pods import PodView, node_requirements
+from .pods import PodView
 from .requirements import Requirement, Requirements
 from .taints import Taint, untolerated
 from .topology import UNLIMITED, PodTerm, Scope, Spread, Tallies, min_count, relax, spread_quotas
@@ -342,6 +342,8 @@ class Simulation:
         #: The same for the other keys: per key and domain, the scopes kept out of it.
         self._inverse: dict[str, dict[str, list[Scope]]] = {}
         self._narrowed: dict[tuple[str, str], Requirements] = {}
+        #: What each narrowed object was narrowed from, and with what (see _filter_requirements).
+        self._narrowings: dict[int, tuple[Requirements, Requirements, tuple[Requirement, ...]]] = {}
         self._plain = [g for g in self.groups if not g.exemplar.topology]
         self._limited = any(pc.pool.limits for pc in self.pools)
         self._candidate_memo: dict[
@@ -572,8 +574,7 @@ class Simulation:
     def _filter_requirements(self, pod: PodView) -> Requirements:
         """What kube-scheduler's NodeAffinity Filter reads of ``pod`` on an existing node: its node
         selector and required terms (``nodeaffinity/node_affinity.go`` Filter; preferred terms only
-        score), plus what the simulation narrowed the pod to (a topology domain, a fence). A
-        narrowed key the preferred term also names keeps the preference (rare; only stricter)."""
+        score), plus what the simulation narrowed the pod to (a topology domain, a fence)."""
         reqs = pod.requirements
         node_affinity = (pod.spec.get("affinity") or {}).get("nodeAffinity") or {}
         if not node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution"):
@@ -581,8 +582,12 @@ class Simulation:
         memo = (id(reqs), id(pod.strict_requirements))
         hit = self._filtering.get(memo)
         if hit is None:
-            base = node_requirements(pod.spec)
-            narrowed = [reqs[k] for k in reqs if k not in base or str(base[k]) != str(reqs[k])]
+            # Walk the narrowings back to the pod's own requirements, keeping what they added.
+            narrowed: list[Requirement] = []
+            at = reqs
+            while (step := self._narrowings.get(id(at))) is not None and step[0] is at:
+                narrowed += step[2]
+                at = step[1]
             out = pod.strict_requirements.copy()
             out.add(*narrowed)
             hit = self._filtering[memo] = (reqs, pod.strict_requirements, out)
@@ -823,6 +828,7 @@ class Simulation:
             hit = reqs.copy()
             hit.add(*extra)
             hit = self._narrowed[key] = hit
+            self._narrowings[id(hit)] = (hit, reqs, tuple(extra))
         return hit
 
     def _spread_counts(self, spread: Spread, pod: PodView) -> Mapping[str, int]:
