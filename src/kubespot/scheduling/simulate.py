@@ -249,6 +249,18 @@ class _Offer:
     values: dict[str, int]
 
 
+@dataclass
+class _OfferBase:
+    """A NodeClaim family's candidate types, classified once (see ``Simulation._offer_base``)."""
+
+    #: (type, price of the claim's capacity type, cheapest on-demand offering in its zones).
+    candidates: list[tuple[InstanceType, float, float]] = field(default_factory=list)
+    incompatible: int = 0
+    #: Types offered only as another capacity type (counted as lacking an offering).
+    other_capacity_count: int = 0
+    other_capacity_od: float = float("inf")
+
+
 def _both(reqs: Requirements) -> bool:
     allowed = reqs.get_or_any(CAPACITY_TYPE)
     return allowed.has(SPOT) and allowed.has(ON_DEMAND)
@@ -317,6 +329,7 @@ class Simulation:
         self._offered: dict[tuple[str, int], tuple[Requirements, list[Offering]]] = {}
         self._frontiers: dict[tuple[str, int, int], tuple[Requirements, list[InstanceType]]] = {}
         self._finished: dict[tuple[object, ...], tuple[Requirements, _Offer]] = {}
+        self._offer_bases: dict[tuple[object, ...], tuple[Requirements, list[InstanceType], _OfferBase]] = {}
         self._opening = _Opening([], {})
         # Only a NodePool's requirements carry minValues (a pod's node selector terms have none),
         # so the packing's hot loops ask a set, not each requirement.
@@ -1781,6 +1794,50 @@ class Simulation:
             )
         )
 
+    def _offer_base(self, claim: _Claim) -> _OfferBase:
+        """What ``_offer`` needs of each candidate type that does not depend on the claim's
+        requests: whether its requirements refuse the claim's, its price, and (for the spot
+        filter) its cheapest on-demand offering in the claim's zones. The NodeClaims of a pass
+        share a few (requirements, target, capacity type, candidates), so this is worked out once
+        for each."""
+        reqs, ct, types = claim.reqs, claim.capacity_type, claim.opening.types
+        # A memoised opening hands every NodeClaim it makes one candidate list object.
+        key = (id(reqs), claim.target.name, ct, id(types), claim.both)
+        hit = self._offer_bases.get(key)
+        if hit is not None:
+            return hit[2]
+        zones = reqs.get_or_any(ZONE)
+        # Only the spot filter reads the on-demand prices.
+        spot_filter = ct == SPOT and claim.both and not reqs.has_min_values()
+
+        def on_demand(it: InstanceType) -> float:
+            if not spot_filter:
+                return float("inf")
+            prices = [
+                o.price
+                for o in it.offerings
+                if o.available and o.capacity_type == ON_DEMAND and zones.has(o.zone)
+            ]
+            return min(prices, default=float("inf"))
+
+        base = _OfferBase()
+        others = (it for it in types if it is not claim.target)
+        for it in (claim.target, *others):
+            if self._conflict(it, reqs):
+                # The claim's requirements pin its capacity type; a type offered only as another
+                # one lacks an offering, it is not incompatible with the pods.
+                why = it.requirements.conflicts(reqs)
+                if all(r.startswith(f"key {CAPACITY_TYPE},") for r in why):
+                    base.other_capacity_count += 1
+                    base.other_capacity_od = min(base.other_capacity_od, on_demand(it))
+                else:
+                    base.incompatible += 1
+            else:
+                base.candidates.append((it, self._price(it, reqs, ct), on_demand(it)))
+        # The entry keeps ``reqs`` and the candidate list alive, so their ids are not reused.
+        self._offer_bases[key] = (reqs, types, base)
+        return base
+
     def _offer(self, claim: _Claim) -> _Offer:
         """The types a NodeClaim offers: its target first, then the rest of the band, cheapest
         first; past the band, the cheapest types that bring the values minValues still lacks; at
@@ -1791,28 +1848,20 @@ class Simulation:
         ceiling = target_price * (1 + self.flexibility)
         dropped = dict(claim.opening.dropped)
         has_min_values = reqs.has_min_values()
-        fitting: list[InstanceType] = []
-        #: Types that would hold the pods but have no offering of the claim's capacity type.
-        other_capacity: list[InstanceType] = []
-        # The target first (it leads the list when it qualifies), then the other candidates.
-        others = (it for it in claim.opening.types if it is not claim.target)
-        for it in (claim.target, *others):
-            if self._conflict(it, reqs):
-                # The claim's requirements pin its capacity type; a type offered only as another
-                # one lacks an offering, it is not incompatible with the pods.
-                why = it.requirements.conflicts(reqs)
-                if all(r.startswith(f"key {CAPACITY_TYPE},") for r in why):
-                    count(dropped, explain.NO_OFFERING)
-                    other_capacity.append(it)
-                else:
-                    count(dropped, explain.INCOMPATIBLE)
-            elif any(amount > it.allocatable.get(k, 0) for k, amount in claim.requested.items()):
-                count(dropped, explain.TOO_SMALL)
-            else:
-                fitting.append(it)
+        base = self._offer_base(claim)
+        if base.other_capacity_count:
+            count(dropped, explain.NO_OFFERING, base.other_capacity_count)
+        if base.incompatible:
+            count(dropped, explain.INCOMPATIBLE, base.incompatible)
+        requested = list(claim.requested.items())
         priced: list[tuple[float, str, InstanceType]] = []
-        for it in fitting:
-            price = self._price(it, reqs, ct)
+        cheapest_od = base.other_capacity_od
+        for it, price, od in base.candidates:
+            allocatable = it.allocatable
+            if any(amount > allocatable.get(k, 0) for k, amount in requested):
+                count(dropped, explain.TOO_SMALL)
+                continue
+            cheapest_od = min(cheapest_od, od)
             if price == float("inf") and it is not claim.target:
                 count(dropped, explain.NO_OFFERING)
                 continue
@@ -1821,18 +1870,9 @@ class Simulation:
         if ct == SPOT and claim.both and not has_min_values:
             # Karpenter's launch filter (aws ``filter.go`` SpotOfferingFilter, only when the
             # NodeClaim's own requirements allow both capacity types, not merely its pool's): spot
-            # offerings dearer than the cheapest on-demand offering of the candidates are left out;
-            # skipped when minValues asks for choice, as there.
-            zones = reqs.get_or_any(ZONE)
-            cheapest_od = min(
-                (
-                    o.price
-                    for it in (*fitting, *other_capacity)
-                    for o in it.offerings
-                    if o.available and o.capacity_type == ON_DEMAND and zones.has(o.zone)
-                ),
-                default=float("inf"),
-            )
+            # offerings dearer than the cheapest on-demand offering of the candidates (those that
+            # hold the pods, and those offered only on demand) are left out; skipped when
+            # minValues asks for choice, as there.
             kept = [p for p in priced if p[0] <= cheapest_od or p[2] is claim.target]
             count(dropped, explain.SPOT_DEARER, len(priced) - len(kept))
             priced = kept
