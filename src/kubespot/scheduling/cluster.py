@@ -38,7 +38,7 @@ from .nodepool import NodePool
 from .pods import PodView, pod_requests
 from .requirements import Requirements
 from .simulate import ExistingNode
-from .taints import Taint, parse_taints, untolerated
+from .taints import EPHEMERAL_TAINT_PREFIXES, EPHEMERAL_TAINTS, Taint, parse_taints, untolerated
 from .topology import required_anti_terms
 from .volumes import UnprovisionablePod, Volumes, failed_to_schedule, volume_requirements
 
@@ -99,16 +99,6 @@ def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
     return {k: milli(v) if k == "cpu" else units(v) for k, v in (values or {}).items()}
 
 
-#: Taints a starting node carries for a while (Karpenter's ``pkg/scheduling/taints.go``
-#: ``KnownEphemeralTaints``, matched on key and effect as ``MatchTaint`` does; and its key prefixes).
-_EPHEMERAL = (
-    Taint("node.kubernetes.io/not-ready", "NoSchedule"),
-    Taint("node.kubernetes.io/not-ready", "NoExecute"),
-    Taint("node.kubernetes.io/unreachable", "NoSchedule"),
-    Taint("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", "true"),
-    Taint("karpenter.sh/unregistered", "NoExecute"),
-)
-_EPHEMERAL_PREFIXES = ("readiness.k8s.io/",)
 #: What the node lifecycle controller adds to a cordoned node (TaintNodesByCondition); the
 #: scheduler's NodeUnschedulable filter lets pods tolerating it in.
 _CORDONED = Taint("node.kubernetes.io/unschedulable", "NoSchedule")
@@ -118,9 +108,9 @@ _INITIALIZED = "karpenter.sh/initialized"
 
 def _starting_taints(taints: Iterable[Taint], startup: Iterable[Taint]) -> tuple[Taint, ...]:
     """``taints`` without the ephemeral and startup ones (``MatchTaint``: key and effect)."""
-    gone = {(t.key, t.effect) for t in (*_EPHEMERAL, *startup)}
+    gone = {(t.key, t.effect) for t in (*EPHEMERAL_TAINTS, *startup)}
     return tuple(
-        t for t in taints if (t.key, t.effect) not in gone and not t.key.startswith(_EPHEMERAL_PREFIXES)
+        t for t in taints if (t.key, t.effect) not in gone and not t.key.startswith(EPHEMERAL_TAINT_PREFIXES)
     )
 
 

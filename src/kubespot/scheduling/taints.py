@@ -14,16 +14,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-#: Taints a node carries only while it starts; a new node is not judged by them (Karpenter's
-#: ``KnownEphemeralTaints``).
-EPHEMERAL_TAINT_KEYS = frozenset(
-    {
-        "node.kubernetes.io/not-ready",
-        "node.kubernetes.io/unreachable",
-        "node.cloudprovider.kubernetes.io/uninitialized",
-        "karpenter.sh/unregistered",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,3 +65,15 @@ def parse_taints(objs: Iterable[Mapping[str, object]] | None) -> tuple[Taint, ..
 
 def parse_tolerations(objs: Iterable[Mapping[str, object]] | None) -> tuple[Toleration, ...]:
     return tuple(Toleration.parse(o) for o in objs or ())
+
+
+#: Taints a starting node carries for a while (Karpenter's ``pkg/scheduling/taints.go``
+#: ``KnownEphemeralTaints``, matched on key and effect as ``MatchTaint`` does; and its key prefixes).
+EPHEMERAL_TAINTS = (
+    Taint("node.kubernetes.io/not-ready", "NoSchedule"),
+    Taint("node.kubernetes.io/not-ready", "NoExecute"),
+    Taint("node.kubernetes.io/unreachable", "NoSchedule"),
+    Taint("node.cloudprovider.kubernetes.io/uninitialized", "NoSchedule", "true"),
+    Taint("karpenter.sh/unregistered", "NoExecute"),
+)
+EPHEMERAL_TAINT_PREFIXES = ("readiness.k8s.io/",)
