@@ -2,9 +2,13 @@
 ``pkg/cloudprovider/fake`` for the same purpose), and ``fake_type``, a type with exact allocatable.
 
 The catalog is the list of types it is given; ``instance_types`` narrows their offerings to the
-zones the class allows (``zones``, when set: what the class's subnets cover). Launches pick the
-cheapest available offering of the claim's first type, record it, and can be listed and deleted;
-``fail_create`` makes the next launches raise, as an insufficient-capacity answer would.
+zones the class allows (``zones``, when set: what the class's subnets cover). A launch takes the
+claim's pools (``candidates.launch_pools``) and the first with capacity: ``capacity`` limits a pool
+(capacity type, type, zone) to a number of instances (absent: unlimited), an exhausted pool fails
+as EC2's ``InsufficientInstanceCapacity`` would, is marked in the ``UnavailableOfferings`` cache
+and reported on the launch; when every pool fails, ``InsufficientCapacityError``. Launches are
+idempotent per claim name, can be listed, fetched and deleted; ``fail_create`` makes the next
+launches raise a ``CreateError``.
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ from kubespot.scheduling.allocatable import NodeResources
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.instance_types import InstanceType, Offering, instance_type
-from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, SPOT, ZONE
+from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ON_DEMAND, SPOT, ZONE
 from kubespot.scheduling.nodepool import NodePool
 
-from .provider import CloudNodeClaim, NodeClaimNotFound
+from .candidates import launch_capacity_type, launch_pools
+from .errors import CreateError, FailedOffering, InsufficientCapacityError, NodeClaimNotFound
+from .provider import CloudNodeClaim
+from .unavailable import OfferingKey, UnavailableOfferings
 
 __all__ = ["DEFAULT_ZONES", "FakeCloud", "fake_type"]
 
@@ -49,15 +56,26 @@ def fake_type(
 
 
 class FakeCloud:
-    """An in-memory cloud serving a fixed catalog."""
+    """An in-memory cloud serving a fixed catalog with optionally finite pools."""
 
     name = "fake"
 
-    def __init__(self, types: Iterable[InstanceType] = (), *, zones: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        types: Iterable[InstanceType] = (),
+        *,
+        zones: Iterable[str] | None = None,
+        unavailable: UnavailableOfferings | None = None,
+    ) -> None:
         self.types = list(types)
         #: The zones the node classes' subnets cover (None: every zone of the catalog).
         self.zones = set(zones) if zones is not None else None
+        self.unavailable = unavailable
+        #: Instances left per pool (capacity type, type, zone); a pool not listed is unlimited.
+        self.capacity: dict[OfferingKey, int] = {}
         self.launched: dict[str, CloudNodeClaim] = {}
+        #: Every ``create`` call's claim name, in order (tests count launches with it).
+        self.create_calls: list[str] = []
         self.fail_create = 0
         self._ids = itertools.count(1)
 
@@ -76,24 +94,56 @@ class FakeCloud:
         return out
 
     async def create(self, claim: NodeClaimSpec) -> CloudNodeClaim:
+        self.create_calls.append(claim.name)
+        for existing in self.launched.values():
+            if claim.name and existing.name == claim.name:
+                return existing
         if self.fail_create > 0:
             self.fail_create -= 1
-            raise RuntimeError(f"insufficient capacity for {claim.name}")
-        wanted = [
-            r.values for r in claim.template.requirements if r.key == INSTANCE_TYPE and r.operator == "In"
-        ]
-        names = set(wanted[0]) if wanted else {t.name for t in self.types}
-        offers = [(o, t) for t in self.catalog() if t.name in names for o in t.offerings if o.available]
-        if not offers:
-            raise RuntimeError(f"no offering for {claim.name}")
-        offer, chosen = min(offers, key=lambda p: (p[0].price, p[1].name, p[0].zone))
-        provider_id = f"fake:///{offer.zone}/i-{next(self._ids):017x}"
-        labels = {INSTANCE_TYPE: chosen.name, ZONE: offer.zone, CAPACITY_TYPE: offer.capacity_type}
-        launched = CloudNodeClaim(
-            claim.name, provider_id, chosen.name, offer.zone, offer.capacity_type, labels
-        )
-        self.launched[provider_id] = launched
-        return launched
+            raise CreateError("LaunchFailed", f"injected failure for {claim.name}")
+        pools = launch_pools(claim, self.catalog(), self.unavailable)
+        capacity_type = launch_capacity_type(pools)
+        if capacity_type is None:
+            raise InsufficientCapacityError(f"no offering left for {claim.name}")
+        failed: list[FailedOffering] = []
+        for pool in pools:
+            offer, chosen = pool.offering, pool.instance_type
+            if offer.capacity_type != capacity_type:
+                continue
+            key = (offer.capacity_type, chosen.name, offer.zone)
+            left = self.capacity.get(key)
+            if left is not None and left <= 0:
+                failed.append(
+                    FailedOffering(*key, "InsufficientInstanceCapacity", f"no {chosen.name} in {offer.zone}")
+                )
+                if self.unavailable is not None:
+                    self.unavailable.mark(*key, reason="InsufficientInstanceCapacity")
+                continue
+            if left is not None:
+                self.capacity[key] = left - 1
+            provider_id = f"fake:///{offer.zone}/i-{next(self._ids):017x}"
+            labels = {
+                INSTANCE_TYPE: chosen.name,
+                ZONE: offer.zone,
+                CAPACITY_TYPE: offer.capacity_type,
+            }
+            nodepool = claim.labels.get(NODEPOOL, "")
+            if nodepool:
+                labels[NODEPOOL] = nodepool
+            launched = CloudNodeClaim(
+                claim.name,
+                provider_id,
+                chosen.name,
+                offer.zone,
+                offer.capacity_type,
+                labels,
+                nodepool=nodepool,
+                nodeclass=claim.template.node_class_ref.name,
+                failed_offerings=tuple(failed),
+            )
+            self.launched[provider_id] = launched
+            return launched
+        raise InsufficientCapacityError(f"every pool of {claim.name} is out of capacity", tuple(failed))
 
     async def delete(self, provider_id: str) -> None:
         if self.launched.pop(provider_id, None) is None:

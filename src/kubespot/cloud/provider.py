@@ -5,8 +5,11 @@
   launch, each with its offerings (zone, capacity type, price, availability) and the allocatable of
   a node of that type under the class's AMI family and kubelet settings.
 - ``create`` / ``delete`` / ``get`` / ``list``: the NodeClaim lifecycle (``Create``, ``Delete``,
-  ``Get`` by provider id, ``List``). Issue 14 launches; until then the AWS implementation raises
-  ``NotImplementedError`` and only ``FakeCloud`` implements them.
+  ``Get`` by provider id, ``List``). ``create`` resolves the claim's candidate types itself from its
+  requirements (as Karpenter's ``Create`` does), so a NodeClaim read back after a restart launches
+  the same way; it skips pools in the ``UnavailableOfferings`` cache, marks the pools that fail, and
+  raises the errors of ``cloud.errors``. It is idempotent per NodeClaim (docs/designs/launching.md):
+  an instance already launched for the claim's name is returned, not launched again.
 """
 
 from __future__ import annotations
@@ -20,23 +23,34 @@ from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.instance_types import InstanceType
 from kubespot.scheduling.nodepool import NodePool
 
+from .errors import FailedOffering, NodeClaimNotFound
+
 __all__ = ["CloudNodeClaim", "CloudProvider", "NodeClaimNotFound"]
-
-
-class NodeClaimNotFound(LookupError):
-    """The cloud has no instance for this provider id (Karpenter's ``NodeClaimNotFoundError``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class CloudNodeClaim:
     """What the cloud says of a launched NodeClaim (the fields Karpenter's ``Create`` fills in)."""
 
+    #: The NodeClaim's name (from the instance's ``karpenter.sh/nodeclaim`` tag; "" if untagged).
     name: str
+    #: ``aws:///<zone>/<instance id>`` (Karpenter's and the kubelet's form).
     provider_id: str
     instance_type: str
     zone: str
     capacity_type: str
+    #: The labels the node will carry (the type's, zone, capacity type, nodepool...).
     labels: Mapping[str, str] = field(default_factory=dict)
+    image_id: str = ""
+    #: The NodePool and EC2NodeClass the instance was launched for (its tags).
+    nodepool: str = ""
+    nodeclass: str = ""
+    #: Launch time, seconds since the epoch (GC spares instances younger than 30 s).
+    launched_at: float = 0.0
+    #: Instance state as the cloud says it (``pending``, ``running``, ``shutting-down``...).
+    state: str = "running"
+    #: Pools CreateFleet tried and could not use before this launch succeeded (already cached).
+    failed_offerings: tuple[FailedOffering, ...] = ()
 
 
 class CloudProvider(Protocol):
@@ -50,17 +64,18 @@ class CloudProvider(Protocol):
         ...
 
     async def create(self, claim: NodeClaimSpec) -> CloudNodeClaim:
-        """Launch capacity for ``claim`` (issue 14)."""
+        """Launch capacity for ``claim``: ``InsufficientCapacityError``, ``NodeClassNotReadyError``
+        or ``CreateError`` when it cannot; the instance already launched for it if there is one."""
         ...
 
     async def delete(self, provider_id: str) -> None:
-        """Terminate it; ``NodeClaimNotFound`` once it is gone (issue 14)."""
+        """Terminate it; ``NodeClaimNotFound`` once it is gone (terminated or shutting down)."""
         ...
 
     async def get(self, provider_id: str) -> CloudNodeClaim:
-        """What runs under ``provider_id``; ``NodeClaimNotFound`` when nothing does (issue 14)."""
+        """What runs under ``provider_id``; ``NodeClaimNotFound`` when nothing does."""
         ...
 
     async def list(self) -> list[CloudNodeClaim]:
-        """Every NodeClaim this cluster launched that still runs (issue 14)."""
+        """Every instance this cluster launched for a NodePool that is not terminated."""
         ...

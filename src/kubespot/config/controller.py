@@ -19,6 +19,7 @@ from .http_calls import HttpCallSettings
 from .imds import MonitorSettings
 from .isolation import IsolationSettings
 from .kube import KubeSettings
+from .launch import LaunchSettings
 from .leader import LeaderElectionSettings
 from .loadbalancer import LoadBalancerSettings, LoadBalancerWaitSettings
 from .node import NodeActionSettings
@@ -77,6 +78,8 @@ class ControllerSettings:
     pricing: PricingSettings = field(default_factory=PricingSettings)
     # Karpenter's API objects' status and the catalog's refresh (issue 13), on the elected replica.
     provisioning: ProvisioningSettings = field(default_factory=ProvisioningSettings)
+    # Launching capacity for pending pods and the NodeClaim lifecycle (issue 14).
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
 
     @property
     def drain_wait(self) -> LoadBalancerWaitSettings:

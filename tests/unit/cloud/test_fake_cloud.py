@@ -8,15 +8,26 @@ picks an offering and records the claim).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from kubespot.aws.cloud import AwsCloud
-from kubespot.cloud import CloudProvider, FakeCloud, NodeClaimNotFound, fake_type
+from kubespot.cloud import (
+    CloudProvider,
+    CreateError,
+    FakeCloud,
+    InsufficientCapacityError,
+    NodeClaimNotFound,
+    UnavailableOfferings,
+    fake_type,
+)
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.api.template import RequirementSpec, TemplateSpec
 from kubespot.scheduling.nodepool import NodePool
 from kubespot.scheduling.requirements import Requirements
+from support.clocks import ManualClock
 
 POOL = NodePool("default", Requirements([]))
 CLASS = EC2NodeClassSpec(name="default")
@@ -34,7 +45,7 @@ async def test_instance_types_narrowed_to_the_class_zones() -> None:
 async def test_create_takes_the_cheapest_offering_and_can_be_listed_and_deleted() -> None:
     cloud = FakeCloud([fake_type("a", 2, 4, 0.1, 0.03), fake_type("b", 4, 8, 0.2, 0.05)])
     req = RequirementSpec("node.kubernetes.io/instance-type", "In", ("b",))
-    launched = await cloud.create(NodeClaimSpec("claim-1", TemplateSpec(requirements=(req,))))
+    launched = await cloud.create(NodeClaimSpec("claim-1", template=TemplateSpec(requirements=(req,))))
     assert (launched.instance_type, launched.capacity_type) == ("b", "spot")
     assert await cloud.get(launched.provider_id) == launched
     assert await cloud.list() == [launched]
@@ -42,7 +53,7 @@ async def test_create_takes_the_cheapest_offering_and_can_be_listed_and_deleted(
     with pytest.raises(NodeClaimNotFound):
         await cloud.get(launched.provider_id)
     cloud.fail_create = 1
-    with pytest.raises(RuntimeError):
+    with pytest.raises(CreateError):
         await cloud.create(NodeClaimSpec("claim-2"))
 
 
@@ -91,3 +102,31 @@ async def test_aws_cloud_offers_the_zones_of_the_class_subnets() -> None:
     assert {o.zone for o in after.offerings} == {"us-east-1b"}
     cloud.set_zones("default", None)
     assert len((await cloud.instance_types(POOL, CLASS))[0].offerings) == 4
+
+
+async def test_an_exhausted_pool_fails_over_to_the_next_and_is_cached() -> None:
+    """aws/karpenter-provider-aws ``pkg/providers/instance/instance.go`` ``launchInstance`` and
+    ``updateUnavailableOfferingsCache``: every insufficient-capacity error of a fleet marks its
+    (capacity type, type, zone) for the cache's TTL; when every pool failed, the launch raises
+    ``InsufficientCapacityError`` and the next launch (after re-simulation) leaves those pools out,
+    down to on-demand (``getCapacityType``: spot while any spot pool is left). Launches are
+    idempotent per claim name (docs/designs/launching.md)."""
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    cache = UnavailableOfferings(clock, ttl=180)
+    cloud = FakeCloud([fake_type("a", 2, 4, 0.1, 0.03)], unavailable=cache)
+    cloud.capacity[("spot", "a", "z1")] = 0
+    cloud.capacity[("spot", "a", "z2")] = 1
+    first = await cloud.create(NodeClaimSpec("claim-1"))
+    assert (first.capacity_type, first.zone) == ("spot", "z2")
+    assert [(f.zone, f.code) for f in first.failed_offerings] == [("z1", "InsufficientInstanceCapacity")]
+    assert cache.is_unavailable("spot", "a", "z1")
+    assert await cloud.create(NodeClaimSpec("claim-1")) == first
+    with pytest.raises(InsufficientCapacityError) as ice:
+        await cloud.create(NodeClaimSpec("claim-2"))
+    assert [(f.capacity_type, f.zone) for f in ice.value.offerings] == [("spot", "z2")]
+    third = await cloud.create(NodeClaimSpec("claim-3"))
+    assert third.capacity_type == "on-demand"
+    assert len(cache) == 2
+    await clock.advance(181)
+    assert len(cache) == 0
+    assert cache.generation == 3  # two marks, one expiry pass

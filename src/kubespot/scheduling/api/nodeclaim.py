@@ -17,8 +17,11 @@ NODECLAIM_REASON = "NodeClaimValidationFailed"
 @dataclass(frozen=True, slots=True)
 class NodeClaimSpec:
     name: str
+    #: ``metadata.uid`` (the launch's idempotence token); "" for a claim not yet created.
+    uid: str = ""
     template: TemplateSpec = field(default_factory=TemplateSpec)
     labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
     #: ``spec.resources.requests``: resource name → quantity as written.
     requests: Mapping[str, str] = field(default_factory=dict)
 
@@ -33,6 +36,8 @@ def parse_nodeclaim(obj: Obj) -> Parsed[NodeClaimSpec]:
     resources = f.obj(spec, "resources", "spec.resources")
     parsed = NodeClaimSpec(
         name=f.text(meta, "name", "metadata.name") or "",
+        uid=f.text(meta, "uid", "metadata.uid") or "",
+        annotations=f.str_map(meta, "annotations", "metadata.annotations"),
         template=parse_template_spec(f, spec, "spec"),
         labels=f.str_map(meta, "labels", "metadata.labels"),
         requests=f.quantities(resources, "requests", "spec.resources.requests"),

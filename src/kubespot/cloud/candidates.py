@@ -1,0 +1,86 @@
+"""Which offerings a NodeClaim may launch into, cheapest first (pure), shared by every cloud.
+
+Karpenter's AWS ``Create`` (aws/karpenter-provider-aws ``pkg/cloudprovider/cloudprovider.go``
+``resolveInstanceTypes``, ``pkg/providers/instance/instance.go`` ``filterInstanceTypes``,
+``getOverrides``): the types compatible with the claim's requirements that have an available
+offering the claim allows, ordered by their cheapest such offering, cut to the first 60; the
+pools to try are those offerings. A pool in the ``UnavailableOfferings`` cache is skipped, and
+spot offerings dearer than the cheapest on-demand one are dropped when on-demand is allowed too
+(``filterUnwantedSpot``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
+from kubespot.scheduling.instance_types import InstanceType, Offering
+from kubespot.scheduling.labels import CAPACITY_TYPE, ON_DEMAND, SPOT, WELL_KNOWN, ZONE
+from kubespot.scheduling.requirements import Requirement, Requirements
+
+from .unavailable import UnavailableOfferings
+
+__all__ = ["MAX_INSTANCE_TYPES", "Pool", "claim_requirements", "launch_capacity_type", "launch_pools"]
+
+#: Karpenter's ``maxInstanceTypes``: at most this many types go into one launch.
+MAX_INSTANCE_TYPES = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """One (type, offering) a launch may use."""
+
+    instance_type: InstanceType
+    offering: Offering
+
+
+def claim_requirements(claim: NodeClaimSpec) -> Requirements:
+    """The claim's ``spec.requirements`` as requirements (minValues kept)."""
+    return Requirements(
+        Requirement.of(r.key, r.operator, r.values, r.min_values) for r in claim.template.requirements
+    )
+
+
+def launch_pools(
+    claim: NodeClaimSpec,
+    types: Iterable[InstanceType],
+    unavailable: UnavailableOfferings | None = None,
+    max_types: int = MAX_INSTANCE_TYPES,
+) -> list[Pool]:
+    """The pools to try for ``claim``, cheapest first (ties by type name, then zone): of the
+    ``max_types`` cheapest compatible types, every available, uncached offering the claim allows."""
+    reqs = claim_requirements(claim)
+    zones = reqs.get_or_any(ZONE)
+    capacity = reqs.get_or_any(CAPACITY_TYPE)
+    candidates: list[tuple[float, str, list[Offering], InstanceType]] = []
+    for t in types:
+        if not reqs.is_compatible(t.requirements, WELL_KNOWN):
+            continue
+        offers = [
+            o
+            for o in t.offerings
+            if o.available
+            and zones.has(o.zone)
+            and capacity.has(o.capacity_type)
+            and not (unavailable is not None and unavailable.is_unavailable(o.capacity_type, t.name, o.zone))
+        ]
+        if offers:
+            candidates.append((min(o.price for o in offers), t.name, offers, t))
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    candidates = candidates[:max_types]
+    pools = [Pool(t, o) for _, _, offers, t in candidates for o in offers]
+    on_demand = [p.offering.price for p in pools if p.offering.capacity_type == ON_DEMAND]
+    if on_demand and any(p.offering.capacity_type == SPOT for p in pools):
+        cheapest_od = min(on_demand)
+        pools = [p for p in pools if p.offering.capacity_type != SPOT or p.offering.price <= cheapest_od]
+    pools.sort(key=lambda p: (p.offering.price, p.instance_type.name, p.offering.zone))
+    return pools
+
+
+def launch_capacity_type(pools: Iterable[Pool]) -> str | None:
+    """Spot when any pool is spot, else on-demand (Karpenter's ``getCapacityType``); None: no pool."""
+    kinds = {p.offering.capacity_type for p in pools}
+    if SPOT in kinds:
+        return SPOT
+    return ON_DEMAND if ON_DEMAND in kinds else None

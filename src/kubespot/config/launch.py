@@ -1,0 +1,125 @@
+"""How the provisioner launches capacity (issue 14, docs/designs/launching.md): the cluster the
+nodes join, the batching of pending pods, the insufficient-capacity cache and the NodeClaim
+lifecycle's timeouts.
+
+Read by ``kubespot.controllers.provisioning`` (batching, NodeClaims), ``kubespot.controllers.nodeclaim``
+(lifecycle, garbage collection) and ``kubespot.aws.launch`` (CreateFleet, launch templates, user
+data). Karpenter's names for the same knobs (``CLUSTER_NAME``, ``CLUSTER_ENDPOINT``,
+``BATCH_IDLE_DURATION``, ``BATCH_MAX_DURATION``) are accepted as aliases with Karpenter's meaning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import setting
+from .loader import InvalidSetting
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchSettings:
+    """The cluster new nodes join, and the pace of launching."""
+
+    cluster_name: str = setting(
+        "",
+        doc=(
+            "The EKS cluster's name: tagged on every instance, launch template and volume "
+            "(`kubernetes.io/cluster/<name>=owned`, `eks:eks-cluster-name`), used to find this "
+            "cluster's instances again after a restart, and written into each node's bootstrap "
+            "configuration. Required when provisioning.enabled launches capacity."
+        ),
+        env="KUBESPOT_CLUSTER_NAME",
+        nth="CLUSTER_NAME",
+    )
+    cluster_endpoint: str = setting(
+        "",
+        doc=(
+            "The API server URL nodes register with (the EKS cluster endpoint). Empty: the URL "
+            "kubespot itself talks to (in-cluster, that is the `kubernetes` Service's address, "
+            "which nodes cannot reach before they join: set it)."
+        ),
+        env="KUBESPOT_CLUSTER_ENDPOINT",
+        nth="CLUSTER_ENDPOINT",
+    )
+    cluster_ca_bundle: str = setting(
+        "",
+        doc=(
+            "The cluster's certificate authority, base64 PEM, as EKS's DescribeCluster returns "
+            "it, written into the nodes' bootstrap configuration. Empty: the CA kubespot trusts "
+            "for the API server."
+        ),
+        env="KUBESPOT_CLUSTER_CA_BUNDLE",
+    )
+    cluster_cidr: str = setting(
+        "",
+        doc=(
+            "The cluster's service CIDR (e.g. `10.100.0.0/16`). AL2023 nodes need it "
+            "(nodeadm's `spec.cluster.cidr`); an EC2NodeClass of family AL2023 is not ready to "
+            "launch without it, as in Karpenter."
+        ),
+        env="KUBESPOT_CLUSTER_CIDR",
+    )
+    batch_idle_duration: float = setting(
+        1.0,
+        doc=(
+            "Pending pods are gathered into one scheduling decision until none has arrived for "
+            "this long (Karpenter's BATCH_IDLE_DURATION), so a Deployment scaled by 100 gets one "
+            "plan, not 100."
+        ),
+        env="KUBESPOT_LAUNCH_BATCH_IDLE_DURATION",
+        nth="BATCH_IDLE_DURATION",
+        unit="seconds",
+    )
+    batch_max_duration: float = setting(
+        10.0,
+        doc=(
+            "The longest a batch of pending pods waits however often new ones arrive "
+            "(Karpenter's BATCH_MAX_DURATION)."
+        ),
+        env="KUBESPOT_LAUNCH_BATCH_MAX_DURATION",
+        nth="BATCH_MAX_DURATION",
+        unit="seconds",
+    )
+    unavailable_offerings_ttl: float = setting(
+        180.0,
+        doc=(
+            "How long a pool (capacity type, instance type, zone) that answered with "
+            "insufficient capacity, or whose spot instance got an interruption warning, is left "
+            "out of launches. Karpenter's fixed 3 minutes; a setting here because its users ask "
+            "for one (aws/karpenter-provider-aws PR #8013)."
+        ),
+        env="KUBESPOT_LAUNCH_UNAVAILABLE_OFFERINGS_TTL",
+        unit="seconds",
+    )
+    launch_timeout: float = setting(
+        300.0,
+        doc=(
+            "A NodeClaim that has not launched this long after its creation is deleted, and its "
+            "pods are planned again (Karpenter's 5 minutes, core v1.7+)."
+        ),
+        env="KUBESPOT_LAUNCH_LAUNCH_TIMEOUT",
+        unit="seconds",
+    )
+    registration_timeout: float = setting(
+        900.0,
+        doc=(
+            "A launched NodeClaim whose node has not registered this long after launch is deleted "
+            "with its instance (Karpenter's 15 minutes): a node that cannot join (bad user data, "
+            "no route to the API server) costs money and serves nothing."
+        ),
+        env="KUBESPOT_LAUNCH_REGISTRATION_TIMEOUT",
+        unit="seconds",
+    )
+
+    def __post_init__(self) -> None:
+        for name in (
+            "batch_idle_duration",
+            "batch_max_duration",
+            "unavailable_offerings_ttl",
+            "launch_timeout",
+            "registration_timeout",
+        ):
+            if not getattr(self, name) > 0:
+                raise InvalidSetting(name, "must be positive")
+        if self.batch_max_duration < self.batch_idle_duration:
+            raise InvalidSetting("batch_max_duration", "must be at least batch_idle_duration")
