@@ -584,9 +584,21 @@ class KubeClient:
         """Every object at ``path`` (``api/v1/pods``, ``apis/karpenter.sh/v1/nodepools``), read in
         pages of ``limit``; an empty list when the server does not serve the resource (404: a CRD
         not installed). For commands that read a cluster once (``kubespot plan``)."""
+        listed = await self.list_versioned(path, limit=limit)
+        return [] if listed is None else listed[0]
+
+    async def list_versioned(
+        self, path: str, *, limit: int = 500
+    ) -> tuple[list[dict[str, Any]], str] | None:
+        """Every object at ``path`` and the list's ``resourceVersion`` (what a watch continues
+        from: the first page's, which every later page shares: the API server serves all pages
+        of a list from one snapshot), read in pages of ``limit``; None when the server does not
+        serve the resource (404: a CRD not installed). A continue token that expired (410) lists
+        again from the start, at most three times."""
         items: list[dict[str, Any]] = []
         params = {"limit": str(limit)}
         restarts = 0
+        version = ""
         while True:
             try:
                 body = await self._call(
@@ -594,17 +606,20 @@ class KubeClient:
                 )
             except KubeError as err:
                 if err.code == 404:
-                    return []
+                    return None
                 if err.code == 410 and "continue" in params and restarts < 3:
                     # The continue token expired (the snapshot was compacted): list again.
                     items, params, restarts = [], {"limit": str(limit)}, restarts + 1
                     continue
                 raise
             data = orjson.loads(body)
+            meta = data.get("metadata") or {}
+            if "continue" not in params:
+                version = meta.get("resourceVersion") or ""
             items.extend(data.get("items") or ())
-            token = (data.get("metadata") or {}).get("continue")
+            token = meta.get("continue")
             if not token:
-                return items
+                return items, version
             params = {"limit": str(limit), "continue": token}
 
     async def watch_nodes(self, *, resource_version: str) -> AsyncIterator[NodeEvent]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from .client import KubeClient, KubeError
+from .client import KubeClient
 
 __all__ = ["CustomObjects", "ObjectList"]
 
@@ -41,19 +41,12 @@ class CustomObjects:
         self.path = path.strip("/")
 
     async def list(self) -> ObjectList:
-        """Every object (404, the CRD not installed: none)."""
-
-        async def run() -> ObjectList:
-            data = orjson.loads(await self._kube._send("GET", self.path))
-            rv = (data.get("metadata") or {}).get("resourceVersion") or ""
-            return ObjectList(tuple(data.get("items") or ()), rv)
-
-        try:
-            return await self._kube.call(f"list {self.path}", run)
-        except KubeError as err:
-            if err.code == 404:
-                return ObjectList((), "", served=False)
-            raise
+        """Every object, read in pages (404, the CRD not installed: none)."""
+        listed = await self._kube.list_versioned(self.path)
+        if listed is None:
+            return ObjectList((), "", served=False)
+        items, version = listed
+        return ObjectList(tuple(items), version)
 
     async def watch(self, resource_version: str) -> AsyncIterator[tuple[str, Obj | None, ObjectList | None]]:
         """(ADDED/MODIFIED/DELETED, object, None) per change; ("RESYNC", None, listing) after a broken
