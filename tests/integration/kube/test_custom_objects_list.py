@@ -46,6 +46,9 @@ async def test_custom_objects_are_listed_in_pages_with_the_lists_version() -> No
                 assert r.status == 201, await r.text()
         async with http.get(f"/{NODEPOOLS}") as r:
             whole = await r.json()
+        async with http.get(f"/{NODEPOOLS}?limit=3") as r:
+            first = await r.json()
+        assert len(first["items"]) == 3 and first["metadata"]["continue"]  # the server pages
         kube = connect(KubeSettings(kubeconfig=str(sim.kubeconfig_path)))
         try:
             listed = await kube.list_versioned(NODEPOOLS, limit=3)
