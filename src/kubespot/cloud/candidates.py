@@ -7,6 +7,11 @@ offering the claim allows, ordered by their cheapest such offering, cut to the f
 pools to try are those offerings. A pool in the ``UnavailableOfferings`` cache is skipped, and
 spot offerings dearer than the cheapest on-demand one are dropped when on-demand is allowed too
 (``filterUnwantedSpot``).
+
+Beyond Karpenter: with a ``PoolRisk``, spot pools are ordered by price times their risk factor,
+and those at ``avoid_at`` or above are left out while a calmer pool remains (docs/designs/launching.md
+§2): EC2's ``price-capacity-optimized`` ignores priorities, so a risky pool must be absent from the
+request to be avoided.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from kubespot.scheduling.instance_types import InstanceType, Offering
 from kubespot.scheduling.labels import CAPACITY_TYPE, ON_DEMAND, SPOT, WELL_KNOWN, ZONE
 from kubespot.scheduling.requirements import Requirement, Requirements
 
+from .pool_risk import PoolRisk
 from .unavailable import UnavailableOfferings
 
 __all__ = ["MAX_INSTANCE_TYPES", "Pool", "claim_requirements", "launch_capacity_type", "launch_pools"]
@@ -33,6 +39,17 @@ class Pool:
 
     instance_type: InstanceType
     offering: Offering
+    #: The reclaim-risk factor of the pool (1: no known risk; on-demand is always 1).
+    penalty: float = 1.0
+
+    @property
+    def capacity_type(self) -> str:
+        return self.offering.capacity_type
+
+    @property
+    def weighed_price(self) -> float:
+        """The price pools are ordered by: the offering's, times its risk factor."""
+        return self.offering.price * self.penalty
 
 
 def claim_requirements(claim: NodeClaimSpec) -> Requirements:
@@ -47,9 +64,13 @@ def launch_pools(
     types: Iterable[InstanceType],
     unavailable: UnavailableOfferings | None = None,
     max_types: int = MAX_INSTANCE_TYPES,
+    risk: PoolRisk | None = None,
+    avoid_at: float = 1.5,
 ) -> list[Pool]:
-    """The pools to try for ``claim``, cheapest first (ties by type name, then zone): of the
-    ``max_types`` cheapest compatible types, every available, uncached offering the claim allows."""
+    """The pools to try for ``claim``, cheapest first by weighed price (ties by type name, then
+    zone): of the ``max_types`` cheapest compatible types, every available, uncached offering the
+    claim allows; spot pools whose risk factor reaches ``avoid_at`` only when no other spot pool is
+    left."""
     reqs = claim_requirements(claim)
     zones = reqs.get_or_any(ZONE)
     capacity = reqs.get_or_any(CAPACITY_TYPE)
@@ -69,12 +90,19 @@ def launch_pools(
             candidates.append((min(o.price for o in offers), t.name, offers, t))
     candidates.sort(key=lambda c: (c[0], c[1]))
     candidates = candidates[:max_types]
-    pools = [Pool(t, o) for _, _, offers, t in candidates for o in offers]
+    pools = [
+        Pool(t, o, risk.penalty(t.name, o.zone) if risk is not None and o.capacity_type == SPOT else 1.0)
+        for _, _, offers, t in candidates
+        for o in offers
+    ]
     on_demand = [p.offering.price for p in pools if p.offering.capacity_type == ON_DEMAND]
     if on_demand and any(p.offering.capacity_type == SPOT for p in pools):
         cheapest_od = min(on_demand)
         pools = [p for p in pools if p.offering.capacity_type != SPOT or p.offering.price <= cheapest_od]
-    pools.sort(key=lambda p: (p.offering.price, p.instance_type.name, p.offering.zone))
+    calm = [p for p in pools if p.capacity_type != SPOT or p.penalty < avoid_at]
+    if any(p.capacity_type == SPOT for p in calm):
+        pools = calm
+    pools.sort(key=lambda p: (p.weighed_price, p.instance_type.name, p.offering.zone))
     return pools
 
 

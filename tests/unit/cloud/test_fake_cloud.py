@@ -22,6 +22,8 @@ from kubespot.cloud import (
     UnavailableOfferings,
     fake_type,
 )
+from kubespot.cloud.candidates import launch_pools
+from kubespot.cloud.pool_risk import PoolRisk
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.api.template import RequirementSpec, TemplateSpec
@@ -130,3 +132,29 @@ async def test_an_exhausted_pool_fails_over_to_the_next_and_is_cached() -> None:
     await clock.advance(181)
     assert len(cache) == 0
     assert cache.generation == 3  # two marks, one expiry pass
+
+
+async def test_launch_pools_order_by_risk_and_leave_out_risky_spot_pools() -> None:
+    """kubespot's own rule (docs/designs/launching.md §2): spot pools ordered by price times their
+    reclaim-risk factor; a pool at ``avoid_at`` is left out while another spot pool remains (EC2's
+    price-capacity-optimized ignores priorities, aws docs ``FleetLaunchTemplateOverrides``)."""
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    types = [fake_type("a", 2, 4, 0.1, 0.03), fake_type("b", 2, 4, 0.1, 0.04)]
+    claim = NodeClaimSpec("c")
+
+    def spot(risk: PoolRisk | None, avoid_at: float = 1.5) -> list[tuple[str, str]]:
+        pools = launch_pools(claim, types, risk=risk, avoid_at=avoid_at)
+        return [(p.instance_type.name, p.offering.zone) for p in pools if p.capacity_type == "spot"]
+
+    assert spot(None) == [("a", "z1"), ("a", "z2"), ("b", "z1"), ("b", "z2")]
+    risk = PoolRisk(clock, weight=1.0, zone_weight=0.25)
+    risk.interruption_warning("a", "z1")
+    # a/z1: 0.03 x (1 + 1 + 0.25) = 0.0675, b/z1: 0.04 x 1.25 = 0.05, b/z2 0.04, a/z2 0.03
+    assert spot(risk, avoid_at=10) == [("a", "z2"), ("b", "z2"), ("b", "z1"), ("a", "z1")]
+    assert spot(risk) == [("a", "z2"), ("b", "z2"), ("b", "z1")]  # a/z1's factor 2.25 >= 1.5
+    for zone in ("z1", "z2"):
+        for t in ("a", "b"):
+            for _ in range(3):
+                risk.interruption_warning(t, zone)
+    # every pool at the cap (factor 3): none is calmer, all kept, by price
+    assert spot(risk) == [("a", "z1"), ("a", "z2"), ("b", "z1"), ("b", "z2")]
