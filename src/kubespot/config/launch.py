@@ -91,6 +91,28 @@ class LaunchSettings:
         env="KUBESPOT_LAUNCH_UNAVAILABLE_OFFERINGS_TTL",
         unit="seconds",
     )
+    spot_risk_half_life: float = setting(
+        3600.0,
+        doc=(
+            "How fast kubespot forgives a spot pool (instance type, zone) for a reclaim: a pool's "
+            "risk score (1 per interruption warning, 0.5 per rebalance recommendation, plus a "
+            "quarter of its zone's) halves every this many seconds. Karpenter forgets after 3 "
+            "minutes; pools being reclaimed stay risky for longer than that (aws/karpenter-"
+            "provider-aws #6425). See docs/designs/launching.md §2."
+        ),
+        env="KUBESPOT_LAUNCH_SPOT_RISK_HALF_LIFE",
+        unit="seconds",
+    )
+    spot_risk_weight: float = setting(
+        0.25,
+        doc=(
+            "How much dearer one unit of risk makes a spot pool look when launches choose pools: "
+            "its price is multiplied by 1 + weight x risk (at most 3 x); a pool whose factor reaches "
+            "1.5 is left out while a calmer spot pool remains. 0: order spot pools by price alone "
+            "(unavailable pools are still skipped)."
+        ),
+        env="KUBESPOT_LAUNCH_SPOT_RISK_WEIGHT",
+    )
     launch_timeout: float = setting(
         300.0,
         doc=(
@@ -118,8 +140,11 @@ class LaunchSettings:
             "unavailable_offerings_ttl",
             "launch_timeout",
             "registration_timeout",
+            "spot_risk_half_life",
         ):
             if not getattr(self, name) > 0:
                 raise InvalidSetting(name, "must be positive")
+        if self.spot_risk_weight < 0:
+            raise InvalidSetting("spot_risk_weight", "must not be negative")
         if self.batch_max_duration < self.batch_idle_duration:
             raise InvalidSetting("batch_max_duration", "must be at least batch_idle_duration")

@@ -587,9 +587,7 @@ class KubeClient:
         listed = await self.list_versioned(path, limit=limit)
         return [] if listed is None else listed[0]
 
-    async def list_versioned(
-        self, path: str, *, limit: int = 500
-    ) -> tuple[list[dict[str, Any]], str] | None:
+    async def list_versioned(self, path: str, *, limit: int = 500) -> tuple[list[dict[str, Any]], str] | None:
         """Every object at ``path`` and the list's ``resourceVersion`` (what a watch continues
         from: the first page's, which every later page shares: the API server serves all pages
         of a list from one snapshot), read in pages of ``limit``; None when the server does not

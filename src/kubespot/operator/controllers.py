@@ -21,6 +21,7 @@ from typing import Any
 from kubespot.actions.http_call import HttpCalls
 from kubespot.actions.notify import Notifier
 from kubespot.aws import AwsClients, InstanceDirectory, LifecycleActions, Queue
+from kubespot.cloud.signals import CapacitySignals
 from kubespot.config.controller import ControllerSettings
 from kubespot.controllers.housekeeping.singleton import ManagedInstancesGauge, NodeCleanup
 from kubespot.controllers.interruption.queue_handler import QueueHandler
@@ -53,6 +54,8 @@ class Shared:
     http_calls: HttpCalls | None
     #: This replica's identity: its Lease holder name and the runner named in the actions record.
     identity: str
+    #: What interruptions teach the provisioner (unavailable pools, reclaim risk), one per process.
+    capacity: CapacitySignals
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ def interruption(shared: Shared) -> Controller | None:
         http_calls=shared.http_calls,
         loadbalancer_wait=s.drain_wait,
         hooks=lifecycle,
+        capacity=shared.capacity,
     )
     consumer = QueueConsumer(
         Queue(shared.aws, s.queue.url), settings=s.queue, handle=handler.handle, clock=shared.clock

@@ -32,6 +32,7 @@ from kubespot.actions.http_call import HttpCalls
 from kubespot.actions.notify import Notifier
 from kubespot.actions.outgoing import given_or_configured
 from kubespot.aws import AwsClients, InstanceDirectory
+from kubespot.cloud.signals import capacity_signals
 from kubespot.config.controller import ControllerSettings
 from kubespot.config.http_calls import HttpCall
 from kubespot.config.notify import NotifyTarget
@@ -119,6 +120,7 @@ class Operator(Supervised):
                 notifier=self.notifier,
                 http_calls=self.http_calls,
                 identity=self.identity,
+                capacity=capacity_signals(settings.launch, self.clock),
             )
         )
         self.leadership = self._leadership()

@@ -8,8 +8,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from unittest.mock import MagicMock
 
+from kubespot.cloud.signals import capacity_signals
 from kubespot.config import loader
 from kubespot.config.controller import ControllerSettings
+from kubespot.config.launch import LaunchSettings
 from kubespot.model.clock import SystemClock
 from kubespot.observability.metrics import Metrics
 from kubespot.operator.controllers import CONTROLLERS, Shared, new_controllers
@@ -38,6 +40,7 @@ def shared(**env: str) -> Shared:
         notifier=None,
         http_calls=None,
         identity="replica-1",
+        capacity=capacity_signals(LaunchSettings(), SystemClock()),
     )
 
 

@@ -44,6 +44,7 @@ from typing import Any, Protocol
 from kubespot.aws.autoscaling import LifecycleActionGone
 from kubespot.aws.ec2 import InstanceInfo
 from kubespot.aws.sqs import QueueMessage
+from kubespot.cloud.signals import CapacitySignals
 from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.loadbalancer import LoadBalancerWaitSettings
@@ -112,8 +113,11 @@ class QueueHandler:
         http_calls: StageCalls | None = None,
         loadbalancer_wait: LoadBalancerWaitSettings | None = None,
         hooks: HookClient | None = None,
+        capacity: CapacitySignals | None = None,
     ) -> None:
         self._kube = kube
+        #: Told of every event on a node of this cluster: what the provisioner learns from it.
+        self._capacity = capacity
         self._nodes = nodes
         self._instances = instances
         self._lifecycle = lifecycle
@@ -326,6 +330,8 @@ class QueueHandler:
             if parsed.lifecycle and self._queue.delete_if_node_not_found and self.hooks is not None:
                 return await self.hooks.not_a_node(parsed.lifecycle)  # as NTH completes it
             return outcome
+        if self._capacity is not None and self._capacity.observe(event, node.labels):
+            log.info("%s on node %s: its spot pool is avoided for now", event.kind.value, node.name)
         handler = await self._handler(node.name, node.uid)
         event = dataclasses.replace(event, node_name=node.name)
         if self.scheduled.outdated(node, event):
