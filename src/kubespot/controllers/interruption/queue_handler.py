@@ -331,7 +331,9 @@ class QueueHandler:
                 return await self.hooks.not_a_node(parsed.lifecycle)  # as NTH completes it
             return outcome
         if self._capacity is not None and self._capacity.observe(event, node.labels):
-            log.info("%s on node %s: its spot pool is avoided for now", event.kind.value, node.name)
+            # kubespot_actions_total{action="capacity_signal", result=<kind>}
+            self._metrics.action("capacity_signal", event.kind.value)
+            log.info("%s on node %s: the provisioner learns of its spot pool", event.kind.value, node.name)
         handler = await self._handler(node.name, node.uid)
         event = dataclasses.replace(event, node_name=node.name)
         if self.scheduled.outdated(node, event):
