@@ -271,7 +271,14 @@ async def settled_world(
     """kubesim with one node per instance in ``found`` (workloads settled on the first), and the queue."""
     nodes = []
     for k, inst in enumerate(found):
-        n = node(inst.node_name, unschedulable=k > 0)
+        # Labelled as Karpenter's spot nodes are (the instances are m5.large spot in moto's eyes
+        # only by these labels): the provisioner learns from interruptions on them.
+        spot = {
+            "karpenter.sh/capacity-type": "spot",
+            "node.kubernetes.io/instance-type": "m5.large",
+            "topology.kubernetes.io/zone": inst.zone,
+        }
+        n = node(inst.node_name, unschedulable=k > 0, labels=spot)
         n["spec"]["providerID"] = f"aws:///{inst.zone}/{inst.instance_id}"
         nodes.append(n)
     queue_url = aws.client("sqs").create_queue(QueueName="e2e-interruptions")["QueueUrl"]

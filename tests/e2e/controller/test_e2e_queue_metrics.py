@@ -1,6 +1,6 @@
 """ENABLE_PROMETHEUS_SERVER on a free port: after a spot interruption and a malformed message from
 the queue, /metrics counts the interruption by kind and source="sqs", the fence, the drain and
-each message's outcome."""
+each message's outcome, and the spot pool signal handed to the provisioner."""
 
 from __future__ import annotations
 
@@ -35,5 +35,7 @@ async def test_metrics_count_queue_interruptions(aws: MotoServer, tmp_path: Path
         assert metric_value(text, "kubespot_actions_total", action="message", result="done") == 1
         assert metric_value(text, "kubespot_actions_total", action="message", result="malformed") == 1
         assert metric_value(text, "kubespot_notice_to_cordon_seconds_count", kind="spot-itn") == 1
+        # the spot node's pool was handed to the provisioner's capacity signals (launching.md §2)
+        assert metric_value(text, "kubespot_actions_total", action="capacity_signal", result="spot-itn") == 1
         assert metric_value(text, "kubespot_drain_duration_seconds_count") == 1
         assert metric_value(text, "kubespot_evictions_total", result="evicted") == 2
