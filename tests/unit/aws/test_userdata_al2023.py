@@ -23,6 +23,7 @@ from kubespot.scheduling.taints import Taint
 
 CA = base64.b64encode(b"my-ca\n").decode()  # bXktY2EK
 CLUSTER = ClusterInfo("shop", "https://shop.example", CA, "10.100.0.0/16", "10.100.0.10")
+MULTIPART_B = 'Content-Type: multipart/mixed; boundary="b"\n\n'
 LABELS = {
     "karpenter.sh/nodepool": "general",
     "karpenter.sh/capacity-type": "spot",
@@ -225,7 +226,7 @@ def test_a_ca_bundle_that_is_no_base64_is_a_user_data_error() -> None:
         ("Content-Type: text/plain\n\nhello\n", "not multipart"),
         ("Content-Type: multipart/mixed\n\n--x\n\nbody\n--x--\n", "no boundary"),
         (
-            'Content-Type: multipart/mixed; boundary="b"\n\n--b\nContent-Type: text/x-shellscript\n\necho hi\n',
+            f"{MULTIPART_B}--b\nContent-Type: text/x-shellscript\n\necho hi\n",
             "truncated",
         ),
         ('Content-Type: multipart/mixed; boundary="b"\n\nno delimiter anywhere\n', "no part delimited"),
@@ -247,6 +248,9 @@ def test_broken_mime_user_data_is_a_user_data_error(custom: str, why: str) -> No
 def test_a_final_delimiter_without_closing_dashes_ends_the_archive() -> None:
     """al2023_mime_userdata_input.golden ends with ``--//`` and no ``--//--``: Go's reader finds no
     part headers after it and stops (io.EOF), so Karpenter accepts it and so does kubespot."""
-    custom = 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n--//\nContent-Type: text/x-shellscript\n\necho a\n--//\n'
+    custom = (
+        'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="//"\n\n'
+        "--//\nContent-Type: text/x-shellscript\n\necho a\n--//\n"
+    )
     parts = parse_archive(render(custom))
     assert [p.body for p in parts[:-1]] == ["echo a"]
