@@ -145,7 +145,7 @@ def _parse(custom: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
         if kind is None:
             log.warning("Unknown parameter in userData K8s settings: settings.kubernetes.%s dropped", key)
         elif not _is(kind, value):
-            raise UserDataError(f"invalid UserData: settings.kubernetes.{key} must be a {kind}")
+            raise UserDataError(f"invalid UserData: settings.kubernetes.{key} must be of type {kind}")
         else:
             known[key] = value
     return settings, known
