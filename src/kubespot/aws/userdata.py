@@ -47,9 +47,10 @@ UNREGISTERED_TAINT = Taint("karpenter.sh/unregistered", "NoExecute")
 #: removed in between (kubernetes-sigs/karpenter issue 1772).
 DO_NOT_SYNC_TAINTS = "karpenter.sh/do-not-sync-taints"
 
-#: Label domains kubelet may not set on its own Node: the NodeRestriction admission plugin refuses
-#: most of them and Karpenter refuses them all (``RejectForbiddenLabels``); the well-known ones
-#: (zone, instance type, arch…) kubelet sets itself.
+#: Label domains kept out of kubelet's ``--node-labels``: kubelet refuses to start with one it does
+#: not know (kubernetes ``cmd/kubelet/app/options/options.go`` ``ValidateKubeletFlags``), the
+#: NodeRestriction admission plugin refuses others, and Karpenter drops them all
+#: (``RejectForbiddenLabels``); the well-known ones (zone, instance type, arch…) kubelet sets itself.
 _FORBIDDEN_DOMAINS = ("node-restriction.kubernetes.io", "kubernetes.io", "k8s.io")
 
 _RENDERERS: Mapping[AMIFamily, Callable[[BootstrapOptions], str]] = {

@@ -66,7 +66,8 @@ def render(family: AMIFamily, **kw: object) -> str:
 def test_kubelet_labels_drops_the_kubernetes_domains(key: str, kept: bool) -> None:
     """resolver.go RejectForbiddenLabels / isRestrictedLabel: a label whose domain is, or is under,
     kubernetes.io, k8s.io or node-restriction.kubernetes.io is dropped (kubelet sets the
-    well-known ones itself; NodeRestriction refuses the rest)."""
+    well-known ones itself; kubernetes cmd/kubelet/app/options/options.go ValidateKubeletFlags
+    refuses to start with unknown ones, plugin/pkg/admission/noderestriction the rest)."""
     assert (key in kubelet_labels({key: "v"})) is kept
 
 
