@@ -254,3 +254,12 @@ def test_a_final_delimiter_without_closing_dashes_ends_the_archive() -> None:
     )
     parts = parse_archive(render(custom))
     assert [p.body for p in parts[:-1]] == ["echo a"]
+
+
+def test_taint_values_that_look_like_other_yaml_types_stay_strings() -> None:
+    """corev1.Taint's value is a string: YAML written for nodeadm (which reads it through
+    sigs.k8s.io/yaml, YAML 1.1 resolvers) must quote ``true``, ``0x1F`` or ``1.5`` so they stay
+    strings in ``registerWithTaints``."""
+    taints = [Taint(f"k{i}", "NoSchedule", v) for i, v in enumerate(["true", "0x1F", "1.5", "null", "~"])]
+    config = generated(render(taints=taints))["spec"]["kubelet"]["config"]
+    assert [t.get("value") for t in config["registerWithTaints"][:-1]] == ["true", "0x1F", "1.5", "null", "~"]
