@@ -93,7 +93,8 @@ def parse_archive(text: str) -> list[Part]:
     parts: list[Part] = []
     current: list[str] | None = None
     closed = False
-    for line in body.splitlines(keepends=True):
+    # Lines end at LF only (str.splitlines would also split at form feeds and the like).
+    for line in re.findall(r"[^\n]*\n|[^\n]+\Z", body):
         m = delimiter.fullmatch(line)
         if m is None:
             if current is not None:

@@ -192,3 +192,14 @@ def test_windows_powershell_golden() -> None:
     )
     for family in (AMIFamily.WINDOWS2019, AMIFamily.WINDOWS2025):
         assert render(family, custom='Write-Host "custom"') == text
+
+
+def test_only_line_feeds_end_lines_when_looking_for_delimiters() -> None:
+    """Go mime/multipart reads lines up to ``\\n``: a form feed inside a line is content, so a
+    boundary after one does not end the part."""
+    script = "echo page\x0c--B--\n"
+    custom = (
+        'Content-Type: multipart/mixed; boundary="B"\n\n'
+        f"--B\nContent-Type: text/x-shellscript\n\n{script}--B--\n"
+    )
+    assert parse_archive(render(custom=custom))[0].body == script.removesuffix("\n")
