@@ -32,12 +32,21 @@ from .userdata_windows import render_windows
 __all__ = [
     "DO_NOT_SYNC_TAINTS",
     "UNREGISTERED_TAINT",
+    "USER_DATA_MAX_BYTES",
+    "USER_DATA_WARN_BYTES",
     "ClusterInfo",
     "UserDataError",
     "kubelet_labels",
     "render_user_data",
     "user_data_taints",
 ]
+
+#: ``ec2:CreateLaunchTemplate`` refuses user data larger than this (raw bytes, before base64:
+#: ``InvalidUserData.Malformed`` "User data is limited to 16384 bytes", Karpenter's reason
+#: ``UserDataSizeLimitExceeded``). Karpenter never gates on it, only logs past 90 % and exports
+#: ``karpenter_ec2nodeclasses_userdata_bytes`` (``pkg/providers/launchtemplate/metrics.go``).
+USER_DATA_MAX_BYTES = 16384
+USER_DATA_WARN_BYTES = USER_DATA_MAX_BYTES * 9 // 10
 
 #: Karpenter's ``UnregisteredNoExecuteTaint``: kubelet registers with it and Karpenter removes it
 #: once it has synced the NodeClaim onto the Node, so nothing runs before that.
