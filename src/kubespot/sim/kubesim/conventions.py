@@ -30,6 +30,11 @@ START_SECONDS = PREFIX + "start-seconds"
 DEFAULT_SHUTDOWN_SECONDS = 1.0
 DEFAULT_START_SECONDS = 1.0
 
+#: Node annotation: seconds a Node created through the API reports Ready False before its simulated
+#: kubelet posts Ready True (float; default ``ControllerConfig.node_ready_seconds``). The node joiner
+#: sets it so kubesim's kubelet and the joiner agree on when a booting instance turns Ready.
+READY_SECONDS = PREFIX + "ready-seconds"
+
 #: Node label/annotation the generator sets so tests can find the simulated instance quickly.
 INSTANCE_ID_LABEL = PREFIX + "instance-id"
 

@@ -35,7 +35,8 @@ What each simulated kubelet does, and the upstream behaviour it follows:
   registered: its first status (at once) fills in addresses, capacity, allocatable and nodeInfo where
   missing and reports Ready False (``KubeletNotReady``: the CNI plugin is not initialized yet), whatever
   Ready condition the Node was created with, as a real kubelet overwrites the conditions it owns; after
-  ``ControllerConfig.node_ready_seconds`` it posts Ready True. (The API server's TaintNodesByCondition
+  ``ControllerConfig.node_ready_seconds`` (or the Node's annotation ``conventions.READY_SECONDS``) it
+  posts Ready True. (The API server's TaintNodesByCondition
   admission gave the Node ``node.kubernetes.io/not-ready:NoSchedule``; the node lifecycle controller
   removes it once Ready.) Nodes loaded at start-up are an already-running cluster and stay Ready. A
   Node annotated ``conventions.CLOUD_PROVIDER_ANNOTATION: external`` registers as with
@@ -372,7 +373,11 @@ class KubeletController(Controller):
             return
         now = self._now()
         if fresh:
-            st.ready_at = now + self.config.node_ready_seconds
+            ready_after = self.config.node_ready_seconds
+            ready_after = _seconds(
+                node["metadata"].get("annotations"), conventions.READY_SECONDS, ready_after
+            )
+            st.ready_at = now + ready_after
             st.registering = True
             self._push(now, _STATUS, name, st.gen)
             self._push(st.ready_at, _READY, name, st.gen)

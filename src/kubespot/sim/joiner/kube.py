@@ -1,0 +1,92 @@
+"""The joiner's writes to the Kubernetes API (aiohttp, over the wire): Nodes and their status.
+
+Every call has a deadline; an answer the joiner does not expect is ``KubeError`` (with the HTTP
+status, 0 for a transport failure or timeout) for the loop to log and retry next tick.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+
+Obj = dict[str, Any]
+_STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}" if status else message)
+        self.status = status
+
+
+class KubeWriter:
+    """Create, patch the status of and delete Nodes; stop kubesim's simulated kubelet of one."""
+
+    def __init__(self, base_url: str, *, timeout: float = 5.0, token: str = "joiner") -> None:
+        self._base = base_url.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> KubeWriter:
+        self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _call(
+        self, method: str, path: str, body: Obj | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Obj]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+        try:
+            async with self._session.request(method, self._base + path, json=body, headers=headers) as r:
+                try:
+                    data = await r.json(content_type=None)
+                except ValueError:
+                    data = {"message": (await r.text())[:200]}
+                return r.status, data if isinstance(data, dict) else {}
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise KubeError(0, f"{method} {path}: {type(exc).__name__}: {exc}") from None
+
+    @staticmethod
+    def _fail(status: int, data: Obj, what: str) -> KubeError:
+        return KubeError(status, f"{what}: {data.get('message') or data.get('reason') or 'no message'}")
+
+    async def create_node(self, node: Obj) -> bool:
+        """POST the Node; False when one of that name exists already."""
+        status, data = await self._call("POST", "/api/v1/nodes", node)
+        if status == 409:
+            return False
+        if status >= 300:
+            raise self._fail(status, data, f"create node {node['metadata']['name']}")
+        return True
+
+    async def patch_status(self, name: str, patch: Obj) -> bool:
+        """Strategic-merge ``patch`` into the Node's status; False when the Node is gone."""
+        status, data = await self._call("PATCH", f"/api/v1/nodes/{name}/status", patch, _STRATEGIC)
+        if status == 404:
+            return False
+        if status >= 300:
+            raise self._fail(status, data, f"patch status of node {name}")
+        return True
+
+    async def delete_node(self, name: str) -> None:
+        status, data = await self._call("DELETE", f"/api/v1/nodes/{name}")
+        if status >= 300 and status != 404:
+            raise self._fail(status, data, f"delete node {name}")
+
+    async def stop_kubelet(self, name: str) -> None:
+        """kubesim's ``PUT /kubesim/v1/nodes/<name>/kubelet``: the instance's kubelet is gone, so its
+        heartbeats stop. Best effort: an API server that is not kubesim, or one without its kubelet
+        controller, answers 404 or 409, which changes nothing here."""
+        status, data = await self._call("PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": False})
+        if status >= 500:
+            raise self._fail(status, data, f"stop kubelet of {name}")
