@@ -118,9 +118,7 @@ class Joiner:
             if boot is not None:
                 boot.instance = instance
             elif instance.state in ("pending", "running"):
-                self._boots[instance.id] = _Boot(
-                    instance, instance.launch_time + self._boot_time(instance.id)
-                )
+                self._boots[instance.id] = _Boot(instance, instance.launch_time + self.boot_time(instance.id))
         steps: list[Awaitable[None]] = []
         for instance_id, boot in list(self._boots.items()):
             seen = instances.get(instance_id)
@@ -139,7 +137,8 @@ class Joiner:
                 steps.append(self._post_ready(boot))
         await asyncio.gather(*(self._bounded(step) for step in steps))
 
-    def _boot_time(self, instance_id: str) -> float:
+    def boot_time(self, instance_id: str) -> float:
+        """Seconds from the instance's LaunchTime to its registration (boot delay plus its jitter)."""
         if self.config.jitter <= 0:
             return self.config.boot_delay
         rng = random.Random(f"{self.config.seed}/{instance_id}")

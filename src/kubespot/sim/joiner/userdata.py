@@ -129,7 +129,12 @@ def _apply_node_config(doc: dict[str, Any], config: BootConfig) -> None:
     kubelet = _dict(_dict(doc.get("spec")).get("kubelet"))
     flags = kubelet.get("flags") or []
     if isinstance(flags, list):
-        _apply_flags([str(f) for f in flags], config)
+        # nodeadm hands the flags to the kubelet's systemd unit, whose word splitting drops quotes.
+        try:
+            words = [word for flag in flags for word in shlex.split(str(flag))]
+        except ValueError:
+            raise _Refused(f"kubelet flags do not parse: {flags!r}") from None
+        _apply_flags(words, config)
     settings = _dict(kubelet.get("config"))
     if "registerWithTaints" in settings:
         config.taints = [_config_taint(t) for t in settings.get("registerWithTaints") or []]
