@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,6 +57,12 @@ class Instance:
         )
 
 
+@functools.cache
+def _session() -> boto3.session.Session:
+    """One boto3 session per process: each new one loads the EC2 service model again (~0.5 s)."""
+    return boto3.session.Session()
+
+
 class Ec2Reader:
     """DescribeInstances, DescribeInstanceAttribute ``userData`` and DescribeInstanceTypes."""
 
@@ -65,7 +72,7 @@ class Ec2Reader:
         self.cluster = cluster
         # A simulator's endpoint takes any credentials; real ones in the environment win.
         fake = None if os.environ.get("AWS_ACCESS_KEY_ID") else "testing"
-        self._client: EC2Client = boto3.session.Session().client(
+        self._client: EC2Client = _session().client(
             "ec2",
             endpoint_url=endpoint_url,
             region_name=region,

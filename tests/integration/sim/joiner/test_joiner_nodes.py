@@ -96,16 +96,16 @@ async def test_ready_after_ready_delay(world_with: Any, kubelet: bool) -> None:
     async with world_with(kubelet=kubelet) as world:
         instance = world.launch(AL2023_MIME)
         name = instance["PrivateDnsName"]
-        joiner = world.joiner(ready_delay=1.0)
+        joiner = world.joiner(ready_delay=0.8)
         await world.until(lambda: world.node(name))
         registered = joiner.registered_at(instance["InstanceId"])
         assert registered is not None
         conditions = world.node(name)["status"]["conditions"]  # type: ignore[index]
         assert [c["reason"] for c in conditions if c["type"] == "Ready"] == ["KubeletNotReady"]
-        await asyncio.sleep(max(0.0, registered + 0.5 - time.time()))
+        await asyncio.sleep(max(0.0, registered + 0.4 - time.time()))
         assert world.ready(name) == "False"  # kubesim's 0.05 s node_ready_seconds does not apply
         await world.until(lambda: world.ready(name) == "True")
-        assert time.time() - registered >= 1.0
+        assert time.time() - registered >= 0.8
 
 
 async def test_boot_delay_counts_from_launch_time(world: World) -> None:
