@@ -37,6 +37,7 @@ sys.exit(main(sys.argv[1:]))
         (["kubesim"], "sim"),
         (["imds-sim"], "sim"),
         (["aws-sim"], "sim"),
+        (["node-joiner"], "sim"),
         (["sandbox"], "sim"),
         (["controller", "--queue-url", "https://sqs.us-east-1.amazonaws.com/123456789012/q"], "controller"),
         (["aws", "--help"], "controller"),
