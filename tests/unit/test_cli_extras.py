@@ -6,6 +6,7 @@ as Python does when they are not installed (``ModuleNotFoundError`` with ``name`
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -49,7 +50,13 @@ def test_missing_extra_is_one_line_naming_it(argv: list[str], extra: str) -> Non
         capture_output=True,
         text=True,
         timeout=60,
-        env={"PATH": "/usr/bin:/bin", "AWS_REGION": "us-east-1"},
+        # PYTHONPATH kept: the child must import the kubespot under test (a worktree's src), not
+        # whichever one is installed.
+        env={
+            "PATH": "/usr/bin:/bin",
+            "AWS_REGION": "us-east-1",
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        },
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
