@@ -9,7 +9,9 @@ Per instance (``_Boot``):
   without extra labels. A Node of that name already there (a restarted joiner) is left alone.
 - **shutting-down**, **terminated** or gone, with a Node: at once, stop kubesim's simulated kubelet
   of it and write Ready Unknown (what the node lifecycle controller writes once heartbeats stop);
-  once the instance is terminated or gone, delete the Node, as the cloud node lifecycle
+  once the instance is terminated or gone, delete the Node (again each poll while finalizers
+  hold it; once it is gone kubesim forgets the stopped kubelet, so a later instance given the
+  same private DNS name boots a live one), as the cloud node lifecycle
   controller does for a not-Ready node whose instance no longer exists
   (staging/src/k8s.io/cloud-provider/controllers/nodelifecycle ``MonitorNodes``; the AWS provider's
   ``InstanceExistsByProviderID`` is false only for terminated instances).
@@ -196,11 +198,13 @@ class Joiner:
             return
         name = node_name(boot.instance)
         if not boot.going:
-            await self.kube.stop_kubelet(name)
+            await self.kube.set_kubelet(name, running=False)
             await self.kube.patch_status(name, gone_patch(self.clock()))
             boot.going = True
             log.info("joiner: %s is %s; node %s NotReady", instance_id, state, name)
         if state in ("terminated", "gone"):
-            await self.kube.delete_node(name)
+            if not await self.kube.delete_node(name):
+                return  # finalizers hold it (Karpenter's): asked again next poll until it is gone
+            await self.kube.set_kubelet(name, running=True)
             self._boots.pop(instance_id, None)
             log.info("joiner: %s is %s; node %s deleted", instance_id, state, name)

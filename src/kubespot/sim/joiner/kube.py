@@ -78,15 +78,22 @@ class KubeWriter:
             raise self._fail(status, data, f"patch status of node {name}")
         return True
 
-    async def delete_node(self, name: str) -> None:
+    async def delete_node(self, name: str) -> bool:
+        """DELETE the Node; True once it is gone, False while finalizers hold it (the answer is then
+        the Node itself, marked for deletion, instead of a ``Status``)."""
         status, data = await self._call("DELETE", f"/api/v1/nodes/{name}")
-        if status >= 300 and status != 404:
+        if status == 404:
+            return True
+        if status >= 300:
             raise self._fail(status, data, f"delete node {name}")
+        return data.get("kind") != "Node"
 
-    async def stop_kubelet(self, name: str) -> None:
-        """kubesim's ``PUT /kubesim/v1/nodes/<name>/kubelet``: the instance's kubelet is gone, so its
-        heartbeats stop. Best effort: an API server that is not kubesim, or one without its kubelet
-        controller, answers 404 or 409, which changes nothing here."""
-        status, data = await self._call("PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": False})
+    async def set_kubelet(self, name: str, *, running: bool) -> None:
+        """kubesim's ``PUT /kubesim/v1/nodes/<name>/kubelet``: ``running=False`` when the instance's
+        kubelet is gone (heartbeats stop); ``running=True`` once its Node is deleted, so a later
+        machine given the same name (EC2 reuses private IPs) boots a live kubelet. Best effort: an
+        API server that is not kubesim, or one without its kubelet controller, answers 404 or 409,
+        which changes nothing here."""
+        status, data = await self._call("PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": running})
         if status >= 500:
-            raise self._fail(status, data, f"stop kubelet of {name}")
+            raise self._fail(status, data, f"set kubelet of {name} running={running}")

@@ -7,12 +7,14 @@ import logging
 import time
 from typing import Any
 
+import aiohttp
 import pytest
 from botocore.exceptions import EndpointConnectionError
 from userdata_samples import AL2_SCRIPT, AL2023_MIME, BOTTLEROCKET_TOML
 
 from conftest import CLUSTER, World
 from kubespot.sim.joiner import Ec2Reader, Instance, Joiner, JoinerConfig
+from kubespot.sim.kubesim.testing import node as node_body
 
 Obj = dict[str, Any]
 
@@ -237,3 +239,32 @@ async def test_ec2_errors_are_retried(world: World, caplog: pytest.LogCaptureFix
         await world.until(lambda: world.node(instance["PrivateDnsName"]))
     assert failures == [0]
     assert sum("DescribeInstances failed" in r.getMessage() for r in caplog.records) == 2
+
+
+async def test_finalizers_hold_the_node_and_a_reused_name_boots_afresh(world: World) -> None:
+    """A Node held by a finalizer (Karpenter's ``karpenter.sh/termination``) is only marked for deletion;
+    the joiner asks again each poll and, once it is gone, kubesim's kubelet of that name is no longer
+    stopped: a new machine given the same private DNS name (EC2 reuses IPs) registers and turns Ready."""
+    instance = world.launch(AL2023_MIME)
+    name = instance["PrivateDnsName"]
+    world.joiner()
+    await world.until(lambda: world.ready(name) == "True")
+    await world_patch(world, name, {"metadata": {"finalizers": ["karpenter.sh/termination"]}})
+    world.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
+    await world.until(lambda: (world.node(name) or {}).get("metadata", {}).get("deletionTimestamp"))
+    await asyncio.sleep(0.2)
+    assert world.node(name) is not None  # held
+    await world_patch(world, name, {"metadata": {"finalizers": None}})
+    await world.until(lambda: world.node(name) is None)
+    await asyncio.sleep(0.15)  # a poll or two: the joiner clears the stopped kubelet after the delete
+    url = f"{world.sim.url}/api/v1/nodes"
+    async with aiohttp.ClientSession() as http, http.post(url, json=node_body(name, ready=False)) as r:
+        assert r.status == 201, await r.text()
+    await world.until(lambda: world.ready(name) == "True", within=2.0)
+
+
+async def world_patch(world: World, name: str, body: Obj) -> None:
+    async with aiohttp.ClientSession() as http:
+        headers = {"Content-Type": "application/merge-patch+json"}
+        async with http.patch(f"{world.sim.url}/api/v1/nodes/{name}", json=body, headers=headers) as r:
+            assert r.status == 200, await r.text()
