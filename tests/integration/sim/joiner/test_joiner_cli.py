@@ -7,9 +7,9 @@ import asyncio
 import contextlib
 
 import pytest
+from joiner_world import CLUSTER, World
 from userdata_samples import AL2023_MIME
 
-from conftest import CLUSTER, World
 from kubespot import cli
 from kubespot.sim.joiner import cli as joiner_cli
 

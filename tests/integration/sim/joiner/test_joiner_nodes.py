@@ -10,9 +10,9 @@ from typing import Any
 import aiohttp
 import pytest
 from botocore.exceptions import EndpointConnectionError
+from joiner_world import CLUSTER, World
 from userdata_samples import AL2_SCRIPT, AL2023_MIME, BOTTLEROCKET_TOML
 
-from conftest import CLUSTER, World
 from kubespot.sim.joiner import Ec2Reader, Instance, Joiner, JoinerConfig
 from kubespot.sim.kubesim.testing import node as node_body
 
