@@ -17,6 +17,7 @@ from typing import Any
 
 from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.store import parse_rfc3339
+from kubespot.sim.kubesim.testing import node as node_body
 
 SHUTDOWN = conventions.SHUTDOWN_SECONDS
 
@@ -253,3 +254,18 @@ async def test_sidecar_stops_after_the_app_and_does_not_decide_the_phase(cluster
     assert proxy["state"]["terminated"]["exitCode"] == 143
     assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
     assert status["phase"] == "Succeeded"
+
+
+async def test_ready_seconds_annotation_delays_a_new_nodes_ready(cluster: Any) -> None:
+    """A Node annotated ``kubesim.kubespot.io/ready-seconds`` reports Ready False (``KubeletNotReady``,
+    the CNI not up: pkg/kubelet/kubelet_node_status.go ``setNodeReadyCondition``) for that long
+    instead of ``node_ready_seconds`` (0.05 s here): the node joiner tells kubesim its boot's timing."""
+    body = node_body("slow")
+    body["metadata"]["annotations"] = {conventions.READY_SECONDS: "0.6"}
+    await cluster.call("POST", "/api/v1/nodes", body)
+    created = time.monotonic()
+    await asyncio.sleep(0.3)
+    assert cluster.node_ready("slow") == "False"
+    assert cluster.condition(cluster.node("slow"), "Ready", "reason") == "KubeletNotReady"
+    await cluster.until(lambda: cluster.node_ready("slow") == "True", within=3.0)
+    assert time.monotonic() - created >= 0.55
