@@ -3,64 +3,323 @@
 ``instance_types(nodepool, nodeclass)`` is Karpenter's AWS ``GetInstanceTypes``
 (aws/karpenter-provider-aws ``pkg/cloudprovider/cloudprovider.go``, ``pkg/providers/instancetype``):
 the catalog's types with the allocatable of the class's AMI family and kubelet block, offered in the
-zones of the class's resolved subnets (``set_zones``, kept by the EC2NodeClass controller). Until
+zones of the class's resolved subnets (``set_resolved``, kept by the EC2NodeClass controller). Until
 they are known every zone of the region is offered: Karpenter refuses ("no subnets found"), but
-``kubespot plan`` reads classes no controller has resolved and must still plan. The NodeClaim
-calls (``create``, ``delete``, ``get``, ``list``) are issue 14's launch path and raise
-``NotImplementedError`` until then.
+``kubespot plan`` reads classes no controller has resolved and must still plan.
+
+The NodeClaim calls are Karpenter's ``Create``, ``Delete``, ``Get`` and ``List``
+(``cloudprovider.go``, ``pkg/providers/instance/instance.go``), with kubespot's idempotence
+(docs/designs/launching.md §3):
+
+- ``create``: an instance already tagged for the claim (a launch whose status write was lost) is
+  returned as it is. Otherwise the claim's pools (``cloud.candidates.launch_pools`` over the
+  class's types, the ``UnavailableOfferings`` cache left out), spot while any spot pool is left;
+  launch templates per (AMI, max pods) made sure of; one CreateFleet with ``ClientToken`` = the
+  claim's UID; every insufficient-capacity error marks its pool (and address exhaustion its subnet,
+  for the cache's TTL). Raises ``NodeClassNotReadyError`` (class not resolved, no subnet/AMI/...),
+  ``InsufficientCapacityError`` (no pool left, or every pool failed) or ``CreateError``.
+- ``delete``: TerminateInstances; ``NodeClaimNotFound`` once the instance is gone or shutting down.
+- ``get`` / ``list``: the live instances of this cluster's NodePools.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import builtins
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
+from kubespot.cloud.candidates import launch_capacity_type, launch_pools
+from kubespot.cloud.errors import (
+    CreateError,
+    FailedOffering,
+    InsufficientCapacityError,
+    NodeClaimNotFound,
+    NodeClassNotReadyError,
+)
 from kubespot.cloud.provider import CloudNodeClaim
-from kubespot.model.capacity import AMIFamily
+from kubespot.cloud.unavailable import UnavailableOfferings
+from kubespot.config.launch import LaunchSettings
+from kubespot.model import Clock, SystemClock
+from kubespot.model.capacity import AMIFamily, KubeletConfig
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.instance_types import InstanceType
+from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE
 from kubespot.scheduling.nodepool import NodePool
 
-from .catalog import Catalog
+from . import fleet
+from .instances import NODECLASS_TAG, Instance, Instances
+from .launch_templates import LaunchGroup, LaunchTemplates, UserDataRenderer, launch_groups
+from .resolved import ResolvedNodeClass
+from .session import AwsClients, AwsError
+from .userdata import ClusterInfo, render_user_data
 
-__all__ = ["AwsCloud"]
+__all__ = ["AwsCloud", "TypeCatalog"]
 
-_LATER = "launching is issue 14: AwsCloud does not create, delete or list NodeClaims yet"
+log = logging.getLogger("kubespot.aws.cloud")
+_NOT_LAUNCHING = "AwsCloud was built without AWS clients and launch settings: it only plans"
+_LT_NOT_FOUND = "InvalidLaunchTemplateName.NotFoundException"
+
+
+class TypeCatalog(Protocol):
+    """What ``AwsCloud`` reads of ``catalog.Catalog``."""
+
+    async def refresh_if_due(self) -> None: ...
+
+    def instance_types(
+        self,
+        zones: Iterable[str] | None = None,
+        *,
+        family: AMIFamily = AMIFamily.AL2023,
+        kubelet: KubeletConfig | None = None,
+    ) -> list[InstanceType]: ...
 
 
 class AwsCloud:
-    """EC2 as a ``CloudProvider``: the catalog's instance types; launches in issue 14."""
+    """EC2 as a ``CloudProvider``: the catalog's instance types, and NodeClaims as instances."""
 
     name = "aws"
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(
+        self,
+        catalog: TypeCatalog,
+        clients: AwsClients | None = None,
+        *,
+        launch: LaunchSettings | None = None,
+        unavailable: UnavailableOfferings | None = None,
+        render: UserDataRenderer = render_user_data,
+        clock: Clock | None = None,
+    ) -> None:
         self.catalog = catalog
-        self._zones: dict[str, frozenset[str]] = {}
+        self._clients = clients
+        self._launch = launch or LaunchSettings()
+        self._clock = clock or SystemClock()
+        #: Shared with the interruption handler and the provisioner (docs/designs/launching.md §2).
+        self.unavailable = unavailable or UnavailableOfferings(
+            self._clock, self._launch.unavailable_offerings_ttl
+        )
+        self._render = render
+        self._resolved: dict[str, ResolvedNodeClass] = {}
+        #: Subnets that answered InsufficientFreeAddressesInSubnet → until when they are skipped.
+        self._full_subnets: dict[str, float] = {}
+        self.instances = Instances(clients, self._launch.cluster_name) if clients is not None else None
+        self.templates = LaunchTemplates(clients) if clients is not None else None
 
-    def set_zones(self, nodeclass: str, zones: Iterable[str] | None) -> None:
-        """The zones ``nodeclass``'s subnets cover (None: not resolved, every zone)."""
-        if zones is None:
-            self._zones.pop(nodeclass, None)
+    # -- the EC2NodeClasses ---------------------------------------------------------------------------
+
+    def set_resolved(self, nodeclass: str, resolved: ResolvedNodeClass | None) -> None:
+        """What ``nodeclass`` resolved to (None: deleted or invalid: every zone, no launch); parts
+        left None keep their last value."""
+        if resolved is None:
+            self._resolved.pop(nodeclass, None)
         else:
-            self._zones[nodeclass] = frozenset(zones)
+            self._resolved[nodeclass] = resolved.merged(self._resolved.get(nodeclass))
+
+    def resolved(self, nodeclass: str) -> ResolvedNodeClass | None:
+        return self._resolved.get(nodeclass)
+
+    def _zones(self, nodeclass: str) -> frozenset[str] | None:
+        resolved = self._resolved.get(nodeclass)
+        return resolved.zones if resolved is not None else None
 
     async def instance_types(self, nodepool: NodePool, nodeclass: EC2NodeClassSpec) -> list[InstanceType]:
+        return await self._types(nodeclass)
+
+    async def _types(self, nodeclass: EC2NodeClassSpec) -> list[InstanceType]:
         await self.catalog.refresh_if_due()
         kubelet = nodeclass.kubelet.capacity() if nodeclass.kubelet is not None else None
         return self.catalog.instance_types(
-            self._zones.get(nodeclass.name),
+            self._zones(nodeclass.name),
             family=nodeclass.family or AMIFamily.AL2023,
             kubelet=kubelet,
         )
 
+    # -- launch ------------------------------------------------------------------------------------
+
     async def create(self, claim: NodeClaimSpec) -> CloudNodeClaim:
-        raise NotImplementedError(_LATER)
+        instances, templates = self.instances, self.templates
+        if instances is None or templates is None:
+            raise CreateError("LaunchFailed", _NOT_LAUNCHING)
+        class_name = claim.template.node_class_ref.name
+        resolved = self._resolved.get(class_name)
+        why = resolved.not_ready() if resolved is not None else f"EC2NodeClass {class_name!r} not resolved"
+        if resolved is None or resolved.spec is None or why is not None:
+            raise NodeClassNotReadyError(f"EC2NodeClass {class_name!r} is not ready: {why}")
+        spec = resolved.spec
+        try:
+            if claim.name:
+                existing = await instances.for_nodeclaim(claim.name)
+                if existing:
+                    return self._to_claim(existing[0], claim.name)
+        except AwsError as err:
+            raise _create_error(err, "Error looking for the NodeClaim's instance") from err
+        types = await self._types(spec)
+        pools = launch_pools(claim, types, self.unavailable)
+        capacity_type = launch_capacity_type(pools)
+        if capacity_type is None:
+            raise InsufficientCapacityError(f"no offering left for NodeClaim {claim.name}")
+        subnets = fleet.zonal_subnets(resolved.subnets or (), self._subnets_out())
+        tags = fleet.launch_tags(
+            cluster=self._launch.cluster_name,
+            nodepool=claim.labels.get(NODEPOOL, ""),
+            nodeclass=class_name,
+            nodeclaim=claim.name,
+            custom=spec.tags,
+        )
+        by_name = {t.name: t for t in types}
+        chosen = [by_name[n] for n in dict.fromkeys(p.instance_type.name for p in pools)]
+        groups = launch_groups(
+            spec,
+            claim,
+            chosen,
+            amis=resolved.amis or (),
+            security_groups=[g.id for g in resolved.security_groups or ()],
+            capacity_type=capacity_type,
+            cluster=self._cluster(),
+            tags=tags,
+            render=self._render,
+        )
+        configs = []
+        for group in groups:
+            members = set(group.types)
+            overrides = fleet.overrides(
+                (p for p in pools if p.instance_type.name in members), capacity_type, subnets, group.image_id
+            )
+            if overrides:
+                configs.append(fleet.TemplateConfig(group.template.name, overrides))
+        if not configs:
+            raise InsufficientCapacityError(
+                f"no pool of NodeClaim {claim.name} has a subnet and an AMI for {capacity_type}"
+            )
+        request = fleet.fleet_request(
+            configs, capacity_type, tags, client_token=claim.uid, context=spec.context
+        )
+        answer = await self._create_fleet(request, groups)
+        parsed = fleet.parse_fleet_answer(answer, capacity_type)
+        fleet.mark_unavailable(self.unavailable, parsed.errors, capacity_type)
+        self._mark_subnets(parsed.errors)
+        if parsed.launched is None:
+            raise fleet.combine_fleet_errors(parsed.errors)
+        got = parsed.launched
+        launched = Instance(
+            id=got.instance_id,
+            instance_type=got.instance_type,
+            zone=got.zone,
+            state="pending",
+            capacity_type=got.capacity_type,
+            image_id=got.image_id,
+            subnet_id=got.subnet_id,
+            tags=tags,
+            launched_at=self._clock.now().timestamp(),
+        )
+        return self._to_claim(
+            launched, claim.name, failed=parsed.failed_offerings, type_=by_name.get(got.instance_type)
+        )
+
+    async def _create_fleet(self, request: dict[str, Any], groups: Sequence[LaunchGroup]) -> dict[str, Any]:
+        clients, templates = self._clients, self.templates
+        assert clients is not None and templates is not None
+        for attempt in (0, 1):
+            try:
+                for group in groups:
+                    await templates.ensure(group.template)
+            except AwsError as err:
+                raise _create_error(err, "Error getting launch template configs") from err
+            try:
+                return await clients.call("ec2", "CreateFleet", **request)
+            except AwsError as err:
+                if err.code == _LT_NOT_FOUND and attempt == 0:
+                    # Deleted behind our back: made again, once (Karpenter retries once too).
+                    templates.forget(g.template.name for g in groups)
+                    continue
+                raise _create_error(err, "Error creating fleet request") from err
+        raise AssertionError("unreachable")
+
+    def _cluster(self) -> ClusterInfo:
+        s = self._launch
+        return ClusterInfo(s.cluster_name, s.cluster_endpoint, s.cluster_ca_bundle, s.cluster_cidr)
+
+    def _subnets_out(self) -> list[str]:
+        now = self._clock.monotonic()
+        for subnet in [s for s, until in self._full_subnets.items() if until <= now]:
+            del self._full_subnets[subnet]
+        return list(self._full_subnets)
+
+    def _mark_subnets(self, errors: Iterable[fleet.FleetError]) -> None:
+        """``MarkSubnetUnavailable``: a subnet out of addresses is skipped for the cache's TTL."""
+        for err in errors:
+            if err.offering.code == fleet.INSUFFICIENT_ADDRESSES and err.subnet_id:
+                self._full_subnets[err.subnet_id] = self._clock.monotonic() + self.unavailable.ttl
+
+    def _to_claim(
+        self,
+        instance: Instance,
+        name: str = "",
+        failed: tuple[FailedOffering, ...] = (),
+        type_: InstanceType | None = None,
+    ) -> CloudNodeClaim:
+        labels = _type_labels(type_)
+        labels |= {
+            INSTANCE_TYPE: instance.instance_type,
+            ZONE: instance.zone,
+            CAPACITY_TYPE: instance.capacity_type,
+        }
+        if instance.nodepool:
+            labels[NODEPOOL] = instance.nodepool
+        return CloudNodeClaim(
+            name or instance.nodeclaim,
+            instance.provider_id,
+            instance.instance_type,
+            instance.zone,
+            instance.capacity_type,
+            labels,
+            image_id=instance.image_id,
+            nodepool=instance.nodepool,
+            nodeclass=instance.tags.get(NODECLASS_TAG, ""),
+            launched_at=instance.launched_at,
+            state=instance.state,
+            failed_offerings=failed,
+        )
+
+    # -- the other NodeClaim calls --------------------------------------------------------------------------
+
+    def _ready(self) -> Instances:
+        if self.instances is None:
+            raise CreateError("LaunchFailed", _NOT_LAUNCHING)
+        return self.instances
 
     async def delete(self, provider_id: str) -> None:
-        raise NotImplementedError(_LATER)
+        await self._ready().terminate(_instance_id(provider_id))
 
     async def get(self, provider_id: str) -> CloudNodeClaim:
-        raise NotImplementedError(_LATER)
+        return self._to_claim(await self._ready().get(_instance_id(provider_id)))
 
-    async def list(self) -> list[CloudNodeClaim]:
-        raise NotImplementedError(_LATER)
+    async def list(self) -> builtins.list[CloudNodeClaim]:
+        return [self._to_claim(i) for i in await self._ready().list()]
+
+
+def _instance_id(provider_id: str) -> str:
+    """``aws:///<zone>/<id>`` → the id; ``NodeClaimNotFound`` for anything else."""
+    if not provider_id.startswith("aws:///") or "/i-" not in provider_id:
+        raise NodeClaimNotFound(provider_id)
+    return provider_id.rsplit("/", 1)[1]
+
+
+def _create_error(err: AwsError, what: str) -> CreateError:
+    reason, message = fleet.reason_message(f"{err.code}: {err.message}")
+    out = CreateError(reason, f"{what}: {message}")
+    out.add_note(str(err))
+    return out
+
+
+def _type_labels(t: InstanceType | None) -> dict[str, str]:
+    """The single-valued labels of a type (``instanceToNodeClaim``); zone and capacity type come
+    from the instance."""
+    if t is None:
+        return {}
+    out = {}
+    for key, req in t.requirements.items():
+        if key not in (ZONE, CAPACITY_TYPE) and req.operator == "In" and len(req.values) == 1:
+            out[key] = next(iter(req.values))
+    return out

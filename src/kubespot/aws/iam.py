@@ -32,6 +32,13 @@ Facts the table relies on (AWS docs, checked):
   supports ``ec2:ResourceTag/${TagKey}``: it is allowed only with the managed tag. Interfaces
   themselves are not tagged by the cluster (the VPC CNI tags its own), so no tag is asked of them.
 * ``sns:Publish`` takes the topic; ``events:PutEvents`` the event bus.
+* Launching (the ``launch`` group): ``ec2:CreateFleet`` is also checked as ``ec2:RunInstances``
+  on the instance, volumes, interfaces, image, subnet and groups, as ``ec2:CreateTags`` for the
+  tags it sets (limited to creation with ``ec2:CreateAction``) and as ``iam:PassRole`` on the
+  instance profile's role (limited to EC2 with ``iam:PassedToService``); ``CreateLaunchTemplate``
+  likewise tags. ``ec2:TerminateInstances`` takes the instance and ``ec2:ResourceTag/${TagKey}``:
+  only instances with a ``karpenter.sh/nodepool`` tag (EC2 User Guide, "Permissions for EC2
+  Fleet"; Karpenter's ``KarpenterControllerPolicy`` scopes them alike, by cluster as well).
 
 The response actions (issue 5) are opt-in: ``controller_policy(..., actions=["loadbalancer"])``
 adds the calls of each group named (``kubespot.aws.CALL_GROUPS``), so a cluster that does not
@@ -53,7 +60,18 @@ from .session import CALL_GROUPS, CALLS
 #: target groups, Classic Load Balancers, SNS topics or event buses (when given, else "*"), network
 #: interfaces (always "*"), or nothing narrower than "*".
 Scope = Literal[
-    "queue", "any", "asg", "target-group", "classic-lb", "network-interface", "sns-topic", "event-bus"
+    "queue",
+    "any",
+    "asg",
+    "target-group",
+    "classic-lb",
+    "network-interface",
+    "sns-topic",
+    "event-bus",
+    "launch",
+    "launch-tagging",
+    "nodeclaim-instance",
+    "pass-role",
 ]
 
 
@@ -65,6 +83,9 @@ class Permission:
     scope: Scope
     #: KMS actions needed on the queue's key when the queue is encrypted with a customer key.
     kms: tuple[str, ...] = ()
+    #: Further permissions the operation is checked against (CreateFleet runs instances, tags
+    #: them and passes the instance profile's role).
+    also: tuple[Permission, ...] = ()
 
 
 #: (service, OperationName) -> the permission it needs. Add a row when the controller starts making
@@ -115,6 +136,25 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     ("ec2", "DescribeSubnets"): Permission("ec2:DescribeSubnets", "any"),
     ("ec2", "DescribeImages"): Permission("ec2:DescribeImages", "any"),
     ("ssm", "GetParameter"): Permission("ssm:GetParameter", "any"),
+    # Launching (aws/karpenter-provider-aws's CloudFormation policy, KarpenterControllerPolicy):
+    # CreateFleet is authorized as itself and as RunInstances on every resource the launch touches,
+    # CreateTags for the tags given at creation (only then: ec2:CreateAction), and iam:PassRole for
+    # the instance profile's role, only towards EC2. Templates are named at run time: "*".
+    # TerminateInstances only on instances carrying a NodePool tag.
+    ("ec2", "CreateFleet"): Permission(
+        "ec2:CreateFleet",
+        "launch",
+        also=(
+            Permission("ec2:RunInstances", "launch"),
+            Permission("ec2:CreateTags", "launch-tagging"),
+            Permission("iam:PassRole", "pass-role"),
+        ),
+    ),
+    ("ec2", "CreateLaunchTemplate"): Permission(
+        "ec2:CreateLaunchTemplate", "launch", also=(Permission("ec2:CreateTags", "launch-tagging"),)
+    ),
+    ("ec2", "DescribeLaunchTemplates"): Permission("ec2:DescribeLaunchTemplates", "any"),
+    ("ec2", "TerminateInstances"): Permission("ec2:TerminateInstances", "nodeclaim-instance"),
     # The summary.
     ("sns", "Publish"): Permission("sns:Publish", "sns-topic"),
     ("events", "PutEvents"): Permission("events:PutEvents", "event-bus"),
@@ -138,6 +178,18 @@ _SIDS: Mapping[Scope, str] = {
     "network-interface": "QuarantineNetworkInterfaces",
     "sns-topic": "PublishSummaryToSns",
     "event-bus": "PutSummaryEvents",
+    "launch": "LaunchNodeClaimInstances",
+    "launch-tagging": "TagAtLaunch",
+    "nodeclaim-instance": "TerminateNodeClaimInstances",
+    "pass-role": "PassNodeRoleToEc2",
+}
+#: The conditions of the launch path's statements (no ARN of theirs is known in advance).
+_CONDITIONS: Mapping[Scope, dict[str, Any]] = {
+    "launch-tagging": {
+        "StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances", "CreateLaunchTemplate"]}
+    },
+    "nodeclaim-instance": {"Null": {"ec2:ResourceTag/karpenter.sh/nodepool": "false"}},
+    "pass-role": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
 }
 #: What an ARN given for each scope must look like: (service part, resource prefix, what it is).
 _ARN_SHAPES: Mapping[Scope, tuple[str, str, str]] = {
@@ -174,7 +226,7 @@ def permissions(calls: Iterable[tuple[str, str]] = CONTROLLER_CALLS) -> list[Per
 
 def actions(calls: Iterable[tuple[str, str]] = CONTROLLER_CALLS) -> frozenset[str]:
     """Every IAM action the calls need (without KMS)."""
-    return frozenset(p.action for p in permissions(calls))
+    return frozenset(a.action for p in permissions(calls) for a in (p, *p.also))
 
 
 def calls_for(actions: Iterable[str] = (), *, queue: bool = True) -> frozenset[tuple[str, str]]:
@@ -255,7 +307,8 @@ def controller_policy(
     by_scope: dict[Scope, set[str]] = {}
     kms: set[str] = set()
     for perm in permissions(calls):
-        by_scope.setdefault(perm.scope, set()).add(perm.action)
+        for granted in (perm, *perm.also):
+            by_scope.setdefault(granted.scope, set()).add(granted.action)
         kms.update(perm.kms)
     if not by_scope:
         raise ValueError("no calls to allow: name the queue or at least one action")
@@ -265,6 +318,8 @@ def controller_policy(
         scope: list(arns) if arns else "*" for scope, arns in scoped.items()
     }
     resources.update({"queue": queue_arn or "", "any": "*"})
+    resources.update({scope: "*" for scope in _CONDITIONS})
+    resources["launch"] = "*"
     statements: list[dict[str, Any]] = []
     for scope in _SIDS:
         if scope not in by_scope:
@@ -280,6 +335,8 @@ def controller_policy(
         }
         if scope == "asg" and managed_tag is not None:
             statement["Condition"] = {"Null": {f"autoscaling:ResourceTag/{managed_tag}": "false"}}
+        if scope in _CONDITIONS:
+            statement["Condition"] = _CONDITIONS[scope]
         statements.append(statement)
     if kms_key_arn is not None and kms:
         statements.append(

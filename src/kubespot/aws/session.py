@@ -100,6 +100,17 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
                 ("pricing", "GetProducts"),
             }
         ),
+        # kubespot.aws.cloud, fleet, launch_templates and instances: NodeClaims launched as
+        # instances (CreateFleet over launch templates), found again by tags, terminated.
+        "launch": frozenset(
+            {
+                ("ec2", "CreateFleet"),
+                ("ec2", "DescribeLaunchTemplates"),
+                ("ec2", "CreateLaunchTemplate"),
+                ("ec2", "DescribeInstances"),
+                ("ec2", "TerminateInstances"),
+            }
+        ),
         # kubespot.aws.subnets, security_groups and amis: an EC2NodeClass's selector terms resolved
         # (its status), AMI aliases through the public SSM parameters of each image family.
         "nodeclass": frozenset(

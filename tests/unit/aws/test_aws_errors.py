@@ -97,7 +97,8 @@ def test_calls_is_the_only_door() -> None:
 
     async def attempt() -> None:
         async with AwsClients(AwsSettings(region="us-east-1")) as clients:
-            await clients.call("ec2", "TerminateInstances", InstanceIds=["i-0123456789abcdef0"])
+            # The launch path calls CreateFleet, never RunInstances directly.
+            await clients.call("ec2", "RunInstances", MinCount=1, MaxCount=1)
 
     with pytest.raises(ValueError, match="not in"):
         asyncio.run(attempt())

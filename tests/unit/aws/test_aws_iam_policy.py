@@ -92,7 +92,8 @@ def test_calls_are_the_union_of_the_groups() -> None:
     assert frozenset().union(*CALL_GROUPS.values()) == CALLS
     assert set(iam.ACTION_GROUPS) == set(CALL_GROUPS) - {"queue"}
     everything = iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS)
-    assert iam.policy_actions(everything) == {iam.IAM_ACTIONS[c].action for c in CALLS}
+    assert iam.policy_actions(everything) == iam.actions(CALLS)
+    assert {iam.IAM_ACTIONS[c].action for c in CALLS} <= iam.actions(CALLS)
 
 
 @pytest.mark.parametrize(
@@ -140,6 +141,22 @@ def test_calls_are_the_union_of_the_groups() -> None:
             "nodeclass",
             {"ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages", "ssm:GetParameter"},
         ),
+        # aws/karpenter-provider-aws pkg/providers/instance/instance.go (CreateFleet, Get, List,
+        # Delete) and pkg/providers/launchtemplate/launchtemplate.go (ensureLaunchTemplate);
+        # CreateFleet is also authorized as RunInstances, CreateTags and PassRole.
+        (
+            "launch",
+            {
+                "ec2:CreateFleet",
+                "ec2:RunInstances",
+                "ec2:CreateTags",
+                "iam:PassRole",
+                "ec2:DescribeLaunchTemplates",
+                "ec2:CreateLaunchTemplate",
+                "ec2:DescribeInstances",
+                "ec2:TerminateInstances",
+            },
+        ),
     ],
 )
 def test_each_action_adds_only_its_calls(action: str, granted: set[str]) -> None:
@@ -179,7 +196,13 @@ def test_action_resources_are_scoped_when_given() -> None:
     sids = [s["Sid"] for s in policy["Statement"]]
     assert len(sids) == len(set(sids))
     conditioned = {s["Sid"] for s in policy["Statement"] if "Condition" in s}
-    assert conditioned == {"CompleteLifecycleActions", "QuarantineManagedInstances"}
+    assert conditioned == {
+        "CompleteLifecycleActions",
+        "QuarantineManagedInstances",
+        "TagAtLaunch",
+        "TerminateNodeClaimInstances",
+        "PassNodeRoleToEc2",
+    }
     assert all(s["Effect"] == "Allow" for s in policy["Statement"])
 
 
@@ -205,6 +228,35 @@ def test_batch_operations_use_the_singular_actions() -> None:
     assert iam.IAM_ACTIONS[("sqs", "DeleteMessageBatch")].action == "sqs:DeleteMessage"
     assert iam.IAM_ACTIONS[("sqs", "ChangeMessageVisibilityBatch")].action == "sqs:ChangeMessageVisibility"
     assert not any(a.endswith("Batch") for a in iam.policy_actions(iam.controller_policy(QUEUE_ARN)))
+
+
+def test_launch_statements_are_limited_by_conditions() -> None:
+    """The launch group as Karpenter's KarpenterControllerPolicy limits it
+    (aws/karpenter-provider-aws website/content/en/preview/getting-started/getting-started-with-
+    karpenter/cloudformation.yaml: AllowScopedResourceCreationTagging, AllowScopedDeletion,
+    AllowPassingInstanceRole): tags only at creation, termination only of NodePool instances,
+    the role passed only to EC2."""
+    policy = iam.controller_policy(None, actions=["launch"])
+    by_sid = {s["Sid"]: s for s in policy["Statement"]}
+    assert by_sid["LaunchNodeClaimInstances"]["Action"] == [
+        "ec2:CreateFleet",
+        "ec2:CreateLaunchTemplate",
+        "ec2:RunInstances",
+    ]
+    tagging = by_sid["TagAtLaunch"]
+    assert tagging["Action"] == ["ec2:CreateTags"]
+    assert set(tagging["Condition"]["StringEquals"]["ec2:CreateAction"]) == {
+        "CreateFleet",
+        "RunInstances",
+        "CreateLaunchTemplate",
+    }
+    terminate = by_sid["TerminateNodeClaimInstances"]
+    assert terminate["Action"] == ["ec2:TerminateInstances"]
+    assert terminate["Condition"] == {"Null": {"ec2:ResourceTag/karpenter.sh/nodepool": "false"}}
+    assert by_sid["PassNodeRoleToEc2"]["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}
+    }
+    assert "ec2:DescribeLaunchTemplates" in by_sid["DescribeAnyResource"]["Action"]
 
 
 def test_resources_are_as_narrow_as_iam_allows() -> None:
