@@ -30,6 +30,7 @@ import yaml
 from .aws import AwsClients, AwsError
 from .aws.catalog import Catalog
 from .aws.cloud import AwsCloud
+from .aws.resolved import ResolvedNodeClass
 from .cloud import CloudProvider
 from .config import loader
 from .config.aws import AwsSettings
@@ -300,7 +301,7 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
             return 1
         cloud = AwsCloud(catalog)
         for name, zones in subnet_zones(objects.get("EC2NodeClass", [])).items():
-            cloud.set_zones(name, zones)
+            cloud.set_resolved(name, ResolvedNodeClass.in_zones(zones))
         try:
             plan, conditions = await build_plan(objects, cloud)
         except MalformedVolume as exc:

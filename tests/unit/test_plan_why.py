@@ -49,7 +49,7 @@ class FixedCloud(FakeCloud):
     def __init__(self, catalog: object) -> None:
         super().__init__(TYPES)
 
-    def set_zones(self, nodeclass: str, zones: object) -> None:
+    def set_resolved(self, nodeclass: str, resolved: object) -> None:
         pass
 
 

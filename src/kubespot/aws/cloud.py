@@ -65,7 +65,7 @@ _LT_NOT_FOUND = "InvalidLaunchTemplateName.NotFoundException"
 class TypeCatalog(Protocol):
     """What ``AwsCloud`` reads of ``catalog.Catalog``."""
 
-    async def refresh_if_due(self) -> None: ...
+    async def refresh_if_due(self) -> object: ...
 
     def instance_types(
         self,

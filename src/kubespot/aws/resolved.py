@@ -9,7 +9,7 @@ good value then, as the status does. ``not_ready`` says why the class cannot lau
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
@@ -30,6 +30,12 @@ class ResolvedNodeClass:
     security_groups: Sequence[SecurityGroupInfo] | None = None
     #: Newest first, as ``status.amis`` (the first compatible image serves a type).
     amis: Sequence[AmiInfo] | None = None
+
+    @classmethod
+    def in_zones(cls, zones: Iterable[str]) -> ResolvedNodeClass:
+        """Only where the class's subnets are (``kubespot plan``, from a status that names their
+        zones but not their free addresses): enough to plan, not to launch."""
+        return cls(subnets=tuple(SubnetInfo("", z, "") for z in sorted(set(zones))))
 
     @property
     def zones(self) -> frozenset[str] | None:

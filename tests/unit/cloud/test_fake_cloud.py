@@ -59,12 +59,13 @@ async def test_create_takes_the_cheapest_offering_and_can_be_listed_and_deleted(
         await cloud.create(NodeClaimSpec("claim-2"))
 
 
-async def test_aws_cloud_does_not_launch_yet() -> None:
-    """Issue 14 fills the launch path; until then the AWS provider says so instead of pretending."""
+async def test_aws_cloud_without_clients_only_plans() -> None:
+    """``kubespot plan`` builds the AWS provider over the catalog alone: asked to launch, it says
+    so as a ``CreateError`` (the lifecycle controller's retried kind) instead of pretending."""
     cloud = AwsCloud(catalog=None)  # type: ignore[arg-type]
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(CreateError, match="only plans"):
         await cloud.create(NodeClaimSpec("c"))
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(CreateError, match="only plans"):
         await cloud.list()
 
 
@@ -93,16 +94,19 @@ async def test_aws_cloud_offers_the_zones_of_the_class_subnets() -> None:
     (``ZoneInfo()``, its status.subnets). Karpenter fails with "no subnets found" before they are
     known; kubespot offers every zone then (kubespot plan reads classes nobody resolved)."""
     from kubespot.aws.catalog import Catalog
+    from kubespot.aws.resolved import ResolvedNodeClass
+    from kubespot.aws.subnets import SubnetInfo
     from kubespot.config.pricing import PricingSettings
 
     catalog = Catalog(_Ec2(), "us-east-1", PricingSettings(use_pricing_api=False))  # type: ignore[arg-type]
     cloud = AwsCloud(catalog)
     (before,) = await cloud.instance_types(POOL, CLASS)
     assert {o.zone for o in before.offerings} == {"us-east-1a", "us-east-1b"}
-    cloud.set_zones("default", {"us-east-1b"})
+    subnet = SubnetInfo("subnet-1", "us-east-1b", "use1-az2")
+    cloud.set_resolved("default", ResolvedNodeClass(subnets=[subnet]))
     (after,) = await cloud.instance_types(POOL, CLASS)
     assert {o.zone for o in after.offerings} == {"us-east-1b"}
-    cloud.set_zones("default", None)
+    cloud.set_resolved("default", None)
     assert len((await cloud.instance_types(POOL, CLASS))[0].offerings) == 4
 
 

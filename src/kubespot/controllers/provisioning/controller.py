@@ -1,7 +1,7 @@
 """The provisioning controller's parts, built from the operator's shared clients, and its health.
 
 ``build`` wires the catalog (``aws.catalog.Catalog``, refreshed by ``CatalogRefresh``), the EC2
-cloud provider over it (``aws.cloud.AwsCloud``, told each class's subnet zones), the resolver and
+cloud provider over it (``aws.cloud.AwsCloud``, told what each class resolved to), the resolver and
 the ``StatusLoop``. ``checks`` is its /healthz part: ``provisioning`` fails when the status loop
 has not finished a pass for ``stuck_after``; ``catalog`` when no refresh has succeeded for
 ``pricing.refresh_interval`` + ``stuck_after`` (none ever: ``stuck_after`` after the first
@@ -100,6 +100,6 @@ def build(
         resolver=NodeClassResolver(aws, k8s_version),
         settings=settings,
         clock=clock,
-        on_zones=cloud.set_zones,
+        on_resolved=cloud.set_resolved,
     )
     return Provisioning(settings, pricing, clock, CatalogRefresh(catalog, settings, clock=clock), cloud, loop)

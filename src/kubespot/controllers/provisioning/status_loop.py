@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from kubespot.aws.resolved import ResolvedNodeClass
 from kubespot.config.provisioning import ProvisioningSettings
 from kubespot.kube import KubeError
 from kubespot.kube.custom import CustomObjects, ObjectList
@@ -88,14 +89,14 @@ class StatusLoop:
         resolver: NodeClassResolver,
         settings: ProvisioningSettings,
         clock: Clock,
-        on_zones: Callable[[str, Iterable[str] | None], None] | None = None,
+        on_resolved: Callable[[str, ResolvedNodeClass | None], None] | None = None,
         rng: Callable[[], float] = random.random,
     ) -> None:
         self._api = {CLASS: nodeclasses, POOL: nodepools}
         self._resolver = resolver
         self._settings = settings
         self._clock = clock
-        self._on_zones = on_zones
+        self._on_resolved = on_resolved
         self._rng = rng
         self._objects: dict[str, dict[str, Obj]] = {CLASS: {}, POOL: {}}
         #: The generation each class was last resolved at (a status write does not bump it).
@@ -213,8 +214,8 @@ class StatusLoop:
             self._due.pop((kind, name), None)
             if kind == CLASS:
                 self._resolved_gen.pop(name, None)
-                if self._on_zones is not None:
-                    self._on_zones(name, None)
+                if self._on_resolved is not None:
+                    self._on_resolved(name, None)
         else:
             self._objects[kind][name] = obj
             if kind == POOL or self._resolved_gen.get(name) != _generation(obj):
@@ -258,8 +259,14 @@ class StatusLoop:
         if validation.is_true:
             resolved = await self._resolver.resolve(spec, now=now)
             resolution, failures = resolved.resolution, resolved.failures
-            if self._on_zones is not None and resolution.subnets is not None:
-                self._on_zones(name, {s.zone for s in resolution.subnets})
+            if self._on_resolved is not None:
+                # What launching needs; an alias without images leaves none to launch with.
+                amis = () if resolution.unsupported_alias is not None else resolution.amis
+                self._on_resolved(
+                    name, ResolvedNodeClass(spec, resolution.subnets, resolution.security_groups, amis)
+                )
+        elif self._on_resolved is not None:
+            self._on_resolved(name, None)  # invalid: nothing launches through it
         old = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
         status = nodeclass_status(old, spec, validation, resolution, generation=generation, now=now)
         await self._write(CLASS, obj, status)

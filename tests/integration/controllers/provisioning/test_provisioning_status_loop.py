@@ -169,7 +169,7 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
             resolver=NodeClassResolver(aws, classes.server_version),
             settings=settings,
             clock=SystemClock(),
-            on_zones=zones.__setitem__,
+            on_resolved=zones.__setitem__,
         )
         task = asyncio.create_task(loop.run())
         try:
