@@ -23,6 +23,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -121,7 +122,7 @@ def _block_device(bdm: BlockDeviceMapping) -> dict[str, Any]:
     ebs: dict[str, Any] = {}
     for key, value in bdm.ebs.items():
         if key == "volumeSize":
-            ebs["VolumeSize"] = int(-(-quantity(value) // _GIB))
+            ebs["VolumeSize"] = math.ceil(quantity(value) / _GIB)
         elif key in _EBS_FIELDS and value is not None:
             ebs[_EBS_FIELDS[key]] = value
     out: dict[str, Any] = {"Ebs": ebs}
