@@ -237,3 +237,29 @@ def test_capacity_type_read_back_from_the_instance() -> None:
     assert on_demand.capacity_type == "on-demand"
     assert (on_demand.nodeclaim, on_demand.nodepool) == ("c1", "p")
     assert on_demand.provider_id == "aws:///us-east-1a/i-1"
+
+
+def test_a_resolution_keeps_the_parts_a_failed_pass_left_out() -> None:
+    """The status loop's contract (``controllers/provisioning/resolver.py``, as Karpenter's
+    nodeclass controller keeps ``status.subnets`` when a DescribeSubnets fails): a part left None
+    keeps its last value; the class is ready to launch only with subnets, groups, AMIs and an
+    instance profile (Karpenter's ``NodeClassNotReadyError`` otherwise)."""
+    from kubespot.aws.resolved import ResolvedNodeClass
+    from kubespot.aws.security_groups import SecurityGroupInfo
+    from kubespot.aws.subnets import SubnetInfo
+
+    subnets = [SubnetInfo("subnet-1", "us-east-1a", "use1-az1", 100)]
+    full = ResolvedNodeClass(SPEC, subnets, [SecurityGroupInfo("sg-1", "nodes")], [AMD])
+    assert full.not_ready() is None and full.zones == {"us-east-1a"}
+    partial = ResolvedNodeClass(SPEC, None, [SecurityGroupInfo("sg-2", "nodes")], None).merged(full)
+    assert partial.subnets == subnets and partial.amis == [AMD]
+    assert [g.id for g in partial.security_groups or ()] == ["sg-2"]
+    assert ResolvedNodeClass(SPEC, subnets, [SecurityGroupInfo("sg-1", "n")], []).not_ready() == (
+        "AMISelector did not match any AMIs"
+    )
+    role_only = ResolvedNodeClass(
+        EC2NodeClassSpec(name="r", role="NodeRole"), subnets, full.security_groups, [AMD]
+    )
+    assert "NodeRole" in (role_only.not_ready() or "")
+    planning = ResolvedNodeClass.in_zones(["us-east-1b"])
+    assert planning.zones == {"us-east-1b"} and planning.not_ready() == "EC2NodeClass not resolved"

@@ -1,0 +1,353 @@
+"""NodeClaims launched, found, listed and terminated through boto3 against moto (``AwsCloud``).
+
+Sources: aws/karpenter-provider-aws ``pkg/cloudprovider/cloudprovider.go`` (``Create``, ``Get``,
+``List``, ``Delete``), ``pkg/providers/instance/instance.go`` (``launchInstance``, ``List``: tag
+keys nodepool + ec2nodeclass, the EKS cluster-name tag, live states; ``Delete``: terminated or
+unknown is ``NodeClaimNotFound``; ``updateUnavailableOfferingsCache``, ``combineFleetErrors``),
+``pkg/providers/launchtemplate/launchtemplate.go`` (``ensureLaunchTemplate``: by name, created
+when missing, then cached), ``pkg/utils/utils.go`` (``GetTags``), ``pkg/providers/instance/types.go``
+(``capacityTypeFromInstance``); kubespot's tag and ClientToken idempotence
+(docs/designs/launching.md §3).
+
+moto launches the first override and never answers capacity errors (launching-research.md §2):
+the insufficient-capacity tests put a small stand-in in front of moto's CreateFleet answer. They
+should move to awssim's spot market (finite pools) once it lands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from kubespot.aws import AwsClients
+from kubespot.aws.amis import AmiInfo
+from kubespot.aws.cloud import AwsCloud
+from kubespot.aws.resolved import ResolvedNodeClass
+from kubespot.aws.security_groups import SecurityGroupInfo
+from kubespot.aws.subnets import SubnetInfo
+from kubespot.cloud import (
+    CreateError,
+    InsufficientCapacityError,
+    NodeClaimNotFound,
+    NodeClassNotReadyError,
+    fake_type,
+)
+from kubespot.config.launch import LaunchSettings
+from kubespot.model.capacity import AMIFamily, KubeletConfig
+from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
+from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
+from kubespot.scheduling.api.template import NodeClassRef, RequirementSpec, TemplateSpec
+from kubespot.scheduling.instance_types import InstanceType
+from kubespot.sim.awssim import MotoServer
+
+CLUSTER = "prod"
+SOURCE_AMI = "ami-12c6146b"  # one of moto's stock x86_64 images
+SETTINGS = LaunchSettings(
+    cluster_name=CLUSTER,
+    cluster_endpoint="https://api",
+    cluster_ca_bundle="Q0E=",
+    cluster_cidr="10.100.0.0/16",
+)
+
+
+class Types:
+    """The catalog's place: three types in zones a and b (cheapest spot: c5.large)."""
+
+    def __init__(self, region: str) -> None:
+        zones = (f"{region}a", f"{region}b")
+        self.types = [
+            fake_type("c5.large", 2, 4, 0.085, 0.031, zones=zones),
+            fake_type("m5.large", 2, 8, 0.096, 0.035, zones=zones),
+            fake_type("r5.large", 2, 16, 0.126, 0.040, zones=zones),
+        ]
+
+    async def refresh_if_due(self) -> None:
+        return None
+
+    def instance_types(
+        self,
+        zones: Iterable[str] | None = None,
+        *,
+        family: AMIFamily = AMIFamily.AL2023,
+        kubelet: KubeletConfig | None = None,
+    ) -> list[InstanceType]:
+        return self.types
+
+
+@dataclass
+class Env:
+    aws: MotoServer
+    clients: AwsClients
+    cloud: AwsCloud
+    subnets: dict[str, str]
+
+    def claim(self, name: str, *reqs: RequirementSpec, uid: str = "") -> NodeClaimSpec:
+        return NodeClaimSpec(
+            name,
+            uid=uid or f"uid-{name}",
+            labels={"karpenter.sh/nodepool": "general", "karpenter.k8s.aws/ec2nodeclass": "default"},
+            template=TemplateSpec(requirements=reqs, node_class_ref=NodeClassRef(name="default")),
+        )
+
+    def describe(self, instance_id: str) -> dict[str, Any]:
+        (reservation,) = self.aws.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
+        instance: dict[str, Any] = reservation["Instances"][0]
+        return instance
+
+
+def _resolved(aws: MotoServer) -> tuple[ResolvedNodeClass, dict[str, str]]:
+    ec2 = aws.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnets = []
+    for cidr, zone in (("10.0.1.0/24", "a"), ("10.0.2.0/24", "b"), ("10.0.3.0/28", "a")):
+        raw = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=f"{aws.region}{zone}")["Subnet"]
+        subnets.append(
+            SubnetInfo(
+                raw["SubnetId"],
+                raw["AvailabilityZone"],
+                raw.get("AvailabilityZoneId", ""),
+                raw["AvailableIpAddressCount"],
+            )
+        )
+    group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc)["GroupId"]
+    (image,) = ec2.describe_images(ImageIds=[SOURCE_AMI])["Images"]
+    ami = AmiInfo(
+        image["ImageId"],
+        image["Name"],
+        "2026-01-01T00:00:00Z",
+        False,
+        (("kubernetes.io/arch", "In", ("amd64",)),),
+    )
+    spec = EC2NodeClassSpec(
+        name="default",
+        ami_family="AL2023",
+        instance_profile="KarpenterNodeInstanceProfile",
+        tags={"team": "a"},
+    )
+    resolved = ResolvedNodeClass(spec, subnets, [SecurityGroupInfo(group, "nodes")], [ami])
+    return resolved, {s.zone: s.id for s in sorted(subnets, key=lambda s: s.available_ips)}
+
+
+@pytest.fixture
+def env(aws_env: MotoServer, clients: AwsClients) -> Env:
+    cloud = AwsCloud(Types(aws_env.region), clients, launch=SETTINGS)
+    resolved, subnets = _resolved(aws_env)
+    cloud.set_resolved("default", resolved)
+    return Env(aws_env, clients, cloud, subnets)
+
+
+def _tags(raw: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in raw.get("Tags") or []}
+
+
+async def test_launch_tags_template_and_idempotence(env: Env) -> None:
+    """One CreateFleet for the claim: the cheapest spot override (moto takes the first), in the
+    zone's roomiest subnet, tagged for the cluster, NodePool, class and claim, from a launch
+    template ``kubespot.io/<hash>`` created once. Asked again (a lost status write), the claim's
+    tagged instance comes back and nothing is launched; a second claim reuses the template."""
+    region = env.aws.region
+    first = await env.cloud.create(env.claim("general-aaaaa"))
+    instance_id = first.provider_id.rsplit("/", 1)[1]
+    assert first.provider_id == f"aws:///{region}a/{instance_id}"
+    assert (first.instance_type, first.zone, first.capacity_type) == ("c5.large", f"{region}a", "spot")
+    assert first.labels["node.kubernetes.io/instance-type"] == "c5.large"
+    assert first.labels["karpenter.sh/capacity-type"] == "spot"
+    assert (first.name, first.nodepool, first.nodeclass) == ("general-aaaaa", "general", "default")
+    raw = env.describe(instance_id)
+    assert raw["SubnetId"] == env.subnets[f"{region}a"]  # the /24, not the /28
+    assert _tags(raw) == {
+        "team": "a",
+        f"kubernetes.io/cluster/{CLUSTER}": "owned",
+        "karpenter.sh/nodepool": "general",
+        "eks:eks-cluster-name": CLUSTER,
+        "karpenter.k8s.aws/ec2nodeclass": "default",
+        "karpenter.sh/nodeclaim": "general-aaaaa",
+    }
+    templates = env.aws.client("ec2").describe_launch_templates()["LaunchTemplates"]
+    assert [t["LaunchTemplateName"].split("/")[0] for t in templates] == ["kubespot.io"]
+    assert _tags(templates[0])["karpenter.sh/nodepool"] == "general"
+    assert "karpenter.sh/nodeclaim" not in _tags(templates[0])
+
+    again = await env.cloud.create(env.claim("general-aaaaa"))
+    assert again.provider_id == first.provider_id
+    assert env.clients.counts[("ec2", "CreateFleet")] == 1
+
+    second = await env.cloud.create(env.claim("general-bbbbb"))
+    assert second.provider_id != first.provider_id
+    assert env.clients.counts[("ec2", "CreateFleet")] == 2
+    assert env.clients.counts[("ec2", "CreateLaunchTemplate")] == 1
+    assert env.clients.counts[("ec2", "DescribeLaunchTemplates")] == 1  # known afterwards
+    assert env.cloud.templates is not None and len(env.cloud.templates.created) == 1
+
+
+async def test_a_restarted_cloud_finds_the_instance_and_the_template(env: Env) -> None:
+    """After a restart (a new ``AwsCloud``, nothing in memory) the claim's instance is found by
+    its tag and the template by its name: no second launch, no second template."""
+    first = await env.cloud.create(env.claim("general-aaaaa"))
+    restarted = AwsCloud(Types(env.aws.region), env.clients, launch=SETTINGS)
+    restarted.set_resolved("default", env.cloud.resolved("default"))
+    assert (await restarted.create(env.claim("general-aaaaa"))).provider_id == first.provider_id
+    await restarted.create(env.claim("general-ccccc"))
+    assert env.clients.counts[("ec2", "CreateFleet")] == 2
+    assert env.clients.counts[("ec2", "CreateLaunchTemplate")] == 1
+
+
+async def test_list_get_delete(env: Env) -> None:
+    """``List`` is this cluster's NodePool instances only (another cluster's and untagged ones are
+    not); ``Get`` and ``Delete`` raise ``NodeClaimNotFound`` once the instance is terminated, and
+    for an id EC2 does not know."""
+    spot = await env.cloud.create(env.claim("general-aaaaa"))
+    od_req = RequirementSpec("karpenter.sh/capacity-type", "In", ("on-demand",))
+    on_demand = await env.cloud.create(env.claim("general-bbbbb", od_req))
+    assert on_demand.capacity_type == "on-demand"
+    ec2 = env.aws.client("ec2")
+    image = env.cloud.resolved("default").amis[0].id  # type: ignore[union-attr, index]
+    ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)  # not ours
+    ec2.run_instances(
+        ImageId=image,
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[
+            {
+                "ResourceType": "instance",
+                "Tags": [
+                    {"Key": "karpenter.sh/nodepool", "Value": "general"},
+                    {"Key": "karpenter.k8s.aws/ec2nodeclass", "Value": "default"},
+                    {"Key": "eks:eks-cluster-name", "Value": "other-cluster"},
+                ],
+            }
+        ],
+    )
+    listed = {c.provider_id: c for c in await env.cloud.list()}
+    assert set(listed) == {spot.provider_id, on_demand.provider_id}
+    assert listed[spot.provider_id].capacity_type == "spot"  # InstanceLifecycle read back
+    assert listed[on_demand.provider_id].capacity_type == "on-demand"
+    assert listed[spot.provider_id].name == "general-aaaaa"
+    got = await env.cloud.get(spot.provider_id)
+    assert (got.name, got.state, got.instance_type) == ("general-aaaaa", "running", "c5.large")
+
+    await env.cloud.delete(spot.provider_id)
+    assert env.clients.counts[("ec2", "TerminateInstances")] == 1
+    with pytest.raises(NodeClaimNotFound):
+        await env.cloud.get(spot.provider_id)
+    with pytest.raises(NodeClaimNotFound):
+        await env.cloud.delete(spot.provider_id)
+    assert env.clients.counts[("ec2", "TerminateInstances")] == 1
+    assert [c.provider_id for c in await env.cloud.list()] == [on_demand.provider_id]
+    with pytest.raises(NodeClaimNotFound):
+        await env.cloud.get(f"aws:///{env.aws.region}a/i-0123456789abcdef0")
+    with pytest.raises(NodeClaimNotFound):
+        await env.cloud.delete("kind://not-aws")
+
+
+async def test_a_class_not_ready_launches_nothing(env: Env) -> None:
+    """``NodeClassNotReadyError`` (the claim is deleted, Karpenter's ``nodeclass_not_ready``) when
+    the class is unknown, or resolved without what a launch needs."""
+    with pytest.raises(NodeClassNotReadyError, match="not resolved"):
+        await env.cloud.create(
+            NodeClaimSpec("x", template=TemplateSpec(node_class_ref=NodeClassRef(name="missing")))
+        )
+    resolved = env.cloud.resolved("default")
+    assert resolved is not None
+    env.cloud.set_resolved("default", None)
+    env.cloud.set_resolved(
+        "default", ResolvedNodeClass(resolved.spec, resolved.subnets, resolved.security_groups, [])
+    )
+    with pytest.raises(NodeClassNotReadyError, match="AMISelector"):
+        await env.cloud.create(env.claim("general-aaaaa"))
+    assert env.clients.counts[("ec2", "CreateFleet")] == 0
+
+
+class Ice:
+    """moto's CreateFleet answer replaced for the pools in ``out`` (capacity type, type, zone):
+    their overrides fail with ``code``, the first other override launches through moto."""
+
+    def __init__(self, clients: AwsClients, out: set[tuple[str, str, str]], code: str) -> None:
+        self.clients, self.out, self.code = clients, out, code
+        self.requests: list[dict[str, Any]] = []
+
+    async def call(self, service: str, operation: str, **kwargs: Any) -> dict[str, Any]:
+        if operation != "CreateFleet":
+            return await self.clients.call(service, operation, **kwargs)  # type: ignore[arg-type]
+        self.requests.append(kwargs)
+        capacity = kwargs["TargetCapacitySpecification"]["DefaultTargetCapacityType"]
+        errors, left = [], []
+        for config in kwargs["LaunchTemplateConfigs"]:
+            kept = []
+            for o in config["Overrides"]:
+                if (capacity, o["InstanceType"], o["AvailabilityZone"]) in self.out:
+                    errors.append(
+                        {
+                            "ErrorCode": self.code,
+                            "ErrorMessage": f"no {o['InstanceType']} capacity in {o['AvailabilityZone']}",
+                            "Lifecycle": capacity,
+                            "LaunchTemplateAndOverrides": {
+                                "LaunchTemplateSpecification": config["LaunchTemplateSpecification"],
+                                "Overrides": o,
+                            },
+                        }
+                    )
+                else:
+                    kept.append(o)
+            if kept:
+                left.append({**config, "Overrides": kept})
+        if not left:
+            return {"FleetId": "fleet-ice", "Instances": [], "Errors": errors}
+        answer = await self.clients.call("ec2", "CreateFleet", **{**kwargs, "LaunchTemplateConfigs": left})
+        return {**answer, "Errors": errors}
+
+
+def _ice_cloud(
+    env: Env, out: set[tuple[str, str, str]], code: str = "InsufficientInstanceCapacity"
+) -> tuple[AwsCloud, Ice]:
+    ice = Ice(env.clients, out, code)
+    cloud = AwsCloud(Types(env.aws.region), ice, launch=SETTINGS)  # type: ignore[arg-type]
+    cloud.set_resolved("default", env.cloud.resolved("default"))
+    return cloud, ice
+
+
+async def test_insufficient_capacity_marks_pools_then_falls_back_to_on_demand(env: Env) -> None:
+    """Every pool an error names is cached (the request's capacity type, the echoed zone); pools
+    EC2 tried before launching elsewhere are cached too; when every spot pool failed the launch is
+    an ``InsufficientCapacityError`` and the next one goes on-demand (``getCapacityType``) without
+    the cached pools."""
+    region = env.aws.region
+    spot_pools = {("spot", t, f"{region}{z}") for t in ("c5.large", "m5.large", "r5.large") for z in "ab"}
+    cloud, ice = _ice_cloud(env, {("spot", "c5.large", f"{region}a")})
+    partial = await cloud.create(env.claim("general-aaaaa"))
+    assert (partial.capacity_type, partial.instance_type, partial.zone) == ("spot", "c5.large", f"{region}b")
+    assert [(o.instance_type, o.zone) for o in partial.failed_offerings] == [("c5.large", f"{region}a")]
+    assert cloud.unavailable.is_unavailable("spot", "c5.large", f"{region}a")
+
+    cloud, ice = _ice_cloud(env, spot_pools)
+    with pytest.raises(InsufficientCapacityError) as caught:
+        await cloud.create(env.claim("general-bbbbb"))
+    assert {(o.capacity_type, o.instance_type, o.zone) for o in caught.value.offerings} == spot_pools
+    assert all(cloud.unavailable.is_unavailable(*pool) for pool in spot_pools)
+    fallback = await cloud.create(env.claim("general-bbbbb"))
+    assert (fallback.capacity_type, fallback.instance_type) == ("on-demand", "c5.large")
+    last = ice.requests[-1]
+    assert last["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
+    assert last["ClientToken"] == "uid-general-bbbbb"
+    assert env.describe(fallback.provider_id.rsplit("/", 1)[1]).get("InstanceLifecycle") is None
+
+
+async def test_other_fleet_errors_are_a_create_error_and_cache_nothing(env: Env) -> None:
+    """``combineFleetErrors``: errors that are not all insufficient capacity → ``CreateError`` with
+    ``ToReasonMessage``'s reason (the NodeClaim keeps ``Launched=Unknown`` and is retried);
+    only ICE codes mark pools (``IsUnfulfillableCapacity``)."""
+    region = env.aws.region
+    every = {
+        (ct, t, f"{region}{z}")
+        for ct in ("spot", "on-demand")
+        for t in ("c5.large", "m5.large", "r5.large")
+        for z in "ab"
+    }
+    cloud, _ = _ice_cloud(env, every, code="UnauthorizedOperation")
+    with pytest.raises(CreateError) as caught:
+        await cloud.create(env.claim("general-aaaaa"))
+    assert caught.value.reason == "Unauthorized"
+    assert len(cloud.unavailable) == 0
