@@ -9,7 +9,9 @@ batched delete and visibility changes). ``ec2``: instance facts, coalesced and c
 ``autoscaling``: lifecycle action completion and heartbeats. For the response actions:
 ``elbv2`` and ``classic_elb`` (which load balancers hold a target; deregistration), ``isolation``
 (quarantine security group), ``publish`` (SNS and EventBridge); ``snapshot`` is the shared
-TTL-and-single-flight index they rebuild.
+TTL-and-single-flight index they rebuild. For the provisioner: ``catalog`` (instance types and
+prices), ``subnets``, ``security_groups`` and ``amis`` (an EC2NodeClass resolved), ``cloud``
+(``AwsCloud``) with ``fleet``, ``launch_templates`` and ``instances`` (NodeClaims launched).
 """
 
 from kubespot.aws.autoscaling import LifecycleActionGone, LifecycleActions, LifecycleResult

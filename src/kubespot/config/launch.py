@@ -3,8 +3,8 @@ nodes join, the batching of pending pods, the insufficient-capacity cache and th
 lifecycle's timeouts.
 
 Read by ``kubespot.controllers.provisioning`` (batching, NodeClaims), ``kubespot.controllers.nodeclaim``
-(lifecycle, garbage collection) and ``kubespot.aws.launch`` (CreateFleet, launch templates, user
-data). Karpenter's names for the same knobs (``CLUSTER_NAME``, ``CLUSTER_ENDPOINT``,
+(lifecycle, garbage collection) and ``kubespot.aws.cloud`` (CreateFleet, launch templates, user
+data, the cluster's tags). Karpenter's names for the same knobs (``CLUSTER_NAME``, ``CLUSTER_ENDPOINT``,
 ``BATCH_IDLE_DURATION``, ``BATCH_MAX_DURATION``) are accepted as aliases with Karpenter's meaning.
 """
 
