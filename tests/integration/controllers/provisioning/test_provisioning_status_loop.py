@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,8 @@ class Env:
     aws: FlakyClients
     subnets: list[str]
     group: str
+    #: What the loop handed the cloud per class (``on_resolved``).
+    resolved: dict[str, Any] = field(default_factory=dict)
 
     async def create(self, path: str, body: Obj) -> Obj:
         async with self.http.post(f"/{path}", json=body) as r:
@@ -162,18 +164,18 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
             AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=1)
         )
         classes = CustomObjects(kube, NODECLASSES)
-        zones: dict[str, Any] = {}
+        resolved: dict[str, Any] = {}
         loop = StatusLoop(
             nodeclasses=classes,
             nodepools=CustomObjects(kube, NODEPOOLS),
             resolver=NodeClassResolver(aws, classes.server_version),
             settings=settings,
             clock=SystemClock(),
-            on_resolved=zones.__setitem__,
+            on_resolved=resolved.__setitem__,
         )
         task = asyncio.create_task(loop.run())
         try:
-            yield Env(http, loop, aws, subnets, group)
+            yield Env(http, loop, aws, subnets, group, resolved)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -190,6 +192,10 @@ async def test_class_and_pool_become_ready_with_karpenters_status(env: Env) -> N
     assert all(s["zone"] and s["zoneID"] for s in status["subnets"])
     assert status["securityGroups"] == [{"id": env.group, "name": "nodes"}]
     assert len(status["amis"]) == 5 and status["instanceProfile"] == "KarpenterNodeInstanceProfile"
+    # The cloud is told what launching needs (AwsCloud.set_resolved): the same parts, and the spec.
+    handed = env.resolved["default"]
+    assert {s.id for s in handed.subnets} == set(env.subnets) and len(handed.amis) == 5
+    assert [g.id for g in handed.security_groups] == [env.group] and handed.spec.name == "default"
     assert set(conditions(cls)) == {
         "AMIsReady",
         "InstanceProfileReady",
