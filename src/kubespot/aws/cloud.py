@@ -13,7 +13,8 @@ The NodeClaim calls are Karpenter's ``Create``, ``Delete``, ``Get`` and ``List``
 
 - ``create``: an instance already tagged for the claim (a launch whose status write was lost) is
   returned as it is. Otherwise the claim's pools (``cloud.candidates.launch_pools`` over the
-  class's types, the ``UnavailableOfferings`` cache left out), spot while any spot pool is left;
+  class's types, the ``UnavailableOfferings`` cache left out, spot pools ordered by price weighed
+  with their reclaim risk, ``PoolRisk``), spot while any spot pool is left;
   launch templates per (AMI, max pods) made sure of; one CreateFleet with ``ClientToken`` = the
   claim's UID; every insufficient-capacity error marks its pool (and address exhaustion its subnet,
   for the cache's TTL). Raises ``NodeClassNotReadyError`` (class not resolved, no subnet/AMI/...),
@@ -24,6 +25,7 @@ The NodeClaim calls are Karpenter's ``Create``, ``Delete``, ``Get`` and ``List``
 
 from __future__ import annotations
 
+import base64
 import builtins
 import logging
 from collections.abc import Iterable, Sequence
@@ -37,6 +39,7 @@ from kubespot.cloud.errors import (
     NodeClaimNotFound,
     NodeClassNotReadyError,
 )
+from kubespot.cloud.pool_risk import PoolRisk
 from kubespot.cloud.provider import CloudNodeClaim
 from kubespot.cloud.unavailable import UnavailableOfferings
 from kubespot.config.launch import LaunchSettings
@@ -45,7 +48,7 @@ from kubespot.model.capacity import AMIFamily, KubeletConfig
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.instance_types import InstanceType
-from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, ZONE
+from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, SPOT, ZONE
 from kubespot.scheduling.nodepool import NodePool
 
 from . import fleet
@@ -53,7 +56,7 @@ from .instances import NODECLASS_TAG, Instance, Instances
 from .launch_templates import LaunchGroup, LaunchTemplates, UserDataRenderer, launch_groups
 from .resolved import ResolvedNodeClass
 from .session import AwsClients, AwsError
-from .userdata import ClusterInfo, render_user_data
+from .userdata import USER_DATA_MAX_BYTES, USER_DATA_WARN_BYTES, ClusterInfo, UserDataError, render_user_data
 
 __all__ = ["AwsCloud", "TypeCatalog"]
 
@@ -88,6 +91,7 @@ class AwsCloud:
         *,
         launch: LaunchSettings | None = None,
         unavailable: UnavailableOfferings | None = None,
+        risk: PoolRisk | None = None,
         render: UserDataRenderer = render_user_data,
         clock: Clock | None = None,
     ) -> None:
@@ -99,6 +103,8 @@ class AwsCloud:
         self.unavailable = unavailable or UnavailableOfferings(
             self._clock, self._launch.unavailable_offerings_ttl
         )
+        #: Reclaim risk per spot pool (``cloud.pool_risk``): orders and thins the spot pools.
+        self.risk = risk
         self._render = render
         self._resolved: dict[str, ResolvedNodeClass] = {}
         #: Subnets that answered InsufficientFreeAddressesInSubnet → until when they are skipped.
@@ -155,7 +161,7 @@ class AwsCloud:
         except AwsError as err:
             raise _create_error(err, "Error looking for the NodeClaim's instance") from err
         types = await self._types(spec)
-        pools = launch_pools(claim, types, self.unavailable)
+        pools = launch_pools(claim, types, self.unavailable, risk=self.risk)
         capacity_type = launch_capacity_type(pools)
         if capacity_type is None:
             raise InsufficientCapacityError(f"no offering left for NodeClaim {claim.name}")
@@ -169,17 +175,29 @@ class AwsCloud:
         )
         by_name = {t.name: t for t in types}
         chosen = [by_name[n] for n in dict.fromkeys(p.instance_type.name for p in pools)]
-        groups = launch_groups(
-            spec,
-            claim,
-            chosen,
-            amis=resolved.amis or (),
-            security_groups=[g.id for g in resolved.security_groups or ()],
-            capacity_type=capacity_type,
-            cluster=self._cluster(),
-            tags=tags,
-            render=self._render,
-        )
+        try:
+            groups = launch_groups(
+                spec,
+                claim,
+                chosen,
+                amis=resolved.amis or (),
+                security_groups=[g.id for g in resolved.security_groups or ()],
+                capacity_type=capacity_type,
+                cluster=self._cluster(),
+                tags=tags,
+                render=self._render,
+            )
+        except UserDataError as err:  # Karpenter: CreateError LaunchFailed
+            raise CreateError("LaunchFailed", f"Error getting launch template configs: {err}") from err
+        for group in groups:
+            size = len(base64.b64decode(group.template.data["UserData"]))
+            if size > USER_DATA_WARN_BYTES:
+                log.warning(
+                    "EC2NodeClass %s: user data of %d bytes, EC2 refuses more than %d",
+                    class_name,
+                    size,
+                    USER_DATA_MAX_BYTES,
+                )
         configs = []
         for group in groups:
             members = set(group.types)
@@ -202,6 +220,8 @@ class AwsCloud:
         if parsed.launched is None:
             raise fleet.combine_fleet_errors(parsed.errors)
         got = parsed.launched
+        if self.risk is not None and got.capacity_type == SPOT:
+            self.risk.launched(got.instance_type, got.zone)
         launched = Instance(
             id=got.instance_id,
             instance_type=got.instance_type,

@@ -3,9 +3,10 @@ content, created once and found again by name after a restart.
 
 The pure half follows aws/karpenter-provider-aws ``pkg/providers/amifamily/resolver.go``
 (``Resolve``: types mapped to the first compatible AMI, grouped by AMI and max pods;
-``resolveLaunchTemplates``: the family's default block devices when the class has none,
-``RejectForbiddenLabels``), ``pkg/providers/launchtemplate/launchtemplate.go``
-(``InjectDoNotSyncTaintsLabel``, ``blockDeviceMappings``, ``volumeSize``) and ``types.go``
+``resolveLaunchTemplates``: the family's default block devices when the class has none),
+``pkg/providers/launchtemplate/launchtemplate.go`` (``CreateAMIOptions``: the NodeClaim's labels
+plus its capacity type, its taints then startup taints, handed to ``aws.userdata``, which adds
+the rest; ``blockDeviceMappings``, ``volumeSize``) and ``types.go``
 (``CreateLaunchTemplateInputBuilder.Build``: ImageId, UserData, IamInstanceProfile,
 SecurityGroupIds, BlockDeviceMappings, MetadataOptions with instance tags disabled, Monitoring, tag
 specifications for network interfaces and, for spot, spot requests; the template itself tagged).
@@ -45,7 +46,6 @@ from .userdata import ClusterInfo
 
 __all__ = [
     "PREFIX",
-    "UNREGISTERED",
     "LaunchGroup",
     "LaunchTemplate",
     "LaunchTemplates",
@@ -57,9 +57,6 @@ __all__ = [
 ]
 
 PREFIX: Final = "kubespot.io"
-UNREGISTERED: Final = Taint("karpenter.sh/unregistered", "NoExecute")
-DO_NOT_SYNC_TAINTS: Final = "karpenter.sh/do-not-sync-taints"
-_RESTRICTED_DOMAINS: Final = ("kubernetes.io", "k8s.io")
 _NOT_FOUND: Final = "InvalidLaunchTemplateName.NotFoundException"
 _EXISTS: Final = "InvalidLaunchTemplateName.AlreadyExistsException"
 _GIB: Final = 2**30
@@ -89,7 +86,7 @@ class UserDataRenderer(Protocol):
         kubelet: Kubelet | None,
         labels: Mapping[str, str],
         taints: Sequence[Taint],
-        max_pods: int,
+        max_pods: int | None,
         instance_store_raid0: bool = False,
     ) -> str: ...
 
@@ -131,28 +128,16 @@ def _block_device(bdm: BlockDeviceMapping) -> dict[str, Any]:
     return out
 
 
-def _restricted(key: str) -> bool:
-    """``isRestrictedLabel``: kubelet may not set labels of these domains on itself."""
-    domain = key.split("/", 1)[0] if "/" in key else ""
-    return any(domain == d or domain.endswith("." + d) for d in _RESTRICTED_DOMAINS)
-
-
-def node_labels(claim: NodeClaimSpec, capacity_type: str, family: AMIFamily) -> dict[str, str]:
-    """The labels the node registers with: the NodeClaim's, its capacity type, the
-    do-not-sync-taints marker (not for Custom), without those kubelet may not set."""
-    labels = {**claim.labels, CAPACITY_TYPE: capacity_type}
-    if family != AMIFamily.CUSTOM:
-        labels[DO_NOT_SYNC_TAINTS] = "true"
-    return {k: v for k, v in labels.items() if not _restricted(k)}
+def node_labels(claim: NodeClaimSpec, capacity_type: str) -> dict[str, str]:
+    """The labels handed to the user data: the NodeClaim's and its capacity type (``EnsureAll``);
+    ``render_user_data`` drops those kubelet may not set and adds do-not-sync-taints."""
+    return {**claim.labels, CAPACITY_TYPE: capacity_type}
 
 
 def node_taints(claim: NodeClaimSpec) -> tuple[Taint, ...]:
-    """The taints the node registers with: the NodeClaim's taints and startup taints, plus
-    ``karpenter.sh/unregistered:NoExecute`` when missing."""
-    taints = list(dict.fromkeys((*claim.template.taints, *claim.template.startup_taints)))
-    if not any(t.key == UNREGISTERED.key and t.effect == UNREGISTERED.effect for t in taints):
-        taints.append(UNREGISTERED)
-    return tuple(taints)
+    """The taints handed to the user data: the NodeClaim's taints, then its startup taints;
+    ``render_user_data`` adds the unregistered taint."""
+    return tuple(dict.fromkeys((*claim.template.taints, *claim.template.startup_taints)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,13 +236,12 @@ def launch_groups(
     render: UserDataRenderer,
 ) -> list[LaunchGroup]:
     """The launch templates of ``types`` (in order; a type no image serves is left out), one per
-    (image, max pods). ``tags`` are the launch tags; the NodeClaim's own is dropped here."""
+    (image, max pods). ``tags`` are the launch tags; the NodeClaim's own is dropped here. Raises
+    what ``render`` raises (``UserDataError``, ``NodeClassNotReadyError``)."""
     family = spec.family or AMIFamily.AL2023
-    labels = node_labels(claim, capacity_type, family)
+    labels = node_labels(claim, capacity_type)
     taints = node_taints(claim)
     lt_tags = {k: v for k, v in tags.items() if k != NODECLAIM_TAG}
-    dns = spec.kubelet.cluster_dns[0] if spec.kubelet and spec.kubelet.cluster_dns else cluster.dns_ip
-    cluster = ClusterInfo(cluster.name, cluster.endpoint, cluster.ca_bundle, cluster.cidr, dns)
     pinned = spec.kubelet.max_pods if spec.kubelet else None
     grouped: dict[tuple[str, int], list[str]] = {}
     for t in types:

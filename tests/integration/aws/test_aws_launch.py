@@ -17,7 +17,7 @@ should move to awssim's spot market (finite pools) once it lands.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -35,7 +35,9 @@ from kubespot.cloud import (
     NodeClassNotReadyError,
     fake_type,
 )
+from kubespot.cloud.pool_risk import PoolRisk
 from kubespot.config.launch import LaunchSettings
+from kubespot.model import SystemClock
 from kubespot.model.capacity import AMIFamily, KubeletConfig
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
@@ -258,6 +260,18 @@ async def test_a_class_not_ready_launches_nothing(env: Env) -> None:
     )
     with pytest.raises(NodeClassNotReadyError, match="AMISelector"):
         await env.cloud.create(env.claim("general-aaaaa"))
+    # AL2023 needs the service CIDR (nodeadm's cluster.cidr; Karpenter: "resolving cluster CIDR").
+    no_cidr = AwsCloud(Types(env.aws.region), env.clients, launch=LaunchSettings(cluster_name=CLUSTER))
+    no_cidr.set_resolved("default", resolved)
+    with pytest.raises(NodeClassNotReadyError):
+        await no_cidr.create(env.claim("general-aaaaa"))
+    # User data that cannot be merged: Karpenter's CreateError LaunchFailed, retried.
+    assert resolved.spec is not None
+    broken = replace(resolved.spec, ami_family="Bottlerocket", user_data="[settings\nnot toml")
+    env.cloud.set_resolved("default", replace(resolved, spec=broken))
+    with pytest.raises(CreateError) as caught:
+        await env.cloud.create(env.claim("general-aaaaa"))
+    assert caught.value.reason == "LaunchFailed"
     assert env.clients.counts[("ec2", "CreateFleet")] == 0
 
 
@@ -351,3 +365,18 @@ async def test_other_fleet_errors_are_a_create_error_and_cache_nothing(env: Env)
         await cloud.create(env.claim("general-aaaaa"))
     assert caught.value.reason == "Unauthorized"
     assert len(cloud.unavailable) == 0
+
+
+async def test_a_reclaimed_pool_is_weighed_and_the_launch_counts_during_a_storm(env: Env) -> None:
+    """kubespot's reclaim risk (docs/designs/launching.md §2, ``cloud.pool_risk``; no Karpenter
+    counterpart, aws #6425): the fleet's spot overrides come in the order of price weighed by
+    risk, so after a warning in zone a the same type in zone b leads (moto takes the first), and
+    during the storm the launch counts against its own pool, spreading the next replacement."""
+    region = env.aws.region
+    risk = PoolRisk(SystemClock())
+    risk.interruption_warning("c5.large", f"{region}a")
+    cloud = AwsCloud(Types(region), env.clients, launch=SETTINGS, risk=risk)
+    cloud.set_resolved("default", env.cloud.resolved("default"))
+    launched = await cloud.create(env.claim("general-aaaaa"))
+    assert (launched.instance_type, launched.zone) == ("c5.large", f"{region}b")
+    assert risk.score("c5.large", f"{region}b") > 0

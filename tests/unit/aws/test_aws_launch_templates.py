@@ -19,13 +19,12 @@ from typing import Any
 from kubespot.aws.amis import AmiInfo
 from kubespot.aws.instances import parse_instance
 from kubespot.aws.launch_templates import (
-    UNREGISTERED,
     block_device_mappings,
     launch_groups,
     node_labels,
     node_taints,
 )
-from kubespot.aws.userdata import ClusterInfo
+from kubespot.aws.userdata import ClusterInfo, render_user_data
 from kubespot.cloud import fake_type
 from kubespot.model.capacity import AMIFamily
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
@@ -64,7 +63,7 @@ class Recorder:
         kubelet: Kubelet | None,
         labels: Mapping[str, str],
         taints: Sequence[Taint],
-        max_pods: int,
+        max_pods: int | None,
         instance_store_raid0: bool = False,
     ) -> str:
         self.calls.append(
@@ -151,26 +150,26 @@ def test_template_names_are_stable_and_shared_by_a_pools_claims() -> None:
     assert name(TAGS, spec=EC2NodeClassSpec(name="default", instance_profile="Other")) != first
 
 
-def test_labels_and_taints_the_node_registers_with() -> None:
-    """``InjectDoNotSyncTaintsLabel`` (not for Custom), the capacity type, ``RejectForbiddenLabels``
-    (kubernetes.io and k8s.io domains), and the taints: NodeClaim taints, startup taints, then the
-    unregistered taint when missing."""
-    claim = _claim(**{"team": "a", "topology.kubernetes.io/zone": "us-east-1a", "x.k8s.io/y": "z"})
-    labels = node_labels(claim, "spot", AMIFamily.AL2023)
-    assert labels == {
+def test_labels_and_taints_handed_to_the_user_data() -> None:
+    """``CreateAMIOptions``: the user data is given the NodeClaim's labels plus its capacity type,
+    and its taints then startup taints; the renderer (aws/userdata.py, ``resolveLaunchTemplates``)
+    adds the unregistered taint and do-not-sync-taints and drops what kubelet may not set."""
+    claim = _claim(**{"team": "a", "topology.kubernetes.io/zone": "us-east-1a"})
+    assert node_labels(claim, "spot") == {
         "karpenter.sh/nodepool": "general",
         "team": "a",
+        "topology.kubernetes.io/zone": "us-east-1a",
         "karpenter.sh/capacity-type": "spot",
-        "karpenter.sh/do-not-sync-taints": "true",
     }
-    assert "karpenter.sh/do-not-sync-taints" not in node_labels(claim, "spot", AMIFamily.CUSTOM)
-    assert node_taints(claim) == (
-        Taint("dedicated", "NoSchedule", "db"),
-        Taint("cilium", "NoExecute"),
-        UNREGISTERED,
-    )
-    already = NodeClaimSpec("c", template=TemplateSpec(taints=(UNREGISTERED,)))
-    assert node_taints(already) == (UNREGISTERED,)
+    assert node_taints(claim) == (Taint("dedicated", "NoSchedule", "db"), Taint("cilium", "NoExecute"))
+    (group,) = launch_groups(
+        SPEC, claim, [fake_type("m5.large", 2, 8, 0.1, pods=29)], amis=[AMD], security_groups=["sg-1"],
+        capacity_type="spot", cluster=CLUSTER, tags=TAGS, render=render_user_data,
+    )  # fmt: skip
+    text = base64.b64decode(group.template.data["UserData"]).decode()
+    assert "karpenter.sh/unregistered" in text and "karpenter.sh/capacity-type=spot" in text
+    assert "karpenter.sh/do-not-sync-taints=true" in text and "topology.kubernetes.io/zone" not in text
+    assert "maxPods: 29" in text
 
 
 def test_block_devices_from_the_class_or_the_familys_defaults() -> None:
