@@ -12,6 +12,7 @@ Sources: aws/karpenter-provider-aws ``pkg/providers/amifamily/resolver.go`` (``R
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -262,3 +263,54 @@ def test_a_resolution_keeps_the_parts_a_failed_pass_left_out() -> None:
     assert "NodeRole" in (role_only.not_ready() or "")
     planning = ResolvedNodeClass.in_zones(["us-east-1b"])
     assert planning.zones == {"us-east-1b"} and planning.not_ready() == "EC2NodeClass not resolved"
+
+
+class _Ec2:
+    """DescribeLaunchTemplates / CreateLaunchTemplate answered in memory, slowly enough that
+    concurrent callers overlap; ``create_fails`` makes CreateLaunchTemplate answer that code."""
+
+    def __init__(self, create_fails: str = "") -> None:
+        self.existing: set[str] = set()
+        self.calls: list[str] = []
+        self.create_fails = create_fails
+
+    async def call(self, service: str, operation: str, **kwargs: Any) -> dict[str, Any]:
+        from kubespot.aws.session import AwsError
+
+        self.calls.append(operation)
+        await asyncio.sleep(0.01)
+        if operation == "DescribeLaunchTemplates":
+            if kwargs["LaunchTemplateNames"][0] not in self.existing:
+                raise AwsError("InvalidLaunchTemplateName.NotFoundException", "not found")
+            return {"LaunchTemplates": [{}]}
+        if self.create_fails:
+            raise AwsError(self.create_fails, "no")
+        self.existing.add(kwargs["LaunchTemplateName"])
+        return {"LaunchTemplate": {}}
+
+
+async def test_a_template_is_made_sure_of_once_per_name() -> None:
+    """``ensureLaunchTemplate``: looked up by name, created when EC2 says it is not found, then
+    known; concurrent launches of one NodePool share the one check; another replica creating it
+    first (AlreadyExists) is as good; any other failure reaches every waiter and is not cached."""
+    from kubespot.aws.launch_templates import LaunchTemplate, LaunchTemplates
+    from kubespot.aws.session import AwsError
+
+    template = LaunchTemplate({"ImageId": "ami-1"}, {"team": "a"})
+    ec2 = _Ec2()
+    templates = LaunchTemplates(ec2)  # type: ignore[arg-type]
+    names = await asyncio.gather(*(templates.ensure(template) for _ in range(5)))
+    assert set(names) == {template.name}
+    assert ec2.calls == ["DescribeLaunchTemplates", "CreateLaunchTemplate"]
+    await templates.ensure(template)
+    assert len(ec2.calls) == 2 and templates.created == [template.name]
+
+    raced = LaunchTemplates(_Ec2(create_fails="InvalidLaunchTemplateName.AlreadyExistsException"))  # type: ignore[arg-type]
+    assert await raced.ensure(template) == template.name
+
+    failing = _Ec2(create_fails="UnauthorizedOperation")
+    refused = LaunchTemplates(failing)  # type: ignore[arg-type]
+    results = await asyncio.gather(refused.ensure(template), refused.ensure(template), return_exceptions=True)
+    assert all(isinstance(r, AwsError) and r.code == "UnauthorizedOperation" for r in results)
+    failing.create_fails = ""
+    assert await refused.ensure(template) == template.name  # tried again, not cached
