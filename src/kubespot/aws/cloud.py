@@ -31,7 +31,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-from kubespot.cloud.candidates import launch_capacity_type, launch_pools
+from kubespot.cloud.candidates import Pool, launch_capacity_type, launch_pools
 from kubespot.cloud.errors import (
     CreateError,
     FailedOffering,
@@ -161,11 +161,11 @@ class AwsCloud:
         except AwsError as err:
             raise _create_error(err, "Error looking for the NodeClaim's instance") from err
         types = await self._types(spec)
+        by_name = {t.name: t for t in types}
         pools = launch_pools(claim, types, self.unavailable, risk=self.risk)
         capacity_type = launch_capacity_type(pools)
         if capacity_type is None:
             raise InsufficientCapacityError(f"no offering left for NodeClaim {claim.name}")
-        subnets = fleet.zonal_subnets(resolved.subnets or (), self._subnets_out())
         tags = fleet.launch_tags(
             cluster=self._launch.cluster_name,
             nodepool=claim.labels.get(NODEPOOL, ""),
@@ -173,31 +173,10 @@ class AwsCloud:
             nodeclaim=claim.name,
             custom=spec.tags,
         )
-        by_name = {t.name: t for t in types}
-        chosen = [by_name[n] for n in dict.fromkeys(p.instance_type.name for p in pools)]
-        try:
-            groups = launch_groups(
-                spec,
-                claim,
-                chosen,
-                amis=resolved.amis or (),
-                security_groups=[g.id for g in resolved.security_groups or ()],
-                capacity_type=capacity_type,
-                cluster=self._cluster(),
-                tags=tags,
-                render=self._render,
-            )
-        except UserDataError as err:  # Karpenter: CreateError LaunchFailed
-            raise CreateError("LaunchFailed", f"Error getting launch template configs: {err}") from err
-        for group in groups:
-            size = len(base64.b64decode(group.template.data["UserData"]))
-            if size > USER_DATA_WARN_BYTES:
-                log.warning(
-                    "EC2NodeClass %s: user data of %d bytes, EC2 refuses more than %d",
-                    class_name,
-                    size,
-                    USER_DATA_MAX_BYTES,
-                )
+        groups = self._launch_groups(
+            claim, resolved, spec, [by_name[n] for n in _type_names(pools)], capacity_type, tags
+        )
+        subnets = fleet.zonal_subnets(resolved.subnets or (), self._subnets_out())
         configs = []
         for group in groups:
             members = set(group.types)
@@ -207,8 +186,11 @@ class AwsCloud:
             if overrides:
                 configs.append(fleet.TemplateConfig(group.template.name, overrides))
         if not configs:
-            raise InsufficientCapacityError(
-                f"no pool of NodeClaim {claim.name} has a subnet and an AMI for {capacity_type}"
+            # Nothing to retry without: a CreateError (retried), not ICE (which would re-plan the
+            # same pools at once), as Karpenter's "no capacity offerings are currently available".
+            raise CreateError(
+                "LaunchFailed",
+                f"no pool of NodeClaim {claim.name} has a subnet and an AMI for {capacity_type}",
             )
         request = fleet.fleet_request(
             configs, capacity_type, tags, client_token=claim.uid, context=spec.context
@@ -236,6 +218,42 @@ class AwsCloud:
         return self._to_claim(
             launched, claim.name, failed=parsed.failed_offerings, type_=by_name.get(got.instance_type)
         )
+
+    def _launch_groups(
+        self,
+        claim: NodeClaimSpec,
+        resolved: ResolvedNodeClass,
+        spec: EC2NodeClassSpec,
+        types: list[InstanceType],
+        capacity_type: str,
+        tags: dict[str, str],
+    ) -> list[LaunchGroup]:
+        """The launch templates of ``types``; malformed user data is Karpenter's CreateError
+        LaunchFailed, and user data near EC2's limit is logged."""
+        try:
+            groups = launch_groups(
+                spec,
+                claim,
+                types,
+                amis=resolved.amis or (),
+                security_groups=[g.id for g in resolved.security_groups or ()],
+                capacity_type=capacity_type,
+                cluster=self._cluster(),
+                tags=tags,
+                render=self._render,
+            )
+        except UserDataError as err:
+            raise CreateError("LaunchFailed", f"Error getting launch template configs: {err}") from err
+        for group in groups:
+            size = len(base64.b64decode(group.template.data["UserData"]))
+            if size > USER_DATA_WARN_BYTES:
+                log.warning(
+                    "EC2NodeClass %s: user data of %d bytes, EC2 refuses more than %d",
+                    spec.name,
+                    size,
+                    USER_DATA_MAX_BYTES,
+                )
+        return groups
 
     async def _create_fleet(self, request: dict[str, Any], groups: Sequence[LaunchGroup]) -> dict[str, Any]:
         clients, templates = self._clients, self.templates
@@ -317,6 +335,11 @@ class AwsCloud:
 
     async def list(self) -> builtins.list[CloudNodeClaim]:
         return [self._to_claim(i) for i in await self._ready().list()]
+
+
+def _type_names(pools: Iterable[Pool]) -> list[str]:
+    """The pools' types, each once, in the pools' order (cheapest first)."""
+    return list(dict.fromkeys(p.instance_type.name for p in pools))
 
 
 def _instance_id(provider_id: str) -> str:
