@@ -380,3 +380,24 @@ async def test_a_reclaimed_pool_is_weighed_and_the_launch_counts_during_a_storm(
     launched = await cloud.create(env.claim("general-aaaaa"))
     assert (launched.instance_type, launched.zone) == ("c5.large", f"{region}b")
     assert risk.score("c5.large", f"{region}b") > 0
+
+
+async def test_a_subnet_out_of_addresses_is_skipped_for_a_while(env: Env) -> None:
+    """``updateUnavailableOfferingsCache``: ``InsufficientFreeAddressesInSubnet`` marks the pool
+    and the subnet (``MarkSubnetUnavailable``); the next launch in that zone goes through the
+    zone's other subnet (``ZonalSubnetsForLaunch`` skips the marked one)."""
+    region = env.aws.region
+    cloud, ice = _ice_cloud(
+        env, {("spot", "c5.large", f"{region}a")}, code="InsufficientFreeAddressesInSubnet"
+    )
+    await cloud.create(env.claim("general-aaaaa"))
+    first = {
+        o["AvailabilityZone"]: o["SubnetId"] for o in ice.requests[0]["LaunchTemplateConfigs"][0]["Overrides"]
+    }
+    assert first[f"{region}a"] == env.subnets[f"{region}a"]
+    await cloud.create(env.claim("general-bbbbb"))
+    second = {
+        o["AvailabilityZone"]: o["SubnetId"] for o in ice.requests[1]["LaunchTemplateConfigs"][0]["Overrides"]
+    }
+    assert second[f"{region}a"] not in (first[f"{region}a"], "")
+    assert second[f"{region}b"] == first[f"{region}b"]
