@@ -20,6 +20,9 @@ versions did when a field was unset, so a converted pool behaves as the old one 
 - The kubelet block moves from the pool to the EC2NodeClass it references (v1); an inline
   ``provider`` becomes an EC2NodeClass named after the Provisioner.
 
+An eksctl ``ClusterConfig`` (``eksctl.io/v1alpha5``) becomes one NodePool per node group and one
+EC2NodeClass per distinct node configuration (``convert_eksctl``).
+
 Objects of other kinds, and v1 objects, pass through unchanged; a ``List`` (``kubectl get -o yaml``)
 is read item by item. Pure: documents in, documents out.
 """
@@ -47,7 +50,8 @@ _ALIASES = {
     "Windows2022": "windows2022",
     "Windows2025": "windows2025",
 }
-_KUBELET = (
+#: The typed kubelet fields of the v1 EC2NodeClass (KubeletConfiguration's names).
+KUBELET_FIELDS = (
     "clusterDNS",
     "maxPods",
     "podsPerCore",
@@ -136,6 +140,14 @@ class _Converter:
             self.nodepool_v1beta1(doc)
         elif (api, kind) == ("karpenter.k8s.aws/v1beta1", "EC2NodeClass"):
             self.out.append(self.nodeclass(doc, _mapping(doc.get("spec")), old=False))
+        elif (api, kind) == ("eksctl.io/v1alpha5", "ClusterConfig"):
+            # Imported here: the eksctl module reuses this one's helpers.
+            from .convert_eksctl import convert_cluster_config
+
+            for converted in convert_cluster_config(doc, self.warn):
+                self.out.append(converted)
+                if converted["kind"] == "EC2NodeClass":
+                    self.classes[_name(converted)] = converted
         elif kind in ("Machine", "NodeClaim") and api in ("karpenter.sh/v1alpha5", "karpenter.sh/v1beta1"):
             self.warn(f"{kind}/{_name(doc)}", "(object)", "created by Karpenter, not by users; not converted")
         else:
@@ -300,9 +312,9 @@ class _Converter:
         self.out.append(_v1_nodepool(name, doc, spec))
 
     def move_kubelet(self, who: str, pool: str, class_name: str, kubelet: Obj) -> None:
-        moved = {k: v for k, v in kubelet.items() if k in _KUBELET}
+        moved = {k: v for k, v in kubelet.items() if k in KUBELET_FIELDS}
         for key in kubelet:
-            if key not in _KUBELET:
+            if key not in KUBELET_FIELDS:
                 self.warn(
                     who, f"kubelet.{key}", "has no v1 equivalent (containerd is the only runtime); dropped"
                 )

@@ -1,0 +1,510 @@
+"""eksctl ``ClusterConfig`` files (``eksctl.io/v1alpha5``) to Karpenter v1: every node group, self-managed
+(``nodeGroups``) or managed (``managedNodeGroups``), becomes a NodePool named after it, and every distinct
+node configuration one EC2NodeClass (named after the first group that uses it, shared by the others).
+
+Field meanings are eksctl's (``pkg/apis/eksctl.io/v1alpha5/types.go``, ``defaults.go``; the launch
+template's metadata options from ``pkg/cfn/builder/nodegroup.go`` ``makeMetadataOptions``), so a pool
+launches what its group launched:
+
+- instance types stay as written (``node.kubernetes.io/instance-type In``), with a warning that
+  Karpenter-style pools do better with a wider choice; an ASG ``instancesDistribution`` gives both
+  capacity types and its on-demand base and percentage as the ``kubespot.io/capacity-split`` annotation
+  (docs/designs/launching.md §6; eksctl's defaults: base 0, percentage 100, i.e. all on-demand);
+- ``maxSize`` is the pool's ``limits.nodes`` (exact, in nodes as the ASG counts);
+- the root volume keeps eksctl's default (80 GiB gp3), where Karpenter's own default is 20 GiB;
+- IMDS: tokens required unless ``disableIMDSv1: false``, hop limit 2 unless ``disablePodIMDS`` (eksctl's
+  launch template), where Karpenter's default hop limit is 1;
+- nodes never expire (``expireAfter: Never``) unless ``maxInstanceLifetime`` says otherwise, as an ASG
+  keeps its instances.
+
+Every field without an equivalent is one warning naming the group and the field. Pure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, OS, SPOT, ZONE
+from .convert import KUBELET_FIELDS, duration
+
+Obj = dict[str, Any]
+#: ``warn(who, field, message)``: the converter's warning sink.
+Warn = Callable[[str, str, str], None]
+
+API_VERSION = "eksctl.io/v1alpha5"
+SPLIT_ANNOTATION = "kubespot.io/capacity-split"
+DEFAULT_INSTANCE_TYPE = "m5.large"  # eksctl's DefaultNodeType
+DEFAULT_VOLUME_SIZE = 80  # GiB, eksctl's DefaultNodeVolumeSize
+DEFAULT_VOLUME_TYPE = "gp3"
+DEFAULT_FAMILY = "AmazonLinux2023"  # eksctl's DefaultNodeImageFamily
+
+#: eksctl AMI family → (EC2NodeClass amiFamily, alias family or None for Custom, OS).
+_FAMILIES: dict[str, tuple[str, str | None, str]] = {
+    "AmazonLinux2": ("AL2", "al2", "linux"),
+    "AmazonLinux2023": ("AL2023", "al2023", "linux"),
+    "Bottlerocket": ("Bottlerocket", "bottlerocket", "linux"),
+    "WindowsServer2019CoreContainer": ("Windows2019", "windows2019", "windows"),
+    "WindowsServer2022CoreContainer": ("Windows2022", "windows2022", "windows"),
+    "WindowsServer2025CoreContainer": ("Windows2025", "windows2025", "windows"),
+}
+#: Root device per EC2NodeClass family (Karpenter's defaults); Bottlerocket's data volume is the
+#: second device, which eksctl's ``volumeSize`` sizes (``defaults.go`` ``bottlerocketDataDisk``), after
+#: a 4 GiB OS volume (Karpenter's Bottlerocket default).
+_ROOT_DEVICE = {"Windows2019": "/dev/sda1", "Windows2022": "/dev/sda1", "Windows2025": "/dev/sda1"}
+#: Tags Karpenter refuses on an EC2NodeClass (it sets them itself), by prefix.
+_RESTRICTED_TAGS = (
+    "kubernetes.io/cluster/",
+    "eks:eks-cluster-name",
+    "karpenter.sh/nodepool",
+    "karpenter.sh/nodeclaim",
+    "karpenter.k8s.aws/ec2nodeclass",
+)
+_POD_TARGETS = "register pods (AWS Load Balancer Controller, IP targets) instead of instances"
+#: Fields with no equivalent, and why (the rest get a generic message).
+_NO_EQUIVALENT = {
+    "minSize": "no minimum: nodes are launched for pending pods only (keep a small node group for a floor)",
+    "desiredCapacity": "nodes are launched for pending pods, not to a count",
+    "ssh": "an EC2NodeClass has no key pair: use SSM Session Manager, or add the key in userData",
+    "updateConfig": "node replacement follows the NodePool's disruption budgets (spec.disruption.budgets)",
+    "asgSuspendProcesses": "there is no Auto Scaling group",
+    "asgMetricsCollection": "there is no Auto Scaling group",
+    "propagateASGTags": "there is no Auto Scaling group: labels and taints are on the NodePool",
+    "overrideBootstrapCommand": "the bootstrap is generated per AMI family; put extra steps in userData",
+    "containerRuntime": "containerd is the only runtime",
+    "targetGroupARNs": _POD_TARGETS,
+    "classicLoadBalancerNames": _POD_TARGETS,
+    "launchTemplate": "an EC2NodeClass generates its launch template: move its settings there",
+    "releaseVersion": "pin the AMI with an alias version (amiSelectorTerms: alias: al2023@vYYYYMMDD)",
+    "instancePrefix": "instance names are not set",
+    "instanceName": "instance names are not set",
+    "bottlerocket": "Bottlerocket settings go into userData as TOML; not converted",
+    "placement": "placement groups are not used",
+    "efaEnabled": "EFA interfaces are not configured",
+    "capacityReservation": "capacity reservations are not used",
+    "instanceMarketOptions": "capacity type comes from karpenter.sh/capacity-type",
+    "outpostARN": "Outposts are not supported",
+    "localZones": "local zones are not selected; add their subnets to subnetSelectorTerms",
+    "enclaveEnabled": "Nitro Enclaves are not configured",
+    "cpuCredits": "burstable credit mode is not set",
+    "nodeRepairConfig": "node auto repair is not done",
+    "ebsOptimized": "not set per pool (current instance types are EBS-optimised by default)",
+}
+_HANDLED = {
+    "name", "amiFamily", "ami", "instanceType", "instanceTypes", "instancesDistribution", "spot",
+    "availabilityZones", "subnets", "privateNetworking", "maxSize", "labels", "taints", "tags", "iam",
+    "securityGroups", "maxPodsPerNode", "kubeletExtraConfig", "clusterDNS", "volumeSize", "volumeType",
+    "volumeName", "volumeEncrypted", "volumeKmsKeyID", "volumeIOPS", "volumeThroughput",
+    "additionalVolumes", "preBootstrapCommands", "disableIMDSv1", "disablePodIMDS",
+    "enableDetailedMonitoring", "maxInstanceLifetime", "instanceSelector",
+}  # fmt: skip
+
+
+def is_cluster_config(doc: Mapping[str, Any]) -> bool:
+    return doc.get("apiVersion") == API_VERSION and doc.get("kind") == "ClusterConfig"
+
+
+def _mapping(value: Any) -> Obj:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _tail(arn: str) -> str:
+    """``arn:aws:iam::1:instance-profile/path/name`` → ``name`` (Karpenter takes names)."""
+    return arn.rsplit("/", 1)[-1]
+
+
+class _ClusterConfig:
+    def __init__(self, doc: Mapping[str, Any], warn: Warn) -> None:
+        self.cluster = str(_mapping(doc.get("metadata")).get("name") or "")
+        self.warn = warn
+        self.vpc_subnets = _mapping(_mapping(doc.get("vpc")).get("subnets"))
+        self.out: list[Obj] = []
+        #: EC2NodeClass spec (as canonical JSON) → its name.
+        self.classes: dict[str, str] = {}
+
+    def convert(self, doc: Mapping[str, Any]) -> list[Obj]:
+        for section in doc:  # in file order
+            if section not in ("nodeGroups", "managedNodeGroups"):
+                continue
+            managed = section == "managedNodeGroups"
+            for group in doc.get(section) or []:
+                if isinstance(group, Mapping):
+                    self.group(f"{section}/{group.get('name') or ''}", dict(group), managed=managed)
+        if not self.out:
+            self.warn(f"ClusterConfig/{self.cluster}", "nodeGroups", "no node groups: nothing to convert")
+        return self.out
+
+    # --- one node group -------------------------------------------------------------------------
+
+    def group(self, who: str, ng: Obj, *, managed: bool) -> None:
+        name = str(ng.get("name") or "")
+        family, alias, os_name = self.family(who, ng)
+        requirements, annotations = self.capacity(who, ng, managed=managed)
+        if os_name == "windows":
+            requirements.append({"key": OS, "operator": "In", "values": ["windows"]})
+        zones = _strings(ng.get("availabilityZones"))
+        if zones:
+            requirements.append({"key": ZONE, "operator": "In", "values": zones})
+        requirements += self.selector_requirements(who, _mapping(ng.get("instanceSelector")))
+        tspec: Obj = {"requirements": requirements}
+        taints = self.taints(who, ng.get("taints"))
+        if taints:
+            tspec["taints"] = taints
+        nodeclass = self.nodeclass(who, ng, family, alias, zones)
+        class_name = self.class_name(name, nodeclass)
+        tspec["nodeClassRef"] = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": class_name}
+        lifetime = ng.get("maxInstanceLifetime")
+        tspec["expireAfter"] = duration(int(lifetime)) if isinstance(lifetime, int) else "Never"
+        template: Obj = {"spec": tspec}
+        labels = {str(k): str(v) for k, v in _mapping(ng.get("labels")).items()}
+        if labels:
+            template = {"metadata": {"labels": labels}, "spec": tspec}
+        spec: Obj = {
+            "template": template,
+            # Cluster Autoscaler's default --scale-down-unneeded-time: nodes that are not needed
+            # go after 10 minutes, as before the move.
+            "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "10m"},
+        }
+        if isinstance(ng.get("maxSize"), int):
+            spec["limits"] = {"nodes": str(ng["maxSize"])}
+        meta: Obj = {"name": name}
+        if annotations:
+            meta["annotations"] = annotations
+        self.out.append({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": meta, "spec": spec})
+        if class_name not in [d["metadata"]["name"] for d in self.out if d["kind"] == "EC2NodeClass"]:
+            self.out.append(
+                {
+                    "apiVersion": "karpenter.k8s.aws/v1",
+                    "kind": "EC2NodeClass",
+                    "metadata": {"name": class_name},
+                    "spec": nodeclass,
+                }
+            )
+        for key in ng:
+            if key in _HANDLED:
+                continue
+            if key in _NO_EQUIVALENT:
+                self.warn(who, key, f"has no equivalent; dropped ({_NO_EQUIVALENT[key]})")
+            else:
+                self.warn(who, key, "has no equivalent; dropped")
+
+    def class_name(self, group: str, nodeclass: Obj) -> str:
+        key = json.dumps(nodeclass, sort_keys=True)
+        return self.classes.setdefault(key, group)
+
+    def family(self, who: str, ng: Obj) -> tuple[str, str | None, str]:
+        eksctl = str(ng.get("amiFamily") or "")
+        if not eksctl:
+            self.warn(
+                who,
+                "amiFamily",
+                f"unset: eksctl's default is {DEFAULT_FAMILY} (older eksctl releases: AmazonLinux2); "
+                "using AL2023: check your nodes' AMI",
+            )
+            eksctl = DEFAULT_FAMILY
+        known = _FAMILIES.get(eksctl)
+        if known is None:
+            self.warn(
+                who,
+                "amiFamily",
+                f"{eksctl} has no Karpenter family: Custom; add amiSelectorTerms and a bootstrap userData",
+            )
+            return "Custom", None, "linux"
+        return known
+
+    # --- capacity -------------------------------------------------------------------------------
+
+    def capacity(self, who: str, ng: Obj, *, managed: bool) -> tuple[list[Obj], dict[str, str]]:
+        """Instance types and capacity types as requirements, and the split annotation if any."""
+        annotations: dict[str, str] = {}
+        dist = _mapping(ng.get("instancesDistribution"))
+        if managed:
+            types = _strings(ng.get("instanceTypes")) or [
+                str(ng.get("instanceType") or DEFAULT_INSTANCE_TYPE)
+            ]
+            capacity = [SPOT] if ng.get("spot") is True else [ON_DEMAND]
+        elif dist:
+            types = _strings(dist.get("instanceTypes"))
+            base = dist.get("onDemandBaseCapacity", 0)
+            percent = dist.get("onDemandPercentageAboveBaseCapacity", 100)  # the ASG's defaults
+            if percent == 100:
+                capacity = [ON_DEMAND]
+            elif percent == 0 and base == 0:
+                capacity = [SPOT]
+            else:
+                capacity = [SPOT, ON_DEMAND]
+                annotations[SPLIT_ANNOTATION] = f"onDemandBase={base},onDemandPercentAboveBase={percent}"
+            self.distribution_warnings(who, dist)
+        else:
+            instance_type = str(ng.get("instanceType") or DEFAULT_INSTANCE_TYPE)
+            types = [DEFAULT_INSTANCE_TYPE if instance_type == "mixed" else instance_type]
+            capacity = [ON_DEMAND]
+        if not types:
+            types = [DEFAULT_INSTANCE_TYPE]
+        requirements = [
+            {"key": INSTANCE_TYPE, "operator": "In", "values": types},
+            {"key": CAPACITY_TYPE, "operator": "In", "values": capacity},
+        ]
+        self.warn(
+            who,
+            "instanceTypes",
+            f"kept as written ({', '.join(types)}); a Karpenter-style pool does better with a wide choice: "
+            "consider karpenter.k8s.aws/instance-category and instance-cpu requirements instead",
+        )
+        return requirements, annotations
+
+    def distribution_warnings(self, who: str, dist: Obj) -> None:
+        field = "instancesDistribution"
+        if "maxPrice" in dist:
+            self.warn(
+                who,
+                f"{field}.maxPrice",
+                "has no equivalent; dropped (spot costs the market price, at most the on-demand price)",
+            )
+        if "spotInstancePools" in dist:
+            self.warn(
+                who,
+                f"{field}.spotInstancePools",
+                "has no equivalent; dropped (every allowed pool is a candidate)",
+            )
+        if "spotAllocationStrategy" in dist:
+            self.warn(
+                who,
+                f"{field}.spotAllocationStrategy",
+                "has no equivalent; dropped (spot launches use price-capacity-optimized)",
+            )
+        if dist.get("capacityRebalance"):
+            self.warn(
+                who,
+                f"{field}.capacityRebalance",
+                "has no equivalent; dropped (kubespot's interruption handling acts on rebalance signals)",
+            )
+
+    def selector_requirements(self, who: str, selector: Obj) -> list[Obj]:
+        """eksctl's instance selector (vCPUs, memory, GPUs, architecture) as Karpenter's labels."""
+        out: list[Obj] = []
+        if isinstance(selector.get("vCPUs"), int) and selector["vCPUs"] > 0:
+            values = [str(selector["vCPUs"])]
+            out.append({"key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": values})
+        if isinstance(selector.get("gpus"), int) and selector["gpus"] > 0:
+            values = [str(selector["gpus"])]
+            out.append({"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In", "values": values})
+        arch = str(selector.get("cpuArchitecture") or "")
+        if arch:
+            value = {"x86_64": "amd64", "amd64": "amd64", "arm64": "arm64"}.get(arch, arch)
+            out.append({"key": "kubernetes.io/arch", "operator": "In", "values": [value]})
+        if selector.get("memory"):
+            self.warn(
+                who,
+                "instanceSelector.memory",
+                "not converted: add a karpenter.k8s.aws/instance-memory requirement",
+            )
+        return out
+
+    def taints(self, who: str, value: Any) -> list[Obj]:
+        """eksctl's taints: a list of ``{key, value, effect}``, or the older map ``key: value:Effect``
+        (``key: :Effect`` without a value; ``types.go`` ``taintsWrapper``)."""
+        out: list[Obj] = []
+        if isinstance(value, Mapping):
+            for key, text in value.items():
+                parts = str(text).split(":")
+                taint_value, effect = (parts[0], parts[1]) if len(parts) == 2 else ("", parts[0])
+                out.append({"key": str(key), "value": taint_value, "effect": effect})
+        elif isinstance(value, list):
+            for item in value:
+                item = _mapping(item)
+                out.append({k: str(item[k]) for k in ("key", "value", "effect") if item.get(k) is not None})
+        for taint in out:
+            if not taint.get("value"):
+                taint.pop("value", None)
+        return out
+
+    # --- the node class -------------------------------------------------------------------------
+
+    def nodeclass(self, who: str, ng: Obj, family: str, alias: str | None, zones: list[str]) -> Obj:
+        spec: Obj = {"amiFamily": family}
+        ami = str(ng.get("ami") or "")
+        if ami.startswith("ami-"):
+            spec["amiSelectorTerms"] = [{"id": ami}]
+        elif alias is not None:
+            spec["amiSelectorTerms"] = [{"alias": f"{alias}@latest"}]
+            del spec["amiFamily"]  # the alias names the family
+        else:
+            spec["amiSelectorTerms"] = []
+        spec["subnetSelectorTerms"] = self.subnets(who, ng, zones)
+        spec["securityGroupSelectorTerms"] = self.security_groups(who, _mapping(ng.get("securityGroups")))
+        spec.update(self.identity(who, _mapping(ng.get("iam"))))
+        kubelet = self.kubelet(who, ng)
+        if kubelet:
+            spec["kubelet"] = kubelet
+        spec["blockDeviceMappings"] = self.volumes(ng, family)
+        tokens = (
+            "optional"
+            if ng.get("disableIMDSv1") is False and ng.get("disablePodIMDS") is not True
+            else "required"
+        )
+        spec["metadataOptions"] = {
+            "httpTokens": tokens,
+            "httpPutResponseHopLimit": 1 if ng.get("disablePodIMDS") is True else 2,
+        }
+        if ng.get("enableDetailedMonitoring") is True:
+            spec["detailedMonitoring"] = True
+        tags = self.tags(who, _mapping(ng.get("tags")))
+        if tags:
+            spec["tags"] = tags
+        user_data = self.user_data(who, _strings(ng.get("preBootstrapCommands")), family)
+        if user_data:
+            spec["userData"] = user_data
+        return spec
+
+    def subnets(self, who: str, ng: Obj, zones: list[str]) -> list[Obj]:
+        """The group's subnets by id (names looked up in the config's ``vpc.subnets``), else the
+        cluster's private (``privateNetworking``) or public subnets, else eksctl's subnet tags."""
+        topology = "private" if ng.get("privateNetworking") is True else "public"
+        ids: list[str] = []
+        for ref in _strings(ng.get("subnets")):
+            found = ref if ref.startswith("subnet-") else self.subnet_id(ref)
+            if found:
+                ids.append(found)
+            else:
+                self.warn(who, "subnets", f"{ref} has no id in vpc.subnets; left out")
+        if not ids and not ng.get("subnets"):
+            for key, subnet in _mapping(self.vpc_subnets.get(topology)).items():
+                subnet = _mapping(subnet)
+                zone = str(subnet.get("az") or key)
+                if subnet.get("id") and (not zones or zone in zones):
+                    ids.append(str(subnet["id"]))
+        if ids:
+            return [{"id": i} for i in dict.fromkeys(ids)]
+        role = "kubernetes.io/role/internal-elb" if topology == "private" else "kubernetes.io/role/elb"
+        self.warn(
+            who,
+            "subnets",
+            f"no subnet ids in the file: selecting the {topology} subnets eksctl created for the cluster "
+            f"by their tags (alpha.eksctl.io/cluster-name, {role}); check them",
+        )
+        return [{"tags": {"alpha.eksctl.io/cluster-name": self.cluster, role: "1"}}]
+
+    def subnet_id(self, ref: str) -> str:
+        for topology in ("private", "public"):
+            subnet = _mapping(_mapping(self.vpc_subnets.get(topology)).get(ref))
+            if subnet.get("id"):
+                return str(subnet["id"])
+        return ""
+
+    def security_groups(self, who: str, groups: Obj) -> list[Obj]:
+        terms: list[Obj] = [{"id": i} for i in _strings(groups.get("attachIDs"))]
+        if groups.get("withShared") is not False or groups.get("withLocal") is not False or not terms:
+            # eksctl's shared and per-group security groups exist for its own stacks; the cluster
+            # security group EKS creates (and tags) lets nodes and the control plane talk.
+            terms.append({"tags": {"aws:eks:cluster-name": self.cluster}})
+        return terms
+
+    def identity(self, who: str, iam: Obj) -> Obj:
+        for field in (
+            "attachPolicyARNs",
+            "attachPolicy",
+            "withAddonPolicies",
+            "instanceRolePermissionsBoundary",
+        ):
+            if iam.get(field):
+                self.warn(who, f"iam.{field}", "not converted: attach these to the node role yourself")
+        if iam.get("instanceProfileARN"):
+            return {"instanceProfile": _tail(str(iam["instanceProfileARN"]))}
+        if iam.get("instanceRoleARN"):
+            return {"role": _tail(str(iam["instanceRoleARN"]))}
+        if iam.get("instanceRoleName"):
+            return {"role": str(iam["instanceRoleName"])}
+        placeholder = f"KarpenterNodeRole-{self.cluster}"
+        self.warn(
+            who,
+            "iam",
+            f"eksctl created this group's role; using {placeholder}: set spec.role to the role the new "
+            "nodes should use (it must be allowed to join the cluster)",
+        )
+        return {"role": placeholder}
+
+    def kubelet(self, who: str, ng: Obj) -> Obj:
+        out: Obj = {}
+        for key, value in _mapping(ng.get("kubeletExtraConfig")).items():
+            if key in KUBELET_FIELDS:
+                out[key] = value
+            else:
+                self.warn(
+                    who,
+                    f"kubeletExtraConfig.{key}",
+                    "the v1 EC2NodeClass kubelet block has no such field; dropped",
+                )
+        if ng.get("clusterDNS"):
+            out["clusterDNS"] = [str(ng["clusterDNS"])]
+        if isinstance(ng.get("maxPodsPerNode"), int) and ng["maxPodsPerNode"] > 0:
+            out["maxPods"] = ng["maxPodsPerNode"]
+        return out
+
+    def volumes(self, ng: Obj, family: str) -> list[Obj]:
+        if family == "Bottlerocket":
+            data = self.volume(str(ng.get("volumeName") or "/dev/xvdb"), ng)
+            mappings = [self.volume("/dev/xvda", {"volumeSize": 4}), data]
+        else:
+            mappings = [self.volume(str(ng.get("volumeName") or _ROOT_DEVICE.get(family, "/dev/xvda")), ng)]
+        for extra in ng.get("additionalVolumes") or []:
+            extra = _mapping(extra)
+            volume = self.volume(str(extra.get("volumeName") or ""), extra)
+            if extra.get("snapshotID"):
+                volume["ebs"]["snapshotID"] = str(extra["snapshotID"])
+            mappings.append(volume)
+        return mappings
+
+    def volume(self, device: str, fields: Obj) -> Obj:
+        """One EBS mapping from eksctl's volume fields (``volumeSize`` in GiB, 80 by default)."""
+        size = fields["volumeSize"] if isinstance(fields.get("volumeSize"), int) else DEFAULT_VOLUME_SIZE
+        ebs: Obj = {
+            "volumeSize": f"{size}Gi",
+            "volumeType": str(fields.get("volumeType") or DEFAULT_VOLUME_TYPE),
+        }
+        for source, target in (
+            ("volumeIOPS", "iops"),
+            ("volumeThroughput", "throughput"),
+            ("volumeEncrypted", "encrypted"),
+            ("volumeKmsKeyID", "kmsKeyID"),
+        ):
+            if fields.get(source) is not None:
+                ebs[target] = fields[source]
+        ebs["deleteOnTermination"] = True
+        return {"deviceName": device, "ebs": ebs}
+
+    def tags(self, who: str, tags: Obj) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in tags.items():
+            key = str(key)
+            if key.startswith(_RESTRICTED_TAGS):
+                self.warn(who, f"tags.{key}", "Karpenter sets this tag itself and refuses it; dropped")
+            elif key.startswith("k8s.io/cluster-autoscaler/"):
+                self.warn(who, f"tags.{key}", "a Cluster Autoscaler tag, meaningless without it; dropped")
+            else:
+                out[key] = str(value)
+        return out
+
+    def user_data(self, who: str, commands: list[str], family: str) -> str:
+        if not commands:
+            return ""
+        if family in ("AL2", "AL2023"):
+            # A plain shell script: Karpenter runs it as its own part before the generated bootstrap.
+            return "#!/bin/bash\n" + "\n".join(commands) + "\n"
+        self.warn(
+            who,
+            "preBootstrapCommands",
+            f"not converted for {family}: write them in that family's userData format",
+        )
+        return ""
+
+
+def convert_cluster_config(doc: Mapping[str, Any], warn: Warn) -> list[Obj]:
+    """The NodePools and EC2NodeClasses of one ClusterConfig's node groups, in file order (each
+    EC2NodeClass right after the first NodePool that uses it)."""
+    return _ClusterConfig(doc, warn).convert(doc)
