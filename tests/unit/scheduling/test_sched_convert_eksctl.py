@@ -1,0 +1,324 @@
+"""``scheduling.api.convert_eksctl``: eksctl ``ClusterConfig`` node groups to v1 NodePools and
+EC2NodeClasses, round-trip tested (convert, parse, validate: ValidationSucceeded True, and the fields
+carried over compare equal), on the files in tests/fixtures/eksctl/.
+
+Sources: eksctl-io/eksctl ``pkg/apis/eksctl.io/v1alpha5/types.go`` (``NodeGroupBase``, ``NodeGroup``,
+``ManagedNodeGroup``, ``NodeGroupInstancesDistribution`` and its documented defaults, ``taintsWrapper``),
+``defaults.go`` (``SetNodeGroupDefaults``, ``setVolumeDefaults``: 80 GiB gp3, AL2023, the Bottlerocket
+data disk), ``pkg/cfn/builder/nodegroup.go`` ``makeMetadataOptions``,
+``userdocs/src/usage/spot-instances.md``;
+Auto Scaling's ``InstancesDistribution`` through docs/designs/launching.md §6 (the split annotation);
+Karpenter v1 ``pkg/apis/v1/nodepool.go`` (``limits`` with ``nodes``, KARPENTER.md §2) and the AWS
+provider's ``ec2nodeclass.go`` (selector terms, ``role`` / ``instanceProfile``, ``kubelet``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kubespot.scheduling.api.convert import convert
+from kubespot.scheduling.api.load import load
+from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec, SelectorTerm
+from kubespot.scheduling.api.nodepool import NodePoolSpec
+from kubespot.scheduling.api.template import RequirementSpec
+from kubespot.scheduling.taints import Taint
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "eksctl"
+SPLIT = "kubespot.io/capacity-split"
+
+
+def fixture(name: str) -> list[Any]:
+    return [d for d in yaml.safe_load_all((FIXTURES / name).read_text()) if d]
+
+
+def cluster(*groups: dict[str, Any], managed: bool = True, **extra: Any) -> dict[str, Any]:
+    section = "managedNodeGroups" if managed else "nodeGroups"
+    return {
+        "apiVersion": "eksctl.io/v1alpha5",
+        "kind": "ClusterConfig",
+        "metadata": {"name": "c1", "region": "us-east-1"},
+        section: list(groups),
+        **extra,
+    }
+
+
+def loaded(documents: tuple[dict[str, Any], ...]) -> dict[tuple[str, str], Any]:
+    """Every converted document parsed and validated: each must be ValidationSucceeded True."""
+    out = {}
+    for doc in documents:
+        result = load(doc)
+        assert result.valid, (doc["kind"], doc["metadata"]["name"], result.condition)
+        out[(result.kind, result.name)] = result.spec
+    return out
+
+
+def raw(documents: tuple[dict[str, Any], ...], kind: str, name: str) -> dict[str, Any]:
+    return next(d for d in documents if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def requirement(pool: NodePoolSpec, key: str) -> tuple[str, ...]:
+    return next(r.values for r in pool.template.requirements if r.key == key)
+
+
+def test_managed_spot_groups_from_the_eksctl_docs_round_trip() -> None:
+    """types.go ``ManagedNodeGroup.Spot`` / ``InstanceTypeList`` (``instanceTypes`` default m5.large):
+    spot groups allow spot only, the others on-demand only; ``maxSize`` is ``limits.nodes`` (Karpenter
+    v1 ``nodepool.go`` ``Limits``, ``nodes`` counted exactly); identical node settings share one class."""
+    result = convert(fixture("spot-managed.yaml"))
+    specs = loaded(result.documents)
+    assert sorted(specs) == [
+        ("EC2NodeClass", "spot-web"),
+        ("NodePool", "on-demand"),
+        ("NodePool", "spot-default"),
+        ("NodePool", "spot-web"),
+    ]
+    web, default, on_demand = (specs[("NodePool", n)] for n in ("spot-web", "spot-default", "on-demand"))
+    assert requirement(web, "node.kubernetes.io/instance-type") == (
+        "c5.large",
+        "c5a.large",
+        "c6i.large",
+        "m5.large",
+    )
+    assert requirement(web, "karpenter.sh/capacity-type") == ("spot",)
+    assert requirement(default, "node.kubernetes.io/instance-type") == ("m5.large",)
+    assert requirement(default, "karpenter.sh/capacity-type") == ("spot",)
+    assert requirement(on_demand, "karpenter.sh/capacity-type") == ("on-demand",)
+    assert (web.limits, default.limits, on_demand.limits) == ({"nodes": "20"}, {"nodes": "5"}, {"nodes": "4"})
+    assert {p.template.node_class_ref.name for p in (web, default, on_demand)} == {"spot-web"}
+    # An ASG keeps its instances: no expiry; nodes not needed go after CA's default 10 minutes.
+    assert web.template.expire_after == "Never"
+    assert (web.disruption.consolidation_policy, web.disruption.consolidate_after) == (
+        "WhenEmptyOrUnderutilized",
+        "10m",
+    )
+    nodeclass = specs[("EC2NodeClass", "spot-web")]
+    assert nodeclass.ami_selector_terms == (SelectorTerm(alias="al2023@latest"),)
+    # No split: a managed group is all spot or all on-demand.
+    assert all(SPLIT not in d["metadata"].get("annotations", {}) for d in result.documents)
+    assert (
+        "managedNodeGroups/spot-web: minSize: has no equivalent; dropped (no minimum: nodes are launched "
+        "for pending pods only (keep a small node group for a floor))" in result.warnings
+    )
+    assert any(w.startswith("managedNodeGroups/spot-web: desiredCapacity: ") for w in result.warnings)
+    assert any(w.startswith("managedNodeGroups/spot-default: amiFamily: unset") for w in result.warnings)
+
+
+def test_instances_distribution_becomes_capacity_types_and_the_split_annotation() -> None:
+    """types.go ``NodeGroupInstancesDistribution`` (base default 0, percentage above it default 100):
+    a split group allows both capacity types and carries ``onDemandBase`` / ``onDemandPercentAboveBase``
+    (launching.md §6); 0/0 is all spot; only ``maxPrice`` (spot-instances.md's GPU example) is all
+    on-demand; ``instanceType: mixed`` is not a type."""
+    result = convert(fixture("spot-self-managed.yaml"))
+    specs = loaded(result.documents)
+    mixed, spot, gpu = (specs[("NodePool", n)] for n in ("mixed", "all-spot", "gpu"))
+    assert requirement(mixed, "karpenter.sh/capacity-type") == ("spot", "on-demand")
+    assert raw(result.documents, "NodePool", "mixed")["metadata"]["annotations"] == {
+        SPLIT: "onDemandBase=2,onDemandPercentAboveBase=30"
+    }
+    assert requirement(mixed, "node.kubernetes.io/instance-type") == ("m5.large", "m5a.large", "m6i.large")
+    assert requirement(spot, "karpenter.sh/capacity-type") == ("spot",)
+    assert requirement(gpu, "karpenter.sh/capacity-type") == ("on-demand",)
+    assert requirement(gpu, "node.kubernetes.io/instance-type") == ("g5.xlarge", "g5.2xlarge")
+    for name in ("all-spot", "gpu"):
+        assert "annotations" not in raw(result.documents, "NodePool", name)["metadata"]
+    dropped = [
+        w.split(": ")[1] for w in result.warnings if w.startswith("nodeGroups/mixed: instancesDistribution.")
+    ]
+    assert dropped == [
+        "instancesDistribution.maxPrice",
+        "instancesDistribution.spotInstancePools",
+        "instancesDistribution.spotAllocationStrategy",
+        "instancesDistribution.capacityRebalance",
+    ]
+
+
+def test_a_production_file_carries_every_node_setting_over() -> None:
+    """types.go ``NodeGroupBase`` fields, each to its EC2NodeClass / NodePool place: subnets named in
+    ``vpc.subnets`` by id, private subnets of the group's zones, security groups by id plus the EKS
+    cluster group, role and instance profile names from their ARNs, kubelet fields, volumes
+    (defaults.go: 80 GiB; Bottlerocket's data disk /dev/xvdb), IMDS as ``makeMetadataOptions`` sets
+    it, taints in both of ``taintsWrapper``'s forms, pre-bootstrap commands as a shell script."""
+    result = convert(fixture("production.yaml"))
+    specs = loaded(result.documents)
+    classes = sorted(name for kind, name in specs if kind == "EC2NodeClass")
+    assert classes == ["apps", "jobs", "system"]  # apps-on-demand shares apps' class
+    apps_pool: NodePoolSpec = specs[("NodePool", "apps")]
+    assert specs[("NodePool", "apps-on-demand")].template.node_class_ref.name == "apps"
+    assert apps_pool.labels == {"team": "apps", "tier": "web"}
+    assert apps_pool.template.taints == (Taint("example.com/spot", "PreferNoSchedule", "true"),)
+    assert RequirementSpec("topology.kubernetes.io/zone", "In", ("us-east-1a", "us-east-1b")) in (
+        apps_pool.template.requirements
+    )
+    apps: EC2NodeClassSpec = specs[("EC2NodeClass", "apps")]
+    assert apps.subnet_selector_terms == (
+        SelectorTerm(id="subnet-0aa00000000000001"),
+        SelectorTerm(id="subnet-0bb00000000000002"),
+    )
+    assert apps.security_group_selector_terms == (
+        SelectorTerm(id="sg-0123456789abcdef0"),
+        SelectorTerm(tags={"aws:eks:cluster-name": "prod"}),
+    )
+    assert (apps.role, apps.instance_profile) == ("prod-node-role", None)
+    assert apps.kubelet is not None and apps.kubelet.max_pods == 58
+    assert [(m.device_name, dict(m.ebs)) for m in apps.block_device_mappings] == [
+        (
+            "/dev/xvda",
+            {
+                "volumeSize": "120Gi",
+                "volumeType": "gp3",
+                "iops": 4000,
+                "throughput": 250,
+                "encrypted": True,
+                "deleteOnTermination": True,
+            },
+        )
+    ]
+    assert (apps.metadata_options.http_tokens, apps.metadata_options.http_put_response_hop_limit) == (
+        "required",
+        2,
+    )
+    assert apps.tags == {"cost-center": "1234"}  # the Cluster Autoscaler tags dropped
+    assert apps.user_data == "#!/bin/bash\nsysctl -w vm.max_map_count=262144\n"
+
+    jobs_pool: NodePoolSpec = specs[("NodePool", "jobs")]
+    assert jobs_pool.template.taints == (
+        Taint("dedicated", "NoSchedule", "jobs"),
+        Taint("example.com/batch", "NoExecute"),
+    )
+    jobs: EC2NodeClassSpec = specs[("EC2NodeClass", "jobs")]
+    assert jobs.ami_selector_terms == (SelectorTerm(alias="al2@latest"),)
+    assert jobs.subnet_selector_terms == (SelectorTerm(id="subnet-0cc00000000000003"),)
+    assert (jobs.role, jobs.instance_profile) == (None, "jobs-profile")
+    assert jobs.kubelet is not None
+    assert jobs.kubelet.cluster_dns == ("169.254.20.10",)
+    assert jobs.kubelet.kube_reserved == {"cpu": "300m", "memory": "300Mi", "ephemeral-storage": "1Gi"}
+    assert jobs.kubelet.eviction_hard == {"memory.available": "200Mi", "nodefs.available": "10%"}
+    assert jobs.metadata_options.http_put_response_hop_limit == 1  # disablePodIMDS
+    assert [dict(m.ebs)["volumeSize"] for m in jobs.block_device_mappings] == ["80Gi"]
+
+    system: EC2NodeClassSpec = specs[("EC2NodeClass", "system")]
+    assert system.ami_selector_terms == (SelectorTerm(alias="bottlerocket@latest"),)
+    assert [(m.device_name, dict(m.ebs)["volumeSize"]) for m in system.block_device_mappings] == [
+        ("/dev/xvda", "4Gi"),
+        ("/dev/xvdb", "50Gi"),
+    ]
+    # Every private subnet of the cluster: the group names no zone.
+    assert len(system.subnet_selector_terms) == 3
+
+    fields = {tuple(w.split(": ")[:2]) for w in result.warnings}
+    assert {
+        ("managedNodeGroups/apps", "ssh"),
+        ("managedNodeGroups/apps", "updateConfig"),
+        ("managedNodeGroups/apps", "minSize"),
+        ("managedNodeGroups/apps", "desiredCapacity"),
+        ("managedNodeGroups/apps", "tags.k8s.io/cluster-autoscaler/enabled"),
+        ("nodeGroups/jobs", "kubeletExtraConfig.featureGates"),
+        ("nodeGroups/jobs", "containerRuntime"),
+        ("nodeGroups/jobs", "asgSuspendProcesses"),
+        ("nodeGroups/system", "bottlerocket"),
+    } <= fields
+    # Fields that were converted are not warned about.
+    assert not {f for _, f in fields} & {"volumeSize", "labels", "taints", "maxPodsPerNode", "iam", "subnets"}
+
+
+def test_every_field_without_an_equivalent_is_one_warning_naming_group_and_field() -> None:
+    """types.go fields with no EC2NodeClass or NodePool place (ASG, SSH, update and placement
+    settings, anything unknown): one warning each, naming the group and the field."""
+    group = {
+        "name": "ng",
+        "instanceType": "m5.large",
+        "minSize": 1,
+        "desiredCapacity": 2,
+        "ssh": {"allow": True},
+        "updateConfig": {"maxUnavailable": 1},
+        "overrideBootstrapCommand": "#!/bin/bash\n/etc/eks/bootstrap.sh c1",
+        "placement": {"groupName": "pg"},
+        "futureField": 1,
+    }
+    result = convert([cluster(group, managed=False)])
+    named = [w.split(": ")[1] for w in result.warnings if w.startswith("nodeGroups/ng: ")]
+    for field in (
+        "minSize",
+        "desiredCapacity",
+        "ssh",
+        "updateConfig",
+        "overrideBootstrapCommand",
+        "placement",
+    ):
+        assert named.count(field) == 1, field
+    assert "nodeGroups/ng: futureField: has no equivalent; dropped" in result.warnings
+    loaded(result.documents)
+
+
+def test_without_subnet_ids_the_subnets_eksctl_created_are_selected_by_tag() -> None:
+    """pkg/cfn/builder/vpc_ipv4.go tags private subnets ``kubernetes.io/role/internal-elb`` (public:
+    ``kubernetes.io/role/elb``) and pkg/cfn/manager/api.go the stack ``alpha.eksctl.io/cluster-name``;
+    without a role ARN the class gets a placeholder role and a warning."""
+    result = convert([cluster({"name": "ng", "privateNetworking": True})])
+    nodeclass = loaded(result.documents)[("EC2NodeClass", "ng")]
+    assert nodeclass.subnet_selector_terms == (
+        SelectorTerm(tags={"alpha.eksctl.io/cluster-name": "c1", "kubernetes.io/role/internal-elb": "1"}),
+    )
+    assert nodeclass.role == "KarpenterNodeRole-c1"
+    assert any(w.startswith("managedNodeGroups/ng: subnets: no subnet ids") for w in result.warnings)
+    assert any(
+        w.startswith("managedNodeGroups/ng: iam: eksctl created this group's role") for w in result.warnings
+    )
+
+
+def test_families_windows_custom_and_lifetime() -> None:
+    """types.go ``NodeImageFamily*`` → Karpenter families (AL2, AL2023, Bottlerocket, Windows20xx with
+    ``kubernetes.io/os In [windows]``); a family Karpenter lacks (Ubuntu) is Custom with a warning;
+    ``maxInstanceLifetime`` (seconds) is ``expireAfter``; a custom ``ami`` id is an id term."""
+    windows = {"name": "win", "amiFamily": "WindowsServer2022CoreContainer", "maxInstanceLifetime": 604800}
+    custom = {"name": "ubuntu", "amiFamily": "Ubuntu2204", "ami": "ami-0123456789abcdef0"}
+    result = convert([cluster(windows, custom, managed=False)])
+    specs = loaded(result.documents)
+    win_pool: NodePoolSpec = specs[("NodePool", "win")]
+    assert requirement(win_pool, "kubernetes.io/os") == ("windows",)
+    assert win_pool.template.expire_after == "168h"
+    win: EC2NodeClassSpec = specs[("EC2NodeClass", "win")]
+    assert win.ami_selector_terms == (SelectorTerm(alias="windows2022@latest"),)
+    assert win.block_device_mappings[0].device_name == "/dev/sda1"
+    ubuntu: EC2NodeClassSpec = specs[("EC2NodeClass", "ubuntu")]
+    assert (ubuntu.ami_family, ubuntu.ami_selector_terms) == (
+        "Custom",
+        (SelectorTerm(id="ami-0123456789abcdef0"),),
+    )
+    assert any(
+        w.startswith("nodeGroups/ubuntu: amiFamily: Ubuntu2204 has no Karpenter family")
+        for w in result.warnings
+    )
+
+
+def test_pre_bootstrap_commands_outside_amazon_linux_are_a_warning() -> None:
+    """Karpenter merges a plain shell script into AL2 / AL2023 user data; Bottlerocket's is TOML
+    (launching-research.md §3.2), so the commands are not converted there."""
+    group = {"name": "br", "amiFamily": "Bottlerocket", "preBootstrapCommands": ["echo hi"]}
+    result = convert([cluster(group)])
+    nodeclass = loaded(result.documents)[("EC2NodeClass", "br")]
+    assert nodeclass.user_data is None
+    assert any(
+        w.startswith("managedNodeGroups/br: preBootstrapCommands: not converted for Bottlerocket")
+        for w in result.warnings
+    )
+
+
+def test_instance_selector_becomes_karpenter_requirements() -> None:
+    """types.go ``InstanceSelector`` (vCPUs, GPUs, CPU architecture) as Karpenter's well-known
+    ``karpenter.k8s.aws/instance-cpu``, ``instance-gpu-count`` and ``kubernetes.io/arch`` labels."""
+    group = {"name": "sel", "instanceSelector": {"vCPUs": 4, "gpus": 0, "cpuArchitecture": "arm64"}}
+    pool = loaded(convert([cluster(group)]).documents)[("NodePool", "sel")]
+    assert requirement(pool, "karpenter.k8s.aws/instance-cpu") == ("4",)
+    assert requirement(pool, "kubernetes.io/arch") == ("arm64",)
+    assert all(r.key != "karpenter.k8s.aws/instance-gpu-count" for r in pool.template.requirements)
+
+
+def test_other_documents_pass_through_beside_a_cluster_config() -> None:
+    """convert(): documents of other kinds are kept, in order, next to the converted node groups."""
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    result = convert([config_map, cluster({"name": "ng"})])
+    assert [d["kind"] for d in result.documents] == ["ConfigMap", "NodePool", "EC2NodeClass"]
