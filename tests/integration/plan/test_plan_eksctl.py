@@ -1,0 +1,123 @@
+"""eksctl node groups converted by ``kubespot convert`` load where users put them: created on kubesim
+through the chart's Karpenter CRDs, then read by ``kubespot plan`` (the cluster over HTTP, the catalog
+and prices from moto with kubespot's extensions), every converted NodePool valid and planned into with
+the types and capacity type its node group had.
+
+Semantics checked: the converted objects against Karpenter's v1 CRD schemas (kubesim serves the
+chart's copies) and Karpenter's provisioning rules (``pkg/controllers/provisioning/scheduling``: a
+NodePool's requirements narrow the types, its taints must be tolerated, its labels are the node's);
+the node groups' meaning from eksctl's ``pkg/apis/eksctl.io/v1alpha5/types.go``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+import yaml
+
+from kubespot import plan_cli
+from kubespot.scheduling.api.convert import convert
+from kubespot.sim.awssim import MotoServer
+from kubespot.sim.kubesim.app import KubeSim
+from kubespot.sim.kubesim.controllers import ControllerConfig
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+CRDS = ROOT / "deploy" / "helm" / "kubespot" / "crds"
+FIXTURES = ROOT / "tests" / "fixtures" / "eksctl"
+PLURALS = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses"}
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def converted() -> tuple[dict[str, Any], ...]:
+    return convert(d for p in sorted(FIXTURES.glob("*.yaml")) for d in docs(p)).documents
+
+
+@pytest.fixture
+async def cluster(aws_env: MotoServer, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[KubeSim]:
+    idle = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
+    async with KubeSim(controllers=idle) as sim, aiohttp.ClientSession(sim.url) as http:
+        for path in sorted(CRDS.glob("*.yaml")):
+            for crd in docs(path):
+                async with http.post(CRD_PATH, json=crd) as r:
+                    assert r.status == 201, await r.text()
+        for obj in converted():
+            async with http.post(f"/apis/{obj['apiVersion']}/{PLURALS[obj['kind']]}", json=obj) as r:
+                assert r.status == 201, (obj["metadata"]["name"], await r.text())
+        monkeypatch.setenv("KUBESPOT_KUBECONFIG", str(sim.kubeconfig_path))
+        monkeypatch.setenv("KUBESPOT_AWS_ENDPOINT_URL", aws_env.endpoint_url)
+        monkeypatch.setenv("KUBESPOT_AWS_REGION", aws_env.region)
+        yield sim
+
+
+def deployment(name: str, replicas: int, cpu: str, **pod_spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+                    **pod_spec,
+                },
+            },
+        },
+    }
+
+
+async def test_converted_node_groups_load_on_the_crds_and_plan(cluster: KubeSim, tmp_path: Path) -> None:
+    workloads = tmp_path / "workloads.yaml"
+    jobs_tolerations = [
+        {"key": "dedicated", "operator": "Equal", "value": "jobs", "effect": "NoSchedule"},
+        {"key": "example.com/batch", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    workloads.write_text(
+        yaml.safe_dump_all(
+            [
+                deployment("web", 6, "1"),
+                # Only the jobs group's nodes carry this label; they are tainted for these pods alone.
+                deployment("batch", 2, "4", nodeSelector={"workload": "jobs"}, tolerations=jobs_tolerations),
+            ]
+        )
+    )
+    parser = argparse.ArgumentParser()
+    plan_cli.add_arguments(parser)
+    out = io.StringIO()
+    code = await plan_cli.run(parser.parse_args(["--output", "json", "-f", str(workloads)]), out=out)
+    assert code == 0, out.getvalue()
+    result = orjson.loads(out.getvalue())
+
+    pools = {d["metadata"]["name"]: d for d in converted() if d["kind"] == "NodePool"}
+    assert len(pools) == 10
+    # Every converted pool read from the cluster is valid with a valid node class.
+    assert [p for p in result["nodepools"] if not p["valid"]] == []
+    assert result["unschedulable"] == []
+    planned = sorted(p for c in result["nodeclaims"] for p in c["pods"])
+    assert len(planned) == 8
+    for claim in result["nodeclaims"]:
+        requirements = {
+            r["key"]: r["values"]
+            for r in pools[claim["nodepool"]]["spec"]["template"]["spec"]["requirements"]
+        }
+        assert set(claim["instance_types"]) <= set(requirements["node.kubernetes.io/instance-type"]), claim
+        assert claim["capacity_type"] in requirements["karpenter.sh/capacity-type"], claim
+    batch = [c for c in result["nodeclaims"] if any(p.startswith("default/batch-") for p in c["pods"])]
+    assert {c["nodepool"] for c in batch} == {"jobs"}
+    assert {t for c in batch for t in c["instance_types"]} == {"c5.4xlarge"}
+    assert {c["capacity_type"] for c in batch} == {"on-demand"}
