@@ -29,7 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "drain": ("kubespot.drain_cli", "deadline-aware drain of one node, like kubectl drain"),
     "convert": (
         "kubespot.convert_cli",
-        "old Karpenter manifests (Provisioner, AWSNodeTemplate, v1beta1) to v1 YAML",
+        "old Karpenter manifests (Provisioner, AWSNodeTemplate, v1beta1) and eksctl node groups to v1 YAML",
     ),
     "plan": ("kubespot.plan_cli", "what the provisioner would launch for the pending pods, and its cost"),
     "sandbox": ("kubespot.sandbox.command", "a simulated cluster with real agents under interruptions"),

@@ -1,6 +1,7 @@
 """``kubespot convert FILE...``: old Karpenter manifests (v1alpha5 Provisioner, v1alpha1
-AWSNodeTemplate, v1beta1 NodePool/EC2NodeClass) as v1 YAML on stdout, one warning per field without
-a v1 equivalent on stderr.
+AWSNodeTemplate, v1beta1 NodePool/EC2NodeClass) and eksctl ClusterConfig files (each node group a
+NodePool, each distinct node configuration an EC2NodeClass) as v1 YAML on stdout, one warning per
+field without a v1 equivalent on stderr.
 
 Exit 0 when every file was converted (warnings or not); 1, with nothing on stdout, when a file cannot
 be read or is not YAML. The conversion itself is ``scheduling.api.convert`` (pure).
@@ -18,7 +19,10 @@ from .scheduling.api.convert import convert
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "files", metavar="FILE", nargs="+", help="YAML manifests to convert ('-' reads stdin)"
+        "files",
+        metavar="FILE",
+        nargs="+",
+        help="YAML to convert: old Karpenter manifests or eksctl ClusterConfig files ('-' reads stdin)",
     )
 
 

@@ -100,7 +100,7 @@ def test_managed_spot_groups_from_the_eksctl_docs_round_trip() -> None:
     assert all(SPLIT not in d["metadata"].get("annotations", {}) for d in result.documents)
     assert (
         "managedNodeGroups/spot-web: minSize: has no equivalent; dropped (no minimum: nodes are launched "
-        "for pending pods only (keep a small node group for a floor))" in result.warnings
+        "for pending pods only; keep a small node group for a floor)" in result.warnings
     )
     assert any(w.startswith("managedNodeGroups/spot-web: desiredCapacity: ") for w in result.warnings)
     assert any(w.startswith("managedNodeGroups/spot-default: amiFamily: unset") for w in result.warnings)

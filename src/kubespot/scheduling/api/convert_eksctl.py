@@ -64,7 +64,7 @@ _RESTRICTED_TAGS = (
 _POD_TARGETS = "register pods (AWS Load Balancer Controller, IP targets) instead of instances"
 #: Fields with no equivalent, and why (the rest get a generic message).
 _NO_EQUIVALENT = {
-    "minSize": "no minimum: nodes are launched for pending pods only (keep a small node group for a floor)",
+    "minSize": "no minimum: nodes are launched for pending pods only; keep a small node group for a floor",
     "desiredCapacity": "nodes are launched for pending pods, not to a count",
     "ssh": "an EC2NodeClass has no key pair: use SSM Session Manager, or add the key in userData",
     "updateConfig": "node replacement follows the NodePool's disruption budgets (spec.disruption.budgets)",
