@@ -91,6 +91,26 @@ def instance_type_info(raw: Mapping[str, Any]) -> InstanceTypeInfo:
     )
 
 
+async def describe_types(clients: AwsClients, names: Iterable[str]) -> dict[str, InstanceTypeInfo]:
+    """The named instance types as EC2 describes them (``kubespot convert --instance-sizes``). A filter,
+    not ``InstanceTypes``: a name EC2 does not know is left out instead of failing the call."""
+    wanted = sorted(set(names))
+    out: dict[str, InstanceTypeInfo] = {}
+    for start in range(0, len(wanted), _TYPES_PAGE):
+        chunk = wanted[start : start + _TYPES_PAGE]
+        request: dict[str, Any] = {"Filters": [{"Name": "instance-type", "Values": chunk}]}
+        while True:
+            page = await clients.call("ec2", "DescribeInstanceTypes", **request)
+            for raw in page.get("InstanceTypes") or []:
+                info = instance_type_info(raw)
+                out[info.name] = info
+            token = page.get("NextToken")
+            if not token:
+                break
+            request["NextToken"] = token
+    return out
+
+
 class Catalog:
     """Instance types, zonal offerings and prices of one region, kept in memory and refreshed."""
 

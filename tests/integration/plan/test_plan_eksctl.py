@@ -22,7 +22,7 @@ import orjson
 import pytest
 import yaml
 
-from kubespot import plan_cli
+from kubespot import convert_cli, plan_cli
 from kubespot.scheduling.api.convert import convert
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.app import KubeSim
@@ -121,3 +121,32 @@ async def test_converted_node_groups_load_on_the_crds_and_plan(cluster: KubeSim,
     assert {c["nodepool"] for c in batch} == {"jobs"}
     assert {t for c in batch for t in c["instance_types"]} == {"c5.4xlarge"}
     assert {c["capacity_type"] for c in batch} == {"on-demand"}
+
+
+def test_convert_reads_instance_sizes_from_ec2_for_cpu_and_memory_limits(
+    aws_env: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``kubespot convert --instance-sizes``: DescribeInstanceTypes (filtered by name, through moto)
+    gives each group's largest type, so ``maxSize`` also becomes cpu and memory limits (an estimate,
+    as Karpenter before v1.11 counts no ``nodes``); the command line's exit 1 without a region."""
+    monkeypatch.setenv("KUBESPOT_AWS_ENDPOINT_URL", aws_env.endpoint_url)
+    monkeypatch.setenv("KUBESPOT_AWS_REGION", aws_env.region)
+    out, err = io.StringIO(), io.StringIO()
+    code = convert_cli.run([str(FIXTURES / "spot-managed.yaml")], out=out, err=err, instance_sizes=True)
+    assert code == 0, err.getvalue()
+    pools = {d["metadata"]["name"]: d for d in yaml.safe_load_all(out.getvalue()) if d["kind"] == "NodePool"}
+    # spot-web: 20 nodes of c5/c5a/c6i.large (2 vCPUs, 4 GiB) and m5.large (2 vCPUs, 8 GiB).
+    assert pools["spot-web"]["spec"]["limits"] == {"nodes": "20", "cpu": "40", "memory": "160Gi"}
+    # on-demand: 4 nodes of m5.xlarge / m6i.xlarge (4 vCPUs, 16 GiB).
+    assert pools["on-demand"]["spec"]["limits"] == {"nodes": "4", "cpu": "16", "memory": "64Gi"}
+    assert "warning: managedNodeGroups/spot-web: maxSize: limits cpu 40 and memory 160Gi are an estimate" in (
+        err.getvalue()
+    )
+
+    monkeypatch.delenv("KUBESPOT_AWS_REGION")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    code = convert_cli.run([str(FIXTURES / "spot-managed.yaml")], out=out, err=err, instance_sizes=True)
+    assert (code, out.getvalue()) == (1, "")
+    assert err.getvalue().startswith("error: cannot read the instance types: ")

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from kubespot.model.capacity import InstanceTypeInfo
 from kubespot.scheduling.api.convert import convert
 from kubespot.scheduling.api.load import load
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec, SelectorTerm
@@ -322,3 +323,26 @@ def test_other_documents_pass_through_beside_a_cluster_config() -> None:
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
     result = convert([config_map, cluster({"name": "ng"})])
     assert [d["kind"] for d in result.documents] == ["ConfigMap", "NodePool", "EC2NodeClass"]
+
+
+def test_max_size_with_known_type_sizes_adds_estimated_cpu_and_memory_limits() -> None:
+    """Karpenter's ``limits`` (v1 ``nodepool.go``): ``nodes`` is exact but counted only from v1.11
+    (kubernetes-sigs/karpenter PR #2526, ``statenode.go`` ``Capacity``); ``cpu`` / ``memory`` are
+    ``maxSize`` times the largest type, by vCPUs and by memory apart, with a warning that they are
+    an estimate. A type of unknown size writes neither."""
+    sizes = {
+        "m5.large": InstanceTypeInfo("m5.large", vcpus=2, memory_mib=8192, architecture="x86_64"),
+        "c5.xlarge": InstanceTypeInfo("c5.xlarge", vcpus=4, memory_mib=8192, architecture="x86_64"),
+        "r5.large": InstanceTypeInfo("r5.large", vcpus=2, memory_mib=16384, architecture="x86_64"),
+    }
+    mixed = {"name": "mixed", "instanceTypes": ["m5.large", "c5.xlarge", "r5.large"], "maxSize": 10}
+    unknown = {"name": "unknown", "instanceTypes": ["m5.large", "x9.huge"], "maxSize": 3}
+    result = convert([cluster(mixed, unknown)], sizes=sizes)
+    specs = loaded(result.documents)
+    assert specs[("NodePool", "mixed")].limits == {"nodes": "10", "cpu": "40", "memory": "160Gi"}
+    assert specs[("NodePool", "unknown")].limits == {"nodes": "3"}
+    assert (
+        "managedNodeGroups/mixed: maxSize: limits cpu 40 and memory 160Gi are an estimate (10 of the "
+        "largest type); limits.nodes is exact" in result.warnings
+    )
+    assert not any(w.startswith("managedNodeGroups/unknown: maxSize") for w in result.warnings)

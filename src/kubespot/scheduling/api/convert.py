@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...model.capacity import InstanceTypeInfo
 from ..labels import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, OS
 
 Obj = dict[str, Any]
@@ -110,7 +111,8 @@ def _mapping(value: Any) -> Obj:
 
 
 class _Converter:
-    def __init__(self) -> None:
+    def __init__(self, sizes: Mapping[str, InstanceTypeInfo] | None = None) -> None:
+        self.sizes = sizes
         self.out: list[Obj] = []
         self.warnings: list[str] = []
         #: EC2NodeClass name → the converted document (to receive a pool's kubelet block).
@@ -144,7 +146,7 @@ class _Converter:
             # Imported here: the eksctl module reuses this one's helpers.
             from .convert_eksctl import convert_cluster_config
 
-            for converted in convert_cluster_config(doc, self.warn):
+            for converted in convert_cluster_config(doc, self.warn, self.sizes):
                 self.out.append(converted)
                 if converted["kind"] == "EC2NodeClass":
                     self.classes[_name(converted)] = converted
@@ -473,10 +475,11 @@ def _v1_nodepool(name: str, doc: Mapping[str, Any], spec: Obj) -> Obj:
     }
 
 
-def convert(documents: Iterable[Any]) -> Conversion:
-    """Every document converted to v1 where it is an old Karpenter kind, in input order (an inline
-    provider's EC2NodeClass right after its NodePool)."""
-    converter = _Converter()
+def convert(documents: Iterable[Any], *, sizes: Mapping[str, InstanceTypeInfo] | None = None) -> Conversion:
+    """Every document converted to v1 where it is an old Karpenter kind or an eksctl ClusterConfig, in
+    input order (an inline provider's EC2NodeClass right after its NodePool). ``sizes`` (instance
+    type → EC2's facts) lets eksctl node groups' ``maxSize`` become cpu and memory limits too."""
+    converter = _Converter(sizes)
     for doc in documents:
         converter.add(doc)
     return converter.finish()

@@ -10,7 +10,9 @@ launches what its group launched:
   Karpenter-style pools do better with a wider choice; an ASG ``instancesDistribution`` gives both
   capacity types and its on-demand base and percentage as the ``kubespot.io/capacity-split`` annotation
   (docs/designs/launching.md §6; eksctl's defaults: base 0, percentage 100, i.e. all on-demand);
-- ``maxSize`` is the pool's ``limits.nodes`` (exact, in nodes as the ASG counts);
+- ``maxSize`` is the pool's ``limits.nodes`` (exact, in nodes as the ASG counts; Karpenter counts
+  nodes from v1.11, core PR #2526), and, when the types' sizes are given, ``cpu`` and ``memory``
+  limits of ``maxSize`` times the largest type, an estimate (older Karpenter releases ignore ``nodes``);
 - the root volume keeps eksctl's default (80 GiB gp3), where Karpenter's own default is 20 GiB;
 - IMDS: tokens required unless ``disableIMDSv1: false``, hop limit 2 unless ``disablePodIMDS`` (eksctl's
   launch template), where Karpenter's default hop limit is 1;
@@ -26,6 +28,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ...model.capacity import InstanceTypeInfo
 from ..labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, OS, SPOT, ZONE
 from .convert import KUBELET_FIELDS, duration
 
@@ -119,7 +122,8 @@ def _tail(arn: str) -> str:
 
 
 class _ClusterConfig:
-    def __init__(self, doc: Mapping[str, Any], warn: Warn) -> None:
+    def __init__(self, doc: Mapping[str, Any], warn: Warn, sizes: Mapping[str, InstanceTypeInfo]) -> None:
+        self.sizes = sizes
         self.cluster = str(_mapping(doc.get("metadata")).get("name") or "")
         self.warn = warn
         self.vpc_subnets = _mapping(_mapping(doc.get("vpc")).get("subnets"))
@@ -145,6 +149,7 @@ class _ClusterConfig:
         name = str(ng.get("name") or "")
         family, alias, os_name = self.family(who, ng)
         requirements, annotations = self.capacity(who, ng, managed=managed)
+        types = list(requirements[0]["values"])
         if os_name == "windows":
             requirements.append({"key": OS, "operator": "In", "values": ["windows"]})
         zones = _strings(ng.get("availabilityZones"))
@@ -171,7 +176,7 @@ class _ClusterConfig:
             "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "10m"},
         }
         if isinstance(ng.get("maxSize"), int):
-            spec["limits"] = {"nodes": str(ng["maxSize"])}
+            spec["limits"] = {"nodes": str(ng["maxSize"]), **self.size_limits(who, ng["maxSize"], types)}
         meta: Obj = {"name": name}
         if annotations:
             meta["annotations"] = annotations
@@ -192,6 +197,22 @@ class _ClusterConfig:
                 self.warn(who, key, f"has no equivalent; dropped ({_NO_EQUIVALENT[key]})")
             else:
                 self.warn(who, key, "has no equivalent; dropped")
+
+    def size_limits(self, who: str, max_size: int, types: list[str]) -> dict[str, str]:
+        """``maxSize`` nodes of the group's largest type (by vCPUs and by memory, apart), as the
+        ``cpu`` and ``memory`` limits; nothing unless every type's size is known."""
+        known = [self.sizes[t] for t in types if t in self.sizes]
+        if not known or len(known) != len(types):
+            return {}
+        cpu = max_size * max(t.vcpus for t in known)
+        memory = max_size * max(t.memory_mib for t in known)
+        self.warn(
+            who,
+            "maxSize",
+            f"limits cpu {cpu} and memory {_mebibytes(memory)} are an estimate ({max_size} of the "
+            "largest type); limits.nodes is exact",
+        )
+        return {"cpu": str(cpu), "memory": _mebibytes(memory)}
 
     def class_name(self, group: str, nodeclass: Obj) -> str:
         key = json.dumps(nodeclass, sort_keys=True)
@@ -504,7 +525,28 @@ class _ClusterConfig:
         return ""
 
 
-def convert_cluster_config(doc: Mapping[str, Any], warn: Warn) -> list[Obj]:
+def _mebibytes(mib: int) -> str:
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def instance_types_of(doc: Mapping[str, Any]) -> set[str]:
+    """Every instance type a ClusterConfig's node groups name (the default when they name none)."""
+    out: set[str] = set()
+    for section in ("nodeGroups", "managedNodeGroups"):
+        for group in doc.get(section) or []:
+            group = _mapping(group)
+            named = _strings(group.get("instanceTypes")) + _strings(
+                _mapping(group.get("instancesDistribution")).get("instanceTypes")
+            )
+            single = str(group.get("instanceType") or "")
+            out.update(named or [single if single and single != "mixed" else DEFAULT_INSTANCE_TYPE])
+    return out
+
+
+def convert_cluster_config(
+    doc: Mapping[str, Any], warn: Warn, sizes: Mapping[str, InstanceTypeInfo] | None = None
+) -> list[Obj]:
     """The NodePools and EC2NodeClasses of one ClusterConfig's node groups, in file order (each
-    EC2NodeClass right after the first NodePool that uses it)."""
-    return _ClusterConfig(doc, warn).convert(doc)
+    EC2NodeClass right after the first NodePool that uses it). ``sizes`` (instance type → EC2's
+    facts) adds estimated ``cpu`` / ``memory`` limits."""
+    return _ClusterConfig(doc, warn, sizes or {}).convert(doc)
