@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from kubespot.model.capacity import InstanceTypeInfo
+from kubespot.aws.userdata import ClusterInfo, render_user_data
+from kubespot.model.capacity import AMIFamily, InstanceTypeInfo
 from kubespot.scheduling.api.convert import convert
 from kubespot.scheduling.api.load import load
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec, SelectorTerm
@@ -346,3 +347,21 @@ def test_max_size_with_known_type_sizes_adds_estimated_cpu_and_memory_limits() -
         "largest type); limits.nodes is exact" in result.warnings
     )
     assert not any(w.startswith("managedNodeGroups/unknown: maxSize") for w in result.warnings)
+
+
+def test_pre_bootstrap_commands_run_before_the_generated_bootstrap() -> None:
+    """The shell script written from ``preBootstrapCommands`` goes into the user data kubespot renders
+    (aws/userdata.py ``render_user_data``): AL2023 as a ``text/x-shellscript`` part before the
+    generated NodeConfig, AL2 as a part before ``bootstrap.sh`` (Karpenter ``bootstrap/nodeadm.go``
+    ``Nodeadm.Script``, ``eksbootstrap.go`` ``EKS.Script``), as eksctl runs them before bootstrapping."""
+    commands = ["sysctl -w vm.max_map_count=262144"]
+    for eksctl_family, family, generated in (
+        ("AmazonLinux2023", AMIFamily.AL2023, "kind: NodeConfig"),
+        ("AmazonLinux2", AMIFamily.AL2, "/etc/eks/bootstrap.sh"),
+    ):
+        group = {"name": "ng", "amiFamily": eksctl_family, "preBootstrapCommands": commands}
+        nodeclass = loaded(convert([cluster(group)]).documents)[("EC2NodeClass", "ng")]
+        cluster_info = ClusterInfo("c1", "https://api.example", "", "10.100.0.0/16", "10.100.0.10")
+        text = render_user_data(family, nodeclass.user_data, cluster_info, nodeclass.kubelet, {}, (), 110)
+        assert "text/x-shellscript" in text, family
+        assert text.index(commands[0]) < text.index(generated), family
