@@ -121,7 +121,28 @@ def _tail(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
 
 
+def _taints(value: Any) -> list[Obj]:
+    """eksctl's taints: a list of ``{key, value, effect}``, or the older map ``key: value:Effect``
+    (``key: :Effect`` without a value; ``types.go`` ``taintsWrapper``)."""
+    out: list[Obj] = []
+    if isinstance(value, Mapping):
+        for key, text in value.items():
+            parts = str(text).split(":")
+            taint_value, effect = (parts[0], parts[1]) if len(parts) == 2 else ("", parts[0])
+            out.append({"key": str(key), "value": taint_value, "effect": effect})
+    elif isinstance(value, list):
+        for item in value:
+            item = _mapping(item)
+            out.append({k: str(item[k]) for k in ("key", "value", "effect") if item.get(k) is not None})
+    for taint in out:
+        if not taint.get("value"):
+            taint.pop("value", None)
+    return out
+
+
 class _ClusterConfig:
+    """One ClusterConfig's conversion: its node groups in order, the node classes met so far."""
+
     def __init__(self, doc: Mapping[str, Any], warn: Warn, sizes: Mapping[str, InstanceTypeInfo]) -> None:
         self.sizes = sizes
         self.cluster = str(_mapping(doc.get("metadata")).get("name") or "")
@@ -149,7 +170,7 @@ class _ClusterConfig:
         name = str(ng.get("name") or "")
         family, alias, os_name = self.family(who, ng)
         requirements, annotations = self.capacity(who, ng, managed=managed)
-        types = list(requirements[0]["values"])
+        types = list(requirements[0]["values"])  # the instance-type requirement comes first
         if os_name == "windows":
             requirements.append({"key": OS, "operator": "In", "values": ["windows"]})
         zones = _strings(ng.get("availabilityZones"))
@@ -157,7 +178,7 @@ class _ClusterConfig:
             requirements.append({"key": ZONE, "operator": "In", "values": zones})
         requirements += self.selector_requirements(who, _mapping(ng.get("instanceSelector")))
         tspec: Obj = {"requirements": requirements}
-        taints = self.taints(who, ng.get("taints"))
+        taints = _taints(ng.get("taints"))
         if taints:
             tspec["taints"] = taints
         nodeclass = self.nodeclass(who, ng, family, alias, zones)
@@ -325,24 +346,6 @@ class _ClusterConfig:
                 "instanceSelector.memory",
                 "not converted: add a karpenter.k8s.aws/instance-memory requirement",
             )
-        return out
-
-    def taints(self, who: str, value: Any) -> list[Obj]:
-        """eksctl's taints: a list of ``{key, value, effect}``, or the older map ``key: value:Effect``
-        (``key: :Effect`` without a value; ``types.go`` ``taintsWrapper``)."""
-        out: list[Obj] = []
-        if isinstance(value, Mapping):
-            for key, text in value.items():
-                parts = str(text).split(":")
-                taint_value, effect = (parts[0], parts[1]) if len(parts) == 2 else ("", parts[0])
-                out.append({"key": str(key), "value": taint_value, "effect": effect})
-        elif isinstance(value, list):
-            for item in value:
-                item = _mapping(item)
-                out.append({k: str(item[k]) for k in ("key", "value", "effect") if item.get(k) is not None})
-        for taint in out:
-            if not taint.get("value"):
-                taint.pop("value", None)
         return out
 
     # --- the node class -------------------------------------------------------------------------
