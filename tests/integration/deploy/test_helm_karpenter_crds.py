@@ -14,7 +14,6 @@ scope, subresources and defaults.
 from __future__ import annotations
 
 import functools
-import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -32,6 +31,7 @@ from kubespot.scheduling.api.nodepool import DEFAULT_BUDGETS, DEFAULT_CONSOLIDAT
 from kubespot.scheduling.api.template import DEFAULT_EXPIRE_AFTER
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
+from support.crd_schema import crd_schema, schema_problems
 
 Obj = dict[str, Any]
 CRDS = CHART / "crds"
@@ -53,64 +53,7 @@ def examples() -> list[Obj]:
 
 
 def schema_of(kind: str) -> Obj:
-    crd = next(c for c in crds() if c["spec"]["names"]["kind"] == kind)
-    schema: Obj = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return schema
-
-
-def schema_problems(value: Any, schema: Obj, path: str = "") -> list[str]:
-    """What a structural schema refuses or prunes in ``value`` (types, enums, patterns, bounds,
-    required and undeclared fields). CEL rules are not evaluated here; the pure validator's table
-    tests hold the same rules."""
-    if schema.get("x-kubernetes-int-or-string"):
-        ok = isinstance(value, int | str) and not isinstance(value, bool)
-        if ok and isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
-            return [f"{path}: {value!r} does not match {schema['pattern']}"]
-        return [] if ok else [f"{path}: expected an integer or a string"]
-    kind = schema.get("type")
-    if kind == "object":
-        if not isinstance(value, dict):
-            return [f"{path}: expected an object"]
-        out = [f"{path}.{r}: required" for r in schema.get("required", []) if r not in value]
-        props, extra = schema.get("properties", {}), schema.get("additionalProperties")
-        if len(value) > schema.get("maxProperties", len(value)):
-            out.append(f"{path}: more than {schema['maxProperties']} entries")
-        for key, item in value.items():
-            if key in props:
-                out += schema_problems(item, props[key], f"{path}.{key}")
-            elif isinstance(extra, dict):
-                out += schema_problems(item, extra, f"{path}.{key}")
-            elif not schema.get("x-kubernetes-preserve-unknown-fields") and path != ".metadata":
-                out.append(f"{path}.{key}: not declared, a real API server would prune it")
-        return out
-    if kind == "array":
-        if not isinstance(value, list):
-            return [f"{path}: expected a list"]
-        out = [] if len(value) <= schema.get("maxItems", len(value)) else [f"{path}: too many items"]
-        if len(value) < schema.get("minItems", 0):
-            out.append(f"{path}: too few items")
-        for i, item in enumerate(value):
-            out += schema_problems(item, schema.get("items", {}), f"{path}[{i}]")
-        return out
-    if kind == "string":
-        if not isinstance(value, str):
-            return [f"{path}: expected a string"]
-        if "enum" in schema and value not in schema["enum"]:
-            return [f"{path}: {value!r} not in {schema['enum']}"]
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            return [f"{path}: {value!r} does not match {schema['pattern']}"]
-        if len(value) > schema.get("maxLength", len(value)):
-            return [f"{path}: longer than {schema['maxLength']}"]
-        return []
-    if kind == "integer":
-        if not isinstance(value, int) or isinstance(value, bool):
-            return [f"{path}: expected an integer"]
-        if not schema.get("minimum", value) <= value <= schema.get("maximum", value):
-            return [f"{path}: {value} out of bounds"]
-        return []
-    if kind == "boolean":
-        return [] if isinstance(value, bool) else [f"{path}: expected a boolean"]
-    return []
+    return crd_schema(kind, crds())
 
 
 def test_crds_are_generated_and_up_to_date() -> None:

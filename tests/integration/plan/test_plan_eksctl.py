@@ -1,10 +1,9 @@
-"""eksctl node groups converted by ``kubespot convert`` load where users put them: created on kubesim
-through the chart's Karpenter CRDs, then read by ``kubespot plan`` (the cluster over HTTP, the catalog
-and prices from moto with kubespot's extensions), every converted NodePool valid and planned into with
-the types and capacity type its node group had.
+"""eksctl node groups converted by ``kubespot convert`` load where users put them: read by ``kubespot
+plan -f`` (the catalog and prices from moto with kubespot's extensions), every converted NodePool
+valid and planned into with the types and capacity type its node group had. (Their fit to the
+chart's CRD schemas is checked in tests/unit/scheduling/test_sched_convert_eksctl.py.)
 
-Semantics checked: the converted objects against Karpenter's v1 CRD schemas (kubesim serves the
-chart's copies) and Karpenter's provisioning rules (``pkg/controllers/provisioning/scheduling``: a
+Semantics checked: Karpenter's provisioning rules (``pkg/controllers/provisioning/scheduling``: a
 NodePool's requirements narrow the types, its taints must be tolerated, its labels are the node's);
 the node groups' meaning from eksctl's ``pkg/apis/eksctl.io/v1alpha5/types.go``.
 """
@@ -13,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import io
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 import yaml
@@ -25,16 +22,11 @@ import yaml
 from kubespot import convert_cli, plan_cli
 from kubespot.scheduling.api.convert import convert
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.kubesim.app import KubeSim
-from kubespot.sim.kubesim.controllers import ControllerConfig
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
-CRDS = ROOT / "deploy" / "helm" / "kubespot" / "crds"
 FIXTURES = ROOT / "tests" / "fixtures" / "eksctl"
-PLURALS = {"NodePool": "nodepools", "EC2NodeClass": "ec2nodeclasses"}
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def docs(path: Path) -> list[dict[str, Any]]:
@@ -43,23 +35,6 @@ def docs(path: Path) -> list[dict[str, Any]]:
 
 def converted() -> tuple[dict[str, Any], ...]:
     return convert(d for p in sorted(FIXTURES.glob("*.yaml")) for d in docs(p)).documents
-
-
-@pytest.fixture
-async def cluster(aws_env: MotoServer, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[KubeSim]:
-    idle = ControllerConfig(scheduler=False, kubelet=False, workloads=False)
-    async with KubeSim(controllers=idle) as sim, aiohttp.ClientSession(sim.url) as http:
-        for path in sorted(CRDS.glob("*.yaml")):
-            for crd in docs(path):
-                async with http.post(CRD_PATH, json=crd) as r:
-                    assert r.status == 201, await r.text()
-        for obj in converted():
-            async with http.post(f"/apis/{obj['apiVersion']}/{PLURALS[obj['kind']]}", json=obj) as r:
-                assert r.status == 201, (obj["metadata"]["name"], await r.text())
-        monkeypatch.setenv("KUBESPOT_KUBECONFIG", str(sim.kubeconfig_path))
-        monkeypatch.setenv("KUBESPOT_AWS_ENDPOINT_URL", aws_env.endpoint_url)
-        monkeypatch.setenv("KUBESPOT_AWS_REGION", aws_env.region)
-        yield sim
 
 
 def deployment(name: str, replicas: int, cpu: str, **pod_spec: Any) -> dict[str, Any]:
@@ -81,7 +56,17 @@ def deployment(name: str, replicas: int, cpu: str, **pod_spec: Any) -> dict[str,
     }
 
 
-async def test_converted_node_groups_load_on_the_crds_and_plan(cluster: KubeSim, tmp_path: Path) -> None:
+async def test_plan_loads_the_converted_file_and_plans_into_its_pools(
+    aws_env: MotoServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The page's preview: ``kubespot convert cluster.yaml > nodepools.yaml``, then ``kubespot plan
+    --no-cluster -f nodepools.yaml -f workloads.yaml`` over the catalog and prices from moto."""
+    monkeypatch.setenv("KUBESPOT_AWS_ENDPOINT_URL", aws_env.endpoint_url)
+    monkeypatch.setenv("KUBESPOT_AWS_REGION", aws_env.region)
+    nodepools = tmp_path / "nodepools.yaml"
+    out, err = io.StringIO(), io.StringIO()
+    assert convert_cli.run([str(p) for p in sorted(FIXTURES.glob("*.yaml"))], out=out, err=err) == 0
+    nodepools.write_text(out.getvalue())
     workloads = tmp_path / "workloads.yaml"
     jobs_tolerations = [
         {"key": "dedicated", "operator": "Equal", "value": "jobs", "effect": "NoSchedule"},
@@ -99,13 +84,14 @@ async def test_converted_node_groups_load_on_the_crds_and_plan(cluster: KubeSim,
     parser = argparse.ArgumentParser()
     plan_cli.add_arguments(parser)
     out = io.StringIO()
-    code = await plan_cli.run(parser.parse_args(["--output", "json", "-f", str(workloads)]), out=out)
+    argv = ["--no-cluster", "--output", "json", "-f", str(nodepools), "-f", str(workloads)]
+    code = await plan_cli.run(parser.parse_args(argv), out=out)
     assert code == 0, out.getvalue()
     result = orjson.loads(out.getvalue())
 
     pools = {d["metadata"]["name"]: d for d in converted() if d["kind"] == "NodePool"}
     assert len(pools) == 10
-    # Every converted pool read from the cluster is valid with a valid node class.
+    # Every converted pool read from the file is valid with a valid node class.
     assert [p for p in result["nodepools"] if not p["valid"]] == []
     assert result["unschedulable"] == []
     planned = sorted(p for c in result["nodeclaims"] for p in c["pods"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from kubespot.aws.userdata import ClusterInfo, render_user_data
@@ -27,6 +28,7 @@ from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec, SelectorTerm
 from kubespot.scheduling.api.nodepool import NodePoolSpec
 from kubespot.scheduling.api.template import RequirementSpec
 from kubespot.scheduling.taints import Taint
+from support.crd_schema import crd_schema, schema_problems
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "eksctl"
 SPLIT = "kubespot.io/capacity-split"
@@ -365,3 +367,12 @@ def test_pre_bootstrap_commands_run_before_the_generated_bootstrap() -> None:
         text = render_user_data(family, nodeclass.user_data, cluster_info, nodeclass.kubelet, {}, (), 110)
         assert "text/x-shellscript" in text, family
         assert text.index(commands[0]) < text.index(generated), family
+
+
+@pytest.mark.parametrize("name", ["production.yaml", "spot-managed.yaml", "spot-self-managed.yaml"])
+def test_converted_objects_fit_the_charts_crd_schemas(name: str) -> None:
+    """Karpenter's v1 CRDs as the chart ships them (``karpenter.sh_nodepools.yaml``,
+    ``karpenter.k8s.aws_ec2nodeclasses.yaml``): nothing a real API server would refuse or prune
+    (apiextensions-apiserver structural schemas and pruning)."""
+    for doc in convert(fixture(name)).documents:
+        assert schema_problems(doc, crd_schema(doc["kind"])) == [], doc["metadata"]["name"]
