@@ -99,3 +99,23 @@ def test_exit_codes_of_the_installed_command() -> None:
     )
     assert missing.returncode == 1 and missing.stdout == ""
     assert "cannot read /nonexistent/x.yaml" in missing.stderr
+
+
+def test_an_eksctl_cluster_config_through_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``kubespot convert`` on an eksctl ClusterConfig (eksctl-io/eksctl ``types.go``; the mapping is
+    tested in tests/unit/scheduling/test_sched_convert_eksctl.py): NodePools and one shared
+    EC2NodeClass on stdout, warnings naming the node group and field on stderr, exit 0, no AWS call
+    without ``--instance-sizes``."""
+    path = ROOT / "tests" / "fixtures" / "eksctl" / "spot-managed.yaml"
+    assert main(["convert", str(path)]) == 0
+    out, err = capsys.readouterr()
+    documents = list(yaml.safe_load_all(out))
+    assert [(d["kind"], d["metadata"]["name"]) for d in documents] == [
+        ("NodePool", "spot-web"),
+        ("EC2NodeClass", "spot-web"),
+        ("NodePool", "spot-default"),
+        ("NodePool", "on-demand"),
+    ]
+    assert all(load(d).valid for d in documents)
+    assert "warning: managedNodeGroups/spot-web: desiredCapacity: has no equivalent; dropped" in err
+    assert all(line.startswith("warning: managedNodeGroups/") for line in err.splitlines())
