@@ -51,3 +51,13 @@ def units(value: str | int | float) -> int:
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+
+
+def quantity_text(name: str, amount: int) -> str:
+    """A count back to a quantity string: CPU millicores as ``2`` or ``1500m``, memory and storage
+    bytes as ``Mi`` when whole, anything else as the integer."""
+    if name == "cpu":
+        return f"{amount}m" if amount % 1000 else str(amount // 1000)
+    if name in ("memory", "ephemeral-storage") and amount % MIB == 0:
+        return f"{amount // MIB}Mi"
+    return str(amount)

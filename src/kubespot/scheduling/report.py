@@ -16,20 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubespot.model.quantity import quantity_text
+
 from .api.conditions import Condition
 from .explain import GroupStory
 from .simulate import Plan, PlannedClaim
 
-_CPU = "cpu"
-_MIB = 1024 * 1024
 
 
 def _quantity(name: str, amount: int) -> str:
-    if name == _CPU:
-        return f"{amount}m" if amount % 1000 else str(amount // 1000)
-    if name in ("memory", "ephemeral-storage") and amount % _MIB == 0:
-        return f"{amount // _MIB}Mi"
-    return str(amount)
+    return quantity_text(name, amount)
 
 
 def plan_json(plan: Plan, pools: Mapping[str, Condition] | None = None) -> dict[str, Any]:

@@ -1,0 +1,95 @@
+"""Which pods the provisioner finds capacity for, and the watch that tells the batcher about them.
+
+``is_provisionable`` is Karpenter's ``IsProvisionable`` (kubernetes-sigs/karpenter
+``pkg/utils/pod/scheduling.go``): not bound to a node, not preempting (no
+``status.nominatedNodeName``: kube-scheduler already freed room for it), marked
+``PodScheduled=False`` reason ``Unschedulable`` by kube-scheduler, not a DaemonSet's pod nor a
+static (mirror) pod, and, as ``GetProvisionablePods`` adds, not being deleted nor finished. Waiting
+for kube-scheduler's verdict means a pod that fits an existing node never costs a NodeClaim.
+
+``PendingWatch`` lists then watches every pod and triggers the batcher with the UID of each
+provisionable one (Karpenter's provisioning pod controller); a broken watch is re-listed by the
+Kubernetes adapter, and every pod of the new listing is judged again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kubespot.kube import KubeError
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import Clock
+
+__all__ = ["PODS", "PendingWatch", "is_provisionable"]
+
+log = logging.getLogger("kubespot.controller.provisioning")
+
+PODS = "api/v1/pods"
+_TERMINAL = ("Succeeded", "Failed")
+_MIRROR = "kubernetes.io/config.mirror"
+
+
+def _failed_to_schedule(status: Mapping[str, Any]) -> bool:
+    """``FailedToSchedule``: a ``PodScheduled`` condition with reason ``Unschedulable``."""
+    return any(
+        isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in status.get("conditions") or ()
+    )
+
+
+def is_provisionable(pod: Mapping[str, Any]) -> bool:
+    """True for a pod the provisioner should find a node for (see the module docstring)."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    if spec.get("nodeName") or status.get("nominatedNodeName") or meta.get("deletionTimestamp"):
+        return False
+    if status.get("phase") in _TERMINAL or _MIRROR in (meta.get("annotations") or {}):
+        return False
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "Node" or (ref.get("kind") == "DaemonSet" and ref.get("apiVersion") == "apps/v1"):
+            return False
+    return _failed_to_schedule(status)
+
+
+def uid_of(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
+
+
+class PendingWatch:
+    """Calls ``on_pending(uid)`` for every provisionable pod, listed first then as it changes."""
+
+    def __init__(
+        self,
+        pods: CustomObjects,
+        on_pending: Callable[[str], None],
+        *,
+        clock: Clock,
+        retry: float = 1.0,
+    ) -> None:
+        self._pods = pods
+        self._on_pending = on_pending
+        self._clock = clock
+        self._retry = retry
+
+    def _judge(self, pods: Iterable[Mapping[str, Any]]) -> None:
+        for pod in pods:
+            if is_provisionable(pod):
+                self._on_pending(uid_of(pod))
+
+    async def run(self) -> None:
+        while True:
+            try:
+                listing = await self._pods.list()
+                break
+            except KubeError as err:
+                log.warning("provisioning: cannot list pods (retrying): %s", err)
+                await self._clock.sleep(self._retry)
+        self._judge(listing.items)
+        async for op, obj, relisted in self._pods.watch(listing.resource_version):
+            if relisted is not None:
+                self._judge(relisted.items)
+            elif obj is not None and op != "DELETED":
+                self._judge((obj,))
