@@ -1,4 +1,5 @@
-"""Custom resources as JSON (NodePools, EC2NodeClasses): list, watch, and status writes.
+"""Custom resources as JSON (NodePools, EC2NodeClasses, NodeClaims): list, watch, create, and
+status writes.
 
 For the provisioning controller, which reads Karpenter's API objects and writes their status.
 Calls go through ``KubeClient`` (rate limit, retries, error hook). A status write is a PUT of the
@@ -55,6 +56,17 @@ class CustomObjects:
             self.path, self.path, {}, dict, self.list, resource_version
         ):
             yield op, obj, listing
+
+    async def create(self, obj: Obj) -> Obj:
+        """POST ``obj`` (``metadata.generateName`` lets the server name it); the object stored.
+        Only 429 (refused before any work) is retried here: a 5xx may come after the object was
+        stored, and a retried create of a ``generateName`` would make a second one; the caller
+        decides (the provisioner re-plans in its next pass, which sees what was stored)."""
+        send = functools.partial(
+            self._kube._send, "POST", self.path, body=obj, content_type="application/json"
+        )
+        stored: Obj = orjson.loads(await self._kube.call(f"create {self.path}", send, retry=frozenset({429})))
+        return stored
 
     async def replace_status(self, obj: Obj) -> Obj:
         """PUT ``obj`` (with the ``resourceVersion`` read) to its status subresource; the object

@@ -46,6 +46,17 @@ class TokenBucket:
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
+    def try_acquire(self) -> bool:
+        """Take a token if one is free now; False (nothing taken) otherwise. For what is dropped
+        rather than delayed when over budget (client-go's ``TryAccept``: rate-limited events)."""
+        if self.qps <= 0:
+            return True
+        self._refill()
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
     async def acquire(self) -> None:
         wait = self.reserve()
         if wait > 0:

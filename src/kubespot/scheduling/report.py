@@ -23,7 +23,6 @@ from .explain import GroupStory
 from .simulate import Plan, PlannedClaim
 
 
-
 def _quantity(name: str, amount: int) -> str:
     return quantity_text(name, amount)
 

@@ -6,7 +6,8 @@ pure validator's condition), ``pkg/controllers/nodepool/readiness/controller.go`
 (``NodeClassReady``: False ``NodeClassNotFound`` "NodeClass not found on cluster", False
 ``NodeClassTerminating`` "NodeClass is Terminating", False ``NodeClassReadinessUnknown`` "Node Class
 Readiness Unknown" while the class's Ready is Unknown, False with the class's own Ready reason and
-message when it is not Ready, else True) and ``pkg/apis/v1/nodepool_status.go`` (Ready = both).
+message when it is not Ready, else True) and ``pkg/apis/v1/nodepool_status.go`` (Ready = both);
+``resources`` and ``nodes`` as the counter counts them (``nodepool_counter``).
 """
 
 from __future__ import annotations
@@ -53,9 +54,14 @@ def nodepool_status(
     *,
     generation: int,
     now: datetime,
+    counts: tuple[Mapping[str, str], int] | None = None,
 ) -> Obj:
-    """The status to write: ``old`` with the two conditions and ``Ready`` set."""
+    """The status to write: ``old`` with the two conditions and ``Ready`` set, and, when
+    ``counts`` is given, ``resources`` and ``nodes`` (``nodepool_counter``)."""
     status: Obj = dict(old or {})
+    if counts is not None:
+        status["resources"] = dict(counts[0])
+        status["nodes"] = counts[1]
     status["conditions"] = merge_conditions(
         (old or {}).get("conditions"),
         [validation, nodeclass_ready(nodeclass)],

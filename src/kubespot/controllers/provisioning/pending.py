@@ -49,7 +49,8 @@ def is_provisionable(pod: Mapping[str, Any]) -> bool:
     if status.get("phase") in _TERMINAL or _MIRROR in (meta.get("annotations") or {}):
         return False
     for ref in meta.get("ownerReferences") or ():
-        if ref.get("kind") == "Node" or (ref.get("kind") == "DaemonSet" and ref.get("apiVersion") == "apps/v1"):
+        kind = ref.get("kind")
+        if kind == "Node" or (kind == "DaemonSet" and ref.get("apiVersion") == "apps/v1"):
             return False
     return _failed_to_schedule(status)
 

@@ -19,6 +19,8 @@ are cleared when the loop stops (the lease lost), so a standby replica's check h
 lease won, again) reconciles every object once, as a controller's first list enqueues them all; a
 reconcile cancelled midway stays due. The cache holds what the watch brought: a status write's
 answer replaces the cached object only while the watch has brought nothing newer meanwhile.
+A NodePool's ``resources`` and ``nodes`` come from the counter (``set_counts``) and are written
+by this loop with its conditions: one writer per status.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from kubespot.scheduling.api.validate import validate_nodepool
 from kubespot.scheduling.api.validate_nodeclass import validate_nodeclass
 
 from .nodeclass_status import nodeclass_status
+from .nodepool_counter import PoolCounts, empty_counts
 from .nodepool_status import nodepool_status
 from .resolver import NodeClassResolver
 
@@ -109,6 +112,21 @@ class StatusLoop:
         self.started: datetime | None = None
         #: Status writes made, per kind (for tests and metrics).
         self.writes: dict[str, int] = {CLASS: 0, POOL: 0}
+        #: The NodePools' resources and node counts from the counter (None until it has counted).
+        self._counts: Mapping[str, PoolCounts] | None = None
+
+    def set_counts(self, counts: Mapping[str, PoolCounts]) -> None:
+        """The counter's figures (``nodepool_counter``): written with the conditions, by this
+        loop, so one writer owns a NodePool's status; a pool whose figures changed is due."""
+        self._counts = counts
+        now = self._clock.monotonic()
+        for name, obj in self._objects[POOL].items():
+            wanted = counts.get(name) or empty_counts()
+            found = obj.get("status")
+            status: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+            if status.get("resources") != wanted[0] or status.get("nodes") != wanted[1]:
+                self._due.setdefault((POOL, name), now)
+                self._wake.set()
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -284,8 +302,11 @@ class StatusLoop:
         _, validation = validate_nodepool(obj)
         nodeclass = self._objects[CLASS].get(class_name) if class_name else None
         old = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
+        counts = None
+        if self._counts is not None:
+            counts = self._counts.get(_name(obj)) or empty_counts()
         status = nodepool_status(
-            old, validation, nodeclass, generation=_generation(obj), now=self._clock.now()
+            old, validation, nodeclass, generation=_generation(obj), now=self._clock.now(), counts=counts
         )
         await self._write(POOL, obj, status)
         self._failures.pop((POOL, _name(obj)), None)

@@ -1,0 +1,435 @@
+"""The provisioner: each batch of pending pods simulated, and one NodeClaim created per planned claim.
+
+As Karpenter's (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/provisioner.go``
+``Reconcile``, ``Schedule``, ``CreateNodeClaims``, ``Create``), on the elected replica:
+
+- ``run`` waits for the batcher's window to close, then runs a pass. A pass reads a snapshot of
+  the cluster (pods, nodes, NodeClaims, NodePools, EC2NodeClasses, DaemonSets, the volumes that pin
+  pods to zones, namespaces); only NodePools that are Ready and not being deleted are planned for,
+  each with its EC2NodeClass's instance types from the cloud filtered through the shared
+  ``UnavailableOfferings`` (pools that just answered insufficient capacity are not planned again).
+- Provisionable pods (``pending.is_provisionable``) are simulated (``scheduling.simulate``); a pod
+  nominated to a NodeClaim still in flight (not deleted, its node not initialized) is counted on
+  that claim instead, so the next batch does not plan it again (``nominations``). In-flight
+  claims are existing capacity to the simulation (``scheduling.cluster.existing_nodes``).
+- Before creating, the pools' limits are checked again against live usage (Karpenter's ``Create``
+  re-reads the NodePool and refuses a pool whose limits are exceeded): the pool's nodes and
+  NodeClaims listed afresh, plus what the claims admitted earlier in the pass are charged; a claim
+  that would exceed a limit is not created (made exact: the simulation's own rule, against what
+  is there now rather than the 5-second-old ``status.resources``). Admitted claims are created
+  concurrently (``nodeclaim_template.to_nodeclaim``) and their pods nominated (events).
+- API errors (409, 429, 5xx, a broken connection) never stop the loop: logged with the pass's
+  context, and the pass is tried again ``retry_after`` later, as is one that left pods unplanned.
+
+``watch_claims`` is the fast fallback (docs/designs/launching.md §2): a NodeClaim deleted (or being
+deleted) while pods were nominated to it, typically by the lifecycle controller after an
+insufficient-capacity error, releases them and closes the batcher's window at once, so the pods are
+planned again without the pools that failed within the next second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubespot.cloud import CloudProvider, UnavailableOfferings
+from kubespot.kube import KubeClient, KubeError
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import Clock
+from kubespot.scheduling.api.load import load
+from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
+from kubespot.scheduling.api.nodepool import NodePoolSpec, parse_nodepool
+from kubespot.scheduling.cluster import (
+    daemon_overhead,
+    daemon_ports,
+    existing_nodes,
+    namespace_labels,
+    pool_in_use,
+    provisionable_pods,
+)
+from kubespot.scheduling.instance_types import InstanceType
+from kubespot.scheduling.labels import CAPACITY_TYPE
+from kubespot.scheduling.nodepool import NodePool, usable_pools
+from kubespot.scheduling.pods import PodView
+from kubespot.scheduling.simulate import Plan, PlannedClaim, PoolCapacity, simulate
+from kubespot.scheduling.volumes import MalformedVolume, Volumes
+
+from .batcher import Batcher
+from .nodeclaim_template import to_nodeclaim
+from .nominations import Nominations
+from .pending import is_provisionable, uid_of
+
+__all__ = ["NODECLAIMS", "PassResult", "Provisioner"]
+
+log = logging.getLogger("kubespot.controller.provisioning")
+
+Obj = dict[str, Any]
+
+NODECLAIMS = "apis/karpenter.sh/v1/nodeclaims"
+#: kind -> where the API serves it: what a pass reads.
+SNAPSHOT = {
+    "Pod": "api/v1/pods",
+    "Node": "api/v1/nodes",
+    "NodeClaim": NODECLAIMS,
+    "NodePool": "apis/karpenter.sh/v1/nodepools",
+    "EC2NodeClass": "apis/karpenter.k8s.aws/v1/ec2nodeclasses",
+    "DaemonSet": "apis/apps/v1/daemonsets",
+    "PersistentVolumeClaim": "api/v1/persistentvolumeclaims",
+    "PersistentVolume": "api/v1/persistentvolumes",
+    "StorageClass": "apis/storage.k8s.io/v1/storageclasses",
+    "Namespace": "api/v1/namespaces",
+}
+
+
+@dataclass
+class PassResult:
+    """What one pass did."""
+
+    #: Names of the NodeClaims created.
+    created: list[str] = field(default_factory=list)
+    #: Planned claims not created: (nodepool, why).
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    #: Pods planned for, and pods counted on their in-flight claim instead.
+    pending: int = 0
+    nominated: int = 0
+    plan: Plan | None = None
+    #: The pass must be tried again (an API error, pods left unplanned).
+    retry: bool = False
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _condition(obj: Mapping[str, Any], type_: str) -> str:
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == type_:
+            return str(c.get("status") or "")
+    return ""
+
+
+def _ready_pools(objs: Sequence[Obj]) -> list[Obj]:
+    """NodePools Karpenter provisions for: Ready, and not being deleted (``provisioner.go``
+    ``NewScheduler``)."""
+    return [o for o in objs if _condition(o, "Ready") == "True" and not _meta(o).get("deletionTimestamp")]
+
+
+def _nodeclasses(objs: Sequence[Obj]) -> dict[str, EC2NodeClassSpec]:
+    out: dict[str, EC2NodeClassSpec] = {}
+    for obj in objs:
+        loaded = load(obj)
+        if loaded.valid and isinstance(loaded.spec, EC2NodeClassSpec):
+            out[loaded.name] = loaded.spec
+    return out
+
+
+def _in_flight(claims: Sequence[Obj], node_names: set[str]) -> dict[str, str]:
+    """NodeClaim name -> the host its nominated pods count on (its node once registered, else
+    the claim itself, as ``existing_nodes`` names it), for claims not deleted and not initialized."""
+    out: dict[str, str] = {}
+    for claim in claims:
+        meta = _meta(claim)
+        if meta.get("deletionTimestamp") or _condition(claim, "Initialized") == "True":
+            continue
+        name = str(meta.get("name") or "")
+        node = str((claim.get("status") or {}).get("nodeName") or "")
+        out[name] = node if node in node_names else name
+    return out
+
+
+class Provisioner:
+    """Pending pods to NodeClaims, batch by batch."""
+
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        cloud: CloudProvider,
+        batcher: Batcher,
+        nominations: Nominations,
+        clock: Clock,
+        unavailable: UnavailableOfferings | None = None,
+        retry_after: float = 10.0,
+    ) -> None:
+        self._kube = kube
+        self._cloud = cloud
+        self.batcher = batcher
+        self.nominations = nominations
+        self._clock = clock
+        self._unavailable = unavailable
+        self._retry_after = retry_after
+        self.nodeclaims = CustomObjects(kube, NODECLAIMS)
+        self._retry_task: asyncio.Task[None] | None = None
+        #: When ``run`` started and the last pass finished (None while not running here: /healthz).
+        self.started: datetime | None = None
+        self.last_pass: datetime | None = None
+        #: When the pass under way started (None between passes).
+        self.pass_started: datetime | None = None
+        self.passes = 0
+
+    # -- the loops --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.started = self._clock.now()
+        # Whatever is pending when this replica starts leading is planned without waiting for an
+        # event (the pod watch's first listing triggers too; this covers a cluster with no pods).
+        self.batcher.trigger("start")
+        try:
+            while True:
+                await self.batcher.wait()
+                await self.run_pass()
+        finally:
+            self.started = self.last_pass = self.pass_started = None
+            if self._retry_task is not None:
+                self._retry_task.cancel()
+                self._retry_task = None
+
+    async def watch_claims(self) -> None:
+        """Release the pods of a NodeClaim that is deleted, and re-plan them at once."""
+        while True:
+            try:
+                listing = await self.nodeclaims.list()
+                break
+            except KubeError as err:
+                log.warning("provisioning: cannot list nodeclaims (retrying): %s", err)
+                await self._clock.sleep(1.0)
+        async for op, obj, relisted in self.nodeclaims.watch(listing.resource_version):
+            if relisted is not None:
+                live = {
+                    str(_meta(o).get("name") or "")
+                    for o in relisted.items
+                    if not _meta(o).get("deletionTimestamp")
+                }
+                gone = {c for c in self.nominations.nominated().values() if c not in live}
+                for name in gone:
+                    self._released(name)
+            elif obj is not None and (op == "DELETED" or _meta(obj).get("deletionTimestamp")):
+                self._released(str(_meta(obj).get("name") or ""))
+
+    def _released(self, claim: str) -> None:
+        pods = self.nominations.release(claim)
+        if pods:
+            log.info("provisioning: nodeclaim %s is gone; re-planning its %d pods now", claim, len(pods))
+            self.batcher.trigger_now(f"nodeclaim/{claim}")
+
+    def _retry_later(self) -> None:
+        if self._retry_task is not None and not self._retry_task.done():
+            return
+
+        async def later() -> None:
+            await self._clock.sleep(self._retry_after)
+            self.batcher.trigger("retry")
+
+        self._retry_task = asyncio.ensure_future(later())
+
+    # -- one pass ---------------------------------------------------------------------------------
+
+    async def run_pass(self) -> PassResult:
+        self.pass_started = self._clock.now()
+        result = PassResult()
+        try:
+            await self._pass(result)
+        except KubeError as err:
+            log.warning("provisioning: pass abandoned, retrying in %.0f s: %s", self._retry_after, err)
+            result.retry = True
+        except MalformedVolume as err:
+            log.warning("provisioning: pass abandoned, retrying in %.0f s: %s", self._retry_after, err)
+            result.retry = True
+        finally:
+            self.pass_started = None
+            self.passes += 1
+        if result.retry:
+            self._retry_later()
+        self.last_pass = self._clock.now()
+        return result
+
+    async def _snapshot(self) -> dict[str, list[Obj]]:
+        lists = await asyncio.gather(*(self._kube.list_objects(path) for path in SNAPSHOT.values()))
+        return dict(zip(SNAPSHOT, lists, strict=True))
+
+    async def _pass(self, result: PassResult) -> None:
+        objects = await self._snapshot()
+        nodes, claims, pods = objects["Node"], objects["NodeClaim"], objects["Pod"]
+        node_names = {str(_meta(n).get("name") or "") for n in nodes}
+        in_flight = _in_flight(claims, node_names)
+
+        # Pods nominated to an in-flight claim count on it; the others that wait are planned for.
+        pending: list[Obj] = []
+        counted: list[Obj] = []
+        kept: list[str] = []
+        for pod in pods:
+            if not is_provisionable(pod):
+                counted.append(pod)
+                continue
+            uid = uid_of(pod)
+            claim = self.nominations.claim_of(uid)
+            host = in_flight.get(claim) if claim is not None else None
+            if host is not None:
+                kept.append(uid)
+                counted.append({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": host}})
+            else:
+                pending.append(pod)
+        self.nominations.keep_only(kept)
+        result.nominated = len(kept)
+        result.pending = len(pending)
+        if not pending:
+            return
+
+        pool_objs = {str(_meta(o).get("name") or ""): o for o in _ready_pools(objects["NodePool"])}
+        pools, _ = usable_pools(pool_objs.values())
+        classes = _nodeclasses(objects["EC2NodeClass"])
+        daemonsets = objects["DaemonSet"]
+        capacities: list[PoolCapacity] = []
+        catalog: dict[str, dict[str, InstanceType]] = {}
+        for pool in pools:
+            nodeclass = classes.get(pool.node_class)
+            if nodeclass is None:
+                continue  # a Ready pool's class was just deleted: the status loop will say so
+            types = await self._cloud.instance_types(pool, nodeclass)
+            if self._unavailable is not None:
+                types = self._unavailable.apply(types)
+            catalog[pool.name] = {t.name: t for t in types}
+            capacities.append(
+                PoolCapacity(
+                    pool,
+                    types,
+                    daemon_overhead(daemonsets, pool),
+                    pool_in_use(nodes, pool.name, claims),
+                    daemon_ports(daemonsets, pool),
+                )
+            )
+        volumes = Volumes.of(
+            objects["PersistentVolumeClaim"], objects["PersistentVolume"], objects["StorageClass"]
+        )
+        views, left_out = provisionable_pods(pending, volumes)
+        plan = simulate(
+            views,
+            existing_nodes(
+                nodes,
+                counted,
+                nodeclaims=claims,
+                daemonsets=daemonsets,
+                type_allocatable={n: t.allocatable for types in catalog.values() for n, t in types.items()},
+            ),
+            capacities,
+            namespace_labels=namespace_labels(objects["Namespace"]),
+        )
+        plan.unschedulable.update(left_out)
+        result.plan = plan
+        if plan.unschedulable:
+            log.info(
+                "provisioning: %d of %d pending pods cannot be scheduled: %s",
+                len(plan.unschedulable),
+                len(pending),
+                "; ".join(f"{k}: {v[0]}" for k, v in list(plan.unschedulable.items())[:3] if v),
+            )
+            result.retry = True
+        if not plan.claims:
+            return
+        admitted = await self._admit(plan.claims, {p.name: p for p in pools}, result)
+        by_key = {f"{_meta(p).get('namespace') or 'default'}/{_meta(p).get('name')}": p for p in pending}
+        view_of = {v.key: v for v in views}
+        specs = {name: parse_nodepool(obj).spec for name, obj in pool_objs.items()}
+        outcomes = await asyncio.gather(
+            *(
+                self._create(
+                    planned,
+                    specs[planned.pool],
+                    str(_meta(pool_objs[planned.pool]).get("uid") or ""),
+                    catalog.get(planned.pool, {}),
+                    pools_by_name={p.name: p for p in pools},
+                    pods=[by_key[k] for k in planned.pods if k in by_key],
+                    views=[view_of[k] for k in planned.pods if k in view_of],
+                )
+                for planned in admitted
+            )
+        )
+        for planned, name in zip(admitted, outcomes, strict=True):
+            if name is None:
+                result.refused.append((planned.pool, "create failed"))
+                result.retry = True
+            else:
+                result.created.append(name)
+
+    async def _admit(
+        self, planned: list[PlannedClaim], pools: Mapping[str, NodePool], result: PassResult
+    ) -> list[PlannedClaim]:
+        """The claims within their pool's limits against live usage (see the module docstring)."""
+        limited = {c.pool for c in planned if pools[c.pool].limits}
+        if not limited:
+            return list(planned)
+        nodes, claims = await asyncio.gather(
+            self._kube.list_objects(SNAPSHOT["Node"]), self._kube.list_objects(NODECLAIMS)
+        )
+        usage = {name: pool_in_use(nodes, name, claims) for name in limited}
+        admitted: list[PlannedClaim] = []
+        for claim in planned:
+            limits = pools[claim.pool].limits
+            if not limits:
+                admitted.append(claim)
+                continue
+            used = usage[claim.pool]
+            over = [
+                k for k, limit in limits.items() if used.get(k, 0) + claim.limits_charged.get(k, 0) > limit
+            ]
+            if over:
+                log.warning(
+                    "provisioning: not creating a nodeclaim of nodepool %s for %d pods: limits %s "
+                    "would be exceeded (live usage %s)",
+                    claim.pool,
+                    len(claim.pods),
+                    ",".join(sorted(over)),
+                    {k: used.get(k, 0) for k in sorted(over)},
+                )
+                result.refused.append((claim.pool, f"limits exceeded: {','.join(sorted(over))}"))
+                result.retry = True
+                continue
+            for k, v in claim.limits_charged.items():
+                used[k] = used.get(k, 0) + v
+            admitted.append(claim)
+        return admitted
+
+    async def _create(
+        self,
+        planned: PlannedClaim,
+        spec: NodePoolSpec,
+        pool_uid: str,
+        types: Mapping[str, InstanceType],
+        *,
+        pools_by_name: Mapping[str, NodePool],
+        pods: list[Obj],
+        views: list[PodView],
+    ) -> str | None:
+        allowed = pools_by_name[planned.pool].requirements.get_or_any(CAPACITY_TYPE)
+        for view in views:
+            allowed = allowed.intersection(view.requirements.get_or_any(CAPACITY_TYPE))
+        obj = to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
+        try:
+            stored = await self.nodeclaims.create(obj)
+        except KubeError as err:
+            log.warning(
+                "provisioning: creating a nodeclaim of nodepool %s for %d pods failed (%s), "
+                "retrying in the next batch: %s",
+                planned.pool,
+                len(planned.pods),
+                err.code,
+                err,
+            )
+            return None
+        name = str(_meta(stored).get("name") or "")
+        log.info(
+            "created nodeclaim %s: nodepool %s, %d pods, requests %s, instance types %s",
+            name,
+            planned.pool,
+            len(planned.pods),
+            obj["spec"]["resources"]["requests"],
+            ", ".join(planned.instance_types[:5])
+            + (f" and {len(planned.instance_types) - 5} other(s)" if len(planned.instance_types) > 5 else ""),
+        )
+        await self.nominations.nominate(pods, name)
+        return name
