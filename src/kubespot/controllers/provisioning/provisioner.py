@@ -171,6 +171,8 @@ class Provisioner:
         #: When the pass under way started (None between passes).
         self.pass_started: datetime | None = None
         self.passes = 0
+        #: What the last pass did (for tests and logs).
+        self.last_result: PassResult | None = None
 
     # -- the loops --------------------------------------------------------------------------------
 
@@ -246,6 +248,7 @@ class Provisioner:
         if result.retry:
             self._retry_later()
         self.last_pass = self._clock.now()
+        self.last_result = result
         return result
 
     async def _snapshot(self) -> dict[str, list[Obj]]:
