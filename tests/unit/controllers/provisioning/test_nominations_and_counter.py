@@ -1,0 +1,147 @@
+"""Pod nominations (the record and the rate-limited events) and the NodePool counter.
+
+Sources: kubernetes-sigs/karpenter ``pkg/controllers/provisioning/scheduling/events.go``
+(``NominatePodEvent``: reason, message, dedupe per pod UID, ``PodNominationRateLimiter`` 5/s
+burst 10), ``pkg/events/recorder.go`` (a rate-limited event is dropped: ``TryAccept``; the default
+dedupe timeout); ``pkg/controllers/nodepool/counter/controller.go`` (the base resources, ``nodes``),
+``pkg/controllers/state/cluster.go`` ``updateNodePoolResources`` and ``state/statenode.go``
+``Capacity`` (capacity, not allocatable; zero figures of an uninitialized node from its NodeClaim;
+deleting nodes left out).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kubespot.controllers.provisioning.nodepool_counter import pool_counts
+from kubespot.controllers.provisioning.nodepool_status import nodepool_status
+from kubespot.controllers.provisioning.nominations import Nominations
+from kubespot.kube import ObjectRef
+from kubespot.scheduling.api.conditions import Condition
+
+Obj = dict[str, Any]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    async def record(self, ref: ObjectRef, reason: str, message: str, *, warning: bool = False) -> None:
+        self.events.append((ref.name, reason, message))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def pods(n: int, prefix: str = "p") -> list[Obj]:
+    return [
+        {"metadata": {"name": f"{prefix}{i}", "namespace": "default", "uid": f"{prefix}{i}"}}
+        for i in range(n)
+    ]
+
+
+async def test_nominated_events_burst_ten_then_five_per_second_dropped_not_delayed() -> None:
+    """events.go NominatePodEvent with PodNominationRateLimiter (5/s, burst 10): of 30 nominations
+    at once 10 are told, the rest dropped (recorded as nominated all the same); a second later
+    five more tokens."""
+    recorder, clock = Recorder(), Clock()
+    noms = Nominations(recorder, monotonic=clock)  # type: ignore[arg-type]
+    await noms.nominate(pods(30), "general-abc")
+    assert len(recorder.events) == 10 and noms.dropped == 20
+    assert recorder.events[0] == ("p0", "Nominated", "Pod should schedule on: nodeclaim/general-abc")
+    assert len(noms) == 30 and noms.claim_of("p29") == "general-abc"
+    clock.t += 1.0
+    await noms.nominate(pods(30, "q"), "general-def")
+    assert len(recorder.events) == 15
+
+
+async def test_nominated_events_are_deduplicated_per_pod() -> None:
+    """events.go DedupeValues [pod UID]: the same pod told of the same claim again within the
+    dedupe timeout is not told twice; a pod released when its claim goes."""
+    recorder, clock = Recorder(), Clock()
+    noms = Nominations(recorder, monotonic=clock)  # type: ignore[arg-type]
+    await noms.nominate(pods(2), "c1")
+    clock.t += 10
+    await noms.nominate(pods(2), "c1")
+    assert len(recorder.events) == 2
+    clock.t += 200  # past the two minutes
+    await noms.nominate(pods(1), "c1")
+    assert len(recorder.events) == 3
+    assert sorted(noms.release("c1")) == ["p0", "p1"] and len(noms) == 0
+
+
+def node(name: str, pool: str | None, cpu: str = "4", **meta: Any) -> Obj:
+    labels = {"karpenter.sh/nodepool": pool} if pool else {}
+    labels.update(meta.pop("labels", {}))
+    return {
+        "metadata": {"name": name, "labels": labels, **meta},
+        "status": {
+            "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110", "ephemeral-storage": "20Gi"},
+            "allocatable": {"cpu": "3", "memory": "14Gi", "pods": "110"},
+        },
+    }
+
+
+def claim(name: str, pool: str, node_name: str = "", capacity: Obj | None = None, **meta: Any) -> Obj:
+    return {
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": pool}, **meta},
+        "status": {"nodeName": node_name, "capacity": capacity or {}},
+    }
+
+
+def test_pool_counts_sum_capacity_of_non_deleting_state_nodes() -> None:
+    """updateNodePoolResources: capacity (not allocatable) of the pool's nodes and in-flight
+    claims, deleting ones left out; a node and its NodeClaim are one state node; an uninitialized
+    node's missing figures come from its NodeClaim (statenode.go Capacity)."""
+    nodes = [
+        node("n1", "general", labels={"karpenter.sh/initialized": "true"}),
+        node("n2", "general", deletionTimestamp="2026-01-01T00:00:00Z"),
+        node("n3", "other", cpu="8"),
+        node("starting", "general", cpu="0"),
+        node("unmanaged", None),
+    ]
+    claims = [
+        claim("c1", "general", "n1", {"cpu": "4"}),
+        claim("c2", "general", "", {"cpu": "2", "memory": "8Gi", "pods": "29"}),  # launched, no node yet
+        claim("c3", "general", "", {"cpu": "2"}, deletionTimestamp="2026-01-01T00:00:00Z"),
+        claim("c4", "general", "starting", {"cpu": "2", "memory": "8Gi"}),
+    ]
+    counts = pool_counts(nodes, claims)
+    resources, n = counts["general"]
+    assert n == 3  # n1, c2, starting (c4)
+    assert resources == {
+        "cpu": "8",  # 4 (n1) + 2 (c2) + 2 (starting's 0 taken from c4); n2 and c3 are deleting
+        "memory": f"{(16 + 8 + 16) * 1024}Mi",
+        "pods": str(110 + 29 + 110),
+        "ephemeral-storage": f"{40 * 1024}Mi",
+        "nodes": "3",
+    }
+    assert counts["other"][1] == 1 and counts["other"][0]["cpu"] == "8"
+    assert "unmanaged" not in counts and "" not in counts
+
+
+def test_nodepool_status_carries_the_counts_with_its_conditions() -> None:
+    """counter/controller.go: status.resources (base keys always present) and status.nodes, in the
+    same status the readiness conditions live in."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    ok = Condition("ValidationSucceeded", "True", "ValidationSucceeded")
+    resources, n = pool_counts([], [claim("c", "general", "", {"cpu": "2"})])["general"]
+    status = nodepool_status(None, ok, None, generation=1, now=now, counts=(resources, n))
+    assert status["nodes"] == 1
+    assert status["resources"] == {
+        "cpu": "2",
+        "memory": "0Mi",
+        "pods": "0",
+        "ephemeral-storage": "0Mi",
+        "nodes": "1",
+    }
+    assert {c["type"] for c in status["conditions"]} >= {"ValidationSucceeded", "NodeClassReady", "Ready"}
+    # Without counts (the counter has not run) the old figures stay.
+    kept = nodepool_status(status, ok, None, generation=1, now=now)
+    assert kept["resources"] == status["resources"] and kept["nodes"] == 1
