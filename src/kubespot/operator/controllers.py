@@ -217,7 +217,10 @@ def provisioning(shared: Shared) -> Controller | None:
         pricing=s.pricing,
         clock=shared.clock,
         region=region or "",
+        launch=s.launch,
+        recorder=shared.recorder,
     )
+    assert parts.provisioner is not None and parts.pending is not None and parts.counter is not None
 
     async def problems() -> list[str]:
         # The catalog and the selector terms are per region: without one nothing can be resolved.
@@ -231,10 +234,18 @@ def provisioning(shared: Shared) -> Controller | None:
             # Once per cluster: two replicas writing the same status would flap its timestamps.
             Runnable("nodeclass-nodepool-status", parts.status.run, leader_only=True),
             Runnable("catalog-refresh", parts.refresh.run, leader_only=True),
+            # One provisioner per cluster (Karpenter's singleton): two would launch twice.
+            Runnable("provisioner", parts.provisioner.run, leader_only=True),
+            Runnable("pending-pods", parts.pending.run, leader_only=True),
+            Runnable("nodeclaim-deletions", parts.provisioner.watch_claims, leader_only=True),
+            Runnable("nodepool-counter", parts.counter.run, leader_only=True),
         ],
         problems=problems,
         checks=parts.checks,
-        describe="provisioning: EC2NodeClass and NodePool status, instance type catalog refresh",
+        describe=(
+            "provisioning: EC2NodeClass and NodePool status, instance type catalog refresh, "
+            "pending pods to NodeClaims"
+        ),
         parts={"provisioning": parts},
     )
 

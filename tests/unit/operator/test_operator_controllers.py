@@ -70,7 +70,7 @@ def test_runnable_names_are_unique_across_controllers() -> None:
     """They name the operator's tasks and the leader's duties (and /healthz's "stopped: …")."""
     got = wired(**EVERYTHING_ON)
     names = [n for runnables in got.values() for n, _ in runnables]
-    assert len(names) == len(set(names)) == 8
+    assert len(names) == len(set(names)) == 12
     assert len(CONTROLLERS) == 4
 
 
@@ -80,14 +80,26 @@ def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> No
     controller-runtime manager with leader election, whose controllers run on the leader)."""
     assert "provisioning" not in wired(KUBESPOT_QUEUE_URL=QUEUE)
     got = wired(KUBESPOT_PROVISIONING_ENABLED="true")
-    assert got["provisioning"] == [("nodeclass-nodepool-status", True), ("catalog-refresh", True)]
+    assert got["provisioning"] == [
+        ("nodeclass-nodepool-status", True),
+        ("catalog-refresh", True),
+        # Issue 14: the provisioner is Karpenter's singleton (provisioner.go, leader-elected).
+        ("provisioner", True),
+        ("pending-pods", True),
+        ("nodeclaim-deletions", True),
+        ("nodepool-counter", True),
+    ]
     assert "interruption" not in got
     (provisioning,) = [
         c for c in new_controllers(shared(KUBESPOT_PROVISIONING_ENABLED="true")) if c.name == "provisioning"
     ]
     checks = provisioning.checks(datetime.now(tz=UTC))
     # Not the leader yet: neither loop has started, so neither check fails.
-    assert [(c.name, c.ok) for c in checks] == [("provisioning", True), ("catalog", True)]
+    assert [(c.name, c.ok) for c in checks] == [
+        ("provisioning", True),
+        ("catalog", True),
+        ("provisioner", True),
+    ]
 
 
 async def test_provisioning_without_a_region_stops_the_start_up() -> None:

@@ -2,12 +2,16 @@
 
 ``build`` wires the catalog (``aws.catalog.Catalog``, refreshed by ``CatalogRefresh``), the EC2
 cloud provider over it (``aws.cloud.AwsCloud``, told what each class resolved to), the resolver and
-the ``StatusLoop``. ``checks`` is its /healthz part: ``provisioning`` fails when the status loop
+the ``StatusLoop``; and the provisioner (issue 14): the pending-pod watch feeding the batcher, the
+``Provisioner`` with its NodeClaim watch and nominations, the ``UnavailableOfferings`` cache its
+simulations filter the catalog through, and the ``NodePoolCounter`` handing its figures to the
+status loop. ``checks`` is its /healthz part: ``provisioning`` fails when the status loop
 has not finished a pass for ``stuck_after``; ``catalog`` when no refresh has succeeded for
 ``pricing.refresh_interval`` + ``stuck_after`` (none ever: ``stuck_after`` after the first
-attempt, however often it was retried). Both hold on a replica that does not lead (the loops run on
-the leader only; a loop that stops clears what the check reads) and during the first
-``stuck_after`` after a loop started.
+attempt, however often it was retried); ``provisioner`` when a provisioning pass has been under
+way for longer than ``stuck_after`` (between passes it holds: a quiet cluster has nothing to
+plan). All hold on a replica that does not lead (the loops run on the leader only; a loop that
+stops clears what the check reads) and during the first ``stuck_after`` after a loop started.
 """
 
 from __future__ import annotations
@@ -18,15 +22,23 @@ from datetime import datetime, timedelta
 from kubespot.aws import AwsClients
 from kubespot.aws.catalog import Catalog
 from kubespot.aws.cloud import AwsCloud
+from kubespot.cloud import UnavailableOfferings
+from kubespot.config.launch import LaunchSettings
 from kubespot.config.pricing import PricingSettings
 from kubespot.config.provisioning import ProvisioningSettings
 from kubespot.kube import KubeClient
 from kubespot.kube.custom import CustomObjects
+from kubespot.kube.events import EventRecorder
 from kubespot.model import Clock
 from kubespot.observability.health import Check
 
+from .batcher import Batcher
 from .catalog_refresh import CatalogRefresh
 from .k8s_version import KubernetesVersion
+from .nodepool_counter import NodePoolCounter
+from .nominations import Nominations
+from .pending import PODS, PendingWatch
+from .provisioner import Provisioner
 from .resolver import NodeClassResolver
 from .status_loop import StatusLoop
 
@@ -46,6 +58,11 @@ class Provisioning:
     refresh: CatalogRefresh
     cloud: AwsCloud
     status: StatusLoop
+    #: Issue 14's parts (None in tests that build the status half alone).
+    provisioner: Provisioner | None = None
+    pending: PendingWatch | None = None
+    counter: NodePoolCounter | None = None
+    unavailable: UnavailableOfferings | None = None
 
     def checks(self, now: datetime) -> tuple[Check, ...]:
         stuck = timedelta(seconds=self.settings.stuck_after)
@@ -76,7 +93,24 @@ class Provisioning:
             if refresh.last_success is None:
                 detail = f"never refreshed since {refresh.first_attempt.isoformat()}: {detail}"
             catalog_check = Check("catalog", ok, detail, refresh.last_success)
-        return status_check, catalog_check
+        if self.provisioner is None:
+            return status_check, catalog_check
+        return status_check, catalog_check, self._provisioner_check(now, stuck)
+
+    def _provisioner_check(self, now: datetime, stuck: timedelta) -> Check:
+        p = self.provisioner
+        assert p is not None
+        if p.started is None:
+            return Check("provisioner", True, "not running here (not the leader)", None)
+        if p.pass_started is not None and now - p.pass_started > stuck:
+            return Check(
+                "provisioner",
+                False,
+                f"a pass under way since {p.pass_started.isoformat()}: stuck",
+                p.last_pass,
+            )
+        detail = f"last pass {p.last_pass.isoformat()}" if p.last_pass is not None else "no pass yet"
+        return Check("provisioner", True, detail, p.last_pass)
 
 
 def build(
@@ -87,6 +121,8 @@ def build(
     pricing: PricingSettings,
     clock: Clock,
     region: str,
+    launch: LaunchSettings | None = None,
+    recorder: EventRecorder | None = None,
 ) -> Provisioning:
     catalog = Catalog(aws, region, pricing, clock=clock)
     cloud = AwsCloud(catalog)
@@ -102,4 +138,29 @@ def build(
         clock=clock,
         on_resolved=cloud.set_resolved,
     )
-    return Provisioning(settings, pricing, clock, CatalogRefresh(catalog, settings, clock=clock), cloud, loop)
+    launch = launch or LaunchSettings()
+    # One cache per process: the AWS cloud's launches will mark it (issue 14 §1) and the
+    # simulations read it; the interruption handler is to mark it too (docs/designs/launching.md §2).
+    unavailable = UnavailableOfferings(clock, ttl=launch.unavailable_offerings_ttl)
+    batcher = Batcher(idle=launch.batch_idle_duration, max_duration=launch.batch_max_duration)
+    provisioner = Provisioner(
+        kube=kube,
+        cloud=cloud,
+        batcher=batcher,
+        nominations=Nominations(recorder),
+        clock=clock,
+        unavailable=unavailable,
+        retry_after=launch.batch_max_duration,
+    )
+    return Provisioning(
+        settings,
+        pricing,
+        clock,
+        CatalogRefresh(catalog, settings, clock=clock),
+        cloud,
+        loop,
+        provisioner=provisioner,
+        pending=PendingWatch(CustomObjects(kube, PODS), batcher.trigger, clock=clock),
+        counter=NodePoolCounter(kube, loop.set_counts, clock=clock),
+        unavailable=unavailable,
+    )
