@@ -91,6 +91,15 @@ PROVISIONING_RULES = [
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools/status"], "verbs": ["update"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["update"]},
+    # The provisioner (issue 14): NodeClaims watched and created, what a simulation reads.
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create"]},
+    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},
+    {
+        "apiGroups": [""],
+        "resources": ["persistentvolumeclaims", "persistentvolumes", "namespaces"],
+        "verbs": ["list"],
+    },
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list"]},
 ]
 
 
