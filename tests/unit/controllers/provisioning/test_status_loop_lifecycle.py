@@ -176,3 +176,85 @@ async def test_a_replica_that_lost_the_lease_passes_healthz_as_a_standby() -> No
     await clock.advance(3600.0)
     status_check = parts.checks(clock.now())[0]
     assert status_check.ok and "not the leader" in status_check.detail
+
+
+def nodepool_obj(rv: int = 1) -> Obj:
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "c"}
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "general", "generation": 1, "resourceVersion": str(rv)},
+        "spec": {"template": {"spec": {"nodeClassRef": ref, "requirements": []}}},
+    }
+
+
+async def test_the_counters_figures_are_written_by_the_status_loop_with_the_conditions() -> None:
+    """kubernetes-sigs/karpenter pkg/controllers/nodepool/counter/controller.go writes
+    status.resources and status.nodes of the same status the readiness controller writes; here one
+    writer (the status loop) does both, so the two never race on the resourceVersion: the counts
+    make the pool due, and a count that did not change writes nothing."""
+    clock = ManualClock(T0)
+    pools = Api([nodepool_obj()])
+    loop = StatusLoop(
+        nodeclasses=Api([nodeclass(1, 1)]),  # type: ignore[arg-type]
+        nodepools=pools,  # type: ignore[arg-type]
+        resolver=Resolver(),  # type: ignore[arg-type]
+        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
+        clock=clock,
+    )
+    task = asyncio.create_task(loop.run())
+    try:
+        await settle()
+        first = len(pools.puts)
+        assert first >= 1 and "resources" not in pools.puts[-1]["status"]  # not counted yet
+        counts = {
+            "general": (
+                {"cpu": "4", "memory": "0Mi", "pods": "0", "ephemeral-storage": "0Mi", "nodes": "1"},
+                1,
+            )
+        }
+        loop.set_counts(counts)
+        await settle()
+        status = pools.puts[-1]["status"]
+        assert status["resources"]["cpu"] == "4" and status["nodes"] == 1
+        assert {c["type"] for c in status["conditions"]} >= {"Ready", "NodeClassReady"}
+        writes = len(pools.puts)
+        loop.set_counts(counts)  # the same figures: nothing to write
+        await settle()
+        assert len(pools.puts) == writes
+    finally:
+        await stop(task)
+
+
+async def test_the_provisioner_check_fails_only_for_a_pass_stuck_past_its_bound() -> None:
+    """Issue 14 (/healthz when a pass has not finished for too long), in the pattern of the
+    provisioning check: holds on a standby and between passes (a quiet cluster plans nothing),
+    fails when one pass has been under way longer than stuck_after."""
+    from kubespot.controllers.provisioning.batcher import Batcher
+    from kubespot.controllers.provisioning.nominations import Nominations
+    from kubespot.controllers.provisioning.provisioner import Provisioner
+
+    clock = ManualClock(T0)
+    settings = ProvisioningSettings(stuck_after=600.0)
+    loop = make_loop(clock, Resolver(), Api([nodeclass(1, 1)]))
+    refresh = CatalogRefresh(None, settings, clock=clock)  # type: ignore[arg-type]
+    refresh.errors = lambda: {}  # type: ignore[method-assign]
+    provisioner = Provisioner(
+        kube=None,  # type: ignore[arg-type]
+        cloud=None,  # type: ignore[arg-type]
+        batcher=Batcher(idle=1.0, max_duration=10.0),
+        nominations=Nominations(None),
+        clock=clock,
+    )
+    parts = Provisioning(settings, PricingSettings(), clock, refresh, None, loop, provisioner=provisioner)  # type: ignore[arg-type]
+    check = parts.checks(clock.now())[2]
+    assert check.name == "provisioner" and check.ok and "not the leader" in check.detail
+    provisioner.started = clock.now()
+    await clock.advance(3600.0)
+    assert parts.checks(clock.now())[2].ok  # idle for an hour: nothing pending, nothing stuck
+    provisioner.pass_started = clock.now()
+    await clock.advance(599.0)
+    assert parts.checks(clock.now())[2].ok
+    await clock.advance(2.0)
+    stuck = parts.checks(clock.now())[2]
+    assert not stuck.ok and "stuck" in stuck.detail
