@@ -45,6 +45,8 @@ from .status_loop import StatusLoop
 __all__ = ["NODECLASSES", "NODEPOOLS", "Provisioning", "build"]
 
 NODEPOOLS = "apis/karpenter.sh/v1/nodepools"
+#: How often a pod still provisionable triggers a batch again (Karpenter's PodController: 10 s).
+REQUEUE = 10.0
 NODECLASSES = "apis/karpenter.k8s.aws/v1/ec2nodeclasses"
 
 
@@ -160,7 +162,7 @@ def build(
         cloud,
         loop,
         provisioner=provisioner,
-        pending=PendingWatch(CustomObjects(kube, PODS), batcher.trigger, clock=clock),
+        pending=PendingWatch(CustomObjects(kube, PODS), batcher.trigger, clock=clock, requeue=REQUEUE),
         counter=NodePoolCounter(kube, loop.set_counts, clock=clock),
         unavailable=unavailable,
     )

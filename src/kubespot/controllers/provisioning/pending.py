@@ -4,16 +4,22 @@
 ``pkg/utils/pod/scheduling.go``): not bound to a node, not preempting (no
 ``status.nominatedNodeName``: kube-scheduler already freed room for it), marked
 ``PodScheduled=False`` reason ``Unschedulable`` by kube-scheduler, not a DaemonSet's pod nor a
-static (mirror) pod, and, as ``GetProvisionablePods`` adds, not being deleted nor finished. Waiting
-for kube-scheduler's verdict means a pod that fits an existing node never costs a NodeClaim.
+static (mirror) pod. kubespot also leaves out pods being deleted or finished (an unbound pod being
+deleted will never run: a node for it would be wasted). Waiting for kube-scheduler's verdict means
+a pod that fits an existing node never costs a NodeClaim.
 
 ``PendingWatch`` lists then watches every pod and triggers the batcher with the UID of each
 provisionable one (Karpenter's provisioning pod controller); a broken watch is re-listed by the
-Kubernetes adapter, and every pod of the new listing is judged again.
+Kubernetes adapter, and every pod of the new listing is judged again. As that controller requeues a
+pod for as long as it stays provisionable ("the pod may require another provisioning loop"), the
+pods still waiting are triggered again every ``requeue`` seconds (Karpenter's 10 s,
+``pkg/controllers/provisioning/controller.go`` ``PodController.Reconcile``): a pod whose node came up but
+that kube-scheduler could not place after all gets planned again without any change of its own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -69,16 +75,30 @@ class PendingWatch:
         *,
         clock: Clock,
         retry: float = 1.0,
+        requeue: float = 10.0,
     ) -> None:
         self._pods = pods
         self._on_pending = on_pending
         self._clock = clock
         self._retry = retry
+        self._requeue = requeue
+        #: UIDs of the pods provisionable as last seen.
+        self.waiting: set[str] = set()
 
-    def _judge(self, pods: Iterable[Mapping[str, Any]]) -> None:
+    def _judge(self, pods: Iterable[Mapping[str, Any]], *, deleted: bool = False) -> None:
         for pod in pods:
-            if is_provisionable(pod):
-                self._on_pending(uid_of(pod))
+            uid = uid_of(pod)
+            if not deleted and is_provisionable(pod):
+                self.waiting.add(uid)
+                self._on_pending(uid)
+            else:
+                self.waiting.discard(uid)
+
+    async def _requeue_waiting(self) -> None:
+        while True:
+            await self._clock.sleep(self._requeue)
+            for uid in list(self.waiting):
+                self._on_pending(uid)
 
     async def run(self) -> None:
         while True:
@@ -88,9 +108,15 @@ class PendingWatch:
             except KubeError as err:
                 log.warning("provisioning: cannot list pods (retrying): %s", err)
                 await self._clock.sleep(self._retry)
+        self.waiting.clear()
         self._judge(listing.items)
-        async for op, obj, relisted in self._pods.watch(listing.resource_version):
-            if relisted is not None:
-                self._judge(relisted.items)
-            elif obj is not None and op != "DELETED":
-                self._judge((obj,))
+        requeue = asyncio.ensure_future(self._requeue_waiting())
+        try:
+            async for op, obj, relisted in self._pods.watch(listing.resource_version):
+                if relisted is not None:
+                    self.waiting.clear()
+                    self._judge(relisted.items)
+                elif obj is not None:
+                    self._judge((obj,), deleted=op == "DELETED")
+        finally:
+            requeue.cancel()

@@ -13,11 +13,13 @@ As Karpenter's (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/provisi
   that claim instead, so the next batch does not plan it again (``nominations``). In-flight
   claims are existing capacity to the simulation (``scheduling.cluster.existing_nodes``).
 - Before creating, the pools' limits are checked again against live usage (Karpenter's ``Create``
-  re-reads the NodePool and refuses a pool whose limits are exceeded): the pool's nodes and
-  NodeClaims listed afresh, plus what the claims admitted earlier in the pass are charged; a claim
-  that would exceed a limit is not created (made exact: the simulation's own rule, against what
-  is there now rather than the 5-second-old ``status.resources``). Admitted claims are created
-  concurrently (``nodeclaim_template.to_nodeclaim``) and their pods nominated (events).
+  re-reads the NodePool and refuses a pool whose limits its cluster state's usage exceeds): the
+  NodePools, nodes and NodeClaims listed afresh, plus what the claims admitted earlier in the pass
+  are charged. Deliberately stricter than Karpenter's ``ExceededBy`` (usage already over the
+  limit): a claim whose own charge would take the usage over is refused too, the simulation's own
+  rule applied to what is there now, so concurrent creations cannot overshoot a limit. Admitted
+  claims are created concurrently (``nodeclaim_template.to_nodeclaim``) and their pods nominated
+  (events).
 - API errors (409, 429, 5xx, a broken connection) never stop the loop: logged with the pass's
   context, and the pass is tried again ``retry_after`` later, as is one that left pods unplanned.
 
@@ -171,6 +173,9 @@ class Provisioner:
         #: When the pass under way started (None between passes).
         self.pass_started: datetime | None = None
         self.passes = 0
+        #: NodeClaims seen deleted lately: one deleted before its creation's answer was handled
+        #: (a launch failing within milliseconds) still releases its pods (``_create``).
+        self._gone: dict[str, float] = {}
         #: What the last pass did (for tests and logs).
         self.last_result: PassResult | None = None
 
@@ -214,6 +219,10 @@ class Provisioner:
                 self._released(str(_meta(obj).get("name") or ""))
 
     def _released(self, claim: str) -> None:
+        now = self._clock.monotonic()
+        self._gone[claim] = now
+        if len(self._gone) > 1024:
+            self._gone = {k: t for k, t in self._gone.items() if now - t < 60.0}
         pods = self.nominations.release(claim)
         if pods:
             log.info("provisioning: nodeclaim %s is gone; re-planning its %d pods now", claim, len(pods))
@@ -363,16 +372,20 @@ class Provisioner:
         self, planned: list[PlannedClaim], pools: Mapping[str, NodePool], result: PassResult
     ) -> list[PlannedClaim]:
         """The claims within their pool's limits against live usage (see the module docstring)."""
-        limited = {c.pool for c in planned if pools[c.pool].limits}
-        if not limited:
+        if not any(pools[c.pool].limits for c in planned):
             return list(planned)
-        nodes, claims = await asyncio.gather(
-            self._kube.list_objects(SNAPSHOT["Node"]), self._kube.list_objects(NODECLAIMS)
+        latest_objs, nodes, claims = await asyncio.gather(
+            self._kube.list_objects(SNAPSHOT["NodePool"]),
+            self._kube.list_objects(SNAPSHOT["Node"]),
+            self._kube.list_objects(NODECLAIMS),
         )
-        usage = {name: pool_in_use(nodes, name, claims) for name in limited}
+        # The limits as they are now (an edit since the snapshot counts), else the snapshot's.
+        latest, _ = usable_pools(latest_objs)
+        limits_of = {p.name: p.limits for p in pools.values()} | {p.name: p.limits for p in latest}
+        usage = {name: pool_in_use(nodes, name, claims) for name in {c.pool for c in planned}}
         admitted: list[PlannedClaim] = []
         for claim in planned:
-            limits = pools[claim.pool].limits
+            limits = limits_of.get(claim.pool, {})
             if not limits:
                 admitted.append(claim)
                 continue
@@ -435,4 +448,6 @@ class Provisioner:
             + (f" and {len(planned.instance_types) - 5} other(s)" if len(planned.instance_types) > 5 else ""),
         )
         await self.nominations.nominate(pods, name)
+        if name in self._gone:
+            self._released(name)  # deleted while this answer was on its way: re-plan now
         return name
