@@ -1,5 +1,5 @@
 """The provisioning batcher's window: idle, max, repeated keys, and the immediate close of the
-fallback path.
+fallback path; and the pending-pod watch that feeds it.
 
 Source: kubernetes-sigs/karpenter ``pkg/controllers/provisioning/batcher.go`` (``Trigger``: a UID
 already in the window is ignored; ``Wait``: until ``BATCH_IDLE_DURATION`` without a trigger or
@@ -96,3 +96,55 @@ async def test_wait_blocks_until_a_first_trigger() -> None:
     assert not waiter.done()
     batcher.trigger("p")
     assert await asyncio.wait_for(waiter, 0.5) == {"p"}
+
+
+async def test_the_pending_watch_triggers_provisionable_pods_and_requeues_them() -> None:
+    """kubernetes-sigs/karpenter pkg/controllers/provisioning/controller.go PodController.Reconcile:
+    a provisionable pod triggers the batcher and is requeued every 10 s while it stays so; a pod
+    that got bound (or was deleted) stops."""
+    from datetime import UTC, datetime
+    from typing import Any
+
+    from kubespot.controllers.provisioning.pending import PendingWatch
+    from kubespot.kube.custom import ObjectList
+    from support.clocks import ManualClock, settle
+
+    def pod(uid: str, node: str = "", unschedulable: bool = True) -> dict[str, Any]:
+        conditions = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]
+        return {
+            "metadata": {"name": uid, "namespace": "default", "uid": uid},
+            "spec": {"nodeName": node} if node else {},
+            "status": {"conditions": conditions if unschedulable else []},
+        }
+
+    changes: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+
+    class Pods:
+        async def list(self) -> ObjectList:
+            return ObjectList((pod("a"), pod("b", node="n1"), pod("c", unschedulable=False)), "1")
+
+        async def watch(self, rv: str) -> Any:
+            while True:
+                op, obj = await changes.get()
+                yield op, obj, None
+
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    seen: list[str] = []
+    watch = PendingWatch(Pods(), seen.append, clock=clock, requeue=10.0)  # type: ignore[arg-type]
+    task = asyncio.create_task(watch.run())
+    try:
+        await settle()
+        assert seen == ["a"]  # b is bound, c not marked Unschedulable by kube-scheduler yet
+        await changes.put(("MODIFIED", pod("c")))
+        await settle()
+        assert seen == ["a", "c"] and watch.waiting == {"a", "c"}
+        await clock.advance(10.0)
+        assert sorted(seen[2:]) == ["a", "c"]  # requeued
+        await changes.put(("MODIFIED", pod("a", node="n2")))  # bound
+        await changes.put(("DELETED", pod("c")))
+        await settle()
+        await clock.advance(10.0)
+        assert len(seen) == 4 and watch.waiting == set()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
