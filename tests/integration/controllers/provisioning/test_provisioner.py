@@ -316,12 +316,17 @@ async def test_limits_are_checked_again_against_live_usage() -> None:
         async with env.http.put(f"/{NODECLAIMS}/general-other/status", json=stored) as r:
             assert r.status == 200, await r.text()
         await env.create("api/v1/namespaces/default/pods", pod("big", requests={"cpu": "1", "memory": "1Gi"}))
-        await until(lambda: _true(provisioner.passes > 0), within=2.0, interval=0.02)
-        await asyncio.sleep(0.4)  # a retry pass too
-        assert [c["metadata"]["name"] for c in await env.claims()] == ["general-other"]
+
+        async def refused() -> int:
+            last = provisioner.last_result
+            return provisioner.passes if last is not None and last.refused else 0
+
+        first = await until(refused, within=3.0, interval=0.02)
         last = provisioner.last_result
         assert last is not None and last.refused == [("general", "limits exceeded: cpu")]
-        assert provisioner.passes >= 2  # retried, refused again
+        # Retried (retry_after 0.3 s) and refused again: nothing was created meanwhile.
+        await until(lambda: _true(provisioner.passes > first), within=3.0, interval=0.02)
+        assert [c["metadata"]["name"] for c in await env.claims()] == ["general-other"]
         # Without the other claim the same pod gets its NodeClaim.
         await env.delete_claim("general-other")
         provisioner.batcher.trigger("go")
