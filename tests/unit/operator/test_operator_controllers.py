@@ -102,6 +102,17 @@ def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> No
     ]
 
 
+def test_the_provisioner_plans_around_the_process_wide_unavailable_offerings() -> None:
+    """docs/designs/launching.md §2: one UnavailableOfferings per process; the pools the
+    interruption handler marks (Shared.capacity) are the ones the provisioner's simulations leave
+    out (aws/karpenter-provider-aws pkg/cache/unavailableofferings.go: one cache, shared)."""
+    parts_in = shared(KUBESPOT_PROVISIONING_ENABLED="true")
+    (provisioning,) = [c for c in new_controllers(parts_in) if c.name == "provisioning"]
+    parts = provisioning.parts["provisioning"]
+    assert parts.unavailable is parts_in.capacity.unavailable  # type: ignore[attr-defined]
+    assert parts.provisioner._unavailable is parts_in.capacity.unavailable  # type: ignore[attr-defined]
+
+
 async def test_provisioning_without_a_region_stops_the_start_up() -> None:
     """The catalog and the selector terms are per region (Karpenter reads it from its settings)."""
     parts = shared(KUBESPOT_PROVISIONING_ENABLED="true")

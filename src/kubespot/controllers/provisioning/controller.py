@@ -125,6 +125,7 @@ def build(
     region: str,
     launch: LaunchSettings | None = None,
     recorder: EventRecorder | None = None,
+    unavailable: UnavailableOfferings | None = None,
 ) -> Provisioning:
     catalog = Catalog(aws, region, pricing, clock=clock)
     cloud = AwsCloud(catalog)
@@ -141,9 +142,10 @@ def build(
         on_resolved=cloud.set_resolved,
     )
     launch = launch or LaunchSettings()
-    # One cache per process: the AWS cloud's launches will mark it (issue 14 §1) and the
-    # simulations read it; the interruption handler is to mark it too (docs/designs/launching.md §2).
-    unavailable = UnavailableOfferings(clock, ttl=launch.unavailable_offerings_ttl)
+    if unavailable is None:
+        # The operator hands the process's one cache (``Shared.capacity``: the interruption
+        # handler marks it, the launches will); a cache of its own only where built alone.
+        unavailable = UnavailableOfferings(clock, ttl=launch.unavailable_offerings_ttl)
     batcher = Batcher(idle=launch.batch_idle_duration, max_duration=launch.batch_max_duration)
     provisioner = Provisioner(
         kube=kube,
