@@ -8,11 +8,16 @@ state, ``state/cluster.go`` ``NominateNodeForPod`` and the in-flight NodeClaims 
 packs first). When the claim goes away (deleted for insufficient capacity, a timeout) its pods are
 ``released``: pending again, planned in the next batch.
 
-The events follow Karpenter's ``NominatePodEvent`` (kubernetes-sigs/karpenter
-``pkg/controllers/provisioning/scheduling/events.go``): on the pod, Normal, reason ``Nominated``,
-"Pod should schedule on: nodeclaim/<name>"; de-duplicated per pod UID (and message) for Karpenter's
-default two minutes (``pkg/events/recorder.go``); one token bucket of 5 per second, burst 10, shared
-by every nomination, and an event over budget is dropped, not delayed (client-go's ``TryAccept``).
+The events follow Karpenter's (kubernetes-sigs/karpenter
+``pkg/controllers/provisioning/scheduling/events.go``, ``pkg/events/recorder.go``):
+
+- ``NominatePodEvent``: on the pod, Normal, reason ``Nominated``, "Pod should schedule on:
+  nodeclaim/<name>"; one token bucket of 5 per second, burst 10, shared by every nomination, and
+  an event over budget is dropped, not delayed (client-go's ``TryAccept``);
+- ``PodFailedToScheduleEvent``: Warning ``FailedScheduling``, "Failed to schedule pod, <why>";
+- both de-duplicated per (reason, pod UID), whatever the message, for the event's timeout (2
+  minutes by default, 5 for ``FailedScheduling``). As in Karpenter's recorder, the de-duplication
+  is checked (and armed) before the rate limit: a dropped event is not retried within the timeout.
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ from kubespot.kube.ratelimit import TokenBucket
 __all__ = ["Nominations"]
 
 NOMINATED = "Nominated"
+FAILED_SCHEDULING = "FailedScheduling"
+#: Karpenter's recorder's default de-duplication timeout, and FailedScheduling's own.
 DEDUPE_SECONDS = 120.0
+FAILED_DEDUPE_SECONDS = 300.0
 
 
 def nominated_message(claim: str) -> str:
@@ -53,7 +61,8 @@ class Nominations:
         self._dedupe = dedupe
         self._monotonic = monotonic
         self._claim_of: dict[str, str] = {}
-        self._sent: dict[tuple[str, str], float] = {}
+        #: (reason, pod UID) -> until when a repeat is not published.
+        self._quiet: dict[tuple[str, str], float] = {}
         #: Events dropped over the rate limit (for tests and metrics).
         self.dropped = 0
 
@@ -80,35 +89,68 @@ class Nominations:
         for uid in [u for u in self._claim_of if u not in live]:
             del self._claim_of[uid]
 
+    def _should_publish(self, reason: str, uid: str, timeout: float, now: float) -> bool:
+        """``shouldCreateEvent``: False while a (reason, pod) event is within its timeout; else
+        arms the timeout and says True."""
+        key = (reason, uid)
+        until = self._quiet.get(key)
+        if until is not None and now < until:
+            return False
+        self._quiet[key] = now + timeout
+        return True
+
     async def nominate(self, pods: Iterable[Mapping[str, Any]], claim: str) -> None:
         """Record ``pods`` as nominated to ``claim`` and tell each one (within the event budget)."""
         now = self._monotonic()
         message = nominated_message(claim)
         due: list[ObjectRef] = []
         for pod in pods:
-            meta = pod.get("metadata") or {}
-            uid = str(meta.get("uid") or "")
+            uid = str(_meta(pod).get("uid") or "")
             if not uid:
                 continue
             self._claim_of[uid] = claim
-            if self._recorder is None:
-                continue
-            key = (uid, message)
-            sent = self._sent.get(key)
-            if sent is not None and now - sent < self._dedupe:
+            if self._recorder is None or not self._should_publish(NOMINATED, uid, self._dedupe, now):
                 continue
             if not self._bucket.try_acquire():
                 self.dropped += 1
                 continue
-            self._sent[key] = now
-            due.append(ObjectRef("Pod", str(meta.get("name") or ""), str(meta.get("namespace") or ""), uid))
+            due.append(_ref(pod))
         self._forget_old(now)
-        if due and self._recorder is not None:
+        await self._publish(due, NOMINATED, message, warning=False)
+
+    async def failed_to_schedule(self, pods: Iterable[tuple[Mapping[str, Any], str]]) -> None:
+        """Tell each pod why no capacity was planned for it (``PodFailedToScheduleEvent``)."""
+        if self._recorder is None:
+            return
+        now = self._monotonic()
+        by_message: dict[str, list[ObjectRef]] = {}
+        for pod, why in pods:
+            uid = str(_meta(pod).get("uid") or "")
+            if uid and self._should_publish(FAILED_SCHEDULING, uid, FAILED_DEDUPE_SECONDS, now):
+                by_message.setdefault(f"Failed to schedule pod, {why}", []).append(_ref(pod))
+        self._forget_old(now)
+        for message, refs in by_message.items():
+            await self._publish(refs, FAILED_SCHEDULING, message, warning=True)
+
+    async def _publish(self, refs: list[ObjectRef], reason: str, message: str, *, warning: bool) -> None:
+        if refs and self._recorder is not None:
             recorder = self._recorder
-            await asyncio.gather(*(recorder.record(ref, NOMINATED, message) for ref in due))
+            await asyncio.gather(*(recorder.record(ref, reason, message, warning=warning) for ref in refs))
 
     def _forget_old(self, now: float) -> None:
-        if len(self._sent) < 4096:
+        if len(self._quiet) < 4096:
             return
-        for key in [k for k, at in self._sent.items() if now - at >= self._dedupe]:
-            del self._sent[key]
+        for key in [k for k, until in self._quiet.items() if until <= now]:
+            del self._quiet[key]
+
+
+def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = pod.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _ref(pod: Mapping[str, Any]) -> ObjectRef:
+    meta = _meta(pod)
+    return ObjectRef(
+        "Pod", str(meta.get("name") or ""), str(meta.get("namespace") or ""), str(meta.get("uid") or "")
+    )

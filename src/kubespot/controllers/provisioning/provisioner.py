@@ -19,7 +19,8 @@ As Karpenter's (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/provisi
   limit): a claim whose own charge would take the usage over is refused too, the simulation's own
   rule applied to what is there now, so concurrent creations cannot overshoot a limit. Admitted
   claims are created concurrently (``nodeclaim_template.to_nodeclaim``) and their pods nominated
-  (events).
+  (events). Pods no NodePool can take are told why (Warning ``FailedScheduling``, as Karpenter's
+  ``PodFailedToScheduleEvent``).
 - API errors (409, 429, 5xx, a broken connection) never stop the loop: logged with the pass's
   context, and the pass is tried again ``retry_after`` later, as is one that left pods unplanned.
 
@@ -333,7 +334,13 @@ class Provisioner:
         )
         plan.unschedulable.update(left_out)
         result.plan = plan
+        by_key = {f"{_meta(p).get('namespace') or 'default'}/{_meta(p).get('name')}": p for p in pending}
         if plan.unschedulable:
+            await self.nominations.failed_to_schedule(
+                (by_key[k], "; ".join(why) or "no NodePool can run it")
+                for k, why in plan.unschedulable.items()
+                if k in by_key
+            )
             log.info(
                 "provisioning: %d of %d pending pods cannot be scheduled: %s",
                 len(plan.unschedulable),
@@ -344,7 +351,6 @@ class Provisioner:
         if not plan.claims:
             return
         admitted = await self._admit(plan.claims, {p.name: p for p in pools}, result)
-        by_key = {f"{_meta(p).get('namespace') or 'default'}/{_meta(p).get('name')}": p for p in pending}
         view_of = {v.key: v for v in views}
         specs = {name: parse_nodepool(obj).spec for name, obj in pool_objs.items()}
         outcomes = await asyncio.gather(

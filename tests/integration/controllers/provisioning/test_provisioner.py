@@ -343,3 +343,23 @@ async def test_api_errors_are_survived_and_retried(env: Env) -> None:
     (claim,) = await env.wait_claims(1, within=3.0)
     assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "general"
     assert env.provisioner.passes >= 2
+
+
+async def test_a_pod_no_nodepool_can_take_is_told_why_and_retried(env: Env) -> None:
+    """provisioner.go Schedule publishes PodFailedToScheduleEvent for the pods the simulation
+    could not place (Warning FailedScheduling, "Failed to schedule pod, ..."); no NodeClaim is
+    created and the pass is tried again later."""
+    await env.create("api/v1/namespaces/default/pods", pod("huge", requests={"cpu": "64", "memory": "1Gi"}))
+
+    async def warned() -> list[Obj]:
+        return await env.events("FailedScheduling")
+
+    (event,) = await until(warned, within=3.0, interval=0.02)
+    assert event["source"]["component"] == "kubespot"
+    assert event["type"] == "Warning" and event["involvedObject"]["name"] == "huge"
+    assert event["message"].startswith("Failed to schedule pod, ")
+    assert await env.claims() == []
+    last = env.provisioner.last_result
+    assert (
+        last is not None and last.retry and "default/huge" in (last.plan.unschedulable if last.plan else {})
+    )

@@ -70,10 +70,42 @@ async def test_nominated_events_are_deduplicated_per_pod() -> None:
     clock.t += 10
     await noms.nominate(pods(2), "c1")
     assert len(recorder.events) == 2
+    # recorder.go dedupeKey is (reason, UID): a new claim within the timeout is not told either
+    # (the record is updated all the same).
+    await noms.nominate(pods(1), "c2")
+    assert len(recorder.events) == 2 and noms.claim_of("p0") == "c2"
     clock.t += 200  # past the two minutes
     await noms.nominate(pods(1), "c1")
     assert len(recorder.events) == 3
+    assert noms.release("c2") == []  # p0 moved back to c1
     assert sorted(noms.release("c1")) == ["p0", "p1"] and len(noms) == 0
+
+
+async def test_a_nomination_dropped_over_the_rate_limit_is_not_retried_within_the_timeout() -> None:
+    """recorder.go publishEvent: the dedupe entry is armed before the rate limiter says no."""
+    recorder, clock = Recorder(), Clock()
+    noms = Nominations(recorder, monotonic=clock)  # type: ignore[arg-type]
+    await noms.nominate(pods(11), "c1")  # the eleventh is over the burst
+    assert len(recorder.events) == 10 and noms.dropped == 1
+    clock.t += 5  # tokens again, but p10 is still within its two minutes
+    await noms.nominate(pods(11), "c1")
+    assert len(recorder.events) == 10
+
+
+async def test_failed_scheduling_warnings_deduplicated_for_five_minutes() -> None:
+    """events.go PodFailedToScheduleEvent: Warning FailedScheduling "Failed to schedule pod, <err>",
+    DedupeTimeout 5 minutes per pod UID; not rate-limited."""
+    recorder, clock = Recorder(), Clock()
+    noms = Nominations(recorder, monotonic=clock)  # type: ignore[arg-type]
+    await noms.failed_to_schedule((p, "too big") for p in pods(20))
+    assert len(recorder.events) == 20
+    assert recorder.events[0] == ("p0", "FailedScheduling", "Failed to schedule pod, too big")
+    clock.t += 200
+    await noms.failed_to_schedule((p, "still too big") for p in pods(1))
+    assert len(recorder.events) == 20
+    clock.t += 101
+    await noms.failed_to_schedule((p, "still too big") for p in pods(1))
+    assert len(recorder.events) == 21
 
 
 def node(name: str, pool: str | None, cpu: str = "4", **meta: Any) -> Obj:
