@@ -199,13 +199,21 @@ class Provisioner:
 
     async def watch_claims(self) -> None:
         """Release the pods of a NodeClaim that is deleted, and re-plan them at once."""
+        said = False
         while True:
             try:
                 listing = await self.nodeclaims.list()
-                break
             except KubeError as err:
                 log.warning("provisioning: cannot list nodeclaims (retrying): %s", err)
                 await self._clock.sleep(1.0)
+                continue
+            if listing.served:
+                break
+            if not said:
+                # No CRD: a watch of an unserved path would only fail in a loop; look again later.
+                log.warning("provisioning: the API server does not serve NodeClaims (CRD not installed?)")
+                said = True
+            await self._clock.sleep(self._retry_after)
         async for op, obj, relisted in self.nodeclaims.watch(listing.resource_version):
             if relisted is not None:
                 live = {
