@@ -145,6 +145,28 @@ def _in_flight(claims: Sequence[Obj], node_names: set[str]) -> dict[str, str]:
     return out
 
 
+def _unreadable_why(pod: Mapping[str, Any]) -> str:
+    try:
+        PodView.of(pod)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"its spec cannot be read: {exc}"
+    return "its spec cannot be read"
+
+
+def _readable(pod: Mapping[str, Any]) -> bool:
+    """The simulation can read the pod's spec (requests, affinity, selectors...)."""
+    try:
+        PodView.of(pod)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return False
+    return True
+
+
+def _template_of(daemonset: Mapping[str, Any]) -> Obj:
+    template = (daemonset.get("spec") or {}).get("template") or {}
+    return {"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}}
+
+
 class Provisioner:
     """Pending pods to NodeClaims, batch by batch."""
 
@@ -255,10 +277,13 @@ class Provisioner:
         try:
             await self._pass(result)
         except KubeError as err:
-            log.warning("provisioning: pass abandoned, retrying in %.0f s: %s", self._retry_after, err)
+            log.warning("provisioning: pass abandoned, retrying in %g s: %s", self._retry_after, err)
             result.retry = True
         except MalformedVolume as err:
-            log.warning("provisioning: pass abandoned, retrying in %.0f s: %s", self._retry_after, err)
+            log.warning("provisioning: pass abandoned, retrying in %g s: %s", self._retry_after, err)
+            result.retry = True
+        except Exception:  # a bug must not stop provisioning for good: logged, tried again later
+            log.exception("provisioning: pass failed, retrying in %g s", self._retry_after)
             result.retry = True
         finally:
             self.pass_started = None
@@ -281,6 +306,7 @@ class Provisioner:
 
         # Pods nominated to an in-flight claim count on it; the others that wait are planned for.
         pending: list[Obj] = []
+        unreadable: list[Obj] = []
         counted: list[Obj] = []
         kept: list[str] = []
         for pod in pods:
@@ -293,18 +319,23 @@ class Provisioner:
             if host is not None:
                 kept.append(uid)
                 counted.append({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": host}})
-            else:
+            elif _readable(pod):
                 pending.append(pod)
+            else:
+                unreadable.append(pod)
         self.nominations.keep_only(kept)
         result.nominated = len(kept)
         result.pending = len(pending)
+        if unreadable:
+            # One pod nobody can read (a request "1Gb") must not stop the others being planned.
+            await self.nominations.failed_to_schedule((p, _unreadable_why(p)) for p in unreadable)
         if not pending:
             return
 
         pool_objs = {str(_meta(o).get("name") or ""): o for o in _ready_pools(objects["NodePool"])}
         pools, _ = usable_pools(pool_objs.values())
         classes = _nodeclasses(objects["EC2NodeClass"])
-        daemonsets = objects["DaemonSet"]
+        daemonsets = [d for d in objects["DaemonSet"] if _readable(_template_of(d))]
         capacities: list[PoolCapacity] = []
         catalog: dict[str, dict[str, InstanceType]] = {}
         for pool in pools:

@@ -363,3 +363,29 @@ async def test_a_pod_no_nodepool_can_take_is_told_why_and_retried(env: Env) -> N
     assert (
         last is not None and last.retry and "default/huge" in (last.plan.unschedulable if last.plan else {})
     )
+
+
+async def test_a_pod_the_simulation_cannot_read_does_not_stop_the_others(env: Env) -> None:
+    """Never crash on what the API holds: a pod whose spec the simulation cannot read is told
+    (FailedScheduling) and left out; the pods around it get their NodeClaim (Karpenter's
+    GetPendingPods rejects a pod that fails Validate the same way, one pod at a time)."""
+    bad = pod("bad", requests={"cpu": "500m", "memory": "1Gi"})
+    bad["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "team", "operator": "Gt", "values": ["x"]}]}
+                ]
+            }
+        }
+    }
+    await env.create("api/v1/namespaces/default/pods", bad)
+    await env.create("api/v1/namespaces/default/pods", pod("good", requests=SMALL))
+    (claim,) = await env.wait_claims(1)
+    assert claim["spec"]["resources"]["requests"]["pods"] == "1"
+
+    async def warned() -> list[Obj]:
+        return [e for e in await env.events("FailedScheduling") if e["source"]["component"] == "kubespot"]
+
+    (event,) = await until(warned, within=3.0, interval=0.02)
+    assert event["involvedObject"]["name"] == "bad" and "cannot be read" in event["message"]
