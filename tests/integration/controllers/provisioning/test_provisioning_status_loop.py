@@ -68,6 +68,7 @@ class Env:
     group: str
     #: What the loop handed the cloud per class (``on_resolved``).
     resolved: dict[str, Any] = field(default_factory=dict)
+    kubeconfig: str = ""
 
     async def create(self, path: str, body: Obj) -> Obj:
         async with self.http.post(f"/{path}", json=body) as r:
@@ -175,7 +176,7 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
         )
         task = asyncio.create_task(loop.run())
         try:
-            yield Env(http, loop, aws, subnets, group, resolved)
+            yield Env(http, loop, aws, subnets, group, resolved, str(sim.kubeconfig_path))
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -301,3 +302,49 @@ async def test_crds_installed_after_the_start_are_picked_up(aws_env: MotoServer)
         await env.create(NODECLASSES, nodeclass("default"))
         await env.create(NODEPOOLS, nodepool("general", "default"))
         await env.until(NODEPOOLS, "general", is_("Ready", "True"))
+
+
+async def test_nodepool_resources_counted_and_written_with_the_conditions(env: Env) -> None:
+    """kubernetes-sigs/karpenter pkg/controllers/nodepool/counter/controller.go: status.resources
+    (capacity of the pool's non-deleting nodes and in-flight NodeClaims, base keys always there)
+    and status.nodes, every few seconds; here counted by NodePoolCounter and written by the status
+    loop with the readiness conditions (one writer: no 409s between two)."""
+    from kubespot.controllers.provisioning.nodepool_counter import NodePoolCounter
+
+    await env.create(NODECLASSES, nodeclass("default"))
+    await env.create(NODEPOOLS, nodepool("general", "default"))
+    await env.until(NODEPOOLS, "general", is_("Ready", "True"))
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "general-a", "labels": {"karpenter.sh/nodepool": "general"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [],
+        },
+    }
+    stored = await env.create("apis/karpenter.sh/v1/nodeclaims", claim)
+    stored["status"] = {"capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"}}
+    async with env.http.put("/apis/karpenter.sh/v1/nodeclaims/general-a/status", json=stored) as r:
+        assert r.status == 200, await r.text()
+    kube = connect(KubeSettings(kubeconfig=str(env.kubeconfig)))
+    counter = NodePoolCounter(kube, env.loop.set_counts, clock=SystemClock(), interval=0.1)
+    task = asyncio.create_task(counter.run())
+    try:
+        pool = await env.until(NODEPOOLS, "general", lambda o: (o.get("status") or {}).get("nodes") == 1)
+        assert pool["status"]["resources"] == {
+            "cpu": "2",
+            "memory": "8192Mi",
+            "pods": "29",
+            "ephemeral-storage": "0Mi",
+            "nodes": "1",
+        }
+        assert conditions(pool)["Ready"]["status"] == "True"  # the conditions kept
+        async with env.http.delete("/apis/karpenter.sh/v1/nodeclaims/general-a") as r:
+            assert r.status in (200, 202)
+        pool = await env.until(NODEPOOLS, "general", lambda o: o["status"].get("nodes") == 0)
+        assert pool["status"]["resources"]["cpu"] == "0"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await kube.close()
