@@ -100,8 +100,12 @@ class AwsCloud:
         self._launch = launch or LaunchSettings()
         self._clock = clock or SystemClock()
         #: Shared with the interruption handler and the provisioner (docs/designs/launching.md §2).
-        self.unavailable = unavailable or UnavailableOfferings(
-            self._clock, self._launch.unavailable_offerings_ttl
+        # ``is None``, not ``or``: an empty cache has len 0 and is falsy, and the shared one must be
+        # kept even while it is empty.
+        self.unavailable = (
+            unavailable
+            if unavailable is not None
+            else UnavailableOfferings(self._clock, self._launch.unavailable_offerings_ttl)
         )
         #: Reclaim risk per spot pool (``cloud.pool_risk``): orders and thins the spot pools.
         self.risk = risk

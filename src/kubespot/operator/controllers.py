@@ -219,8 +219,9 @@ def provisioning(shared: Shared) -> Controller | None:
         region=region or "",
         launch=s.launch,
         recorder=shared.recorder,
-        # The process's one cache: what the interruption handler marks, the simulations avoid.
-        unavailable=shared.capacity.unavailable,
+        # The process's one cache: what the interruption handler and the launches mark, the
+        # simulations avoid.
+        capacity=shared.capacity,
     )
     assert parts.provisioner is not None and parts.pending is not None and parts.counter is not None
 

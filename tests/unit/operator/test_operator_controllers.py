@@ -111,6 +111,9 @@ def test_the_provisioner_plans_around_the_process_wide_unavailable_offerings() -
     parts = provisioning.parts["provisioning"]
     assert parts.unavailable is parts_in.capacity.unavailable  # type: ignore[attr-defined]
     assert parts.provisioner._unavailable is parts_in.capacity.unavailable  # type: ignore[attr-defined]
+    # The launches mark that same cache (and order spot pools by the same risk).
+    assert parts.cloud.unavailable is parts_in.capacity.unavailable  # type: ignore[attr-defined]
+    assert parts.cloud.risk is parts_in.capacity.risk  # type: ignore[attr-defined]
 
 
 async def test_provisioning_without_a_region_stops_the_start_up() -> None:

@@ -23,6 +23,7 @@ from kubespot.aws import AwsClients
 from kubespot.aws.catalog import Catalog
 from kubespot.aws.cloud import AwsCloud
 from kubespot.cloud import UnavailableOfferings
+from kubespot.cloud.signals import CapacitySignals, capacity_signals
 from kubespot.config.launch import LaunchSettings
 from kubespot.config.pricing import PricingSettings
 from kubespot.config.provisioning import ProvisioningSettings
@@ -125,10 +126,18 @@ def build(
     region: str,
     launch: LaunchSettings | None = None,
     recorder: EventRecorder | None = None,
-    unavailable: UnavailableOfferings | None = None,
+    capacity: CapacitySignals | None = None,
 ) -> Provisioning:
+    launch = launch or LaunchSettings()
+    # The operator hands the process's one cache and risk store (``Shared.capacity``: the
+    # interruption handler marks them); built alone (tests), the parts get their own.
+    if capacity is None:
+        capacity = capacity_signals(launch, clock)
+    unavailable = capacity.unavailable
     catalog = Catalog(aws, region, pricing, clock=clock)
-    cloud = AwsCloud(catalog)
+    # The cloud marks the pools its launches fail in the same cache the provisioner's simulations
+    # read, so a re-plan after insufficient capacity leaves them out (launching.md §2).
+    cloud = AwsCloud(catalog, aws, launch=launch, unavailable=unavailable, risk=capacity.risk, clock=clock)
     nodeclasses = CustomObjects(kube, NODECLASSES)
     k8s_version = KubernetesVersion(
         nodeclasses.server_version, clock=clock, pinned=settings.kubernetes_version
@@ -141,11 +150,6 @@ def build(
         clock=clock,
         on_resolved=cloud.set_resolved,
     )
-    launch = launch or LaunchSettings()
-    if unavailable is None:
-        # The operator hands the process's one cache (``Shared.capacity``: the interruption
-        # handler marks it, the launches will); a cache of its own only where built alone.
-        unavailable = UnavailableOfferings(clock, ttl=launch.unavailable_offerings_ttl)
     batcher = Batcher(idle=launch.batch_idle_duration, max_duration=launch.batch_max_duration)
     provisioner = Provisioner(
         kube=kube,
