@@ -16,6 +16,25 @@ of ``MotoServer`` are out of its reach. These routes expose the same operations:
     body ``{"Operation", "Code", "Times"? (default 1), "Region"?}``: the next calls of that lifecycle
     operation fail with that AWS error (see ``extensions.lifecycle.inject_fault``).
 
+The spot market (``extensions.market``, ``.fleet``, ``.reclaims``; ``Region`` / ``?region=`` optional):
+
+``GET /_kubespot/ec2/pools``
+    ``{"Pools": [{CapacityType, InstanceType, AvailabilityZone, Capacity, Used, Free, Launches,
+    Errors, Reclaimed, InterruptionBand?}], "FleetCalls", "TimeScale"}`` (``Capacity``/``Free``
+    null: unlimited).
+``POST /_kubespot/ec2/pool-capacity``
+    body ``{"Capacity": int|null, "CapacityType"?, "InstanceType"?, "AvailabilityZone"?}`` (fnmatch
+    patterns, default ``*``): the matching pools, now and later, hold that many instances.
+``POST /_kubespot/ec2/reclaims`` / ``GET /_kubespot/ec2/reclaims``
+    body ``{"AvailabilityZone", "InstanceType"? (absent: every spot pool of the zone),
+    "Rebalance"?: false, "RebalanceLeadSeconds"?: 0, "DelaySeconds"? (default 120 x time scale),
+    "CapacityAfter"?: 0}``: reclaim (see ``extensions.reclaims.reclaim``); GET lists the reclaims.
+``GET /_kubespot/ec2/interruption-rates[?instance_type=t&zone=z]`` / ``POST`` the same path
+    the Spot-Advisor band of spot pools; POST body ``{"Band": "<5%"|…|0-4, "InstanceType"?,
+    "AvailabilityZone"?}`` sets it for the matching pools.
+``POST /_kubespot/ec2/market-settings``
+    body ``{"TimeScale": float}``: multiplies the market's default delays (1 = AWS's).
+
 Everything else goes to moto unchanged.
 """
 
@@ -29,7 +48,7 @@ from urllib.parse import parse_qs
 from moto.core.models import DEFAULT_ACCOUNT_ID
 
 from kubespot.sim.awssim import extensions
-from kubespot.sim.awssim.extensions import lifecycle
+from kubespot.sim.awssim.extensions import lifecycle, market, reclaims
 
 __all__ = ["PREFIX", "AdminMiddleware"]
 
@@ -100,7 +119,69 @@ class AdminMiddleware:
                 times=int(request.get("Times", 1)),
             )
             return 200, {"ok": True}
+        if route.startswith("ec2/"):
+            return _market_route(environ, method, route[len("ec2/") :], self._region)
         return 404, {"error": f"no route {route!r}"}
+
+
+def _market_route(environ: dict[str, Any], method: str, route: str, default_region: str) -> tuple[int, Any]:
+    """The spot market's routes (``ec2/...``)."""
+    from moto.ec2.models import ec2_backends
+
+    query = parse_qs(str(environ.get("QUERY_STRING", "")))
+    request = _read_json(environ) if method == "POST" else {}
+    region = str(request.get("Region") or query.get("region", [default_region])[0])
+    account = DEFAULT_ACCOUNT_ID
+    if route == "pools" and method == "GET":
+        reclaims.run_due(ec2_backends[account][region])
+        return 200, market.pools(account, region)
+    if route == "pool-capacity" and method == "POST":
+        capacity = request["Capacity"]
+        changed = market.set_capacity(
+            account,
+            region,
+            None if capacity is None else int(capacity),
+            capacity_type=str(request.get("CapacityType", "*")),
+            instance_type=str(request.get("InstanceType", "*")),
+            zone=str(request.get("AvailabilityZone", "*")),
+        )
+        return 200, {"Pools": changed}
+    if route == "reclaims" and method == "POST":
+        delay = request.get("DelaySeconds")
+        record = reclaims.reclaim(
+            account,
+            region,
+            zone=str(request["AvailabilityZone"]),
+            instance_type=request.get("InstanceType"),
+            rebalance=bool(request.get("Rebalance", False)),
+            rebalance_lead_s=float(request.get("RebalanceLeadSeconds", 0.0)),
+            delay_s=None if delay is None else float(delay),
+            capacity_after=int(request.get("CapacityAfter", 0)),
+        )
+        return 200, record.to_dict()
+    if route == "reclaims" and method == "GET":
+        return 200, {"Reclaims": reclaims.list_reclaims(account, region)}
+    if route == "interruption-rates" and method == "GET":
+        rates = market.interruption_rates(
+            account, region, instance_types=query.get("instance_type"), zones=query.get("zone")
+        )
+        return 200, {"InterruptionRates": rates, "Bands": list(market.BANDS)}
+    if route == "interruption-rates" and method == "POST":
+        band = request["Band"]
+        market.set_interruption_band(
+            account,
+            region,
+            band if isinstance(band, int) else str(band),
+            instance_type=str(request.get("InstanceType", "*")),
+            zone=str(request.get("AvailabilityZone", "*")),
+        )
+        return 200, {"ok": True}
+    if route == "market-settings" and method == "POST":
+        market.set_time_scale(account, region, float(request["TimeScale"]))
+        return 200, {"ok": True}
+    if route in ("pools", "pool-capacity", "reclaims", "interruption-rates", "market-settings"):
+        return 405, {"error": f"{method} not allowed"}
+    return 404, {"error": f"no route 'ec2/{route}'"}
 
 
 def _read_json(environ: dict[str, Any]) -> dict[str, Any]:

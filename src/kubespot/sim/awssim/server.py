@@ -33,7 +33,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import make_server
 
 from kubespot.sim.awssim import admin, extensions
-from kubespot.sim.awssim.extensions import lifecycle, pricing, spot_prices
+from kubespot.sim.awssim.extensions import lifecycle, market, pricing, reclaims, spot_prices
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
@@ -134,6 +134,9 @@ class MotoServer:
         server = _Server(self.host, self._requested_port, self.region)
         server.start()
         self._server = server
+        if self._install_extensions:
+            # Timed spot reclaims (terminations two minutes after the warning) run on this thread.
+            reclaims.start_ticker()
         self._port = int(server.get_host_and_port()[1])
         self._sqs = None
         if self._reset_on_start:
@@ -148,6 +151,8 @@ class MotoServer:
             return
         self._server.stop()
         self._server = None
+        if self._install_extensions:
+            reclaims.stop_ticker()
 
     def __enter__(self) -> MotoServer:
         return self.start()
@@ -296,3 +301,79 @@ class MotoServer:
             emit=emit,
             decrement_desired_capacity=decrement_desired_capacity,
         )
+
+    # -- spot market (extensions.market, .fleet, .reclaims) -------------------------------------
+
+    def set_pool_capacity(
+        self,
+        capacity: int | None,
+        *,
+        capacity_type: str = "*",
+        instance_type: str = "*",
+        zone: str = "*",
+    ) -> list[dict[str, Any]]:
+        """Let the capacity pools matching the ``fnmatch`` patterns hold ``capacity`` instances
+        (None: unlimited, the default); see ``extensions.market.set_capacity``."""
+        return market.set_capacity(
+            self.account_id,
+            self.region,
+            capacity,
+            capacity_type=capacity_type,
+            instance_type=instance_type,
+            zone=zone,
+        )
+
+    def pool_stats(self) -> dict[str, Any]:
+        """Every pool the market knows: capacity, used, free, launches, errors, reclaimed, band."""
+        reclaims.run_due(self._ec2_backend())
+        return market.pools(self.account_id, self.region)
+
+    def reclaim_spot(
+        self,
+        zone: str,
+        instance_type: str | None = None,
+        *,
+        rebalance: bool = False,
+        rebalance_lead_s: float = 0.0,
+        delay_s: float | None = None,
+        capacity_after: int = 0,
+    ) -> reclaims.Reclaim:
+        """Reclaim a spot pool (``instance_type`` in ``zone``) or every spot pool of ``zone``;
+        see ``extensions.reclaims.reclaim``."""
+        return reclaims.reclaim(
+            self.account_id,
+            self.region,
+            zone=zone,
+            instance_type=instance_type,
+            rebalance=rebalance,
+            rebalance_lead_s=rebalance_lead_s,
+            delay_s=delay_s,
+            capacity_after=capacity_after,
+        )
+
+    def spot_reclaims(self) -> list[dict[str, Any]]:
+        """Every reclaim so far, with the instances warned and terminated."""
+        return reclaims.list_reclaims(self.account_id, self.region)
+
+    def set_market_time_scale(self, scale: float) -> None:
+        """Multiply the market's default delays (the two-minute warning) by ``scale``."""
+        market.set_time_scale(self.account_id, self.region, scale)
+
+    def set_interruption_band(self, band: int | str, *, instance_type: str = "*", zone: str = "*") -> None:
+        """Put the matching spot pools in a Spot-Advisor band (``"<5%"`` … ``">20%"`` or 0-4)."""
+        market.set_interruption_band(
+            self.account_id, self.region, band, instance_type=instance_type, zone=zone
+        )
+
+    def interruption_rates(
+        self, instance_types: list[str] | None = None, zones: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The interruption band of the known spot pools, or of the (types by zones) asked for."""
+        return market.interruption_rates(
+            self.account_id, self.region, instance_types=instance_types, zones=zones
+        )
+
+    def _ec2_backend(self) -> Any:
+        from moto.ec2.models import ec2_backends
+
+        return ec2_backends[self.account_id][self.region]

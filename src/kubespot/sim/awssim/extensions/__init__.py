@@ -16,6 +16,12 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
   backed by AMIs registered in moto's EC2 backend.
 - ``catalog_cache``: DescribeInstanceTypes and DescribeInstanceTypeOfferings computed once and
   replayed (moto re-filtered and re-serialised 5.8 MB of XML each time: 4 s), paged by MaxResults.
+- ``fleet`` (with ``market``, ``allocation``, ``reclaims``): a spot market. CreateFleet ``instant``
+  honours the target split, overrides, priorities and allocation strategies over finite capacity
+  pools, answering EC2's insufficient-capacity ``Errors``; spot instances carry
+  ``SpotInstanceRequestId``; ``ClientToken`` is idempotent; the ``instance-lifecycle`` filter works;
+  pools and zones can be reclaimed (rebalance, interruption warning, termination two minutes later,
+  through EventBridge).
 - ``elbv2_draining``: deregistered targets are ``draining`` for the target group's deregistration
   delay, and deregistering a target that is not registered succeeds, as on AWS.
 
@@ -30,6 +36,7 @@ from kubespot.sim.awssim.extensions import (
     catalog_cache,
     elbv2_draining,
     events_account,
+    fleet,
     lifecycle,
     pricing,
     spot_prices,
@@ -57,6 +64,7 @@ def install_all() -> None:
             pricing,
             ssm_amis,
             catalog_cache,
+            fleet,
         ):
             module.install()
             _installed.append(module.__name__.rsplit(".", 1)[-1])
