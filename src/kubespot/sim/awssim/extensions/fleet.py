@@ -269,7 +269,8 @@ def _instant_fleet(self: Any) -> dict[str, Any]:
             )
             instances += launched
             errors += failed
-    del fleet.get_launch_spec_counts  # the instance attribute _launch set: moto's method again
+    # Drop the instance attribute ``_launch`` may have set: moto's own method again.
+    fleet.__dict__.pop("get_launch_spec_counts", None)
     return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}
 
 
