@@ -24,6 +24,18 @@ from kubespot.sim.awssim import MotoServer
 from kubespot.sim.awssim.extensions import spot_prices
 
 AMI = "ami-12c6146b"  # one of moto's built-in AMIs
+
+_CLIENTS: dict[tuple[int, str], Any] = {}
+
+
+def _client(aws: MotoServer, service: str) -> Any:
+    """One client per service for the session's server: building a boto3 client costs ~50 ms."""
+    key = (id(aws), service)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = aws.client(service)
+    return _CLIENTS[key]
+
+
 TYPES = ("m5.large", "c5.large", "m5.xlarge")
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 NOW = 1_790_000_000.0
@@ -38,7 +50,7 @@ def fixed_prices() -> Iterator[None]:
 
 
 def _subnets(aws: MotoServer) -> dict[str, str]:
-    return {s["AvailabilityZone"]: s["SubnetId"] for s in aws.client("ec2").describe_subnets()["Subnets"]}
+    return {s["AvailabilityZone"]: s["SubnetId"] for s in _client(aws, "ec2").describe_subnets()["Subnets"]}
 
 
 def _overrides(aws: MotoServer, types: tuple[str, ...] = TYPES, zones: tuple[str, ...] = ZONES) -> list[Any]:
@@ -49,7 +61,7 @@ def _overrides(aws: MotoServer, types: tuple[str, ...] = TYPES, zones: tuple[str
 def _fleet(
     aws: MotoServer, overrides: list[Any], total: int = 1, capacity_type: str = "spot", **kw: Any
 ) -> Any:
-    ec2 = aws.client("ec2")
+    ec2 = _client(aws, "ec2")
     if not ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": ["nodes"]}])[
         "LaunchTemplates"
     ]:
@@ -107,7 +119,7 @@ def test_spot_lowest_price_takes_the_cheapest_pool(aws: MotoServer) -> None:
     cheapest = _by_spot_price()[0]
     assert _pools(answer) == [(cheapest[0], cheapest[1], 2)]
     assert answer["Errors"] == []
-    ec2 = aws.client("ec2")
+    ec2 = _client(aws, "ec2")
     history = ec2.describe_spot_price_history(InstanceTypes=[cheapest[0]], AvailabilityZone=cheapest[1])
     assert float(history["SpotPriceHistory"][0]["SpotPrice"]) == pytest.approx(
         spot_prices.price_at(cheapest[0], cheapest[1], NOW)
@@ -164,7 +176,7 @@ def test_no_spot_pool_with_room_answers_unfulfillable_capacity_per_override(aws:
     assert {
         e["LaunchTemplateAndOverrides"]["Overrides"]["AvailabilityZone"] for e in answer["Errors"]
     } == set(ZONES[:2])
-    assert aws.client("ec2").describe_instances()["Reservations"] == []
+    assert _client(aws, "ec2").describe_instances()["Reservations"] == []
 
 
 def test_on_demand_lowest_price_and_insufficient_capacity_message(aws: MotoServer) -> None:
@@ -253,7 +265,7 @@ def test_capacity_optimized_strategies_and_diversified(aws: MotoServer) -> None:
 def test_target_split_between_spot_and_on_demand(aws: MotoServer) -> None:
     """``OnDemandTargetCapacity`` and ``SpotTargetCapacity`` are launched as such, the rest of
     ``TotalTargetCapacity`` as ``DefaultTargetCapacityType`` (TargetCapacitySpecificationRequest)."""
-    ec2 = aws.client("ec2")
+    ec2 = _client(aws, "ec2")
     ec2.create_launch_template(LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": AMI})
     answer = ec2.create_fleet(
         Type="instant",
@@ -280,7 +292,7 @@ def test_spot_request_id_and_instance_lifecycle_filter(aws: MotoServer) -> None:
     neither (DescribeInstances filters: ``instance-lifecycle - spot | scheduled | capacity-block``)."""
     spot = _fleet(aws, _overrides(aws))["Instances"][0]["InstanceIds"]
     on_demand = _fleet(aws, _overrides(aws), capacity_type="on-demand")["Instances"][0]["InstanceIds"]
-    ec2 = aws.client("ec2")
+    ec2 = _client(aws, "ec2")
     described = {i["InstanceId"]: i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]}
     assert described[spot[0]]["SpotInstanceRequestId"].startswith("sir-")
     assert described[spot[0]]["InstanceLifecycle"] == "spot"
@@ -302,7 +314,7 @@ def test_client_token_is_idempotent(aws: MotoServer) -> None:
     again = _fleet(aws, overrides, ClientToken="claim-uid-1")
     assert again["FleetId"] == first["FleetId"]
     assert again["Instances"] == first["Instances"]
-    reservations = aws.client("ec2").describe_instances()["Reservations"]
+    reservations = _client(aws, "ec2").describe_instances()["Reservations"]
     assert sum(len(r["Instances"]) for r in reservations) == 1
     assert aws.pool_stats()["FleetCalls"] == 1
     other = _fleet(aws, overrides, ClientToken="claim-uid-2")
@@ -318,14 +330,14 @@ def test_termination_gives_pool_capacity_back(aws: MotoServer) -> None:
     aws.set_pool_capacity(1, capacity_type="spot", instance_type="m5.large", zone="us-east-1a")
     launched = _fleet(aws, overrides)["Instances"][0]["InstanceIds"]
     assert _fleet(aws, overrides)["Errors"][0]["ErrorCode"] == "UnfulfillableCapacity"
-    aws.client("ec2").terminate_instances(InstanceIds=launched)
+    _client(aws, "ec2").terminate_instances(InstanceIds=launched)
     assert _pools(_fleet(aws, overrides)) == [("m5.large", "us-east-1a", 1)]
 
 
 def test_override_image_and_zone_without_subnet(aws: MotoServer) -> None:
     """``ImageId`` of an override replaces the template's; an ``AvailabilityZone`` without
     ``SubnetId`` launches into that zone (FleetLaunchTemplateOverridesRequest)."""
-    ec2 = aws.client("ec2")
+    ec2 = _client(aws, "ec2")
     other_ami = "ami-1812c061"  # another of moto's built-in AMIs
     overrides = [{"InstanceType": "c5.large", "AvailabilityZone": "us-east-1d", "ImageId": other_ami}]
     answer = _fleet(aws, overrides)

@@ -33,7 +33,6 @@ import logging
 import threading
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from moto.ec2.models import ec2_backends
@@ -94,10 +93,6 @@ class _Step:
     reclaim: Reclaim = field(compare=False)
 
 
-def _iso(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
-
-
 def _emit(backend: Any, entries: list[tuple[str, dict[str, Any], str, float]]) -> None:
     """Put (detail-type, detail, instance id, time) events from ``aws.ec2`` on the default bus."""
     from moto.events.models import events_backends
@@ -110,7 +105,8 @@ def _emit(backend: Any, entries: list[tuple[str, dict[str, Any], str, float]]) -
             "DetailType": detail_type,
             "Detail": json.dumps(detail),
             "Resources": [f"arn:aws:ec2:{region}:{account}:instance/{instance_id}"],
-            "Time": _iso(when),
+            # Unix seconds, as moto's backend takes them (it renders the ISO time for SQS).
+            "Time": int(when),
         }
         for detail_type, detail, instance_id, when in entries
     ]
