@@ -2,13 +2,13 @@
 
 What moto does (5.2.5): RunInstances on-demand and spot (``InstanceLifecycle: spot``) with a
 default VPC, subnets in every zone, private IP and ``ip-…ec2.internal`` PrivateDnsName;
-DescribeInstances by ids and filters (tags, state; *not* ``instance-lifecycle``, which
-answers 500); CreateTags/DeleteTags;
-CreateFleet ``instant`` honouring the spot/on-demand split; DescribeInstanceTypes with vCPU,
-memory, network and architecture for ~1 400 types, and per-zone offerings. Gaps: CreateFleet
-launches every unit from the *first* override (no allocation strategy, no price ranking) and
-never fails for capacity (no ``InsufficientInstanceCapacity`` errors); instances never get spot
-interruptions by themselves; DescribeSpotPriceHistory returns a constant 0.00001 unless kubespot's
+DescribeInstances by ids and filters (tags, state, and ``instance-lifecycle`` with kubespot's
+``fleet`` extension; stock moto answered 500); CreateTags/DeleteTags; DescribeInstanceTypes with
+vCPU, memory, network and architecture for ~1 400 types, and per-zone offerings. CreateFleet
+``instant`` is kubespot's ``fleet`` extension (stock moto launched every unit from the first
+override and never failed for capacity): the spot/on-demand split, allocation strategies over
+finite pools and EC2's ``Errors`` are tested in test_awssim_fleet.py, reclaims in
+test_awssim_reclaims.py. DescribeSpotPriceHistory returns a constant 0.00001 unless kubespot's
 ``spot_prices`` extension has an on-demand table (by default: then 20-44 % of on-demand per type
 and zone, drifting slowly; see test_awssim_spot_prices.py).
 """
@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
-from botocore.parsers import ResponseParserError
 
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.awssim.extensions import spot_prices
@@ -68,9 +66,12 @@ def test_run_instances_spot_and_on_demand_describe_and_tags(aws: MotoServer) -> 
         Filters=[{"Name": "tag-key", "Values": ["aws-node-termination-handler/managed"]}]
     )["Reservations"]
     assert [i["InstanceId"] for r in tagged for i in r["Instances"]] == [ids[0]]
-    # Gap: moto does not implement the ``instance-lifecycle`` filter (HTTP 500, an HTML page).
-    with pytest.raises((ClientError, ResponseParserError)):
-        ec2.describe_instances(Filters=[{"Name": "instance-lifecycle", "Values": ["spot"]}])
+    # EC2's ``instance-lifecycle`` filter (fleet extension; stock moto answered 500): spot ones only,
+    # on-demand instances have no lifecycle value (DescribeInstances, Filter.N).
+    spot_only = ec2.describe_instances(Filters=[{"Name": "instance-lifecycle", "Values": ["spot"]}])
+    assert sorted(i["InstanceId"] for r in spot_only["Reservations"] for i in r["Instances"]) == sorted(
+        ids[:2]
+    )
 
     ec2.terminate_instances(InstanceIds=[ids[2]])
     state = ec2.describe_instances(InstanceIds=[ids[2]])["Reservations"][0]["Instances"][0]["State"]
@@ -78,7 +79,9 @@ def test_run_instances_spot_and_on_demand_describe_and_tags(aws: MotoServer) -> 
 
 
 def test_create_fleet_instant_with_overrides(aws: MotoServer) -> None:
-    """CreateFleet instant: spot/on-demand split honoured; only the first override is used (gap)."""
+    """CreateFleet instant: the spot/on-demand split honoured, and the override each instance comes
+    from chosen by price (``lowest-price`` for both; stock moto took the first override whatever the
+    strategy). EC2 API reference CreateFleet, TargetCapacitySpecificationRequest; research §1.4."""
     ec2 = aws.client("ec2")
     template_id = ec2.create_launch_template(LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": AMI})[
         "LaunchTemplate"
@@ -86,7 +89,7 @@ def test_create_fleet_instant_with_overrides(aws: MotoServer) -> None:
     subnets = ec2.describe_subnets()["Subnets"]
     overrides = [
         {"InstanceType": itype, "SubnetId": subnet["SubnetId"]}
-        for itype in ("c5.large", "m5.large")
+        for itype in ("m5.large", "c5.large")
         for subnet in subnets[:2]
     ]
     fleet = ec2.create_fleet(
@@ -103,17 +106,25 @@ def test_create_fleet_instant_with_overrides(aws: MotoServer) -> None:
             "SpotTargetCapacity": 2,
             "DefaultTargetCapacityType": "spot",
         },
-        SpotOptions={"AllocationStrategy": "price-capacity-optimized"},
+        SpotOptions={"AllocationStrategy": "lowest-price"},
         OnDemandOptions={"AllocationStrategy": "lowest-price"},
     )
-    assert not fleet.get("Errors")
-    launched = fleet["Instances"]
+    assert fleet["Errors"] == []
     by_lifecycle: dict[str, list[str]] = {}
-    for group in launched:
+    for group in fleet["Instances"]:
         by_lifecycle.setdefault(group["Lifecycle"], []).extend(group["InstanceIds"])
-        assert group["InstanceType"] == "c5.large"  # first override, whatever the strategy (gap)
+        if group["Lifecycle"] == "on-demand":
+            # c5.large is the cheaper on-demand type of the two (0.085 vs 0.096 USD/h).
+            assert group["InstanceType"] == "c5.large"
     assert len(by_lifecycle["spot"]) == 2
     assert len(by_lifecycle["on-demand"]) == 1
+    spot_group = next(g for g in fleet["Instances"] if g["Lifecycle"] == "spot")
+    zone = spot_group["LaunchTemplateAndOverrides"]["Overrides"]["AvailabilityZone"]
+    cheapest = min(
+        ((o["InstanceType"], s["AvailabilityZone"]) for o, s in zip(overrides, subnets[:2] * 2, strict=True)),
+        key=lambda pool: spot_prices.price_for(*pool) or 0.0,
+    )
+    assert (spot_group["InstanceType"], zone) == cheapest
     instance_ids = [i for ids in by_lifecycle.values() for i in ids]
     described = ec2.describe_instances(InstanceIds=instance_ids)["Reservations"]
     assert sum(len(r["Instances"]) for r in described) == 3
