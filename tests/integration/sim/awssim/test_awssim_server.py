@@ -66,6 +66,7 @@ def test_health_route_lists_extensions(aws: MotoServer) -> None:
             "pricing",
             "ssm_amis",
             "catalog_cache",
+            "fleet",
         ],
     }
 
