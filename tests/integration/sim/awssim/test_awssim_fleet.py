@@ -307,8 +307,8 @@ def test_spot_request_id_and_instance_lifecycle_filter(aws: MotoServer) -> None:
 
 def test_client_token_is_idempotent(aws: MotoServer) -> None:
     """The same ``ClientToken`` answers the first call's fleet and instances without launching; other
-    parameters with it are ``IdempotentParameterMismatch`` (EC2 API reference, "Ensuring
-    idempotency"; the design note's restart safety, launching.md §3)."""
+    parameters with it are ``IdempotentParameterMismatch`` (EC2 developer guide "Ensuring idempotency
+    in Amazon EC2 API requests", wording from runs-on issue #251; launching.md §3 restart safety)."""
     overrides = _overrides(aws)
     first = _fleet(aws, overrides, ClientToken="claim-uid-1")
     again = _fleet(aws, overrides, ClientToken="claim-uid-1")
@@ -322,6 +322,9 @@ def test_client_token_is_idempotent(aws: MotoServer) -> None:
     with pytest.raises(ClientError) as raised:
         _fleet(aws, overrides, total=2, ClientToken="claim-uid-1")
     assert raised.value.response["Error"]["Code"] == "IdempotentParameterMismatch"
+    assert raised.value.response["Error"]["Message"] == (
+        "Arguments on this idempotent request are inconsistent with arguments used in previous request(s)."
+    )
 
 
 def test_termination_gives_pool_capacity_back(aws: MotoServer) -> None:
@@ -361,6 +364,17 @@ def test_capacity_rules_and_stats_over_http(aws: MotoServer) -> None:
     assert stats[("spot", "us-east-1c")]["Capacity"] is None
     assert stats[("spot", "us-east-1c")]["InterruptionBand"] in ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
     assert _admin(aws, "ec2/pools")["FleetCalls"] == 1
+
+
+def test_reset_forgets_the_market(aws: MotoServer) -> None:
+    """``reset()`` wipes pools, rules and counters with the instances (they live on moto's backend),
+    so every test starts from an unlimited market."""
+    aws.set_pool_capacity(0, capacity_type="spot")
+    _fleet(aws, _overrides(aws, types=("m5.large",), zones=("us-east-1a",)))
+    assert aws.pool_stats()["Pools"]
+    aws.reset()
+    assert aws.pool_stats() == {"Pools": [], "FleetCalls": 0, "TimeScale": 1.0}
+    assert len(_fleet(aws, _overrides(aws, types=("m5.large",), zones=("us-east-1a",)))["Instances"]) == 1
 
 
 def test_invalid_requests(aws: MotoServer) -> None:

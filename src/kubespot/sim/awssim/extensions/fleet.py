@@ -30,8 +30,9 @@ runs out of capacity, never answers ``Errors``, ignores ``ClientToken``, leaves
   unavailable-offerings cache on it;
 - spot instances carry ``SpotInstanceRequestId`` (Karpenter reads the capacity type from it);
 - ``ClientToken``: the same token answers the first call's fleet, instances and errors without
-  launching; with other parameters, ``IdempotentParameterMismatch`` (API reference, "Ensuring
-  idempotency");
+  launching; with other parameters, ``IdempotentParameterMismatch`` "Arguments on this idempotent
+  request are inconsistent with arguments used in previous request(s)." (EC2 developer guide,
+  "Ensuring idempotency in Amazon EC2 API requests"; the wording as runs-on issue #251 logs it);
 - ``DescribeInstances`` learns the ``instance-lifecycle`` filter (``spot``; on-demand instances have
   no value, as on EC2), and a terminated instance gives its slot back to its pool.
 """
@@ -291,7 +292,8 @@ def _make_create_fleet(original: Any) -> Any:
                 if first != fingerprint:
                     raise EC2ClientError(
                         "IdempotentParameterMismatch",
-                        f"Client token {token} was used with different request parameters.",
+                        "Arguments on this idempotent request are inconsistent with arguments used in "
+                        "previous request(s).",
                     )
                 return ActionResult(json.loads(json.dumps(answer)))
             state.fleet_calls += 1
