@@ -130,6 +130,27 @@ def test_create_fleet_instant_with_overrides(aws: MotoServer) -> None:
     assert sum(len(r["Instances"]) for r in described) == 3
 
 
+def test_instances_take_their_image_facts_from_the_ami(aws: MotoServer) -> None:
+    """A launched instance carries its AMI's architecture and root device (moto's ``Instance`` reads
+    them from the image; the ``image_lookup`` extension finds it by id instead of filtering every
+    image), and an image id filter still filters: DescribeImages ``image-id`` with and without
+    wildcards (DescribeImages, Filter.N)."""
+    ec2 = aws.client("ec2")
+    arm_image = next(
+        i for i in ec2.describe_images(Filters=[{"Name": "architecture", "Values": ["arm64"]}])["Images"]
+    )
+    launched = ec2.run_instances(
+        ImageId=arm_image["ImageId"], MinCount=1, MaxCount=1, InstanceType="c6g.large"
+    )
+    instance = launched["Instances"][0]
+    assert instance["Architecture"] == "arm64"
+    assert instance["RootDeviceName"] == arm_image["RootDeviceName"]
+    exact = ec2.describe_images(Filters=[{"Name": "image-id", "Values": [AMI]}])["Images"]
+    assert [i["ImageId"] for i in exact] == [AMI]
+    pattern = ec2.describe_images(Filters=[{"Name": "image-id", "Values": [AMI[:-2] + "*"]}])["Images"]
+    assert AMI in [i["ImageId"] for i in pattern]
+
+
 def test_describe_instance_types_and_offerings(aws: MotoServer) -> None:
     """Instance type facts a provisioner needs: vCPU, memory (MiB), ENIs, IPs per ENI, arch."""
     ec2 = aws.client("ec2")

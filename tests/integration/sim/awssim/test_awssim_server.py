@@ -67,6 +67,7 @@ def test_health_route_lists_extensions(aws: MotoServer) -> None:
             "ssm_amis",
             "catalog_cache",
             "fleet",
+            "image_lookup",
         ],
     }
 
