@@ -182,7 +182,7 @@ def test_no_spot_pool_with_room_answers_unfulfillable_capacity_per_override(aws:
 def test_on_demand_lowest_price_and_insufficient_capacity_message(aws: MotoServer) -> None:
     """On-demand ``lowest-price`` ranks by the on-demand table (what the Pricing extension serves);
     an empty pool answers ``InsufficientInstanceCapacity`` in EC2's wording, naming the zones that
-    still have that type (core issue #2275's log, quoted in research §1.2)."""
+    offer the type and still have room (core issue #2275's log, quoted in research §1.2)."""
     prices = {t: spot_prices.ondemand_price(t) or 0.0 for t in ("m5.large", "c5.large")}
     cheap = min(prices, key=lambda t: prices[t])
     dear = max(prices, key=lambda t: prices[t])
@@ -199,7 +199,7 @@ def test_on_demand_lowest_price_and_insufficient_capacity_message(aws: MotoServe
         f"We currently do not have sufficient {cheap} capacity in the Availability Zone you requested "
         "(us-east-1a). Our system will be working on provisioning additional capacity. You can currently "
         f"get {cheap} capacity by not specifying an Availability Zone in your request or choosing "
-        "us-east-1b, us-east-1d, us-east-1e, us-east-1f."
+        "us-east-1b, us-east-1d, us-east-1f."  # not 1e: c5.large is not offered there
     )
 
 
@@ -378,7 +378,12 @@ def test_reset_forgets_the_market(aws: MotoServer) -> None:
 
 
 def test_invalid_requests(aws: MotoServer) -> None:
-    """An unknown allocation strategy or a zero target is ``InvalidParameterValue`` (HTTP 400)."""
+    """An unknown allocation strategy or a zero target is ``InvalidParameterValue`` (HTTP 400);
+    ``SpotOptions`` without a strategy means ``lowest-price``, the API reference's default (stock
+    moto answered 500, research §2.1)."""
+    answer = _fleet(aws, _overrides(aws), SpotOptions={})
+    cheapest = _by_spot_price()[0]
+    assert _pools(answer) == [(cheapest[0], cheapest[1], 1)]
     with pytest.raises(ClientError) as raised:
         _fleet(aws, _overrides(aws), SpotOptions={"AllocationStrategy": "cheapest-please"})
     assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"

@@ -234,6 +234,24 @@ def test_time_scale_shortens_the_two_minute_notice(aws: MotoServer) -> None:
     _until(lambda: _state(aws, instance)["State"]["Name"] == "terminated")
 
 
+def test_rebalance_recommendation_ahead_of_the_warning(aws: MotoServer, clock: Clock) -> None:
+    """With a lead, the rebalance recommendation comes first and the interruption warning that much
+    later ("EC2 instance rebalance recommendations": it may come before the warning), then the
+    two-minute notice runs from the warning."""
+    url = _queue(aws)
+    (instance,) = _launch(aws, "m5.large", "us-east-1a")
+    record = aws.reclaim_spot("us-east-1a", "m5.large", rebalance=True, rebalance_lead_s=30)
+    assert [e["detail-type"] for e in _drain(aws, url)] == ["EC2 Instance Rebalance Recommendation"]
+    assert record.terminate_at - record.started_at == 150
+    clock.now += 30
+    _until(lambda: bool(aws.spot_reclaims()[0]["warned"]))
+    assert [e["detail-type"] for e in _drain(aws, url)] == ["EC2 Spot Instance Interruption Warning"]
+    clock.now += 119
+    assert _state(aws, instance)["State"]["Name"] == "running"
+    clock.now += 1
+    _until(lambda: _state(aws, instance)["State"]["Name"] == "terminated")
+
+
 def test_instance_terminated_by_its_owner_is_left_alone(aws: MotoServer, clock: Clock) -> None:
     """An instance its owner terminates after the warning (as an interruption handler may) gets no
     spot termination and no further notifications from the reclaim."""

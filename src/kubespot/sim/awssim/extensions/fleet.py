@@ -39,6 +39,7 @@ runs out of capacity, never answers ``Errors``, ignores ``ClientToken``, leaves
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Hashable
@@ -47,6 +48,7 @@ from typing import Any
 from moto.core.responses import ActionResult
 from moto.ec2 import utils as ec2_utils
 from moto.ec2.exceptions import EC2ClientError, InvalidParameterValueError
+from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS
 from moto.ec2.models.instances import Instance
 from moto.ec2.responses import fleets
 
@@ -107,9 +109,23 @@ def _echo(spec: Any, zone: str) -> dict[str, Any]:
     return {"LaunchTemplateSpecification": spec.launch_template_spec, "Overrides": overrides}
 
 
+@functools.cache
+def _offered_zones(region: str) -> dict[str, frozenset[str]]:
+    """Instance type -> the zones moto's offerings list it in (static data, read once per region)."""
+    zones: dict[str, set[str]] = {}
+    for offering in INSTANCE_TYPE_OFFERINGS.get("availability-zone", {}).get(region, []):
+        zones.setdefault(offering["InstanceType"], set()).add(offering["Location"])
+    return {t: frozenset(z) for t, z in zones.items()}
+
+
 def _other_zones_with_room(backend: Any, state: market.MarketState, key: market.PoolKey) -> list[str]:
+    """The zones EC2's message suggests: those offering the type (all when moto does not know it)
+    whose pool of the same capacity type has room."""
     capacity_type, instance_type, zone = key
-    zones = [z.name for z in backend.describe_availability_zones()]
+    zones = {z.name for z in backend.describe_availability_zones()}
+    offered = _offered_zones(backend.region_name).get(instance_type)
+    if offered:
+        zones &= offered
     return [
         z
         for z in sorted(zones)
