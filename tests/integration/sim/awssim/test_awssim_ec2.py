@@ -53,8 +53,12 @@ def test_run_instances_spot_and_on_demand_describe_and_tags(aws: MotoServer) -> 
     assert set(by_id) == set(ids)
     for instance_id in ids[:2]:
         assert by_id[instance_id].get("InstanceLifecycle") == "spot"
+        # spot_request_ids extension (stock moto left it out; Karpenter reads the capacity type
+        # from it: aws pkg/providers/instance/types.go capacityTypeFromInstance).
+        assert by_id[instance_id]["SpotInstanceRequestId"].startswith("sir-")
         assert _tags(by_id[instance_id])["kubernetes.io/cluster/demo"] == "owned"
     assert "InstanceLifecycle" not in by_id[ids[2]]
+    assert "SpotInstanceRequestId" not in by_id[ids[2]]
     assert _tags(by_id[ids[0]])["aws-node-termination-handler/managed"] == ""
     for instance in described:
         assert instance["PrivateDnsName"].endswith(".ec2.internal")
@@ -76,6 +80,20 @@ def test_run_instances_spot_and_on_demand_describe_and_tags(aws: MotoServer) -> 
     ec2.terminate_instances(InstanceIds=[ids[2]])
     state = ec2.describe_instances(InstanceIds=[ids[2]])["Reservations"][0]["Instances"][0]["State"]
     assert state["Name"] in ("shutting-down", "terminated")
+
+
+def test_request_spot_instances_links_instance_and_request(aws: MotoServer) -> None:
+    """RequestSpotInstances: the instance names its request in ``SpotInstanceRequestId`` and the
+    request its instance (DescribeInstances / DescribeSpotInstanceRequests; stock moto only linked
+    request → instance)."""
+    ec2 = aws.client("ec2")
+    (request,) = ec2.request_spot_instances(
+        InstanceCount=1, LaunchSpecification={"ImageId": AMI, "InstanceType": "m5.large"}
+    )["SpotInstanceRequests"]
+    described = ec2.describe_spot_instance_requests(SpotInstanceRequestIds=[request["SpotInstanceRequestId"]])
+    instance_id = described["SpotInstanceRequests"][0]["InstanceId"]
+    instance = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    assert instance["SpotInstanceRequestId"] == request["SpotInstanceRequestId"]
 
 
 def test_create_fleet_instant_with_overrides(aws: MotoServer) -> None:

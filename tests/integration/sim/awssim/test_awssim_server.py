@@ -68,6 +68,7 @@ def test_health_route_lists_extensions(aws: MotoServer) -> None:
             "catalog_cache",
             "fleet",
             "image_lookup",
+            "spot_request_ids",
         ],
     }
 

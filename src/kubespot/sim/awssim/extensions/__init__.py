@@ -22,6 +22,7 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
   ``SpotInstanceRequestId``; ``ClientToken`` is idempotent; the ``instance-lifecycle`` filter works;
   pools and zones can be reclaimed (rebalance, interruption warning, termination two minutes later,
   through EventBridge).
+- ``spot_request_ids``: every spot instance carries its ``SpotInstanceRequestId``.
 - ``image_lookup``: an instance launch finds its AMI by id (moto filtered every image: 18 ms each).
 - ``elbv2_draining``: deregistered targets are ``draining`` for the target group's deregistration
   delay, and deregistering a target that is not registered succeeds, as on AWS.
@@ -42,6 +43,7 @@ from kubespot.sim.awssim.extensions import (
     lifecycle,
     pricing,
     spot_prices,
+    spot_request_ids,
     sqs_depth,
     ssm_amis,
 )
@@ -68,6 +70,7 @@ def install_all() -> None:
             catalog_cache,
             fleet,
             image_lookup,
+            spot_request_ids,
         ):
             module.install()
             _installed.append(module.__name__.rsplit(".", 1)[-1])

@@ -28,7 +28,7 @@ runs out of capacity, never answers ``Errors``, ignores ``ClientToken``, leaves
   try again."). Each error echoes ``Lifecycle`` and ``LaunchTemplateAndOverrides`` with the
   override's ``AvailabilityZone`` (filled in when the caller gave only a subnet): Karpenter keys its
   unavailable-offerings cache on it;
-- spot instances carry ``SpotInstanceRequestId`` (Karpenter reads the capacity type from it);
+- spot instances carry ``SpotInstanceRequestId`` (the ``spot_request_ids`` extension);
 - ``ClientToken``: the same token answers the first call's fleet, instances and errors without
   launching; with other parameters, ``IdempotentParameterMismatch`` "Arguments on this idempotent
   request are inconsistent with arguments used in previous request(s)." (EC2 developer guide,
@@ -139,11 +139,8 @@ def _launch(fleet: Any, spec: Any, capacity_type: str, count: int) -> list[Any]:
     if capacity_type == market.SPOT:
         before = len(fleet.spot_requests)
         fleet.create_spot_requests(count)
-        instances = []
-        for request in fleet.spot_requests[before:]:
-            request.instance.spot_instance_request_id = request.id
-            instances.append(request.instance)
-        return instances
+        # Each instance knows its request id (the ``spot_request_ids`` extension).
+        return [request.instance for request in fleet.spot_requests[before:]]
     before = len(fleet.on_demand_instances)
     fleet.create_on_demand_requests(count)
     return [item["instance"] for item in fleet.on_demand_instances[before:]]
