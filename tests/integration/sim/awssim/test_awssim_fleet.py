@@ -12,6 +12,7 @@ docs/designs/launching-research.md §1-§2, which records them with Karpenter's 
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -335,6 +336,36 @@ def test_termination_gives_pool_capacity_back(aws: MotoServer) -> None:
     assert _fleet(aws, overrides)["Errors"][0]["ErrorCode"] == "UnfulfillableCapacity"
     _client(aws, "ec2").terminate_instances(InstanceIds=launched)
     assert _pools(_fleet(aws, overrides)) == [("m5.large", "us-east-1a", 1)]
+
+
+def test_concurrent_calls_never_overbook_a_pool(aws: MotoServer) -> None:
+    """Launches arrive concurrently (one CreateFleet per NodeClaim, launching.md §3): a pool of 4
+    serves exactly 4 of 8 simultaneous one-instance fleets, the others get the capacity error."""
+    overrides = _overrides(aws, types=("m5.large",), zones=("us-east-1a",))
+    aws.set_pool_capacity(4, capacity_type="spot")
+    ec2 = _client(aws, "ec2")  # 10 connections: the 8 calls run at once
+    ec2.create_launch_template(LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": AMI})
+
+    def launch(_: int) -> Any:
+        return ec2.create_fleet(
+            Type="instant",
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": {"LaunchTemplateName": "nodes", "Version": "$Latest"},
+                    "Overrides": overrides,
+                }
+            ],
+            TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(launch, range(8)))
+    launched = [a for a in answers if a.get("Instances")]
+    refused = [a for a in answers if not a.get("Instances")]
+    assert len(launched) == 4
+    assert {e["ErrorCode"] for a in refused for e in a["Errors"]} == {"UnfulfillableCapacity"}
+    (pool_stats,) = aws.pool_stats()["Pools"]
+    assert (pool_stats["Used"], pool_stats["Launches"], pool_stats["Errors"]) == (4, 4, 4)
 
 
 def test_override_image_and_zone_without_subnet(aws: MotoServer) -> None:
