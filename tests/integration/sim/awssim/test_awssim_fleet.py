@@ -161,6 +161,24 @@ def test_empty_pool_is_an_error_alongside_a_success(aws: MotoServer) -> None:
     assert error["LaunchTemplateAndOverrides"]["LaunchTemplateSpecification"]["LaunchTemplateName"] == "nodes"
 
 
+def test_which_empty_pools_a_fleet_reports(aws: MotoServer) -> None:
+    """Which overrides get an error beside a launch (our rule, docs/simulators/awssim.md; AWS does
+    not document it): ``lowest-price`` walks the pools by price and reports only the empty ones it
+    passed; ``price-capacity-optimized`` weighs every pool's capacity and reports every empty one,
+    dearer ones included (research §1.4)."""
+    ranked = _by_spot_price(types=("m5.large",))
+    aws.set_pool_capacity(0, capacity_type="spot", instance_type="m5.large", zone=ranked[2][1])
+    overrides = _overrides(aws, types=("m5.large",))
+    lowest = _fleet(aws, overrides)
+    assert _pools(lowest) == [("m5.large", ranked[0][1], 1)]
+    assert lowest["Errors"] == []
+    pco = _fleet(aws, overrides, SpotOptions={"AllocationStrategy": "price-capacity-optimized"})
+    assert _pools(pco) == [("m5.large", ranked[0][1], 1)]
+    assert [e["LaunchTemplateAndOverrides"]["Overrides"]["AvailabilityZone"] for e in pco["Errors"]] == [
+        ranked[2][1]
+    ]
+
+
 def test_no_spot_pool_with_room_answers_unfulfillable_capacity_per_override(aws: MotoServer) -> None:
     """Nothing launched: HTTP 200, no instances, one ``UnfulfillableCapacity`` error per override
     (EC2 error codes page via aws-parallelcluster-node PR #673; research §1.2-1.3)."""

@@ -26,6 +26,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "CAPACITY_AWARE",
     "ON_DEMAND_STRATEGIES",
     "SPOT_STRATEGIES",
     "Candidate",
@@ -42,6 +43,10 @@ SPOT_STRATEGIES = (
     "price-capacity-optimized",
 )
 ON_DEMAND_STRATEGIES = ("lowest-price", "prioritized")
+#: Strategies that weigh every pool's free capacity (the rest walk the pools in price/priority order).
+CAPACITY_AWARE = frozenset(
+    ("price-capacity-optimized", "capacity-optimized", "capacity-optimized-prioritized", "diversified")
+)
 _INF = math.inf
 
 

@@ -18,9 +18,13 @@ runs out of capacity, never answers ``Errors``, ignores ``ClientToken``, leaves
   over pools when one runs out; moto then launches them from the chosen overrides (tags, user data,
   ids as before);
 - the answer is HTTP 200 with ``Instances`` (one entry per override used, several ids each) and
-  ``Errors``: one per override whose pool was empty and that the strategy would have tried, i.e.
-  ranked before the last pool used, or every override left without room when the request was not
-  met (research §1.2: errors also come alongside a success). Codes and wording as EC2's:
+  ``Errors``: one per override whose pool was empty and that the strategy tried: for the
+  capacity-aware strategies (``price-capacity-optimized``, ``capacity-optimized[-prioritized]``,
+  ``diversified``, which weigh every pool's capacity) every empty pool, for the ordered ones
+  (``lowest-price``, ``prioritized``) the empty pools ranked before the last pool used; and every
+  override left without room when the request was not met (research §1.2: errors also come
+  alongside a success). AWS does not document which pools an instant fleet reports; this rule is
+  ours. Codes and wording as EC2's:
   ``InsufficientInstanceCapacity`` ("We currently do not have sufficient <type> capacity in the
   Availability Zone you requested (<zone>)…" on-demand, "There is no Spot capacity available that
   matches your request." spot) and, when no spot pool had room at all, ``UnfulfillableCapacity``
@@ -191,17 +195,20 @@ def _fill(
 
     fulfilled = sum(p.count for p in placements)
     used = {p.index for p in placements}
-    ranked = [c.index for c in allocation.rank(candidates, strategy)]
-    last_used = max((ranked.index(i) for i in used), default=-1)
+    position = {c.index: n for n, c in enumerate(allocation.rank(candidates, strategy))}
+    last_used = max((position[i] for i in used), default=-1)
+    weighs_all = strategy in allocation.CAPACITY_AWARE
     errors = []
     for candidate in candidates:
         if fulfilled < count:
             failed = free[candidate.pool] < 1
         else:
+            # A capacity-aware strategy looked at every pool's capacity; an ordered one stopped at
+            # the pool it launched into.
             failed = (
                 candidate.index not in used
                 and start[candidate.pool] < 1
-                and ranked.index(candidate.index) < last_used
+                and (weighs_all or position[candidate.index] < last_used)
             )
         if not failed:
             continue
