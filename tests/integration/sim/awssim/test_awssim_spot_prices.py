@@ -114,3 +114,37 @@ def test_model_is_deterministic_given_the_time() -> None:
     assert a == spot_prices.price_at("m5.large", "us-east-1b", NOW.timestamp() + 60)
     assert a != spot_prices.price_at("m5.large", "us-east-1b", later.timestamp())
     assert spot_prices.price_at("no.such-type", "us-east-1b", NOW.timestamp()) is None
+
+
+def test_pinned_prices_hold_in_history_and_in_the_fleet(frozen: MotoServer) -> None:
+    """``pin_prices`` holds chosen pools at a constant price, which DescribeSpotPriceHistory answers
+    and the spot market's CreateFleet ranks by (one price source, as on AWS); the model's price
+    comes back after the block."""
+    ec2 = frozen.client("ec2")
+    model = spot_prices.price_for("m5.large", "us-east-1b")
+    pins = {("m5.large", "us-east-1a"): 0.5, ("m5.large", "us-east-1b"): 0.001}
+    with spot_prices.pin_prices(pins):
+        history = ec2.describe_spot_price_history(
+            InstanceTypes=["m5.large"], AvailabilityZone="us-east-1b", StartTime=NOW - timedelta(days=1)
+        )["SpotPriceHistory"]
+        assert {h["SpotPrice"] for h in history} == {"0.001000"}
+        ec2.create_launch_template(LaunchTemplateName="nodes", LaunchTemplateData={"ImageId": "ami-12c6146b"})
+        fleet = ec2.create_fleet(
+            Type="instant",
+            LaunchTemplateConfigs=[
+                {
+                    "LaunchTemplateSpecification": {"LaunchTemplateName": "nodes", "Version": "$Latest"},
+                    "Overrides": [
+                        {"InstanceType": "m5.large", "AvailabilityZone": zone}
+                        for zone in ("us-east-1a", "us-east-1b", "us-east-1c")
+                    ],
+                }
+            ],
+            TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"},
+            SpotOptions={"AllocationStrategy": "price-capacity-optimized"},
+        )
+        assert (
+            fleet["Instances"][0]["LaunchTemplateAndOverrides"]["Overrides"]["AvailabilityZone"]
+            == "us-east-1b"
+        )
+    assert spot_prices.price_for("m5.large", "us-east-1b") == model

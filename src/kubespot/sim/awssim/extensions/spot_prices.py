@@ -31,17 +31,23 @@ The on-demand table is ``kubespot.sim.awssim.price_data`` (generated from
 history at all (not moto's placeholder ``0.00001``, which a provisioner would take for the cheapest
 capacity on offer): without an on-demand price the model has nothing to derive a spot price from,
 and a client then has no spot offering for it, as for any type without a price.
+
+``pin_prices({(type, zone): price})`` (a context manager) holds chosen pools at a constant price
+for its duration, in DescribeSpotPriceHistory and in the spot market's CreateFleet alike: tests
+whose client has a catalog of its own use it so that EC2 and the client agree on prices, as they
+do on AWS.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -58,6 +64,7 @@ __all__ = [
     "STEP_SECONDS",
     "configure",
     "install",
+    "pin_prices",
     "price_at",
     "price_for",
     "set_clock",
@@ -79,6 +86,8 @@ _DEFAULT_PAGE = 1000
 _lock = threading.Lock()
 _ondemand: dict[str, float] = dict(ONDEMAND_PRICES.get("us-east-1", {}))
 _clock: Callable[[], float] = time.time
+#: (type, zone) -> a constant price that replaces the model's.
+_pinned: dict[tuple[str, str], float] = {}
 
 
 def configure(prices: Mapping[str, float] | Path | str | None, *, region: str = "us-east-1") -> None:
@@ -117,7 +126,24 @@ def _unit(instance_type: str, zone: str, salt: str) -> float:
     return int.from_bytes(digest[:4], "big") / 0xFFFFFFFF
 
 
+@contextlib.contextmanager
+def pin_prices(prices: Mapping[tuple[str, str], float]) -> Iterator[None]:
+    """Hold each (type, zone) at its price while the block runs (the model's price after)."""
+    with _lock:
+        saved = dict(_pinned)
+        _pinned.update({key: float(price) for key, price in prices.items()})
+    try:
+        yield
+    finally:
+        with _lock:
+            _pinned.clear()
+            _pinned.update(saved)
+
+
 def _step_price(instance_type: str, zone: str, step: int) -> float | None:
+    pinned = _pinned.get((instance_type, zone))
+    if pinned is not None:
+        return pinned
     ondemand = _ondemand.get(instance_type)
     if ondemand is None:
         return None
