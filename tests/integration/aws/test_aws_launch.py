@@ -9,14 +9,14 @@ when missing, then cached), ``pkg/utils/utils.go`` (``GetTags``), ``pkg/provider
 (``capacityTypeFromInstance``); kubespot's tag and ClientToken idempotence
 (docs/designs/launching.md §3).
 
-moto launches the first override and never answers capacity errors (launching-research.md §2):
-the insufficient-capacity tests put a small stand-in in front of moto's CreateFleet answer. They
-should move to awssim's spot market (finite pools) once it lands.
+CreateFleet is awssim's spot market (docs/simulators/awssim.md, ``fleet``), its spot prices pinned
+to the test catalog's; the insufficient-capacity tests put a small stand-in in front of it that
+fails chosen overrides with a chosen code (the market itself answers only capacity errors).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,6 +44,7 @@ from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.api.template import NodeClassRef, RequirementSpec, TemplateSpec
 from kubespot.scheduling.instance_types import InstanceType
 from kubespot.sim.awssim import MotoServer
+from kubespot.sim.awssim.extensions import spot_prices
 
 CLUSTER = "prod"
 SOURCE_AMI = "ami-12c6146b"  # one of moto's stock x86_64 images
@@ -134,11 +135,16 @@ def _resolved(aws: MotoServer) -> tuple[ResolvedNodeClass, dict[str, str]]:
 
 
 @pytest.fixture
-def env(aws_env: MotoServer, clients: AwsClients) -> Env:
-    cloud = AwsCloud(Types(aws_env.region), clients, launch=SETTINGS)
+def env(aws_env: MotoServer, clients: AwsClients) -> Iterator[Env]:
+    types = Types(aws_env.region)
+    cloud = AwsCloud(types, clients, launch=SETTINGS)
     resolved, subnets = _resolved(aws_env)
     cloud.set_resolved("default", resolved)
-    return Env(aws_env, clients, cloud, subnets)
+    # awssim's spot market ranks pools by its own spot prices (price-capacity-optimized ignores the
+    # overrides' order): give it the catalog's, so that EC2 and kubespot agree, as on AWS.
+    pins = {(t.name, o.zone): o.price for t in types.types for o in t.offerings if o.capacity_type == "spot"}
+    with spot_prices.pin_prices(pins):
+        yield Env(aws_env, clients, cloud, subnets)
 
 
 def _tags(raw: dict[str, Any]) -> dict[str, str]:
@@ -146,7 +152,8 @@ def _tags(raw: dict[str, Any]) -> dict[str, str]:
 
 
 async def test_launch_tags_template_and_idempotence(env: Env) -> None:
-    """One CreateFleet for the claim: the cheapest spot override (moto takes the first), in the
+    """One CreateFleet for the claim: the cheapest spot override (EC2's price-capacity-optimized over
+    unlimited pools), in the
     zone's roomiest subnet, tagged for the cluster, NodePool, class and claim, from a launch
     template ``kubespot.io/<hash>`` created once. Asked again (a lost status write), the claim's
     tagged instance comes back and nothing is launched; a second claim reuses the template."""
@@ -276,8 +283,8 @@ async def test_a_class_not_ready_launches_nothing(env: Env) -> None:
 
 
 class Ice:
-    """moto's CreateFleet answer replaced for the pools in ``out`` (capacity type, type, zone):
-    their overrides fail with ``code``, the first other override launches through moto."""
+    """CreateFleet's answer replaced for the pools in ``out`` (capacity type, type, zone): their
+    overrides fail with ``code``, the other overrides go to awssim's market."""
 
     def __init__(self, clients: AwsClients, out: set[tuple[str, str, str]], code: str) -> None:
         self.clients, self.out, self.code = clients, out, code
@@ -370,14 +377,19 @@ async def test_other_fleet_errors_are_a_create_error_and_cache_nothing(env: Env)
 async def test_a_reclaimed_pool_is_weighed_and_the_launch_counts_during_a_storm(env: Env) -> None:
     """kubespot's reclaim risk (docs/designs/launching.md §2, ``cloud.pool_risk``; no Karpenter
     counterpart, aws #6425): the fleet's spot overrides come in the order of price weighed by
-    risk, so after a warning in zone a the same type in zone b leads (moto takes the first), and
-    during the storm the launch counts against its own pool, spreading the next replacement."""
+    risk, so after a warning in zone a the same type in zone b leads, and during the storm the
+    launch counts against its own pool, spreading the next replacement."""
     region = env.aws.region
     risk = PoolRisk(SystemClock())
     risk.interruption_warning("c5.large", f"{region}a")
-    cloud = AwsCloud(Types(region), env.clients, launch=SETTINGS, risk=risk)
+    recorder = Ice(env.clients, set(), "unused")  # fails nothing: records the requests
+    cloud = AwsCloud(Types(region), recorder, launch=SETTINGS, risk=risk)  # type: ignore[arg-type]
     cloud.set_resolved("default", env.cloud.resolved("default"))
     launched = await cloud.create(env.claim("general-aaaaa"))
+    lead = recorder.requests[0]["LaunchTemplateConfigs"][0]["Overrides"][0]
+    assert (lead["InstanceType"], lead["AvailabilityZone"]) == ("c5.large", f"{region}b")
+    # EC2's price-capacity-optimized ignores the order; c5.large costs the same in both zones here
+    # and the pools are unlimited, so awssim's market keeps the request's order on the tie.
     assert (launched.instance_type, launched.zone) == ("c5.large", f"{region}b")
     assert risk.score("c5.large", f"{region}b") > 0
 
