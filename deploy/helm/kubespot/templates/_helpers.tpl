@@ -477,6 +477,17 @@ provisioning.retryBase: KUBESPOT_PROVISIONING_RETRY_BASE
 provisioning.retryCap: KUBESPOT_PROVISIONING_RETRY_CAP
 provisioning.stuckAfter: KUBESPOT_PROVISIONING_STUCK_AFTER
 provisioning.kubernetesVersion: KUBESPOT_PROVISIONING_KUBERNETES_VERSION
+launch.clusterName: KUBESPOT_CLUSTER_NAME
+launch.clusterEndpoint: KUBESPOT_CLUSTER_ENDPOINT
+launch.clusterCaBundle: KUBESPOT_CLUSTER_CA_BUNDLE
+launch.clusterCidr: KUBESPOT_CLUSTER_CIDR
+launch.batchIdleDuration: KUBESPOT_LAUNCH_BATCH_IDLE_DURATION
+launch.batchMaxDuration: KUBESPOT_LAUNCH_BATCH_MAX_DURATION
+launch.unavailableOfferingsTtl: KUBESPOT_LAUNCH_UNAVAILABLE_OFFERINGS_TTL
+launch.spotRiskHalfLife: KUBESPOT_LAUNCH_SPOT_RISK_HALF_LIFE
+launch.spotRiskWeight: KUBESPOT_LAUNCH_SPOT_RISK_WEIGHT
+launch.launchTimeout: KUBESPOT_LAUNCH_LAUNCH_TIMEOUT
+launch.registrationTimeout: KUBESPOT_LAUNCH_REGISTRATION_TIMEOUT
 {{- end -}}
 
 {{/* A controller value by its dotted path under .Values.controller ("leaderElection.enabled"). */}}
