@@ -16,8 +16,10 @@ The NodeClaim calls are Karpenter's ``Create``, ``Delete``, ``Get`` and ``List``
   class's types, the ``UnavailableOfferings`` cache left out, spot pools ordered by price weighed
   with their reclaim risk, ``PoolRisk``), spot while any spot pool is left;
   launch templates per (AMI, max pods) made sure of; one CreateFleet with ``ClientToken`` = the
-  claim's UID; every insufficient-capacity error marks its pool (and address exhaustion its subnet,
-  for the cache's TTL). Raises ``NodeClassNotReadyError`` (class not resolved, no subnet/AMI/...),
+  claim's UID plus a digest of the request (``fleet.client_token``: a retry of the same request is
+  idempotent, a changed one is new; the tag lookup above is what survives a restart); every
+  insufficient-capacity error marks its pool (and address exhaustion its subnet, for the cache's
+  TTL). Raises ``NodeClassNotReadyError`` (class not resolved, no subnet/AMI/...),
   ``InsufficientCapacityError`` (no pool left, or every pool failed) or ``CreateError``.
 - ``delete``: TerminateInstances; ``NodeClaimNotFound`` once the instance is gone or shutting down.
 - ``get`` / ``list``: the live instances of this cluster's NodePools.
@@ -196,9 +198,7 @@ class AwsCloud:
                 "LaunchFailed",
                 f"no pool of NodeClaim {claim.name} has a subnet and an AMI for {capacity_type}",
             )
-        request = fleet.fleet_request(
-            configs, capacity_type, tags, client_token=claim.uid, context=spec.context
-        )
+        request = fleet.fleet_request(configs, capacity_type, tags, uid=claim.uid, context=spec.context)
         answer = await self._create_fleet(request, groups)
         parsed = fleet.parse_fleet_answer(answer, capacity_type)
         fleet.mark_unavailable(self.unavailable, parsed.errors, capacity_type)

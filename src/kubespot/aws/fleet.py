@@ -8,8 +8,10 @@ As aws/karpenter-provider-aws (docs/designs/launching-research.md §1):
   subnet per zone (the one with most free addresses, ``subnet.go`` ``ZonalSubnetsForLaunch``),
   ``Priority`` = the offering's price; ``TotalTargetCapacity`` 1; spot asks for
   ``price-capacity-optimized``, on-demand for ``lowest-price``; the launch tags on the instance,
-  its volumes and the fleet. kubespot adds ``ClientToken`` = the NodeClaim's UID (idempotence
-  across restarts, docs/designs/launching.md §3);
+  its volumes and the fleet. kubespot adds ``ClientToken`` = the NodeClaim's UID plus a digest of
+  the request (``client_token``; docs/designs/launching.md §3): EC2 answers the same token with the
+  same parameters with the first fleet and with other parameters ``IdempotentParameterMismatch``,
+  so only an identical retry may share a token;
 - the answer: the instance launched (``Instances[0]``) and every error (``Errors[]``, one per
   override that failed, also when an instance did launch);
 - errors (``pkg/errors/errors.go`` ``unfulfillableCapacityErrorCodes``, ``ToReasonMessage``;
@@ -22,6 +24,8 @@ As aws/karpenter-provider-aws (docs/designs/launching-research.md §1):
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,6 +39,8 @@ from .instances import CLUSTER_NAME_TAG, NODECLAIM_TAG, NODECLASS_TAG, cluster_t
 from .subnets import SubnetInfo
 
 __all__ = [
+    "CLIENT_TOKEN_MAX",
+    "IDEMPOTENT_MISMATCH",
     "INSUFFICIENT_ADDRESSES",
     "SPOT_SLR_NOT_PERMITTED",
     "UNFULFILLABLE_CAPACITY_CODES",
@@ -43,6 +49,7 @@ __all__ = [
     "Launched",
     "Override",
     "TemplateConfig",
+    "client_token",
     "combine_fleet_errors",
     "fleet_request",
     "is_unfulfillable",
@@ -71,6 +78,11 @@ UNFULFILLABLE_CAPACITY_CODES: Final = frozenset(
 #: Spot's service-linked role is missing and may not be created: no spot anywhere for now.
 SPOT_SLR_NOT_PERMITTED: Final = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
 INSUFFICIENT_ADDRESSES: Final = "InsufficientFreeAddressesInSubnet"
+#: EC2's answer to a token reused with other parameters (only a token collision or an older
+#: kubespot's bare-UID token can cause it now).
+IDEMPOTENT_MISMATCH: Final = "IdempotentParameterMismatch"
+#: EC2's limit on ``ClientToken``: at most 64 ASCII characters.
+CLIENT_TOKEN_MAX: Final = 64
 
 #: ``ToReasonMessage``, in its order: (substrings that must all appear, reason, message). The
 #: insufficient-capacity codes come last so that a mix names the other cause.
@@ -96,6 +108,10 @@ _REASONS: Final[tuple[tuple[tuple[str, ...], str, str], ...]] = (
      "AMI used for instance launch either does not exist or you don't have permissions to use it"),
     (("RequestLimitExceeded",), "RequestLimitExceeded", "Request limit exceeded"),
     (("InternalError",), "InternalError", "An internal error has occurred"),
+    # kubespot's: Karpenter sends no ClientToken. A plain retry (CreateError) is right: the next
+    # attempt finds the instance by its tag if the first request launched one.
+    ((IDEMPOTENT_MISMATCH,), IDEMPOTENT_MISMATCH,
+     "A launch with the same client token but other parameters was already made"),
     (("not eligible for Free Tier",), "FreeTierIneligible",
      "The specified instance type is not eligible for Free Tier"),
     (("MaxFleetCountExceeded",), "FleetQuotaExceeded",
@@ -239,15 +255,28 @@ def overrides(
     return tuple(out)
 
 
+def client_token(uid: str, request: Mapping[str, Any]) -> str:
+    """The ``ClientToken`` of ``request`` for the NodeClaim ``uid``: the UID, ``-`` and a SHA-256
+    digest of the request's parameters (canonical JSON, any token left out), cut to EC2's 64
+    characters. An identical retry reuses the token (EC2 answers with the first fleet); a changed
+    request (fewer overrides after a mark, a new price, a rebuilt template) is a new one. A UID too
+    long to leave 16 digest characters is hashed too."""
+    params = {k: v for k, v in request.items() if k != "ClientToken"}
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
+    prefix = uid if len(uid) <= CLIENT_TOKEN_MAX - 17 else hashlib.sha256(uid.encode()).hexdigest()[:32]
+    return f"{prefix}-{digest}"[:CLIENT_TOKEN_MAX]
+
+
 def fleet_request(
     configs: Sequence[TemplateConfig],
     capacity_type: str,
     tags: Mapping[str, str],
     *,
-    client_token: str = "",
+    uid: str = "",
     context: str | None = None,
 ) -> dict[str, Any]:
-    """CreateFleet's arguments for one instance of ``capacity_type``."""
+    """CreateFleet's arguments for one instance of ``capacity_type``; with the NodeClaim's ``uid``,
+    a ``ClientToken`` of it and the request (``client_token``)."""
     request: dict[str, Any] = {
         "Type": "instant",
         "LaunchTemplateConfigs": [c.request() for c in configs if c.overrides],
@@ -260,10 +289,10 @@ def fleet_request(
         request["SpotOptions"] = {"AllocationStrategy": "price-capacity-optimized"}
     else:
         request["OnDemandOptions"] = {"AllocationStrategy": "lowest-price"}
-    if client_token:
-        request["ClientToken"] = client_token
     if context:
         request["Context"] = context
+    if uid:
+        request["ClientToken"] = client_token(uid, request)
     return request
 
 

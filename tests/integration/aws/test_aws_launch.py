@@ -352,7 +352,10 @@ async def test_insufficient_capacity_marks_pools_then_falls_back_to_on_demand(en
     assert (fallback.capacity_type, fallback.instance_type) == ("on-demand", "c5.large")
     last = ice.requests[-1]
     assert last["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
-    assert last["ClientToken"] == "uid-general-bbbbb"
+    # The retry changed the request (on-demand now): a new token, not EC2's
+    # IdempotentParameterMismatch; both carry the claim's UID (fleet.client_token).
+    tokens = [r["ClientToken"] for r in ice.requests[-2:]]
+    assert tokens[0] != tokens[1] and all(t.startswith("uid-general-bbbbb-") for t in tokens)
     assert env.describe(fallback.provider_id.rsplit("/", 1)[1]).get("InstanceLifecycle") is None
 
 

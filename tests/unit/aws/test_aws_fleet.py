@@ -9,6 +9,7 @@ Sources: aws/karpenter-provider-aws ``pkg/providers/instance/types.go``
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -72,12 +73,12 @@ def test_overrides_at_most_60_types_cheapest_first_priced_only_where_a_subnet_is
 def test_request_strategies_per_capacity_type_tags_token_and_context() -> None:
     """``Build``: instant, one instance, the capacity type as default; spot asks
     price-capacity-optimized, on-demand lowest-price (only one option block); tags on instance,
-    volume and fleet. kubespot adds the NodeClaim's UID as ClientToken."""
+    volume and fleet. kubespot adds a ClientToken made of the NodeClaim's UID."""
     config = fleet.TemplateConfig(
         "kubespot.io/abc", (fleet.Override("m5.large", "subnet-1", "us-east-1a", "ami-1", 0.05),)
     )
     tags = {"b": "2", "a": "1"}
-    spot = fleet.fleet_request([config], SPOT, tags, client_token="uid-1", context="ctx")
+    spot = fleet.fleet_request([config], SPOT, tags, uid="uid-1", context="ctx")
     assert spot["Type"] == "instant"
     assert spot["TargetCapacitySpecification"] == {
         "TotalTargetCapacity": 1,
@@ -85,7 +86,7 @@ def test_request_strategies_per_capacity_type_tags_token_and_context() -> None:
     }
     assert spot["SpotOptions"] == {"AllocationStrategy": "price-capacity-optimized"}
     assert "OnDemandOptions" not in spot
-    assert spot["ClientToken"] == "uid-1" and spot["Context"] == "ctx"
+    assert spot["ClientToken"].startswith("uid-1-") and spot["Context"] == "ctx"
     assert spot["LaunchTemplateConfigs"] == [
         {
             "LaunchTemplateSpecification": {"LaunchTemplateName": "kubespot.io/abc", "Version": "$Latest"},
@@ -100,6 +101,43 @@ def test_request_strategies_per_capacity_type_tags_token_and_context() -> None:
     od = fleet.fleet_request([config], ON_DEMAND, tags)
     assert od["OnDemandOptions"] == {"AllocationStrategy": "lowest-price"}
     assert "SpotOptions" not in od and "ClientToken" not in od and "Context" not in od
+
+
+def test_client_token_is_the_uid_and_a_digest_of_the_request() -> None:
+    """EC2 idempotency (AWS EC2 API reference "Ensuring idempotency", ``CreateFleet``
+    ``ClientToken``: up to 64 ASCII characters; the same token with the same parameters answers
+    the first request, with other parameters ``IdempotentParameterMismatch``). Karpenter sends no
+    token (aws ``pkg/providers/instance/types.go`` ``CreateFleetInputBuilder.Build``); kubespot's
+    is the UID plus a digest of the parameters, so an identical retry is idempotent and a changed
+    request (a pool marked out, a new price) is a new one instead of a mismatch."""
+    uid = "0b7c1c1e-5d2a-4c52-9d0e-1f2a3b4c5d6e"
+    a = fleet.Override("c5.large", "subnet-1", "us-east-1a", "ami-1", 0.031)
+    b = fleet.Override("m5.large", "subnet-1", "us-east-1a", "ami-1", 0.035)
+    tags = {"karpenter.sh/nodeclaim": "general-aaaaa"}
+    first = fleet.fleet_request([fleet.TemplateConfig("kubespot.io/x", (a, b))], SPOT, tags, uid=uid)
+    again = fleet.fleet_request([fleet.TemplateConfig("kubespot.io/x", (a, b))], SPOT, dict(tags), uid=uid)
+    narrowed = fleet.fleet_request([fleet.TemplateConfig("kubespot.io/x", (b,))], SPOT, tags, uid=uid)
+    repriced = fleet.fleet_request(
+        [fleet.TemplateConfig("kubespot.io/x", (a, replace(b, priority=0.036)))], SPOT, tags, uid=uid
+    )
+    assert first["ClientToken"] == again["ClientToken"]
+    tokens = {first["ClientToken"], narrowed["ClientToken"], repriced["ClientToken"]}
+    assert len(tokens) == 3
+    assert all(t.startswith(uid + "-") and len(t) <= 64 and t.isascii() for t in tokens)
+    assert first["ClientToken"] == fleet.client_token(uid, first)
+    long_uid = "x" * 80
+    token = fleet.client_token(long_uid, first)
+    assert len(token) <= 64 and token != fleet.client_token("y" * 80, first)
+
+
+def test_idempotent_parameter_mismatch_is_a_retried_create_error() -> None:
+    """A token reused with other parameters (a collision, or a bare-UID token from an older
+    kubespot) is not "Instance launch failed": it gets its own reason, and as a ``CreateError``
+    it is retried, the next attempt finding by its tag any instance the first request launched
+    (kubespot's; Karpenter's ``pkg/errors/errors.go`` ``ToReasonMessage`` has no such case as it
+    sends no token)."""
+    reason, message = fleet.reason_message("IdempotentParameterMismatch: token reused")
+    assert reason == "IdempotentParameterMismatch" and "client token" in message
 
 
 def test_launch_tags_overlay_the_class_tags() -> None:
