@@ -21,7 +21,8 @@ The NodeClaim calls are Karpenter's ``Create``, ``Delete``, ``Get`` and ``List``
   insufficient-capacity error marks its pool (and address exhaustion its subnet, for the cache's
   TTL). Raises ``NodeClassNotReadyError`` (class not resolved, no subnet/AMI/...),
   ``InsufficientCapacityError`` (no pool left, or every pool failed) or ``CreateError``.
-- ``delete``: TerminateInstances; ``NodeClaimNotFound`` once the instance is gone or shutting down.
+- ``delete``: TerminateInstances (none while it is shutting down); ``NodeClaimNotFound`` only once
+  the instance is terminated or unknown.
 - ``get`` / ``list``: the live instances of this cluster's NodePools.
 """
 

@@ -11,8 +11,9 @@ and ``types.go`` (``NewInstance``, ``capacityTypeFromInstance``):
   (docs/designs/launching.md §3: Karpenter tags it only after registration);
 - ``get``: by id with the live-state filter; ``NodeClaimNotFound`` when EC2 does not know the id
   or it is terminated;
-- ``terminate``: TerminateInstances; ``NodeClaimNotFound`` without a call when the instance is
-  already shutting down or gone (``CloudProvider.delete``'s contract: the caller stops waiting).
+- ``terminate``: TerminateInstances; no call when the instance is already shutting down (``Delete``
+  returns nil then, to spare EC2's rate limit), ``NodeClaimNotFound`` only once it is terminated
+  or unknown (``CloudProvider.delete``'s contract: the caller waits until then).
 
 The capacity type is read back as Karpenter reads it: spot when ``SpotInstanceRequestId`` is set;
 moto sets only ``InstanceLifecycle: spot``, which AWS sets too, so either says spot.
@@ -180,12 +181,13 @@ class Instances:
         raise NodeClaimNotFound(instance_id)
 
     async def terminate(self, instance_id: str) -> Instance:
-        """TerminateInstances for it; returns what ``get`` saw. ``NodeClaimNotFound`` when it is
-        gone or already shutting down: no call is made then (``Delete`` skips it too), and the
-        caller's wait for the instance to go ends (the ``CloudProvider.delete`` contract)."""
+        """TerminateInstances for it; returns what ``get`` saw. Already shutting down: no call, and
+        no error either, as Karpenter's ``Delete``: the instance still exists (its volumes may be
+        attached), so the caller keeps waiting until ``NodeClaimNotFound`` (terminated or
+        unknown), the ``CloudProvider.delete`` contract."""
         instance = await self.get(instance_id)
         if instance.state == "shutting-down":
-            raise NodeClaimNotFound(instance_id)
+            return instance
         try:
             await self._clients.call("ec2", "TerminateInstances", InstanceIds=[instance_id])
         except AwsError as err:

@@ -8,13 +8,16 @@ claim's pools (``candidates.launch_pools``) and the first with capacity: ``capac
 as EC2's ``InsufficientInstanceCapacity`` would, is marked in the ``UnavailableOfferings`` cache
 and reported on the launch; when every pool fails, ``InsufficientCapacityError``. Launches are
 idempotent per claim name, can be listed, fetched and deleted; ``fail_create`` makes the next
-launches raise a ``CreateError``.
+launches raise a ``CreateError``. ``delete`` terminates at once unless ``linger`` is set: then the
+instance stays ``shutting-down`` (still got and listed, ``delete`` returns without error) until
+``finish_shutdown``, as EC2's instances do (``AwsCloud.delete``'s contract).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from dataclasses import replace
 
 from kubespot.model.capacity import InstanceTypeInfo
 from kubespot.model.quantity import GIB
@@ -77,6 +80,8 @@ class FakeCloud:
         #: Every ``create`` call's claim name, in order (tests count launches with it).
         self.create_calls: list[str] = []
         self.fail_create = 0
+        #: Deleted instances stay ``shutting-down`` until ``finish_shutdown`` (False: gone at once).
+        self.linger = False
         self._ids = itertools.count(1)
 
     async def instance_types(self, nodepool: NodePool, nodeclass: EC2NodeClassSpec) -> list[InstanceType]:
@@ -146,8 +151,18 @@ class FakeCloud:
         raise InsufficientCapacityError(f"every pool of {claim.name} is out of capacity", tuple(failed))
 
     async def delete(self, provider_id: str) -> None:
-        if self.launched.pop(provider_id, None) is None:
+        launched = self.launched.get(provider_id)
+        if launched is None:
             raise NodeClaimNotFound(provider_id)
+        if not self.linger:
+            del self.launched[provider_id]
+        elif launched.state != "shutting-down":
+            self.launched[provider_id] = replace(launched, state="shutting-down")
+
+    def finish_shutdown(self) -> None:
+        """Every ``shutting-down`` instance becomes terminated (gone from get, list and delete)."""
+        for provider_id in [p for p, c in self.launched.items() if c.state == "shutting-down"]:
+            del self.launched[provider_id]
 
     async def get(self, provider_id: str) -> CloudNodeClaim:
         try:

@@ -69,7 +69,9 @@ class CloudProvider(Protocol):
         ...
 
     async def delete(self, provider_id: str) -> None:
-        """Terminate it; ``NodeClaimNotFound`` once it is gone (terminated or shutting down)."""
+        """Terminate it: returns while the instance exists, also while it is shutting down (the
+        caller requeues and asks again, as Karpenter's lifecycle and termination controllers do
+        until ``Delete`` is NotFound); ``NodeClaimNotFound`` only once it is terminated or unknown."""
         ...
 
     async def get(self, provider_id: str) -> CloudNodeClaim:

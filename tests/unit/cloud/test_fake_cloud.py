@@ -162,3 +162,20 @@ async def test_launch_pools_order_by_risk_and_leave_out_risky_spot_pools() -> No
                 risk.interruption_warning(t, zone)
     # every pool at the cap (factor 3): none is calmer, all kept, by price
     assert spot(risk) == [("a", "z1"), ("a", "z2"), ("b", "z1"), ("b", "z2")]
+
+
+async def test_a_lingering_delete_is_shutting_down_until_finished() -> None:
+    """As ``AwsCloud.delete`` (aws ``pkg/providers/instance/instance.go`` ``Delete``): while the
+    instance shuts down ``delete`` returns without error and ``get``/``list`` still see it;
+    ``NodeClaimNotFound`` only once it is terminated."""
+    cloud = FakeCloud([fake_type("a", 2, 4, 0.1, 0.03)])
+    cloud.linger = True
+    launched = await cloud.create(NodeClaimSpec("claim-1"))
+    await cloud.delete(launched.provider_id)
+    await cloud.delete(launched.provider_id)
+    assert (await cloud.get(launched.provider_id)).state == "shutting-down"
+    assert [c.state for c in await cloud.list()] == ["shutting-down"]
+    cloud.finish_shutdown()
+    with pytest.raises(NodeClaimNotFound):
+        await cloud.delete(launched.provider_id)
+    assert await cloud.list() == []
