@@ -32,6 +32,7 @@ import base64
 import builtins
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from kubespot.cloud.candidates import Pool, launch_capacity_type, launch_pools
@@ -142,11 +143,29 @@ class AwsCloud:
     async def _types(self, nodeclass: EC2NodeClassSpec) -> list[InstanceType]:
         await self.catalog.refresh_if_due()
         kubelet = nodeclass.kubelet.capacity() if nodeclass.kubelet is not None else None
-        return self.catalog.instance_types(
+        types = self.catalog.instance_types(
             self._zones(nodeclass.name),
             family=nodeclass.family or AMIFamily.AL2023,
             kubelet=kubelet,
         )
+        full = self._full_zones(nodeclass.name)
+        if not full:
+            return types
+        return [_unavailable_in(t, full) for t in types]
+
+    def _full_zones(self, nodeclass: str) -> frozenset[str]:
+        """The zones every subnet of ``nodeclass`` of which is out of addresses: their offerings are
+        unavailable (``UnavailableOfferings.IsUnavailable`` with the zone's subnet ids), so plans
+        and the capacity-type choice go elsewhere, not only the fleet."""
+        resolved = self._resolved.get(nodeclass)
+        if resolved is None or not resolved.subnets:
+            return frozenset()
+        out = set(self._subnets_out())
+        by_zone: dict[str, set[str]] = {}
+        for s in resolved.subnets:
+            if s.zone:
+                by_zone.setdefault(s.zone, set()).add(s.id)
+        return frozenset(zone for zone, ids in by_zone.items() if ids <= out)
 
     # -- launch ------------------------------------------------------------------------------------
 
@@ -340,6 +359,14 @@ class AwsCloud:
 
     async def list(self) -> builtins.list[CloudNodeClaim]:
         return [self._to_claim(i) for i in await self._ready().list()]
+
+
+def _unavailable_in(t: InstanceType, zones: frozenset[str]) -> InstanceType:
+    """``t`` with its offerings in ``zones`` unavailable (kept, as Karpenter keeps them)."""
+    if not any(o.zone in zones and o.available for o in t.offerings):
+        return t
+    offers = tuple(replace(o, available=False) if o.zone in zones else o for o in t.offerings)
+    return replace(t, offerings=offers)
 
 
 def _type_names(pools: Iterable[Pool]) -> list[str]:
