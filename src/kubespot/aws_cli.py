@@ -123,7 +123,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     pol.add_argument("--queue-arn", metavar="ARN", default=None, help="the interruption queue's ARN")
-    pol.add_argument("--cluster", default=None, help=f"cluster name (queue <cluster>{QUEUE_SUFFIX})")
+    pol.add_argument(
+        "--cluster",
+        default=None,
+        help=(
+            f"cluster name (queue <cluster>{QUEUE_SUFFIX}); the launch group's tagging and "
+            "termination are limited to its tags, so --actions launch needs it"
+        ),
+    )
+    pol.add_argument(
+        "--node-role",
+        metavar="ARN|NAME",
+        action="append",
+        default=[],
+        help=(
+            "the node role the launch group may pass to EC2 (iam:PassRole; repeatable; a name needs "
+            "--account-id and a role without a path); --actions launch needs it"
+        ),
+    )
     pol.add_argument("--queue-name", default="", metavar="NAME", help="queue name, if not the default")
     pol.add_argument("--account-id", metavar="ID", default=None, help="12-digit AWS account id")
     pol.add_argument("--partition", default="aws", help="ARN partition (aws, aws-cn, aws-us-gov)")
@@ -263,7 +280,8 @@ def run_policy(args: argparse.Namespace, *, out: TextIO) -> int:
     actions = _action_names(args.actions)
     queue_arn: str | None
     if args.no_queue:
-        if args.queue_arn or args.cluster or args.queue_name or args.kms_key:
+        # --cluster stays allowed: the launch group's conditions name it.
+        if args.queue_arn or args.queue_name or args.kms_key:
             raise InvalidRequest("--no-queue leaves the queue out: do not name one (or its KMS key)")
         if not actions:
             raise InvalidRequest("--no-queue needs --actions: there would be nothing to allow")
@@ -296,6 +314,9 @@ def run_policy(args: argparse.Namespace, *, out: TextIO) -> int:
             managed_tag=None if args.no_tag_conditions else args.managed_tag,
             vpc_ids=args.vpc_id,
             partition=args.partition,
+            cluster=args.cluster,
+            node_roles=args.node_role,
+            account_id=args.account_id,
         )
     except ValueError as exc:
         raise InvalidRequest(str(exc)) from None

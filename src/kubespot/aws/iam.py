@@ -32,13 +32,20 @@ Facts the table relies on (AWS docs, checked):
   supports ``ec2:ResourceTag/${TagKey}``: it is allowed only with the managed tag. Interfaces
   themselves are not tagged by the cluster (the VPC CNI tags its own), so no tag is asked of them.
 * ``sns:Publish`` takes the topic; ``events:PutEvents`` the event bus.
-* Launching (the ``launch`` group): ``ec2:CreateFleet`` is also checked as ``ec2:RunInstances``
-  on the instance, volumes, interfaces, image, subnet and groups, as ``ec2:CreateTags`` for the
-  tags it sets (limited to creation with ``ec2:CreateAction``) and as ``iam:PassRole`` on the
-  instance profile's role (limited to EC2 with ``iam:PassedToService``); ``CreateLaunchTemplate``
-  likewise tags. ``ec2:TerminateInstances`` takes the instance and ``ec2:ResourceTag/${TagKey}``:
-  only instances with a ``karpenter.sh/nodepool`` tag (EC2 User Guide, "Permissions for EC2
-  Fleet"; Karpenter's ``KarpenterControllerPolicy`` scopes them alike, by cluster as well).
+* Launching (the ``launch`` group), scoped as Karpenter's ``KarpenterControllerPolicy``
+  (aws/karpenter-provider-aws ``website/content/en/docs/getting-started/getting-started-with-karpenter/
+  cloudformation.yaml``): ``ec2:CreateFleet`` is also checked as ``ec2:RunInstances`` on the
+  instance, volumes, interfaces, image, subnet and groups, as ``ec2:CreateTags`` for the tags it
+  sets and as ``iam:PassRole`` on the instance profile's role; ``CreateLaunchTemplate`` likewise
+  tags. Tagging is allowed only at creation (``ec2:CreateAction``) and only with this cluster's
+  tags in the request (``aws:RequestTag/kubernetes.io/cluster/<cluster>`` = owned,
+  ``aws:RequestTag/eks:eks-cluster-name`` = the cluster, a ``karpenter.sh/nodepool`` tag:
+  ``AllowScopedResourceCreationTagging``); ``iam:PassRole`` only on the node role(s), only to EC2
+  (``AllowPassingInstanceRole``); ``ec2:TerminateInstances`` only on instances carrying
+  ``kubernetes.io/cluster/<cluster>`` = owned and a ``karpenter.sh/nodepool`` tag
+  (``AllowScopedDeletion``), so not another cluster's. The cluster and the node role(s) have no
+  default: a policy with the launch group refuses to be made without them (``ValueError``) rather
+  than fall back to ``*``.
 
 The response actions (issue 5) are opt-in: ``controller_policy(..., actions=["loadbalancer"])``
 adds the calls of each group named (``kubespot.aws.CALL_GROUPS``), so a cluster that does not
@@ -183,14 +190,55 @@ _SIDS: Mapping[Scope, str] = {
     "nodeclaim-instance": "TerminateNodeClaimInstances",
     "pass-role": "PassNodeRoleToEc2",
 }
-#: The conditions of the launch path's statements (no ARN of theirs is known in advance).
-_CONDITIONS: Mapping[Scope, dict[str, Any]] = {
-    "launch-tagging": {
-        "StringEquals": {"ec2:CreateAction": ["CreateFleet", "RunInstances", "CreateLaunchTemplate"]}
-    },
-    "nodeclaim-instance": {"Null": {"ec2:ResourceTag/karpenter.sh/nodepool": "false"}},
-    "pass-role": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
-}
+#: The launch path's statements with conditions (their resources are not known in advance).
+_CONDITIONED: tuple[Scope, ...] = ("launch-tagging", "nodeclaim-instance", "pass-role")
+#: The services a node role may be passed to (both partitions' names, as Karpenter lists them).
+_EC2_SERVICES = ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]
+_NODEPOOL_TAG = "karpenter.sh/nodepool"
+
+
+def _launch_conditions(scope: Scope, cluster: str) -> dict[str, Any]:
+    """The conditions of a launch statement for ``cluster`` (``KarpenterControllerPolicy``)."""
+    owned = f"kubernetes.io/cluster/{cluster}"
+    if scope == "launch-tagging":
+        return {
+            "StringEquals": {
+                f"aws:RequestTag/{owned}": "owned",
+                "aws:RequestTag/eks:eks-cluster-name": cluster,
+                "ec2:CreateAction": ["CreateFleet", "RunInstances", "CreateLaunchTemplate"],
+            },
+            "StringLike": {f"aws:RequestTag/{_NODEPOOL_TAG}": "*"},
+        }
+    if scope == "nodeclaim-instance":
+        return {
+            "StringEquals": {f"aws:ResourceTag/{owned}": "owned"},
+            "StringLike": {f"aws:ResourceTag/{_NODEPOOL_TAG}": "*"},
+        }
+    return {"StringEquals": {"iam:PassedToService": _EC2_SERVICES}}
+
+
+_ROLE_ARN = re.compile(r"^arn:[a-z-]+:iam::\d{12}:role/[\w+=,.@/-]+$")
+_ROLE_NAME = re.compile(r"^[\w+=,.@-]{1,64}$")
+_CLUSTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+
+
+def _role_arns(roles: Iterable[str], account_id: str | None, partition: str) -> list[str]:
+    """The node roles as ARNs: an ARN as given, a name in ``account_id`` (without a path)."""
+    out: list[str] = []
+    for role in dict.fromkeys(roles):
+        if role.startswith("arn:"):
+            if not _ROLE_ARN.match(role):
+                raise ValueError(f"not an IAM role ARN: {role!r}")
+            out.append(role)
+        elif not _ROLE_NAME.match(role):
+            raise ValueError(f"not an IAM role name: {role!r}")
+        elif account_id is None or not re.fullmatch(r"\d{12}", account_id):
+            raise ValueError(f"the node role {role!r} is a name: give its ARN, or the 12-digit account id")
+        else:
+            out.append(f"arn:{partition}:iam::{account_id}:role/{role}")
+    return out
+
+
 #: What an ARN given for each scope must look like: (service part, resource prefix, what it is).
 _ARN_SHAPES: Mapping[Scope, tuple[str, str, str]] = {
     "asg": ("autoscaling", "autoScalingGroup:", "an Auto Scaling group"),
@@ -266,6 +314,9 @@ def controller_policy(
     vpc_ids: Iterable[str] = (),
     partition: str = "aws",
     calls: Iterable[tuple[str, str]] | None = None,
+    cluster: str | None = None,
+    node_roles: Iterable[str] = (),
+    account_id: str | None = None,
 ) -> dict[str, Any]:
     """The IAM policy document for the controller's role (IRSA or node role).
 
@@ -283,6 +334,10 @@ def controller_policy(
     actions and on the instance for ``ec2:ModifyNetworkInterfaceAttribute``; ``vpc_ids`` limit that
     action to interfaces, groups and subnets of those VPCs. ``partition`` is the ARN partition of the
     EC2 resource patterns.
+
+    The ``launch`` group needs ``cluster`` (its tags scope tagging and termination) and
+    ``node_roles`` (ARNs, or names in ``account_id``: the only roles ``iam:PassRole`` may pass);
+    without them ``ValueError``.
     """
     if calls is None:
         calls = calls_for(actions, queue=queue_arn is not None)
@@ -318,8 +373,21 @@ def controller_policy(
         scope: list(arns) if arns else "*" for scope, arns in scoped.items()
     }
     resources.update({"queue": queue_arn or "", "any": "*"})
-    resources.update({scope: "*" for scope in _CONDITIONS})
+    resources.update({scope: "*" for scope in _CONDITIONED})
     resources["launch"] = "*"
+    if any(scope in by_scope for scope in _CONDITIONED):
+        if cluster is None or not _CLUSTER.match(cluster):
+            raise ValueError(
+                f"the launch calls are scoped to the cluster's tags: name the cluster (got {cluster!r})"
+            )
+        resources["nodeclaim-instance"] = f"arn:{partition}:ec2:*:*:instance/*"
+    if "pass-role" in by_scope:
+        roles = _role_arns(node_roles, account_id, partition)
+        if not roles:
+            raise ValueError(
+                "iam:PassRole is limited to the node role(s): name them (ARN, or name and account)"
+            )
+        resources["pass-role"] = roles if len(roles) > 1 else roles[0]
     statements: list[dict[str, Any]] = []
     for scope in _SIDS:
         if scope not in by_scope:
@@ -335,8 +403,9 @@ def controller_policy(
         }
         if scope == "asg" and managed_tag is not None:
             statement["Condition"] = {"Null": {f"autoscaling:ResourceTag/{managed_tag}": "false"}}
-        if scope in _CONDITIONS:
-            statement["Condition"] = _CONDITIONS[scope]
+        if scope in _CONDITIONED:
+            assert cluster is not None
+            statement["Condition"] = _launch_conditions(scope, cluster)
         statements.append(statement)
     if kms_key_arn is not None and kms:
         statements.append(

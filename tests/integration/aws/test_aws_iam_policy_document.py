@@ -29,7 +29,8 @@ QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:prod-kubespot-interruptions"
 def test_every_generated_policy_is_a_valid_iam_document(
     aws_env: MotoServer, kwargs: dict[str, object]
 ) -> None:
-    policy = iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS, **kwargs)  # type: ignore[arg-type]
+    launch = {"cluster": "prod", "node_roles": ["arn:aws:iam::123456789012:role/KarpenterNodeRole-prod"]}
+    policy = iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS, **launch, **kwargs)  # type: ignore[arg-type]
     client = aws_env.client("iam")
     name = "kubespot-" + "-".join(sorted(kwargs)) if kwargs else "kubespot"
     created = client.create_policy(PolicyName=name, PolicyDocument=json.dumps(policy))["Policy"]

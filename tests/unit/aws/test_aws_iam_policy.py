@@ -37,6 +37,9 @@ TG_ARN = "arn:aws:elasticloadbalancing:eu-west-1:123456789012:targetgroup/k8s-we
 CLB_ARN = "arn:aws:elasticloadbalancing:eu-west-1:123456789012:loadbalancer/legacy-web"
 TOPIC_ARN = "arn:aws:sns:eu-west-1:123456789012:kubespot-summaries"
 BUS_ARN = "arn:aws:events:eu-west-1:123456789012:event-bus/ops"
+NODE_ROLE_ARN = "arn:aws:iam::123456789012:role/KarpenterNodeRole-prod"
+#: What the launch group needs: the cluster its tags name and the node role it may pass.
+LAUNCH = {"cluster": "prod", "node_roles": [NODE_ROLE_ARN]}
 QUEUE_ACTIONS = {
     "sqs:ReceiveMessage",
     "sqs:DeleteMessage",
@@ -91,7 +94,7 @@ def test_policy_allows_exactly_what_the_calls_need() -> None:
 def test_calls_are_the_union_of_the_groups() -> None:
     assert frozenset().union(*CALL_GROUPS.values()) == CALLS
     assert set(iam.ACTION_GROUPS) == set(CALL_GROUPS) - {"queue"}
-    everything = iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS)
+    everything = iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS, **LAUNCH)  # type: ignore[arg-type]
     assert iam.policy_actions(everything) == iam.actions(CALLS)
     assert {iam.IAM_ACTIONS[c].action for c in CALLS} <= iam.actions(CALLS)
 
@@ -160,9 +163,9 @@ def test_calls_are_the_union_of_the_groups() -> None:
     ],
 )
 def test_each_action_adds_only_its_calls(action: str, granted: set[str]) -> None:
-    policy = iam.controller_policy(QUEUE_ARN, actions=[action])
+    policy = iam.controller_policy(QUEUE_ARN, actions=[action], **LAUNCH)  # type: ignore[arg-type]
     assert iam.policy_actions(policy) == QUEUE_ACTIONS | granted
-    alone = iam.controller_policy(None, actions=[action])
+    alone = iam.controller_policy(None, actions=[action], **LAUNCH)  # type: ignore[arg-type]
     assert iam.policy_actions(alone) == granted
     assert not any(a.startswith("sqs:") for a in iam.policy_actions(alone))
 
@@ -175,6 +178,7 @@ def test_action_resources_are_scoped_when_given() -> None:
         load_balancer_arns=[CLB_ARN],
         sns_topic_arns=[TOPIC_ARN],
         event_bus_arns=[BUS_ARN],
+        **LAUNCH,  # type: ignore[arg-type]
     )
     by_action = {a: s["Resource"] for s in policy["Statement"] for a in s["Action"]}
     assert by_action["elasticloadbalancing:DeregisterTargets"] == [TG_ARN]
@@ -220,7 +224,7 @@ def test_action_policy_errors() -> None:
         ({"event_bus_arns": [TOPIC_ARN]}, "event bus ARN"),
     ):
         with pytest.raises(ValueError, match=message):
-            iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS, **kwargs)  # type: ignore[arg-type]
+            iam.controller_policy(QUEUE_ARN, actions=iam.ACTION_GROUPS, **LAUNCH, **kwargs)  # type: ignore[arg-type]
 
 
 def test_batch_operations_use_the_singular_actions() -> None:
@@ -232,11 +236,12 @@ def test_batch_operations_use_the_singular_actions() -> None:
 
 def test_launch_statements_are_limited_by_conditions() -> None:
     """The launch group as Karpenter's KarpenterControllerPolicy limits it
-    (aws/karpenter-provider-aws website/content/en/preview/getting-started/getting-started-with-
+    (aws/karpenter-provider-aws website/content/en/docs/getting-started/getting-started-with-
     karpenter/cloudformation.yaml: AllowScopedResourceCreationTagging, AllowScopedDeletion,
-    AllowPassingInstanceRole): tags only at creation, termination only of NodePool instances,
-    the role passed only to EC2."""
-    policy = iam.controller_policy(None, actions=["launch"])
+    AllowPassingInstanceRole): tags only at creation and only with this cluster's tags in the
+    request, termination only of this cluster's NodePool instances, only the node role passed,
+    and only to EC2."""
+    policy = iam.controller_policy(None, actions=["launch"], **LAUNCH)  # type: ignore[arg-type]
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
     assert by_sid["LaunchNodeClaimInstances"]["Action"] == [
         "ec2:CreateFleet",
@@ -245,16 +250,24 @@ def test_launch_statements_are_limited_by_conditions() -> None:
     ]
     tagging = by_sid["TagAtLaunch"]
     assert tagging["Action"] == ["ec2:CreateTags"]
-    assert set(tagging["Condition"]["StringEquals"]["ec2:CreateAction"]) == {
-        "CreateFleet",
-        "RunInstances",
-        "CreateLaunchTemplate",
+    equals = tagging["Condition"]["StringEquals"]
+    assert set(equals.pop("ec2:CreateAction")) == {"CreateFleet", "RunInstances", "CreateLaunchTemplate"}
+    assert equals == {
+        "aws:RequestTag/kubernetes.io/cluster/prod": "owned",
+        "aws:RequestTag/eks:eks-cluster-name": "prod",
     }
+    assert tagging["Condition"]["StringLike"] == {"aws:RequestTag/karpenter.sh/nodepool": "*"}
     terminate = by_sid["TerminateNodeClaimInstances"]
     assert terminate["Action"] == ["ec2:TerminateInstances"]
-    assert terminate["Condition"] == {"Null": {"ec2:ResourceTag/karpenter.sh/nodepool": "false"}}
-    assert by_sid["PassNodeRoleToEc2"]["Condition"] == {
-        "StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}
+    assert terminate["Resource"] == "arn:aws:ec2:*:*:instance/*"
+    assert terminate["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/kubernetes.io/cluster/prod": "owned"},
+        "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+    }
+    passing = by_sid["PassNodeRoleToEc2"]
+    assert passing["Resource"] == NODE_ROLE_ARN
+    assert passing["Condition"] == {
+        "StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}
     }
     assert "ec2:DescribeLaunchTemplates" in by_sid["DescribeAnyResource"]["Action"]
 
@@ -337,9 +350,15 @@ def test_policy_command_with_actions(capsys: pytest.CaptureFixture[str]) -> None
     )
     assert "events:PutEvents" not in iam.policy_actions(policy)
 
-    assert main(["aws", "policy", "--no-queue", "--actions", "all", "--event-bus-arn", BUS_ARN]) == 0
+    launch = ["--cluster", "prod", "--node-role", NODE_ROLE_ARN]
+    assert main(["aws", "policy", "--no-queue", "--actions", "all", "--event-bus-arn", BUS_ARN, *launch]) == 0
     policy = json.loads(capsys.readouterr().out)
-    assert policy == iam.controller_policy(None, actions=iam.ACTION_GROUPS, event_bus_arns=[BUS_ARN])
+    assert policy == iam.controller_policy(
+        None,
+        actions=iam.ACTION_GROUPS,
+        event_bus_arns=[BUS_ARN],
+        **LAUNCH,  # type: ignore[arg-type]
+    )
     assert not any(a.startswith(("sqs:", "autoscaling:")) for a in iam.policy_actions(policy))
 
 
@@ -350,6 +369,12 @@ def test_policy_command_with_actions(capsys: pytest.CaptureFixture[str]) -> None
         (["--no-queue"], "--no-queue needs --actions"),
         (["--no-queue", "--queue-arn", QUEUE_ARN, "--actions", "sns"], "--no-queue leaves the queue out"),
         (["--queue-arn", QUEUE_ARN, "--actions", "sns", "--sns-topic-arn", "topic"], "SNS topic ARN"),
+        (["--queue-arn", QUEUE_ARN, "--actions", "launch", "--node-role", "r"], "name the cluster"),
+        (["--queue-arn", QUEUE_ARN, "--actions", "launch", "--cluster", "prod"], "limited to the node role"),
+        (
+            ["--queue-arn", QUEUE_ARN, "--actions", "launch", "--cluster", "prod", "--node-role", "r"],
+            "give its ARN, or the 12-digit account id",
+        ),
     ],
 )
 def test_policy_command_action_errors(
@@ -365,6 +390,31 @@ def test_policy_command_from_cluster_account_and_region(capsys: pytest.CaptureFi
     assert code == 0
     policy = json.loads(capsys.readouterr().out)
     assert policy == iam.controller_policy(QUEUE_ARN, kms_key_arn=KEY_ARN, asg_arns=[ASG_ARN])
+
+
+def test_launch_policy_command_names_the_cluster_and_node_role(capsys: pytest.CaptureFixture[str]) -> None:
+    """``AllowPassingInstanceRole`` passes only the node role (``${KarpenterNodeRole.Arn}``), and
+    ``AllowScopedDeletion`` names ``kubernetes.io/cluster/${ClusterName}`` (aws/karpenter-provider-aws
+    website/content/en/docs/getting-started/getting-started-with-karpenter/cloudformation.yaml): a
+    role given by name is made an ARN in the account; two roles are both passable."""
+    argv = ["aws", "policy", "--no-queue", "--actions", "launch", "--cluster", "prod"]
+    roles = [
+        "--node-role",
+        "KarpenterNodeRole-prod",
+        "--node-role",
+        "arn:aws:iam::123456789012:role/nodes/gpu",
+    ]
+    assert main([*argv, *roles, "--account-id", "123456789012"]) == 0
+    policy = json.loads(capsys.readouterr().out)
+    by_sid = {s["Sid"]: s for s in policy["Statement"]}
+    assert by_sid["PassNodeRoleToEc2"]["Resource"] == [
+        NODE_ROLE_ARN,
+        "arn:aws:iam::123456789012:role/nodes/gpu",
+    ]
+    condition = by_sid["TerminateNodeClaimInstances"]["Condition"]["StringEquals"]
+    assert condition == {"aws:ResourceTag/kubernetes.io/cluster/prod": "owned"}
+    with pytest.raises(ValueError, match="not an IAM role ARN"):
+        iam.controller_policy(None, actions=["launch"], cluster="prod", node_roles=["arn:aws:iam::1:user/x"])
 
 
 def test_policy_command_needs_the_queue(capsys: pytest.CaptureFixture[str]) -> None:
