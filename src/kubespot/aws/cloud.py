@@ -17,7 +17,8 @@ The NodeClaim calls are Karpenter's ``Create``, ``Delete``, ``Get`` and ``List``
   with their reclaim risk, ``PoolRisk``), spot while any spot pool is left;
   launch templates per (AMI, max pods) made sure of; one CreateFleet with ``ClientToken`` = the
   claim's UID plus a digest of the request (``fleet.client_token``: a retry of the same request is
-  idempotent, a changed one is new; the tag lookup above is what survives a restart); every
+  idempotent, a changed one is new, and so is one after a fleet that answered without an instance;
+  the tag lookup above is what survives a restart); every
   insufficient-capacity error marks its pool (and address exhaustion its subnet, for the cache's
   TTL). Raises ``NodeClassNotReadyError`` (class not resolved, no subnet/AMI/...),
   ``InsufficientCapacityError`` (no pool left, or every pool failed) or ``CreateError``.
@@ -67,6 +68,8 @@ __all__ = ["AwsCloud", "TypeCatalog"]
 log = logging.getLogger("kubespot.aws.cloud")
 _NOT_LAUNCHING = "AwsCloud was built without AWS clients and launch settings: it only plans"
 _LT_NOT_FOUND = "InvalidLaunchTemplateName.NotFoundException"
+#: At most this many NodeClaims' failed-fleet counts are kept (``AwsCloud._failed_fleets``).
+_FAILED_FLEETS_KEPT = 10_000
 
 
 class TypeCatalog(Protocol):
@@ -115,6 +118,10 @@ class AwsCloud:
         self.risk = risk
         self._render = render
         self._resolved: dict[str, ResolvedNodeClass] = {}
+        #: Per NodeClaim UID, the fleets that came back without an instance: a new ClientToken for
+        #: the next one, so EC2 does not replay the failed fleet (``fleet.client_token``). Memory
+        #: only: after a restart one identical request may replay it once more.
+        self._failed_fleets: dict[str, int] = {}
         #: Subnets that answered InsufficientFreeAddressesInSubnet → until when they are skipped.
         self._full_subnets: dict[str, float] = {}
         self.instances = Instances(clients, self._launch.cluster_name) if clients is not None else None
@@ -218,13 +225,28 @@ class AwsCloud:
                 "LaunchFailed",
                 f"no pool of NodeClaim {claim.name} has a subnet and an AMI for {capacity_type}",
             )
-        request = fleet.fleet_request(configs, capacity_type, tags, uid=claim.uid, context=spec.context)
-        answer = await self._create_fleet(request, groups)
+        request = fleet.fleet_request(
+            configs,
+            capacity_type,
+            tags,
+            uid=claim.uid,
+            answered=self._failed_fleets.get(claim.uid, 0),
+            context=spec.context,
+        )
+        try:
+            answer = await self._create_fleet(request, groups)
+        except CreateError as err:
+            cause = err.__cause__
+            if isinstance(cause, AwsError) and cause.code == fleet.IDEMPOTENT_MISMATCH:
+                self._fleet_failed(claim.uid)
+            raise
         parsed = fleet.parse_fleet_answer(answer, capacity_type)
         fleet.mark_unavailable(self.unavailable, parsed.errors, capacity_type)
         self._mark_subnets(parsed.errors)
         if parsed.launched is None:
+            self._fleet_failed(claim.uid)
             raise fleet.combine_fleet_errors(parsed.errors)
+        self._failed_fleets.pop(claim.uid, None)
         got = parsed.launched
         if self.risk is not None and got.capacity_type == SPOT:
             self.risk.launched(got.instance_type, got.zone)
@@ -242,6 +264,15 @@ class AwsCloud:
         return self._to_claim(
             launched, claim.name, failed=parsed.failed_offerings, type_=by_name.get(got.instance_type)
         )
+
+    def _fleet_failed(self, uid: str) -> None:
+        """One more fleet of ``uid`` answered without an instance (or refused its token)."""
+        if not uid:
+            return
+        if uid not in self._failed_fleets and len(self._failed_fleets) >= _FAILED_FLEETS_KEPT:
+            # Claims given up on leave their count behind: the oldest is forgotten.
+            del self._failed_fleets[next(iter(self._failed_fleets))]
+        self._failed_fleets[uid] = self._failed_fleets.get(uid, 0) + 1
 
     def _launch_groups(
         self,

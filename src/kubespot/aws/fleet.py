@@ -255,13 +255,17 @@ def overrides(
     return tuple(out)
 
 
-def client_token(uid: str, request: Mapping[str, Any]) -> str:
+def client_token(uid: str, request: Mapping[str, Any], answered: int = 0) -> str:
     """The ``ClientToken`` of ``request`` for the NodeClaim ``uid``: the UID, ``-`` and a SHA-256
     digest of the request's parameters (canonical JSON, any token left out), cut to EC2's 64
     characters. An identical retry reuses the token (EC2 answers with the first fleet); a changed
     request (fewer overrides after a mark, a new price, a rebuilt template) is a new one. A UID too
-    long to leave 16 digest characters is hashed too."""
-    params = {k: v for k, v in request.items() if k != "ClientToken"}
+    long to leave 16 digest characters is hashed too. ``answered``: how many fleets of this claim
+    already came back without an instance; it enters the digest, so an identical request after a
+    failed fleet is a new request and not that failure replayed."""
+    params: dict[str, Any] = {k: v for k, v in request.items() if k != "ClientToken"}
+    if answered:
+        params["kubespot:answered"] = answered
     digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
     prefix = uid if len(uid) <= CLIENT_TOKEN_MAX - 17 else hashlib.sha256(uid.encode()).hexdigest()[:32]
     return f"{prefix}-{digest}"[:CLIENT_TOKEN_MAX]
@@ -273,6 +277,7 @@ def fleet_request(
     tags: Mapping[str, str],
     *,
     uid: str = "",
+    answered: int = 0,
     context: str | None = None,
 ) -> dict[str, Any]:
     """CreateFleet's arguments for one instance of ``capacity_type``; with the NodeClaim's ``uid``,
@@ -292,7 +297,7 @@ def fleet_request(
     if context:
         request["Context"] = context
     if uid:
-        request["ClientToken"] = client_token(uid, request)
+        request["ClientToken"] = client_token(uid, request, answered)
     return request
 
 
