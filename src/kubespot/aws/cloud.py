@@ -57,6 +57,7 @@ from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, S
 from kubespot.scheduling.nodepool import NodePool
 
 from . import fleet
+from .eks import ClusterFacts, describe_cluster
 from .instances import NODECLASS_TAG, Instance, Instances
 from .launch_templates import LaunchGroup, LaunchTemplates, UserDataRenderer, launch_groups
 from .resolved import ResolvedNodeClass
@@ -104,6 +105,8 @@ class AwsCloud:
     ) -> None:
         self.catalog = catalog
         self._clients = clients
+        #: EKS's answer for what the launch settings leave empty (read once, on the first launch).
+        self._eks: ClusterFacts | None = None
         self._launch = launch or LaunchSettings()
         self._clock = clock or SystemClock()
         #: Shared with the interruption handler and the provisioner (docs/designs/launching.md §2).
@@ -206,8 +209,9 @@ class AwsCloud:
             nodeclaim=claim.name,
             custom=spec.tags,
         )
+        cluster = await self._cluster()
         groups = self._launch_groups(
-            claim, resolved, spec, [by_name[n] for n in _type_names(pools)], capacity_type, tags
+            claim, resolved, spec, [by_name[n] for n in _type_names(pools)], capacity_type, tags, cluster
         )
         subnets = fleet.zonal_subnets(resolved.subnets or (), self._subnets_out())
         configs = []
@@ -282,6 +286,7 @@ class AwsCloud:
         types: list[InstanceType],
         capacity_type: str,
         tags: dict[str, str],
+        cluster: ClusterInfo,
     ) -> list[LaunchGroup]:
         """The launch templates of ``types``; malformed user data is Karpenter's CreateError
         LaunchFailed, and user data near EC2's limit is logged."""
@@ -293,7 +298,7 @@ class AwsCloud:
                 amis=resolved.amis or (),
                 security_groups=[g.id for g in resolved.security_groups or ()],
                 capacity_type=capacity_type,
-                cluster=self._cluster(),
+                cluster=cluster,
                 tags=tags,
                 render=self._render,
             )
@@ -329,9 +334,27 @@ class AwsCloud:
                 raise _create_error(err, "Error creating fleet request") from err
         raise AssertionError("unreachable")
 
-    def _cluster(self) -> ClusterInfo:
+    async def _cluster(self) -> ClusterInfo:
+        """The cluster nodes join: the launch settings, with what they leave empty read once from
+        EKS (``DescribeCluster``, as Karpenter does); a failed read is retried on the next launch."""
         s = self._launch
-        return ClusterInfo(s.cluster_name, s.cluster_endpoint, s.cluster_ca_bundle, s.cluster_cidr)
+        info = ClusterInfo(s.cluster_name, s.cluster_endpoint, s.cluster_ca_bundle, s.cluster_cidr)
+        if info.endpoint and info.ca_bundle and info.cidr:
+            return info
+        if self._eks is None and self._clients is not None and s.cluster_name:
+            try:
+                self._eks = await describe_cluster(self._clients, s.cluster_name)
+            except AwsError as err:
+                log.warning("cannot describe EKS cluster %s: %s: %s", s.cluster_name, err.code, err.message)
+        facts = self._eks
+        if facts is None:
+            return info
+        return ClusterInfo(
+            info.name,
+            info.endpoint or facts.endpoint,
+            info.ca_bundle or facts.ca_bundle,
+            info.cidr or facts.cidr,
+        )
 
     def _subnets_out(self) -> list[str]:
         now = self._clock.monotonic()

@@ -162,6 +162,8 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     ),
     ("ec2", "DescribeLaunchTemplates"): Permission("ec2:DescribeLaunchTemplates", "any"),
     ("ec2", "TerminateInstances"): Permission("ec2:TerminateInstances", "nodeclaim-instance"),
+    # The cluster's endpoint, CA and service CIDR when the launch settings leave them empty.
+    ("eks", "DescribeCluster"): Permission("eks:DescribeCluster", "any"),
     # The summary.
     ("sns", "Publish"): Permission("sns:Publish", "sns-topic"),
     ("events", "PutEvents"): Permission("events:PutEvents", "event-bus"),

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CALLS", "CALL_GROUPS", "AwsClients", "AwsError", "Service", "pricing_endpoint_region"]
 
-Service = Literal["sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm"]
+Service = Literal["sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm", "eks"]
 _T = TypeVar("_T")
 
 #: The operations each part of the controller makes, as (service, OperationName): ``queue`` is the
@@ -109,6 +109,8 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
                 ("ec2", "CreateLaunchTemplate"),
                 ("ec2", "DescribeInstances"),
                 ("ec2", "TerminateInstances"),
+                # kubespot.aws.eks: the endpoint, CA and service CIDR the settings leave empty.
+                ("eks", "DescribeCluster"),
             }
         ),
         # kubespot.aws.subnets, security_groups and amis: an EC2NodeClass's selector terms resolved
@@ -345,6 +347,8 @@ class AwsClients:
     def client(self, service: Literal["pricing"]) -> Any: ...
     @overload
     def client(self, service: Literal["ssm"]) -> Any: ...
+    @overload
+    def client(self, service: Literal["eks"]) -> Any: ...
 
     def client(self, service: Service) -> Any:
         """The (blocking) boto3 client for ``service``, built on first use. Call from a pool thread."""

@@ -34,9 +34,9 @@ class LaunchSettings:
     cluster_endpoint: str = setting(
         "",
         doc=(
-            "The API server URL nodes register with (the EKS cluster endpoint). Empty: the URL "
-            "kubespot itself talks to (in-cluster, that is the `kubernetes` Service's address, "
-            "which nodes cannot reach before they join: set it)."
+            "The API server URL nodes register with. Empty: the endpoint EKS's DescribeCluster "
+            "gives for cluster_name, read once at the first launch (IAM eks:DescribeCluster, in "
+            "the `launch` group), as Karpenter does."
         ),
         env="KUBESPOT_CLUSTER_ENDPOINT",
         nth="CLUSTER_ENDPOINT",
@@ -45,8 +45,7 @@ class LaunchSettings:
         "",
         doc=(
             "The cluster's certificate authority, base64 PEM, as EKS's DescribeCluster returns "
-            "it, written into the nodes' bootstrap configuration. Empty: the CA kubespot trusts "
-            "for the API server."
+            "it, written into the nodes' bootstrap configuration. Empty: DescribeCluster's."
         ),
         env="KUBESPOT_CLUSTER_CA_BUNDLE",
     )
@@ -54,8 +53,9 @@ class LaunchSettings:
         "",
         doc=(
             "The cluster's service CIDR (e.g. `10.100.0.0/16`). AL2023 nodes need it "
-            "(nodeadm's `spec.cluster.cidr`); an EC2NodeClass of family AL2023 is not ready to "
-            "launch without it, as in Karpenter."
+            "(nodeadm's `spec.cluster.cidr`). Empty: DescribeCluster's "
+            "kubernetesNetworkConfig; when neither says, an AL2023 launch fails as "
+            "NodeClassNotReady, as in Karpenter."
         ),
         env="KUBESPOT_CLUSTER_CIDR",
     )

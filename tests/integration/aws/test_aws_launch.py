@@ -16,6 +16,7 @@ fails chosen overrides with a chosen code (the market itself answers only capaci
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -416,3 +417,31 @@ async def test_a_subnet_out_of_addresses_is_skipped_for_a_while(env: Env) -> Non
     }
     assert second[f"{region}a"] not in (first[f"{region}a"], "")
     assert second[f"{region}b"] == first[f"{region}b"]
+
+
+async def test_cluster_facts_the_settings_leave_empty_come_from_eks(env: Env) -> None:
+    """Karpenter reads the endpoint and the service CIDR from EKS when they are not configured
+    (aws/karpenter-provider-aws ``pkg/operator/operator.go`` ``ResolveClusterEndpoint``,
+    ``ResolveClusterCIDR``); the EKS API reference documents ``DescribeCluster``'s ``endpoint``,
+    ``certificateAuthority.data`` and ``kubernetesNetworkConfig.serviceIpv4Cidr``. Read once."""
+    eks = env.aws.client("eks")
+    created = eks.create_cluster(
+        name=CLUSTER,
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": list(env.subnets.values())},
+        kubernetesNetworkConfig={"serviceIpv4Cidr": "10.100.0.0/16"},
+    )["cluster"]
+    bare = AwsCloud(Types(env.aws.region), env.clients, launch=LaunchSettings(cluster_name=CLUSTER))
+    resolved = env.cloud.resolved("default")
+    assert resolved is not None
+    bare.set_resolved("default", resolved)
+    await bare.create(env.claim("general-aaaaa"))
+    await bare.create(env.claim("general-bbbbb"))
+    assert env.clients.counts[("eks", "DescribeCluster")] == 1
+    (template,) = env.aws.client("ec2").describe_launch_templates()["LaunchTemplates"]
+    data = env.aws.client("ec2").describe_launch_template_versions(
+        LaunchTemplateId=template["LaunchTemplateId"]
+    )["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    text = base64.b64decode(data["UserData"]).decode()
+    assert f"apiServerEndpoint: {created['endpoint']}" in text
+    assert "cidr: 10.100.0.0/16" in text

@@ -91,7 +91,7 @@ def test_lifecycle_gone_is_recognised() -> None:
 def test_calls_is_the_only_door() -> None:
     assert ("sqs", "ReceiveMessage") in CALLS
     assert all(
-        service in ("sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm")
+        service in ("sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm", "eks")
         for service, _ in CALLS
     )
 

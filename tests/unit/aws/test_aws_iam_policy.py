@@ -158,6 +158,7 @@ def test_calls_are_the_union_of_the_groups() -> None:
                 "ec2:CreateLaunchTemplate",
                 "ec2:DescribeInstances",
                 "ec2:TerminateInstances",
+                "eks:DescribeCluster",
             },
         ),
     ],
