@@ -4,17 +4,24 @@ Per instance (``_Boot``):
 
 - **running**, no Node yet, ``boot_delay`` (plus a seeded per-instance jitter) after its EC2
   ``LaunchTime``: read its user data, check its kubelet flags, create its Node (``node.registration``:
-  Ready False); ``ready_delay`` later, post Ready True. A kubelet that would refuse to start
-  (``kubelet_flags``, a malformed flag) never registers; user data of no known family registers
-  without extra labels. A Node of that name already there (a restarted joiner) is left alone.
-- **shutting-down**, **terminated** or gone, with a Node: at once, stop kubesim's simulated kubelet
-  of it and write Ready Unknown (what the node lifecycle controller writes once heartbeats stop);
-  once the instance is terminated or gone, delete the Node (again each poll while finalizers
-  hold it; once it is gone kubesim forgets the stopped kubelet, so a later instance given the
-  same private DNS name boots a live one), as the cloud node lifecycle
-  controller does for a not-Ready node whose instance no longer exists
-  (staging/src/k8s.io/cloud-provider/controllers/nodelifecycle ``MonitorNodes``; the AWS provider's
-  ``InstanceExistsByProviderID`` is false only for terminated instances).
+  Ready False, ephemeral storage from the size of the volume the kubelet's filesystem is on);
+  ``ready_delay`` later, post Ready True. A kubelet that would refuse to start (``kubelet_flags``,
+  a malformed flag) never registers; user data of no known family registers without extra labels.
+  A Node of that name already there (a restarted joiner) is left alone.
+- **stopping**, **stopped**, **shutting-down**: the machine goes down. At once, stop kubesim's
+  simulated kubelet of the Node and write Ready Unknown (what the node lifecycle controller writes
+  once heartbeats stop). A **stopped** instance's Node also gets the cloud's
+  ``node.cloudprovider.kubernetes.io/shutdown:NoSchedule`` taint (the cloud node lifecycle
+  controller's ``MonitorNodes``: not Ready, the instance exists and is shut down; AWS's
+  ``InstanceShutdownByProviderID`` is true only for ``stopped``). The Node stays.
+- **running again** after a stop: the machine boots again, ``boot_delay`` after the start (the new
+  ``LaunchTime`` when EC2 moved it, else when the joiner saw it running: moto keeps the first):
+  the kubelet posts Ready False, ``ready_delay`` later kubesim's kubelet runs again, Ready True is
+  posted, and the shutdown taint goes (``MonitorNodes`` removes it from a Ready Node).
+- **terminated** or gone: as above, then delete the Node (again each poll while finalizers hold
+  it; once it is gone kubesim forgets the stopped kubelet, so a later instance given the same
+  private DNS name boots a live one), as ``MonitorNodes`` does for a not-Ready node whose instance
+  no longer exists (AWS's ``InstanceExistsByProviderID`` is false only for terminated instances).
 
 Any EC2 or Kubernetes failure (5xx, timeouts, refused connections) is logged and the step tried
 again next poll; the loop itself never ends on an error.
@@ -34,10 +41,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from . import kubelet_flags
 from .ec2 import Ec2Reader, Instance
 from .kube import KubeError, KubeWriter
-from .node import gone_patch, node_name, ready_patch, registration
+from .node import SHUTDOWN_TAINT, gone_patch, node_name, not_ready_patch, ready_patch, registration
 from .userdata import BootConfig, parse
 
 log = logging.getLogger("kubespot.sim.joiner")
+
+#: States in which the machine is going or gone down but the instance (and its Node) stays.
+_DOWN = ("stopping", "stopped", "shutting-down")
+#: The device whose volume holds the kubelet's filesystem: Bottlerocket's data volume (Karpenter's
+#: ``Bottlerocket.EphemeralBlockDevice``); the root device for the other families.
+_KUBELET_DEVICE = {"Bottlerocket": "/dev/xvdb"}
 
 #: What the joiner expects to go wrong in one step: retried next poll.
 _RETRIED = (KubeError, BotoCoreError, ClientError, LookupError, OSError)
@@ -65,6 +78,9 @@ class _Boot:
     registered_at: float | None = None
     ready: bool = False
     going: bool = False  # kubelet stopped and Ready Unknown written
+    stopped: bool = False  # seen stopping or stopped since it last ran
+    shutdown_tainted: bool = False  # the cloud's shutdown taint written
+    rebooted_at: float | None = None  # a kubelet back after a stop posted Ready False then
 
 
 class Joiner:
@@ -117,25 +133,43 @@ class Joiner:
         now = self.clock()
         for instance in instances.values():
             boot = self._boots.get(instance.id)
-            if boot is not None:
-                boot.instance = instance
-            elif instance.state in ("pending", "running"):
-                self._boots[instance.id] = _Boot(instance, instance.launch_time + self.boot_time(instance.id))
+            if boot is None:
+                if instance.state in ("pending", "running"):
+                    due = instance.launch_time + self.boot_time(instance.id)
+                    self._boots[instance.id] = _Boot(instance, due)
+                continue
+            if instance.state in ("stopping", "stopped"):
+                boot.stopped = True
+            elif boot.stopped and instance.state in ("pending", "running"):
+                # Started again: EC2 moves LaunchTime to the start; moto does not, so the first
+                # poll that sees it back stands in.
+                moved = instance.launch_time > boot.instance.launch_time
+                boot.due = (instance.launch_time if moved else now) + self.boot_time(instance.id)
+                boot.stopped = False
+            boot.instance = instance
         steps: list[Awaitable[None]] = []
         for instance_id, boot in list(self._boots.items()):
             seen = instances.get(instance_id)
             state = seen.state if seen is not None else "gone"
-            if state in ("shutting-down", "terminated", "gone"):
+            if state in ("terminated", "gone"):
                 steps.append(self._retire(boot, state))
+            elif state in _DOWN:
+                if boot.registered_at is not None and (
+                    not boot.going or (state == "stopped" and not boot.shutdown_tainted)
+                ):
+                    steps.append(self._shut_down(boot, state))
             elif state != "running" or boot.refused:
                 continue
-            elif boot.registered_at is None and now >= boot.due:
-                steps.append(self._register(boot))
-            elif (
-                boot.registered_at is not None
-                and not boot.ready
-                and now >= boot.registered_at + self.config.ready_delay
-            ):
+            elif boot.registered_at is None:
+                if now >= boot.due:
+                    steps.append(self._register(boot))
+            elif boot.going:  # its machine started again after a stop
+                if boot.rebooted_at is None:
+                    if now >= boot.due:
+                        steps.append(self._reboot(boot))
+                elif now >= boot.rebooted_at + self.config.ready_delay:
+                    steps.append(self._back(boot))
+            elif not boot.ready and now >= boot.registered_at + self.config.ready_delay:
                 steps.append(self._post_ready(boot))
         await asyncio.gather(*(self._bounded(step) for step in steps))
 
@@ -175,8 +209,12 @@ class Joiner:
             )
             return
         facts = await self.ec2.instance_type(instance.type)
+        device = _KUBELET_DEVICE.get(boot.boot.family) or instance.root_device or "/dev/xvda"
+        volume_gib = await self.ec2.volume_gib(instance, device)
         now = self.clock()
-        node = registration(instance, facts, boot.boot, now=now, ready_delay=self.config.ready_delay)
+        node = registration(
+            instance, facts, boot.boot, now=now, ready_delay=self.config.ready_delay, volume_gib=volume_gib
+        )
         created = await self.kube.create_node(node)
         boot.registered_at = now
         if created:
@@ -191,6 +229,44 @@ class Joiner:
             log.info("joiner: node %s was deleted before it became Ready", name)
         boot.ready = True
 
+    async def _machine_down(self, boot: _Boot, state: str) -> None:
+        """The kubelet is gone with its machine: heartbeats stop, Ready Unknown."""
+        name = node_name(boot.instance)
+        await self.kube.set_kubelet(name, running=False)
+        await self.kube.patch_status(name, gone_patch(self.clock()))
+        boot.going, boot.ready, boot.rebooted_at = True, False, None
+        log.info("joiner: %s is %s; node %s NotReady", boot.instance.id, state, name)
+
+    async def _shut_down(self, boot: _Boot, state: str) -> None:
+        if not boot.going:
+            await self._machine_down(boot, state)
+        if state == "stopped" and not boot.shutdown_tainted:
+            name = node_name(boot.instance)
+            await self.kube.set_taint(name, SHUTDOWN_TAINT, present=True)
+            boot.shutdown_tainted = True
+            log.info("joiner: %s is stopped; node %s tainted shutdown", boot.instance.id, name)
+
+    async def _reboot(self, boot: _Boot) -> None:
+        """The machine booted again: its kubelet posts status, NotReady until the CNI is up."""
+        name = node_name(boot.instance)
+        if await self.kube.patch_status(name, not_ready_patch(self.clock())):
+            boot.rebooted_at = self.clock()
+            return
+        # The Node was deleted while the machine was down: the kubelet registers it afresh.
+        await self.kube.set_kubelet(name, running=True)
+        boot.registered_at, boot.going, boot.shutdown_tainted = None, False, False
+        log.info("joiner: node %s of %s is gone; registering it again", name, boot.instance.id)
+
+    async def _back(self, boot: _Boot) -> None:
+        """Ready again: kubesim's kubelet runs (heartbeats, pods), Ready True; the cloud node
+        lifecycle controller removes the shutdown taint from a Ready Node."""
+        name = node_name(boot.instance)
+        await self.kube.set_kubelet(name, running=True)
+        await self.kube.patch_status(name, ready_patch(self.clock()))
+        await self.kube.set_taint(name, SHUTDOWN_TAINT, present=False)
+        boot.going, boot.ready, boot.rebooted_at, boot.shutdown_tainted = False, True, None, False
+        log.info("joiner: %s is running again; node %s Ready", boot.instance.id, name)
+
     async def _retire(self, boot: _Boot, state: str) -> None:
         instance_id = boot.instance.id
         if boot.registered_at is None:
@@ -198,13 +274,9 @@ class Joiner:
             return
         name = node_name(boot.instance)
         if not boot.going:
-            await self.kube.set_kubelet(name, running=False)
-            await self.kube.patch_status(name, gone_patch(self.clock()))
-            boot.going = True
-            log.info("joiner: %s is %s; node %s NotReady", instance_id, state, name)
-        if state in ("terminated", "gone"):
-            if not await self.kube.delete_node(name):
-                return  # finalizers hold it (Karpenter's): asked again next poll until it is gone
-            await self.kube.set_kubelet(name, running=True)
-            self._boots.pop(instance_id, None)
-            log.info("joiner: %s is %s; node %s deleted", instance_id, state, name)
+            await self._machine_down(boot, state)
+        if not await self.kube.delete_node(name):
+            return  # finalizers hold it (Karpenter's): asked again next poll until it is gone
+        await self.kube.set_kubelet(name, running=True)
+        self._boots.pop(instance_id, None)
+        log.info("joiner: %s is %s; node %s deleted", instance_id, state, name)

@@ -12,6 +12,7 @@ import aiohttp
 
 Obj = dict[str, Any]
 _STRATEGIC = {"Content-Type": "application/strategic-merge-patch+json"}
+_MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
 class KubeError(Exception):
@@ -21,7 +22,7 @@ class KubeError(Exception):
 
 
 class KubeWriter:
-    """Create, patch the status of and delete Nodes; stop kubesim's simulated kubelet of one."""
+    """Create, patch the status of, taint and delete Nodes; stop kubesim's simulated kubelet of one."""
 
     def __init__(self, base_url: str, *, timeout: float = 5.0, token: str = "joiner") -> None:
         self._base = base_url.rstrip("/")
@@ -76,6 +77,32 @@ class KubeWriter:
             return False
         if status >= 300:
             raise self._fail(status, data, f"patch status of node {name}")
+        return True
+
+    async def set_taint(self, name: str, taint: dict[str, str], *, present: bool) -> bool:
+        """Add (or update the value of) ``taint``, or remove it, matching on key and effect as
+        cloud-provider's ``AddOrUpdateTaintOnNode`` / ``RemoveTaintOffNode`` do; False when the
+        Node is gone. ``spec.taints`` is one list others write too (Karpenter, the node lifecycle
+        controller), so the write carries the resourceVersion read: a conflict is a ``KubeError``,
+        tried again next poll."""
+        status, node = await self._call("GET", f"/api/v1/nodes/{name}")
+        if status == 404:
+            return False
+        if status >= 300:
+            raise self._fail(status, node, f"get node {name}")
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        same = [t for t in taints if (t.get("key"), t.get("effect")) == (taint["key"], taint["effect"])]
+        if (present and any(t.get("value") == taint.get("value") for t in same)) or not (present or same):
+            return True
+        kept = [t for t in taints if t not in same]
+        wanted = [*kept, dict(taint)] if present else kept
+        version = (node.get("metadata") or {}).get("resourceVersion")
+        patch: Obj = {"metadata": {"resourceVersion": version}, "spec": {"taints": wanted or None}}
+        status, data = await self._call("PATCH", f"/api/v1/nodes/{name}", patch, _MERGE)
+        if status == 404:
+            return False
+        if status >= 300:
+            raise self._fail(status, data, f"{'add' if present else 'remove'} taint {taint['key']} on {name}")
         return True
 
     async def delete_node(self, name: str) -> bool:

@@ -34,6 +34,11 @@ KUBESIM_READY_SECONDS = "kubesim.kubespot.io/ready-seconds"
 #: kubesim's Node label naming the instance (conventions.INSTANCE_ID_LABEL), as its generator sets.
 KUBESIM_INSTANCE_ID = "kubesim.kubespot.io/instance-id"
 
+#: The cloud node lifecycle controller's taint on a Node whose instance is shut down
+#: (staging/src/k8s.io/cloud-provider/controllers/nodelifecycle ``ShutdownTaint``; the key is
+#: cloud-provider/api ``TaintNodeShutdown``): no value, no timeAdded.
+SHUTDOWN_TAINT: dict[str, str] = {"key": "node.cloudprovider.kubernetes.io/shutdown", "effect": "NoSchedule"}
+
 NOT_READY_REASON = "KubeletNotReady"
 NOT_READY_MESSAGE = (
     "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
@@ -81,9 +86,16 @@ def condition(type_: str, status: str, reason: str, message: str, now: float) ->
 
 
 def registration(
-    instance: Instance, facts: InstanceTypeFacts, boot: BootConfig, *, now: float, ready_delay: float
+    instance: Instance,
+    facts: InstanceTypeFacts,
+    boot: BootConfig,
+    *,
+    now: float,
+    ready_delay: float,
+    volume_gib: int | None = None,
 ) -> Obj:
-    """The Node object the kubelet creates when it registers."""
+    """The Node object the kubelet creates when it registers (``volume_gib``: the size of the volume
+    its filesystem is on, for ``ephemeral-storage``)."""
     name = node_name(instance)
     zone, region = instance.zone, region_of(instance.zone)
     labels = {
@@ -103,7 +115,7 @@ def registration(
         KUBESIM_INSTANCE_ID: instance.id,
     }
     labels.update(boot.labels)  # --node-labels win over the defaults (initialNode)
-    capacity, allocatable = resources(facts, boot.max_pods)
+    capacity, allocatable = resources(facts, boot.max_pods, volume_gib)
     spec: Obj = {"providerID": provider_id(instance)}
     if boot.taints:
         spec["taints"] = [dict(t) for t in boot.taints]
@@ -144,6 +156,11 @@ def registration(
             },
         },
     }
+
+
+def not_ready_patch(now: float) -> Obj:
+    """A restarted kubelet's first status: up, the CNI not yet (as at registration)."""
+    return {"status": {"conditions": [condition("Ready", "False", NOT_READY_REASON, NOT_READY_MESSAGE, now)]}}
 
 
 def ready_patch(now: float) -> Obj:

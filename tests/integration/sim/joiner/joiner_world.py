@@ -53,8 +53,10 @@ class World:
         instance_type: str = "m5.large",
         tags: dict[str, str] | None = None,
         zone: str | None = None,
+        volumes: dict[str, int] | None = None,
     ) -> Obj:
-        """RunInstances as Karpenter's CreateFleet would leave the instance: tagged for the cluster."""
+        """RunInstances as Karpenter's CreateFleet would leave the instance: tagged for the cluster;
+        ``volumes``: device name -> GiB, the launch template's block device mappings."""
         tags = {f"kubernetes.io/cluster/{CLUSTER}": "owned"} if tags is None else tags
         args: Obj = {
             "ImageId": AMI,
@@ -69,6 +71,11 @@ class World:
             args["UserData"] = user_data  # boto3 base64-encodes RunInstances' UserData itself
         if zone is not None:
             args["Placement"] = {"AvailabilityZone": zone}
+        if volumes:
+            args["BlockDeviceMappings"] = [
+                {"DeviceName": device, "Ebs": {"VolumeSize": size, "VolumeType": "gp3"}}
+                for device, size in volumes.items()
+            ]
         instance: Obj = self.ec2.run_instances(**args)["Instances"][0]
         return instance
 
