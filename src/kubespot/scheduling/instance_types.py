@@ -19,6 +19,8 @@ from .labels import ARCH, CAPACITY_TYPE, INSTANCE_TYPE, OS, ZONE
 from .requirements import Requirement, Requirements
 
 _FAMILY = re.compile(r"([a-z]+)(\d+)")
+#: The GPUs' extended resources (aws/catalog.py names them by manufacturer, as Karpenter does).
+_GPU_RESOURCES = frozenset({"nvidia.com/gpu", "amd.com/gpu", "habana.ai/gaudi"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,7 @@ def type_labels(info: InstanceTypeInfo, os_name: str = "linux") -> dict[str, str
     """The well-known labels of a node of ``info`` (Karpenter's AWS provider sets many more)."""
     family, _, size = info.name.partition(".")
     match = _FAMILY.match(family)  # m5 -> m, 5; c7gn -> c, 7; inf2 -> inf, 2
-    return {
+    labels = {
         INSTANCE_TYPE: info.name,
         ARCH: "arm64" if info.architecture == "arm64" else "amd64",
         OS: os_name,
@@ -85,6 +87,14 @@ def type_labels(info: InstanceTypeInfo, os_name: str = "linux") -> dict[str, str
         "karpenter.k8s.aws/instance-cpu": str(info.vcpus),
         "karpenter.k8s.aws/instance-memory": str(info.memory_mib),
     }
+    # The AWS provider labels GPU and Neuron device counts on the types that have them only
+    # (instancetype/types.go computeRequirements): a pool's DoesNotExist keeps such types out.
+    gpus = sum(n for name, n in info.extended.items() if name in _GPU_RESOURCES)
+    if gpus:
+        labels["karpenter.k8s.aws/instance-gpu-count"] = str(gpus)
+    if info.extended.get("aws.amazon.com/neuron"):
+        labels["karpenter.k8s.aws/instance-accelerator-count"] = str(info.extended["aws.amazon.com/neuron"])
+    return labels
 
 
 def instance_type(

@@ -14,6 +14,7 @@ provider's ``ec2nodeclass.go`` (selector terms, ``role`` / ``instanceProfile``, 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,15 @@ import pytest
 import yaml
 
 from kubespot.aws.userdata import ClusterInfo, render_user_data
+from kubespot.cloud import FakeCloud, fake_type
 from kubespot.model.capacity import AMIFamily, InstanceTypeInfo
+from kubespot.plan_cli import build_plan
 from kubespot.scheduling.api.convert import convert
 from kubespot.scheduling.api.load import load
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec, SelectorTerm
 from kubespot.scheduling.api.nodepool import NodePoolSpec
 from kubespot.scheduling.api.template import RequirementSpec
+from kubespot.scheduling.instance_types import instance_type
 from kubespot.scheduling.taints import Taint
 from support.crd_schema import crd_schema, schema_problems
 
@@ -313,12 +317,167 @@ def test_pre_bootstrap_commands_outside_amazon_linux_are_a_warning() -> None:
 
 def test_instance_selector_becomes_karpenter_requirements() -> None:
     """types.go ``InstanceSelector`` (vCPUs, GPUs, CPU architecture) as Karpenter's well-known
-    ``karpenter.k8s.aws/instance-cpu``, ``instance-gpu-count`` and ``kubernetes.io/arch`` labels."""
+    ``karpenter.k8s.aws/instance-cpu``, ``instance-gpu-count`` and ``kubernetes.io/arch`` labels;
+    ``gpus: 0`` ("select non-GPU types") is ``instance-gpu-count DoesNotExist``, which the AWS
+    provider's non-GPU types meet (instancetype/types.go ``computeRequirements`` leaves them without
+    the label)."""
     group = {"name": "sel", "instanceSelector": {"vCPUs": 4, "gpus": 0, "cpuArchitecture": "arm64"}}
     pool = loaded(convert([cluster(group)]).documents)[("NodePool", "sel")]
     assert requirement(pool, "karpenter.k8s.aws/instance-cpu") == ("4",)
     assert requirement(pool, "kubernetes.io/arch") == ("arm64",)
-    assert all(r.key != "karpenter.k8s.aws/instance-gpu-count" for r in pool.template.requirements)
+    gpu = [r for r in pool.template.requirements if r.key == "karpenter.k8s.aws/instance-gpu-count"]
+    assert [(r.operator, r.values) for r in gpu] == [("DoesNotExist", ())]
+
+
+def _selector_plan(documents: tuple[dict[str, Any], ...]) -> list[tuple[str, ...]]:
+    """The instance types of each NodeClaim ``kubespot plan``'s simulation makes for 4 pods of 3 CPUs
+    over a catalog with one type of each kind the selector must tell apart."""
+    pending = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p{i}", "namespace": "default", "uid": f"p{i}"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "3", "memory": "4Gi"}}}]},
+            "status": {"phase": "Pending"},
+        }
+        for i in range(4)
+    ]
+    gpu = fake_type("g4dn.2xlarge", 8, 32, 0.2)  # cheapest: picked unless the selector keeps it out
+    gpu_info = InstanceTypeInfo("g4dn.2xlarge", 8, 32 * 1024, extended={"nvidia.com/gpu": 1})
+    gpu = instance_type(gpu_info, gpu.resources, gpu.offerings)
+    cloud = FakeCloud(
+        [
+            gpu,
+            fake_type("m5.2xlarge", 8, 32, 0.384),
+            fake_type("c5.2xlarge", 8, 16, 0.34),
+            fake_type("m6g.2xlarge", 8, 32, 0.3, arch="arm64"),
+            fake_type("m5.large", 2, 8, 0.096),
+        ]
+    )
+    objects = {
+        "NodePool": [d for d in documents if d["kind"] == "NodePool"],
+        "EC2NodeClass": [d for d in documents if d["kind"] == "EC2NodeClass"],
+        "Pod": pending,
+        "Node": [],
+        "DaemonSet": [],
+    }
+    plan, _ = asyncio.run(build_plan(objects, cloud))
+    assert not plan.unschedulable
+    return [tuple(c.instance_types) for c in plan.claims]
+
+
+@pytest.mark.parametrize("managed", [True, False], ids=["managed", "self-managed"])
+def test_an_instance_selector_without_types_plans_into_the_types_it_selects(managed: bool) -> None:
+    """eksctl fills a selector group's types from the selector (pkg/eks/nodegroup_service.go
+    ``ExpandInstanceSelectorOptions``: vCPUs and memory as ranges with equal bounds, GPUs 0 for none,
+    x86_64 unless ``cpuArchitecture`` says otherwise, ``expandInstanceSelector``), so the pool pins no
+    instance type: it plans into the 8-vCPU, 32 GiB, GPU-less x86 type only (Karpenter's
+    requirements: kubernetes-sigs/karpenter pkg/scheduling/requirements.go ``Compatible``)."""
+    group = {"name": "sel", "instanceSelector": {"vCPUs": 8, "memory": "32", "gpus": 0}}
+    result = convert([cluster(group, managed=managed)])
+    pool = loaded(result.documents)[("NodePool", "sel")]
+    assert all(r.key != "node.kubernetes.io/instance-type" for r in pool.template.requirements)
+    assert requirement(pool, "karpenter.k8s.aws/instance-memory") == ("32768",)
+    assert not any("instanceTypes: kept as written" in w for w in result.warnings)
+    claims = _selector_plan(result.documents)
+    assert claims and {t for c in claims for t in c} == {"m5.2xlarge"}
+
+
+def test_instance_type_beside_a_selector_is_eksctls_error_and_the_selector_decides() -> None:
+    """validation.go: "cannot set instanceType when instanceSelector is specified" (managed) and
+    "instanceType should be "mixed" or unset when using the instance selector feature"; listed
+    ``instanceTypes`` must equal the selector's (``ExpandInstanceSelectorOptions``), so they stay."""
+    selector = {"vCPUs": 8, "memory": "32GiB"}
+    single = {"name": "one", "instanceType": "m5.large", "instanceSelector": selector}
+    listed = {"name": "listed", "instanceTypes": ["m5.2xlarge"], "instanceSelector": {"vCPUs": 8}}
+    result = convert([cluster(single, listed)])
+    specs = loaded(result.documents)
+    assert all(
+        r.key != "node.kubernetes.io/instance-type" for r in specs[("NodePool", "one")].template.requirements
+    )
+    assert any(
+        w.startswith("managedNodeGroups/one: instanceType: eksctl refuses it") for w in result.warnings
+    )
+    assert requirement(specs[("NodePool", "listed")], "node.kubernetes.io/instance-type") == ("m5.2xlarge",)
+
+
+#: The review's malformed shapes (/tmp/reviews/launch14.md §12) and more of the kind: group, the
+#: field the warning must name.
+MALFORMED: dict[str, tuple[dict[str, Any], str]] = {
+    "taints of non-objects": ({"taints": ["x", {"key": "ok", "effect": "NoSchedule"}]}, "taints[0]"),
+    "taint with a bad effect": ({"taints": [{"key": "k", "effect": "Sometimes"}]}, "taints[0]"),
+    "taint map with a bad effect": ({"taints": {"k": "v:Never"}}, "taints.k"),
+    "taints a string": ({"taints": "dedicated=gpu:NoSchedule"}, "taints"),
+    "volume without a name": ({"additionalVolumes": [{"volumeSize": 10}]}, "additionalVolumes[0]"),
+    "volumes a mapping": ({"additionalVolumes": {"volumeName": "/dev/xvdc"}}, "additionalVolumes"),
+    "volume of a string": ({"additionalVolumes": ["x"]}, "additionalVolumes[0]"),
+    "lifetime a string": ({"maxInstanceLifetime": "604800"}, "maxInstanceLifetime"),
+    "maxSize true": ({"maxSize": True}, "maxSize"),
+    "maxSize a string": ({"maxSize": "10"}, "maxSize"),
+    "volumeSize a string": ({"volumeSize": "100"}, "volumeSize"),
+    "labels a list": ({"labels": ["a=b"]}, "labels"),
+    "label of a list": ({"labels": {"a": ["b"]}}, "labels.a"),
+    "distribution percentage a string": (
+        {
+            "instancesDistribution": {
+                "instanceTypes": ["m5.large"],
+                "onDemandPercentageAboveBaseCapacity": "50",
+            }
+        },
+        "instancesDistribution.onDemandPercentageAboveBaseCapacity",
+    ),
+    "instance types a string": ({"instanceTypes": "m5.large"}, "instanceTypes"),
+    "selector a list": ({"instanceSelector": ["x"]}, "instanceSelector"),
+    "attachIDs a string": ({"securityGroups": {"attachIDs": "sg-1"}}, "securityGroups.attachIDs"),
+    "preBootstrapCommands a string": ({"preBootstrapCommands": "echo hi"}, "preBootstrapCommands"),
+    "iam a string": ({"iam": "arn"}, "iam"),
+    "taint key Karpenter refuses": (
+        {"taints": [{"key": "bad key!", "effect": "NoSchedule"}]},
+        "(node group)",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(MALFORMED), ids=list(MALFORMED))
+@pytest.mark.parametrize("managed", [True, False], ids=["managed", "self-managed"])
+def test_malformed_input_is_a_warning_naming_group_and_field_never_an_invalid_object(
+    shape: str, managed: bool
+) -> None:
+    """eksctl loads a ClusterConfig into typed structs (pkg/apis/eksctl.io/v1alpha5/types.go) and
+    checks taints (validation.go ``validateTaints``) and volume names (``VolumeMapping.VolumeName``):
+    what it would refuse is one warning naming the group and the field, left out; everything
+    written validates (Karpenter's v1 rules: ValidationSucceeded) and fits the chart's CRDs."""
+    fields, field = MALFORMED[shape]
+    group = {"name": "ng", "instanceType": "m5.large", **fields}
+    if not managed and "instanceTypes" in fields:
+        group["instancesDistribution"] = {"instanceTypes": fields["instanceTypes"]}
+        del group["instanceTypes"], group["instanceType"]
+        field = "instancesDistribution.instanceTypes"
+    section = "managedNodeGroups" if managed else "nodeGroups"
+    result = convert([cluster(group, managed=managed)])
+    assert any(w.startswith(f"{section}/ng: {field}: ") for w in result.warnings), result.warnings
+    loaded(result.documents)
+    for doc in result.documents:
+        assert schema_problems(doc, crd_schema(doc["kind"])) == [], doc
+        assert doc["kind"] != "EC2NodeClass" or all(
+            m["deviceName"] for m in doc["spec"]["blockDeviceMappings"]
+        )
+
+
+def test_groups_without_a_name_or_with_a_taken_one_are_not_converted() -> None:
+    """types.go ``NodeGroupBase.Name`` names the group (eksctl requires it, and names are unique in a
+    ClusterConfig): a group without one, or a second of the same name, would be a nameless or
+    clobbering NodePool; it is one warning and left out."""
+    result = convert(
+        [cluster({"instanceType": "m5.large"}, {"name": "a"}, {"name": "a", "instanceType": "c5"}, "x")]  # type: ignore[arg-type]
+    )
+    pools = [d["metadata"]["name"] for d in result.documents if d["kind"] == "NodePool"]
+    assert pools == ["a"]
+    assert "managedNodeGroups[0]: name: a node group needs a name; not converted" in result.warnings
+    assert "managedNodeGroups[3]: name: a node group needs a name; not converted" in result.warnings
+    assert (
+        "managedNodeGroups/a: name: a node group of that name came before; not converted" in result.warnings
+    )
 
 
 def test_other_documents_pass_through_beside_a_cluster_config() -> None:

@@ -17,20 +17,31 @@ launches what its group launched:
 - IMDS: tokens required unless ``disableIMDSv1: false``, hop limit 2 unless ``disablePodIMDS`` (eksctl's
   launch template), where Karpenter's default hop limit is 1;
 - nodes never expire (``expireAfter: Never``) unless ``maxInstanceLifetime`` says otherwise, as an ASG
-  keeps its instances.
+  keeps its instances;
+- an ``instanceSelector`` and instance types are alternatives in eksctl (``validation.go``:
+  ``instanceType`` must be unset or ``mixed`` with a selector; ``pkg/eks/nodegroup_service.go``
+  ``ExpandInstanceSelectorOptions`` fills the types from the selector, and listed types must equal
+  them): a selector without listed types pins no instance type; its criteria become Karpenter's
+  labels (vCPUs, memory, GPU and Neuron device counts, 0 meaning none, and the CPU architecture,
+  x86_64 unless given, as eksctl's ``expandInstanceSelector``).
 
-Every field without an equivalent is one warning naming the group and the field. Pure.
+Every field without an equivalent is one warning naming the group and the field; so is every field
+of the wrong shape (``eksctl_fields``), which is left out, and a pool that would still not validate
+is not written. Pure.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...model.capacity import InstanceTypeInfo
 from ..labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, OS, SPOT, ZONE
+from . import eksctl_fields as fields
 from .convert import KUBELET_FIELDS, duration
+from .load import load
 
 Obj = dict[str, Any]
 #: ``warn(who, field, message)``: the converter's warning sink.
@@ -64,6 +75,15 @@ _RESTRICTED_TAGS = (
     "karpenter.sh/nodeclaim",
     "karpenter.k8s.aws/ec2nodeclass",
 )
+#: eksctl's instance selector default architecture (``nodegroup_service.go`` ``defaultCPUArch``).
+_SELECTOR_ARCH = "x86_64"
+_ARCHES = {"x86_64": "amd64", "amd64": "amd64", "arm64": "arm64"}
+GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+ACCELERATOR_COUNT = "karpenter.k8s.aws/instance-accelerator-count"
+#: amazon-ec2-instance-selector ``bytequantity``: a number and an optional unit, GiB by default,
+#: decimal and binary units read alike.
+_MEMORY = re.compile(r"^\s*([0-9]+(?:\.[0-9]{0,3})?)\s*(mib|gib|tib|mb|gb|tb|m|g|t)?\s*$", re.IGNORECASE)
+_MIB_PER = {"m": 1, "g": 1024, "t": 1024 * 1024}
 _POD_TARGETS = "register pods (AWS Load Balancer Controller, IP targets) instead of instances"
 #: Fields with no equivalent, and why (the rest get a generic message).
 _NO_EQUIVALENT = {
@@ -121,23 +141,22 @@ def _tail(arn: str) -> str:
     return arn.rsplit("/", 1)[-1]
 
 
-def _taints(value: Any) -> list[Obj]:
-    """eksctl's taints: a list of ``{key, value, effect}``, or the older map ``key: value:Effect``
-    (``key: :Effect`` without a value; ``types.go`` ``taintsWrapper``)."""
-    out: list[Obj] = []
-    if isinstance(value, Mapping):
-        for key, text in value.items():
-            parts = str(text).split(":")
-            taint_value, effect = (parts[0], parts[1]) if len(parts) == 2 else ("", parts[0])
-            out.append({"key": str(key), "value": taint_value, "effect": effect})
-    elif isinstance(value, list):
-        for item in value:
-            item = _mapping(item)
-            out.append({k: str(item[k]) for k in ("key", "value", "effect") if item.get(k) is not None})
-    for taint in out:
-        if not taint.get("value"):
-            taint.pop("value", None)
-    return out
+def has_selector(selector: Mapping[str, Any]) -> bool:
+    """eksctl's ``InstanceSelector.IsZero`` negated: ``gpus``, ``neuron_devices``, ``allow`` and
+    ``deny`` are pointers, so a 0 there is set; ``vCPUs``, ``memory`` and ``cpuArchitecture`` count
+    when not zero."""
+    return any(selector.get(k) for k in ("vCPUs", "memory", "cpuArchitecture")) or any(
+        selector.get(k) is not None for k in ("gpus", "neuron_devices", "allow", "deny")
+    )
+
+
+def memory_mib(text: Any) -> int | None:
+    """``32`` / ``"32"`` / ``"16GiB"`` / ``"512Mi"`` (the instance selector's sizes) in MiB."""
+    match = _MEMORY.match(str(text))
+    if match is None:
+        return None
+    unit = (match.group(2) or "g")[0].lower()
+    return round(float(match.group(1)) * _MIB_PER[unit])
 
 
 class _ClusterConfig:
@@ -148,29 +167,69 @@ class _ClusterConfig:
         self.cluster = str(_mapping(doc.get("metadata")).get("name") or "")
         self.warn = warn
         self.vpc_subnets = _mapping(_mapping(doc.get("vpc")).get("subnets"))
+        for where, value in [
+            ("metadata", doc.get("metadata")),
+            ("vpc", doc.get("vpc")),
+            ("vpc.subnets", _mapping(doc.get("vpc")).get("subnets")),
+            *[(f"vpc.subnets.{k}", self.vpc_subnets.get(k)) for k in ("private", "public")],
+        ]:
+            if value is not None and not isinstance(value, Mapping):
+                warn(f"ClusterConfig/{self.cluster}", where, "is not a mapping; ignored")
         self.out: list[Obj] = []
         #: EC2NodeClass spec (as canonical JSON) → its name.
         self.classes: dict[str, str] = {}
+        self.names: set[str] = set()
 
     def convert(self, doc: Mapping[str, Any]) -> list[Obj]:
         for section in doc:  # in file order
             if section not in ("nodeGroups", "managedNodeGroups"):
                 continue
             managed = section == "managedNodeGroups"
-            for group in doc.get(section) or []:
-                if isinstance(group, Mapping):
-                    self.group(f"{section}/{group.get('name') or ''}", dict(group), managed=managed)
-        if not self.out:
+            groups = doc.get(section) or []
+            if not isinstance(groups, list):
+                self.warn(f"ClusterConfig/{self.cluster}", section, "is not a list of node groups; ignored")
+                continue
+            for i, group in enumerate(groups):
+                name = group.get("name") if isinstance(group, Mapping) else None
+                if not isinstance(group, Mapping) or not isinstance(name, str) or not name:
+                    self.warn(f"{section}[{i}]", "name", "a node group needs a name; not converted")
+                elif name in self.names:
+                    self.warn(
+                        f"{section}/{name}", "name", "a node group of that name came before; not converted"
+                    )
+                else:
+                    self.names.add(name)
+                    self.group(f"{section}/{name}", dict(group), managed=managed)
+        if not self.out and not self.names:
             self.warn(f"ClusterConfig/{self.cluster}", "nodeGroups", "no node groups: nothing to convert")
         return self.out
 
     # --- one node group -------------------------------------------------------------------------
 
+    def shaped(self, who: str, ng: Obj) -> Obj:
+        """``ng`` with every field of the wrong shape left out (and warned about), nested ones too."""
+        ng = fields.checked(who, "", ng, fields.NODE_GROUP, self.warn)
+        for field, shapes in (
+            ("instancesDistribution", fields.DISTRIBUTION),
+            ("instanceSelector", fields.SELECTOR),
+            ("securityGroups", fields.SECURITY_GROUPS),
+            ("iam", fields.IAM),
+        ):
+            if field in ng:
+                ng[field] = fields.checked(who, f"{field}.", ng[field], shapes, self.warn)
+        for field in ("labels", "tags"):
+            if field in ng:
+                ng[field] = fields.scalar_map(who, field, ng[field], self.warn)
+        if "additionalVolumes" in ng:
+            ng["additionalVolumes"] = fields.additional_volumes(who, ng["additionalVolumes"], self.warn)
+        return ng
+
     def group(self, who: str, ng: Obj, *, managed: bool) -> None:
+        ng = self.shaped(who, ng)
         name = str(ng.get("name") or "")
         family, alias, os_name = self.family(who, ng)
         requirements, annotations = self.capacity(who, ng, managed=managed)
-        types = list(requirements[0]["values"])  # the instance-type requirement comes first
+        types = next((list(r["values"]) for r in requirements if r["key"] == INSTANCE_TYPE), [])
         if os_name == "windows":
             requirements.append({"key": OS, "operator": "In", "values": ["windows"]})
         zones = _strings(ng.get("availabilityZones"))
@@ -178,7 +237,7 @@ class _ClusterConfig:
             requirements.append({"key": ZONE, "operator": "In", "values": zones})
         requirements += self.selector_requirements(who, _mapping(ng.get("instanceSelector")))
         tspec: Obj = {"requirements": requirements}
-        taints = _taints(ng.get("taints"))
+        taints = fields.taints(who, ng.get("taints"), self.warn)
         if taints:
             tspec["taints"] = taints
         nodeclass = self.nodeclass(who, ng, family, alias, zones)
@@ -187,7 +246,7 @@ class _ClusterConfig:
         lifetime = ng.get("maxInstanceLifetime")
         tspec["expireAfter"] = duration(int(lifetime)) if isinstance(lifetime, int) else "Never"
         template: Obj = {"spec": tspec}
-        labels = {str(k): str(v) for k, v in _mapping(ng.get("labels")).items()}
+        labels = dict(_mapping(ng.get("labels")))
         if labels:
             template = {"metadata": {"labels": labels}, "spec": tspec}
         spec: Obj = {
@@ -201,16 +260,30 @@ class _ClusterConfig:
         meta: Obj = {"name": name}
         if annotations:
             meta["annotations"] = annotations
-        self.out.append({"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": meta, "spec": spec})
-        if class_name not in [d["metadata"]["name"] for d in self.out if d["kind"] == "EC2NodeClass"]:
-            self.out.append(
-                {
-                    "apiVersion": "karpenter.k8s.aws/v1",
-                    "kind": "EC2NodeClass",
-                    "metadata": {"name": class_name},
-                    "spec": nodeclass,
-                }
-            )
+        pool = {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": meta, "spec": spec}
+        written = [d["metadata"]["name"] for d in self.out if d["kind"] == "EC2NodeClass"]
+        new_class = None
+        if class_name not in written:
+            new_class = {
+                "apiVersion": "karpenter.k8s.aws/v1",
+                "kind": "EC2NodeClass",
+                "metadata": {"name": class_name},
+                "spec": nodeclass,
+            }
+        # The last guard: what eksctl accepted may still be what Karpenter refuses (a label key, a
+        # taint key); such a pool is said and left out rather than written invalid.
+        for obj in [pool] if new_class is None else [pool, new_class]:
+            result = load(obj)
+            if not result.valid:
+                message = result.condition.message if result.condition else "invalid"
+                kind = obj["kind"]
+                self.warn(
+                    who, "(node group)", f"the converted {kind} does not validate ({message}); not written"
+                )
+                return
+        self.out.append(pool)
+        if new_class is not None:
+            self.out.append(new_class)
         for key in ng:
             if key in _HANDLED:
                 continue
@@ -265,10 +338,21 @@ class _ClusterConfig:
         """Instance types and capacity types as requirements, and the split annotation if any."""
         annotations: dict[str, str] = {}
         dist = _mapping(ng.get("instancesDistribution"))
+        selector = has_selector(_mapping(ng.get("instanceSelector")))
+        single = str(ng.get("instanceType") or "")
+        if selector and single and single != "mixed":
+            # validation.go: "cannot set instanceType when instanceSelector is specified" (managed),
+            # "instanceType should be "mixed" or unset when using the instance selector feature".
+            self.warn(
+                who,
+                "instanceType",
+                "eksctl refuses it beside instanceSelector; ignored (the selector decides)",
+            )
+            single = ""
         if managed:
-            types = _strings(ng.get("instanceTypes")) or [
-                str(ng.get("instanceType") or DEFAULT_INSTANCE_TYPE)
-            ]
+            types = _strings(ng.get("instanceTypes"))
+            if not types and not selector:
+                types = [single or DEFAULT_INSTANCE_TYPE]
             capacity = [SPOT] if ng.get("spot") is True else [ON_DEMAND]
         elif dist:
             types = _strings(dist.get("instanceTypes"))
@@ -283,21 +367,19 @@ class _ClusterConfig:
                 annotations[SPLIT_ANNOTATION] = f"onDemandBase={base},onDemandPercentAboveBase={percent}"
             self.distribution_warnings(who, dist)
         else:
-            instance_type = str(ng.get("instanceType") or DEFAULT_INSTANCE_TYPE)
-            types = [DEFAULT_INSTANCE_TYPE if instance_type == "mixed" else instance_type]
+            types = [] if selector else [DEFAULT_INSTANCE_TYPE if single in ("", "mixed") else single]
             capacity = [ON_DEMAND]
-        if not types:
+        if not types and not selector:
             types = [DEFAULT_INSTANCE_TYPE]
-        requirements = [
-            {"key": INSTANCE_TYPE, "operator": "In", "values": types},
-            {"key": CAPACITY_TYPE, "operator": "In", "values": capacity},
-        ]
-        self.warn(
-            who,
-            "instanceTypes",
-            f"kept as written ({', '.join(types)}); a Karpenter-style pool does better with a wide choice: "
-            "consider karpenter.k8s.aws/instance-category and instance-cpu requirements instead",
-        )
+        requirements = [{"key": CAPACITY_TYPE, "operator": "In", "values": capacity}]
+        if types:
+            requirements.insert(0, {"key": INSTANCE_TYPE, "operator": "In", "values": types})
+            self.warn(
+                who,
+                "instanceTypes",
+                f"kept as written ({', '.join(types)}); a Karpenter-style pool does better with a wide "
+                "choice: consider karpenter.k8s.aws/instance-category and instance-cpu requirements instead",
+            )
         return requirements, annotations
 
     def distribution_warnings(self, who: str, dist: Obj) -> None:
@@ -328,24 +410,40 @@ class _ClusterConfig:
             )
 
     def selector_requirements(self, who: str, selector: Obj) -> list[Obj]:
-        """eksctl's instance selector (vCPUs, memory, GPUs, architecture) as Karpenter's labels."""
+        """eksctl's instance selector as Karpenter's labels: ``vCPUs`` and ``memory`` exact (the
+        selector's ranges have equal bounds), ``gpus`` / ``neuron_devices`` exact or, at 0, types
+        without any (Karpenter leaves those labels off such types, ``DoesNotExist`` matches them),
+        the architecture (x86_64 unless given). ``allow`` / ``deny`` (name patterns) cannot be said."""
+        if not has_selector(selector):
+            return []
         out: list[Obj] = []
-        if isinstance(selector.get("vCPUs"), int) and selector["vCPUs"] > 0:
+        if selector.get("vCPUs"):
             values = [str(selector["vCPUs"])]
             out.append({"key": "karpenter.k8s.aws/instance-cpu", "operator": "In", "values": values})
-        if isinstance(selector.get("gpus"), int) and selector["gpus"] > 0:
-            values = [str(selector["gpus"])]
-            out.append({"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In", "values": values})
-        arch = str(selector.get("cpuArchitecture") or "")
-        if arch:
-            value = {"x86_64": "amd64", "amd64": "amd64", "arm64": "arm64"}.get(arch, arch)
-            out.append({"key": "kubernetes.io/arch", "operator": "In", "values": [value]})
         if selector.get("memory"):
-            self.warn(
-                who,
-                "instanceSelector.memory",
-                "not converted: add a karpenter.k8s.aws/instance-memory requirement",
-            )
+            mib = memory_mib(selector["memory"])
+            if mib:
+                out.append(
+                    {"key": "karpenter.k8s.aws/instance-memory", "operator": "In", "values": [str(mib)]}
+                )
+            else:
+                self.warn(who, "instanceSelector.memory", f"{selector['memory']!r} is not a size; ignored")
+        for field, key in (("gpus", GPU_COUNT), ("neuron_devices", ACCELERATOR_COUNT)):
+            count = selector.get(field)
+            if count == 0:
+                out.append({"key": key, "operator": "DoesNotExist"})
+            elif count is not None:
+                out.append({"key": key, "operator": "In", "values": [str(count)]})
+        arch = str(selector.get("cpuArchitecture") or _SELECTOR_ARCH)
+        out.append({"key": "kubernetes.io/arch", "operator": "In", "values": [_ARCHES.get(arch, arch)]})
+        for field in ("allow", "deny"):
+            if selector.get(field) is not None:
+                self.warn(
+                    who,
+                    f"instanceSelector.{field}",
+                    "not converted (a pattern over type names): add instance-family or instance-type "
+                    "requirements",
+                )
         return out
 
     # --- the node class -------------------------------------------------------------------------
@@ -478,18 +576,18 @@ class _ClusterConfig:
             mappings = [self.volume(str(ng.get("volumeName") or _ROOT_DEVICE.get(family, "/dev/xvda")), ng)]
         for extra in ng.get("additionalVolumes") or []:
             extra = _mapping(extra)
-            volume = self.volume(str(extra.get("volumeName") or ""), extra)
+            volume = self.volume(str(extra["volumeName"]), extra)
             if extra.get("snapshotID"):
                 volume["ebs"]["snapshotID"] = str(extra["snapshotID"])
             mappings.append(volume)
         return mappings
 
-    def volume(self, device: str, fields: Obj) -> Obj:
+    def volume(self, device: str, values: Obj) -> Obj:
         """One EBS mapping from eksctl's volume fields (``volumeSize`` in GiB, 80 by default)."""
-        size = fields["volumeSize"] if isinstance(fields.get("volumeSize"), int) else DEFAULT_VOLUME_SIZE
+        size = values["volumeSize"] if isinstance(values.get("volumeSize"), int) else DEFAULT_VOLUME_SIZE
         ebs: Obj = {
             "volumeSize": f"{size}Gi",
-            "volumeType": str(fields.get("volumeType") or DEFAULT_VOLUME_TYPE),
+            "volumeType": str(values.get("volumeType") or DEFAULT_VOLUME_TYPE),
         }
         for source, target in (
             ("volumeIOPS", "iops"),
@@ -497,8 +595,8 @@ class _ClusterConfig:
             ("volumeEncrypted", "encrypted"),
             ("volumeKmsKeyID", "kmsKeyID"),
         ):
-            if fields.get(source) is not None:
-                ebs[target] = fields[source]
+            if values.get(source) is not None:
+                ebs[target] = values[source]
         ebs["deleteOnTermination"] = True
         return {"deviceName": device, "ebs": ebs}
 
@@ -536,12 +634,16 @@ def instance_types_of(doc: Mapping[str, Any]) -> set[str]:
     """Every instance type a ClusterConfig's node groups name (the default when they name none)."""
     out: set[str] = set()
     for section in ("nodeGroups", "managedNodeGroups"):
-        for group in doc.get(section) or []:
+        groups = doc.get(section)
+        for group in groups if isinstance(groups, list) else []:
             group = _mapping(group)
             named = _strings(group.get("instanceTypes")) + _strings(
                 _mapping(group.get("instancesDistribution")).get("instanceTypes")
             )
-            single = str(group.get("instanceType") or "")
+            if not named and has_selector(_mapping(group.get("instanceSelector"))):
+                continue  # the selector's types, which are not named
+            single = group.get("instanceType")
+            single = single if isinstance(single, str) else ""
             out.update(named or [single if single and single != "mixed" else DEFAULT_INSTANCE_TYPE])
     return out
 
