@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 from joiner_world import AMI, World
 from userdata_samples import AL2023_MIME, BOTTLEROCKET_TOML
 
 from kubespot.sim.joiner import Ec2Reader, Instance
 from kubespot.sim.joiner.capacity import InstanceTypeFacts, resources
+from kubespot.sim.kubesim.controllers.kubelet import kubelet_of
 
 Obj = dict[str, Any]
 SHUTDOWN = {"key": "node.cloudprovider.kubernetes.io/shutdown", "effect": "NoSchedule"}
@@ -50,8 +52,7 @@ async def test_stopped_instance_keeps_its_node_shut_down_and_comes_back_ready(wo
     world.ec2.start_instances(InstanceIds=[instance_id])
     await world.until(lambda: world.ready(name) == "True" and not _shutdown_tainted(world.node(name)))
     assert "False" in readies  # the kubelet came back NotReady before Ready
-    await asyncio.sleep(0.7)  # longer than kubesim's 0.6 s monitor grace: its kubelet heartbeats again
-    assert world.ready(name) == "True"
+    assert kubelet_of(world.sim.controllers).is_running(name)  # heartbeats again: stays Ready
 
 
 async def test_stopped_then_terminated_instance_node_is_deleted(world: World) -> None:
@@ -93,3 +94,24 @@ async def test_volume_size_falls_back_to_the_ami_then_the_default(world: World) 
     assert await reader.volume_gib(gone, "/dev/xvda") is None
     facts = InstanceTypeFacts("m5.large", 2, 8192, "amd64", 3, 10)
     assert resources(facts, None, None)[0]["ephemeral-storage"] == f"{20 * GIB_KI}Ki"
+
+
+async def test_a_node_deleted_while_stopped_registers_again_on_start(world: World) -> None:
+    """pkg/kubelet/kubelet_node_status.go ``registerWithAPIServer``: a kubelet that starts and finds no
+    Node of its name creates it (``initialNode``), so an instance started after its Node was deleted
+    (by hand, or by a controller) joins again as a new Node, NotReady and then Ready."""
+    instance = world.launch(AL2023_MIME)
+    name = instance["PrivateDnsName"]
+    world.joiner()
+    await world.until(lambda: world.ready(name) == "True")
+    first_uid = world.node(name)["metadata"]["uid"]  # type: ignore[index]
+    world.ec2.stop_instances(InstanceIds=[instance["InstanceId"]])
+    await world.until(lambda: _shutdown_tainted(world.node(name)), within=2.0)
+    async with aiohttp.ClientSession() as http, http.delete(f"{world.sim.url}/api/v1/nodes/{name}") as r:
+        assert r.status == 200, await r.text()
+    await world.until(lambda: world.node(name) is None)
+    world.ec2.start_instances(InstanceIds=[instance["InstanceId"]])
+    await world.until(lambda: world.ready(name) == "True", within=2.0)
+    node = world.node(name)
+    assert node is not None and node["metadata"]["uid"] != first_uid
+    assert not _shutdown_tainted(node)
