@@ -113,6 +113,19 @@ class LaunchSettings:
         ),
         env="KUBESPOT_LAUNCH_SPOT_RISK_WEIGHT",
     )
+    learn_from_interruptions: bool = setting(
+        True,
+        doc=(
+            "The interruption handler tells the provisioner what it learns (a spot interruption "
+            "warning marks its pool unavailable and raises its risk; a rebalance recommendation "
+            "raises the risk), and a node fenced by kubespot counts as going away, so its pods get "
+            "a replacement before the drain (pre-spin). Off: the two halves share nothing, as "
+            "Karpenter and the AWS Node Termination Handler run side by side (only the launches' "
+            "own insufficient-capacity errors and NodeClaim deletions are learnt from); the "
+            'sandbox\'s "shares nothing" run. See docs/designs/launching.md §2 and §7.'
+        ),
+        env="KUBESPOT_LAUNCH_LEARN_FROM_INTERRUPTIONS",
+    )
     launch_timeout: float = setting(
         300.0,
         doc=(

@@ -118,7 +118,8 @@ def interruption(shared: Shared) -> Controller | None:
         http_calls=shared.http_calls,
         loadbalancer_wait=s.drain_wait,
         hooks=lifecycle,
-        capacity=shared.capacity,
+        # Off, the handler keeps what it learns to itself: Karpenter + NTH, which share nothing.
+        capacity=shared.capacity if s.launch.learn_from_interruptions else None,
     )
     consumer = QueueConsumer(
         Queue(shared.aws, s.queue.url), settings=s.queue, handle=handler.handle, clock=shared.clock
@@ -224,6 +225,7 @@ def provisioning(shared: Shared) -> Controller | None:
         capacity=shared.capacity,
     )
     assert parts.provisioner is not None and parts.pending is not None and parts.counter is not None
+    assert parts.doom is not None
 
     async def problems() -> list[str]:
         # The catalog and the selector terms are per region: without one nothing can be resolved.
@@ -242,6 +244,8 @@ def provisioning(shared: Shared) -> Controller | None:
             Runnable("pending-pods", parts.pending.run, leader_only=True),
             Runnable("nodeclaim-deletions", parts.provisioner.watch_claims, leader_only=True),
             Runnable("nodepool-counter", parts.counter.run, leader_only=True),
+            # Pre-spin: a node fenced or deleted starts a pass at once (launching.md §7).
+            Runnable("doomed-nodes", parts.doom.run, leader_only=True),
         ],
         problems=problems,
         checks=parts.checks,

@@ -4,9 +4,11 @@
 cloud provider over it (``aws.cloud.AwsCloud``, told what each class resolved to), the resolver and
 the ``StatusLoop``; and the provisioner (issue 14): the pending-pod watch feeding the batcher, the
 ``Provisioner`` with its NodeClaim watch and nominations, the ``UnavailableOfferings`` cache its
-simulations filter the catalog through, and the ``NodePoolCounter`` handing its figures to the
-status loop. ``checks`` is its /healthz part: ``provisioning`` fails when the status loop
-has not finished a pass for ``stuck_after``; ``catalog`` when no refresh has succeeded for
+simulations filter the catalog through, the ``NodePoolCounter`` handing its figures to the
+status loop, and the ``DoomWatch`` that starts a pass the moment a node is fenced or its NodeClaim
+deleted (pre-spin; the fence half only with ``launch.learn_from_interruptions``). ``checks`` is
+its /healthz part: ``provisioning`` fails when the status loop has not finished a pass for
+``stuck_after``; ``catalog`` when no refresh has succeeded for
 ``pricing.refresh_interval`` + ``stuck_after`` (none ever: ``stuck_after`` after the first
 attempt, however often it was retried); ``provisioner`` when a provisioning pass has been under
 way for longer than ``stuck_after`` (between passes it holds: a quiet cluster has nothing to
@@ -35,6 +37,7 @@ from kubespot.observability.health import Check
 
 from .batcher import Batcher
 from .catalog_refresh import CatalogRefresh
+from .doomed import DoomWatch
 from .k8s_version import KubernetesVersion
 from .nodepool_counter import NodePoolCounter
 from .nominations import Nominations
@@ -49,6 +52,7 @@ NODEPOOLS = "apis/karpenter.sh/v1/nodepools"
 #: How often a pod still provisionable triggers a batch again (Karpenter's PodController: 10 s).
 REQUEUE = 10.0
 NODECLASSES = "apis/karpenter.k8s.aws/v1/ec2nodeclasses"
+NODES = "api/v1/nodes"
 
 
 @dataclass
@@ -66,6 +70,8 @@ class Provisioning:
     pending: PendingWatch | None = None
     counter: NodePoolCounter | None = None
     unavailable: UnavailableOfferings | None = None
+    #: Nodes turning doomed trigger a pass at once (pre-spin, launching.md §7).
+    doom: DoomWatch | None = None
 
     def checks(self, now: datetime) -> tuple[Check, ...]:
         stuck = timedelta(seconds=self.settings.stuck_after)
@@ -159,6 +165,7 @@ def build(
         clock=clock,
         unavailable=unavailable,
         retry_after=launch.batch_max_duration,
+        prespin=launch.learn_from_interruptions,
     )
     return Provisioning(
         settings,
@@ -171,4 +178,11 @@ def build(
         pending=PendingWatch(CustomObjects(kube, PODS), batcher.trigger, clock=clock, requeue=REQUEUE),
         counter=NodePoolCounter(kube, loop.set_counts, clock=clock),
         unavailable=unavailable,
+        doom=DoomWatch(
+            CustomObjects(kube, NODES),
+            provisioner.nodeclaims,
+            lambda node: batcher.trigger_now(f"node/{node}"),
+            clock=clock,
+            fence=launch.learn_from_interruptions,
+        ),
     )

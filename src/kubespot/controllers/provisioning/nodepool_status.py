@@ -7,7 +7,9 @@ pure validator's condition), ``pkg/controllers/nodepool/readiness/controller.go`
 ``NodeClassTerminating`` "NodeClass is Terminating", False ``NodeClassReadinessUnknown`` "Node Class
 Readiness Unknown" while the class's Ready is Unknown, False with the class's own Ready reason and
 message when it is not Ready, else True) and ``pkg/apis/v1/nodepool_status.go`` (Ready = both);
-``resources`` and ``nodes`` as the counter counts them (``nodepool_counter``).
+``resources`` and ``nodes`` as the counter counts them (``nodepool_counter``). Deliberate
+difference: ``ValidationSucceeded`` False ``CapacitySplitInvalid`` (kubespot's own annotation,
+``capacity_split``) leaves ``Ready`` to ``NodeClassReady`` alone, so the pool is still used.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from kubespot.scheduling.api.conditions import VALIDATION_SUCCEEDED, Condition
 
+from .capacity_split import CAPACITY_SPLIT_INVALID
 from .conditions import READY, merge_conditions
 
 __all__ = ["NODECLASS_READY", "NODEPOOL_CONDITIONS", "nodeclass_ready", "nodepool_status"]
@@ -65,7 +68,9 @@ def nodepool_status(
     status["conditions"] = merge_conditions(
         (old or {}).get("conditions"),
         [validation, nodeclass_ready(nodeclass)],
-        dependents=NODEPOOL_CONDITIONS,
+        # A malformed split annotation (kubespot's, which Karpenter ignores) is reported but does
+        # not stop the pool: it is used without a split (docs/designs/launching.md §6).
+        dependents=(NODECLASS_READY,) if validation.reason == CAPACITY_SPLIT_INVALID else NODEPOOL_CONDITIONS,
         generation=generation,
         now=now,
     )

@@ -62,6 +62,8 @@ from kubespot.scheduling.simulate import Plan, PlannedClaim, PoolCapacity, simul
 from kubespot.scheduling.volumes import MalformedVolume, Volumes
 
 from .batcher import Batcher
+from .capacity_split import capacity_counts, narrow, split_of
+from .doomed import doomed_nodes, without_doomed
 from .nodeclaim_template import to_nodeclaim
 from .nominations import Nominations
 from .pending import is_provisionable, uid_of
@@ -99,6 +101,8 @@ class PassResult:
     #: Pods planned for, and pods counted on their in-flight claim instead.
     pending: int = 0
     nominated: int = 0
+    #: Pods of nodes going away (pre-spin), planned for or counted on their claim.
+    moving: int = 0
     plan: Plan | None = None
     #: The pass must be tried again (an API error, pods left unplanned).
     retry: bool = False
@@ -180,6 +184,7 @@ class Provisioner:
         clock: Clock,
         unavailable: UnavailableOfferings | None = None,
         retry_after: float = 10.0,
+        prespin: bool = True,
     ) -> None:
         self._kube = kube
         self._cloud = cloud
@@ -188,6 +193,8 @@ class Provisioner:
         self._clock = clock
         self._unavailable = unavailable
         self._retry_after = retry_after
+        #: Fenced nodes count as going away (launching.md §7); off, only deleted ones do.
+        self.prespin = prespin
         self.nodeclaims = CustomObjects(kube, NODECLAIMS)
         self._retry_task: asyncio.Task[None] | None = None
         #: When ``run`` started and the last pass finished (None while not running here: /healthz).
@@ -300,7 +307,14 @@ class Provisioner:
 
     async def _pass(self, result: PassResult) -> None:
         objects = await self._snapshot()
-        nodes, claims, pods = objects["Node"], objects["NodeClaim"], objects["Pod"]
+        all_nodes, all_claims = objects["Node"], objects["NodeClaim"]
+        # Nodes going away are gone to the simulation and their pods pending (launching.md §7).
+        doomed = without_doomed(
+            all_nodes, all_claims, objects["Pod"], doomed_nodes(all_nodes, all_claims, fence=self.prespin)
+        )
+        nodes, claims = doomed.nodes, doomed.claims
+        moving = {uid_of(p) for p in doomed.moving}
+        result.moving = len(moving)
         node_names = {str(_meta(n).get("name") or "") for n in nodes}
         in_flight = _in_flight(claims, node_names)
 
@@ -309,8 +323,8 @@ class Provisioner:
         unreadable: list[Obj] = []
         counted: list[Obj] = []
         kept: list[str] = []
-        for pod in pods:
-            if not is_provisionable(pod):
+        for pod in [*doomed.pods, *doomed.moving]:
+            if uid_of(pod) not in moving and not is_provisionable(pod):
                 counted.append(pod)
                 continue
             uid = uid_of(pod)
@@ -351,7 +365,7 @@ class Provisioner:
                     pool,
                     types,
                     daemon_overhead(daemonsets, pool),
-                    pool_in_use(nodes, pool.name, claims),
+                    pool_in_use(all_nodes, pool.name, all_claims),
                     daemon_ports(daemonsets, pool),
                 )
             )
@@ -392,18 +406,30 @@ class Provisioner:
         admitted = await self._admit(plan.claims, {p.name: p for p in pools}, result)
         view_of = {v.key: v for v in views}
         specs = {name: parse_nodepool(obj).spec for name, obj in pool_objs.items()}
+        splits = {name: split_of(obj) for name, obj in pool_objs.items()}
+        counts: dict[str, dict[str, int]] = {}
+        bodies: list[Obj] = []
+        # Built in order, so the split counts the claims of this pass before the next one
+        # (they are created concurrently).
+        for planned in admitted:
+            body = self._build(
+                planned,
+                specs[planned.pool],
+                str(_meta(pool_objs[planned.pool]).get("uid") or ""),
+                catalog.get(planned.pool, {}),
+                pools_by_name={p.name: p for p in pools},
+                views=[view_of[k] for k in planned.pods if k in view_of],
+            )
+            split = splits.get(planned.pool)
+            if split is not None:
+                if planned.pool not in counts:
+                    counts[planned.pool] = capacity_counts(planned.pool, all_nodes, all_claims)
+                narrow(body, split, counts[planned.pool])
+            bodies.append(body)
         outcomes = await asyncio.gather(
             *(
-                self._create(
-                    planned,
-                    specs[planned.pool],
-                    str(_meta(pool_objs[planned.pool]).get("uid") or ""),
-                    catalog.get(planned.pool, {}),
-                    pools_by_name={p.name: p for p in pools},
-                    pods=[by_key[k] for k in planned.pods if k in by_key],
-                    views=[view_of[k] for k in planned.pods if k in view_of],
-                )
-                for planned in admitted
+                self._create(body, planned, pods=[by_key[k] for k in planned.pods if k in by_key])
+                for planned, body in zip(admitted, bodies, strict=True)
             )
         )
         for planned, name in zip(admitted, outcomes, strict=True):
@@ -455,21 +481,22 @@ class Provisioner:
             admitted.append(claim)
         return admitted
 
-    async def _create(
-        self,
+    @staticmethod
+    def _build(
         planned: PlannedClaim,
         spec: NodePoolSpec,
         pool_uid: str,
         types: Mapping[str, InstanceType],
         *,
         pools_by_name: Mapping[str, NodePool],
-        pods: list[Obj],
         views: list[PodView],
-    ) -> str | None:
+    ) -> Obj:
         allowed = pools_by_name[planned.pool].requirements.get_or_any(CAPACITY_TYPE)
         for view in views:
             allowed = allowed.intersection(view.requirements.get_or_any(CAPACITY_TYPE))
-        obj = to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
+        return to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
+
+    async def _create(self, obj: Obj, planned: PlannedClaim, *, pods: list[Obj]) -> str | None:
         try:
             stored = await self.nodeclaims.create(obj)
         except KubeError as err:

@@ -42,6 +42,7 @@ from kubespot.model.backoff import full_jitter
 from kubespot.scheduling.api.validate import validate_nodepool
 from kubespot.scheduling.api.validate_nodeclass import validate_nodeclass
 
+from .capacity_split import split_validation
 from .nodeclass_status import nodeclass_status
 from .nodepool_counter import PoolCounts, empty_counts
 from .nodepool_status import nodepool_status
@@ -300,6 +301,9 @@ class StatusLoop:
         if class_name is None:
             return  # another provider's class: not ours to judge (Karpenter's IsManaged)
         _, validation = validate_nodepool(obj)
+        if validation.status == "True":
+            # kubespot's own annotation: reported, the pool used without a split (launching.md §6).
+            validation = split_validation(obj) or validation
         nodeclass = self._objects[CLASS].get(class_name) if class_name else None
         old = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
         counts = None

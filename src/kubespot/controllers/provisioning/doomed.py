@@ -1,0 +1,212 @@
+"""Pre-spin: which nodes are going away, and their pods planned for before the drain evicts them.
+
+docs/designs/launching.md §7. Karpenter's provisioner adds the reschedulable pods of nodes marked
+for deletion to the pending ones (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/
+provisioner.go`` ``Schedule``: ``nodes.Deleting().ReschedulablePods``; ``pkg/utils/pod``
+``IsReschedulable``), so a replacement is planned while the node drains. kubespot counts a node as
+*doomed* on the same grounds (its NodeClaim is being deleted) and also, when pre-spin is on, as soon
+as kubespot's interruption fence is on it: a ``kubespot.io/<kind>`` taint or the
+``kubespot.io/interruption`` state annotation, which the agent (IMDS mode) and the queue processor
+write alike. Nothing in process is shared with the handler: the fence on the Node is the message.
+
+``doomed_nodes`` and ``without_doomed`` are pure; ``DoomWatch`` watches Nodes and NodeClaims and
+closes the batcher's window at once (``trigger_now``) when a node turns doomed, so the launch goes
+out within about a second of the fence rather than after the drain's first evictions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kubespot.handling.policy import KUBESPOT_TAINT_PREFIX
+from kubespot.kube import KubeError
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import Clock
+from kubespot.records.interruption import KNOWN_KINDS, STATE_ANNOTATION, StateError, decode
+
+__all__ = ["DoomWatch", "Doomed", "doomed_nodes", "is_fenced", "is_reschedulable", "without_doomed"]
+
+log = logging.getLogger("kubespot.controller.provisioning")
+
+Obj = dict[str, Any]
+
+#: The fence's taint keys: one per interruption kind (``handling.policy.plan_for``).
+FENCE_TAINTS = frozenset(KUBESPOT_TAINT_PREFIX + kind for kind in KNOWN_KINDS)
+_TERMINAL = ("Succeeded", "Failed")
+_MIRROR = "kubernetes.io/config.mirror"
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(_meta(obj).get("name") or "")
+
+
+def is_fenced(node: Mapping[str, Any]) -> bool:
+    """kubespot's interruption fence is on ``node``: a fence taint, or a state annotation kubespot
+    wrote (a value it cannot read is someone else's, not a fence)."""
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if isinstance(taint, Mapping) and taint.get("key") in FENCE_TAINTS:
+            return True
+    text = (_meta(node).get("annotations") or {}).get(STATE_ANNOTATION)
+    try:
+        return decode(text) is not None
+    except StateError:
+        return False
+
+
+def is_reschedulable(pod: Mapping[str, Any]) -> bool:
+    """Karpenter's ``IsReschedulable``: a pod that needs a node elsewhere when its node goes: not
+    finished, not terminating, not a DaemonSet's (its own node's copy goes with the node), not a
+    static (mirror) pod."""
+    meta = _meta(pod)
+    if (pod.get("status") or {}).get("phase") in _TERMINAL or meta.get("deletionTimestamp"):
+        return False
+    if _MIRROR in (meta.get("annotations") or {}):
+        return False
+    for ref in meta.get("ownerReferences") or ():
+        kind = ref.get("kind")
+        if kind == "Node" or (kind == "DaemonSet" and ref.get("apiVersion") == "apps/v1"):
+            return False
+    return True
+
+
+def _claim_nodes(claims: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Node name -> its NodeClaim (by ``status.nodeName``)."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for claim in claims:
+        node = str((claim.get("status") or {}).get("nodeName") or "")
+        if node:
+            out[node] = claim
+    return out
+
+
+def doomed_nodes(
+    nodes: Iterable[Mapping[str, Any]], claims: Iterable[Obj], *, fence: bool = True
+) -> set[str]:
+    """Names of the nodes going away: being deleted, their NodeClaim being deleted, or (``fence``)
+    fenced by kubespot's interruption handling."""
+    by_node = _claim_nodes(claims)
+    out: set[str] = set()
+    for node in nodes:
+        name = _name(node)
+        claim = by_node.get(name)
+        if (
+            _meta(node).get("deletionTimestamp")
+            or (claim is not None and _meta(claim).get("deletionTimestamp"))
+            or (fence and is_fenced(node))
+        ):
+            out.add(name)
+    return out
+
+
+@dataclass
+class Doomed:
+    """A snapshot with its doomed nodes taken out (``without_doomed``)."""
+
+    nodes: list[Obj]
+    claims: list[Obj]
+    pods: list[Obj]
+    #: The reschedulable pods of doomed nodes, unbound (they are to be planned for).
+    moving: list[Obj]
+    names: set[str]
+
+
+def without_doomed(
+    nodes: Sequence[Obj], claims: Sequence[Obj], pods: Sequence[Obj], doomed: set[str]
+) -> Doomed:
+    """The snapshot as the simulation must see it: doomed nodes (and their NodeClaims) gone, so no
+    pod is planned onto them and their claims are not taken for capacity still to come; their
+    reschedulable pods unbound (``moving``), the others (DaemonSet, mirror, finished, terminating)
+    dropped with their node."""
+    if not doomed:
+        return Doomed(list(nodes), list(claims), list(pods), [], set())
+    kept_pods: list[Obj] = []
+    moving: list[Obj] = []
+    for pod in pods:
+        host = str((pod.get("spec") or {}).get("nodeName") or "")
+        if host not in doomed:
+            kept_pods.append(pod)
+        elif is_reschedulable(pod):
+            spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+            moving.append({**pod, "spec": spec})
+    return Doomed(
+        [n for n in nodes if _name(n) not in doomed],
+        [c for c in claims if str((c.get("status") or {}).get("nodeName") or "") not in doomed],
+        kept_pods,
+        moving,
+        set(doomed),
+    )
+
+
+class DoomWatch:
+    """Calls ``on_doomed(node)`` once when a node turns doomed (listed first, then as it changes);
+    a node that stops being doomed (a rebalance fence undone) may be doomed again later."""
+
+    def __init__(
+        self,
+        nodes: CustomObjects,
+        claims: CustomObjects,
+        on_doomed: Callable[[str], None],
+        *,
+        clock: Clock,
+        fence: bool = True,
+        retry: float = 1.0,
+    ) -> None:
+        self._nodes = nodes
+        self._claims = claims
+        self._on_doomed = on_doomed
+        self._clock = clock
+        self._fence = fence
+        self._retry = retry
+        self._node_objs: dict[str, Obj] = {}
+        self._claim_objs: dict[str, Obj] = {}
+        #: Names of the nodes doomed as last seen.
+        self.doomed: set[str] = set()
+
+    def _judge(self) -> None:
+        now = doomed_nodes(self._node_objs.values(), list(self._claim_objs.values()), fence=self._fence)
+        for name in sorted(now - self.doomed):
+            log.info("provisioning: node %s is going away; planning its pods now (pre-spin)", name)
+            self._on_doomed(name)
+        self.doomed = now
+
+    async def _list(self, api: CustomObjects, what: str) -> Any:
+        while True:
+            try:
+                return await api.list()
+            except KubeError as err:
+                log.warning("provisioning: cannot list %s (retrying): %s", what, err)
+                await self._clock.sleep(self._retry)
+
+    async def _follow(self, api: CustomObjects, store: dict[str, Obj], what: str) -> None:
+        listing = await self._list(api, what)
+        store.clear()
+        store.update({_name(o): o for o in listing.items})
+        self._judge()
+        if not listing.served:
+            return  # no NodeClaim CRD: nodes alone are judged
+        async for op, obj, relisted in api.watch(listing.resource_version):
+            if relisted is not None:
+                store.clear()
+                store.update({_name(o): o for o in relisted.items})
+            elif obj is not None:
+                if op == "DELETED":
+                    store.pop(_name(obj), None)
+                else:
+                    store[_name(obj)] = obj
+            self._judge()
+
+    async def run(self) -> None:
+        """Follow Nodes and NodeClaims until cancelled (the adapter re-lists a broken watch)."""
+        await asyncio.gather(
+            self._follow(self._nodes, self._node_objs, "nodes"),
+            self._follow(self._claims, self._claim_objs, "nodeclaims"),
+        )
