@@ -70,7 +70,7 @@ def test_runnable_names_are_unique_across_controllers() -> None:
     """They name the operator's tasks and the leader's duties (and /healthz's "stopped: …")."""
     got = wired(**EVERYTHING_ON)
     names = [n for runnables in got.values() for n, _ in runnables]
-    assert len(names) == len(set(names)) == 12
+    assert len(names) == len(set(names)) == 13
     assert len(CONTROLLERS) == 4
 
 
@@ -88,6 +88,8 @@ def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> No
         ("pending-pods", True),
         ("nodeclaim-deletions", True),
         ("nodepool-counter", True),
+        # Pre-spin: a node fenced or deleted starts a pass at once (launching.md §7).
+        ("doomed-nodes", True),
     ]
     assert "interruption" not in got
     (provisioning,) = [
@@ -114,6 +116,23 @@ def test_the_provisioner_plans_around_the_process_wide_unavailable_offerings() -
     # The launches mark that same cache (and order spot pools by the same risk).
     assert parts.cloud.unavailable is parts_in.capacity.unavailable  # type: ignore[attr-defined]
     assert parts.cloud.risk is parts_in.capacity.risk  # type: ignore[attr-defined]
+
+
+def test_learn_from_interruptions_off_shares_nothing() -> None:
+    """launch.learn_from_interruptions (docs/designs/launching.md §2, §7): on, the queue handler
+    tells the process's CapacitySignals and the provisioner counts fenced nodes as going away; off,
+    the handler tells nothing and only deleted nodes count (Karpenter's own ``Schedule``:
+    kubernetes-sigs/karpenter pkg/controllers/provisioning/provisioner.go), as Karpenter and NTH
+    run side by side."""
+    for flag, learns in (("true", True), ("false", False)):
+        parts_in = shared(**EVERYTHING_ON, KUBESPOT_LAUNCH_LEARN_FROM_INTERRUPTIONS=flag)
+        by_name = {c.name: c for c in new_controllers(parts_in)}
+        handler = by_name["interruption"].parts["handler"]
+        assert (handler._capacity is parts_in.capacity) is learns  # type: ignore[attr-defined]
+        assert (handler._capacity is None) is not learns  # type: ignore[attr-defined]
+        parts = by_name["provisioning"].parts["provisioning"]
+        assert parts.provisioner.prespin is learns  # type: ignore[attr-defined]
+        assert parts.doom._fence is learns  # type: ignore[attr-defined]
 
 
 async def test_provisioning_without_a_region_stops_the_start_up() -> None:

@@ -1,0 +1,130 @@
+"""Pre-spin's pure half (``controllers/provisioning/doomed``): which nodes are going away and how
+the provisioner's snapshot sees them.
+
+Sources: kubernetes-sigs/karpenter ``pkg/controllers/provisioning/provisioner.go`` ``Schedule``
+(the reschedulable pods of nodes marked for deletion join the pending ones; the scheduler gets the
+active nodes only), ``pkg/utils/pod/scheduling.go`` ``IsReschedulable``; docs/designs/launching.md
+§7 (kubespot's interruption fence dooms a node too).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubespot.controllers.provisioning.doomed import (
+    FENCE_TAINTS,
+    doomed_nodes,
+    is_fenced,
+    is_reschedulable,
+    without_doomed,
+)
+from kubespot.records.interruption import STATE_ANNOTATION
+
+Obj = dict[str, Any]
+STATE = (
+    '{"event_id":"e1","kind":"spot-itn","phase":"draining","since":"2026-01-01T00:00:00Z",'
+    '"taints":["kubespot.io/spot-itn"]}'
+)
+
+
+def node(
+    name: str, *, taints: list[Obj] | None = None, annotations: dict[str, str] | None = None, **meta: Any
+) -> Obj:
+    return {
+        "metadata": {"name": name, "annotations": annotations or {}, **meta},
+        "spec": {"taints": taints or []},
+    }
+
+
+def pod(name: str, host: str, *, owner: str | None = None, **extra: Any) -> Obj:
+    meta: Obj = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u"}]
+    meta.update(extra.pop("meta", {}))
+    return {"metadata": meta, "spec": {"nodeName": host, "containers": []}, "status": extra}
+
+
+def test_the_fence_taints_are_the_handlers() -> None:
+    """handling/policy.plan_for taints ``kubespot.io/<kind>`` for every interruption kind."""
+    assert "kubespot.io/spot-itn" in FENCE_TAINTS
+    assert "kubespot.io/rebalance-recommendation" in FENCE_TAINTS
+    assert "kubespot.io/asg-lifecycle-termination" in FENCE_TAINTS
+
+
+@pytest.mark.parametrize(
+    ("obj", "fenced"),
+    [
+        (node("a"), False),
+        (node("a", taints=[{"key": "kubespot.io/spot-itn", "value": "x", "effect": "NoSchedule"}]), True),
+        (node("a", taints=[{"key": "kubespot.io/scheduled-maintenance", "effect": "NoExecute"}]), True),
+        # NTH's taint alone is not kubespot's fence (another handler's, which shares nothing).
+        (node("a", taints=[{"key": "aws-node-termination-handler/spot-itn", "effect": "NoSchedule"}]), False),
+        (node("a", taints=[{"key": "kubespot.io/something-else", "effect": "NoSchedule"}]), False),
+        (node("a", annotations={STATE_ANNOTATION: STATE}), True),
+        # A value kubespot cannot read is not its state.
+        (node("a", annotations={STATE_ANNOTATION: "{garbage"}), False),
+    ],
+)
+def test_is_fenced(obj: Obj, fenced: bool) -> None:
+    assert is_fenced(obj) is fenced
+
+
+def test_is_reschedulable_as_karpenter() -> None:
+    """IsReschedulable: not terminal, not terminating, not a DaemonSet's or a static pod."""
+    assert is_reschedulable(pod("web", "n"))
+    assert not is_reschedulable(pod("done", "n", phase="Succeeded"))
+    assert not is_reschedulable(pod("failed", "n", phase="Failed"))
+    assert not is_reschedulable(pod("ds", "n", owner="DaemonSet"))
+    assert is_reschedulable(pod("rs", "n", owner="ReplicaSet"))
+    assert not is_reschedulable(pod("going", "n", meta={"deletionTimestamp": "2026-01-01T00:00:00Z"}))
+    assert not is_reschedulable(
+        pod("static", "n", meta={"annotations": {"kubernetes.io/config.mirror": "x"}})
+    )
+
+
+def test_doomed_nodes_fenced_deleted_or_their_claim_deleted() -> None:
+    """provisioner.go Schedule: nodes marked for deletion (the node, or its NodeClaim, being
+    deleted); launching.md §7: a fenced node too, unless the fence half is off."""
+    fenced = node("fenced", taints=[{"key": "kubespot.io/spot-itn", "effect": "NoSchedule"}])
+    deleting = node("deleting", deletionTimestamp="2026-01-01T00:00:00Z")
+    claimed = node("claimed")
+    fine = node("fine")
+    claims: list[Obj] = [
+        {
+            "metadata": {"name": "c1", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"nodeName": "claimed"},
+        },
+        {"metadata": {"name": "c2"}, "status": {"nodeName": "fine"}},
+    ]
+    nodes = [fenced, deleting, claimed, fine]
+    assert doomed_nodes(nodes, claims) == {"fenced", "deleting", "claimed"}
+    assert doomed_nodes(nodes, claims, fence=False) == {"deleting", "claimed"}
+
+
+def test_without_doomed_unbinds_the_reschedulable_pods_and_drops_the_rest() -> None:
+    """The snapshot the simulation sees: the doomed node and its NodeClaim gone (so the claim is
+    not taken for capacity still to come), its reschedulable pods unbound, its DaemonSet and
+    finished pods gone with it; other nodes' pods untouched."""
+    nodes = [node("doomed"), node("fine")]
+    claims: list[Obj] = [
+        {"metadata": {"name": "c-doomed"}, "status": {"nodeName": "doomed"}},
+        {"metadata": {"name": "c-fine"}, "status": {"nodeName": "fine"}},
+        {"metadata": {"name": "c-new"}, "status": {}},
+    ]
+    pods = [
+        pod("web", "doomed", owner="ReplicaSet"),
+        pod("ds", "doomed", owner="DaemonSet"),
+        pod("job", "doomed", phase="Succeeded"),
+        pod("other", "fine"),
+    ]
+    out = without_doomed(nodes, claims, pods, {"doomed"})
+    assert [n["metadata"]["name"] for n in out.nodes] == ["fine"]
+    assert [c["metadata"]["name"] for c in out.claims] == ["c-fine", "c-new"]
+    assert [p["metadata"]["name"] for p in out.pods] == ["other"]
+    assert [p["metadata"]["name"] for p in out.moving] == ["web"]
+    assert "nodeName" not in out.moving[0]["spec"]
+    assert pods[0]["spec"]["nodeName"] == "doomed"  # the snapshot's own objects are not changed
+    same = without_doomed(nodes, claims, pods, set())
+    assert same.nodes == nodes and same.pods == pods and not same.moving
