@@ -1,0 +1,179 @@
+"""Pre-spin and the capacity split over HTTP: kubesim (its scheduler marking pods Unschedulable,
+the chart's CRDs) and ``FakeCloud``, the provisioner's loops and the ``DoomWatch`` running; the
+interruption handler's fence is written by the test, as the handler writes it.
+
+Sources: kubernetes-sigs/karpenter ``pkg/controllers/provisioning/provisioner.go`` ``Schedule``
+(the reschedulable pods of nodes marked for deletion are planned with the pending ones),
+``pkg/utils/pod`` ``IsReschedulable``; docs/designs/launching.md §7 (kubespot's fence dooms a node
+and starts a pass at once) and §6 (the capacity split, Auto Scaling's ``InstancesDistribution``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kubespot.sim.kubesim.testing import node, pod, until
+from support.provisioning_env import SMALL, Env, Obj, requirement, running
+
+SPOT_ITN = {"key": "kubespot.io/spot-itn", "value": "2026-01-01T00-02-00Z", "effect": "NoSchedule"}
+SPLIT = {"kubespot.io/capacity-split": "onDemandBase=2,onDemandPercentAboveBase=30"}
+#: Fits the fake catalog's medium type (4 cpu) once and the small one (2 cpu) not at all.
+ONE_PER_NODE = {"cpu": "2500m", "memory": "1Gi"}
+
+
+def spot_node(name: str) -> Obj:
+    """A node of the pool as Karpenter's would be once initialized (no NodeClaim: adopted)."""
+    labels = {
+        "karpenter.sh/nodepool": "general",
+        "karpenter.sh/capacity-type": "spot",
+        "node.kubernetes.io/instance-type": "small",
+        "topology.kubernetes.io/zone": "z1",
+        "karpenter.sh/registered": "true",
+        "karpenter.sh/initialized": "true",
+    }
+    return node(name, cpu="2", memory="8Gi", labels=labels, ready=True)
+
+
+async def put_node(env: Env, name: str, change: Any) -> None:
+    async with env.http.get(f"/api/v1/nodes/{name}") as r:
+        obj = await r.json()
+    change(obj)
+    async with env.http.put(f"/api/v1/nodes/{name}", json=obj) as r:
+        assert r.status == 200, await r.text()
+
+
+def fence(obj: Obj) -> None:
+    """What the handler does first (handling/node_patches.fence_patch): taint and cordon."""
+    obj["spec"]["taints"] = [*(obj["spec"].get("taints") or []), SPOT_ITN]
+    obj["spec"]["unschedulable"] = True
+
+
+async def bound_pods(env: Env, host: str) -> list[str]:
+    async with env.http.get("/api/v1/namespaces/default/pods") as r:
+        items = (await r.json())["items"]
+    return sorted(p["metadata"]["name"] for p in items if p["spec"].get("nodeName") == host)
+
+
+async def with_workload(env: Env) -> None:
+    await env.create("api/v1/nodes", spot_node("spot-1"))
+    for i in range(2):
+        await env.create("api/v1/namespaces/default/pods", pod(f"web-{i}", node="spot-1", requests=SMALL))
+    # A DaemonSet's pod goes with its node: not planned for.
+    ds = pod("agent-x", node="spot-1", requests=SMALL)
+    ds["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": "ds-uid", "controller": True}
+    ]
+    await env.create("api/v1/namespaces/default/pods", ds)
+
+
+async def a_pass_after(env: Env) -> None:
+    passes = env.provisioner.passes
+    env.provisioner.batcher.trigger_now("test")
+    await until(lambda: _true(env.provisioner.passes > passes), within=2.0, interval=0.02)
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_a_fenced_node_gets_its_replacement_before_any_pod_is_evicted() -> None:
+    """launching.md §7: the fence (the handler's taint) dooms the node; the DoomWatch closes the
+    batcher's window at once (its idle wait here is 5 s) and the pass plans the node's
+    reschedulable pods (provisioner.go Schedule, IsReschedulable: not the DaemonSet's) while they
+    are all still bound to it: the replacement NodeClaim exists before any eviction."""
+    async with running(doom=True, idle=5.0, max_duration=10.0) as env:
+        await with_workload(env)
+        await asyncio.sleep(0.1)
+        assert await env.claims() == []  # nothing pending: the node holds its pods
+        fenced_at = time.monotonic()
+        await put_node(env, "spot-1", fence)
+        (claim,) = await env.wait_claims(1, within=2.0)
+        took = time.monotonic() - fenced_at
+        assert took < 1.5, f"the replacement came {took:.2f} s after the fence"
+        assert env.provisioner.batcher.last_close == "now"
+        # Still bound, all three: nothing was evicted before the replacement existed.
+        assert await bound_pods(env, "spot-1") == ["agent-x", "web-0", "web-1"]
+        assert claim["spec"]["resources"]["requests"]["pods"] == "2"
+        last = env.provisioner.last_result
+        assert last is not None and last.moving == 2 and last.created == [claim["metadata"]["name"]]
+
+
+async def test_pods_of_a_doomed_node_are_not_planned_twice_once_evicted() -> None:
+    """The claim in flight holds them: while the node drains, its pods count on the replacement
+    (nominated); once evicted and re-created by their ReplicaSet (new pods, Unschedulable), they fit
+    the claim still in flight (Karpenter's in-flight NodeClaims are capacity to the scheduler), so
+    no second claim is created."""
+    async with running(doom=True) as env:
+        await with_workload(env)
+        await put_node(env, "spot-1", fence)
+        (claim,) = await env.wait_claims(1, within=2.0)
+        # Passes while the pods are still on the fenced node: counted on the claim.
+        await a_pass_after(env)
+        last = env.provisioner.last_result
+        assert last is not None and last.nominated == 2 and not last.created
+        # The drain evicts them; their ReplicaSet makes new ones, which nothing can run yet.
+        for i in range(2):
+            async with env.http.delete(f"/api/v1/namespaces/default/pods/web-{i}") as r:
+                assert r.status == 200, await r.text()
+            await env.create("api/v1/namespaces/default/pods", pod(f"web-new-{i}", requests=SMALL))
+
+        async def planned_both() -> bool:
+            result = env.provisioner.last_result
+            return result is not None and result.pending == 2 and not result.retry
+
+        await until(planned_both, within=3.0, interval=0.02)
+        await a_pass_after(env)
+        claims = await env.claims()
+        assert [c["metadata"]["name"] for c in claims] == [claim["metadata"]["name"]]
+        last = env.provisioner.last_result
+        assert last is not None and not last.created and not last.plan.unschedulable  # type: ignore[union-attr]
+
+
+async def test_without_learning_from_interruptions_the_fence_is_not_a_doom() -> None:
+    """launch.learn_from_interruptions off (Karpenter + NTH, which share nothing): a fenced node's
+    pods wait for the drain; only its NodeClaim's deletion dooms it (Karpenter's own Schedule)."""
+    async with running(doom=True, prespin=False) as env:
+        await with_workload(env)
+        await put_node(env, "spot-1", fence)
+        await asyncio.sleep(0.2)
+        await a_pass_after(env)
+        assert await env.claims() == []
+        last = env.provisioner.last_result
+        assert last is not None and last.moving == 0
+        # Karpenter's own case: the node being deleted (its finalizer holds it while it drains).
+        await put_node(env, "spot-1", lambda o: o["metadata"].update(finalizers=["karpenter.sh/termination"]))
+        async with env.http.delete("/api/v1/nodes/spot-1") as r:
+            assert r.status in (200, 202), await r.text()
+        (claim,) = await env.wait_claims(1, within=2.0)
+        assert claim["spec"]["resources"]["requests"]["pods"] == "2"
+
+
+async def test_ten_claims_of_a_split_pool_follow_base_two_and_thirty_percent() -> None:
+    """launching.md §6 (Auto Scaling InstancesDistribution, a fraction rounded up in favour of
+    on-demand): base 2 / 30 %; four claims in one pass then six in another give 3 on-demand of 4,
+    then 5 of 10; the counts of the second pass come from the claims the first created."""
+    async with running(annotations=SPLIT) as env:
+        for i in range(4):
+            await env.create("api/v1/namespaces/default/pods", pod(f"a-{i}", requests=ONE_PER_NODE))
+        first = await env.wait_claims(4)
+        kinds = [requirement(c, "karpenter.sh/capacity-type") for c in first]
+        assert sorted(k[0] for k in kinds) == ["on-demand"] * 3 + ["spot"]
+        assert all(len(k) == 1 for k in kinds)
+        for i in range(6):
+            await env.create("api/v1/namespaces/default/pods", pod(f"b-{i}", requests=ONE_PER_NODE))
+        claims = await env.wait_claims(10)
+        await asyncio.sleep(0.1)
+        claims = await env.claims()
+        assert len(claims) == 10
+        kinds = [requirement(c, "karpenter.sh/capacity-type") for c in claims]
+        assert sorted(k[0] for k in kinds) == ["on-demand"] * 5 + ["spot"] * 5
+
+
+async def test_a_malformed_split_leaves_the_pool_in_use_without_a_split() -> None:
+    """launching.md §6: never a crash; the claim is Karpenter's (open to both capacity types)."""
+    async with running(annotations={"kubespot.io/capacity-split": "half and half"}) as env:
+        await env.create("api/v1/namespaces/default/pods", pod("web", requests=SMALL))
+        (claim,) = await env.wait_claims(1)
+        assert set(requirement(claim, "karpenter.sh/capacity-type")) == {"spot", "on-demand"}
