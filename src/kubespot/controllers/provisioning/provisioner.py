@@ -21,6 +21,13 @@ As Karpenter's (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/provisi
   claims are created concurrently (``nodeclaim_template.to_nodeclaim``) and their pods nominated
   (events). Pods no NodePool can take are told why (Warning ``FailedScheduling``, as Karpenter's
   ``PodFailedToScheduleEvent``).
+- Pre-spin (docs/designs/launching.md §7, ``doomed``): nodes going away (fenced by kubespot's
+  interruption handling when ``prespin``, or their NodeClaim being deleted, as Karpenter's
+  ``Schedule`` takes the pods of nodes marked for deletion) are gone to the simulation and their
+  reschedulable pods are planned for with the pending ones, while the drain has not evicted them.
+- The capacity split (launching.md §6, ``capacity_split``): the claims of a pass are built in
+  order and each claim of a pool annotated ``kubespot.io/capacity-split`` is narrowed to the
+  capacity type the pool's live NodeClaims (and the pass's earlier ones) call for.
 - API errors (409, 429, 5xx, a broken connection) never stop the loop: logged with the pass's
   context, and the pass is tried again ``retry_after`` later, as is one that left pods unplanned.
 

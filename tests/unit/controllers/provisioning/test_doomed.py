@@ -10,11 +10,13 @@ active nodes only), ``pkg/utils/pod/scheduling.go`` ``IsReschedulable``; docs/de
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import MagicMock
 
 import pytest
 
 from kubespot.controllers.provisioning.doomed import (
     FENCE_TAINTS,
+    DoomWatch,
     doomed_nodes,
     is_fenced,
     is_reschedulable,
@@ -128,3 +130,31 @@ def test_without_doomed_unbinds_the_reschedulable_pods_and_drops_the_rest() -> N
     assert pods[0]["spec"]["nodeName"] == "doomed"  # the snapshot's own objects are not changed
     same = without_doomed(nodes, claims, pods, set())
     assert same.nodes == nodes and same.pods == pods and not same.moving
+
+
+def test_the_watch_calls_once_per_node_turning_doomed() -> None:
+    """launching.md §7: a node turning doomed starts a pass at once, once; a rebalance fence undone
+    and set again (handling/policy.py ``undo_after``) is a new doom."""
+    called: list[str] = []
+    watch = DoomWatch(MagicMock(), MagicMock(), called.append, clock=MagicMock())
+    fenced = node("a", taints=[{"key": "kubespot.io/rebalance-recommendation", "effect": "NoSchedule"}])
+    watch._node_objs.update({"a": node("a"), "b": node("b")})
+    watch._judge()
+    assert called == []
+    watch._node_objs["a"] = fenced
+    watch._judge()
+    watch._judge()  # another event of the same node: no second call
+    assert called == ["a"]
+    watch._node_objs["a"] = node("a")  # undone
+    watch._judge()
+    watch._node_objs["a"] = fenced
+    watch._claim_objs["c"] = {
+        "metadata": {"name": "c", "deletionTimestamp": "x"},
+        "status": {"nodeName": "b"},
+    }
+    watch._judge()
+    assert called == ["a", "a", "b"] and watch.doomed == {"a", "b"}
+    off = DoomWatch(MagicMock(), MagicMock(), called.append, clock=MagicMock(), fence=False)
+    off._node_objs["a"] = fenced
+    off._judge()
+    assert called == ["a", "a", "b"]
