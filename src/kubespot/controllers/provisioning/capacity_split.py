@@ -5,9 +5,11 @@ carries Auto Scaling's ``InstancesDistribution`` (``OnDemandBaseCapacity``,
 ``OnDemandPercentageAboveBaseCapacity``) into a manifest Karpenter still accepts (it ignores the
 annotation). Counted in nodes, as Auto Scaling counts instances: of ``total`` nodes the pool should
 run ``min(total, N) + ceil(P% x (total - N))`` on-demand; a fractional count rounds up, in favour
-of on-demand, as Auto Scaling does ("Amazon EC2 Auto Scaling User Guide", mixed instances groups:
-the percentage is converted to a number of instances and a fraction is rounded up to the next
-integer in favour of On-Demand Instances).
+of on-demand, as Auto Scaling does (Amazon EC2 Auto Scaling User Guide, "Setup overview for
+creating a mixed instances group", Scaling behavior,
+https://docs.aws.amazon.com/autoscaling/ec2/userguide/mixed-instances-groups-set-up-overview.html:
+the percentage becomes a number of instances, a fraction rounded up in favour of On-Demand; a group
+smaller than the base is all base).
 
 At NodeClaim creation (``narrow``) a new claim of a pool with a split is narrowed to on-demand
 while the pool's on-demand count, this claim included, is below that target, and to spot

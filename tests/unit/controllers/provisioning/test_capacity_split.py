@@ -5,8 +5,9 @@ malformed value.
 Sources: docs/designs/launching.md §6 (kubespot beyond Karpenter: aws/karpenter-provider-aws #2508,
 kubernetes-sigs/karpenter #702 closed without it); the rule is Auto Scaling's
 ``InstancesDistribution`` (``OnDemandBaseCapacity``, ``OnDemandPercentageAboveBaseCapacity``; the
-Amazon EC2 Auto Scaling User Guide, mixed instances groups: the percentage becomes a number of
-instances, a fraction rounded up in favour of On-Demand).
+Amazon EC2 Auto Scaling User Guide, "Setup overview for creating a mixed instances group",
+Scaling behavior, docs.aws.amazon.com/autoscaling/ec2/userguide/mixed-instances-groups-set-up-overview.html:
+the percentage becomes a number of instances, a fraction rounded up in favour of On-Demand).
 """
 
 from __future__ import annotations
@@ -55,6 +56,23 @@ def test_on_demand_target_rounds_the_fraction_up(base: int, percent: int, total:
     """Auto Scaling InstancesDistribution: base first, then the percentage of what is above it, a
     fractional instance rounded up in favour of on-demand."""
     assert CapacitySplit(base, percent).on_demand_target(total) == on_demand
+
+
+@pytest.mark.parametrize(
+    ("base", "percent", "on_demand_at"),
+    [
+        (10, 50, {10: 10, 20: 15, 30: 20, 40: 25}),
+        (0, 0, {10: 0, 20: 0, 30: 0, 40: 0}),
+        (0, 60, {10: 6, 20: 12, 30: 18, 40: 24}),
+        (0, 100, {10: 10, 20: 20, 30: 30, 40: 40}),
+        (12, 0, {10: 10, 20: 12, 30: 12, 40: 12}),
+    ],
+)
+def test_the_auto_scaling_guides_examples(base: int, percent: int, on_demand_at: dict[int, int]) -> None:
+    """The five examples of the guide's "Example: Scaling behavior" table (group sizes 10 to 40;
+    on-demand = base amount + on-demand above it)."""
+    split = CapacitySplit(base, percent)
+    assert {total: split.on_demand_target(total) for total in on_demand_at} == on_demand_at
 
 
 def test_ten_claims_one_by_one_follow_the_split() -> None:
