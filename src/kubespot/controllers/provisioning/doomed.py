@@ -62,20 +62,26 @@ def is_fenced(node: Mapping[str, Any]) -> bool:
         return False
 
 
+def _owned_by(meta: Mapping[str, Any], kind: str) -> bool:
+    return any(
+        ref.get("kind") == kind and ref.get("apiVersion") == "apps/v1"
+        for ref in meta.get("ownerReferences") or ()
+    )
+
+
 def is_reschedulable(pod: Mapping[str, Any]) -> bool:
-    """Karpenter's ``IsReschedulable``: a pod that needs a node elsewhere when its node goes: not
-    finished, not terminating, not a DaemonSet's (its own node's copy goes with the node), not a
-    static (mirror) pod."""
+    """Karpenter's ``IsReschedulable``: a pod that needs a node elsewhere when its node goes:
+    active (not finished, not terminating) or a StatefulSet's pod terminating (its controller
+    re-creates it under the same name only once it is gone, so it is planned for already), and not
+    a DaemonSet's (its own node's copy goes with the node) nor a static (mirror) pod."""
     meta = _meta(pod)
-    if (pod.get("status") or {}).get("phase") in _TERMINAL or meta.get("deletionTimestamp"):
+    if (pod.get("status") or {}).get("phase") in _TERMINAL:
         return False
-    if _MIRROR in (meta.get("annotations") or {}):
+    if meta.get("deletionTimestamp") and not _owned_by(meta, "StatefulSet"):
         return False
-    for ref in meta.get("ownerReferences") or ():
-        kind = ref.get("kind")
-        if kind == "Node" or (kind == "DaemonSet" and ref.get("apiVersion") == "apps/v1"):
-            return False
-    return True
+    if _MIRROR in (meta.get("annotations") or {}) or _owned_by(meta, "DaemonSet"):
+        return False
+    return not any(ref.get("kind") == "Node" for ref in meta.get("ownerReferences") or ())
 
 
 def _claim_nodes(claims: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
@@ -124,8 +130,8 @@ def without_doomed(
 ) -> Doomed:
     """The snapshot as the simulation must see it: doomed nodes (and their NodeClaims) gone, so no
     pod is planned onto them and their claims are not taken for capacity still to come; their
-    reschedulable pods unbound (``moving``), the others (DaemonSet, mirror, finished, terminating)
-    dropped with their node."""
+    reschedulable pods unbound (``moving``), the others (DaemonSet, mirror, finished, terminating
+    but a StatefulSet's) dropped with their node."""
     if not doomed:
         return Doomed(list(nodes), list(claims), list(pods), [], set())
     kept_pods: list[Obj] = []
@@ -135,8 +141,11 @@ def without_doomed(
         if host not in doomed:
             kept_pods.append(pod)
         elif is_reschedulable(pod):
+            # Planned as the pod that will run elsewhere: unbound, and (a StatefulSet's terminating
+            # pod) as the one its controller re-creates, not one being deleted.
             spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
-            moving.append({**pod, "spec": spec})
+            meta = {k: v for k, v in _meta(pod).items() if k != "deletionTimestamp"}
+            moving.append({**pod, "metadata": meta, "spec": spec})
     return Doomed(
         [n for n in nodes if _name(n) not in doomed],
         [c for c in claims if str((c.get("status") or {}).get("nodeName") or "") not in doomed],

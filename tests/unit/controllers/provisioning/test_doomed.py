@@ -74,13 +74,20 @@ def test_is_fenced(obj: Obj, fenced: bool) -> None:
 
 
 def test_is_reschedulable_as_karpenter() -> None:
-    """IsReschedulable: not terminal, not terminating, not a DaemonSet's or a static pod."""
+    """IsReschedulable (kubernetes-sigs/karpenter pkg/utils/pod/scheduling.go): active, or a
+    StatefulSet's pod terminating; not a DaemonSet's or a static (Node-owned, mirror) pod."""
     assert is_reschedulable(pod("web", "n"))
     assert not is_reschedulable(pod("done", "n", phase="Succeeded"))
     assert not is_reschedulable(pod("failed", "n", phase="Failed"))
     assert not is_reschedulable(pod("ds", "n", owner="DaemonSet"))
     assert is_reschedulable(pod("rs", "n", owner="ReplicaSet"))
     assert not is_reschedulable(pod("going", "n", meta={"deletionTimestamp": "2026-01-01T00:00:00Z"}))
+    # A StatefulSet's terminating pod is: its controller re-creates it only once it is gone.
+    sts = pod("db-0", "n", owner="StatefulSet", meta={"deletionTimestamp": "2026-01-01T00:00:00Z"})
+    assert is_reschedulable(sts)
+    assert not is_reschedulable(
+        pod("node-owned", "n", meta={"ownerReferences": [{"kind": "Node", "name": "n"}]})
+    )
     assert not is_reschedulable(
         pod("static", "n", meta={"annotations": {"kubernetes.io/config.mirror": "x"}})
     )
@@ -117,6 +124,8 @@ def test_without_doomed_unbinds_the_reschedulable_pods_and_drops_the_rest() -> N
     ]
     pods = [
         pod("web", "doomed", owner="ReplicaSet"),
+        pod("db-0", "doomed", owner="StatefulSet", meta={"deletionTimestamp": "2026-01-01T00:00:00Z"}),
+        pod("old", "doomed", owner="ReplicaSet", meta={"deletionTimestamp": "2026-01-01T00:00:00Z"}),
         pod("ds", "doomed", owner="DaemonSet"),
         pod("job", "doomed", phase="Succeeded"),
         pod("other", "fine"),
@@ -125,8 +134,10 @@ def test_without_doomed_unbinds_the_reschedulable_pods_and_drops_the_rest() -> N
     assert [n["metadata"]["name"] for n in out.nodes] == ["fine"]
     assert [c["metadata"]["name"] for c in out.claims] == ["c-fine", "c-new"]
     assert [p["metadata"]["name"] for p in out.pods] == ["other"]
-    assert [p["metadata"]["name"] for p in out.moving] == ["web"]
-    assert "nodeName" not in out.moving[0]["spec"]
+    assert [p["metadata"]["name"] for p in out.moving] == ["web", "db-0"]
+    assert all("nodeName" not in p["spec"] for p in out.moving)
+    # The StatefulSet's pod is planned as the one its controller re-creates: not being deleted.
+    assert "deletionTimestamp" not in out.moving[1]["metadata"]
     assert pods[0]["spec"]["nodeName"] == "doomed"  # the snapshot's own objects are not changed
     same = without_doomed(nodes, claims, pods, set())
     assert same.nodes == nodes and same.pods == pods and not same.moving
