@@ -69,6 +69,8 @@ async def with_workload(env: Env) -> None:
 
 
 async def a_pass_after(env: Env) -> None:
+    """A whole pass started after this call (one under way may have read an older snapshot)."""
+    await until(lambda: _true(env.provisioner.pass_started is None), within=2.0, interval=0.01)
     passes = env.provisioner.passes
     env.provisioner.batcher.trigger_now("test")
     await until(lambda: _true(env.provisioner.passes > passes), within=2.0, interval=0.02)
@@ -96,6 +98,8 @@ async def test_a_fenced_node_gets_its_replacement_before_any_pod_is_evicted() ->
         # Still bound, all three: nothing was evicted before the replacement existed.
         assert await bound_pods(env, "spot-1") == ["agent-x", "web-0", "web-1"]
         assert claim["spec"]["resources"]["requests"]["pods"] == "2"
+        # The claim is stored before its pass has finished nominating its pods.
+        await until(lambda: _true(env.provisioner.passes > 0), within=2.0, interval=0.01)
         last = env.provisioner.last_result
         assert last is not None and last.moving == 2 and last.created == [claim["metadata"]["name"]]
 
