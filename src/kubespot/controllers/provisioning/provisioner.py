@@ -430,7 +430,8 @@ class Provisioner:
             split = splits.get(planned.pool)
             if split is not None:
                 if planned.pool not in counts:
-                    counts[planned.pool] = capacity_counts(planned.pool, all_nodes, all_claims)
+                    # Live capacity: a doomed node is going, its replacement must not count it.
+                    counts[planned.pool] = capacity_counts(planned.pool, nodes, claims)
                 narrow(body, split, counts[planned.pool])
             bodies.append(body)
         outcomes = await asyncio.gather(

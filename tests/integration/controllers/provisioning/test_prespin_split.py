@@ -23,17 +23,17 @@ SPLIT = {"kubespot.io/capacity-split": "onDemandBase=2,onDemandPercentAboveBase=
 ONE_PER_NODE = {"cpu": "2500m", "memory": "1Gi"}
 
 
-def spot_node(name: str) -> Obj:
+def spot_node(name: str, capacity_type: str = "spot", **extra: Any) -> Obj:
     """A node of the pool as Karpenter's would be once initialized (no NodeClaim: adopted)."""
     labels = {
         "karpenter.sh/nodepool": "general",
-        "karpenter.sh/capacity-type": "spot",
+        "karpenter.sh/capacity-type": capacity_type,
         "node.kubernetes.io/instance-type": "small",
         "topology.kubernetes.io/zone": "z1",
         "karpenter.sh/registered": "true",
         "karpenter.sh/initialized": "true",
     }
-    return node(name, cpu="2", memory="8Gi", labels=labels, ready=True)
+    return node(name, cpu="2", memory="8Gi", labels=labels, ready=True, **extra)
 
 
 async def put_node(env: Env, name: str, change: Any) -> None:
@@ -181,3 +181,17 @@ async def test_a_malformed_split_leaves_the_pool_in_use_without_a_split() -> Non
         await env.create("api/v1/namespaces/default/pods", pod("web", requests=SMALL))
         (claim,) = await env.wait_claims(1)
         assert set(requirement(claim, "karpenter.sh/capacity-type")) == {"spot", "on-demand"}
+
+
+async def test_a_split_pools_replacement_does_not_count_the_node_it_replaces() -> None:
+    """launching.md §6 and §7: the split counts the pool's live nodes; a doomed spot node is going,
+    so its replacement in a base 0 / 50 % pool running one on-demand node is spot (counting the
+    doomed node, the pool would look 1 + 1 and the replacement would be on-demand)."""
+    half = {"kubespot.io/capacity-split": "onDemandBase=0,onDemandPercentAboveBase=50"}
+    async with running(doom=True, annotations=half) as env:
+        # An on-demand node of the pool that takes no pod (cordoned by someone, not fenced).
+        await env.create("api/v1/nodes", spot_node("od-1", "on-demand", unschedulable=True))
+        await with_workload(env)
+        await put_node(env, "spot-1", fence)
+        (claim,) = await env.wait_claims(1, within=2.0)
+        assert requirement(claim, "karpenter.sh/capacity-type") == ["spot"]
