@@ -1,0 +1,89 @@
+"""A NodeClaim being packed (its pool, requirements, target type, pods) and what it is offered."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .explain import GroupStory
+from .instance_types import InstanceType
+from .labels import CAPACITY_TYPE, ON_DEMAND, SPOT
+from .plan import PoolCapacity
+from .pods import PodView
+from .requirements import Requirements
+
+
+@dataclass(frozen=True)
+class Opening:
+    """The candidates a new NodeClaim was opened with (``Simulation._candidates``)."""
+
+    types: list[InstanceType]
+    dropped: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What ``Simulation._offer`` decided for a NodeClaim."""
+
+    types: list[InstanceType]
+    #: The target's price (the NodeClaim's price).
+    price: float
+    dropped: dict[str, int]
+    #: Types added past the flexibility band for minValues.
+    widened: int
+    #: minValues keys still short (a claim narrowed by pods that joined it), with their counts.
+    short: dict[str, int]
+    #: Per key with ``minValues``: the distinct values ``types`` carry.
+    values: dict[str, int]
+
+
+@dataclass
+class OfferBase:
+    """A NodeClaim family's candidate types, classified once (see ``Simulation._offer_base``)."""
+
+    #: (type, price of the claim's capacity type, cheapest on-demand offering in its zones).
+    candidates: list[tuple[InstanceType, float, float]] = field(default_factory=list)
+    incompatible: int = 0
+    #: Types offered only as another capacity type (counted as lacking an offering).
+    other_capacity_count: int = 0
+    other_capacity_od: float = float("inf")
+
+
+def allows_both(reqs: Requirements) -> bool:
+    allowed = reqs.get_or_any(CAPACITY_TYPE)
+    return allowed.has(SPOT) and allowed.has(ON_DEMAND)
+
+
+class Claim:
+    """A NodeClaim being packed: its pool, requirements, the type it is sized for, its pods."""
+
+    def __init__(self, pc: PoolCapacity, reqs: Requirements, target: InstanceType, capacity_type: str):
+        self.pc = pc
+        self.reqs = reqs
+        self.target = target
+        self.capacity_type = capacity_type
+        self.free = {k: v - pc.daemon_overhead.get(k, 0) for k, v in target.allocatable.items()}
+        self.requested: dict[str, int] = dict(pc.daemon_overhead)
+        self.pods: list[str] = []
+        self.ports: set[tuple[str, str, int]] = set(pc.daemon_ports)
+        self.why = ""
+        #: The pool's types that passed the filters when the claim was opened, and the rest by reason.
+        self.opening = Opening(list(pc.instance_types), {})
+        self.charged: dict[str, int] = {}
+        #: Its placeholder hostname: each NodeClaim is a domain of its own.
+        self.name = ""
+        #: The stories of the groups whose pods it was opened with (by identity).
+        self.stories: dict[int, GroupStory] = {}
+        #: Whether its pool and pods allow both capacity types (its ``reqs`` pin the one chosen).
+        self.both = allows_both(pc.pool.requirements)
+
+    def add(self, pods: list[PodView], need: Mapping[str, int], reqs: Requirements) -> None:
+        if pods and self.both:
+            self.both = allows_both(pods[0].requirements)
+        for name, amount in need.items():
+            self.free[name] = self.free.get(name, 0) - amount * len(pods)
+            self.requested[name] = self.requested.get(name, 0) + amount * len(pods)
+        self.pods.extend(p.key for p in pods)
+        for p in pods:
+            self.ports |= p.ports
+        self.reqs = reqs
