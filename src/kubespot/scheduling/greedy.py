@@ -311,7 +311,7 @@ class Greedy(LpClaims):
                 self._record(g.exemplar, n, claim.reqs, claim.name)
             self.claims.append(claim)
             if self._has_room(claim):
-                self._open.append(claim)
+                self._open.add(claim)
             for name, amount in charge.items():
                 used[name] = used.get(name, 0) + amount
         return True

@@ -117,7 +117,7 @@ class LpClaims(Candidates):
                                 n -= k
                     self.claims.append(claim)
                     if self._has_room(claim):
-                        self._open.append(claim)
+                        self._open.add(claim)
                     for name, amount in charge.items():
                         used[name] = used.get(name, 0) + amount
         finally:

@@ -4,7 +4,10 @@ would bind, preferences first, then required rules alone), this pass's NodeClaim
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from . import explain
+from .claim import Claim
 from .explain import GroupStory, count
 from .fit import how_many_fit, pod_needs, ports_allow, short_of
 from .groups import Group
@@ -126,15 +129,23 @@ class Placement(NewClaims):
     def _on_claims(self, group: Group) -> None:
         pod = group.exemplar
         need = pod_needs(pod.requests)
-        filled: set[int] = set()
         cpu, memory = need.get("cpu", 0), need.get("memory", 0)
-        # The cheapest tests first, before the sort (Karpenter tries the NodeClaims with the fewest
-        # pods first): most NodeClaims of a pass are nearly full, and a hostname affinity only
-        # admits the few where a matching pod runs.
+        # Karpenter tries the NodeClaims with the fewest pods first. Most NodeClaims of a pass are
+        # nearly full, so only those with room for the request are visited (``open_claims``), and
+        # a hostname affinity only admits the few where a matching pod runs.
         hosts = self._affinity_hosts(pod) if self._keys else None
-        pool = self._open if hosts is None else [c for c in self._claims_named(hosts) if self._has_room(c)]
-        fits = [c for c in pool if c.free.get("cpu", 0) >= cpu and c.free.get("memory", 0) >= memory]
-        fits.sort(key=lambda c: len(c.pods))
+        fits: Iterable[Claim]
+        if hosts is None:
+            fits = self._open.fitting(cpu, memory)
+        else:
+            fits = sorted(
+                (
+                    c
+                    for c in self._claims_named(hosts)
+                    if self._has_room(c) and c.free.get("cpu", 0) >= cpu and c.free.get("memory", 0) >= memory
+                ),
+                key=lambda c: len(c.pods),
+            )
         for claim in fits:
             if not group.left:
                 break
@@ -156,7 +167,7 @@ class Placement(NewClaims):
             if n > 0:
                 claim.add(group.take(n), need, merged)
                 self._record(pod, n, claim.reqs, claim.name)
-                if not self._has_room(claim):
-                    filled.add(id(claim))
-        if filled:
-            self._open = [c for c in self._open if id(c) not in filled]
+                if self._has_room(claim):
+                    self._open.moved(claim)
+                else:
+                    self._open.discard(claim)

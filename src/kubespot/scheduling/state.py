@@ -12,6 +12,7 @@ from .groups import group_pods
 from .instance_types import InstanceType, Offering
 from .labels import WELL_KNOWN
 from .nodepool import by_weight
+from .open_claims import OpenClaims
 from .plan import ExistingNode, Plan, PoolCapacity
 from .pods import PodView
 from .requirements import Requirement, Requirements
@@ -59,7 +60,9 @@ class PassState:
         self._lp_tried: dict[tuple[str, int], tuple[Requirements, str]] = {}
         self._solo: dict[tuple[object, ...], tuple[Requirements, Best]] = {}
         # NodeClaims that may still take a pod (one without room for the smallest is dropped).
-        self._open: list[Claim] = []
+        self._open = OpenClaims(
+            (p.requests.get("cpu", 0) for p in pods), (p.requests.get("memory", 0) for p in pods)
+        )
         self._smallest = {
             "pods": 1,
             **{k: min((p.requests.get(k, 0) for p in pods), default=0) for k in ("cpu", "memory")},
