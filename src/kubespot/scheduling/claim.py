@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+import numpy.typing as npt
+
 from .explain import GroupStory
 from .instance_types import InstanceType
 from .labels import CAPACITY_TYPE, ON_DEMAND, SPOT
@@ -41,12 +44,41 @@ class Offer:
 class OfferBase:
     """A NodeClaim family's candidate types, classified once (see ``Simulation._offer_base``)."""
 
-    #: (type, price of the claim's capacity type, cheapest on-demand offering in its zones).
-    candidates: list[tuple[InstanceType, float, float]] = field(default_factory=list)
     incompatible: int = 0
     #: Types offered only as another capacity type (counted as lacking an offering).
     other_capacity_count: int = 0
     other_capacity_od: float = float("inf")
+    #: The candidates in the order an offer lists them: the target first, then by price and name.
+    types: list[InstanceType] = field(default_factory=list)
+    #: Per candidate: the price an offer sorts by (0 for the target), whether it lacks an offering
+    #: of the claim's capacity type (never the target), its cheapest on-demand offering in the
+    #: claim's zones, whether it is the target. Arrays, so a claim's offer is a few vector tests.
+    prices: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    no_offering: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    on_demand: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    target: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    _allocatable: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
+
+    def set_candidates(
+        self, target: InstanceType, candidates: list[tuple[InstanceType, float, float]]
+    ) -> None:
+        """The candidates as (type, price of the claim's capacity type, cheapest on-demand)."""
+        ordered = sorted(candidates, key=lambda c: (0.0 if c[0] is target else c[1], c[0].name))
+        self.types = [it for it, _, _ in ordered]
+        self.target = np.array([it is target for it in self.types], dtype=bool)
+        raw = np.array([price for _, price, _ in ordered], dtype=np.float64)
+        self.prices = np.where(self.target, 0.0, raw)
+        self.no_offering = np.isinf(raw) & ~self.target
+        self.on_demand = np.array([od for _, _, od in ordered], dtype=np.float64)
+
+    def allocatable(self, resource: str) -> npt.NDArray[np.int64]:
+        """Each candidate's allocatable ``resource`` (0 where it has none)."""
+        hit = self._allocatable.get(resource)
+        if hit is None:
+            hit = self._allocatable[resource] = np.array(
+                [it.allocatable.get(resource, 0) for it in self.types], dtype=np.int64
+            )
+        return hit
 
 
 def allows_both(reqs: Requirements) -> bool:

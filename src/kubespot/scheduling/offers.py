@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from . import explain, minvalues
 from .claim import Claim, Offer, OfferBase
 from .domains import Domains
@@ -106,6 +108,7 @@ class Offers(Domains):
             return min(prices, default=float("inf"))
 
         base = OfferBase()
+        candidates: list[tuple[InstanceType, float, float]] = []
         others = (it for it in types if it is not claim.target)
         for it in (claim.target, *others):
             if self._conflict(it, reqs):
@@ -118,7 +121,8 @@ class Offers(Domains):
                 else:
                     base.incompatible += 1
             else:
-                base.candidates.append((it, self._price(it, reqs, ct), on_demand(it)))
+                candidates.append((it, self._price(it, reqs, ct), on_demand(it)))
+        base.set_candidates(claim.target, candidates)
         # The entry keeps ``reqs`` and the candidate list alive, so their ids are not reused.
         self._offer_bases[key] = (reqs, types, base)
         return base
@@ -138,30 +142,31 @@ class Offers(Domains):
             count(dropped, explain.NO_OFFERING, base.other_capacity_count)
         if base.incompatible:
             count(dropped, explain.INCOMPATIBLE, base.incompatible)
-        requested = list(claim.requested.items())
-        priced: list[tuple[float, str, InstanceType]] = []
+        # The candidates too small for what the claim holds, then those without an offering of its
+        # capacity type, as vector tests over the family's candidates (in the offer's order).
+        small = np.zeros(len(base.types), dtype=bool)
+        for k, amount in claim.requested.items():
+            small |= base.allocatable(k) < amount
+        fits = ~small
+        count(dropped, explain.TOO_SMALL, int(small.sum()))
         cheapest_od = base.other_capacity_od
-        for it, price, od in base.candidates:
-            allocatable = it.allocatable
-            if any(amount > allocatable.get(k, 0) for k, amount in requested):
-                count(dropped, explain.TOO_SMALL)
-                continue
-            cheapest_od = min(cheapest_od, od)
-            if price == float("inf") and it is not claim.target:
-                count(dropped, explain.NO_OFFERING)
-                continue
-            priced.append((0.0 if it is claim.target else price, it.name, it))
-        priced.sort()
+        if fits.any():
+            cheapest_od = min(cheapest_od, float(base.on_demand[fits].min()))
+        no_offering = fits & base.no_offering
+        count(dropped, explain.NO_OFFERING, int(no_offering.sum()))
+        priced = fits & ~no_offering
+        prices = base.prices
         if ct == SPOT and claim.both and not has_min_values:
             # Karpenter's launch filter (aws ``filter.go`` SpotOfferingFilter, only when the
             # NodeClaim's own requirements allow both capacity types, not merely its pool's): spot
             # offerings dearer than the cheapest on-demand offering of the candidates (those that
             # hold the pods, and those offered only on demand) are left out; skipped when
             # minValues asks for choice, as there.
-            kept = [p for p in priced if p[0] <= cheapest_od or p[2] is claim.target]
-            count(dropped, explain.SPOT_DEARER, len(priced) - len(kept))
+            kept = priced & ((prices <= cheapest_od) | base.target)
+            count(dropped, explain.SPOT_DEARER, int(priced.sum() - kept.sum()))
             priced = kept
-        band = [it for price, _, it in priced if price <= ceiling]
+        types = base.types
+        band = [types[i] for i in np.flatnonzero(priced & (prices <= ceiling))]
         if claim.charged:
             # Karpenter's scheduler.go charges the limits once, when the NodeClaim is created
             # (subtractMax); pods joining later only narrow its options. A type larger than that
@@ -174,7 +179,7 @@ class Offers(Domains):
             ]
             count(dropped, explain.OVER_LIMITS, len(band) - len(within))
             band = within
-        beyond = [it for price, _, it in priced if price > ceiling]
+        beyond = [types[i] for i in np.flatnonzero(priced & (prices > ceiling))]
         if has_min_values and claim.charged:
             # Widen only within what the claim counted against the limits when it opened (the band
             # then held every type of the band now: same target and ceiling, fewer types fit).
