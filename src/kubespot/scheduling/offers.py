@@ -20,6 +20,9 @@ from .labels import CAPACITY_TYPE, INSTANCE_TYPE, ON_DEMAND, SPOT, ZONE
 from .plan import PlannedClaim, PoolCapacity
 from .requirements import Requirement, Requirements
 
+#: A type's verdict under a claim's requirements (``Offers._type_verdict``).
+_CANDIDATE, _OTHER_CAPACITY, _INCOMPATIBLE = 0, 1, 2
+
 #: Most instance types one NodeClaim carries (the AWS provider's CreateFleet cut).
 MAX_INSTANCE_TYPES = 60
 
@@ -86,46 +89,67 @@ class Offers(Domains):
         requests: whether its requirements refuse the claim's, its price, and (for the spot
         filter) its cheapest on-demand offering in the claim's zones. The NodeClaims of a pass
         share a few (requirements, target, capacity type, candidates), so this is worked out once
-        for each."""
+        for each, from each type's verdict under the requirements (worked out once per type)."""
         reqs, ct, types = claim.reqs, claim.capacity_type, claim.opening.types
         # A memoised opening hands every NodeClaim it makes one candidate list object.
         key = (id(reqs), claim.target.name, ct, id(types), claim.both)
         hit = self._offer_bases.get(key)
         if hit is not None:
             return hit[2]
-        zones = reqs.get_or_any(ZONE)
-        # Only the spot filter reads the on-demand prices.
-        spot_filter = ct == SPOT and claim.both and not reqs.has_min_values()
-
-        def on_demand(it: InstanceType) -> float:
-            if not spot_filter:
-                return float("inf")
-            prices = [
-                o.price
-                for o in it.offerings
-                if o.available and o.capacity_type == ON_DEMAND and zones.has(o.zone)
-            ]
-            return min(prices, default=float("inf"))
-
+        verdicts = self._type_verdicts(reqs, ct, claim.both)
         base = OfferBase()
         candidates: list[tuple[InstanceType, float, float]] = []
         others = (it for it in types if it is not claim.target)
         for it in (claim.target, *others):
-            if self._conflict(it, reqs):
-                # The claim's requirements pin its capacity type; a type offered only as another
-                # one lacks an offering, it is not incompatible with the pods.
-                why = it.requirements.conflicts(reqs)
-                if all(r.startswith(f"key {CAPACITY_TYPE},") for r in why):
-                    base.other_capacity_count += 1
-                    base.other_capacity_od = min(base.other_capacity_od, on_demand(it))
-                else:
-                    base.incompatible += 1
+            verdict = verdicts.get(it.name)
+            if verdict is None:
+                verdict = verdicts[it.name] = self._type_verdict(it, reqs, ct, claim.both)
+            kind, price, od = verdict
+            if kind == _OTHER_CAPACITY:
+                base.other_capacity_count += 1
+                base.other_capacity_od = min(base.other_capacity_od, od)
+            elif kind == _INCOMPATIBLE:
+                base.incompatible += 1
             else:
-                candidates.append((it, self._price(it, reqs, ct), on_demand(it)))
+                candidates.append((it, price, od))
         base.set_candidates(claim.target, candidates)
         # The entry keeps ``reqs`` and the candidate list alive, so their ids are not reused.
         self._offer_bases[key] = (reqs, types, base)
         return base
+
+    def _type_verdicts(self, reqs: Requirements, ct: str, both: bool) -> dict[str, tuple[int, float, float]]:
+        """The verdicts on types under ``reqs`` so far, by type name (see ``_type_verdict``)."""
+        key = (id(reqs), ct, both)
+        hit = self._verdicts.get(key)
+        if hit is None:
+            hit = self._verdicts[key] = (reqs, {})
+        return hit[1]
+
+    def _type_verdict(
+        self, it: InstanceType, reqs: Requirements, ct: str, both: bool
+    ) -> tuple[int, float, float]:
+        """Whether a claim with ``reqs`` may be offered ``it`` (or why not), its price of capacity type
+        ``ct``, and its cheapest on-demand offering in the claim's zones (only the spot filter reads
+        it: infinite otherwise)."""
+        od = float("inf")
+        if ct == SPOT and both and not reqs.has_min_values():
+            zones = reqs.get_or_any(ZONE)
+            od = min(
+                (
+                    o.price
+                    for o in it.offerings
+                    if o.available and o.capacity_type == ON_DEMAND and zones.has(o.zone)
+                ),
+                default=float("inf"),
+            )
+        if self._conflict(it, reqs):
+            # The claim's requirements pin its capacity type; a type offered only as another
+            # one lacks an offering, it is not incompatible with the pods.
+            why = it.requirements.conflicts(reqs)
+            if all(r.startswith(f"key {CAPACITY_TYPE},") for r in why):
+                return _OTHER_CAPACITY, float("inf"), od
+            return _INCOMPATIBLE, float("inf"), od
+        return _CANDIDATE, self._price(it, reqs, ct), od
 
     def _offer(self, claim: Claim) -> Offer:
         """The types a NodeClaim offers: its target first, then the rest of the band, cheapest
