@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from . import explain, minvalues
 from .claim import Claim
 from .explain import count
@@ -127,6 +129,10 @@ class Candidates(Offers):
         return not minvalues.unmet(left, reqs)
 
 
+#: Below any allocatable amount (see ``undominated``).
+_NONE = int(np.iinfo(np.int64).min)
+
+
 def undominated(
     types: Sequence[InstanceType], books: Mapping[str, Mapping[str, float]]
 ) -> list[InstanceType]:
@@ -135,18 +141,23 @@ def undominated(
     A dominated type never holds a packing a dominating one cannot hold for less, so leaving it
     out changes no decision and shortens the search (most of a real catalog is dominated).
     """
-    kept: dict[str, InstanceType] = {}
+    kept: set[str] = set()
     for book in books.values():
-        frontier: list[tuple[int, int, Mapping[str, int]]] = []
-        for it in sorted((t for t in types if t.name in book), key=lambda t: (book[t.name], t.name)):
-            alloc = it.allocatable
-            cpu, memory = alloc.get("cpu", 0), alloc.get("memory", 0)
-            # CPU and memory first: they rule most candidates out before the full comparison.
-            if any(
-                oc >= cpu and om >= memory and all(other.get(k, 0) >= v for k, v in alloc.items())
-                for oc, om, other in frontier
-            ):
+        ordered = sorted((t for t in types if t.name in book), key=lambda t: (book[t.name], t.name))
+        if not ordered:
+            continue
+        keys = sorted({k for t in ordered for k in t.allocatable})
+        # A resource a type does not have never stops another from beating it (its row holds the
+        # smallest integer there); one the other lacks counts as none of it.
+        own = np.array([[t.allocatable.get(k, _NONE) for k in keys] for t in ordered], dtype=np.int64)
+        has = np.array([[t.allocatable.get(k, 0) for k in keys] for t in ordered], dtype=np.int64)
+        frontier = np.empty_like(has)
+        size = 0
+        for i, it in enumerate(ordered):
+            # Cheapest first: a type is beaten by one already kept with as much of everything.
+            if size and bool((frontier[:size] >= own[i]).all(axis=1).any()):
                 continue
-            frontier.append((cpu, memory, alloc))
-            kept.setdefault(it.name, it)
+            frontier[size] = has[i]
+            size += 1
+            kept.add(it.name)
     return [it for it in types if it.name in kept]

@@ -111,6 +111,22 @@ class Greedy(LpClaims):
                 break  # no pending pod fits what is left
         return pattern, reqs
 
+    def _cheapest_first(
+        self, types: Sequence[InstanceType], books: Mapping[str, Mapping[str, float]]
+    ) -> list[InstanceType]:
+        """``types`` by their cheapest offering in ``books`` (then name); the same few candidate
+        lists and books come back for every NodeClaim of a workload, so each order is kept."""
+        key = (id(types), id(books))
+        hit = self._cheapest_orders.get(key)
+        if hit is None:
+            order = sorted(
+                types,
+                key=lambda t: (min((b[t.name] for b in books.values() if t.name in b), default=0.0), t.name),
+            )
+            # The entry keeps both alive, so their ids are not reused.
+            hit = self._cheapest_orders[key] = (types, books, order)
+        return hit[2]
+
     def _pack(
         self,
         first: Group,
@@ -191,10 +207,6 @@ class Greedy(LpClaims):
         # better (it holds no more), so types go cheapest first and those are skipped.
         everything = {i: min(n, first_cap) if i == 0 else n for i, n in left.items() if n > 0}
         ceiling = dict.fromkeys(books, float("inf"))
-        cheapest_first = sorted(
-            types,
-            key=lambda t: (min((b[t.name] for b in books.values() if t.name in b), default=0.0), t.name),
-        )
         # And a type whose node could not hold more than the best packing per dollar so far, even
         # filled with exactly what it has room for, is not filled at all (an upper bound).
         totals = {
@@ -227,7 +239,7 @@ class Greedy(LpClaims):
         held: float = 0.0
         pattern: dict[int, int] = {}
         final = reqs
-        for it in [] if memo else cheapest_first:
+        for it in [] if memo else self._cheapest_first(types, books):
             if all(book.get(it.name, float("inf")) > ceiling[ct] for ct, book in books.items()):
                 continue
             if best and not lone and hopeless(it):

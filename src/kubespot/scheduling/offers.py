@@ -119,11 +119,11 @@ class Offers(Domains):
 
     def _type_verdicts(self, reqs: Requirements, ct: str, both: bool) -> dict[str, tuple[int, float, float]]:
         """The verdicts on types under ``reqs`` so far, by type name (see ``_type_verdict``)."""
-        key = (id(reqs), ct, both)
+        key = (str(reqs), ct, both)
         hit = self._verdicts.get(key)
         if hit is None:
-            hit = self._verdicts[key] = (reqs, {})
-        return hit[1]
+            hit = self._verdicts[key] = {}
+        return hit
 
     def _type_verdict(
         self, it: InstanceType, reqs: Requirements, ct: str, both: bool

@@ -52,9 +52,12 @@ class PassState:
         self._finished: dict[tuple[object, ...], tuple[Requirements, Offer]] = {}
         self._offer_bases: dict[tuple[object, ...], tuple[Requirements, list[InstanceType], OfferBase]] = {}
         self._opening = Opening([], {})
-        self._verdicts: dict[
-            tuple[int, str, bool], tuple[Requirements, dict[str, tuple[int, float, float]]]
+        self._cheapest_orders: dict[
+            tuple[int, int],
+            tuple[Sequence[InstanceType], Mapping[str, Mapping[str, float]], list[InstanceType]],
         ] = {}
+        #: Per requirements text, capacity type and both-allowed: each type's verdict (``Offers``).
+        self._verdicts: dict[tuple[str, str, bool], dict[str, tuple[int, float, float]]] = {}
         # Only a NodePool's requirements carry minValues (a pod's node selector terms have none),
         # so the packing's hot loops ask a set, not each requirement.
         self._min_values_pools = {pc.pool.name for pc in pools if pc.pool.requirements.has_min_values()}
