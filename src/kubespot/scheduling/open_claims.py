@@ -10,6 +10,7 @@ opened), and stops when it is placed.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
 
@@ -34,9 +35,11 @@ class OpenClaims:
     def __init__(self, cpu_requests: Iterable[int], memory_requests: Iterable[int]) -> None:
         self._cpu_levels = _levels(cpu_requests)
         self._memory_levels = _levels(memory_requests)
-        #: Per pod count (kept sorted in ``_counts``), per (CPU, memory) bucket, claims by sequence.
-        self._by_pods: dict[int, dict[tuple[int, int], dict[int, Claim]]] = {}
+        #: Per pod count (kept sorted in ``_counts``), per (CPU, memory) bucket, the sequence
+        #: numbers of its claims in order.
+        self._by_pods: dict[int, dict[tuple[int, int], list[int]]] = {}
         self._counts: list[int] = []
+        self._claims: dict[int, Claim] = {}
         #: Per claim (by identity): where it is filed and its place in the order claims were added.
         self._at: dict[int, tuple[int, tuple[int, int], int]] = {}
         self._added = 0
@@ -55,19 +58,21 @@ class OpenClaims:
         if level is None:
             level = self._by_pods[pods] = {}
             insort(self._counts, pods)
-        level.setdefault(bucket, {})[seq] = claim
+        insort(level.setdefault(bucket, []), seq)
+        self._claims[seq] = claim
         self._at[id(claim)] = (pods, bucket, seq)
 
     def _unfile(self, at: tuple[int, tuple[int, int], int]) -> None:
         pods, bucket, seq = at
         level = self._by_pods[pods]
-        claims = level[bucket]
-        del claims[seq]
-        if not claims:
+        seqs = level[bucket]
+        del seqs[bisect_left(seqs, seq)]
+        del self._claims[seq]
+        if not seqs:
             del level[bucket]
             if not level:
                 del self._by_pods[pods]
-                self._counts.pop(bisect_left(self._counts, pods))
+                del self._counts[bisect_left(self._counts, pods)]
 
     def add(self, claim: Claim) -> None:
         """A new NodeClaim that may take more pods (claims are added in the order they open)."""
@@ -92,28 +97,43 @@ class OpenClaims:
         in the order they were added, as they were when the walk began: a claim the caller fills
         on the way (``moved``) is not visited again, and the claims not visited yet keep their
         room and pod count, so stopping early costs nothing and changes nothing."""
-        # Buckets below these hold only claims with less free than asked (requests are integers).
-        low_cpu = bisect_right(self._cpu_levels, cpu - 1)
-        low_memory = bisect_right(self._memory_levels, memory - 1)
+        # Buckets from these on hold claims with at least the request free; one below holds some
+        # only when the request lies between two edges (more distinct requests than edges).
+        cpu_from, cpu_edge = _first_bucket(self._cpu_levels, cpu)
+        memory_from, memory_edge = _first_bucket(self._memory_levels, memory)
+        claims = self._claims
         visited: set[int] = set()
         at = 0
         while at < len(self._counts):
             pods = self._counts[at]
-            found: list[tuple[int, Claim]] = []
-            for (i, j), claims in self._by_pods[pods].items():
-                if i < low_cpu or j < low_memory:
+            streams: list[Iterable[int]] = []
+            for (i, j), seqs in self._by_pods[pods].items():
+                if i < cpu_edge or j < memory_edge:
                     continue
-                # Past the request's own edges every claim fits; on an edge each is checked (a
-                # request may lie between two edges when requests have more values than edges).
-                exact = i > low_cpu and j > low_memory
-                for seq, claim in claims.items():
-                    free = claim.free
-                    if exact or (free.get("cpu", 0) >= cpu and free.get("memory", 0) >= memory):
-                        found.append((seq, claim))
-            found.sort(key=lambda entry: entry[0])
-            for seq, claim in found:
+                if i >= cpu_from and j >= memory_from:
+                    # A copy: the caller's fills move claims between buckets during the walk.
+                    streams.append(list(seqs))
+                else:
+                    streams.append(
+                        [
+                            seq
+                            for seq in seqs
+                            if claims[seq].free.get("cpu", 0) >= cpu
+                            and claims[seq].free.get("memory", 0) >= memory
+                        ]
+                    )
+            for seq in streams[0] if len(streams) == 1 else heapq.merge(*streams):
                 if seq not in visited:
                     visited.add(seq)
-                    yield claim
+                    yield claims[seq]
             # The counts may have changed while the caller filled claims: resume past this one.
             at = bisect_right(self._counts, pods)
+
+
+def _first_bucket(levels: list[int], request: int) -> tuple[int, int]:
+    """The first bucket whose claims all have ``request`` free, and the first that may have some
+    that do (the same, unless the request lies strictly between two edges)."""
+    below = bisect_left(levels, request)  # edges under the request
+    if below < len(levels) and levels[below] == request:
+        return below + 1, below + 1
+    return below + 1, below
