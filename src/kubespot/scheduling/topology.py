@@ -344,6 +344,10 @@ class Tally:
     scope: Scope
     counts: dict[str, int] = field(default_factory=dict)
     total: int = 0
+    #: Whether ``scope`` selects a (namespace, sorted labels): placements recur in few label sets.
+    selected: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def add(self, domains: Iterable[str], n: int) -> None:
         for d in domains:
@@ -394,9 +398,15 @@ class Tallies:
         if n <= 0:
             return
         self._placed.append((namespace, labels, dict(domains), n, where))
+        label_set = (namespace, tuple(sorted(labels.items())))
         for (key, scope, anti), t in self._by_id.items():
             values = domains.get(key)
-            if values and self.selects(scope, namespace, labels) and (anti or len(values) == 1):
+            if not values or not (anti or len(values) == 1):
+                continue
+            selected = t.selected.get(label_set)
+            if selected is None:
+                selected = t.selected[label_set] = self.selects(scope, namespace, labels)
+            if selected:
                 t.add(values, n)
 
     @property
