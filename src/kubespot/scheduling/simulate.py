@@ -32,7 +32,8 @@ The pass is layered, one module per job, each class adding its step to the one b
 ``lp_claims`` and ``greedy`` (packing new capacity), ``new_claims`` (the NodePools in turn),
 ``placement`` (existing nodes, planned NodeClaims, new ones), ``domain_placement`` (groups with
 topology rules); this module drives the pass. Inputs and the result: ``plan``; pod groups:
-``groups``; fitting: ``fit``; a NodeClaim being packed: ``claim``.
+``groups``; fitting: ``fit``; a NodeClaim being packed: ``claim``; the NodeClaims that may still take
+pods, indexed by room: ``open_claims``.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def test_scheduling_prints_its_figures_and_bounds() -> None:
     assert out["instance_types"] == 60
     row = out["generic"]["60"]
     assert isinstance(row, dict)
-    for key in ("seconds", "pods_per_s", "nodes", "cost_per_hour", "ffd_cost_per_hour"):
+    for key in ("seconds", "cpu_seconds", "pods_per_s", "nodes", "cost_per_hour", "ffd_cost_per_hour"):
         assert row[key] > 0, key
     # A lower bound is below every packing: the plan's, and Karpenter's FFD reference.
     assert row["summed_lp_bound_per_hour"] <= row["lp_bound_per_hour"] <= row["cost_per_hour"]
