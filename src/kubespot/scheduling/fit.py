@@ -12,6 +12,7 @@ from .pods import PodView
 
 
 def pod_needs(requests: Mapping[str, int]) -> dict[str, int]:
+    """What one more pod takes of a node: its requests and a pod slot."""
     return {**requests, "pods": requests.get("pods", 0) + 1}
 
 
