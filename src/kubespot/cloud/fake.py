@@ -10,17 +10,19 @@ and reported on the launch; when every pool fails, ``InsufficientCapacityError``
 idempotent per claim name, can be listed, fetched and deleted; ``fail_create`` makes the next
 launches raise a ``CreateError``. ``delete`` terminates at once unless ``linger`` is set: then the
 instance stays ``shutting-down`` (still got and listed, ``delete`` returns without error) until
-``finish_shutdown``, as EC2's instances do (``AwsCloud.delete``'s contract).
+``finish_shutdown``, as EC2's instances do (``AwsCloud.delete``'s contract). A launch reports the
+type's capacity and allocatable and its time (``now``, injectable).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from kubespot.model.capacity import InstanceTypeInfo
-from kubespot.model.quantity import GIB
+from kubespot.model.quantity import GIB, quantity_text
 from kubespot.scheduling.allocatable import NodeResources
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
@@ -82,6 +84,8 @@ class FakeCloud:
         self.fail_create = 0
         #: Deleted instances stay ``shutting-down`` until ``finish_shutdown`` (False: gone at once).
         self.linger = False
+        #: Launch times (seconds since the epoch) come from here; tests age instances with it.
+        self.now: Callable[[], float] = time.time
         self._ids = itertools.count(1)
 
     async def instance_types(self, nodepool: NodePool, nodeclass: EC2NodeClassSpec) -> list[InstanceType]:
@@ -145,6 +149,9 @@ class FakeCloud:
                 nodepool=nodepool,
                 nodeclass=claim.template.node_class_ref.name,
                 failed_offerings=tuple(failed),
+                capacity={k: quantity_text(k, v) for k, v in chosen.resources.capacity.items()},
+                allocatable={k: quantity_text(k, v) for k, v in chosen.allocatable.items()},
+                launched_at=self.now(),
             )
             self.launched[provider_id] = launched
             return launched

@@ -51,6 +51,11 @@ class CloudNodeClaim:
     state: str = "running"
     #: Pools CreateFleet tried and could not use before this launch succeeded (already cached).
     failed_offerings: tuple[FailedOffering, ...] = ()
+    #: The node's expected capacity and allocatable, as quantities (``cpu: "2"``, ``memory:
+    #: "7680Mi"``): the NodeClaim's ``status.capacity`` / ``status.allocatable`` (Karpenter's
+    #: ``Create`` fills them from the instance type; empty when the cloud does not know them).
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, str] = field(default_factory=dict)
 
 
 class CloudProvider(Protocol):

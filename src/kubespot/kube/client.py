@@ -863,7 +863,7 @@ class KubeClient:
                 name=involved.name,
                 namespace=involved.namespace,
                 uid=involved.uid,
-                apiVersion="v1",
+                apiVersion=involved.api_version,
             ),
             reason=reason,
             message=message,
@@ -888,10 +888,19 @@ class KubeClient:
 class ObjectRef:
     """What an event is about."""
 
-    __slots__ = ("kind", "name", "namespace", "uid")
+    __slots__ = ("api_version", "kind", "name", "namespace", "uid")
 
-    def __init__(self, kind: str, name: str, namespace: str | None = None, uid: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        uid: str | None = None,
+        api_version: str = "v1",
+    ) -> None:
         self.kind, self.name, self.namespace, self.uid = kind, name, namespace, uid
+        #: ``karpenter.sh/v1`` for a NodeClaim: `kubectl describe` matches events on it.
+        self.api_version = api_version
 
     def key(self) -> tuple[str, str, str | None, str | None]:
         return (self.kind, self.name, self.namespace, self.uid)

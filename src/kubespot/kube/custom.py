@@ -1,7 +1,10 @@
-"""Custom resources as JSON (NodePools, EC2NodeClasses, NodeClaims): list, watch, create, and
-status writes.
+"""Custom resources as JSON (NodePools, EC2NodeClasses, NodeClaims): list, watch, create, get,
+merge patches, deletes and status writes.
 
-For the provisioning controller, which reads Karpenter's API objects and writes their status.
+For the provisioning and NodeClaim controllers, which read Karpenter's API objects, write their
+status and metadata (finalizers, labels), and delete them; the NodeClaim controller also reads and
+patches Nodes through it (``api/v1/nodes``), whose finalizers and owner references the typed node
+views leave out.
 Calls go through ``KubeClient`` (rate limit, retries, error hook). A status write is a PUT of the
 object to its ``/status`` subresource carrying the ``resourceVersion`` that was read, so a write
 based on a stale read fails with 409 instead of undoing someone's change (the optimistic lock
@@ -17,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from .client import KubeClient
+from .client import MERGE_PATCH, KubeClient, KubeError
 
 __all__ = ["CustomObjects", "ObjectList"]
 
@@ -77,6 +80,40 @@ class CustomObjects:
         )
         stored: Obj = orjson.loads(await self._kube.call(f"update {self.path}/{name}/status", send))
         return stored
+
+    async def get(self, name: str) -> Obj | None:
+        """The object, or None when it does not exist."""
+        send = functools.partial(self._kube._send, "GET", f"{self.path}/{name}")
+        try:
+            body = await self._kube.call(f"get {self.path}/{name}", send)
+        except KubeError as err:
+            if err.code == 404:
+                return None
+            raise
+        obj: Obj = orjson.loads(body)
+        return obj
+
+    async def patch(self, name: str, patch: Obj, *, subresource: str = "") -> Obj:
+        """A JSON merge patch (RFC 7386); the object stored. A ``metadata.resourceVersion`` in the
+        patch makes it conditional (409 when the object changed since), as Karpenter's patches
+        ``MergeFromWithOptimisticLock`` are; lists (finalizers, taints) are replaced whole, so a
+        patch changing one should carry the version it was computed from."""
+        path = f"{self.path}/{name}" + (f"/{subresource}" if subresource else "")
+        send = functools.partial(self._kube._send, "PATCH", path, body=patch, content_type=MERGE_PATCH)
+        stored: Obj = orjson.loads(await self._kube.call(f"patch {path}", send))
+        return stored
+
+    async def delete(self, name: str) -> bool:
+        """Delete it (its finalizers hold it, with a ``deletionTimestamp``, until they are removed);
+        False when it was already gone."""
+        send = functools.partial(self._kube._send, "DELETE", f"{self.path}/{name}")
+        try:
+            await self._kube.call(f"delete {self.path}/{name}", send)
+        except KubeError as err:
+            if err.code == 404:
+                return False
+            raise
+        return True
 
     async def server_version(self) -> str:
         """The API server's Kubernetes version as ``major.minor`` (``/version``: ``1.32``)."""
