@@ -26,6 +26,7 @@ from kubespot.config.controller import ControllerSettings
 from kubespot.controllers.housekeeping.singleton import ManagedInstancesGauge, NodeCleanup
 from kubespot.controllers.interruption.queue_handler import QueueHandler
 from kubespot.controllers.interruption.sqs.consumer import QueueConsumer
+from kubespot.controllers.nodeclaim import controller as nodeclaim_parts
 from kubespot.controllers.provisioning import controller as provisioning_parts
 from kubespot.controllers.response.response_actions import ResponseActions
 from kubespot.handling.node_index import NodeIndex
@@ -56,6 +57,9 @@ class Shared:
     identity: str
     #: What interruptions teach the provisioner (unavailable pools, reclaim risk), one per process.
     capacity: CapacitySignals
+    #: Parts several controllers use, built by the first that needs them (the provisioning
+    #: controller's catalog and cloud provider, which the NodeClaim controller launches through).
+    built: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -211,19 +215,7 @@ def provisioning(shared: Shared) -> Controller | None:
     if not s.provisioning.enabled:
         return None
     region = shared.aws.region
-    parts = provisioning_parts.build(
-        kube=shared.kube,
-        aws=shared.aws,
-        settings=s.provisioning,
-        pricing=s.pricing,
-        clock=shared.clock,
-        region=region or "",
-        launch=s.launch,
-        recorder=shared.recorder,
-        # The process's one cache: what the interruption handler and the launches mark, the
-        # simulations avoid.
-        capacity=shared.capacity,
-    )
+    parts = _provisioning_parts(shared)
     assert parts.provisioner is not None and parts.pending is not None and parts.counter is not None
     assert parts.doom is not None
 
@@ -257,12 +249,65 @@ def provisioning(shared: Shared) -> Controller | None:
     )
 
 
+def _provisioning_parts(shared: Shared) -> provisioning_parts.Provisioning:
+    """The provisioning controller's parts, built once per operator (its cloud is shared)."""
+    parts = shared.built.get("provisioning")
+    if parts is None:
+        s = shared.settings
+        parts = shared.built["provisioning"] = provisioning_parts.build(
+            kube=shared.kube,
+            aws=shared.aws,
+            settings=s.provisioning,
+            pricing=s.pricing,
+            clock=shared.clock,
+            region=shared.aws.region or "",
+            launch=s.launch,
+            recorder=shared.recorder,
+            # The process's one cache: what the interruption handler and the launches mark, the
+            # simulations avoid.
+            capacity=shared.capacity,
+        )
+    assert isinstance(parts, provisioning_parts.Provisioning)
+    return parts
+
+
+def nodeclaim(shared: Shared) -> Controller | None:
+    """Karpenter's NodeClaim lifecycle (launch, registration, initialization, timeouts, deletion)
+    and garbage collection, on the leader, through the provisioning controller's cloud; None when
+    provisioning is off."""
+    s = shared.settings
+    if not s.provisioning.enabled:
+        return None
+    parts = nodeclaim_parts.build(
+        kube=shared.kube,
+        cloud=_provisioning_parts(shared).cloud,
+        launch=s.launch,
+        drain=s.drain,
+        clock=shared.clock,
+        recorder=shared.recorder,
+        stuck_after=s.provisioning.stuck_after,
+    )
+    return Controller(
+        "nodeclaim",
+        [
+            # Once per cluster: two replicas launching for one NodeClaim would race (the launch is
+            # idempotent, the status writes would conflict) and both would drain its Node.
+            Runnable("nodeclaim-lifecycle", parts.loop.run, leader_only=True),
+            Runnable("nodeclaim-garbage-collection", parts.gc.run, leader_only=True),
+        ],
+        checks=parts.checks,
+        describe="nodeclaim: NodeClaim launch, registration, initialization, timeouts, termination, GC",
+        parts={"nodeclaim": parts},
+    )
+
+
 #: Every controller of the operator, in start order.
 CONTROLLERS: tuple[Callable[[Shared], Controller | None], ...] = (
     interruption,
     housekeeping,
     response,
     provisioning,
+    nodeclaim,
 )
 
 

@@ -1,0 +1,95 @@
+"""The NodeClaim controller's parts, built from the operator's shared clients, and its health.
+
+``build`` wires the lifecycle loop (``loop.NodeClaimLoop``, with ``termination.Terminator`` for
+deleted claims) and the garbage collector over one cloud provider (the provisioning controller's:
+the operator hands it over, so both use one catalog and one ``UnavailableOfferings`` cache). Both
+run on the leader only. ``checks`` is the /healthz part: ``nodeclaim`` fails when the loop has not
+dispatched for ``stuck_after``, or a reconcile (not a termination, whose drain may rightly take an
+hour) has run that long; ``nodeclaim-gc`` when no collection pass has finished for ``stuck_after``
+plus its interval. Both hold on a replica that does not lead, and during the first ``stuck_after``
+after a loop started.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from kubespot.cloud.provider import CloudProvider
+from kubespot.config.drain import DrainSettings
+from kubespot.config.launch import LaunchSettings
+from kubespot.kube import EventRecorder, KubeClient
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import Clock
+from kubespot.observability.health import Check
+
+from .garbage_collection import GarbageCollector
+from .loop import NodeClaimLoop
+from .objects import NODECLAIMS, NODES
+from .termination import Terminator
+
+__all__ = ["NODECLAIMS", "NodeClaims", "build"]
+
+
+@dataclass
+class NodeClaims:
+    """The controller's parts."""
+
+    loop: NodeClaimLoop
+    gc: GarbageCollector
+    stuck_after: float
+
+    def checks(self, now: datetime) -> tuple[Check, ...]:
+        stuck = timedelta(seconds=self.stuck_after)
+        loop = self.loop
+        if loop.started is None:
+            loop_check = Check("nodeclaim", True, "not running here (not the leader)", None)
+        elif loop.last_pass is None:
+            loop_check = Check("nodeclaim", now - loop.started <= stuck, "not started yet", None)
+        else:
+            late = loop.overdue(now, self.stuck_after)
+            ok = now - loop.last_pass <= stuck and not late
+            detail = f"last pass {loop.last_pass.isoformat()}"
+            if now - loop.last_pass > stuck:
+                detail += ": stuck"
+            if late:
+                detail += f"; reconciles running too long: {', '.join(sorted(late)[:5])}"
+            loop_check = Check("nodeclaim", ok, detail, loop.last_pass)
+        gc = self.gc
+        bound = stuck + timedelta(seconds=max(gc.intervals[0], gc.intervals[2]))
+        if gc.started is None:
+            gc_check = Check("nodeclaim-gc", True, "not running here (not the leader)", None)
+        else:
+            since = gc.last_pass or gc.started
+            ok = now - since <= bound
+            detail = f"last pass {gc.last_pass.isoformat()}" if gc.last_pass else "no pass finished yet"
+            gc_check = Check("nodeclaim-gc", ok, detail + ("" if ok else ": stuck"), gc.last_pass)
+        return loop_check, gc_check
+
+
+def build(
+    *,
+    kube: KubeClient,
+    cloud: CloudProvider,
+    launch: LaunchSettings,
+    drain: DrainSettings,
+    clock: Clock,
+    recorder: EventRecorder | None,
+    stuck_after: float,
+) -> NodeClaims:
+    claims = CustomObjects(kube, NODECLAIMS)
+    nodes = CustomObjects(kube, NODES)
+    terminator = Terminator(
+        kube=kube, claims=claims, nodes=nodes, cloud=cloud, drain=drain, clock=clock, recorder=recorder
+    )
+    loop = NodeClaimLoop(
+        claims=claims,
+        nodes=nodes,
+        cloud=cloud,
+        terminator=terminator,
+        settings=launch,
+        clock=clock,
+        recorder=recorder,
+    )
+    gc = GarbageCollector(cloud=cloud, claims=claims, nodes=nodes, clock=clock)
+    return NodeClaims(loop, gc, stuck_after)

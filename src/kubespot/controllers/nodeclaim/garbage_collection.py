@@ -1,0 +1,175 @@
+"""Garbage collection: instances nothing claims and claims whose instance is gone, as Karpenter's two
+collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollection/controller.go``
+``Reconcile``, ``garbageCollect``; kubernetes-sigs/karpenter
+``pkg/controllers/nodeclaim/garbagecollection/controller.go`` ``Reconcile``).
+
+- The cloud's instances are listed first, then the NodeClaims and Nodes (so an instance launched
+  between the reads is not taken for an orphan). An instance not shutting down, whose provider id
+  no NodeClaim has, launched more than ``min_age`` (30 s) ago → ``cloud.delete`` and its Node (if
+  any) deleted, its finalizer released. **kubespot spares** an instance tagged with the name of a
+  NodeClaim that exists and is not yet launched: its launch's status write was lost, and the
+  claim's next launch returns that very instance (docs/designs/launching.md §3: no double launch).
+- A Registered NodeClaim, not being deleted, whose provider id the cloud does not list, is deleted
+  (reason ``garbage_collected``) unless its Node is still Ready (the kubelet is alive).
+- Passes every ``intervals[0]`` seconds for the first ``intervals[1]`` passes, then every
+  ``intervals[2]`` (aws: 10 s for 20 passes, then 2 min).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from kubespot.cloud.errors import NodeClaimNotFound
+from kubespot.cloud.provider import CloudNodeClaim, CloudProvider
+from kubespot.kube import KubeError
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import Clock
+
+from .objects import (
+    LAUNCHED,
+    REGISTERED,
+    TERMINATION_FINALIZER,
+    Obj,
+    deleting,
+    finalizers,
+    is_true,
+    name,
+    node_provider_id,
+    node_ready,
+    provider_id,
+    resource_version,
+)
+
+__all__ = ["GarbageCollector", "lost_claims", "orphan_instances"]
+
+log = logging.getLogger("kubespot.controller.nodeclaim")
+
+#: Instances younger than this may be launches whose claim status is not written yet.
+MIN_AGE = 30.0
+_GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+
+
+def orphan_instances(
+    instances: Iterable[CloudNodeClaim], claims: Iterable[Obj], now: float, *, min_age: float = MIN_AGE
+) -> list[CloudNodeClaim]:
+    """The instances to terminate: see the module's first point. ``now`` in seconds since the epoch."""
+    claims = list(claims)
+    claimed = {provider_id(c) for c in claims} - {""}
+    waiting = {name(c) for c in claims if not is_true(c, LAUNCHED) and not deleting(c)}
+    return [
+        i
+        for i in instances
+        if i.state not in _GONE_STATES
+        and i.provider_id not in claimed
+        and not (i.name and i.name in waiting)
+        and now - i.launched_at > min_age
+    ]
+
+
+def lost_claims(
+    claims: Iterable[Obj], instances: Iterable[CloudNodeClaim], nodes: Mapping[str, Sequence[Obj]]
+) -> list[Obj]:
+    """The claims to delete: see the module's second point. ``nodes``: provider id → its Nodes."""
+    live = {i.provider_id for i in instances if i.state not in _GONE_STATES}
+    out = []
+    for c in claims:
+        pid = provider_id(c)
+        if not is_true(c, REGISTERED) or deleting(c) or pid in live:
+            continue
+        found = nodes.get(pid, ())
+        if len(found) == 1 and node_ready(found[0]):
+            continue
+        out.append(c)
+    return out
+
+
+class GarbageCollector:
+    """The two collectors in one singleton loop (the leader's)."""
+
+    def __init__(
+        self,
+        *,
+        cloud: CloudProvider,
+        claims: CustomObjects,
+        nodes: CustomObjects,
+        clock: Clock,
+        intervals: tuple[float, int, float] = (10.0, 20, 120.0),
+        min_age: float = MIN_AGE,
+    ) -> None:
+        self._cloud = cloud
+        self._claims = claims
+        self._nodes = nodes
+        self._clock = clock
+        self.intervals = intervals
+        self.min_age = min_age
+        self.passes = 0
+        #: When a pass last finished (None while not running: a standby replica).
+        self.last_pass: datetime | None = None
+        self.started: datetime | None = None
+
+    async def run(self) -> None:
+        self.started = self._clock.now()
+        self.passes = 0
+        try:
+            while True:
+                try:
+                    await self.run_pass()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a failed pass (cloud or API down) is logged and tried again
+                    log.exception("nodeclaim garbage collection: pass failed")
+                self.passes += 1
+                first, count, then = self.intervals
+                await self._clock.sleep(first if self.passes < count else then)
+        finally:
+            self.started = self.last_pass = None
+
+    async def run_pass(self) -> None:
+        instances = await self._cloud.list()
+        claims = list((await self._claims.list()).items)
+        nodes = list((await self._nodes.list()).items)
+        by_pid: dict[str, list[Obj]] = {}
+        for n in nodes:
+            by_pid.setdefault(node_provider_id(n), []).append(n)
+        now = self._clock.now().timestamp()
+        for instance in orphan_instances(instances, claims, now, min_age=self.min_age):
+            log.info(
+                "nodeclaim garbage collection: terminating %s (%s, no NodeClaim)",
+                instance.provider_id,
+                instance.instance_type,
+            )
+            with contextlib.suppress(NodeClaimNotFound):
+                await self._cloud.delete(instance.provider_id)
+            for node in by_pid.get(instance.provider_id, ()):
+                await self._delete_node(node)
+        for claim in lost_claims(claims, instances, by_pid):
+            log.info(
+                "nodeclaim garbage collection: deleting nodeclaim %s (instance %s is gone)",
+                name(claim),
+                provider_id(claim),
+            )
+            await self._claims.delete(name(claim))
+        self.last_pass = self._clock.now()
+
+    async def _delete_node(self, node: Obj) -> None:
+        """The Node of a terminated instance: deleted, its finalizer released (nothing is left to
+        drain: the instance is gone)."""
+        node_name = name(node)
+        await self._nodes.delete(node_name)
+        if TERMINATION_FINALIZER not in finalizers(node):
+            return
+        current = await self._nodes.get(node_name)
+        if current is None:
+            return
+        kept = [f for f in finalizers(current) if f != TERMINATION_FINALIZER]
+        try:
+            await self._nodes.patch(
+                node_name, {"metadata": {"finalizers": kept, "resourceVersion": resource_version(current)}}
+            )
+        except KubeError as err:
+            if err.code not in (404, 409):
+                raise

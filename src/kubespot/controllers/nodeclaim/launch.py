@@ -1,0 +1,88 @@
+"""Launch: a NodeClaim whose ``Launched`` condition is Unknown gets capacity from the cloud, as
+Karpenter's launch step (kubernetes-sigs/karpenter ``pkg/controllers/nodeclaim/lifecycle/launch.go``
+``Launch.Reconcile``, ``launchNodeClaim``, ``PopulateNodeClaimDetails``; events in ``events.go``).
+
+- Success: labels are the cloud's overlaid by the NodeClaim's own (its own win), annotations the
+  NodeClaim's overlaid by the cloud's, ``status.providerID``, ``imageID``, ``capacity``,
+  ``allocatable``; ``Launched=True``.
+- ``InsufficientCapacityError``: Warning event ``InsufficientCapacityError`` ("NodeClaim <name>
+  event: <error>", cut at 300 characters) and the NodeClaim is deleted (the cloud has marked the
+  pools; the provisioner plans its pods again). ``NodeClassNotReadyError``: deleted.
+- ``CreateError`` (or anything else the cloud raises): ``Launched=Unknown`` with its reason and
+  message (``LaunchFailed`` for other errors), retried with backoff by the loop.
+
+Karpenter also keeps an in-memory copy of a launch for an hour in case the status write fails; the
+cloud's launches here are idempotent per NodeClaim (docs/designs/launching.md §3), so asking again
+returns the same instance, across restarts too.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kubespot.cloud.errors import CreateError, InsufficientCapacityError, NodeClassNotReadyError
+from kubespot.cloud.provider import CloudNodeClaim, CloudProvider
+from kubespot.scheduling.api.conditions import Condition
+from kubespot.scheduling.api.nodeclaim import parse_nodeclaim
+
+from .objects import LAUNCHED, Obj, annotations_of, labels, name
+
+__all__ = ["LaunchOutcome", "launch", "populate", "truncate"]
+
+log = logging.getLogger("kubespot.controller.nodeclaim")
+
+INSUFFICIENT_CAPACITY = "InsufficientCapacityError"
+
+
+def truncate(message: str) -> str:
+    """``truncateMessage``: at most 300 characters, then ``...``."""
+    return message if len(message) < 300 else message[:300] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchOutcome:
+    """What a launch attempt came to."""
+
+    launched: CloudNodeClaim | None = None
+    #: Set when the NodeClaim is to be deleted: ``insufficient_capacity``, ``nodeclass_not_ready``.
+    delete_reason: str = ""
+    #: A Warning event on the NodeClaim: (reason, message).
+    event: tuple[str, str] | None = None
+    #: ``Launched=Unknown`` with the failure's reason (the launch is retried).
+    condition: Condition | None = None
+
+
+async def launch(cloud: CloudProvider, claim: Obj) -> LaunchOutcome:
+    """Ask ``cloud`` for the claim's capacity; never raises for the cloud's errors."""
+    spec = parse_nodeclaim(claim).spec
+    try:
+        launched = await cloud.create(spec)
+    except InsufficientCapacityError as err:
+        message = f"NodeClaim {name(claim)} event: {truncate(str(err))}"
+        return LaunchOutcome(delete_reason="insufficient_capacity", event=(INSUFFICIENT_CAPACITY, message))
+    except NodeClassNotReadyError as err:
+        log.error("nodeclaim %s: nodeclass not ready: %s", name(claim), err)
+        return LaunchOutcome(delete_reason="nodeclass_not_ready")
+    except CreateError as err:
+        return LaunchOutcome(condition=Condition(LAUNCHED, "Unknown", err.reason, truncate(err.message)))
+    except Exception as err:  # any other failure is Karpenter's LaunchFailed: retried, never fatal
+        log.exception("nodeclaim %s: launch failed", name(claim))
+        return LaunchOutcome(condition=Condition(LAUNCHED, "Unknown", "LaunchFailed", truncate(str(err))))
+    return LaunchOutcome(launched=launched)
+
+
+def populate(claim: Obj, launched: CloudNodeClaim) -> None:
+    """``PopulateNodeClaimDetails`` on ``claim`` (a working copy)."""
+    meta = claim.setdefault("metadata", {})
+    meta["labels"] = {**launched.labels, **labels(claim)}
+    if annotations_of(claim):
+        meta["annotations"] = annotations_of(claim)
+    status = claim.setdefault("status", {})
+    status["providerID"] = launched.provider_id
+    if launched.image_id:
+        status["imageID"] = launched.image_id
+    if launched.capacity:
+        status["capacity"] = dict(launched.capacity)
+    if launched.allocatable:
+        status["allocatable"] = dict(launched.allocatable)

@@ -1,0 +1,413 @@
+"""The NodeClaim lifecycle loop: every NodeClaim reconciled when it or its Node changes, and when a
+timeout or a retry is due, as Karpenter's lifecycle controller (kubernetes-sigs/karpenter
+``pkg/controllers/nodeclaim/lifecycle/controller.go``: NodeClaims watched, Nodes watched and mapped
+to their claim by provider id, a per-object exponential rate limit of 1 s to 1 min).
+
+One reconcile of a claim not being deleted: the finalizer ``karpenter.sh/termination`` added
+(conditional on the version read) before anything is launched; launch (``launch``); after a launch
+its result is written at once and the claim looked at again; otherwise registration, initialization
+and liveness (``lifecycle.advance``), the Node writes they ask for, the claim's labels and
+annotations (merge patch) then its status (PUT with the version read). A deleted claim goes to
+``termination``. At most one task works on a claim at a time; a change meanwhile makes it due again.
+
+Never crashes on the API: 404 ends the reconcile (the watch says the rest), 409 retries soon after
+the watch brought the newer object, anything else (429, 5xx, the cloud failing) is logged with the
+claim and retried with ``model.backoff.full_jitter``. The state is rebuilt from the API on every
+start (the lease won again): the first list makes every claim due, and the cloud's idempotent
+launches make a claim whose status write was lost find its instance again. ``started`` and
+``last_pass`` (when the dispatcher last ran) are what /healthz reads; both are cleared on stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import random
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, Protocol
+
+from kubespot.cloud.provider import CloudProvider
+from kubespot.config.launch import LaunchSettings
+from kubespot.kube import KubeError, ObjectRef
+from kubespot.kube.custom import CustomObjects, ObjectList
+from kubespot.model import Clock
+from kubespot.model.backoff import full_jitter
+from kubespot.scheduling.api.conditions import Condition
+
+from .launch import launch, populate
+from .lifecycle import advance
+from .objects import (
+    LAUNCHED,
+    TERMINATION_FINALIZER,
+    Obj,
+    annotations_of,
+    deleting,
+    finalizers,
+    is_unknown,
+    labels,
+    name,
+    node_provider_id,
+    provider_id,
+    resource_version,
+    set_conditions,
+    uid,
+)
+from .termination import Terminator
+
+__all__ = ["NodeClaimLoop"]
+
+log = logging.getLogger("kubespot.controller.nodeclaim")
+
+CLAIM, NODE = "NodeClaim", "Node"
+
+
+class _Retry(Exception):
+    """The reconcile wrote what it could and wants the backoff (a launch that failed)."""
+
+
+class Events(Protocol):
+    """What the loop records on NodeClaims (``kube.EventRecorder.record`` fits)."""
+
+    async def record(self, obj: ObjectRef, reason: str, message: str, *, warning: bool = False) -> None: ...
+
+
+def _newer(new: Obj, old: Obj | None) -> bool:
+    if old is None:
+        return True
+    try:
+        return int(resource_version(new)) >= int(resource_version(old))
+    except ValueError:
+        return True
+
+
+class NodeClaimLoop:
+    """Reconciles every NodeClaim while it runs (on the leader)."""
+
+    def __init__(
+        self,
+        *,
+        claims: CustomObjects,
+        nodes: CustomObjects,
+        cloud: CloudProvider,
+        terminator: Terminator,
+        settings: LaunchSettings,
+        clock: Clock,
+        recorder: Events | None = None,
+        retry_base: float = 1.0,
+        retry_cap: float = 60.0,
+        concurrency: int = 64,
+        idle_wake: float = 30.0,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self._claims_api = claims
+        self._nodes_api = nodes
+        self._cloud = cloud
+        self._terminator = terminator
+        self._settings = settings
+        self._clock = clock
+        self._recorder = recorder
+        self._retry_base, self._retry_cap = retry_base, retry_cap
+        self._slots = asyncio.Semaphore(concurrency)
+        self._idle_wake = idle_wake
+        self._rng = rng
+        self.claims: dict[str, Obj] = {}
+        self.nodes: dict[str, Obj] = {}
+        #: provider id → names of the Nodes carrying it.
+        self._by_pid: dict[str, set[str]] = {}
+        self._due: dict[str, float] = {}
+        self._failures: dict[str, int] = {}
+        #: claim → (its task, when it started).
+        self._running: dict[str, tuple[asyncio.Task[None], datetime]] = {}
+        self._wake = asyncio.Event()
+        self.started: datetime | None = None
+        self.last_pass: datetime | None = None
+        #: Reconciles that failed, by kind of failure (for tests and metrics).
+        self.errors: dict[str, int] = {}
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.started = self._clock.now()
+        self.claims.clear()
+        self.nodes.clear()
+        self._by_pid.clear()
+        self._due.clear()
+        listings = {CLAIM: await self._list(self._claims_api), NODE: await self._list(self._nodes_api)}
+        self._replace_all(NODE, listings[NODE].items)
+        self._replace_all(CLAIM, listings[CLAIM].items)
+        watches = [
+            asyncio.create_task(
+                self._watch(CLAIM, self._claims_api, listings[CLAIM]), name="kubespot-watch-nodeclaims"
+            ),
+            asyncio.create_task(
+                self._watch(NODE, self._nodes_api, listings[NODE]), name="kubespot-watch-nodes-nc"
+            ),
+        ]
+        try:
+            while True:
+                self._dispatch()
+                self.last_pass = self._clock.now()
+                await self._wait()
+        finally:
+            self.started = self.last_pass = None
+            tasks = [*watches, *(t for t, _ in self._running.values())]
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self._running.clear()
+
+    async def _list(self, api: CustomObjects) -> ObjectList:
+        attempt = 0
+        while True:
+            try:
+                return await api.list()
+            except KubeError as err:
+                log.warning("nodeclaim: cannot list %s: %s", api.path, err)
+                await self._clock.sleep(self._backoff(attempt))
+                attempt += 1
+
+    async def _watch(self, kind: str, api: CustomObjects, listing: ObjectList) -> None:
+        while not listing.served:
+            # No CRD yet: looked for again now and then (installing it later needs no restart).
+            log.warning("nodeclaim: the API server does not serve %s (CRD not installed?)", api.path)
+            await self._clock.sleep(self._idle_wake)
+            listing = await self._list(api)
+            self._replace_all(kind, listing.items)
+            self._wake.set()
+        async for op, obj, relisted in api.watch(listing.resource_version):
+            if relisted is not None:
+                self._replace_all(kind, relisted.items)
+            elif obj is not None:
+                self._changed(kind, op, obj)
+            self._wake.set()
+
+    def _dispatch(self) -> None:
+        now = self._clock.monotonic()
+        for key in [k for k, at in self._due.items() if at <= now and k not in self._running]:
+            self._due.pop(key, None)
+            task = asyncio.create_task(self._reconcile_task(key), name=f"kubespot-nodeclaim-{key}")
+            self._running[key] = (task, self._clock.now())
+
+    async def _wait(self) -> None:
+        now = self._clock.monotonic()
+        waiting = [at for k, at in self._due.items() if k not in self._running]
+        delay = max(0.0, min(min(waiting, default=now + self._idle_wake) - now, self._idle_wake))
+        if delay <= 0 and waiting:
+            await asyncio.sleep(0)  # let the tasks just started run before dispatching again
+            return
+        self._wake.clear()
+        sleeper = asyncio.ensure_future(self._clock.sleep(delay))
+        woken = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            woken.cancel()
+
+    def overdue(self, now: datetime, after: float) -> list[str]:
+        """Claims whose reconcile (not a termination: drains may take long) has run over ``after``."""
+        return [
+            key
+            for key, (_, since) in self._running.items()
+            if (now - since).total_seconds() > after and not deleting(self.claims.get(key) or {})
+        ]
+
+    # -- what changed -----------------------------------------------------------------------------
+
+    def _replace_all(self, kind: str, items: Iterable[Obj]) -> None:
+        cache = self.claims if kind == CLAIM else self.nodes
+        fresh = {name(o): o for o in items if name(o)}
+        for gone in set(cache) - set(fresh):
+            self._changed(kind, "DELETED", cache[gone])
+        for obj in fresh.values():
+            self._changed(kind, "ADDED", obj)
+
+    def _changed(self, kind: str, op: str, obj: Obj) -> None:
+        key = name(obj)
+        if not key:
+            return
+        now = self._clock.monotonic()
+        if kind == CLAIM:
+            if op == "DELETED":
+                self.claims.pop(key, None)
+                self._due.pop(key, None)
+                self._failures.pop(key, None)
+            elif _newer(obj, self.claims.get(key)):
+                self.claims[key] = obj
+                self._due[key] = now
+            return
+        old = self.nodes.pop(key, None)
+        if old is not None:
+            self._by_pid.get(node_provider_id(old), set()).discard(key)
+        if op != "DELETED":
+            self.nodes[key] = obj
+            self._by_pid.setdefault(node_provider_id(obj), set()).add(key)
+        pids = {node_provider_id(o) for o in (old, obj) if o is not None} - {""}
+        for claim_name, claim in self.claims.items():
+            if provider_id(claim) in pids:
+                self._due[claim_name] = now
+
+    def _stored(self, obj: Obj) -> None:
+        """A version of a claim this loop wrote (the watch brings it too, maybe later)."""
+        if name(obj) in self.claims and _newer(obj, self.claims.get(name(obj))):
+            self.claims[name(obj)] = obj
+
+    def nodes_for(self, pid: str) -> list[Obj]:
+        if not pid:
+            return []
+        return [self.nodes[n] for n in sorted(self._by_pid.get(pid, ())) if n in self.nodes]
+
+    def _backoff(self, attempt: int) -> float:
+        # At least a tenth of the base: a run of zero draws must not spin.
+        base, cap = self._retry_base, self._retry_cap
+        return max(base / 10, full_jitter(attempt, base=base, cap=cap, rng=self._rng))
+
+    def _requeue(self, key: str, after: float) -> None:
+        at = self._clock.monotonic() + after
+        self._due[key] = min(self._due.get(key, at), at)
+
+    def _failed(self, key: str, kind: str) -> None:
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        attempt = self._failures.get(key, 0)
+        self._failures[key] = attempt + 1
+        self._requeue(key, self._backoff(attempt))
+
+    # -- one claim --------------------------------------------------------------------------------
+
+    async def _reconcile_task(self, key: str) -> None:
+        try:
+            claim = self.claims.get(key)
+            if claim is None:
+                return
+            if deleting(claim):
+                after = await self._terminator.finalize(
+                    claim, self.nodes_for(provider_id(claim)), self._stored
+                )
+            else:
+                async with self._slots:
+                    after = await self._reconcile(claim)
+            self._failures.pop(key, None)
+            if after is not None:
+                self._requeue(key, after)
+        except asyncio.CancelledError:
+            self._due.setdefault(key, self._clock.monotonic())
+            raise
+        except _Retry:
+            self._failed(key, "launch")
+        except KubeError as err:
+            if err.code == 404:
+                return  # gone meanwhile: the watch says so
+            if err.code == 409:
+                log.debug("nodeclaim %s: conflict (%s); retrying", key, err)
+                self._failed(key, "conflict")
+                return
+            log.warning("nodeclaim %s: API error %s: %s; retrying", key, err.code, err)
+            self._failed(key, f"api-{err.code}")
+        except Exception:  # one claim must never stop the others: logged, retried later
+            log.exception("nodeclaim %s: reconcile failed; retrying", key)
+            self._failed(key, "unexpected")
+        finally:
+            self._running.pop(key, None)
+            self._wake.set()
+
+    async def _reconcile(self, claim: Obj) -> float | None:
+        key = name(claim)
+        if TERMINATION_FINALIZER not in finalizers(claim):
+            # Before anything is launched: an instance must never exist for a claim that can be
+            # deleted without its finalizer running.
+            claim = await self._claims_api.patch(
+                key,
+                {
+                    "metadata": {
+                        "finalizers": [*finalizers(claim), TERMINATION_FINALIZER],
+                        "resourceVersion": resource_version(claim),
+                    }
+                },
+            )
+            self._stored(claim)
+        now = self._clock.now()
+        work: Obj = copy.deepcopy(claim)
+        set_conditions(work, [], now)
+        if is_unknown(work, LAUNCHED):
+            outcome = await launch(self._cloud, work)
+            if outcome.delete_reason:
+                if outcome.event is not None:
+                    await self._event(work, *outcome.event)
+                log.info("nodeclaim %s: deleting (%s)", key, outcome.delete_reason)
+                await self._claims_api.delete(key)
+                return None
+            if outcome.condition is not None:
+                set_conditions(work, [outcome.condition], self._clock.now())
+                await self._write(claim, work)
+                log.warning(
+                    "nodeclaim %s: launch failed: %s: %s",
+                    key,
+                    outcome.condition.reason,
+                    outcome.condition.message,
+                )
+                raise _Retry
+            assert outcome.launched is not None
+            populate(work, outcome.launched)
+            set_conditions(work, [Condition(LAUNCHED, "True", LAUNCHED)], self._clock.now())
+            launched = outcome.launched
+            log.info(
+                "nodeclaim %s: launched %s (%s, %s, %s)",
+                key,
+                launched.provider_id,
+                launched.instance_type,
+                launched.zone,
+                launched.capacity_type,
+            )
+            await self._write(claim, work)
+            return 0.0
+        step = advance(
+            work,
+            self.nodes_for(provider_id(work)),
+            now,
+            launch_timeout=self._settings.launch_timeout,
+            registration_timeout=self._settings.registration_timeout,
+        )
+        if step.node_patch is not None:
+            node_name, patch = step.node_patch
+            self._stored_node(await self._nodes_api.patch(node_name, patch))
+        if step.node_labels is not None:
+            node_name, node_labels = step.node_labels
+            self._stored_node(await self._nodes_api.patch(node_name, {"metadata": {"labels": node_labels}}))
+        for reason, message in step.events:
+            await self._event(work, reason, message)
+        await self._write(claim, work)
+        if step.delete_reason:
+            log.info("nodeclaim %s: deleting (%s)", key, step.delete_reason)
+            await self._claims_api.delete(key)
+            return None
+        return step.requeue_after
+
+    def _stored_node(self, node: Obj) -> None:
+        if name(node) in self.nodes:
+            self._changed(NODE, "MODIFIED", node)
+
+    async def _write(self, claim: Obj, work: Obj) -> None:
+        """``work``'s labels and annotations (merge patch), then its status (PUT with the version
+        read), each only when it changed."""
+        stored = claim
+        meta: dict[str, Any] = {}
+        if labels(work) != labels(claim):
+            meta["labels"] = labels(work)
+        if annotations_of(work) != annotations_of(claim):
+            meta["annotations"] = annotations_of(work)
+        if meta:
+            stored = await self._claims_api.patch(name(claim), {"metadata": meta})
+            self._stored(stored)
+        if work.get("status") != claim.get("status"):
+            self._stored(await self._claims_api.replace_status({**stored, "status": work["status"]}))
+
+    async def _event(self, claim: Obj, reason: str, message: str) -> None:
+        if self._recorder is None:
+            return
+        ref = ObjectRef(CLAIM, name(claim), None, uid(claim) or None, api_version="karpenter.sh/v1")
+        await self._recorder.record(ref, reason, message, warning=True)

@@ -1,0 +1,173 @@
+"""Termination: a deleted NodeClaim holding ``karpenter.sh/termination`` gives its Node back and its
+instance up, then lets go, as Karpenter's finalizer (kubernetes-sigs/karpenter
+``pkg/controllers/nodeclaim/lifecycle/controller.go`` ``finalize``) with the Node's drain done here
+by kubespot's drain engine (where Karpenter's node termination controller drains,
+``pkg/controllers/node/termination``).
+
+1. Registered: each Node with the claim's provider id is cordoned and drained by
+   ``actions.drain.drain_node`` (tiers, PodDisruptionBudgets, deadline), deleted, and its
+   ``karpenter.sh/termination`` finalizer removed. The deadline is the claim's
+   ``deletionTimestamp`` + ``spec.terminationGracePeriod`` when set (pods a budget still blocks then
+   are handled by ``drain.pdb_deadline_action``, as Karpenter deletes them at that time); without
+   one, ``drain.voluntary_timeout`` from now with budgets kept to the end (Karpenter waits for
+   them for ever).
+2. A provider id: ``cloud.delete`` until it answers ``NodeClaimNotFound``; meanwhile
+   ``InstanceTerminating=True`` and a look again ``recheck`` seconds later (Karpenter: 5 s).
+3. The claim's finalizer is removed last. A claim deleted before it launched has no provider id
+   and no Node: its finalizer goes at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from kubespot.actions.drain import DrainEvents, drain_node
+from kubespot.cloud.errors import NodeClaimNotFound
+from kubespot.cloud.provider import CloudProvider
+from kubespot.config.drain import DrainSettings
+from kubespot.kube import KubeClient, KubeError
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import Clock
+from kubespot.scheduling.api.conditions import Condition
+
+from .objects import (
+    INSTANCE_TERMINATING,
+    REGISTERED,
+    TERMINATION_FINALIZER,
+    Obj,
+    deleting,
+    finalizers,
+    is_true,
+    meta,
+    name,
+    provider_id,
+    resource_version,
+    set_conditions,
+)
+
+__all__ = ["Terminator", "drain_deadline"]
+
+log = logging.getLogger("kubespot.controller.nodeclaim")
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _seconds(duration: str) -> float | None:
+    """A Go duration (``1h30m``, ``45s``) in seconds; None when it is not one."""
+    text = duration.strip()
+    if not text or _DURATION.sub("", text):
+        return None
+    return sum(float(n) * _UNIT[u] for n, u in _DURATION.findall(text))
+
+
+def drain_deadline(claim: Obj, settings: DrainSettings, now: datetime) -> tuple[DrainSettings, datetime]:
+    """The drain's settings and deadline for a deleted ``claim`` (see the module's step 1)."""
+    grace = (claim.get("spec") or {}).get("terminationGracePeriod")
+    seconds = _seconds(grace) if isinstance(grace, str) else None
+    stamp = meta(claim).get("deletionTimestamp")
+    if seconds is not None and isinstance(stamp, str):
+        deleted = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        return settings, deleted + timedelta(seconds=seconds)
+    return dataclasses.replace(settings, pdb_deadline_action="keep"), now + timedelta(
+        seconds=settings.voluntary_timeout
+    )
+
+
+class Terminator:
+    """Runs the finalizer of one deleted NodeClaim at a time (the loop keeps one task per claim)."""
+
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        claims: CustomObjects,
+        nodes: CustomObjects,
+        cloud: CloudProvider,
+        drain: DrainSettings,
+        clock: Clock,
+        recorder: DrainEvents | None = None,
+        recheck: float = 5.0,
+    ) -> None:
+        self._kube = kube
+        self._claims = claims
+        self._nodes = nodes
+        self._cloud = cloud
+        self._drain = drain
+        self._clock = clock
+        self._recorder = recorder
+        self.recheck = recheck
+
+    async def finalize(
+        self, claim: Obj, nodes: Sequence[Obj], on_stored: Callable[[Obj], None]
+    ) -> float | None:
+        """One step of the finalizer; seconds until the next (None: done or nothing to do).
+        ``on_stored`` is told of every version of the claim this writes."""
+        if TERMINATION_FINALIZER not in finalizers(claim):
+            return None
+        if is_true(claim, REGISTERED):
+            for node in nodes:
+                await self._retire(claim, node)
+        pid = provider_id(claim)
+        if pid:
+            try:
+                await self._cloud.delete(pid)
+            except NodeClaimNotFound:
+                pass
+            else:
+                work: Obj = {**claim, "status": dict(claim.get("status") or {})}
+                set_conditions(
+                    work, [Condition(INSTANCE_TERMINATING, "True", INSTANCE_TERMINATING)], self._clock.now()
+                )
+                if work["status"] != claim.get("status"):
+                    on_stored(await self._claims.replace_status(work))
+                return self.recheck
+        kept = [f for f in finalizers(claim) if f != TERMINATION_FINALIZER]
+        stored = await self._claims.patch(
+            name(claim), {"metadata": {"finalizers": kept, "resourceVersion": resource_version(claim)}}
+        )
+        on_stored(stored)
+        log.info("nodeclaim %s: deleted (instance %s)", name(claim), pid or "never launched")
+        return None
+
+    async def _retire(self, claim: Obj, node: Obj) -> None:
+        """Cordon, drain, delete the Node and release its finalizer."""
+        node_name = name(node)
+        if not deleting(node):
+            try:
+                await self._kube.cordon(node_name)
+            except KubeError as err:
+                if err.code != 404:
+                    raise
+                return
+            settings, deadline = drain_deadline(claim, self._drain, self._clock.now())
+            result = await drain_node(
+                node_name,
+                kube=self._kube,
+                settings=settings,
+                deadline=deadline,
+                clock=self._clock,
+                recorder=self._recorder,
+            )
+            log.info(
+                "nodeclaim %s: node %s drained (%s)",
+                name(claim),
+                node_name,
+                ", ".join(f"{k} {v}" for k, v in sorted(result.counts().items())) or "no pods",
+            )
+            await self._nodes.delete(node_name)
+        current = await self._nodes.get(node_name)
+        if current is None or TERMINATION_FINALIZER not in finalizers(current):
+            return
+        kept = [f for f in finalizers(current) if f != TERMINATION_FINALIZER]
+        try:
+            await self._nodes.patch(
+                node_name, {"metadata": {"finalizers": kept, "resourceVersion": resource_version(current)}}
+            )
+        except KubeError as err:
+            if err.code != 404:
+                raise
