@@ -70,8 +70,8 @@ def test_runnable_names_are_unique_across_controllers() -> None:
     """They name the operator's tasks and the leader's duties (and /healthz's "stopped: …")."""
     got = wired(**EVERYTHING_ON)
     names = [n for runnables in got.values() for n, _ in runnables]
-    assert len(names) == len(set(names)) == 13
-    assert len(CONTROLLERS) == 4
+    assert len(names) == len(set(names)) == 15
+    assert len(CONTROLLERS) == 5
 
 
 def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> None:
@@ -133,6 +133,22 @@ def test_learn_from_interruptions_off_shares_nothing() -> None:
         parts = by_name["provisioning"].parts["provisioning"]
         assert parts.provisioner.prespin is learns  # type: ignore[attr-defined]
         assert parts.doom._fence is learns  # type: ignore[attr-defined]
+
+
+def test_the_nodeclaim_lifecycle_runs_on_the_leader_with_provisioning_through_its_cloud() -> None:
+    """Karpenter's nodeclaim lifecycle and garbage collection controllers run in the elected pod
+    (kubernetes-sigs/karpenter pkg/controllers/controllers.go NewControllers, one manager with
+    leader election); kubespot switches them on with provisioning and launches through the
+    provisioning controller's one cloud provider (docs/designs/launching.md §2)."""
+    assert "nodeclaim" not in wired(KUBESPOT_QUEUE_URL=QUEUE)
+    got = wired(KUBESPOT_PROVISIONING_ENABLED="true")
+    assert got["nodeclaim"] == [("nodeclaim-lifecycle", True), ("nodeclaim-garbage-collection", True)]
+    controllers = {c.name: c for c in new_controllers(shared(KUBESPOT_PROVISIONING_ENABLED="true"))}
+    cloud = controllers["provisioning"].parts["provisioning"].cloud  # type: ignore[attr-defined]
+    parts = controllers["nodeclaim"].parts["nodeclaim"]
+    assert parts.gc._cloud is cloud  # type: ignore[attr-defined]
+    checks = controllers["nodeclaim"].checks(datetime.now(tz=UTC))
+    assert [(c.name, c.ok) for c in checks] == [("nodeclaim", True), ("nodeclaim-gc", True)]
 
 
 async def test_provisioning_without_a_region_stops_the_start_up() -> None:

@@ -1,0 +1,433 @@
+"""The NodeClaim controller over HTTP: kubesim serving the chart's CRDs (its kubelet posting Node
+readiness and killing evicted pods, its scheduler off), a ``FakeCloud`` launching.
+
+Each test names the kubernetes-sigs/karpenter (core) or aws/karpenter-provider-aws (aws) function
+it follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from kubespot.cloud.fake import FakeCloud, fake_type
+from kubespot.cloud.unavailable import UnavailableOfferings
+from kubespot.config.drain import DrainSettings
+from kubespot.config.kube import KubeSettings
+from kubespot.config.launch import LaunchSettings
+from kubespot.controllers.nodeclaim.garbage_collection import GarbageCollector
+from kubespot.controllers.nodeclaim.loop import NodeClaimLoop
+from kubespot.controllers.nodeclaim.objects import NODECLAIMS, NODES
+from kubespot.controllers.nodeclaim.termination import Terminator
+from kubespot.kube import EventRecorder, KubeClient, connect
+from kubespot.kube.custom import CustomObjects
+from kubespot.model import SystemClock
+from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
+from kubespot.sim.kubesim.app import KubeSim
+from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.testing import node as node_body
+from kubespot.sim.kubesim.testing import pod as pod_body
+
+ROOT = Path(__file__).resolve().parents[4]
+CRDS = ROOT / "deploy" / "helm" / "kubespot" / "crds"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+Obj = dict[str, Any]
+
+FAST = ControllerConfig(
+    pod_start_seconds=0.05,
+    lease_renew_seconds=0.1,
+    node_status_seconds=0.2,
+    node_ready_seconds=0.05,
+    node_monitor_grace_seconds=5.0,
+    pod_gc_check_seconds=0.1,
+    pod_gc_quarantine_seconds=0.4,
+    scheduler=False,
+    workloads=False,
+)
+
+
+@dataclass
+class Env:
+    sim: KubeSim
+    http: aiohttp.ClientSession
+    kube: KubeClient
+    cloud: FakeCloud
+    unavailable: UnavailableOfferings
+    settings: LaunchSettings
+    loop: NodeClaimLoop
+    gc: GarbageCollector
+    tasks: list[asyncio.Task[None]]
+
+    async def call(self, method: str, path: str, body: Any = None, *, expect: int | None = None) -> Obj:
+        headers = MERGE if method == "PATCH" else None
+        async with self.http.request(method, path, json=body, headers=headers) as r:
+            data: Obj = await r.json()
+            assert (r.status == expect) if expect is not None else r.status < 300, (
+                method,
+                path,
+                r.status,
+                data,
+            )
+            return data
+
+    async def get(self, path: str) -> Obj | None:
+        async with self.http.get(path) as r:
+            return dict(await r.json()) if r.status == 200 else None
+
+    async def until(self, path: str, check: Callable[[Obj | None], bool], within: float = 5.0) -> Obj | None:
+        deadline = time.monotonic() + within
+        while True:
+            obj = await self.get(path)
+            if check(obj):
+                return obj
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path}: {obj}")
+            await asyncio.sleep(0.02)
+
+    async def create_claim(self, name: str = "general-abc", **spec: Any) -> Obj:
+        return await self.call("POST", f"/{NODECLAIMS}", nodeclaim(name, **spec))
+
+    async def create_node(self, name: str, provider_id: str, *, taints: list[Obj] | None = None) -> Obj:
+        body = node_body(name, taints=taints if taints is not None else [UNREGISTERED])
+        body["spec"]["providerID"] = provider_id
+        return await self.call("POST", "/api/v1/nodes", body)
+
+    def start_loop(self) -> None:
+        self.loop = _loop(self.kube, self.cloud, self.settings)
+        self.tasks.append(asyncio.create_task(self.loop.run()))
+
+    async def stop_loop(self) -> None:
+        task = self.tasks.pop(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
+
+
+def nodeclaim(name: str, **spec: Any) -> Obj:
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": name, "labels": {"karpenter.sh/nodepool": "general", "team": "a"}},
+        "spec": {
+            "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]}
+            ],
+            "resources": {"requests": {"cpu": "1"}},
+            **spec,
+        },
+    }
+
+
+def conditions(obj: Obj | None) -> dict[str, Obj]:
+    return {c["type"]: c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+
+
+def is_(type_: str, status: str) -> Callable[[Obj | None], bool]:
+    return lambda obj: conditions(obj).get(type_, {}).get("status") == status
+
+
+def gone(obj: Obj | None) -> bool:
+    return obj is None
+
+
+def _loop(kube: KubeClient, cloud: FakeCloud, settings: LaunchSettings, **kwargs: Any) -> NodeClaimLoop:
+    claims, nodes = CustomObjects(kube, NODECLAIMS), CustomObjects(kube, NODES)
+    clock = SystemClock()
+    terminator = Terminator(
+        kube=kube,
+        claims=claims,
+        nodes=nodes,
+        cloud=cloud,
+        drain=DrainSettings(retry_backoff_base=0.05, retry_backoff_cap=0.2),
+        clock=clock,
+        recheck=0.1,
+    )
+    recorder = EventRecorder(kube=kube, component="kubespot")
+    return NodeClaimLoop(
+        claims=claims,
+        nodes=nodes,
+        cloud=cloud,
+        terminator=terminator,
+        settings=settings,
+        clock=clock,
+        recorder=recorder,
+        retry_base=0.3,
+        retry_cap=0.3,
+        idle_wake=0.5,
+        rng=lambda: 1.0,
+        **kwargs,
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(settings: LaunchSettings | None = None, *, gc_min_age: float = 30.0) -> AsyncIterator[Env]:
+    settings = settings or LaunchSettings()
+    async with KubeSim(controllers=FAST) as sim, aiohttp.ClientSession(sim.url) as http:
+        for path in sorted(CRDS.glob("*.yaml")):
+            for crd in yaml.safe_load_all(path.read_text()):
+                async with http.post(CRD_PATH, json=crd) as r:
+                    assert r.status == 201, await r.text()
+        kube = connect(KubeSettings(kubeconfig=str(sim.kubeconfig_path)))
+        unavailable = UnavailableOfferings(SystemClock())
+        cloud = FakeCloud([fake_type("m5.large", 2, 8, od=0.096, spot=0.04)], unavailable=unavailable)
+        loop = _loop(kube, cloud, settings)
+        gc = GarbageCollector(
+            cloud=cloud,
+            claims=CustomObjects(kube, NODECLAIMS),
+            nodes=CustomObjects(kube, NODES),
+            clock=SystemClock(),
+            intervals=(0.1, 1000, 0.1),
+            min_age=gc_min_age,
+        )
+        tasks = [asyncio.create_task(loop.run()), asyncio.create_task(gc.run())]
+        env = Env(sim, http, kube, cloud, unavailable, settings, loop, gc, tasks)
+        try:
+            yield env
+        finally:
+            for task in env.tasks:
+                task.cancel()
+            await asyncio.gather(*env.tasks, return_exceptions=True)
+            await kube.close()
+
+
+@pytest.fixture
+async def env() -> AsyncIterator[Env]:
+    async with running() as e:
+        yield e
+
+
+CLAIM = f"/{NODECLAIMS}/general-abc"
+
+
+async def ready_claim(env: Env) -> tuple[Obj, str]:
+    """A claim launched, registered and initialized; its Node's name."""
+    await env.create_claim()
+    claim = await env.until(CLAIM, is_("Launched", "True"))
+    assert claim is not None
+    pid = claim["status"]["providerID"]
+    await env.create_node("ip-10-0-0-1", pid)
+    claim = await env.until(CLAIM, is_("Ready", "True"))
+    assert claim is not None
+    return claim, "ip-10-0-0-1"
+
+
+async def test_a_claim_launches_registers_initializes_and_turns_ready(env: Env) -> None:
+    """core lifecycle/controller.go Reconcile (finalizer before launch), launch.go
+    PopulateNodeClaimDetails, registration.go Reconcile/syncNode, initialization.go Reconcile."""
+    await env.create_claim()
+    claim = await env.until(CLAIM, is_("Launched", "True"))
+    assert claim is not None
+    assert claim["metadata"]["finalizers"] == ["karpenter.sh/termination"]
+    status = claim["status"]
+    (instance,) = env.cloud.launched.values()
+    assert status["providerID"] == instance.provider_id
+    assert status["capacity"] == {"cpu": "2", "memory": "8192Mi", "pods": "110"}
+    labels = claim["metadata"]["labels"]
+    assert labels["node.kubernetes.io/instance-type"] == "m5.large" and labels["team"] == "a"
+    assert labels["karpenter.sh/capacity-type"] == "spot"
+    assert conditions(claim)["Registered"]["reason"] == "NodeNotFound"
+    assert conditions(claim)["Ready"]["status"] == "Unknown"
+    # The node joins (as kubelet registers: the unregistered taint, its own labels).
+    await env.create_node("ip-10-0-0-1", status["providerID"])
+    claim = await env.until(CLAIM, is_("Ready", "True"))
+    assert claim is not None
+    assert claim["status"]["nodeName"] == "ip-10-0-0-1"
+    assert {t: c["status"] for t, c in conditions(claim).items()} == {
+        "Launched": "True",
+        "Registered": "True",
+        "Initialized": "True",
+        "Ready": "True",
+    }
+    node = await env.get("/api/v1/nodes/ip-10-0-0-1")
+    assert node is not None
+    assert node["metadata"]["finalizers"] == ["karpenter.sh/termination"]
+    (owner,) = node["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == (
+        "NodeClaim",
+        "general-abc",
+        claim["metadata"]["uid"],
+    )
+    node_labels = node["metadata"]["labels"]
+    assert (
+        node_labels["karpenter.sh/registered"] == "true" and node_labels["karpenter.sh/initialized"] == "true"
+    )
+    assert node_labels["team"] == "a" and node_labels["node.kubernetes.io/instance-type"] == "m5.large"
+    assert all(t["key"] != "karpenter.sh/unregistered" for t in node["spec"].get("taints") or [])
+    assert len(env.cloud.create_calls) == 1
+
+
+async def test_startup_taints_hold_initialization_until_removed(env: Env) -> None:
+    """core initialization.go Reconcile (StartupTaintsRemoved) and registration.go syncNode (the
+    startup taints merged into the Node)."""
+    await env.create_claim(startupTaints=[{"key": "cni.io/not-ready", "effect": "NoSchedule"}])
+    claim = await env.until(CLAIM, is_("Launched", "True"))
+    assert claim is not None
+    await env.create_node("ip-10-0-0-1", claim["status"]["providerID"])
+    claim = await env.until(
+        CLAIM, lambda o: conditions(o).get("Initialized", {}).get("reason") == "StartupTaintsExist"
+    )
+    node = await env.get("/api/v1/nodes/ip-10-0-0-1")
+    assert node is not None
+    assert node["spec"]["taints"] == [{"key": "cni.io/not-ready", "effect": "NoSchedule"}]
+    # The CNI is up: its agent removes the taint.
+    await env.call("PATCH", "/api/v1/nodes/ip-10-0-0-1", {"spec": {"taints": []}})
+    await env.until(CLAIM, is_("Initialized", "True"))
+
+
+async def test_deleting_a_claim_drains_its_node_then_terminates_the_instance(env: Env) -> None:
+    """core lifecycle/controller.go finalize (Node first, then CloudProvider.Delete until
+    NodeClaimNotFound with InstanceTerminating=True, the finalizer removed last), the drain by
+    kubespot's engine where Karpenter's node termination controller drains."""
+    claim, node = await ready_claim(env)
+    await env.call("POST", "/api/v1/namespaces/default/pods", pod_body("web", namespace=None, node=node))
+    await env.until(
+        "/api/v1/namespaces/default/pods/web", lambda p: (p or {}).get("status", {}).get("phase") == "Running"
+    )
+    seen: list[Obj] = []
+
+    def record(ev: Any) -> None:
+        if ev.obj.get("kind") == "NodeClaim" or ev.obj.get("metadata", {}).get("name") == node:
+            seen.append(ev.obj)
+
+    env.sim.store.add_listener(record)
+    await env.call("DELETE", CLAIM)
+    await env.until(CLAIM, gone)
+    assert await env.get("/api/v1/nodes/" + node) is None
+    assert await env.get("/api/v1/namespaces/default/pods/web") is None
+    assert env.cloud.launched == {}
+    # The order: the Node cordoned, then gone, then the instance terminating, then the claim.
+    cordoned = next(i for i, o in enumerate(seen) if o.get("spec", {}).get("unschedulable"))
+    terminating = next(i for i, o in enumerate(seen) if is_("InstanceTerminating", "True")(o))
+    assert cordoned < terminating
+    assert all(o.get("kind") == "NodeClaim" for o in seen[terminating:])
+
+
+async def test_insufficient_capacity_deletes_the_claim_with_a_warning_event(env: Env) -> None:
+    """core launch.go launchNodeClaim (IsInsufficientCapacityError: event, delete) and events.go
+    InsufficientCapacityErrorEvent; the pools marked by the cloud (aws instance.go
+    updateUnavailableOfferingsCache)."""
+    for ct in ("spot", "on-demand"):
+        for zone in ("z1", "z2"):
+            env.cloud.capacity[(ct, "m5.large", zone)] = 0
+    await env.create_claim()
+    await env.until(CLAIM, gone)
+    assert env.cloud.launched == {}
+    assert len(env.unavailable) == 2  # the spot pools tried (on-demand was not: spot is preferred)
+    events = await env.call("GET", "/api/v1/namespaces/default/events")
+    (event,) = [e for e in events["items"] if e["reason"] == "InsufficientCapacityError"]
+    assert event["type"] == "Warning"
+    assert (
+        event["involvedObject"]["kind"] == "NodeClaim"
+        and event["involvedObject"]["apiVersion"] == "karpenter.sh/v1"
+    )
+    assert event["message"].startswith(
+        "NodeClaim general-abc event: every pool of general-abc is out of capacity"
+    )
+
+
+async def test_a_create_error_is_written_to_launched_and_retried(env: Env) -> None:
+    """core launch.go launchNodeClaim (CreateError: Launched Unknown with its reason and message,
+    the error returned so the rate limiter retries)."""
+    env.cloud.fail_create = 1
+    await env.create_claim()
+    claim = await env.until(
+        CLAIM, lambda o: conditions(o).get("Launched", {}).get("reason") == "LaunchFailed"
+    )
+    assert conditions(claim)["Launched"]["message"] == "injected failure for general-abc"
+    await env.until(CLAIM, is_("Launched", "True"))
+    assert len(env.cloud.launched) == 1 and env.loop.errors.get("launch") == 1
+
+
+async def test_a_claim_deleted_before_launch_loses_its_finalizer_at_once(env: Env) -> None:
+    """core lifecycle/controller.go finalize: no providerID, no Registered: the finalizer goes."""
+    env.cloud.fail_create = 1000
+    await env.create_claim()
+    await env.until(CLAIM, lambda o: bool(o and o["metadata"].get("finalizers")))
+    await env.call("DELETE", CLAIM)
+    await env.until(CLAIM, gone)
+    assert env.cloud.launched == {}
+
+
+async def test_registration_timeout_deletes_the_claim_and_its_instance() -> None:
+    """core liveness.go Reconcile (registration_timeout) then finalize (CloudProvider.Delete)."""
+    async with running(LaunchSettings(registration_timeout=1.0)) as env:
+        await env.create_claim()
+        await env.until(CLAIM, is_("Launched", "True"))
+        assert len(env.cloud.launched) == 1
+        await env.until(CLAIM, gone, within=4.0)
+        assert env.cloud.launched == {}
+
+
+async def test_gc_terminates_an_instance_without_claim_and_deletes_its_node() -> None:
+    """aws garbagecollection/controller.go Reconcile/garbageCollect: launched > 30 s ago (here
+    0.2 s), no NodeClaim: terminated, its Node deleted."""
+    async with running(gc_min_age=0.2) as env:
+        ghost = await env.cloud.create(NodeClaimSpec(name="ghost"))
+        await env.create_node("ip-10-0-9-9", ghost.provider_id, taints=[])
+        await env.call(
+            "PATCH", "/api/v1/nodes/ip-10-0-9-9", {"metadata": {"finalizers": ["karpenter.sh/termination"]}}
+        )
+        await env.until("/api/v1/nodes/ip-10-0-9-9", gone)
+        assert env.cloud.launched == {}
+
+
+async def test_gc_deletes_a_registered_claim_whose_instance_is_gone(env: Env) -> None:
+    """core garbagecollection/controller.go Reconcile: Registered, the cloud lists no instance and
+    the Node is not Ready (here gone) → the claim deleted, then finalized."""
+    claim, node = await ready_claim(env)
+    env.cloud.launched.clear()  # reclaimed behind our back
+    await env.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"finalizers": None}})
+    await env.call("DELETE", f"/api/v1/nodes/{node}")
+    await env.until(CLAIM, gone)
+
+
+async def test_a_restart_finds_the_instance_again_instead_of_launching_twice(env: Env) -> None:
+    """Deliberate difference (docs/designs/launching.md §3): Karpenter's launch.go keeps its
+    result in memory only; here a launch whose status write was lost is found again by the
+    cloud's idempotent create after a restart (state rebuilt from the API)."""
+    rule = env.sim.faults.add(verb="update", path="nodeclaims/.*/status", error_code=500, error_rate=1.0)
+    await env.create_claim()
+    await env.until(CLAIM, lambda o: bool(o and o["metadata"].get("finalizers")))
+    deadline = time.monotonic() + 3
+    while not env.cloud.launched and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert len(env.cloud.launched) == 1
+    await env.stop_loop()  # the operator dies between the launch and its status write
+    env.sim.faults.remove(rule.id)
+    env.start_loop()
+    claim = await env.until(CLAIM, is_("Launched", "True"))
+    assert claim is not None
+    (instance,) = env.cloud.launched.values()
+    assert claim["status"]["providerID"] == instance.provider_id
+    assert len(env.cloud.create_calls) >= 2
+
+
+async def test_api_errors_are_retried_and_never_stop_the_loop(env: Env) -> None:
+    """core lifecycle/controller.go Register (per-object exponential rate limiter): a failing
+    reconcile is retried; kubespot logs it and goes on."""
+    env.sim.faults.add(verb="patch", path="nodeclaims", error_code=500, error_rate=1.0, remaining=6)
+    env.sim.faults.add(verb="patch", path="nodeclaims", error_code=409, error_rate=1.0, remaining=1)
+    await env.create_claim()
+    await env.until(CLAIM, is_("Launched", "True"), within=6.0)
+    assert env.loop.errors.get("api-500", 0) >= 1
+    assert not env.tasks[0].done()
+
+
+def test_fast_config_is_sub_second() -> None:
+    """The fixture's timings stay well under the 2 s budget of a test (ground rules)."""
+    assert max(FAST.node_ready_seconds, FAST.pod_start_seconds) < 0.1
+    assert dataclasses.replace(FAST).scheduler is False
