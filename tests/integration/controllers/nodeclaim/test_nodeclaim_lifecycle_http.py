@@ -37,6 +37,7 @@ from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.testing import node as node_body
 from kubespot.sim.kubesim.testing import pod as pod_body
+from kubespot.sim.kubesim.testing import until
 
 ROOT = Path(__file__).resolve().parents[4]
 CRDS = ROOT / "deploy" / "helm" / "kubespot" / "crds"
@@ -213,6 +214,18 @@ async def env() -> AsyncIterator[Env]:
 CLAIM = f"/{NODECLAIMS}/general-abc"
 
 
+def record_claims(env: Env) -> list[Obj]:
+    """Every version of every NodeClaim kubesim stores from now on (polling could miss one)."""
+    seen: list[Obj] = []
+
+    def record(ev: Any) -> None:
+        if ev.obj.get("kind") == "NodeClaim":
+            seen.append(ev.obj)
+
+    env.sim.store.add_listener(record)
+    return seen
+
+
 async def ready_claim(env: Env) -> tuple[Obj, str]:
     """A claim launched, registered and initialized; its Node's name."""
     await env.create_claim()
@@ -292,7 +305,7 @@ async def test_deleting_a_claim_drains_its_node_then_terminates_the_instance(env
     """core lifecycle/controller.go finalize (Node first, then CloudProvider.Delete until
     NodeClaimNotFound with InstanceTerminating=True, the finalizer removed last), the drain by
     kubespot's engine where Karpenter's node termination controller drains."""
-    claim, node = await ready_claim(env)
+    _, node = await ready_claim(env)
     await env.call("POST", "/api/v1/namespaces/default/pods", pod_body("web", namespace=None, node=node))
     await env.until(
         "/api/v1/namespaces/default/pods/web", lambda p: (p or {}).get("status", {}).get("phase") == "Running"
@@ -342,13 +355,13 @@ async def test_insufficient_capacity_deletes_the_claim_with_a_warning_event(env:
 async def test_a_create_error_is_written_to_launched_and_retried(env: Env) -> None:
     """core launch.go launchNodeClaim (CreateError: Launched Unknown with its reason and message,
     the error returned so the rate limiter retries)."""
+    versions = record_claims(env)
     env.cloud.fail_create = 1
     await env.create_claim()
-    claim = await env.until(
-        CLAIM, lambda o: conditions(o).get("Launched", {}).get("reason") == "LaunchFailed"
-    )
-    assert conditions(claim)["Launched"]["message"] == "injected failure for general-abc"
     await env.until(CLAIM, is_("Launched", "True"))
+    failed = [conditions(o)["Launched"] for o in versions if is_("Launched", "Unknown")(o)]
+    assert failed[-1]["reason"] == "LaunchFailed"
+    assert failed[-1]["message"] == "injected failure for general-abc"
     assert len(env.cloud.launched) == 1 and env.loop.errors.get("launch") == 1
 
 
@@ -388,7 +401,7 @@ async def test_gc_terminates_an_instance_without_claim_and_deletes_its_node() ->
 async def test_gc_deletes_a_registered_claim_whose_instance_is_gone(env: Env) -> None:
     """core garbagecollection/controller.go Reconcile: Registered, the cloud lists no instance and
     the Node is not Ready (here gone) → the claim deleted, then finalized."""
-    claim, node = await ready_claim(env)
+    _, node = await ready_claim(env)
     env.cloud.launched.clear()  # reclaimed behind our back
     await env.call("PATCH", f"/api/v1/nodes/{node}", {"metadata": {"finalizers": None}})
     await env.call("DELETE", f"/api/v1/nodes/{node}")
@@ -402,10 +415,11 @@ async def test_a_restart_finds_the_instance_again_instead_of_launching_twice(env
     rule = env.sim.faults.add(verb="update", path="nodeclaims/.*/status", error_code=500, error_rate=1.0)
     await env.create_claim()
     await env.until(CLAIM, lambda o: bool(o and o["metadata"].get("finalizers")))
-    deadline = time.monotonic() + 3
-    while not env.cloud.launched and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert len(env.cloud.launched) == 1
+
+    async def launched() -> int:
+        return len(env.cloud.launched)
+
+    assert await until(launched, within=3.0) == 1
     await env.stop_loop()  # the operator dies between the launch and its status write
     env.sim.faults.remove(rule.id)
     env.start_loop()

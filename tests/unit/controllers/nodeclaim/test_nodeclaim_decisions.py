@@ -315,7 +315,7 @@ async def test_launch_maps_the_clouds_errors_as_karpenter() -> None:
 
 
 async def test_populate_writes_the_clouds_details_with_the_claims_labels_winning() -> None:
-    """core launch.go PopulateNodeClaimDetails: labels cloud ∪ claim (claim wins), providerID,
+    """core launch.go PopulateNodeClaimDetails: labels the cloud's overlaid by the claim's, providerID,
     imageID, capacity, allocatable."""
     cloud = _fake()
     c = claim()
