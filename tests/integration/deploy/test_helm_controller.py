@@ -91,8 +91,15 @@ PROVISIONING_RULES = [
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools/status"], "verbs": ["update"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["update"]},
-    # The provisioner (issue 14): NodeClaims watched and created, what a simulation reads.
-    {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["get", "list", "watch", "create"]},
+    # NodeClaims: created and watched by the provisioner (issue 14); their finalizer and labels
+    # patched, deleted and their status PUT by the NodeClaim controller.
+    {
+        "apiGroups": ["karpenter.sh"],
+        "resources": ["nodeclaims"],
+        "verbs": ["get", "list", "watch", "create", "patch", "delete"],
+    },
+    {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims/status"], "verbs": ["update"]},
+    # What a simulation reads.
     {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},
     {
         "apiGroups": [""],
@@ -581,11 +588,12 @@ def test_karpenter_objects_readable_and_their_status_writable_only_with_provisio
     writes the status, with a PUT (update), and only when controller.provisioning.enabled."""
     assert only(render(helm, sets=ON), "ClusterRole", CONTROLLER)["rules"] == CONTROLLER_RULES
     objs = render(helm, sets={**ON, "controller.provisioning.enabled": "true"})
-    assert only(objs, "ClusterRole", CONTROLLER)["rules"] == CONTROLLER_RULES + PROVISIONING_RULES
+    # The NodeClaim controller deletes Nodes (drained ones, those of collected instances).
+    assert only(objs, "ClusterRole", CONTROLLER)["rules"] == CLEANUP_RULES + PROVISIONING_RULES
     assert plain_env(objs)["KUBESPOT_PROVISIONING_ENABLED"] == "true"
     # Without a queue the controller still has work: the release renders.
     alone = render(helm, sets={"controller.enabled": "true", "controller.provisioning.enabled": "true"})
-    assert only(alone, "ClusterRole", CONTROLLER)["rules"] == CONTROLLER_RULES + PROVISIONING_RULES
+    assert only(alone, "ClusterRole", CONTROLLER)["rules"] == CLEANUP_RULES + PROVISIONING_RULES
 
 
 # --- metrics ---------------------------------------------------------------------------------------
