@@ -129,7 +129,8 @@ class LaunchSettings:
     launch_timeout: float = setting(
         300.0,
         doc=(
-            "A NodeClaim that has not launched this long after its creation is deleted, and its "
+            "A NodeClaim that has not launched this long after its Launched condition last "
+            "changed status (from its first reconcile, while launches fail) is deleted, and its "
             "pods are planned again (Karpenter's 5 minutes, core v1.7+)."
         ),
         env="KUBESPOT_LAUNCH_LAUNCH_TIMEOUT",
@@ -138,9 +139,10 @@ class LaunchSettings:
     registration_timeout: float = setting(
         900.0,
         doc=(
-            "A launched NodeClaim whose node has not registered this long after launch is deleted "
-            "with its instance (Karpenter's 15 minutes): a node that cannot join (bad user data, "
-            "no route to the API server) costs money and serves nothing."
+            "A NodeClaim whose node has not registered this long after its Registered condition "
+            "was first set (its first reconcile, as Karpenter counts) is deleted with its "
+            "instance (Karpenter's 15 minutes): a node that cannot join (bad user data, no route "
+            "to the API server) costs money and serves nothing."
         ),
         env="KUBESPOT_LAUNCH_REGISTRATION_TIMEOUT",
         unit="seconds",
