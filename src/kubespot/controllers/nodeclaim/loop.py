@@ -13,8 +13,9 @@ annotations (merge patch) then its status (PUT with the version read). A deleted
 Never crashes on the API: 404 ends the reconcile (the watch says the rest), 409 retries soon after
 the watch brought the newer object, anything else (429, 5xx, the cloud failing) is logged with the
 claim and retried with ``model.backoff.full_jitter``. The state is rebuilt from the API on every
-start (the lease won again): the first list makes every claim due, and the cloud's idempotent
-launches make a claim whose status write was lost find its instance again. ``started`` and
+start (the lease won again): the first list makes every claim due, and the cloud's instances
+(``cloud.list``, by the NodeClaim name they are tagged with) give a claim whose status write was
+lost its instance back without a launch call (the cloud's idempotent launches would too). ``started`` and
 ``last_pass`` (when the dispatcher last ran) are what /healthz reads; both are cleared on stop.
 """
 
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
-from kubespot.cloud.provider import CloudProvider
+from kubespot.cloud.provider import CloudNodeClaim, CloudProvider
 from kubespot.config.launch import LaunchSettings
 from kubespot.kube import KubeError, ObjectRef
 from kubespot.kube.custom import CustomObjects, ObjectList
@@ -37,7 +38,7 @@ from kubespot.model import Clock
 from kubespot.model.backoff import full_jitter
 from kubespot.scheduling.api.conditions import Condition
 
-from .launch import launch, populate
+from .launch import LaunchOutcome, launch, populate
 from .lifecycle import advance
 from .objects import (
     LAUNCHED,
@@ -115,8 +116,11 @@ class NodeClaimLoop:
         self._rng = rng
         self.claims: dict[str, Obj] = {}
         self.nodes: dict[str, Obj] = {}
-        #: provider id → names of the Nodes carrying it.
+        #: provider id → names of the Nodes carrying it, and of the claims that launched it.
         self._by_pid: dict[str, set[str]] = {}
+        self._claims_by_pid: dict[str, set[str]] = {}
+        #: What the cloud runs for claims not marked launched, by claim name (read at start).
+        self._found: dict[str, CloudNodeClaim] = {}
         self._due: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         #: claim → (its task, when it started).
@@ -134,8 +138,10 @@ class NodeClaimLoop:
         self.claims.clear()
         self.nodes.clear()
         self._by_pid.clear()
+        self._claims_by_pid.clear()
         self._due.clear()
         listings = {CLAIM: await self._list(self._claims_api), NODE: await self._list(self._nodes_api)}
+        self._found = await self._instances()
         self._replace_all(NODE, listings[NODE].items)
         self._replace_all(CLAIM, listings[CLAIM].items)
         watches = [
@@ -170,6 +176,17 @@ class NodeClaimLoop:
                 log.warning("nodeclaim: cannot list %s: %s", api.path, err)
                 await self._clock.sleep(self._backoff(attempt))
                 attempt += 1
+
+    async def _instances(self) -> dict[str, CloudNodeClaim]:
+        """The cloud's instances by the claim name they are tagged with: a claim whose launch
+        outlived its status write (the operator stopped in between) takes its instance from here
+        instead of launching. The cloud failing only costs that shortcut (its launches are
+        idempotent anyway)."""
+        try:
+            return {i.name: i for i in await self._cloud.list() if i.name}
+        except Exception as err:  # never fatal: the launch path finds the instance again too
+            log.warning("nodeclaim: cannot list the cloud's instances at start: %s", err)
+            return {}
 
     async def _watch(self, kind: str, api: CustomObjects, listing: ObjectList) -> None:
         while not listing.served:
@@ -233,13 +250,21 @@ class NodeClaimLoop:
             return
         now = self._clock.monotonic()
         if kind == CLAIM:
+            previous = self.claims.get(key)
             if op == "DELETED":
                 self.claims.pop(key, None)
                 self._due.pop(key, None)
                 self._failures.pop(key, None)
-            elif _newer(obj, self.claims.get(key)):
+                self._found.pop(key, None)
+            elif _newer(obj, previous):
                 self.claims[key] = obj
                 self._due[key] = now
+            else:
+                return
+            if previous is not None:
+                self._claims_by_pid.get(provider_id(previous), set()).discard(key)
+            if op != "DELETED" and provider_id(obj):
+                self._claims_by_pid.setdefault(provider_id(obj), set()).add(key)
             return
         old = self.nodes.pop(key, None)
         if old is not None:
@@ -247,15 +272,19 @@ class NodeClaimLoop:
         if op != "DELETED":
             self.nodes[key] = obj
             self._by_pid.setdefault(node_provider_id(obj), set()).add(key)
-        pids = {node_provider_id(o) for o in (old, obj) if o is not None} - {""}
-        for claim_name, claim in self.claims.items():
-            if provider_id(claim) in pids:
+        for pid in {node_provider_id(o) for o in (old, obj) if o is not None} - {""}:
+            for claim_name in self._claims_by_pid.get(pid, ()):
                 self._due[claim_name] = now
 
     def _stored(self, obj: Obj) -> None:
         """A version of a claim this loop wrote (the watch brings it too, maybe later)."""
-        if name(obj) in self.claims and _newer(obj, self.claims.get(name(obj))):
-            self.claims[name(obj)] = obj
+        key = name(obj)
+        old = self.claims.get(key)
+        if old is not None and _newer(obj, old):
+            self.claims[key] = obj
+            self._claims_by_pid.get(provider_id(old), set()).discard(key)
+            if provider_id(obj):
+                self._claims_by_pid.setdefault(provider_id(obj), set()).add(key)
 
     def nodes_for(self, pid: str) -> list[Obj]:
         if not pid:
@@ -334,7 +363,8 @@ class NodeClaimLoop:
         work: Obj = copy.deepcopy(claim)
         set_conditions(work, [], now)
         if is_unknown(work, LAUNCHED):
-            outcome = await launch(self._cloud, work)
+            found = self._found.pop(key, None)
+            outcome = LaunchOutcome(launched=found) if found is not None else await launch(self._cloud, work)
             if outcome.delete_reason:
                 if outcome.event is not None:
                     await self._event(work, *outcome.event)
