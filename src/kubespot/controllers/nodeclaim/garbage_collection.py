@@ -9,7 +9,8 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
   any) deleted, its finalizer released. **kubespot spares** an instance tagged with the name of a
   NodeClaim that exists and is not yet launched: its launch's status write was lost, and the
   claim's next launch returns that very instance (docs/designs/launching.md §3: no double launch).
-- A Registered NodeClaim, not being deleted, whose provider id the cloud does not list, is deleted
+- A Registered NodeClaim of an EC2NodeClass (``ListManaged``), not being deleted, whose provider id
+  the cloud does not list, is deleted
   (reason ``garbage_collected``) unless its Node is still Ready (the kubelet is alive).
 - Passes every ``intervals[0]`` seconds for the first ``intervals[1]`` passes, then every
   ``intervals[2]`` (aws: 10 s for 20 passes, then 2 min).
@@ -37,6 +38,7 @@ from .objects import (
     deleting,
     finalizers,
     is_true,
+    managed,
     name,
     node_provider_id,
     node_ready,
@@ -78,7 +80,7 @@ def lost_claims(
     out = []
     for c in claims:
         pid = provider_id(c)
-        if not is_true(c, REGISTERED) or deleting(c) or pid in live:
+        if not managed(c) or not is_true(c, REGISTERED) or deleting(c) or pid in live:
             continue
         found = nodes.get(pid, ())
         if len(found) == 1 and node_ready(found[0]):

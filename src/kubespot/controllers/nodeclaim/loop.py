@@ -49,6 +49,7 @@ from .objects import (
     finalizers,
     is_unknown,
     labels,
+    managed,
     name,
     node_provider_id,
     provider_id,
@@ -311,7 +312,7 @@ class NodeClaimLoop:
     async def _reconcile_task(self, key: str) -> None:
         try:
             claim = self.claims.get(key)
-            if claim is None:
+            if claim is None or not managed(claim):
                 return
             if deleting(claim):
                 after = await self._terminator.finalize(
@@ -395,9 +396,17 @@ class NodeClaimLoop:
             )
             await self._write(claim, work)
             return 0.0
+        nodes = self.nodes_for(provider_id(work))
+        if any(deleting(n) and TERMINATION_FINALIZER in finalizers(n) for n in nodes):
+            # Its Node was deleted (kubectl delete node): the claim goes too, and its finalizer
+            # drains the Node (Karpenter's node termination controller, finalize).
+            await self._write(claim, work)
+            log.info("nodeclaim %s: its node is being deleted; deleting the claim", key)
+            await self._claims_api.delete(key)
+            return None
         step = advance(
             work,
-            self.nodes_for(provider_id(work)),
+            nodes,
             now,
             launch_timeout=self._settings.launch_timeout,
             registration_timeout=self._settings.registration_timeout,

@@ -169,3 +169,10 @@ def node_allocatable(node: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def requests(claim: Mapping[str, Any]) -> Mapping[str, Any]:
     return _map(_map(_map(claim, "spec"), "resources"), "requests")
+
+
+def managed(claim: Mapping[str, Any]) -> bool:
+    """Whether the claim is this cloud provider's: its ``nodeClassRef`` names an EC2NodeClass
+    (core ``utils/nodeclaim`` ``IsManaged``: another provider's claims are left alone)."""
+    ref = _map(_map(claim, "spec"), "nodeClassRef")
+    return (ref.get("group"), ref.get("kind")) == ("karpenter.k8s.aws", "EC2NodeClass")

@@ -4,7 +4,8 @@ instance up, then lets go, as Karpenter's finalizer (kubernetes-sigs/karpenter
 by kubespot's drain engine (where Karpenter's node termination controller drains,
 ``pkg/controllers/node/termination``).
 
-1. Registered: each Node with the claim's provider id is cordoned and drained by
+1. Registered: each Node with the claim's provider id (deleted already or not) is cordoned and
+   drained by
    ``actions.drain.drain_node`` (tiers, PodDisruptionBudgets, deadline), deleted, and its
    ``karpenter.sh/termination`` finalizer removed. The deadline is the claim's
    ``deletionTimestamp`` + ``spec.terminationGracePeriod`` when set (pods a budget still blocks then
@@ -135,30 +136,32 @@ class Terminator:
         return None
 
     async def _retire(self, claim: Obj, node: Obj) -> None:
-        """Cordon, drain, delete the Node and release its finalizer."""
+        """Cordon, drain, delete the Node and release its finalizer. A Node deleted first (by
+        hand: its finalizer holds it) is drained all the same, as Karpenter's node termination
+        controller drains a deleted Node."""
         node_name = name(node)
+        try:
+            await self._kube.cordon(node_name)
+        except KubeError as err:
+            if err.code != 404:
+                raise
+            return
+        settings, deadline = drain_deadline(claim, self._drain, self._clock.now())
+        result = await drain_node(
+            node_name,
+            kube=self._kube,
+            settings=settings,
+            deadline=deadline,
+            clock=self._clock,
+            recorder=self._recorder,
+        )
+        log.info(
+            "nodeclaim %s: node %s drained (%s)",
+            name(claim),
+            node_name,
+            ", ".join(f"{k} {v}" for k, v in sorted(result.counts().items())) or "no pods",
+        )
         if not deleting(node):
-            try:
-                await self._kube.cordon(node_name)
-            except KubeError as err:
-                if err.code != 404:
-                    raise
-                return
-            settings, deadline = drain_deadline(claim, self._drain, self._clock.now())
-            result = await drain_node(
-                node_name,
-                kube=self._kube,
-                settings=settings,
-                deadline=deadline,
-                clock=self._clock,
-                recorder=self._recorder,
-            )
-            log.info(
-                "nodeclaim %s: node %s drained (%s)",
-                name(claim),
-                node_name,
-                ", ".join(f"{k} {v}" for k, v in sorted(result.counts().items())) or "no pods",
-            )
             await self._nodes.delete(node_name)
         current = await self._nodes.get(node_name)
         if current is None or TERMINATION_FINALIZER not in finalizers(current):

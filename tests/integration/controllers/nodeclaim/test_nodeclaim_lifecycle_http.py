@@ -329,6 +329,37 @@ async def test_deleting_a_claim_drains_its_node_then_terminates_the_instance(env
     assert all(o.get("kind") == "NodeClaim" for o in seen[terminating:])
 
 
+async def test_deleting_the_node_deletes_its_claim_which_drains_it(env: Env) -> None:
+    """core node/termination/controller.go finalize (a deleted Node held by the termination
+    finalizer deletes its NodeClaim and is drained) and lifecycle/controller.go finalize."""
+    _, node = await ready_claim(env)
+    await env.call("POST", "/api/v1/namespaces/default/pods", pod_body("web", namespace=None, node=node))
+    await env.until(
+        "/api/v1/namespaces/default/pods/web", lambda p: (p or {}).get("status", {}).get("phase") == "Running"
+    )
+    await env.call("DELETE", f"/api/v1/nodes/{node}")
+    await env.until(CLAIM, gone)
+    assert await env.get(f"/api/v1/nodes/{node}") is None
+    assert await env.get("/api/v1/namespaces/default/pods/web") is None
+    assert env.cloud.launched == {}
+
+
+async def test_claims_of_another_cloud_provider_are_left_alone(env: Env) -> None:
+    """core utils/nodeclaim IsManaged: only claims whose nodeClassRef this provider serves."""
+    other = nodeclaim("azure-claim")
+    other["spec"]["nodeClassRef"] = {
+        "group": "karpenter.azure.com",
+        "kind": "AKSNodeClass",
+        "name": "default",
+    }
+    await env.call("POST", f"/{NODECLAIMS}", other)
+    await env.create_claim()
+    await env.until(CLAIM, is_("Launched", "True"))
+    untouched = await env.get(f"/{NODECLAIMS}/azure-claim")
+    assert untouched is not None and not untouched["metadata"].get("finalizers")
+    assert env.cloud.create_calls == ["general-abc"]
+
+
 async def test_insufficient_capacity_deletes_the_claim_with_a_warning_event(env: Env) -> None:
     """core launch.go launchNodeClaim (IsInsufficientCapacityError: event, delete) and events.go
     InsufficientCapacityErrorEvent; the pools marked by the cloud (aws instance.go
@@ -436,7 +467,7 @@ async def test_a_restart_finds_the_instance_again_instead_of_launching_twice(env
 async def test_api_errors_are_retried_and_never_stop_the_loop(env: Env) -> None:
     """core lifecycle/controller.go Register (per-object exponential rate limiter): a failing
     reconcile is retried; kubespot logs it and goes on."""
-    env.sim.faults.add(verb="patch", path="nodeclaims", error_code=500, error_rate=1.0, remaining=6)
+    env.sim.faults.add(verb="patch", path="nodeclaims", error_code=500, error_rate=1.0, remaining=5)
     env.sim.faults.add(verb="patch", path="nodeclaims", error_code=409, error_rate=1.0, remaining=1)
     await env.create_claim()
     await env.until(CLAIM, is_("Launched", "True"), within=6.0)
