@@ -80,7 +80,14 @@ def build(
     claims = CustomObjects(kube, NODECLAIMS)
     nodes = CustomObjects(kube, NODES)
     terminator = Terminator(
-        kube=kube, claims=claims, nodes=nodes, cloud=cloud, drain=drain, clock=clock, recorder=recorder
+        kube=kube,
+        claims=claims,
+        nodes=nodes,
+        cloud=cloud,
+        drain=drain,
+        clock=clock,
+        recorder=recorder,
+        events=recorder,
     )
     loop = NodeClaimLoop(
         claims=claims,

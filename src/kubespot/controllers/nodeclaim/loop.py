@@ -28,7 +28,7 @@ import logging
 import random
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from kubespot.cloud.provider import CloudNodeClaim, CloudProvider
 from kubespot.config.launch import LaunchSettings
@@ -57,7 +57,7 @@ from .objects import (
     set_conditions,
     uid,
 )
-from .termination import Terminator
+from .termination import Events, Terminator
 
 __all__ = ["NodeClaimLoop"]
 
@@ -68,12 +68,6 @@ CLAIM, NODE = "NodeClaim", "Node"
 
 class _Retry(Exception):
     """The reconcile wrote what it could and wants the backoff (a launch that failed)."""
-
-
-class Events(Protocol):
-    """What the loop records on NodeClaims (``kube.EventRecorder.record`` fits)."""
-
-    async def record(self, obj: ObjectRef, reason: str, message: str, *, warning: bool = False) -> None: ...
 
 
 def _newer(new: Obj, old: Obj | None) -> bool:

@@ -4,6 +4,9 @@ instance up, then lets go, as Karpenter's finalizer (kubernetes-sigs/karpenter
 by kubespot's drain engine (where Karpenter's node termination controller drains,
 ``pkg/controllers/node/termination``).
 
+0. With a ``spec.terminationGracePeriod``: the claim annotated
+   ``karpenter.sh/nodeclaim-termination-timestamp`` (deletion + grace) and a Warning event
+   ``TerminationGracePeriodExpiring`` "All pods will be deleted by <time>".
 1. Registered: each Node with the claim's provider id (deleted already or not) is cordoned and
    drained by
    ``actions.drain.drain_node`` (tiers, PodDisruptionBudgets, deadline), deleted, and its
@@ -25,14 +28,16 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from kubespot.actions.drain import DrainEvents, drain_node
 from kubespot.cloud.errors import NodeClaimNotFound
 from kubespot.cloud.provider import CloudProvider
 from kubespot.config.drain import DrainSettings
-from kubespot.kube import KubeClient, KubeError
+from kubespot.kube import KubeClient, KubeError, ObjectRef
 from kubespot.kube.custom import CustomObjects
 from kubespot.model import Clock
+from kubespot.scheduling.api.condition_set import rfc3339
 from kubespot.scheduling.api.conditions import Condition
 
 from .objects import (
@@ -40,6 +45,7 @@ from .objects import (
     REGISTERED,
     TERMINATION_FINALIZER,
     Obj,
+    annotations_of,
     deleting,
     finalizers,
     is_true,
@@ -48,9 +54,20 @@ from .objects import (
     provider_id,
     resource_version,
     set_conditions,
+    uid,
 )
 
-__all__ = ["Terminator", "drain_deadline"]
+__all__ = ["TERMINATION_TIMESTAMP", "Events", "Terminator", "drain_deadline", "termination_time"]
+
+#: When the pods of a deleted claim with a ``terminationGracePeriod`` must be gone (RFC 3339).
+TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
+
+
+class Events(Protocol):
+    """What the controller records on NodeClaims (``kube.EventRecorder.record`` fits)."""
+
+    async def record(self, obj: ObjectRef, reason: str, message: str, *, warning: bool = False) -> None: ...
+
 
 log = logging.getLogger("kubespot.controller.nodeclaim")
 
@@ -66,14 +83,35 @@ def _seconds(duration: str) -> float | None:
     return sum(float(n) * _UNIT[u] for n, u in _DURATION.findall(text))
 
 
-def drain_deadline(claim: Obj, settings: DrainSettings, now: datetime) -> tuple[DrainSettings, datetime]:
-    """The drain's settings and deadline for a deleted ``claim`` (see the module's step 1)."""
+def _time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def termination_time(claim: Obj) -> datetime | None:
+    """When the claim's pods must be gone: its ``karpenter.sh/nodeclaim-termination-timestamp``
+    annotation, else ``deletionTimestamp + spec.terminationGracePeriod``; None without a grace
+    period (core lifecycle/controller.go ensureTerminationGracePeriodTerminationTimeAnnotation,
+    node/termination/controller.go nodeTerminationTime)."""
+    stamped = annotations_of(claim).get(TERMINATION_TIMESTAMP)
+    if stamped and (at := _time(stamped)) is not None:
+        return at
     grace = (claim.get("spec") or {}).get("terminationGracePeriod")
     seconds = _seconds(grace) if isinstance(grace, str) else None
     stamp = meta(claim).get("deletionTimestamp")
-    if seconds is not None and isinstance(stamp, str):
-        deleted = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        return settings, deleted + timedelta(seconds=seconds)
+    deleted = _time(stamp) if isinstance(stamp, str) else None
+    if seconds is None or deleted is None:
+        return None
+    return deleted + timedelta(seconds=seconds)
+
+
+def drain_deadline(claim: Obj, settings: DrainSettings, now: datetime) -> tuple[DrainSettings, datetime]:
+    """The drain's settings and deadline for a deleted ``claim`` (see the module's step 1)."""
+    ends = termination_time(claim)
+    if ends is not None:
+        return settings, ends
     return dataclasses.replace(settings, pdb_deadline_action="keep"), now + timedelta(
         seconds=settings.voluntary_timeout
     )
@@ -92,6 +130,7 @@ class Terminator:
         drain: DrainSettings,
         clock: Clock,
         recorder: DrainEvents | None = None,
+        events: Events | None = None,
         recheck: float = 5.0,
     ) -> None:
         self._kube = kube
@@ -101,6 +140,7 @@ class Terminator:
         self._drain = drain
         self._clock = clock
         self._recorder = recorder
+        self._events = events
         self.recheck = recheck
 
     async def finalize(
@@ -110,6 +150,27 @@ class Terminator:
         ``on_stored`` is told of every version of the claim this writes."""
         if TERMINATION_FINALIZER not in finalizers(claim):
             return None
+        ends = termination_time(claim)
+        if ends is not None and TERMINATION_TIMESTAMP not in annotations_of(claim):
+            stamp = rfc3339(ends)
+            patch = {
+                "metadata": {
+                    "annotations": {TERMINATION_TIMESTAMP: stamp},
+                    "resourceVersion": resource_version(claim),
+                }
+            }
+            claim = await self._claims.patch(name(claim), patch)
+            on_stored(claim)
+            if self._events is not None:
+                ref = ObjectRef(
+                    "NodeClaim", name(claim), None, uid(claim) or None, api_version="karpenter.sh/v1"
+                )
+                await self._events.record(
+                    ref,
+                    "TerminationGracePeriodExpiring",
+                    f"All pods will be deleted by {stamp}",
+                    warning=True,
+                )
         if is_true(claim, REGISTERED):
             for node in nodes:
                 await self._retire(claim, node)

@@ -13,6 +13,7 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,7 @@ def gone(obj: Obj | None) -> bool:
 def _loop(kube: KubeClient, cloud: FakeCloud, settings: LaunchSettings, **kwargs: Any) -> NodeClaimLoop:
     claims, nodes = CustomObjects(kube, NODECLAIMS), CustomObjects(kube, NODES)
     clock = SystemClock()
+    recorder = EventRecorder(kube=kube, component="kubespot")
     terminator = Terminator(
         kube=kube,
         claims=claims,
@@ -155,9 +157,10 @@ def _loop(kube: KubeClient, cloud: FakeCloud, settings: LaunchSettings, **kwargs
         cloud=cloud,
         drain=DrainSettings(retry_backoff_base=0.05, retry_backoff_cap=0.2),
         clock=clock,
+        recorder=recorder,
+        events=recorder,
         recheck=0.1,
     )
-    recorder = EventRecorder(kube=kube, component="kubespot")
     return NodeClaimLoop(
         claims=claims,
         nodes=nodes,
@@ -327,6 +330,30 @@ async def test_deleting_a_claim_drains_its_node_then_terminates_the_instance(env
     terminating = next(i for i, o in enumerate(seen) if is_("InstanceTerminating", "True")(o))
     assert cordoned < terminating
     assert all(o.get("kind") == "NodeClaim" for o in seen[terminating:])
+
+
+async def test_a_termination_grace_period_is_stamped_and_announced(env: Env) -> None:
+    """core lifecycle/controller.go ensureTerminationGracePeriodTerminationTimeAnnotation and
+    node/termination/terminator/events NodeClaimTerminationGracePeriodExpiring."""
+    versions = record_claims(env)
+    await env.create_claim(terminationGracePeriod="30s")
+    claim = await env.until(CLAIM, is_("Launched", "True"))
+    assert claim is not None
+    await env.call("DELETE", CLAIM)
+    await env.until(CLAIM, gone)
+    stamped = {
+        o["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"]
+        for o in versions
+        if "karpenter.sh/nodeclaim-termination-timestamp" in (o["metadata"].get("annotations") or {})
+    }
+    (stamp,) = stamped
+    deleted = next(
+        o["metadata"]["deletionTimestamp"] for o in versions if o["metadata"].get("deletionTimestamp")
+    )
+    assert datetime.fromisoformat(stamp) - datetime.fromisoformat(deleted) == timedelta(seconds=30)
+    events = await env.call("GET", "/api/v1/namespaces/default/events")
+    (event,) = [e for e in events["items"] if e["reason"] == "TerminationGracePeriodExpiring"]
+    assert event["message"] == f"All pods will be deleted by {stamp}" and event["type"] == "Warning"
 
 
 async def test_deleting_the_node_deletes_its_claim_which_drains_it(env: Env) -> None:

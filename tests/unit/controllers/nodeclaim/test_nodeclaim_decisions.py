@@ -22,7 +22,7 @@ from kubespot.controllers.nodeclaim.lifecycle import advance
 from kubespot.controllers.nodeclaim.liveness import liveness
 from kubespot.controllers.nodeclaim.objects import conditions, set_conditions
 from kubespot.controllers.nodeclaim.registration import register
-from kubespot.controllers.nodeclaim.termination import drain_deadline
+from kubespot.controllers.nodeclaim.termination import drain_deadline, termination_time
 from kubespot.scheduling.api.conditions import Condition
 
 Obj = dict[str, Any]
@@ -380,7 +380,12 @@ def test_drain_deadline_follows_the_termination_grace_period() -> None:
     settings = DrainSettings()
     got, deadline = drain_deadline(c, settings, T0 + timedelta(seconds=5))
     assert deadline == T0 + timedelta(minutes=90) and got.pdb_deadline_action == settings.pdb_deadline_action
+    # The annotation, once written, is what counts (node/termination/controller.go nodeTerminationTime).
+    c["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"] = "2026-01-01T00:10:00Z"
+    assert termination_time(c) == T0 + timedelta(minutes=10)
+    del c["metadata"]["annotations"]["karpenter.sh/nodeclaim-termination-timestamp"]
     del c["spec"]["terminationGracePeriod"]
+    assert termination_time(c) is None
     got, deadline = drain_deadline(c, settings, T0)
     assert (
         deadline == T0 + timedelta(seconds=settings.voluntary_timeout) and got.pdb_deadline_action == "keep"
