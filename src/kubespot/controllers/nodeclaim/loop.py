@@ -64,6 +64,8 @@ __all__ = ["NodeClaimLoop"]
 log = logging.getLogger("kubespot.controller.nodeclaim")
 
 CLAIM, NODE = "NodeClaim", "Node"
+#: Attempts of one reconcile on re-read copies when a write conflicts, before the backoff.
+CONFLICT_RETRIES = 3
 
 
 class _Retry(Exception):
@@ -314,7 +316,7 @@ class NodeClaimLoop:
                 )
             else:
                 async with self._slots:
-                    after = await self._reconcile(claim)
+                    after = await self._reconcile_fresh(claim)
             self._failures.pop(key, None)
             if after is not None:
                 self._requeue(key, after)
@@ -338,6 +340,36 @@ class NodeClaimLoop:
         finally:
             self._running.pop(key, None)
             self._wake.set()
+
+    async def _reconcile_fresh(self, claim: Obj) -> float | None:
+        """``_reconcile``, again at once on fresh copies after a conflict: a Node's version moves
+        with every kubelet status update, so a write computed a moment ago often meets a 409 that
+        a re-read settles (as ``KubeClient.update_node`` does); a third conflict goes to backoff."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                return await self._reconcile(claim)
+            except KubeError as err:
+                log.debug("nodeclaim %s: conflict: %s", name(claim), err)
+                if err.code != 409 or attempt == CONFLICT_RETRIES - 1:
+                    raise
+                self.errors["conflict-reread"] = self.errors.get("conflict-reread", 0) + 1
+                fresh = await self._reread(claim)
+                if fresh is None:
+                    return None
+                claim = fresh
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _reread(self, claim: Obj) -> Obj | None:
+        """The claim and its Nodes read again into the caches; None when the claim is gone."""
+        fresh = await self._claims_api.get(name(claim))
+        if fresh is None:
+            return None
+        self._stored(fresh)
+        for node in self.nodes_for(provider_id(fresh)):
+            current = await self._nodes_api.get(name(node))
+            if current is not None:
+                self._stored_node(current)
+        return fresh
 
     async def _reconcile(self, claim: Obj) -> float | None:
         key = name(claim)
