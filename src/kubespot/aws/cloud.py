@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import builtins
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -50,6 +50,7 @@ from kubespot.cloud.unavailable import UnavailableOfferings
 from kubespot.config.launch import LaunchSettings
 from kubespot.model import Clock, SystemClock
 from kubespot.model.capacity import AMIFamily, KubeletConfig
+from kubespot.model.quantity import quantity_text
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.instance_types import InstanceType
@@ -396,6 +397,10 @@ class AwsCloud:
             launched_at=instance.launched_at,
             state=instance.state,
             failed_offerings=failed,
+            # The NodeClaim's status.capacity / allocatable, as Karpenter's instanceToNodeClaim
+            # fills them from the instance type.
+            capacity=_quantities(type_.resources.capacity) if type_ is not None else {},
+            allocatable=_quantities(type_.allocatable) if type_ is not None else {},
         )
 
     # -- the other NodeClaim calls --------------------------------------------------------------------------
@@ -452,3 +457,7 @@ def _type_labels(t: InstanceType | None) -> dict[str, str]:
         if key not in (ZONE, CAPACITY_TYPE) and req.operator == "In" and len(req.values) == 1:
             out[key] = next(iter(req.values))
     return out
+
+
+def _quantities(amounts: Mapping[str, int]) -> dict[str, str]:
+    return {name: quantity_text(name, amount) for name, amount in sorted(amounts.items())}

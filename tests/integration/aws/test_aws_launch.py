@@ -165,6 +165,9 @@ async def test_launch_tags_template_and_idempotence(env: Env) -> None:
     assert (first.instance_type, first.zone, first.capacity_type) == ("c5.large", f"{region}a", "spot")
     assert first.labels["node.kubernetes.io/instance-type"] == "c5.large"
     assert first.labels["karpenter.sh/capacity-type"] == "spot"
+    # The NodeClaim's status.capacity / allocatable from the type (aws cloudprovider.go
+    # instanceToNodeClaim): c5.large has 2 vCPUs.
+    assert first.capacity["cpu"] == "2" and {"cpu", "memory", "pods"} <= set(first.allocatable)
     assert (first.name, first.nodepool, first.nodeclass) == ("general-aaaaa", "general", "default")
     raw = env.describe(instance_id)
     assert raw["SubnetId"] == env.subnets[f"{region}a"]  # the /24, not the /28
