@@ -17,68 +17,29 @@ fails chosen overrides with a chosen code (the market itself answers only capaci
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
 from kubespot.aws import AwsClients
-from kubespot.aws.amis import AmiInfo
 from kubespot.aws.cloud import AwsCloud
 from kubespot.aws.resolved import ResolvedNodeClass
-from kubespot.aws.security_groups import SecurityGroupInfo
-from kubespot.aws.subnets import SubnetInfo
 from kubespot.cloud import (
     CreateError,
     InsufficientCapacityError,
     NodeClaimNotFound,
     NodeClassNotReadyError,
-    fake_type,
 )
 from kubespot.cloud.pool_risk import PoolRisk
 from kubespot.config.launch import LaunchSettings
 from kubespot.model import SystemClock
-from kubespot.model.capacity import AMIFamily, KubeletConfig
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
-from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.api.template import NodeClassRef, RequirementSpec, TemplateSpec
-from kubespot.scheduling.instance_types import InstanceType
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.awssim.extensions import spot_prices
-
-CLUSTER = "prod"
-SOURCE_AMI = "ami-12c6146b"  # one of moto's stock x86_64 images
-SETTINGS = LaunchSettings(
-    cluster_name=CLUSTER,
-    cluster_endpoint="https://api",
-    cluster_ca_bundle="Q0E=",
-    cluster_cidr="10.100.0.0/16",
-)
-
-
-class Types:
-    """The catalog's place: three types in zones a and b (cheapest spot: c5.large)."""
-
-    def __init__(self, region: str) -> None:
-        zones = (f"{region}a", f"{region}b")
-        self.types = [
-            fake_type("c5.large", 2, 4, 0.085, 0.031, zones=zones),
-            fake_type("m5.large", 2, 8, 0.096, 0.035, zones=zones),
-            fake_type("r5.large", 2, 16, 0.126, 0.040, zones=zones),
-        ]
-
-    async def refresh_if_due(self) -> None:
-        return None
-
-    def instance_types(
-        self,
-        zones: Iterable[str] | None = None,
-        *,
-        family: AMIFamily = AMIFamily.AL2023,
-        kubelet: KubeletConfig | None = None,
-    ) -> list[InstanceType]:
-        return self.types
+from support.aws_launch import CLUSTER, SETTINGS, Types, resolved_nodeclass, spot_pins
 
 
 @dataclass
@@ -102,49 +63,15 @@ class Env:
         return instance
 
 
-def _resolved(aws: MotoServer) -> tuple[ResolvedNodeClass, dict[str, str]]:
-    ec2 = aws.client("ec2")
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnets = []
-    for cidr, zone in (("10.0.1.0/24", "a"), ("10.0.2.0/24", "b"), ("10.0.3.0/28", "a")):
-        raw = ec2.create_subnet(VpcId=vpc, CidrBlock=cidr, AvailabilityZone=f"{aws.region}{zone}")["Subnet"]
-        subnets.append(
-            SubnetInfo(
-                raw["SubnetId"],
-                raw["AvailabilityZone"],
-                raw.get("AvailabilityZoneId", ""),
-                raw["AvailableIpAddressCount"],
-            )
-        )
-    group = ec2.create_security_group(GroupName="nodes", Description="nodes", VpcId=vpc)["GroupId"]
-    (image,) = ec2.describe_images(ImageIds=[SOURCE_AMI])["Images"]
-    ami = AmiInfo(
-        image["ImageId"],
-        image["Name"],
-        "2026-01-01T00:00:00Z",
-        False,
-        (("kubernetes.io/arch", "In", ("amd64",)),),
-    )
-    spec = EC2NodeClassSpec(
-        name="default",
-        ami_family="AL2023",
-        instance_profile="KarpenterNodeInstanceProfile",
-        tags={"team": "a"},
-    )
-    resolved = ResolvedNodeClass(spec, subnets, [SecurityGroupInfo(group, "nodes")], [ami])
-    return resolved, {s.zone: s.id for s in sorted(subnets, key=lambda s: s.available_ips)}
-
-
 @pytest.fixture
 def env(aws_env: MotoServer, clients: AwsClients) -> Iterator[Env]:
     types = Types(aws_env.region)
     cloud = AwsCloud(types, clients, launch=SETTINGS)
-    resolved, subnets = _resolved(aws_env)
+    resolved, subnets = resolved_nodeclass(aws_env)
     cloud.set_resolved("default", resolved)
     # awssim's spot market ranks pools by its own spot prices (price-capacity-optimized ignores the
     # overrides' order): give it the catalog's, so that EC2 and kubespot agree, as on AWS.
-    pins = {(t.name, o.zone): o.price for t in types.types for o in t.offerings if o.capacity_type == "spot"}
-    with spot_prices.pin_prices(pins):
+    with spot_prices.pin_prices(spot_pins(types)):
         yield Env(aws_env, clients, cloud, subnets)
 
 
