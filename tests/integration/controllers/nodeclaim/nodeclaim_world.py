@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -181,9 +182,14 @@ async def running(
     gc_min_age: float = 30.0,
     cloud: CloudProvider | None = None,
     unavailable: UnavailableOfferings | None = None,
+    **controllers: Any,
 ) -> AsyncIterator[Env]:
+    """The world for a test; ``controllers`` change kubesim's (``scheduler=True``...)."""
     settings = settings or LaunchSettings()
-    async with KubeSim(controllers=FAST) as sim, aiohttp.ClientSession(sim.url) as http:
+    async with (
+        KubeSim(controllers=dataclasses.replace(FAST, **controllers)) as sim,
+        aiohttp.ClientSession(sim.url) as http,
+    ):
         for path in sorted(CRDS.glob("*.yaml")):
             for crd in yaml.safe_load_all(path.read_text()):
                 async with http.post(CRD_PATH, json=crd) as r:
