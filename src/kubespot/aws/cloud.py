@@ -194,7 +194,7 @@ class AwsCloud:
             if claim.name:
                 existing = await instances.for_nodeclaim(claim.name)
                 if existing:
-                    return self._to_claim(existing[0], claim.name)
+                    return self._to_claim(existing[0], claim.name, type_=await self._type_of(existing[0]))
         except AwsError as err:
             raise _create_error(err, "Error looking for the NodeClaim's instance") from err
         types = await self._types(spec)
@@ -414,10 +414,34 @@ class AwsCloud:
         await self._ready().terminate(_instance_id(provider_id))
 
     async def get(self, provider_id: str) -> CloudNodeClaim:
-        return self._to_claim(await self._ready().get(_instance_id(provider_id)))
+        instance = await self._ready().get(_instance_id(provider_id))
+        return self._to_claim(instance, type_=await self._type_of(instance))
 
     async def list(self) -> builtins.list[CloudNodeClaim]:
-        return [self._to_claim(i) for i in await self._ready().list()]
+        found = await self._ready().list()
+        types: dict[str, dict[str, InstanceType]] = {}
+        return [self._to_claim(i, type_=await self._type_of(i, types)) for i in found]
+
+    async def _type_of(
+        self, instance: Instance, known: dict[str, dict[str, InstanceType]] | None = None
+    ) -> InstanceType | None:
+        """The catalog's type of ``instance`` under its EC2NodeClass (its labels, capacity and
+        allocatable, as Karpenter's ``instanceToNodeClaim`` resolves them for Get and List too);
+        None when the class or the type is unknown. ``known``: per class, for a list."""
+        class_name = instance.tags.get(NODECLASS_TAG, "")
+        by_name = known.get(class_name) if known is not None else None
+        if by_name is None:
+            resolved = self._resolved.get(class_name)
+            if resolved is None or resolved.spec is None:
+                return None
+            try:
+                by_name = {t.name: t for t in await self._types(resolved.spec)}
+            except Exception as err:  # the catalog unreadable: the instance without its type's facts
+                log.warning("aws cloud: no instance types for %s: %s", class_name, err)
+                return None
+            if known is not None:
+                known[class_name] = by_name
+        return by_name.get(instance.instance_type)
 
 
 def _unavailable_in(t: InstanceType, zones: frozenset[str]) -> InstanceType:

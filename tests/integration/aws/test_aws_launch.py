@@ -113,6 +113,15 @@ async def test_launch_tags_template_and_idempotence(env: Env) -> None:
 
     again = await env.cloud.create(env.claim("general-aaaaa"))
     assert again.provider_id == first.provider_id
+    # Found again, it carries its type's facts as at launch (aws instanceToNodeClaim), and so do
+    # Get and List.
+    assert (again.labels, again.capacity, again.allocatable) == (
+        first.labels,
+        first.capacity,
+        first.allocatable,
+    )
+    assert (await env.cloud.get(first.provider_id)).capacity == first.capacity
+    assert [c.capacity for c in await env.cloud.list()] == [first.capacity]
     assert env.clients.counts[("ec2", "CreateFleet")] == 1
 
     second = await env.cloud.create(env.claim("general-bbbbb"))

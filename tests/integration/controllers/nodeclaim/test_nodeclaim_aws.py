@@ -128,3 +128,6 @@ async def test_a_restart_after_a_lost_status_write_launches_nothing_more(
     assert claim is not None and claim["status"]["providerID"].endswith(f"/{launched}")
     assert await tagged() == [launched]
     assert creates == []  # taken from the cloud's list at start, not even asked to launch
+    # With its type's facts, as a launch writes them.
+    assert claim["status"]["capacity"]["cpu"] == "2"
+    assert claim["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "c5.large"
