@@ -216,12 +216,18 @@ class Terminator:
             clock=self._clock,
             recorder=self._recorder,
         )
-        log.info(
-            "nodeclaim %s: node %s drained (%s)",
-            name(claim),
-            node_name,
-            ", ".join(f"{k} {v}" for k, v in sorted(result.counts().items())) or "no pods",
-        )
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(result.counts().items())) or "no pods"
+        if result.refused or not result.sent_away:
+            # The claim is going whatever the drain says (as Karpenter's finalizer goes on once its
+            # grace period ends): what could not leave ends with the instance.
+            log.warning(
+                "nodeclaim %s: node %s not fully drained (%s); terminating anyway",
+                name(claim),
+                node_name,
+                counts,
+            )
+        else:
+            log.info("nodeclaim %s: node %s drained (%s)", name(claim), node_name, counts)
         if not deleting(node):
             await self._nodes.delete(node_name)
         current = await self._nodes.get(node_name)
