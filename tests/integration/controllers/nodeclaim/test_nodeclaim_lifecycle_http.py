@@ -8,6 +8,7 @@ it follows.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
@@ -31,6 +32,7 @@ from nodeclaim_world import (
 from kubespot.config.launch import LaunchSettings
 from kubespot.controllers.nodeclaim.objects import NODECLAIMS
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
+from kubespot.sim.kubesim.testing import pdb as pdb_body
 from kubespot.sim.kubesim.testing import pod as pod_body
 from kubespot.sim.kubesim.testing import until
 
@@ -112,7 +114,9 @@ async def test_deleting_a_claim_drains_its_node_then_terminates_the_instance(env
     NodeClaimNotFound with InstanceTerminating=True, the finalizer removed last), the drain by
     kubespot's engine where Karpenter's node termination controller drains."""
     _, node = await ready_claim(env)
-    await env.call("POST", "/api/v1/namespaces/default/pods", pod_body("web", namespace=None, node=node))
+    await env.call(
+        "POST", "/api/v1/namespaces/default/pods", pod_body("web", namespace=None, node=node, grace=0)
+    )
     await env.until(
         "/api/v1/namespaces/default/pods/web", lambda p: (p or {}).get("status", {}).get("phase") == "Running"
     )
@@ -133,6 +137,37 @@ async def test_deleting_a_claim_drains_its_node_then_terminates_the_instance(env
     terminating = next(i for i, o in enumerate(seen) if is_("InstanceTerminating", "True")(o))
     assert cordoned < terminating
     assert all(o.get("kind") == "NodeClaim" for o in seen[terminating:])
+
+
+async def test_a_pod_disruption_budget_holds_the_termination_until_it_allows(env: Env) -> None:
+    """core lifecycle/controller.go finalize waits for the Node (node/termination awaitDrain:
+    evictions respect PodDisruptionBudgets; without a terminationGracePeriod for as long as they
+    refuse); the instance is not terminated meanwhile."""
+    _, node = await ready_claim(env)
+    labels = {"app": "db"}
+    await env.call(
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        pod_body("db", namespace=None, node=node, labels=labels, grace=0),
+    )
+    await env.until(
+        "/api/v1/namespaces/default/pods/db", lambda p: (p or {}).get("status", {}).get("phase") == "Running"
+    )
+    budget = pdb_body("db", namespace="default", selector={"matchLabels": labels}, min_available=1)
+    await env.call("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", budget)
+    await env.until(
+        "/apis/policy/v1/namespaces/default/poddisruptionbudgets/db",
+        lambda b: (b or {}).get("status", {}).get("currentHealthy") == 1,
+    )
+    await env.call("DELETE", CLAIM)
+    await env.until(f"/api/v1/nodes/{node}", lambda n: bool((n or {}).get("spec", {}).get("unschedulable")))
+    await asyncio.sleep(0.5)  # evictions refused meanwhile (429), retried with backoff
+    assert await env.get("/api/v1/namespaces/default/pods/db") is not None
+    assert await env.get(CLAIM) is not None and len(env.cloud.launched) == 1
+    await env.call("DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/db")
+    await env.until(CLAIM, gone)
+    assert await env.get("/api/v1/namespaces/default/pods/db") is None
+    assert env.cloud.launched == {}
 
 
 async def test_a_termination_grace_period_is_stamped_and_announced(env: Env) -> None:
@@ -163,7 +198,9 @@ async def test_deleting_the_node_deletes_its_claim_which_drains_it(env: Env) -> 
     """core node/termination/controller.go finalize (a deleted Node held by the termination
     finalizer deletes its NodeClaim and is drained) and lifecycle/controller.go finalize."""
     _, node = await ready_claim(env)
-    await env.call("POST", "/api/v1/namespaces/default/pods", pod_body("web", namespace=None, node=node))
+    await env.call(
+        "POST", "/api/v1/namespaces/default/pods", pod_body("web", namespace=None, node=node, grace=0)
+    )
     await env.until(
         "/api/v1/namespaces/default/pods/web", lambda p: (p or {}).get("status", {}).get("phase") == "Running"
     )
