@@ -79,6 +79,10 @@ class Env:
             )
             return data
 
+    async def create(self, path: str, body: Obj) -> Obj:
+        """POST ``body`` to ``path`` (no leading slash), as support.provisioning_env's helpers ask."""
+        return await self.call("POST", f"/{path}", body, expect=201)
+
     async def get(self, path: str) -> Obj | None:
         async with self.http.get(path) as r:
             return dict(await r.json()) if r.status == 200 else None

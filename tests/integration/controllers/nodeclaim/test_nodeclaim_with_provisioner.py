@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from nodeclaim_world import UNREGISTERED, Env, Obj, running
 
-from kubespot.cloud import FakeCloud, UnavailableOfferings, fake_type
+from kubespot.cloud import FakeCloud, UnavailableOfferings
 from kubespot.controllers.nodeclaim.objects import NODECLAIMS
 from kubespot.controllers.provisioning.batcher import Batcher
 from kubespot.controllers.provisioning.nominations import Nominations
@@ -28,33 +28,7 @@ from kubespot.kube.events import EventRecorder
 from kubespot.model import SystemClock
 from kubespot.sim.kubesim.testing import node as node_body
 from kubespot.sim.kubesim.testing import pod, until
-
-NODEPOOLS = "apis/karpenter.sh/v1/nodepools"
-NODECLASSES = "apis/karpenter.k8s.aws/v1/ec2nodeclasses"
-TYPES = [
-    fake_type("small", 2, 8, od=0.10, spot=0.03, zones=("z1",)),
-    fake_type("medium", 4, 16, od=0.20, spot=0.06, zones=("z1",)),
-]
-NODECLASS = {
-    "apiVersion": "karpenter.k8s.aws/v1",
-    "kind": "EC2NodeClass",
-    "metadata": {"name": "default"},
-    "spec": {
-        "subnetSelectorTerms": [{"tags": {"k": "v"}}],
-        "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
-        "amiSelectorTerms": [{"alias": "al2023@latest"}],
-        "role": "KarpenterNodeRole",
-    },
-}
-READY = [
-    {
-        "type": "Ready",
-        "status": "True",
-        "reason": "Ready",
-        "message": "",
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    }
-]
+from support.provisioning_env import NODECLASSES, TYPES, nodeclass, nodepool, ready_pool
 
 
 async def kubelets(env: Env) -> None:
@@ -87,30 +61,9 @@ async def both_halves() -> AsyncIterator[tuple[Env, FakeCloud]]:
     unavailable = UnavailableOfferings(clock)
     cloud = FakeCloud(TYPES, unavailable=unavailable)
     async with running(cloud=cloud, unavailable=unavailable, scheduler=True) as env:
-        ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
-        await env.call("POST", f"/{NODECLASSES}", NODECLASS)
-        pool: Obj = {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": {"name": "general"},
-            "spec": {
-                "template": {
-                    "spec": {
-                        "nodeClassRef": ref,
-                        "requirements": [
-                            {
-                                "key": "karpenter.sh/capacity-type",
-                                "operator": "In",
-                                "values": ["spot", "on-demand"],
-                            }
-                        ],
-                    }
-                }
-            },
-        }
-        stored = await env.call("POST", f"/{NODEPOOLS}", pool)
+        await env.create(NODECLASSES, nodeclass())
         # Ready, as the status loop leaves a pool whose class is resolved.
-        await env.call("PUT", f"/{NODEPOOLS}/general/status", {**stored, "status": {"conditions": READY}})
+        await ready_pool(env, nodepool())  # type: ignore[arg-type]
         batcher = Batcher(idle=0.05, max_duration=0.5)
         provisioner = Provisioner(
             kube=env.kube,
