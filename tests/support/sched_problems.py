@@ -383,12 +383,36 @@ def _reshape(more: random.Random, spec: Obj) -> None:
         app["ports"] = [{"containerPort": 8080, "hostPort": 8080, "hostIP": "10.0.0.1"}]
 
 
+def long_type_lists(wide: random.Random, types: Sequence[InstanceType]) -> list[list[str]]:
+    """Instance-type lists of six to eight values that share their five lowest: lists a display that
+    shortens long lists reads alike, so a memo keyed on that text would mix the groups up (review
+    speed13, finding 1). Empty for most problems."""
+    names = sorted(t.name for t in types)
+    if wide.random() >= 0.3 or len(names) < 8:
+        return []
+    cut = wide.randint(5, len(names) - 3)
+    shared = wide.sample(names[:cut], 5)
+    return [shared + wide.sample(names[cut:], wide.randint(1, 3)) for _ in range(3)]
+
+
+def _require_one_of(wide: random.Random, spec: Obj, lists: Sequence[list[str]]) -> None:
+    """Add ``instance-type In`` one of ``lists`` to every required term of the pod (or as its one term)."""
+    if not lists or wide.random() >= 0.6:
+        return
+    expression = _req(INSTANCE_TYPE, "In", sorted(wide.choice(lists)))
+    affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": [{}]})
+    for term in required["nodeSelectorTerms"]:
+        term.setdefault("matchExpressions", []).append(expression)
+
+
 def pending_group(
     rng: random.Random,
     index: int,
     pools: Sequence[Obj],
     topology: frozenset[str],
     more: random.Random | None = None,
+    wide: tuple[random.Random, Sequence[list[str]]] | None = None,
 ) -> list[Obj]:
     """One Deployment's worth of pending pods (1-8 replicas of one template)."""
     app = f"g{index}"
@@ -407,6 +431,8 @@ def pending_group(
         spec["tolerations"] = tolerations
     if more is not None:
         _reshape(more, spec)
+    if wide is not None:
+        _require_one_of(wide[0], spec, wide[1])
     extra = _topology(rng, app, topology)
     if "affinity" in extra:
         spec.setdefault("affinity", {}).update(extra.pop("affinity"))
@@ -525,9 +551,12 @@ def generate(seed: int) -> Problem:
     for node in nodes:
         if more.random() < 0.15:
             node["spec"]["unschedulable"] = True  # cordoned: its pods stay, no new ones come
+    # A fourth stream for the long instance-type lists, again keeping every other draw.
+    wide = random.Random(seed + 3_000_003)
+    lists = long_type_lists(wide, types)
     pending: list[Obj] = []
     for g in range(rng.randint(1, 6)):
-        pending += pending_group(rng, g, pools, TOPOLOGY, more)
+        pending += pending_group(rng, g, pools, TOPOLOGY, more, (wide, lists))
     return Problem(
         seed,
         types,

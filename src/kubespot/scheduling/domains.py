@@ -180,7 +180,7 @@ class Domains(PassState):
         tainted and cordoned nodes too, ``nodeTaintsPolicy`` being Ignore)."""
         strict = pod.strict_requirements
         honor = spread.honor_node_affinity and len(strict) > 0
-        key = (spread.scope, str(strict) if honor else "")
+        key = (spread.scope, strict.identity() if honor else ())
         hit = self._lows.get(key)
         if hit is not None and hit[0] == self.tallies.version:
             return hit[1]
@@ -224,7 +224,7 @@ class Domains(PassState):
         strict = pod.strict_requirements
         if not spread.honor_node_affinity or not len(strict):
             return self.tallies.tally(spread.key, spread.scope, False).counts
-        key = (spread.key, spread.scope, str(strict))
+        key = (spread.key, spread.scope, strict.identity())
         hit = self._honored.get(key)
         if hit is None or hit[0] != self.tallies.version:
             counts = self.tallies.counts_where(

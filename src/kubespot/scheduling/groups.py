@@ -33,8 +33,8 @@ class Group:
 def group_shape(pod: PodView, label_keys: frozenset[str]) -> tuple[object, ...]:
     return (
         tuple(sorted(pod.requests.items())),
-        str(pod.requirements),
-        str(pod.strict_requirements),
+        pod.requirements.identity(),
+        pod.strict_requirements.identity(),
         pod.tolerations,
         pod.ports,
         pod.topology,

@@ -25,8 +25,8 @@ class LpClaims(Candidates):
         """NodeClaims from the configuration LP's whole nodes (``packing``) for the groups that may
         share any candidate type with the first; the residue is left to the greedy. Returns why
         the greedy packs alone ("" when the LP ran)."""
-        text = str(cohort[0].exemplar.requirements)
-        groups = [g for g in cohort if lp_eligible(g.exemplar) and str(g.exemplar.requirements) == text]
+        same = cohort[0].exemplar.requirements.identity()
+        groups = [g for g in cohort if lp_eligible(g.exemplar) and g.exemplar.requirements.identity() == same]
         # Every type a pod of the cohort fits, not only those the first (largest) pod fits.
         types, dropped, _ = self._candidates(pc, reqs, {"pods": 1})
         opening = Opening(types, dropped)

@@ -119,7 +119,7 @@ class Offers(Domains):
 
     def _type_verdicts(self, reqs: Requirements, ct: str, both: bool) -> dict[str, tuple[int, float, float]]:
         """The verdicts on types under ``reqs`` so far, by type name (see ``_type_verdict``)."""
-        key = (str(reqs), ct, both)
+        key = (reqs.identity(), ct, both)
         hit = self._verdicts.get(key)
         if hit is None:
             hit = self._verdicts[key] = {}

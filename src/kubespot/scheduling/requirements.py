@@ -172,7 +172,13 @@ class Requirement:
                 entry["minValues"] = self.min_values
         return out
 
+    def identity(self) -> tuple[object, ...]:
+        """Every field, values sorted: equal for equal sets. ``str`` shortens long value lists for
+        display, so two different sets can read alike; memo and group keys use this instead."""
+        return (self.key, self.complement, tuple(sorted(self.values)), self.gte, self.lte, self.min_values)
+
     def __str__(self) -> str:
+        """For display: a list of more than five values is shortened (see ``identity``)."""
         op = self.operator
         if op in ("Exists", "DoesNotExist"):
             text = f"{self.key} {op}"
@@ -193,10 +199,11 @@ class Requirement:
 class Requirements(Mapping[str, Requirement]):
     """One requirement per label key; ``add`` intersects with what the key already has."""
 
-    __slots__ = ("_by_key",)
+    __slots__ = ("_by_key", "_identity")
 
     def __init__(self, requirements: Iterable[Requirement] = ()) -> None:
         self._by_key: dict[str, Requirement] = {}
+        self._identity: tuple[object, ...] | None = None
         self.add(*requirements)
 
     @classmethod
@@ -222,6 +229,7 @@ class Requirements(Mapping[str, Requirement]):
         return cls(Requirement.of(k, "In", [v]) for k, v in labels.items())
 
     def add(self, *requirements: Requirement) -> None:
+        self._identity = None
         for req in requirements:
             existing = self._by_key.get(req.key)
             self._by_key[req.key] = req if existing is None else req.intersection(existing)
@@ -229,6 +237,7 @@ class Requirements(Mapping[str, Requirement]):
     def copy(self) -> Requirements:
         out = Requirements()
         out._by_key = dict(self._by_key)
+        out._identity = self._identity
         return out
 
     def get_or_any(self, key: str) -> Requirement:
@@ -277,7 +286,16 @@ class Requirements(Mapping[str, Requirement]):
     def has_min_values(self) -> bool:
         return any(r.min_values is not None for r in self._by_key.values())
 
+    def identity(self) -> tuple[object, ...]:
+        """Every requirement in full (``Requirement.identity``), by key: the same for the same
+        requirements, whatever their order. The key of every memo and group that stands for
+        "these requirements"; kept until the next ``add``, as the memos ask for it often."""
+        if self._identity is None:
+            self._identity = tuple(self._by_key[k].identity() for k in sorted(self._by_key))
+        return self._identity
+
     def __str__(self) -> str:
+        """For display only: long value lists are shortened (see ``identity``)."""
         return ", ".join(sorted(str(r) for r in self._by_key.values()))
 
     def __repr__(self) -> str:

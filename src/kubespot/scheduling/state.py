@@ -41,7 +41,7 @@ class PassState:
         self.plan = Plan()
         self.claims: list[Claim] = []
         self.usage = {pc.pool.name: dict(pc.in_use) for pc in pools}
-        self._merged: dict[tuple[str, str], Requirements | None] = {}
+        self._merged: dict[tuple[tuple[object, ...], tuple[object, ...]], Requirements | None] = {}
         self._merged_ids: dict[tuple[int, int], tuple[Requirements, Requirements, Requirements | None]] = {}
         # Memos keyed by the identity of a Requirements object; each entry keeps its object alive so
         # an id is never reused for another one while the simulation runs.
@@ -57,7 +57,7 @@ class PassState:
             tuple[Sequence[InstanceType], Mapping[str, Mapping[str, float]], list[InstanceType]],
         ] = {}
         #: Per requirements text, capacity type and both-allowed: each type's verdict (``Offers``).
-        self._verdicts: dict[tuple[str, str, bool], dict[str, tuple[int, float, float]]] = {}
+        self._verdicts: dict[tuple[tuple[object, ...], str, bool], dict[str, tuple[int, float, float]]] = {}
         # Only a NodePool's requirements carry minValues (a pod's node selector terms have none),
         # so the packing's hot loops ask a set, not each requirement.
         self._min_values_pools = {pc.pool.name for pc in pools if pc.pool.requirements.has_min_values()}
@@ -83,7 +83,7 @@ class PassState:
         self._anti_at: dict[str, list[Scope]] = {}
         #: The same for the other keys: per key and domain, the scopes kept out of it.
         self._inverse: dict[str, dict[str, list[Scope]]] = {}
-        self._narrowed: dict[tuple[str, str], Requirements] = {}
+        self._narrowed: dict[tuple[tuple[object, ...], tuple[tuple[object, ...], ...]], Requirements] = {}
         #: What each narrowed object was narrowed from, and with what (see _filter_requirements).
         self._narrowings: dict[int, tuple[Requirements, Requirements, tuple[Requirement, ...]]] = {}
         self._plain = [g for g in self.groups if not g.exemplar.topology]
@@ -95,8 +95,8 @@ class PassState:
         self._market: dict[int, tuple[Sequence[InstanceType], dict[str, float] | None]] = {}
         #: "existing" while placing on existing nodes as kube-scheduler would (its domains only).
         self._scope: str | None = None
-        self._honored: dict[tuple[str, Scope, str], tuple[int, dict[str, int]]] = {}
-        self._lows: dict[tuple[Scope, str], tuple[int, int]] = {}
+        self._honored: dict[tuple[str, Scope, tuple[object, ...]], tuple[int, dict[str, int]]] = {}
+        self._lows: dict[tuple[Scope, tuple[object, ...]], tuple[int, int]] = {}
         #: Existing nodes by hostname and NodeClaims by name (for the reasons; rebuilt as claims open).
         self._hosts: dict[str, ExistingNode | Claim] = {n.hostname: n for n in nodes}
         self._hosts_seen = 0
@@ -113,12 +113,12 @@ class PassState:
 
     def _merge(self, base: Requirements, pod: PodView) -> Requirements | None:
         """``base`` narrowed by the pod's requirements; None when they conflict. Equal inputs give
-        the same object (keyed by text), so the memos keyed by identity below hit across groups."""
+        the same object (keyed by ``identity``), so the memos keyed by identity below hit across groups."""
         fast = (id(base), id(pod.requirements))
         hit = self._merged_ids.get(fast)
         if hit is not None:
             return hit[2]
-        key = (str(base), str(pod.requirements))
+        key = (base.identity(), pod.requirements.identity())
         if key not in self._merged:
             if base.compatibility(pod.requirements, WELL_KNOWN):
                 self._merged[key] = None
@@ -158,8 +158,8 @@ class PassState:
         return all(claim.free.get(k, 0) >= v for k, v in self._smallest.items())
 
     def _narrow(self, reqs: Requirements, extra: Sequence[Requirement]) -> Requirements:
-        """``reqs`` with a topology domain added; the same object for the same text (memos)."""
-        key = (str(reqs), ";".join(str(r) for r in extra))
+        """``reqs`` with a topology domain added; the same object for the same ``identity`` (memos)."""
+        key = (reqs.identity(), tuple(r.identity() for r in extra))
         hit = self._narrowed.get(key)
         if hit is None:
             hit = reqs.copy()

@@ -319,3 +319,34 @@ def test_a_later_required_term_is_tried_when_the_first_fits_nowhere() -> None:
     )
     plan = simulate([_pod("p", **spec)], [red], [PoolCapacity(_pool(), CATALOG)])
     assert plan.existing == {"default/p": "red"}
+
+
+# -- review speed13 (issue 13 close-out)
+
+
+def _affine(name: str, types: list[str], cpu: str) -> PodView:
+    return _pod(
+        name,
+        affinity=_required({"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}),
+        containers=[{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+    )
+
+
+@pytest.mark.parametrize("cpus", [("2", "2"), ("3", "2")], ids=["one-group", "two-groups"])
+def test_pods_whose_long_type_lists_differ_keep_their_own_types(cpus: tuple[str, str]) -> None:
+    """kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/nodeclaim.go CanAdd checks
+    each pod's own requirements (Requirements.Compatible, then filterInstanceTypesByRequirements):
+    ``pb`` forbids ``b6``. Its six allowed types share their first five and their count with
+    ``pa``'s, so their shortened texts were equal and ``pb`` was planned with ``pa``'s
+    requirements onto ``b6`` (as one group, and through the merge memo as two; review speed13,
+    finding 1)."""
+    small = ["a1", "a2", "a3", "a4", "a5"]
+    catalog = [itype(n, 1, 2, od=0.05, spot=0.02) for n in small] + [
+        itype("b6", 4, 16, od=0.20, spot=0.07),
+        itype("c7", 4, 16, od=0.21, spot=0.08),
+    ]
+    pods = [_affine("pa", [*small, "b6"], cpus[0]), _affine("pb", [*small, "c7"], cpus[1])]
+    plan = simulate(pods, [], [PoolCapacity(_pool(), catalog)])
+    assert plan.unschedulable == {}
+    placed = {p: c.instance_types for c in plan.claims for p in c.pods}
+    assert placed == {"default/pa": ["b6"], "default/pb": ["c7"]}

@@ -122,3 +122,30 @@ def test_conflict_names_the_key_and_both_sides() -> None:
     pool = Requirements([Requirement.of(ZONE, "In", ["a"])])
     pod = Requirements([Requirement.of(ZONE, "In", ["b"])])
     assert pool.compatibility(pod) == [f"key {ZONE}, {ZONE} In [b] not in {ZONE} In [a]"]
+
+
+def test_identity_tells_long_value_lists_apart_that_read_alike() -> None:
+    """Karpenter keys nothing on a requirement's text: pkg/scheduling/requirement.go keeps every
+    value in a set and Requirements.Compatible compares them all. Two lists of six values that
+    share their first five and their length read alike once ``str`` shortens them, but they are
+    different requirements; ``identity`` (the memo and group key) tells them apart, and is the same
+    whatever order the values and keys came in (review speed13, finding 1)."""
+    shared = ["a1", "a2", "a3", "a4", "a5"]
+    a = Requirements([Requirement.of("type", "In", [*shared, "b6"])])
+    b = Requirements([Requirement.of("type", "In", [*shared, "c7"])])
+    assert str(a) == str(b)  # the display text is shortened on purpose
+    assert a.identity() != b.identity()
+    one = Requirements([Requirement.of(ZONE, "In", ["z2", "z1"]), Requirement.of("type", "In", ["y", "x"])])
+    two = Requirements([Requirement.of("type", "In", ["x", "y"]), Requirement.of(ZONE, "In", ["z1", "z2"])])
+    assert one.identity() == two.identity()
+
+
+def test_identity_follows_an_add() -> None:
+    """pkg/scheduling/requirements.go Add intersects the key's requirement: the cached identity must
+    be the narrowed set's, not the one from before the add (nor the copy's after it)."""
+    r = Requirements([Requirement.of("type", "In", ["a", "b"])])
+    before = r.identity()
+    copy = r.copy()
+    r.add(Requirement.of("type", "In", ["a"]))
+    assert r.identity() == Requirements([Requirement.of("type", "In", ["a"])]).identity()
+    assert r.identity() != before and copy.identity() == before
