@@ -396,6 +396,9 @@ def long_type_lists(wide: random.Random, types: Sequence[InstanceType]) -> list[
     return [shared + wide.sample(names[cut:], wide.randint(1, 2)) for _ in range(3)]
 
 
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
 def _require_one_of(wide: random.Random, spec: Obj, lists: Sequence[list[str]]) -> None:
     """Add ``instance-type In`` one of ``lists`` to every required term of the pod (or as its one term)."""
     if not lists or wide.random() >= 0.6:
@@ -404,9 +407,9 @@ def _require_one_of(wide: random.Random, spec: Obj, lists: Sequence[list[str]]) 
     if wide.random() < 0.5:
         # Only the list: groups that differ in nothing else are where equal texts collide.
         spec.pop("nodeSelector", None)
-        spec.get("affinity", {}).get("nodeAffinity", {}).pop("requiredDuringSchedulingIgnoredDuringExecution", None)
+        spec.get("affinity", {}).get("nodeAffinity", {}).pop(REQUIRED, None)
     affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": [{}]})
+    required = affinity.setdefault(REQUIRED, {"nodeSelectorTerms": [{}]})
     for term in required["nodeSelectorTerms"]:
         term.setdefault("matchExpressions", []).append(expression)
 

@@ -47,7 +47,9 @@ class OfferBase:
     incompatible: int = 0
     #: Types offered only as another capacity type (counted as lacking an offering).
     other_capacity_count: int = 0
-    other_capacity_od: float = float("inf")
+    #: Those of them with an on-demand offering in the claim's zones (the spot filter's bar, once
+    #: they are known to hold the claim's requests), with that offering's price.
+    other_capacity_od: list[tuple[InstanceType, float]] = field(default_factory=list)
     #: The candidates in the order an offer lists them: the target first, then by price and name.
     types: list[InstanceType] = field(default_factory=list)
     #: Per candidate: the price an offer sorts by (0 for the target), whether it lacks an offering
@@ -70,6 +72,20 @@ class OfferBase:
         self.prices = np.where(self.target, 0.0, raw)
         self.no_offering = np.isinf(raw) & ~self.target
         self.on_demand = np.array([od for _, _, od in ordered], dtype=np.float64)
+
+    def other_capacity_bar(self, requested: Mapping[str, int]) -> float:
+        """The cheapest on-demand offering among the types offered only on demand that hold
+        ``requested`` (infinite when none): aws ``filter.go`` ``CompatibleAvailableFilter`` drops
+        a type that cannot hold the NodeClaim's requests before ``SpotInstanceFilter`` takes its
+        bar, so a type too small never lowers it."""
+        return min(
+            (
+                od
+                for it, od in self.other_capacity_od
+                if all(it.allocatable.get(k, 0) >= amount for k, amount in requested.items())
+            ),
+            default=float("inf"),
+        )
 
     def allocatable(self, resource: str) -> npt.NDArray[np.int64]:
         """Each candidate's allocatable ``resource`` (0 where it has none)."""

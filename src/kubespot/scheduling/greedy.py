@@ -171,10 +171,7 @@ class Greedy(LpClaims):
             self._new_node_limits(first.exemplar) if self._keys else (UNLIMITED, UNLIMITED)
         )
         others = {g.exemplar.requirements.identity() for g in cohort[1:]}
-        if len(others) <= 1 and (
-            len(cohort) == 1
-            or ((merged := self._merge(reqs, cohort[1].exemplar)) is not None and merged.identity() == reqs.identity())
-        ):
+        if len(others) <= 1 and (len(cohort) == 1 or self._asks_no_more(reqs, cohort[1].exemplar)):
             # Safe: every pod may go to every candidate (the others ask for no more than the
             # first). The same pool and requirements come back for every new NodeClaim of a
             # workload, with the same candidates.

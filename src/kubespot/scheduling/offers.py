@@ -107,7 +107,8 @@ class Offers(Domains):
             kind, price, od = verdict
             if kind == _OTHER_CAPACITY:
                 base.other_capacity_count += 1
-                base.other_capacity_od = min(base.other_capacity_od, od)
+                if od < float("inf"):
+                    base.other_capacity_od.append((it, od))
             elif kind == _INCOMPATIBLE:
                 base.incompatible += 1
             else:
@@ -173,9 +174,11 @@ class Offers(Domains):
             small |= base.allocatable(k) < amount
         fits = ~small
         count(dropped, explain.TOO_SMALL, int(small.sum()))
-        cheapest_od = base.other_capacity_od
-        if fits.any():
-            cheapest_od = min(cheapest_od, float(base.on_demand[fits].min()))
+        cheapest_od = float("inf")
+        if ct == SPOT and claim.both and not has_min_values:
+            cheapest_od = base.other_capacity_bar(claim.requested)
+            if fits.any():
+                cheapest_od = min(cheapest_od, float(base.on_demand[fits].min()))
         no_offering = fits & base.no_offering
         count(dropped, explain.NO_OFFERING, int(no_offering.sum()))
         priced = fits & ~no_offering
@@ -183,9 +186,9 @@ class Offers(Domains):
         if ct == SPOT and claim.both and not has_min_values:
             # Karpenter's launch filter (aws ``filter.go`` SpotOfferingFilter, only when the
             # NodeClaim's own requirements allow both capacity types, not merely its pool's): spot
-            # offerings dearer than the cheapest on-demand offering of the candidates (those that
-            # hold the pods, and those offered only on demand) are left out; skipped when
-            # minValues asks for choice, as there.
+            # offerings dearer than the cheapest on-demand offering of the types that hold the
+            # pods (candidates, and types offered only on demand: ``CompatibleAvailableFilter``
+            # runs first) are left out; skipped when minValues asks for choice, as there.
             kept = priced & ((prices <= cheapest_od) | base.target)
             count(dropped, explain.SPOT_DEARER, int(priced.sum() - kept.sum()))
             priced = kept

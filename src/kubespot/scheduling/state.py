@@ -129,6 +129,11 @@ class PassState:
         self._merged_ids[fast] = (base, pod.requirements, self._merged[key])
         return self._merged[key]
 
+    def _asks_no_more(self, reqs: Requirements, pod: PodView) -> bool:
+        """Whether ``pod``'s requirements leave ``reqs`` as they are (compared in full)."""
+        merged = self._merge(reqs, pod)
+        return merged is not None and merged.identity() == reqs.identity()
+
     def _conflict(self, it: InstanceType, reqs: Requirements) -> bool:
         """Whether a node of ``it`` cannot satisfy ``reqs`` (memoised: asked for every type often)."""
         key = (it.name, id(reqs))

@@ -350,3 +350,28 @@ def test_pods_whose_long_type_lists_differ_keep_their_own_types(cpus: tuple[str,
     assert plan.unschedulable == {}
     placed = {p: c.instance_types for c in plan.claims for p in c.pods}
     assert placed == {"default/pa": ["b6"], "default/pb": ["c7"]}
+
+
+def test_an_on_demand_type_too_small_for_the_pods_does_not_set_the_spot_bar() -> None:
+    """aws/karpenter-provider-aws pkg/providers/instance/instance.go filterInstanceTypes runs
+    filter/filter.go CompatibleAvailableFilter (requirements, ``resources.Fits`` of the NodeClaim's
+    requests, an available offering) before SpotInstanceFilter takes the cheapest on-demand price:
+    ``tiny`` (1 CPU, on demand only, $0.01) cannot hold the 6-CPU pod, so it must not cut the spot
+    claim's 8-CPU types down to its target (review speed13, finding 2). A type offered only on
+    demand that does hold the pod still sets the bar."""
+    big = [
+        itype("big-a", 8, 32, od=0.40, spot=0.12),
+        itype("big-b", 8, 32, od=0.41, spot=0.125),
+        itype("big-c", 8, 32, od=0.42, spot=0.13),
+    ]
+    pod = _pod("p", containers=[{"name": "c", "resources": {"requests": {"cpu": "6", "memory": "1Gi"}}}])
+    tiny = itype("tiny", 1, 1, od=0.01)
+    plan = simulate([pod], [], [PoolCapacity(_pool(), [*big, tiny])])
+    (claim,) = plan.claims
+    assert (claim.capacity_type, claim.instance_types) == ("spot", ["big-a", "big-b", "big-c"]), claim.dropped
+    assert "spot dearer than on-demand" not in claim.dropped
+    roomy = itype("roomy", 8, 32, od=0.122)
+    plan = simulate([pod], [], [PoolCapacity(_pool(), [*big, roomy])])
+    (claim,) = plan.claims
+    assert (claim.capacity_type, claim.instance_types) == ("spot", ["big-a"]), claim.dropped
+    assert claim.dropped.get("spot dearer than on-demand") == 2
