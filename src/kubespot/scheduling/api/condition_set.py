@@ -1,8 +1,9 @@
 """Status conditions as Karpenter's condition sets keep them (pure).
 
-awslabs/operatorpkg ``status/condition_set.go`` (``Set``): a condition's ``lastTransitionTime``
-moves only when its status changes; a new reason, message or ``observedGeneration`` with the same
-status is written with the old time. Each carries the ``observedGeneration`` it was computed at;
+awslabs/operatorpkg ``status/condition_set.go`` (``Set``, unchanged in this respect since
+``bef8fba``; checked at ``7a13865``): a condition's ``lastTransitionTime`` moves only when its
+status changes; a new reason, message or ``observedGeneration`` with the same status is written
+with the old time. Each carries the ``observedGeneration`` it was computed at;
 the list is sorted by type. The root
 ``Ready`` follows its dependents (``recomputeRootCondition``): True (reason ``Ready``) when every
 dependent is True at the current generation; otherwise False with reason ``UnhealthyDependents``
