@@ -7,7 +7,8 @@ from the product's one allocatable function; us-east-1 on-demand prices from
 unavailable), one to three NodePools (weights, requirements on zone, capacity type, arch, family,
 size and custom keys, labels, taints and startup taints, limits), existing nodes with their pods,
 DaemonSets, and pending pods in Deployment-like groups (requests, node selectors, required and
-preferred node affinity, tolerations, host ports). Topology spread and pod (anti-)affinity are only
+preferred node affinity, tolerations, host ports; now and then instance-type lists of more than five
+values). Topology spread and pod (anti-)affinity are only
 drawn when ``PodView`` carries them (``TOPOLOGY``), so the oracle test runs against today's
 simulation and covers them once they exist.
 
