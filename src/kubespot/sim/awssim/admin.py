@@ -22,6 +22,9 @@ The spot market (``extensions.market``, ``.fleet``, ``.reclaims``; ``Region`` / 
     ``{"Pools": [{CapacityType, InstanceType, AvailabilityZone, Capacity, Used, Free, Launches,
     Errors, Reclaimed, InterruptionBand?}], "FleetCalls", "TimeScale"}`` (``Capacity``/``Free``
     null: unlimited).
+``GET /_kubespot/ec2/fleet-calls``
+    ``{"FleetCalls": [{"Start", "End", "Launched": [...], "Errors": [...]}]}``: every CreateFleet
+    ``instant`` call with its times (epoch seconds), see ``extensions.market.fleet_call_log``.
 ``POST /_kubespot/ec2/pool-capacity``
     body ``{"Capacity": int|null, "CapacityType"?, "InstanceType"?, "AvailabilityZone"?}`` (fnmatch
     patterns, default ``*``): the matching pools, now and later, hold that many instances.
@@ -135,6 +138,8 @@ def _market_route(environ: dict[str, Any], method: str, route: str, default_regi
     if route == "pools" and method == "GET":
         reclaims.run_due(ec2_backends[account][region])
         return 200, market.pools(account, region)
+    if route == "fleet-calls" and method == "GET":
+        return 200, {"FleetCalls": market.fleet_call_log(account, region)}
     if route == "pool-capacity" and method == "POST":
         capacity = request["Capacity"]
         changed = market.set_capacity(
@@ -179,7 +184,7 @@ def _market_route(environ: dict[str, Any], method: str, route: str, default_regi
     if route == "market-settings" and method == "POST":
         market.set_time_scale(account, region, float(request["TimeScale"]))
         return 200, {"ok": True}
-    if route in ("pools", "pool-capacity", "reclaims", "interruption-rates", "market-settings"):
+    if route in ("pools", "fleet-calls", "pool-capacity", "reclaims", "interruption-rates", "market-settings"):
         return 405, {"error": f"{method} not allowed"}
     return 404, {"error": f"no route 'ec2/{route}'"}
 

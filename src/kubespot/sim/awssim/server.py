@@ -328,6 +328,10 @@ class MotoServer:
         reclaims.run_due(self._ec2_backend())
         return market.pools(self.account_id, self.region)
 
+    def fleet_call_log(self) -> list[dict[str, Any]]:
+        """Every CreateFleet ``instant`` call with its start and end times, launches and errors."""
+        return market.fleet_call_log(self.account_id, self.region)
+
     def reclaim_spot(
         self,
         zone: str,

@@ -415,6 +415,36 @@ def test_capacity_rules_and_stats_over_http(aws: MotoServer) -> None:
     assert _admin(aws, "ec2/pools")["FleetCalls"] == 1
 
 
+def test_fleet_call_log_times_launches_and_errors(aws: MotoServer) -> None:
+    """The call log (kubespot's own: EC2 has none; the sandbox and the benchmark time the fallback
+    from an insufficient-capacity answer to the next launch with it): one record per answered call,
+    with its times, what it launched and the errors; an idempotent replay is no call, as in
+    ``FleetCalls``."""
+    aws.set_pool_capacity(0, capacity_type="spot", zone="us-east-1[ab]")
+    overrides = _overrides(aws, types=("m5.large",))
+    pco = {"AllocationStrategy": "price-capacity-optimized"}  # reports every empty pool
+    _fleet(aws, overrides, ClientToken="t-1", SpotOptions=pco)
+    _fleet(aws, overrides, ClientToken="t-1", SpotOptions=pco)  # a replay
+    _fleet(aws, _overrides(aws, types=("m5.large",), zones=("us-east-1a",)))
+    calls = aws.fleet_call_log()
+    assert [len(c["Launched"]) for c in calls] == [1, 0]
+    first, second = calls
+    assert first["Launched"] == [
+        {"CapacityType": "spot", "InstanceType": "m5.large", "AvailabilityZone": "us-east-1c", "Count": 1}
+    ]
+    assert {e["AvailabilityZone"] for e in first["Errors"]} == {"us-east-1a", "us-east-1b"}
+    assert second["Errors"] == [
+        {
+            "CapacityType": "spot",
+            "InstanceType": "m5.large",
+            "AvailabilityZone": "us-east-1a",
+            "ErrorCode": "UnfulfillableCapacity",
+        }
+    ]
+    assert first["Start"] <= first["End"] <= second["Start"] <= second["End"]
+    assert _admin(aws, "ec2/fleet-calls") == {"FleetCalls": calls}
+
+
 def test_reset_forgets_the_market(aws: MotoServer) -> None:
     """``reset()`` wipes pools, rules and counters with the instances (they live on moto's backend),
     so every test starts from an unlimited market."""

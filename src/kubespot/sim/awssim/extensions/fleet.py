@@ -46,6 +46,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import time
 from collections.abc import Hashable
 from typing import Any
 
@@ -317,12 +318,33 @@ def _make_create_fleet(original: Any) -> Any:
                     )
                 return ActionResult(json.loads(json.dumps(answer)))
             state.fleet_calls += 1
+            started = time.time()
             answer = _instant_fleet(self)
+            state.call_log.append(_call_record(started, time.time(), answer))
             if token:
                 state.tokens[token] = (fingerprint, json.loads(json.dumps(answer, default=str)))
         return ActionResult(answer)
 
     return create_fleet
+
+
+def _call_record(start: float, end: float, answer: dict[str, Any]) -> dict[str, Any]:
+    """The call log's entry for one answered call (``market.fleet_call_log``)."""
+
+    def where(entry: dict[str, Any]) -> dict[str, Any]:
+        overrides = (entry.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
+        return {
+            "CapacityType": entry.get("Lifecycle"),
+            "InstanceType": overrides.get("InstanceType") or entry.get("InstanceType"),
+            "AvailabilityZone": overrides.get("AvailabilityZone"),
+        }
+
+    return {
+        "Start": start,
+        "End": end,
+        "Launched": [{**where(i), "Count": len(i["InstanceIds"])} for i in answer["Instances"]],
+        "Errors": [{**where(e), "ErrorCode": e["ErrorCode"]} for e in answer["Errors"]],
+    }
 
 
 def _make_terminate(original: Any) -> Any:

@@ -148,6 +148,9 @@ class MarketState:
     #: Multiplies the market's default delays (2-minute warning): 0.01 turns 120 s into 1.2 s.
     time_scale: float = 1.0
     fleet_calls: int = 0
+    #: One record per CreateFleet ``instant`` call (``fleet.py``): when it came and was answered,
+    #: what it launched and which errors it carried, for latency figures (``fleet_call_log``).
+    call_log: list[dict[str, Any]] = field(default_factory=list)
     #: ClientToken -> (request fingerprint, answer) for CreateFleet idempotence.
     tokens: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     #: Instance id -> pool key, for instances launched by CreateFleet and not yet terminated.
@@ -318,6 +321,14 @@ def pools(account_id: str, region: str) -> dict[str, Any]:
             "FleetCalls": market.fleet_calls,
             "TimeScale": market.time_scale,
         }
+
+
+def fleet_call_log(account_id: str, region: str) -> list[dict[str, Any]]:
+    """Every CreateFleet ``instant`` call so far, oldest first: ``{"Start", "End"}`` (epoch seconds),
+    ``"Launched": [{CapacityType, InstanceType, AvailabilityZone, Count}]`` and ``"Errors":
+    [{CapacityType, InstanceType, AvailabilityZone, ErrorCode}]``. Idempotent replays are not calls."""
+    with lock:
+        return [dict(c) for c in state(account_id, region).call_log]
 
 
 def set_time_scale(account_id: str, region: str, scale: float) -> None:
