@@ -24,6 +24,7 @@ from rich.console import Console
 from kubespot.handling.deregistration import DRAIN_RESERVE, wait_bound
 
 from .lbsummary import LOAD_BALANCER
+from .provision_summary import PROVISION
 from .run import Options, Sandbox, SandboxError
 from .summary import REBALANCE, SCENARIOS, SCHEDULED_REBOOT, SPOT_ITN
 from .timeline import Timeline
@@ -41,12 +42,14 @@ DEREGISTRATION_ALLOWANCE = 3.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario",
-        choices=("all", *SCENARIOS, LOAD_BALANCER),
+        choices=("all", *SCENARIOS, LOAD_BALANCER, PROVISION),
         default="all",
         help=(
             "which interruption to fire (default: all three, each on its own spot node, at once); "
             f"{LOAD_BALANCER}: one spot interruption behind a simulated load balancer, run without and "
-            "with load-balancer deregistration, compared by failed requests"
+            "with load-balancer deregistration, compared by failed requests; "
+            f"{PROVISION}: the provisioner against a spot market (scale up, insufficient capacity, a zone "
+            "reclaimed), run without and with the interruption handler teaching the provisioner"
         ),
     )
     parser.add_argument(
@@ -89,11 +92,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KUBESPOT_NAME=VALUE",
         help="extra agent setting, repeatable (e.g. KUBESPOT_DRAIN_PDB_DEADLINE_ACTION=keep)",
     )
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"{PROVISION}: the Deployments' pods in all after the scale-up (default 500)",
+    )
     # The failing demo, for tests and the curious: a pod the drain can never move before the deadline.
     parser.add_argument("--blocking-pdb", action="store_true", help=argparse.SUPPRESS)
 
 
 def _options(args: argparse.Namespace) -> Options:
+    if args.scenario == PROVISION:
+        return _provision_options(args)
+    if args.replicas is not None:
+        raise ValueError(f"--replicas applies to --scenario {PROVISION} only")
     lb = args.scenario == LOAD_BALANCER
     scenarios = SCENARIOS if args.scenario == "all" else (args.scenario,)
     nodes = args.nodes if args.nodes is not None else (LB_DEFAULT_SPOT_NODES if lb else DEFAULT_SPOT_NODES)
@@ -133,6 +147,26 @@ def _options(args: argparse.Namespace) -> Options:
         keep=args.keep,
         blocking_pdb=args.blocking_pdb,
         agent_env=env,
+    )
+
+
+def _provision_options(args: argparse.Namespace) -> Options:
+    from .provision import DEFAULT_REPLICAS, DEFAULT_TIME_SCALE, MAX_REPLICAS
+
+    if args.nodes is not None or args.blocking_pdb or args.agent_env:
+        raise ValueError(f"--nodes, --agent-env and --blocking-pdb do not apply to --scenario {PROVISION}")
+    replicas = args.replicas if args.replicas is not None else DEFAULT_REPLICAS
+    if not 10 <= replicas <= MAX_REPLICAS:
+        raise ValueError(f"--replicas must be between 10 and {MAX_REPLICAS}, got {replicas}")
+    scale = args.time_scale if args.time_scale is not None else DEFAULT_TIME_SCALE
+    Timing(scale)  # validates
+    return Options(
+        scenarios=(PROVISION,),
+        spot_nodes=0,
+        time_scale=scale,
+        workdir=args.workdir or Path(tempfile.mkdtemp(prefix="kubespot-sandbox-")),
+        keep=args.keep,
+        replicas=replicas,
     )
 
 
@@ -188,7 +222,12 @@ def main(args: argparse.Namespace) -> int:
     console = None if args.json else Console(highlight=False, width=None if sys.stdout.isatty() else 150)
     err_console = Console(stderr=True, highlight=False)
     sandbox: Sandbox
-    if opts.scenarios == (LOAD_BALANCER,):
+    if opts.scenarios == (PROVISION,):
+        # Imported here: it brings moto and boto3, which the agent scenarios do without.
+        from .provision import ProvisionSandbox
+
+        sandbox = ProvisionSandbox(opts, lambda records: Timeline(console, records), replicas=opts.replicas)
+    elif opts.scenarios == (LOAD_BALANCER,):
         # Imported here: it brings moto and boto3, which the other scenarios do without.
         from .loadbalancer import LoadBalancerSandbox
 
@@ -204,6 +243,11 @@ def main(args: argparse.Namespace) -> int:
         if args.json:
             sys.stdout.write(orjson.dumps(summary).decode() + "\n")
             sys.stdout.flush()
+        elif summary.get("scenario") == PROVISION:
+            from .provision import print_summary
+
+            sandbox.timeline.close()
+            print_summary(console, summary, _footer(summary))
         elif summary.get("scenario") == LOAD_BALANCER:
             sandbox.timeline.print_loadbalancer_summary(summary, footer=_footer(summary))
         else:
@@ -255,7 +299,11 @@ def _footer(summary: dict[str, Any]) -> list[str]:
     lines = [f"run took {summary['duration_s']:.1f}s at time scale {summary['time_scale']:g}x"]
     for problem in summary.get("problems", ()):
         lines.append(f"problem: {problem}")
-    if summary.get("scenario") == LOAD_BALANCER:
+    if summary.get("scenario") == PROVISION:
+        lines.append(
+            f"controller logs: {Path(summary['workdir'])}/{{shares-nothing,kubespot}}/controller.log"
+        )
+    elif summary.get("scenario") == LOAD_BALANCER:
         lines.append(f"logs: {Path(summary['workdir'])}/*-deregistration/{{agent-*,controller}}.log")
     else:
         lines.append(

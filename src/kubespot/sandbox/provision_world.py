@@ -59,6 +59,8 @@ READY_SECONDS = 5.0
 #: provisioner's own pace and scaling them would only make the batches smaller.
 BATCH_IDLE = 1.0
 BATCH_MAX = 10.0
+#: Karpenter's unavailable-offerings cache (3 minutes), on the story's clock.
+UNAVAILABLE_TTL_SECONDS = 180.0
 CRDS = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "kubespot" / "crds"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 CONTROLLER_START_TIMEOUT = 60.0
@@ -109,7 +111,9 @@ def nodeclass() -> Obj:
     }
 
 
-def nodepool(name: str, capacity_types: list[str], *, taints: list[Obj] | None = None, weight: int = 0) -> Obj:
+def nodepool(
+    name: str, capacity_types: list[str], *, taints: list[Obj] | None = None, weight: int = 0
+) -> Obj:
     spec: Obj = {
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
         "requirements": [
@@ -170,7 +174,8 @@ class ProvisionWorld:
             "/apis/karpenter.sh/v1/nodepools", nodepool(GENERAL_POOL, ["spot", "on-demand"], weight=10)
         )
         await self.create(
-            "/apis/karpenter.sh/v1/nodepools", nodepool(ON_DEMAND_POOL, ["on-demand"], taints=[DEDICATED_TAINT])
+            "/apis/karpenter.sh/v1/nodepools",
+            nodepool(ON_DEMAND_POOL, ["on-demand"], taints=[DEDICATED_TAINT]),
         )
         await asyncio.to_thread(self._aws_side)
         self._writer = KubeWriter(self.kubesim.url)
@@ -192,7 +197,7 @@ class ProvisionWorld:
         aws = self.aws
         aws.set_market_time_scale(1.0 / self.timing.scale)
         ec2 = aws.client("ec2")
-        discovery = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
+        discovery: Any = [{"Key": "karpenter.sh/discovery", "Value": CLUSTER}]
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
         for i, zone in enumerate(ZONES):
             subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i * 64}.0/18", AvailabilityZone=zone)
@@ -204,7 +209,9 @@ class ProvisionWorld:
         with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
             iam.create_instance_profile(InstanceProfileName=INSTANCE_PROFILE)
         # What `kubespot aws bootstrap` creates, by the same code, with the simulated account's keys.
-        outcome = bootstrap(Request(cluster=CLUSTER), Clients(sqs=aws.client("sqs"), events=aws.client("events")))
+        outcome = bootstrap(
+            Request(cluster=CLUSTER), Clients(sqs=aws.client("sqs"), events=aws.client("events"))
+        )
         assert outcome.queue_url is not None
         self.queue_url = outcome.queue_url
 
@@ -238,6 +245,9 @@ class ProvisionWorld:
             "KUBESPOT_AWS_ENDPOINT_URL": self.aws.endpoint_url,
             "KUBESPOT_AWS_REGION": self.aws.region,
             "KUBESPOT_QUEUE_URL": self.queue_url,
+            # The queue is this cluster's alone and the provisioner's instances carry the cluster's
+            # tags, not NTH's managed tag: without this every warning is "not managed here".
+            "KUBESPOT_QUEUE_CHECK_TAG_BEFORE_DRAINING": "false",
             "KUBESPOT_PROVISIONING_ENABLED": "true",
             "KUBESPOT_PROVISIONING_KUBERNETES_VERSION": "1.32",
             "KUBESPOT_CLUSTER_NAME": CLUSTER,
@@ -246,7 +256,7 @@ class ProvisionWorld:
             "KUBESPOT_LAUNCH_BATCH_IDLE_DURATION": num(BATCH_IDLE),
             "KUBESPOT_LAUNCH_BATCH_MAX_DURATION": num(BATCH_MAX),
             # Karpenter's 3 minutes, on the story's clock like the reclaim's two.
-            "KUBESPOT_LAUNCH_UNAVAILABLE_OFFERINGS_TTL": num(t.s(180.0)),
+            "KUBESPOT_LAUNCH_UNAVAILABLE_OFFERINGS_TTL": num(t.s(UNAVAILABLE_TTL_SECONDS)),
             "KUBESPOT_LAUNCH_SPOT_RISK_HALF_LIFE": num(t.s(3600.0)),
             "KUBESPOT_LEADER_ELECTION_ENABLED": "false",
             "KUBESPOT_OBSERVABILITY_EMIT_KUBERNETES_EVENTS": "true",

@@ -48,6 +48,8 @@ class Options:
     keep: bool = False
     blocking_pdb: bool = False
     agent_env: dict[str, str] = field(default_factory=dict)
+    #: The provision scenario's Deployment replicas in all (0: its default).
+    replicas: int = 0
 
 
 def imds_instances(spot: list[cluster.NodeSpec]) -> list[SimInstance]:

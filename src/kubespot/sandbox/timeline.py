@@ -115,6 +115,10 @@ class Timeline:
 
     # -- summary --------------------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Stop the live panel: a summary printed by its scenario's own code comes next."""
+        self._close()
+
     def _close(self) -> None:
         self.closed = True
         if self._live is not None:  # the panel's job is done; the table replaces it
