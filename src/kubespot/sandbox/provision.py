@@ -82,7 +82,7 @@ def _prefers_spot() -> Obj:
     }
 
 
-def deployment(ns: str, name: str, cpu: str, memory: str) -> Obj:
+def deployment(ns: str, name: str, cpu: str, memory: str, grace: int) -> Obj:
     """A Deployment as the seed material's users write them: spot preferred, the spot taint tolerated."""
     labels = {"app": name}
     return {
@@ -97,7 +97,7 @@ def deployment(ns: str, name: str, cpu: str, memory: str) -> Obj:
                 "spec": {
                     "affinity": _prefers_spot(),
                     "tolerations": [SPOT_TOLERATION],
-                    "terminationGracePeriodSeconds": 5,
+                    "terminationGracePeriodSeconds": grace,
                     "containers": [
                         {
                             "name": name,
@@ -417,10 +417,12 @@ class ProvisionSandbox(Sandbox):
         web = round(self.replicas * WEB_SHARE)
         api = self.replicas - web
         await world.create(
-            "/apis/apps/v1/namespaces/shop/deployments", deployment("shop", "web", "250m", "512Mi")
+            "/apis/apps/v1/namespaces/shop/deployments",
+            deployment("shop", "web", "250m", "512Mi", self.timing.grace(30)),
         )
         await world.create(
-            "/apis/apps/v1/namespaces/shop/deployments", deployment("shop", "api", "500m", "1Gi")
+            "/apis/apps/v1/namespaces/shop/deployments",
+            deployment("shop", "api", "500m", "1Gi", self.timing.grace(30)),
         )
 
         # 1. scale 0 -> replicas
