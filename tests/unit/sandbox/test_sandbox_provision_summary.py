@@ -28,8 +28,8 @@ T0 = 1_800_000_000.0
 
 
 def call(
-    start: float, *, launched: list[tuple[str, str, str]] = (), errors: str | None = None
-) -> dict[str, Any]:  # type: ignore[assignment]
+    start: float, *, launched: Sequence[tuple[str, str, str]] = (), errors: str | None = None
+) -> dict[str, Any]:
     return {
         "Start": T0 + start,
         "End": T0 + start + 0.05,
