@@ -162,7 +162,8 @@ class ProvisionTracker(Observer):
         self.lost: dict[str, str] = {}  # pod uid -> "ns/name"
         self.gone_nodes: set[str] = set()
         self.claims: dict[str, Obj] = {}
-        self._launched: set[str] = set()
+        self.claim_seen: dict[str, float] = {}  # NodeClaim name -> first seen
+        self.launched_at: dict[str, float] = {}  # NodeClaim name -> its providerID first seen
 
     async def start(self) -> None:
         import httpx2
@@ -235,9 +236,11 @@ class ProvisionTracker(Observer):
         if kind == "DELETED":
             return
         self.claims[name] = claim
+        now = self.clock()
+        self.claim_seen.setdefault(name, now)
         pid = (claim.get("status") or {}).get("providerID")
-        if pid and name not in self._launched:
-            self._launched.add(name)
+        if pid and name not in self.launched_at:
+            self.launched_at[name] = now
             labels = (claim.get("metadata") or {}).get("labels") or {}
             self.emit(
                 TimelineEntry(

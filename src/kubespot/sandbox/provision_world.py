@@ -112,13 +112,18 @@ def nodeclass() -> Obj:
 
 
 def nodepool(
-    name: str, capacity_types: list[str], *, taints: list[Obj] | None = None, weight: int = 0
+    name: str,
+    capacity_types: list[str],
+    *,
+    taints: list[Obj] | None = None,
+    weight: int = 0,
+    instance_types: tuple[str, ...] = INSTANCE_TYPES,
 ) -> Obj:
     spec: Obj = {
         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
         "requirements": [
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types},
-            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(INSTANCE_TYPES)},
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(instance_types)},
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(ZONES)},
         ],
     }
@@ -150,6 +155,8 @@ class ProvisionWorld:
     _writer: KubeWriter | None = None
     _http: aiohttp.ClientSession | None = None
     subnets: dict[str, str] = field(default_factory=dict)
+    #: The types the NodePools allow (the benchmark adds larger ones for its thousands of pods).
+    instance_types: tuple[str, ...] = INSTANCE_TYPES
 
     @property
     def kubeconfig(self) -> Path:
@@ -171,11 +178,14 @@ class ProvisionWorld:
             await self.create(CRD_PATH, yaml.safe_load(path.read_text()))
         await self.create("/apis/karpenter.k8s.aws/v1/ec2nodeclasses", nodeclass())
         await self.create(
-            "/apis/karpenter.sh/v1/nodepools", nodepool(GENERAL_POOL, ["spot", "on-demand"], weight=10)
+            "/apis/karpenter.sh/v1/nodepools",
+            nodepool(GENERAL_POOL, ["spot", "on-demand"], weight=10, instance_types=self.instance_types),
         )
         await self.create(
             "/apis/karpenter.sh/v1/nodepools",
-            nodepool(ON_DEMAND_POOL, ["on-demand"], taints=[DEDICATED_TAINT]),
+            nodepool(
+                ON_DEMAND_POOL, ["on-demand"], taints=[DEDICATED_TAINT], instance_types=self.instance_types
+            ),
         )
         await asyncio.to_thread(self._aws_side)
         self._writer = KubeWriter(self.kubesim.url)

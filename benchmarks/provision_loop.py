@@ -1,0 +1,196 @@
+"""The provisioning loop at scale: pending pods → NodeClaims → CreateFleet → Nodes → bound pods.
+
+Setup per size (``--sizes``, default 1 000 and 5 000 pods): a fresh provisioning world
+(``kubespot.sandbox.provision_world``: kubesim with the chart's CRDs and two NodePools, moto's spot
+market in this process with a VPC in three zones and the interruption queue, the node joiner in
+this process) and one real ``python -m kubespot controller`` process with provisioning on. The
+NodePools allow the sandbox's types plus ``m5.4xlarge`` / ``c5.4xlarge`` / ``r5.4xlarge`` so that
+thousands of small pods do not need hundreds of nodes.
+
+One Deployment of ``size`` replicas (100m CPU, 128Mi, preferring spot) is created at once; the clock
+starts at its creation and runs until:
+
+- ``claims_created_s``: the last NodeClaim created for them is seen (watch);
+- ``launched_s``: the last of those NodeClaims has its providerID (CreateFleet answered, status written);
+- ``bound_s``: every pod is bound to a node (so it includes the boot: the instance's registration
+  ``--boot`` real seconds after its launch and Ready 0.5 s later, ``boot_delay_s``, reported apart);
+- ``fleet_calls``: CreateFleet calls until then (awssim's call log).
+
+Then the spot market runs dry (every spot pool's capacity = what runs there) and a second
+Deployment of ``size / 100`` (at least 5) pods of 3.5 CPU each, too large for what is left on the
+nodes, is created: ``fallback_p99_s`` is the p99 over EC2's insufficient-capacity refusals of the time
+from the refusal's answer to the provisioner's next CreateFleet call (awssim's timestamped call log,
+``GET /_kubespot/ec2/fleet-calls``; issue 14 §5's goal: ≤ 2 s); ``fallback_s`` beside it, from the
+first refusal to the first launch after it.
+
+``controller_cpu_s`` is the controllers' user+system CPU seconds summed over the sizes (each size
+has its own process; per size in ``<size>.controller_cpu_s``), ``peak_rss_mib`` the largest VmHWM.
+Prints one JSON object; progress goes to stderr.
+
+    python benchmarks/provision_loop.py                      # 1 000 and 5 000 pods
+    python benchmarks/provision_loop.py --sizes 100          # smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kubespot.sandbox import provision_world as pw
+from kubespot.sandbox.observer import TimelineEntry
+from kubespot.sandbox.provision import ProvisionTracker, deployment
+from kubespot.sandbox.provision_summary import next_call_times, percentile, time_to_fall_back
+from kubespot.sandbox.timing import Timing
+from kubespot.sim.awssim import MotoServer
+
+TYPES = (*pw.INSTANCE_TYPES, "m5.4xlarge", "c5.4xlarge", "r5.4xlarge")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg: str) -> None:
+    print(f"[provision_loop {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def wait(predicate: Any, within: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not predicate():
+        if loop.time() > deadline:
+            raise TimeoutError(f"{what}: not within {within:.0f}s")
+        await asyncio.sleep(0.05)
+
+
+async def one_size(
+    aws: MotoServer, size: int, workdir: Path, timing: Timing, within: float
+) -> dict[str, Any]:
+    world = pw.ProvisionWorld(workdir / str(size), timing, aws, instance_types=TYPES)
+    await world.start()
+    try:
+        proc = await world.start_controller()
+        assert proc.pid is not None
+        pid = proc.pid
+
+        def quiet(_: TimelineEntry) -> None:
+            pass
+
+        tracker = ProvisionTracker(world.api_url, quiet)
+        await tracker.start()
+        try:
+            await world.create(
+                "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}
+            )
+            body = deployment("shop", "web", "100m", "128Mi", 30)
+            body["spec"]["replicas"] = size
+            log(f"{size}: creating the Deployment")
+            t0 = time.time()
+            await world.create("/apis/apps/v1/namespaces/shop/deployments", body)
+            await wait(
+                lambda: len(tracker.pods) >= size and tracker.unbound() == 0, within, f"{size} pods bound"
+            )
+            bound = time.time() - t0
+            claims = dict(tracker.claim_seen)
+            launched = [tracker.launched_at.get(n) for n in claims]
+            calls = await asyncio.to_thread(aws.fleet_call_log)
+            log(f"{size}: bound in {bound:.1f}s, {len(claims)} NodeClaims, {len(calls)} CreateFleet calls")
+
+            # The spot market runs dry; a tenth more pods must fall back to on-demand.
+            pools = (await asyncio.to_thread(aws.pool_stats))["Pools"]
+            await asyncio.to_thread(aws.set_pool_capacity, 0, capacity_type="spot")
+            for p in pools:
+                if p["CapacityType"] == "spot" and p["Used"]:
+                    await asyncio.to_thread(
+                        aws.set_pool_capacity,
+                        p["Used"],
+                        capacity_type="spot",
+                        instance_type=p["InstanceType"],
+                        zone=p["AvailabilityZone"],
+                    )
+            ice_at = time.time()
+            # Pods too large for what is left on the nodes, so each needs new capacity.
+            big = deployment("shop", "batch", "3500m", "1Gi", 30)
+            big["spec"]["replicas"] = extra = max(5, size // 100)
+            await world.create("/apis/apps/v1/namespaces/shop/deployments", big)
+            more = size + extra
+            await wait(
+                lambda: len(tracker.pods) >= more and tracker.unbound() == 0, within, f"{more} pods bound"
+            )
+            after = await asyncio.to_thread(aws.fleet_call_log)
+            next_calls = next_call_times(after, ice_at)
+            fallback = time_to_fall_back(after, ice_at)
+            p99 = percentile(next_calls, 99)
+            cpu, rss = cpu_seconds(pid), peak_rss_mib(pid)
+        finally:
+            await tracker.stop()
+        return {
+            "claims_created_s": round(max(claims.values()) - t0, 3),
+            "launched_s": None if None in launched else round(max(x for x in launched if x) - t0, 3),
+            "bound_s": round(bound, 3),
+            "boot_delay_s": round(timing.s(pw.BOOT_SECONDS) + timing.s(pw.READY_SECONDS), 3),
+            "fleet_calls": len(calls),
+            "fallback_p99_s": None if p99 is None else round(p99, 3),
+            "fallback_s": None if fallback is None else round(fallback, 3),
+            "capacity_refusals": len(next_calls),
+            "nodeclaims": len(claims),
+            "nodes": len(tracker.nodes),
+            "controller_cpu_s": round(cpu, 2),
+            "peak_rss_mib": round(rss, 1),
+        }
+    finally:
+        await world.stop()
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="provision-loop-"))
+    timing = Timing(args.time_scale)
+    aws = MotoServer()
+    await asyncio.to_thread(aws.start)
+    out: dict[str, Any] = {}
+    try:
+        for i, size in enumerate(args.sizes):
+            if i:
+                await asyncio.to_thread(aws.reset)
+            out[str(size)] = await one_size(aws, size, workdir, timing, args.timeout)
+    finally:
+        await asyncio.to_thread(aws.stop)
+    out["controller_cpu_s"] = round(sum(v["controller_cpu_s"] for v in out.values()), 2)
+    out["peak_rss_mib"] = max(v["peak_rss_mib"] for k, v in out.items() if isinstance(v, dict))
+    out["time_scale"] = timing.scale
+    out["workdir"] = str(workdir)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000], help="pending pods per run")
+    parser.add_argument(
+        "--time-scale", type=float, default=10.0, help="compress the boot (35 s) and Ready (5 s) this much"
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="real seconds a phase may take")
+    parser.add_argument("--workdir", default=None, help="where the controller logs go")
+    args = parser.parse_args()
+    out = asyncio.run(main_async(args))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
