@@ -23,8 +23,11 @@ SIZE_KEYS = {"claims_created_s", "launched_s", "bound_s", "boot_delay_s", "fleet
 @pytest.mark.slow
 def test_provision_loop_prints_its_figures(tmp_path: Path) -> None:
     res = subprocess.run(
-        [sys.executable, str(BENCH / "provision_loop.py"), "--sizes", "20", "--time-scale", "20"]
-        + ["--timeout", "120", "--workdir", str(tmp_path)],
+        [
+            sys.executable,
+            str(BENCH / "provision_loop.py"),
+            *("--sizes", "20", "--time-scale", "20", "--timeout", "120", "--workdir", str(tmp_path)),
+        ],
         capture_output=True,
         text=True,
         timeout=240,
