@@ -268,6 +268,9 @@ class ProvisionWorld:
             # Karpenter's 3 minutes, on the story's clock like the reclaim's two.
             "KUBESPOT_LAUNCH_UNAVAILABLE_OFFERINGS_TTL": num(t.s(UNAVAILABLE_TTL_SECONDS)),
             "KUBESPOT_LAUNCH_SPOT_RISK_HALF_LIFE": num(t.s(3600.0)),
+            # The client's 50 requests/s are a rate of the story: compressed like its durations, or a
+            # reclaim of a dozen nodes could not be drained inside the scaled two-minute notice.
+            "KUBESPOT_KUBE_API_QPS": num(50.0 * t.scale),
             "KUBESPOT_LEADER_ELECTION_ENABLED": "false",
             "KUBESPOT_OBSERVABILITY_EMIT_KUBERNETES_EVENTS": "true",
             "KUBESPOT_OBSERVABILITY_JSON_LOGGING": "true",
