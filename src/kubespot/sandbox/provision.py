@@ -278,6 +278,7 @@ class ProvisionSandbox(Sandbox):
         self._tracker: ProvisionTracker | None = None
         self._run_start = 0.0
         self._label = ""
+        self._world: pw.ProvisionWorld | None = None
         self.timeline.panel = self._panel
 
     def _panel(self) -> Table:
@@ -317,7 +318,7 @@ class ProvisionSandbox(Sandbox):
                     if i:
                         await asyncio.to_thread(aws.reset)
                     last = i == len(RUNS) - 1
-                    runs[key] = await self._run_once(key, aws, keep=opts.keep and last, then=None)
+                    runs[key] = await self._run_once(key, aws, keep=opts.keep and last)
                     if last:
                         summary.update(self._provision_summary(runs))
                         summary["aws_endpoint_url"] = aws.endpoint_url
@@ -329,8 +330,6 @@ class ProvisionSandbox(Sandbox):
                     await self._world.stop()
                 await asyncio.to_thread(aws.stop)
         return summary
-
-    _world: pw.ProvisionWorld | None = None
 
     def _provision_summary(self, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         return provision_summary(
@@ -344,7 +343,7 @@ class ProvisionSandbox(Sandbox):
             timeline=self.timeline.lines,
         )
 
-    async def _run_once(self, key: str, aws: MotoServer, *, keep: bool, then: Any) -> dict[str, Any]:
+    async def _run_once(self, key: str, aws: MotoServer, *, keep: bool) -> dict[str, Any]:
         t = self.timing
         rundir = self.opts.workdir / key.replace("_", "-")
         self._label, self._run_start = key, time.time()
