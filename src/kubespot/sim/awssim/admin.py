@@ -184,7 +184,14 @@ def _market_route(environ: dict[str, Any], method: str, route: str, default_regi
     if route == "market-settings" and method == "POST":
         market.set_time_scale(account, region, float(request["TimeScale"]))
         return 200, {"ok": True}
-    if route in ("pools", "fleet-calls", "pool-capacity", "reclaims", "interruption-rates", "market-settings"):
+    if route in (
+        "pools",
+        "fleet-calls",
+        "pool-capacity",
+        "reclaims",
+        "interruption-rates",
+        "market-settings",
+    ):
         return 405, {"error": f"{method} not allowed"}
     return 404, {"error": f"no route 'ec2/{route}'"}
 
