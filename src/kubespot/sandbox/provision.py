@@ -164,6 +164,8 @@ class ProvisionTracker(Observer):
         self.claims: dict[str, Obj] = {}
         self.claim_seen: dict[str, float] = {}  # NodeClaim name -> first seen
         self.launched_at: dict[str, float] = {}  # NodeClaim name -> its providerID first seen
+        #: (instance type, zone) of the pools reclaimed so far: a spot launch into one is flagged.
+        self.reclaimed_pools: set[tuple[str, str]] = set()
 
     async def start(self) -> None:
         import httpx2
@@ -242,14 +244,19 @@ class ProvisionTracker(Observer):
         if pid and name not in self.launched_at:
             self.launched_at[name] = now
             labels = (claim.get("metadata") or {}).get("labels") or {}
+            ct = labels.get("karpenter.sh/capacity-type", "?")
+            pool = (
+                labels.get("node.kubernetes.io/instance-type", "?"),
+                labels.get("topology.kubernetes.io/zone", "?"),
+            )
+            doomed = ct == "spot" and pool in self.reclaimed_pools
             self.emit(
                 TimelineEntry(
-                    self.clock(),
+                    now,
                     name,
-                    f"launched {labels.get('karpenter.sh/capacity-type', '?')} "
-                    f"{labels.get('node.kubernetes.io/instance-type', '?')} in "
-                    f"{labels.get('topology.kubernetes.io/zone', '?')}",
-                    "green" if labels.get("karpenter.sh/capacity-type") == "spot" else "",
+                    f"launched {ct} {pool[0]} in {pool[1]}"
+                    + (": into a just-reclaimed pool" if doomed else ""),
+                    "red" if doomed else ("green" if ct == "spot" else ""),
                 )
             )
 
@@ -489,6 +496,7 @@ class ProvisionSandbox(Sandbox):
             for p in pools
             if p["CapacityType"] == "spot" and p["AvailabilityZone"] == zone and p["Used"]
         }
+        tracker.reclaimed_pools = set(rec.reclaimed_pools)
         start = rec.reclaim_at = time.time()
         reclaim = await asyncio.to_thread(aws.reclaim_spot, zone, rebalance=True)
         # The pools keep room: what a provisioner does with the warnings is what the run shows.
