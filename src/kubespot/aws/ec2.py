@@ -63,6 +63,20 @@ class InstanceInfo:
         """The Kubernetes node's ``spec.providerID`` for this instance."""
         return f"aws:///{self.availability_zone}/{self.instance_id}"
 
+    def is_managed(self, managed_tag: str, cluster: str = "") -> bool:
+        """Handled here: it carries ``managed_tag`` (NTH's rule), or kubespot's provisioner launched
+        it for ``cluster`` (a NodePool tag and the cluster's tag, docs/designs/launching.md §3), as
+        Karpenter's interruption controller handles the instances of its own NodeClaims."""
+        if managed_tag in self.tags:
+            return True
+        if not cluster or "karpenter.sh/nodepool" not in self.tags:
+            return False
+        tags = self.tags
+        return (
+            tags.get("eks:eks-cluster-name") == cluster
+            or tags.get(f"kubernetes.io/cluster/{cluster}") == "owned"
+        )
+
 
 def _parse_instance(raw: Mapping[str, Any]) -> InstanceInfo:
     tags = {str(t.get("Key", "")): str(t.get("Value", "")) for t in raw.get("Tags") or []}

@@ -124,6 +124,7 @@ def interruption(shared: Shared) -> Controller | None:
         hooks=lifecycle,
         # Off, the handler keeps what it learns to itself: Karpenter + NTH, which share nothing.
         capacity=shared.capacity if s.launch.learn_from_interruptions else None,
+        cluster=provisioned_cluster(s),
     )
     consumer = QueueConsumer(
         Queue(shared.aws, s.queue.url), settings=s.queue, handle=handler.handle, clock=shared.clock
@@ -182,6 +183,12 @@ def response(shared: Shared) -> Controller | None:
     )
 
 
+def provisioned_cluster(s: ControllerSettings) -> str:
+    """The cluster this controller launches instances for ("" when it does not launch): those
+    instances are managed here whatever ``queue.managed_tag`` says."""
+    return s.launch.cluster_name if s.provisioning.enabled else ""
+
+
 def housekeeping(shared: Shared) -> Controller:
     """The leader's cluster-wide duties: the managed-instances gauge, and Node clean-up if on."""
     s = shared.settings
@@ -191,6 +198,7 @@ def housekeeping(shared: Shared) -> Controller:
         queue=s.queue,
         metrics=shared.metrics,
         clock=shared.clock,
+        cluster=provisioned_cluster(s),
     )
     runnables = [Runnable("managed-instances", gauge.run, leader_only=True)]
     if s.node_cleanup.enabled:
@@ -204,6 +212,7 @@ def housekeeping(shared: Shared) -> Controller:
             metrics=shared.metrics,
             clock=shared.clock,
             recorder=shared.recorder,
+            cluster=provisioned_cluster(s),
         )
         runnables.append(Runnable("node-cleanup", cleanup.run, leader_only=True))
     return Controller("housekeeping", runnables)

@@ -255,9 +255,8 @@ class ProvisionWorld:
             "KUBESPOT_AWS_ENDPOINT_URL": self.aws.endpoint_url,
             "KUBESPOT_AWS_REGION": self.aws.region,
             "KUBESPOT_QUEUE_URL": self.queue_url,
-            # The queue is this cluster's alone and the provisioner's instances carry the cluster's
-            # tags, not NTH's managed tag: without this every warning is "not managed here".
-            "KUBESPOT_QUEUE_CHECK_TAG_BEFORE_DRAINING": "false",
+            # queue.check_tag_before_draining stays on (the default): the provisioner's instances
+            # carry no NTH managed tag but a NodePool tag and this cluster's, which count as managed.
             "KUBESPOT_PROVISIONING_ENABLED": "true",
             "KUBESPOT_PROVISIONING_KUBERNETES_VERSION": "1.32",
             "KUBESPOT_CLUSTER_NAME": CLUSTER,

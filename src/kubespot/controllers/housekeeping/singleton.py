@@ -57,10 +57,13 @@ class ManagedInstancesGauge:
         metrics: Metrics,
         clock: Clock,
         interval: float = MANAGED_INSTANCES_INTERVAL,
+        cluster: str = "",
     ) -> None:
         self._nodes = nodes
         self._instances = instances
         self._queue = queue
+        #: The cluster kubespot's provisioner launches for (its instances count as managed).
+        self._cluster = cluster
         self._metrics = metrics
         self._clock = clock
         self._interval = interval
@@ -88,7 +91,7 @@ class ManagedInstancesGauge:
         counts: Counter[str] = Counter()
         for node in nodes:
             info = found.get(node.instance_id or "")
-            if info is not None and self._queue.managed_tag in info.tags:
+            if info is not None and info.is_managed(self._queue.managed_tag, self._cluster):
                 counts[capacity_type(node, info)] += 1
         return dict(counts)
 
@@ -108,12 +111,15 @@ class NodeCleanup:
         metrics: Metrics,
         clock: Clock,
         recorder: EventRecorder | None = None,
+        cluster: str = "",
     ) -> None:
         self._kube = kube
         self._nodes = nodes
         self._instances = instances
         self._settings = settings
         self._queue = queue
+        #: The cluster kubespot's provisioner launches for (its instances count as managed).
+        self._cluster = cluster
         self._dry_run = dry_run
         self._metrics = metrics
         self._clock = clock
@@ -155,7 +161,7 @@ class NodeCleanup:
             if info is not None and info.state not in GONE_STATES:
                 continue  # the instance runs (or is stopped): a Node problem, not a gone instance
             if self._queue.check_tag_before_draining and (
-                info is None or self._queue.managed_tag not in info.tags
+                info is None or not info.is_managed(self._queue.managed_tag, self._cluster)
             ):
                 # Unknown instances have no tags to check; either way not provably ours.
                 log.debug("node clean-up: %s (%s) is not managed here; left alone", node.name, instance_id)

@@ -114,10 +114,13 @@ class QueueHandler:
         loadbalancer_wait: LoadBalancerWaitSettings | None = None,
         hooks: HookClient | None = None,
         capacity: CapacitySignals | None = None,
+        cluster: str = "",
     ) -> None:
         self._kube = kube
         #: Told of every event on a node of this cluster: what the provisioner learns from it.
         self._capacity = capacity
+        #: The cluster kubespot's provisioner launches for: its instances count as managed.
+        self._cluster = cluster
         self._nodes = nodes
         self._instances = instances
         self._lifecycle = lifecycle
@@ -409,9 +412,14 @@ class QueueHandler:
             info = (await self._instances.lookup([instance_id])).get(instance_id)
         if node is None and info is not None and info.private_dns_name:
             node = self._nodes.by_name(info.private_dns_name)
-        unmanaged = info is None or self._queue.managed_tag not in info.tags
+        unmanaged = info is None or not info.is_managed(self._queue.managed_tag, self._cluster)
         if node is not None and self._queue.check_tag_before_draining and unmanaged:
-            log.info("instance %s has no %s tag: not managed here", instance_id, self._queue.managed_tag)
+            log.info(
+                "instance %s has no %s tag and was not launched by kubespot for this cluster: "
+                "not managed here",
+                instance_id,
+                self._queue.managed_tag,
+            )
             return None
         return node
 
