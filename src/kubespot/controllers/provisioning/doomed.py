@@ -5,9 +5,10 @@ for deletion to the pending ones (kubernetes-sigs/karpenter ``pkg/controllers/pr
 provisioner.go`` ``Schedule``: ``nodes.Deleting().ReschedulablePods``; ``pkg/utils/pod``
 ``IsReschedulable``), so a replacement is planned while the node drains. kubespot counts a node as
 *doomed* on the same grounds (its NodeClaim is being deleted) and also, when pre-spin is on, as soon
-as kubespot's interruption fence is on it: a ``kubespot.io/<kind>`` taint or the
-``kubespot.io/interruption`` state annotation, which the agent (IMDS mode) and the queue processor
-write alike. Nothing in process is shared with the handler: the fence on the Node is the message.
+as kubespot's interruption fence that moves its pods is on it (``is_fenced``: the
+``kubespot.io/interruption`` state annotation of a fence that drains, which the agent (IMDS mode)
+and the queue processor write alike, or a ``kubespot.io/<kind>`` taint). Nothing in process is
+shared with the handler: the fence on the Node is the message.
 
 ``doomed_nodes`` and ``without_doomed`` are pure; ``DoomWatch`` watches Nodes and NodeClaims and
 closes the batcher's window at once (``trigger_now``) when a node turns doomed, so the launch goes
@@ -25,8 +26,8 @@ from typing import Any
 from kubespot.handling.policy import KUBESPOT_TAINT_PREFIX
 from kubespot.kube import KubeError
 from kubespot.kube.custom import CustomObjects
-from kubespot.model import Clock
-from kubespot.records.interruption import KNOWN_KINDS, STATE_ANNOTATION, StateError, decode
+from kubespot.model import Clock, Kind
+from kubespot.records.interruption import KNOWN_KINDS, STATE_ANNOTATION, Phase, StateError, decode
 
 __all__ = ["DoomWatch", "Doomed", "doomed_nodes", "is_fenced", "is_reschedulable", "without_doomed"]
 
@@ -36,6 +37,10 @@ Obj = dict[str, Any]
 
 #: The fence's taint keys: one per interruption kind (``handling.policy.plan_for``).
 FENCE_TAINTS = frozenset(KUBESPOT_TAINT_PREFIX + kind for kind in KNOWN_KINDS)
+_REBALANCE_TAINT = KUBESPOT_TAINT_PREFIX + Kind.REBALANCE_RECOMMENDATION.value
+#: Kinds whose instance is gone soon whatever the handler does: a cordon-only fence of theirs
+#: still dooms the node.
+_GOES_ANYWAY = frozenset({Kind.SPOT_INTERRUPTION.value, Kind.STATE_CHANGE.value})
 _TERMINAL = ("Succeeded", "Failed")
 _MIRROR = "kubernetes.io/config.mirror"
 
@@ -50,16 +55,25 @@ def _name(obj: Mapping[str, Any]) -> str:
 
 
 def is_fenced(node: Mapping[str, Any]) -> bool:
-    """kubespot's interruption fence is on ``node``: a fence taint, or a state annotation kubespot
-    wrote (a value it cannot read is someone else's, not a fence)."""
-    for taint in (node.get("spec") or {}).get("taints") or ():
-        if isinstance(taint, Mapping) and taint.get("key") in FENCE_TAINTS:
-            return True
+    """kubespot's interruption fence is on ``node`` and its pods are leaving: the state kubespot
+    wrote says the handler drains (``draining`` and after: ``handling.node_patches.fence_patch``
+    records it with the fence when the plan drains), or the instance goes whatever the handler
+    does (a spot interruption, a state change). A fence that only cordons (a rebalance
+    recommendation without ``rebalance_draining``, ``cordon_only``) moves nothing: its pods stay
+    put, so planning for them would keep a node of idle capacity (``handling.policy.plan_for``).
+    A fence taint with no state kubespot can read (written by hand, or an older version) counts
+    unless it is a rebalance recommendation's; a state kubespot cannot read is someone else's."""
     text = (_meta(node).get("annotations") or {}).get(STATE_ANNOTATION)
     try:
-        return decode(text) is not None
+        state = decode(text)
     except StateError:
-        return False
+        state = None
+    if state is not None:
+        return state.phase is not Phase.FENCED or state.kind in _GOES_ANYWAY
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if isinstance(taint, Mapping) and taint.get("key") in FENCE_TAINTS - {_REBALANCE_TAINT}:
+            return True
+    return False
 
 
 def _owned_by(meta: Mapping[str, Any], kind: str) -> bool:

@@ -7,7 +7,10 @@ As Karpenter's ``NewNodeClaimTemplate`` and ``ToNodeClaim`` (kubernetes-sigs/kar
   NodePool (``blockOwnerDeletion``, not ``controller``), no finalizer: the lifecycle controller adds
   ``karpenter.sh/termination`` before it launches;
 - labels: the template's, ``karpenter.sh/nodepool``, the class's ``<group>/<lower(kind)>`` and
-  the one value of each custom (not well-known) requirement narrowed to one value;
+  a value of each custom (not well-known, not restricted) requirement that admits one, as
+  ``resolveCustomLabelsFromRequirements`` (``Requirement.Any``: the first ``In`` value, a number
+  within the bounds, else a generated value ``NotIn``/``Exists`` allow), so the node carries the
+  label its pods select on;
 - annotations: the template's, ``karpenter.sh/nodepool-hash`` and its version;
 - ``spec``: the template's (taints, startup taints, class, ``expireAfter``,
   ``terminationGracePeriod``) with the requirements narrowed by the simulation, the
@@ -18,11 +21,13 @@ As Karpenter's ``NewNodeClaimTemplate`` and ``ToNodeClaim`` (kubernetes-sigs/kar
 ``nodepool_hash`` is the drift hash of the template (Karpenter's ``NodePool.Hash``: the template
 with its requirements left out, lists as sets, empty values ignored). Deliberate difference: its
 value is kubespot's (FNV-1a over a canonical JSON form), not hashstructure's over Go structs, so
-it compares with hashes kubespot wrote, not with Karpenter's.
+it compares with hashes kubespot wrote, not with Karpenter's, and is stamped with kubespot's own
+version (``HASH_VERSION``) so that Karpenter re-stamps rather than drifts kubespot's NodeClaims.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,9 +36,17 @@ import orjson
 from kubespot.cloud.candidates import MAX_INSTANCE_TYPES
 from kubespot.model.quantity import quantity_text
 from kubespot.scheduling.api.nodepool import NodePoolSpec
+from kubespot.scheduling.api.restricted import restricted_reason
 from kubespot.scheduling.api.template import taint_dict
 from kubespot.scheduling.instance_types import InstanceType
-from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, NODEPOOL, SPOT, WELL_KNOWN, ZONE
+from kubespot.scheduling.labels import (
+    CAPACITY_TYPE,
+    INSTANCE_TYPE,
+    NODEPOOL,
+    SPOT,
+    WELL_KNOWN,
+    ZONE,
+)
 from kubespot.scheduling.requirements import Requirement, Requirements
 from kubespot.scheduling.simulate import PlannedClaim
 
@@ -41,13 +54,17 @@ __all__ = [
     "HASH_ANNOTATION",
     "HASH_VERSION",
     "HASH_VERSION_ANNOTATION",
+    "any_value",
     "nodepool_hash",
     "to_nodeclaim",
 ]
 
 HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
 HASH_VERSION_ANNOTATION = "karpenter.sh/nodepool-hash-version"
-HASH_VERSION = "v3"
+#: Not Karpenter's ``v3``: the value is kubespot's own (see the module docstring), so a Karpenter
+#: that takes the cluster back sees another version and re-stamps its hash instead of drifting
+#: every node (launching.md §2b).
+HASH_VERSION = "kubespot-1"
 
 Obj = dict[str, Any]
 
@@ -87,6 +104,27 @@ def nodepool_hash(spec: NodePoolSpec) -> str:
         },
     }
     return str(_fnv1a(orjson.dumps(_pruned(shape), option=orjson.OPT_SORT_KEYS)))
+
+
+def any_value(req: Requirement) -> str | None:
+    """A label value ``req`` admits (Karpenter's ``Requirement.Any``), None for ``DoesNotExist`` or
+    an empty set: the first ``In`` value in order (deterministic, unlike Karpenter's pick), the first
+    integer within the bounds not excluded, else a generated value ``NotIn``/``Exists`` allow."""
+    if not req.complement:
+        return min(req.values) if req.values else None
+    if req.gte is not None or req.lte is not None:
+        # One more candidate than values excluded: one of them is admitted if the bounds allow any.
+        if req.gte is not None:
+            stop = req.lte if req.lte is not None else req.gte + len(req.values)
+            candidates = range(req.gte, stop + 1)
+        else:
+            assert req.lte is not None
+            candidates = range(req.lte, req.lte - len(req.values) - 1, -1)
+        return next((str(v) for v in candidates if req.has(str(v))), None)
+    while True:
+        value_text = secrets.token_hex(5)
+        if value_text not in req.values:
+            return value_text
 
 
 def _capacity_types(types: list[InstanceType], reqs: Requirements) -> list[str]:
@@ -133,8 +171,11 @@ def to_nodeclaim(
     reqs.add(Requirement.of(CAPACITY_TYPE, "In", _capacity_types(chosen, reqs)))
     labels = dict(pool.labels)
     for key, req in reqs.items():
-        if key not in WELL_KNOWN and not req.complement and len(req.values) == 1:
-            labels[key] = next(iter(req.values))
+        if key in WELL_KNOWN or key in labels or restricted_reason(key) is not None:
+            continue
+        value = any_value(req)
+        if value is not None:
+            labels[key] = value
     labels[NODEPOOL] = pool.name
     if ref.group and ref.kind:
         labels[f"{ref.group}/{ref.kind.lower()}"] = ref.name

@@ -89,7 +89,10 @@ def pool_counts(nodes: Iterable[Obj], nodeclaims: Iterable[Obj]) -> dict[str, Po
             continue
         claim_capacity = _amounts((claim.get("status") or {}).get("capacity"))
         if node is None:
-            add(pool, claim_capacity)
+            # Karpenter's updateNodePoolResources counts a state node only once it has capacity:
+            # a claim not launched yet (or failing to launch) is not a node.
+            if claim_capacity:
+                add(pool, claim_capacity)
             continue
         capacity = _amounts((node.get("status") or {}).get("capacity"))
         if not _initialized(claim, node):

@@ -74,6 +74,7 @@ from .doomed import doomed_nodes, without_doomed
 from .nodeclaim_template import to_nodeclaim
 from .nominations import Nominations
 from .pending import is_provisionable, uid_of
+from .pod_validation import invalid_reason
 
 __all__ = ["NODECLAIMS", "PassResult", "Provisioner"]
 
@@ -127,10 +128,21 @@ def _condition(obj: Mapping[str, Any], type_: str) -> str:
     return ""
 
 
+def _is_static(obj: Mapping[str, Any]) -> bool:
+    """A static NodePool (``spec.replicas`` set: core ``pkg/utils/nodepool`` ``IsStatic``), sized
+    by its replica count alone, never by pending pods."""
+    spec = obj.get("spec")
+    return isinstance(spec, Mapping) and spec.get("replicas") is not None
+
+
 def _ready_pools(objs: Sequence[Obj]) -> list[Obj]:
-    """NodePools Karpenter provisions for: Ready, and not being deleted (``provisioner.go``
+    """NodePools Karpenter provisions for: Ready, not being deleted and not static (``provisioner.go``
     ``NewScheduler``)."""
-    return [o for o in objs if _condition(o, "Ready") == "True" and not _meta(o).get("deletionTimestamp")]
+    return [
+        o
+        for o in objs
+        if _condition(o, "Ready") == "True" and not _meta(o).get("deletionTimestamp") and not _is_static(o)
+    ]
 
 
 def _nodeclasses(objs: Sequence[Obj]) -> dict[str, EC2NodeClassSpec]:
@@ -156,12 +168,14 @@ def _in_flight(claims: Sequence[Obj], node_names: set[str]) -> dict[str, str]:
     return out
 
 
-def _unreadable_why(pod: Mapping[str, Any]) -> str:
+def _unplannable_why(pod: Mapping[str, Any]) -> str | None:
+    """Why ``pod`` is left out of the plan (its spec unreadable, or a requirement no NodeClaim may
+    carry: ``pod_validation``), else None."""
     try:
         PodView.of(pod)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         return f"its spec cannot be read: {exc}"
-    return "its spec cannot be read"
+    return invalid_reason(pod)
 
 
 def _readable(pod: Mapping[str, Any]) -> bool:
@@ -327,7 +341,7 @@ class Provisioner:
 
         # Pods nominated to an in-flight claim count on it; the others that wait are planned for.
         pending: list[Obj] = []
-        unreadable: list[Obj] = []
+        unplannable: list[tuple[Obj, str]] = []
         counted: list[Obj] = []
         kept: list[str] = []
         for pod in [*doomed.pods, *doomed.moving]:
@@ -340,16 +354,17 @@ class Provisioner:
             if host is not None:
                 kept.append(uid)
                 counted.append({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": host}})
-            elif _readable(pod):
+            elif (why := _unplannable_why(pod)) is None:
                 pending.append(pod)
             else:
-                unreadable.append(pod)
+                unplannable.append((pod, why))
         self.nominations.keep_only(kept)
         result.nominated = len(kept)
         result.pending = len(pending)
-        if unreadable:
-            # One pod nobody can read (a request "1Gb") must not stop the others being planned.
-            await self.nominations.failed_to_schedule((p, _unreadable_why(p)) for p in unreadable)
+        if unplannable:
+            # One pod nobody can read (a request "1Gb") or no NodeClaim may carry (a restricted
+            # key) must not stop the others being planned, nor be packed with them.
+            await self.nominations.failed_to_schedule(unplannable)
         if not pending:
             return
 

@@ -25,10 +25,18 @@ from kubespot.controllers.provisioning.doomed import (
 from kubespot.records.interruption import STATE_ANNOTATION
 
 Obj = dict[str, Any]
-STATE = (
-    '{"event_id":"e1","kind":"spot-itn","phase":"draining","since":"2026-01-01T00:00:00Z",'
-    '"taints":["kubespot.io/spot-itn"]}'
-)
+
+
+def state(kind: str = "spot-itn", phase: str = "draining") -> str:
+    """The state annotation as ``handling.node_patches.fence_patch`` writes it."""
+    return (
+        f'{{"event_id":"e1","kind":"{kind}","phase":"{phase}","since":"2026-01-01T00:00:00Z",'
+        f'"taints":["kubespot.io/{kind}"]}}'
+    )
+
+
+STATE = state()
+REBALANCE = {"key": "kubespot.io/rebalance-recommendation", "value": "x", "effect": "NoSchedule"}
 
 
 def node(
@@ -71,6 +79,35 @@ def test_the_fence_taints_are_the_handlers() -> None:
 )
 def test_is_fenced(obj: Obj, fenced: bool) -> None:
     assert is_fenced(obj) is fenced
+
+
+@pytest.mark.parametrize(
+    ("kind", "phase", "doomed"),
+    [
+        # Cordon only (rebalance_draining off): nothing moves, the node is not going.
+        ("rebalance-recommendation", "fenced", False),
+        ("rebalance-recommendation", "draining", True),
+        ("rebalance-recommendation", "drain-failed", True),
+        ("asg-lifecycle-termination", "fenced", False),  # cordon_only: the hook waits, nothing moves
+        ("scheduled-maintenance", "drained", True),
+        # The instance is reclaimed whatever the handler does: doomed even when only cordoned.
+        ("spot-itn", "fenced", True),
+        ("state-change", "fenced", True),
+    ],
+)
+def test_only_a_fence_that_moves_the_pods_dooms_the_node(kind: str, phase: str, doomed: bool) -> None:
+    """handling/policy.py plan_for: a rebalance recommendation without rebalance_draining (or any
+    event under cordon_only) cordons and taints but does not drain, and node_patches.fence_patch
+    records that as phase ``fenced`` (``draining`` when the plan drains). Upstream Karpenter
+    (aws pkg/controllers/interruption controller.go actionForMessage) does nothing on a rebalance
+    recommendation, and core provisioner.go Schedule only moves the pods of nodes being deleted;
+    kubespot dooms a fenced node only when its pods really leave."""
+    taint = {"key": f"kubespot.io/{kind}", "value": "x", "effect": "NoSchedule"}
+    obj = node("a", taints=[taint], annotations={STATE_ANNOTATION: state(kind, phase)})
+    assert is_fenced(obj) is doomed
+    assert doomed_nodes([obj], [], fence=True) == ({"a"} if doomed else set())
+    # The taint alone (no state): a rebalance recommendation's does not doom, the others do.
+    assert is_fenced(node("a", taints=[taint])) is (kind != "rebalance-recommendation")
 
 
 def test_is_reschedulable_as_karpenter() -> None:
@@ -148,7 +185,7 @@ def test_the_watch_calls_once_per_node_turning_doomed() -> None:
     and set again (handling/policy.py ``undo_after``) is a new doom."""
     called: list[str] = []
     watch = DoomWatch(MagicMock(), MagicMock(), called.append, clock=MagicMock())
-    fenced = node("a", taints=[{"key": "kubespot.io/rebalance-recommendation", "effect": "NoSchedule"}])
+    fenced = node("a", taints=[REBALANCE], annotations={STATE_ANNOTATION: state("rebalance-recommendation")})
     watch._node_objs.update({"a": node("a"), "b": node("b")})
     watch._judge()
     assert called == []

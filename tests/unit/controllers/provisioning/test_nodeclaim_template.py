@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kubespot.cloud import fake_type
 from kubespot.controllers.provisioning.nodeclaim_template import (
     HASH_ANNOTATION,
+    HASH_VERSION,
     HASH_VERSION_ANNOTATION,
+    any_value,
     nodepool_hash,
     to_nodeclaim,
 )
@@ -20,7 +24,7 @@ from kubespot.controllers.provisioning.pending import is_provisionable
 from kubespot.scheduling.api.nodepool import parse_nodepool
 from kubespot.scheduling.cluster import pending_pods
 from kubespot.scheduling.nodepool import NodePool
-from kubespot.scheduling.requirements import Requirement
+from kubespot.scheduling.requirements import Requirement, Requirements
 from kubespot.scheduling.simulate import PoolCapacity, simulate
 
 Obj = dict[str, Any]
@@ -111,7 +115,8 @@ def test_the_nodeclaim_object_as_to_nodeclaim_builds_it() -> None:
     }
     assert meta["annotations"]["a"] == "1"
     assert meta["annotations"][HASH_ANNOTATION] == nodepool_hash(spec)
-    assert meta["annotations"][HASH_VERSION_ANNOTATION] == "v3"
+    # kubespot's own version, not Karpenter's v3: the value is not Karpenter's hash.
+    assert meta["annotations"][HASH_VERSION_ANNOTATION] == "kubespot-1"
     body = claim["spec"]
     assert body["taints"] == [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
     assert body["nodeClassRef"]["name"] == "default" and body["expireAfter"] == "720h"
@@ -128,6 +133,69 @@ def test_the_nodeclaim_object_as_to_nodeclaim_builds_it() -> None:
     pinned = to_nodeclaim(plan.claims[0], spec, "pool-uid", types)
     assert req(pinned, "karpenter.sh/capacity-type")["values"] == ["spot"]
     assert req(claim, "karpenter.sh/nodepool")["values"] == ["general"]
+
+
+def test_the_hash_version_is_not_karpenters_so_karpenter_restamps_instead_of_drifting() -> None:
+    """core pkg/controllers/nodepool/hash/controller.go updateNodeClaimHash re-stamps a NodeClaim's
+    hash only when its karpenter.sh/nodepool-hash-version differs from NodePoolHashVersion (v3),
+    and nodeclaim/disruption/drift.go areStaticFieldsDrifted compares hashes only when the
+    versions are equal: kubespot's hash (not hashstructure's) must carry another version, or a
+    return to Karpenter would drift every node kubespot launched."""
+    plan, spec = plan_for([pending_pod("p")], pool_obj())
+    claim = to_nodeclaim(plan.claims[0], spec, "pool-uid", {t.name: t for t in TYPES})
+    version = claim["metadata"]["annotations"][HASH_VERSION_ANNOTATION]
+    assert version == HASH_VERSION and version != "v3" and version.startswith("kubespot-")
+
+
+@pytest.mark.parametrize(
+    ("pool_req", "pod_req"),
+    [
+        ({"operator": "In", "values": ["a", "b"]}, {"operator": "In", "values": ["a", "b"]}),
+        ({"operator": "In", "values": ["a", "b"]}, {"operator": "Exists"}),
+        ({"operator": "Exists"}, {"operator": "Exists"}),
+        ({"operator": "Exists"}, {"operator": "NotIn", "values": ["c"]}),
+        ({"operator": "Gt", "values": ["5"]}, {"operator": "Lt", "values": ["9"]}),
+    ],
+)
+def test_a_custom_requirement_with_several_values_still_labels_the_node(pool_req: Obj, pod_req: Obj) -> None:
+    """core scheduling/nodeclaimtemplate.go resolveCustomLabelsFromRequirements: every custom (not
+    well-known, not restricted) requirement becomes a label with requirement.Any()
+    (pkg/scheduling/requirement.go Any: an In value, a value within the bounds, or a generated one
+    for Exists/NotIn), so the node carries a value the pod's affinity accepts and kube-scheduler
+    can bind it; without it a new NodeClaim would be planned every pass."""
+    pool = pool_obj(
+        requirements=[
+            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot", "on-demand"]},
+            {"key": "team", **pool_req},
+        ]
+    )
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "team", **pod_req}]}]
+            }
+        }
+    }
+    plan, spec = plan_for([pending_pod("p", affinity=affinity)], pool)
+    assert len(plan.claims) == 1, plan.unschedulable
+    claim = to_nodeclaim(plan.claims[0], spec, "pool-uid", {t.name: t for t in TYPES})
+    value = claim["metadata"]["labels"].get("team")
+    assert value is not None, claim["metadata"]["labels"]
+    for r in (pool_req, pod_req):
+        assert Requirement.of("team", r["operator"], r.get("values", ())).has(value)
+    # The NodeClaim's own requirement admits it too (the node's labels must match the claim).
+    assert Requirements.from_selector(claim["spec"]["requirements"])["team"].has(value)
+
+
+def test_any_value_as_karpenters_requirement_any() -> None:
+    """pkg/scheduling/requirement.go Any: DoesNotExist has none; In one of its values; bounds a
+    number within them that is not excluded; NotIn/Exists a value they admit."""
+    assert any_value(Requirement.of("k", "DoesNotExist")) is None
+    assert any_value(Requirement.of("k", "In", ["b", "a"])) == "a"
+    assert any_value(Requirement.of("k", "Gt", ["5"]).intersection(Requirement.of("k", "NotIn", ["6"]))) == "7"
+    assert any_value(Requirement.of("k", "Lt", ["3"])) == "2"
+    generated = any_value(Requirement.of("k", "NotIn", ["x"]))
+    assert generated and generated != "x"
 
 
 def test_capacity_type_follows_the_offerings_still_available() -> None:
