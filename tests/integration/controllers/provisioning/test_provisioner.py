@@ -22,7 +22,7 @@ from kubespot.cloud import InsufficientCapacityError
 from kubespot.scheduling.api.nodeclaim import parse_nodeclaim
 from kubespot.sim.kubesim.faults import FaultRule
 from kubespot.sim.kubesim.testing import pod, until
-from support.provisioning_env import NODECLAIMS, SMALL, Env, Obj, requirement, running
+from support.provisioning_env import NODECLAIMS, SMALL, Env, Obj, nodepool, ready_pool, requirement, running
 
 
 @pytest.fixture
@@ -229,3 +229,66 @@ async def test_a_pod_the_simulation_cannot_read_does_not_stop_the_others(env: En
 
     (event,) = await until(warned, within=3.0, interval=0.02)
     assert event["involvedObject"]["name"] == "bad" and "cannot be read" in event["message"]
+
+
+async def test_a_static_nodepool_gets_no_nodeclaim_for_pending_pods(env: Env) -> None:
+    """core pkg/controllers/provisioning/provisioner.go NewScheduler leaves out static NodePools
+    (pkg/utils/nodepool/nodepool.go IsStatic: spec.replicas set); only the static provisioning
+    controller sizes them. A pod that only the static pool could take is told, and no NodeClaim
+    is made; a pod the dynamic pool can take still gets its claim."""
+    static = nodepool("static", limits={"nodes": "5"})
+    static["spec"]["replicas"] = 2
+    await ready_pool(env, static)
+    only_static = pod("pinned", requests=SMALL)
+    only_static["spec"]["nodeSelector"] = {"karpenter.sh/nodepool": "static"}
+    await env.create("api/v1/namespaces/default/pods", only_static)
+    await env.create("api/v1/namespaces/default/pods", pod("free", requests=SMALL))
+    (claim,) = await env.wait_claims(1)
+    assert claim["metadata"]["labels"]["karpenter.sh/nodepool"] == "general"
+
+    async def warned() -> list[Obj]:
+        return [e for e in await env.events("FailedScheduling") if e["involvedObject"]["name"] == "pinned"]
+
+    await until(warned, within=3.0, interval=0.02)
+    await asyncio.sleep(0.1)
+    assert [c["metadata"]["labels"]["karpenter.sh/nodepool"] for c in await env.claims()] == ["general"]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["ip-10-0-0-1"]},
+        {"key": "karpenter.sh/foo", "operator": "DoesNotExist"},
+        {"key": "karpenter.k8s.aws/foo", "operator": "NotIn", "values": ["x"]},
+    ],
+)
+async def test_a_pod_with_a_restricted_key_is_left_out_and_does_not_strand_others(
+    env: Env, expression: Obj
+) -> None:
+    """core provisioner.go Validate (validateAffinity, validateNodeSelectorTerm,
+    v1.ValidateRequirement, pkg/apis/v1/labels.go IsRestrictedLabel: kubernetes.io/hostname, and
+    the karpenter.sh / karpenter.k8s.aws domains apart from their well-known keys) drops such a pod
+    from the batch: the NodeClaim made for it would carry a requirement the CRD refuses
+    (karpenter.sh_nodeclaims.yaml x-kubernetes-validations), stranding the pods packed with it.
+    The pod is told why (FailedScheduling); the other pod gets a claim of its own, without the key."""
+    bad = pod("bad", requests=SMALL)
+    bad["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [expression]}]
+            }
+        }
+    }
+    await env.create("api/v1/namespaces/default/pods", bad)
+    await env.create("api/v1/namespaces/default/pods", pod("good", requests=SMALL))
+    (claim,) = await env.wait_claims(1)
+    assert claim["spec"]["resources"]["requests"]["pods"] == "1"
+    assert expression["key"] not in {r["key"] for r in claim["spec"]["requirements"]}
+
+    async def warned() -> list[Obj]:
+        return [e for e in await env.events("FailedScheduling") if e["involvedObject"]["name"] == "bad"]
+
+    (event,) = await until(warned, within=3.0, interval=0.02)
+    assert "restricted" in event["message"], event["message"]
+    await asyncio.sleep(0.1)
+    assert len(await env.claims()) == 1

@@ -177,3 +177,17 @@ def test_nodepool_status_carries_the_counts_with_its_conditions() -> None:
     # Without counts (the counter has not run) the old figures stay.
     kept = nodepool_status(status, ok, None, generation=1, now=now)
     assert kept["resources"] == status["resources"] and kept["nodes"] == 1
+
+
+def test_a_claim_not_launched_is_not_counted_as_a_node() -> None:
+    """core pkg/controllers/state/cluster.go updateNodePoolResources: a state node adds to the
+    NodePool's resources (and ``nodes: 1``) only when it has capacity, so a NodeClaim that has not
+    launched yet (or keeps failing to launch: no status.capacity, no Node) is not a node."""
+    claims = [
+        claim("launched", "p", "", {"cpu": "2", "memory": "8Gi", "pods": "29"}),
+        claim("not-yet", "p"),
+        {"metadata": {"name": "bare", "labels": {"karpenter.sh/nodepool": "p"}}, "status": {}},
+    ]
+    resources, n = pool_counts([], claims)["p"]
+    assert n == 1 and resources["nodes"] == "1" and resources["cpu"] == "2"
+    assert "q" not in pool_counts([], [claim("only", "q")])
