@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubespot.handling.policy import KUBESPOT_TAINT_PREFIX
@@ -98,6 +98,46 @@ def is_reschedulable(pod: Mapping[str, Any]) -> bool:
     return not any(ref.get("kind") == "Node" for ref in meta.get("ownerReferences") or ())
 
 
+#: Controllers whose pods ``is_reschedulable`` judges itself (a StatefulSet's terminating pod) or that
+#: never replace a pod elsewhere (a DaemonSet's, a Node's mirror pod).
+_NOT_REPLACED = ("DaemonSet", "Node", "StatefulSet")
+
+
+def _controller_uid(meta: Mapping[str, Any]) -> str:
+    """The uid of the pod's controller (the owner reference with ``controller: true``), or ""."""
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return str(ref.get("uid") or "")
+    return ""
+
+
+def _evicted_from(pod: Mapping[str, Any]) -> str:
+    """The controller uid of a pod the drain has already evicted (terminating, not finished, not a
+    static pod) and whose controller creates a replacement at once (a ReplicaSet, a Job...), or ""."""
+    meta = _meta(pod)
+    if not meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in _TERMINAL:
+        return ""
+    if _MIRROR in (meta.get("annotations") or {}):
+        return ""
+    refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, Mapping) and r.get("controller")]
+    if not refs or refs[0].get("kind") in _NOT_REPLACED:
+        return ""
+    return _controller_uid(meta)
+
+
+def _waiting(pod: Mapping[str, Any]) -> bool:
+    """Unbound, not terminating, not finished, not gated nor nominated by kube-scheduler's preemption:
+    a pod still to be placed, whether kube-scheduler has judged it yet or not."""
+    meta, spec, status = _meta(pod), pod.get("spec") or {}, pod.get("status") or {}
+    return not (
+        spec.get("nodeName")
+        or spec.get("schedulingGates")
+        or status.get("nominatedNodeName")
+        or meta.get("deletionTimestamp")
+        or status.get("phase") in _TERMINAL
+    )
+
+
 def _claim_nodes(claims: Iterable[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     """Node name -> its NodeClaim (by ``status.nodeName``)."""
     out: dict[str, Mapping[str, Any]] = {}
@@ -137,6 +177,9 @@ class Doomed:
     #: The reschedulable pods of doomed nodes, unbound (they are to be planned for).
     moving: list[Obj]
     names: set[str]
+    #: UIDs of pods (in ``pods``) to plan for now although kube-scheduler may not have judged them
+    #: yet: the replacements of pods the drain already evicted from a doomed node.
+    held: set[str] = field(default_factory=set)
 
 
 def without_doomed(
@@ -144,29 +187,56 @@ def without_doomed(
 ) -> Doomed:
     """The snapshot as the simulation must see it: doomed nodes (and their NodeClaims) gone, so no
     pod is planned onto them and their claims are not taken for capacity still to come; their
-    reschedulable pods unbound (``moving``), the others (DaemonSet, mirror, finished, terminating
-    but a StatefulSet's) dropped with their node."""
+    reschedulable pods unbound (``moving``), the others (DaemonSet, mirror, finished) dropped with
+    their node.
+
+    The drain starts right after the fence and a pass's lists take a while, so some pods may be
+    terminating already (evicted) when the snapshot is read: Karpenter's ``IsReschedulable`` drops
+    those but a StatefulSet's, which would lose pre-spin for the drain's first tier. kubespot plans
+    each such pod whose controller replaces it (a ReplicaSet's, a Job's) through its replacement:
+    an unbound pod of the same controller, planned now even before kube-scheduler marks it
+    Unschedulable (``held``), or, while there is none yet, the evicted pod itself (``moving``)."""
     if not doomed:
         return Doomed(list(nodes), list(claims), list(pods), [], set())
     kept_pods: list[Obj] = []
     moving: list[Obj] = []
+    #: Controller uid -> the pods of doomed nodes the drain already evicted (kube-scheduler has
+    #: not necessarily judged their replacements yet, so neither list would plan for them).
+    evicted: dict[str, list[Obj]] = {}
     for pod in pods:
         host = str((pod.get("spec") or {}).get("nodeName") or "")
         if host not in doomed:
             kept_pods.append(pod)
         elif is_reschedulable(pod):
-            # Planned as the pod that will run elsewhere: unbound, and (a StatefulSet's terminating
-            # pod) as the one its controller re-creates, not one being deleted.
-            spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
-            meta = {k: v for k, v in _meta(pod).items() if k != "deletionTimestamp"}
-            moving.append({**pod, "metadata": meta, "spec": spec})
+            moving.append(_as_replacement(pod))
+        elif owner := _evicted_from(pod):
+            evicted.setdefault(owner, []).append(pod)
+    held: set[str] = set()
+    if evicted:
+        # Each evicted pod is planned through its replacement once the controller has made it
+        # (planned now, judged or not, so the claim holds it), else as the pod to come: never both.
+        for pod in kept_pods:
+            owner = _controller_uid(_meta(pod))
+            if owner in evicted and evicted[owner] and _waiting(pod):
+                evicted[owner].pop()
+                held.add(str(_meta(pod).get("uid") or ""))
+        moving.extend(_as_replacement(p) for waiting in evicted.values() for p in waiting)
     return Doomed(
         [n for n in nodes if _name(n) not in doomed],
         [c for c in claims if str((c.get("status") or {}).get("nodeName") or "") not in doomed],
         kept_pods,
         moving,
         set(doomed),
+        held,
     )
+
+
+def _as_replacement(pod: Obj) -> Obj:
+    """``pod`` as the pod that will run elsewhere: unbound, and (a terminating one) as the one its
+    controller makes, not the one being deleted."""
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+    meta = {k: v for k, v in _meta(pod).items() if k != "deletionTimestamp"}
+    return {**pod, "metadata": meta, "spec": spec}
 
 
 class DoomWatch:

@@ -334,7 +334,7 @@ class Provisioner:
             all_nodes, all_claims, objects["Pod"], doomed_nodes(all_nodes, all_claims, fence=self.prespin)
         )
         nodes, claims = doomed.nodes, doomed.claims
-        moving = {uid_of(p) for p in doomed.moving}
+        moving = {uid_of(p) for p in doomed.moving} | doomed.held
         result.moving = len(moving)
         node_names = {str(_meta(n).get("name") or "") for n in nodes}
         in_flight = _in_flight(claims, node_names)

@@ -180,6 +180,55 @@ def test_without_doomed_unbinds_the_reschedulable_pods_and_drops_the_rest() -> N
     assert same.nodes == nodes and same.pods == pods and not same.moving
 
 
+def controlled(name: str, host: str, owner: str, *, kind: str = "ReplicaSet", **extra: Any) -> Obj:
+    """A pod of controller ``owner`` (``controller: true``), as a ReplicaSet makes it."""
+    out = pod(name, host, **extra)
+    out["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": kind, "name": owner, "uid": f"uid-{owner}", "controller": True}
+    ]
+    return out
+
+
+EVICTED = {"deletionTimestamp": "2026-01-01T00:00:00Z"}
+UNSCHEDULABLE = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+
+
+def test_pods_the_drain_already_evicted_are_planned_through_their_replacements() -> None:
+    """The drain starts right after the fence (handling/node_handler.py _execute: fence then
+    drain), so a pass's snapshot may see a doomed node's ReplicaSet pods terminating already.
+    Karpenter's IsReschedulable (pkg/utils/pod/scheduling.go) drops them and its IsProvisionable
+    skips their replacements until kube-scheduler marks them Unschedulable, which would lose
+    pre-spin for the drain's first tier (launching.md §7). Each evicted pod whose controller
+    replaces it (ReplicaSet controller: a terminating pod is not active, pkg/controller/replicaset
+    manageReplicas makes another at once) is planned once: through an unbound replacement of the
+    same controller (held, judged or not), else as itself until the replacement exists."""
+    nodes = [node("doomed"), node("fine")]
+    pods = [
+        controlled("web-a", "doomed", "web", meta=EVICTED),
+        controlled("web-b", "doomed", "web", meta=EVICTED),
+        controlled("web-c", "doomed", "web", meta=EVICTED),
+        # web-a's and web-b's replacements: one not judged yet, one already Unschedulable.
+        controlled("web-new-1", "", "web"),
+        controlled("web-new-2", "", "web", **UNSCHEDULABLE),
+        # Another controller's pending pod is not a replacement; nor is a bound or gated one.
+        controlled("api-new", "", "api"),
+        controlled("web-bound", "fine", "web"),
+        # Evicted with no controller that replaces it: gone with the node.
+        pod("bare", "doomed", meta=EVICTED),
+        controlled("agent", "doomed", "agent", kind="DaemonSet", meta=EVICTED),
+    ]
+    out = without_doomed(nodes, [], pods, {"doomed"})
+    assert out.held == {"uid-web-new-1", "uid-web-new-2"}
+    (pending,) = out.moving  # web-c: no replacement yet, planned as the pod to come
+    assert pending["metadata"]["name"] in ("web-a", "web-b", "web-c")
+    assert "deletionTimestamp" not in pending["metadata"] and "nodeName" not in pending["spec"]
+    assert {p["metadata"]["name"] for p in out.pods} == {"web-new-1", "web-new-2", "api-new", "web-bound"}
+    # Once every replacement exists, only the replacements are planned: never both.
+    more = [*pods, controlled("web-new-3", "", "web")]
+    out = without_doomed(nodes, [], more, {"doomed"})
+    assert out.held == {"uid-web-new-1", "uid-web-new-2", "uid-web-new-3"} and out.moving == []
+
+
 def test_the_watch_calls_once_per_node_turning_doomed() -> None:
     """launching.md §7: a node turning doomed starts a pass at once, once; a rebalance fence undone
     and set again (handling/policy.py ``undo_after``) is a new doom."""

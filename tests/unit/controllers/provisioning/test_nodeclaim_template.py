@@ -192,7 +192,9 @@ def test_any_value_as_karpenters_requirement_any() -> None:
     number within them that is not excluded; NotIn/Exists a value they admit."""
     assert any_value(Requirement.of("k", "DoesNotExist")) is None
     assert any_value(Requirement.of("k", "In", ["b", "a"])) == "a"
-    assert any_value(Requirement.of("k", "Gt", ["5"]).intersection(Requirement.of("k", "NotIn", ["6"]))) == "7"
+    assert (
+        any_value(Requirement.of("k", "Gt", ["5"]).intersection(Requirement.of("k", "NotIn", ["6"]))) == "7"
+    )
     assert any_value(Requirement.of("k", "Lt", ["3"])) == "2"
     generated = any_value(Requirement.of("k", "NotIn", ["x"]))
     assert generated and generated != "x"
