@@ -24,7 +24,7 @@ from kubespot.controllers.provisioning.doomed import DoomWatch
 from kubespot.controllers.provisioning.nominations import Nominations
 from kubespot.controllers.provisioning.pending import PODS, PendingWatch
 from kubespot.controllers.provisioning.provisioner import NODECLAIMS, Provisioner
-from kubespot.kube import connect
+from kubespot.kube import KubeClient, connect
 from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
 from kubespot.model import SystemClock
@@ -52,6 +52,7 @@ class Env:
     cloud: FakeCloud
     unavailable: UnavailableOfferings
     provisioner: Provisioner
+    kube: KubeClient
 
     async def create(self, path: str, body: Obj) -> Obj:
         async with self.http.post(f"/{path}", json=body) as r:
@@ -146,10 +147,12 @@ async def running(
     max_duration: float = 0.5,
     prespin: bool = True,
     doom: bool = False,
+    controllers: ControllerConfig | None = None,
 ) -> AsyncIterator[Env]:
     """kubesim with the CRDs, a class and a Ready pool, the provisioner's loops running; ``doom``
-    adds the pre-spin ``DoomWatch`` (fenced or deleted nodes start a pass at once)."""
-    controllers = ControllerConfig(kubelet=False, workloads=False)
+    adds the pre-spin ``DoomWatch`` (fenced or deleted nodes start a pass at once); ``controllers``:
+    kubesim's control plane (default: the scheduler only, no kubelets nor workload controllers)."""
+    controllers = controllers or ControllerConfig(kubelet=False, workloads=False)
     async with KubeSim(controllers=controllers) as sim, aiohttp.ClientSession(sim.url) as http:
         for path in sorted(CRDS.glob("*.yaml")):
             for crd in yaml.safe_load_all(path.read_text()):
@@ -170,7 +173,7 @@ async def running(
             retry_after=0.3,
             prespin=prespin,
         )
-        env = Env(sim, http, cloud, unavailable, provisioner)
+        env = Env(sim, http, cloud, unavailable, provisioner, kube)
         await env.create(NODECLASSES, nodeclass())
         await ready_pool(env, nodepool(limits=limits, annotations=annotations))
         tasks = [

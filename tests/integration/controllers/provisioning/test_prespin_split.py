@@ -11,10 +11,16 @@ and starts a pass at once) and §6 (the capacity split, Auto Scaling's ``Instanc
 from __future__ import annotations
 
 import asyncio
-import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubespot.sim.kubesim.testing import node, pod, until
+from kubespot.actions.drain import drain_node
+from kubespot.config.drain import DrainSettings
+from kubespot.model import SystemClock
+from kubespot.records.interruption import STATE_ANNOTATION
+from kubespot.sim.kubesim import conventions
+from kubespot.sim.kubesim.controllers import ControllerConfig
+from kubespot.sim.kubesim.testing import node, pod, replicaset, until
 from support.provisioning_env import SMALL, Env, Obj, requirement, running
 
 SPOT_ITN = {"key": "kubespot.io/spot-itn", "value": "2026-01-01T00-02-00Z", "effect": "NoSchedule"}
@@ -80,28 +86,149 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def test_a_fenced_node_gets_its_replacement_before_any_pod_is_evicted() -> None:
-    """launching.md §7: the fence (the handler's taint) dooms the node; the DoomWatch closes the
-    batcher's window at once (its idle wait here is 5 s) and the pass plans the node's
-    reschedulable pods (provisioner.go Schedule, IsReschedulable: not the DaemonSet's) while they
-    are all still bound to it: the replacement NodeClaim exists before any eviction."""
-    async with running(doom=True, idle=5.0, max_duration=10.0) as env:
-        await with_workload(env)
+#: kubesim with kubelets (graceful termination: an evicted pod stays Terminating for its shutdown
+#: time) and the ReplicaSet controller (a terminating pod is replaced at once), on sub-second
+#: timings; no kube-scheduler: the test plays it, so the replacements stay unjudged (as behind a busy
+#: kube-scheduler) until the test marks them Unschedulable.
+DRAINING = ControllerConfig(
+    pod_start_seconds=0.05,
+    lease_renew_seconds=0.1,
+    node_status_seconds=0.2,
+    node_ready_seconds=0.05,
+    scheduler=False,
+    kubelet=True,
+    workloads=True,
+)
+#: Long enough that the old pods are surely still terminating when the claim is looked at, on a
+#: loaded machine; the test then ends their shutdown early (the kubelet's final grace-0 delete).
+SHUTDOWN = {conventions.SHUTDOWN_SECONDS: "5"}
+
+
+def draining_state(kind: str = "spot-itn") -> str:
+    """The state annotation the handler writes with a fence that drains (node_patches.fence_patch)."""
+    return (
+        f'{{"event_id":"e1","kind":"{kind}","phase":"draining","since":"2026-01-01T00:00:00Z",'
+        f'"taints":["kubespot.io/{kind}"]}}'
+    )
+
+
+def handler_fence(obj: Obj) -> None:
+    """handling/node_patches.fence_patch for a plan that drains: taint, cordon and the state."""
+    fence(obj)
+    obj["metadata"].setdefault("annotations", {})[STATE_ANNOTATION] = draining_state()
+
+
+async def pods_of(env: Env, prefix: str) -> list[Obj]:
+    async with env.http.get("/api/v1/namespaces/default/pods") as r:
+        items = (await r.json())["items"]
+    return [p for p in items if p["metadata"]["name"].startswith(prefix)]
+
+
+async def mark_unschedulable(env: Env, obj: Obj) -> None:
+    """What kube-scheduler writes on a pod that fits nowhere (PodScheduled False, Unschedulable)."""
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+    obj["status"] = {**(obj.get("status") or {}), "conditions": [cond]}
+    name = obj["metadata"]["name"]
+    async with env.http.put(f"/api/v1/namespaces/default/pods/{name}/status", json=obj) as r:
+        assert r.status == 200, await r.text()
+
+
+async def test_the_replacement_beats_a_drain_that_evicted_before_the_pass_read_the_cluster() -> None:
+    """launching.md §7 against the real drain: the handler fences (taint, cordon, state
+    ``draining``) and drains at once (handling/node_handler.py _execute; actions/drain.py
+    drain_node evicts), while the provisioner's pass is still reading the cluster (its snapshot is
+    held until both pods are evicted, as a list of a large cluster is slow). The ReplicaSet's
+    evicted pods are terminating (Karpenter's IsReschedulable, pkg/utils/pod/scheduling.go, drops
+    them) and their replacements are not yet judged by kube-scheduler (not IsProvisionable): the
+    pass still plans them, so the replacement NodeClaim exists while the old pods are still
+    terminating; once they are gone (their shutdown ended early by the test, as the kubelet's final
+    grace-0 delete) and kube-scheduler marks the replacements Unschedulable, they count
+    on the claim in flight and no second claim is created (provisioner.go Schedule: in-flight
+    NodeClaims are capacity)."""
+    async with running(doom=True, idle=5.0, max_duration=10.0, controllers=DRAINING) as env:
+        await env.create("api/v1/nodes", spot_node("spot-1"))
+        rs = await env.create(
+            "apis/apps/v1/namespaces/default/replicasets", replicaset("web", 0, requests=SMALL)
+        )
+        for name in ("web-a", "web-b"):
+            owned = pod(
+                name, node="spot-1", labels={"app": "web"}, owner=rs, requests=SMALL, annotations=SHUTDOWN
+            )
+            await env.create("api/v1/namespaces/default/pods", owned)
+        rs["spec"]["replicas"] = 2
+        async with env.http.put("/apis/apps/v1/namespaces/default/replicasets/web", json=rs) as r:
+            assert r.status == 200, await r.text()
+
+        async def running_two() -> bool:
+            pods = await pods_of(env, "web")
+            return len(pods) == 2 and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+
+        await until(running_two, within=2.0, interval=0.02)
         await asyncio.sleep(0.1)
-        assert await env.claims() == []  # nothing pending: the node holds its pods
-        fenced_at = time.monotonic()
-        await put_node(env, "spot-1", fence)
-        (claim,) = await env.wait_claims(1, within=2.0)
-        took = time.monotonic() - fenced_at
-        assert took < 1.5, f"the replacement came {took:.2f} s after the fence"
-        assert env.provisioner.batcher.last_close == "now"
-        # Still bound, all three: nothing was evicted before the replacement existed.
-        assert await bound_pods(env, "spot-1") == ["agent-x", "web-0", "web-1"]
-        assert claim["spec"]["resources"]["requests"]["pods"] == "2"
-        # The claim is stored before its pass has finished nominating its pods.
-        await until(lambda: _true(env.provisioner.passes > 0), within=2.0, interval=0.01)
-        last = env.provisioner.last_result
-        assert last is not None and last.moving == 2 and last.created == [claim["metadata"]["name"]]
+        assert await env.claims() == []
+
+        provisioner = env.provisioner
+        real_snapshot = provisioner._snapshot
+        fenced = asyncio.Event()
+
+        async def evicted_first() -> dict[str, list[Obj]]:
+            if fenced.is_set():
+
+                async def both_evicted() -> bool:
+                    old = [
+                        p for p in await pods_of(env, "web-") if p["metadata"]["name"] in ("web-a", "web-b")
+                    ]
+                    return all(p["metadata"].get("deletionTimestamp") for p in old)
+
+                await until(both_evicted, within=2.0, interval=0.01)
+            return await real_snapshot()
+
+        provisioner._snapshot = evicted_first  # type: ignore[method-assign]
+        passes = provisioner.passes
+        fenced.set()
+        await put_node(env, "spot-1", handler_fence)
+        drain = asyncio.create_task(
+            drain_node(
+                "spot-1",
+                kube=env.kube,
+                settings=DrainSettings(safety_margin=0.5, retry_backoff_base=0.05, retry_backoff_cap=0.3),
+                deadline=datetime.now(UTC) + timedelta(seconds=20),
+                clock=SystemClock(),
+            )
+        )
+        try:
+            (claim,) = await env.wait_claims(1, within=1.5)
+            # The old pods are still there, terminating: the claim came while they were evicted.
+            old = [p for p in await pods_of(env, "web-") if p["metadata"]["name"] in ("web-a", "web-b")]
+            assert len(old) == 2 and all(p["metadata"].get("deletionTimestamp") for p in old)
+            assert claim["spec"]["resources"]["requests"]["pods"] == "2"
+            # Made by the pass the fence started (the window closed at once, not after 5 s idle).
+            assert provisioner.batcher.last_close == "now"
+            await until(lambda: _true(provisioner.passes > passes), within=2.0, interval=0.01)
+            first = provisioner.last_result
+            assert first is not None and first.moving == 2 and len(first.created) == 1
+            # Their containers exit: the kubelet's final delete (grace 0), and the drain is done.
+            for name in ("web-a", "web-b"):
+                path = f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0"
+                async with env.http.delete(path) as r:
+                    assert r.status in (200, 404), await r.text()
+            result = await asyncio.wait_for(drain, 5.0)
+        finally:
+            drain.cancel()
+        assert result.emptied
+        # kube-scheduler judges the replacements (nothing fits: the only node is cordoned).
+        replacements = [
+            p for p in await pods_of(env, "web-") if p["metadata"]["name"] not in ("web-a", "web-b")
+        ]
+        assert len(replacements) == 2 and not any(p["spec"].get("nodeName") for p in replacements)
+        for obj in replacements:
+            await mark_unschedulable(env, obj)
+        await a_pass_after(env)
+        await a_pass_after(env)
+        assert [c["metadata"]["name"] for c in await env.claims()] == [claim["metadata"]["name"]]
+        last = provisioner.last_result
+        assert last is not None and not last.created and last.nominated + last.pending == 2
+        assert last.plan is None or not last.plan.unschedulable
 
 
 async def test_pods_of_a_doomed_node_are_not_planned_twice_once_evicted() -> None:
