@@ -145,3 +145,30 @@ async def test_insufficient_capacity_falls_back_to_on_demand_through_both_halves
     ice = [e for e in events["items"] if e["reason"] == "InsufficientCapacityError"]
     assert ice and {e["involvedObject"]["kind"] for e in ice} == {"NodeClaim"}
     assert len(cloud.create_calls) == len(ice) + 1 and len(cloud.launched) == 1
+
+
+async def test_time_to_on_demand_is_one_replan_per_spot_price_band(world: tuple[Env, FakeCloud]) -> None:
+    """The cost of the flexibility band on a spot insufficient-capacity storm (launching.md §2b,
+    "Spot fallback per band"). Karpenter's NodeClaim offers up to 60 types (core
+    nodeclaimtemplate.go ToNodeClaim, aws instance.go launchInstance: one CreateFleet over every
+    spot pool, all marked at once by the ICE errors, then on-demand); kubespot's offers the
+    claim's price band (docs/designs/provisioning.md), so each spot band costs one launch and one
+    re-plan before on-demand. Measured here with two bands (small, then medium at twice the price):
+    two failed launches, each re-planned at once (no batch wait), the pod on an on-demand node well
+    within the fast-fallback budget."""
+    env, cloud = world
+    for name in ("small", "medium"):
+        cloud.capacity[("spot", name, "z1")] = 0
+    started = asyncio.get_running_loop().time()
+    await env.call(
+        "POST", "/api/v1/namespaces/default/pods", pod("web", namespace=None, requests={"cpu": "500m"})
+    )
+    placed = await bound(env, "web")
+    took = asyncio.get_running_loop().time() - started
+    node = await env.get(f"/api/v1/nodes/{placed['spec']['nodeName']}")
+    assert node is not None and node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "on-demand"
+    events = await env.call("GET", "/api/v1/namespaces/default/events")
+    ice = [e for e in events["items"] if e["reason"] == "InsufficientCapacityError"]
+    # One failed launch per spot band, in price order, then the on-demand launch.
+    assert len(ice) == 2 and len(cloud.create_calls) == 3
+    assert took < 4.0, f"on-demand after {took:.2f} s"
