@@ -136,11 +136,12 @@ def test_the_nodeclaim_object_as_to_nodeclaim_builds_it() -> None:
 
 
 def test_the_hash_version_is_not_karpenters_so_karpenter_restamps_instead_of_drifting() -> None:
-    """core pkg/controllers/nodepool/hash/controller.go updateNodeClaimHash re-stamps a NodeClaim's
-    hash only when its karpenter.sh/nodepool-hash-version differs from NodePoolHashVersion (v3),
-    and nodeclaim/disruption/drift.go areStaticFieldsDrifted compares hashes only when the
-    versions are equal: kubespot's hash (not hashstructure's) must carry another version, or a
-    return to Karpenter would drift every node kubespot launched."""
+    """core pkg/controllers/nodeclaim/disruption/drift.go areStaticFieldsDrifted compares the
+    NodePool's and the NodeClaim's hashes only when their karpenter.sh/nodepool-hash-version
+    values are equal, and pkg/controllers/nodepool/hash/controller.go updateNodeClaimHash re-stamps
+    only NodeClaims whose version differs from NodePoolHashVersion (v3): kubespot's hash (not
+    hashstructure's) must carry another version, or a return to Karpenter would drift every node
+    kubespot launched."""
     plan, spec = plan_for([pending_pod("p")], pool_obj())
     claim = to_nodeclaim(plan.claims[0], spec, "pool-uid", {t.name: t for t in TYPES})
     version = claim["metadata"]["annotations"][HASH_VERSION_ANNOTATION]
