@@ -40,6 +40,7 @@ from kubespot.scheduling.api.conditions import Condition
 
 from .launch import LaunchOutcome, launch, populate
 from .lifecycle import advance
+from .liveness import liveness
 from .objects import (
     LAUNCHED,
     TERMINATION_FINALIZER,
@@ -407,6 +408,18 @@ class NodeClaimLoop:
                     outcome.condition.reason,
                     outcome.condition.message,
                 )
+                # Liveness runs after a failed launch too (core lifecycle/controller.go Reconcile
+                # gathers every step's error): otherwise a launch that always fails never times out.
+                live = liveness(
+                    work,
+                    self._clock.now(),
+                    launch_timeout=self._settings.launch_timeout,
+                    registration_timeout=self._settings.registration_timeout,
+                )
+                if live.delete_reason:
+                    log.info("nodeclaim %s: deleting (%s)", key, live.delete_reason)
+                    await self._claims_api.delete(key)
+                    return None
                 raise _Retry
             assert outcome.launched is not None
             populate(work, outcome.launched)

@@ -352,3 +352,15 @@ def test_fast_config_is_sub_second() -> None:
     """The fixture's timings stay well under the 2 s budget of a test (ground rules)."""
     assert max(FAST.node_ready_seconds, FAST.pod_start_seconds) < 0.1
     assert dataclasses.replace(FAST).scheduler is False
+
+
+async def test_a_launch_that_keeps_failing_times_out_and_the_claim_is_deleted() -> None:
+    """core lifecycle/controller.go Reconcile (liveness runs although launch returned an error,
+    multierr.Append) and liveness.go Reconcile (not launched LaunchTimeout after Launched's
+    lastTransitionTime: deleteNodeClaimForTimeout "launch_timeout")."""
+    async with running(LaunchSettings(launch_timeout=0.6, registration_timeout=60.0)) as env:
+        env.cloud.fail_create = 10**6
+        await env.create_claim()
+        await env.until(CLAIM, is_("Launched", "Unknown"))
+        await env.until(CLAIM, gone, within=3.0)
+        assert env.cloud.launched == {} and env.loop.errors.get("launch", 0) >= 1
