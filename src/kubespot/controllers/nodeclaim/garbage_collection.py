@@ -4,7 +4,7 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
 ``pkg/controllers/nodeclaim/garbagecollection/controller.go`` ``Reconcile``).
 
 - The cloud's instances are listed first, then the NodeClaims and Nodes (so an instance launched
-  between the reads is not taken for an orphan). An instance not shutting down, whose provider id
+  between the reads is not taken for an orphan). An instance not shutting down or terminated (a stopped one is collected, as aws), whose provider id
   no NodeClaim has, launched more than ``min_age`` (30 s) ago → ``cloud.delete`` and its Node (if
   any) deleted, its finalizer released. **kubespot spares** an instance tagged with the name of a
   NodeClaim that exists and is not yet launched: its launch's status write was lost, and the
@@ -12,6 +12,8 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
 - A Registered NodeClaim of an EC2NodeClass (``ListManaged``), not being deleted, whose provider id
   the cloud does not list, is deleted
   (reason ``garbage_collected``) unless its Node is still Ready (the kubelet is alive).
+- A pass whose NodeClaim or Node list is not served (404) collects nothing (aws and core
+  ``Reconcile`` return a list error before collecting): an empty answer is not "no claims".
 - Passes every ``intervals[0]`` seconds for the first ``intervals[1]`` passes, then every
   ``intervals[2]`` (aws: 10 s for 20 passes, then 2 min).
 """
@@ -53,6 +55,10 @@ log = logging.getLogger("kubespot.controller.nodeclaim")
 #: Instances younger than this may be launches whose claim status is not written yet.
 MIN_AGE = 30.0
 _GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
+#: States an orphan is not collected in: only those already on their way out (aws
+#: cloudprovider.go instanceToNodeClaim sets a deletionTimestamp for these two only, and the GC
+#: skips those), so a stopped orphan still gets terminated (its volumes and ENIs cost money).
+_TERMINATING_STATES = frozenset({"shutting-down", "terminated"})
 
 
 def orphan_instances(
@@ -65,7 +71,7 @@ def orphan_instances(
     return [
         i
         for i in instances
-        if i.state not in _GONE_STATES
+        if i.state not in _TERMINATING_STATES
         and i.provider_id not in claimed
         and not (i.name and i.name in waiting)
         and now - i.launched_at > min_age
@@ -109,6 +115,8 @@ class GarbageCollector:
         self.intervals = intervals
         self.min_age = min_age
         self.passes = 0
+        #: Passes that collected nothing because a list was not served (404).
+        self.skipped = 0
         #: When a pass last finished (None while not running: a standby replica).
         self.last_pass: datetime | None = None
         self.started: datetime | None = None
@@ -132,8 +140,24 @@ class GarbageCollector:
 
     async def run_pass(self) -> None:
         instances = await self._cloud.list()
-        claims = list((await self._claims.list()).items)
-        nodes = list((await self._nodes.list()).items)
+        claim_list = await self._claims.list()
+        node_list = await self._nodes.list()
+        if not (claim_list.served and node_list.served):
+            # A 404 on a list (CRD not installed yet, an API server whose CRD informer has not
+            # synced) says nothing about what exists: taking it for "no claims" would terminate
+            # the whole fleet. Upstream's GC returns the list error and collects nothing.
+            self.skipped += 1
+            log.warning(
+                "nodeclaim garbage collection: %s not served; nothing collected this pass",
+                " and ".join(
+                    p for p, ok in ((self._claims.path, claim_list.served), (self._nodes.path, node_list.served))
+                    if not ok
+                ),
+            )
+            self.last_pass = self._clock.now()
+            return
+        claims = list(claim_list.items)
+        nodes = list(node_list.items)
         by_pid: dict[str, list[Obj]] = {}
         for n in nodes:
             by_pid.setdefault(node_provider_id(n), []).append(n)

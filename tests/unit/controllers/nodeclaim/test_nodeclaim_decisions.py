@@ -15,7 +15,7 @@ from kubespot.cloud.errors import CreateError, InsufficientCapacityError, NodeCl
 from kubespot.cloud.fake import FakeCloud, fake_type
 from kubespot.cloud.provider import CloudNodeClaim
 from kubespot.config.drain import DrainSettings
-from kubespot.controllers.nodeclaim.garbage_collection import lost_claims, orphan_instances
+from kubespot.controllers.nodeclaim.garbage_collection import GarbageCollector, lost_claims, orphan_instances
 from kubespot.controllers.nodeclaim.initialization import initialize
 from kubespot.controllers.nodeclaim.launch import launch, populate
 from kubespot.controllers.nodeclaim.lifecycle import advance
@@ -23,7 +23,10 @@ from kubespot.controllers.nodeclaim.liveness import liveness
 from kubespot.controllers.nodeclaim.objects import conditions, set_conditions
 from kubespot.controllers.nodeclaim.registration import register
 from kubespot.controllers.nodeclaim.termination import drain_deadline, termination_time
+from kubespot.kube.custom import ObjectList
+from kubespot.model import SystemClock
 from kubespot.scheduling.api.conditions import Condition
+from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 
 Obj = dict[str, Any]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -354,6 +357,37 @@ def test_orphan_instances_are_old_unclaimed_and_live() -> None:
     ]
     found = orphan_instances(instances, [claimed, waiting], now=1000.0)
     assert [i.provider_id for i in found] == ["aws:///z1/i-orphan"]
+
+
+def test_stopped_and_stopping_orphans_are_collected_but_not_shutting_down_ones() -> None:
+    """aws providers/instance/instance.go instanceStateFilter (stopping and stopped are listed),
+    cloudprovider/cloudprovider.go instanceToNodeClaim (a deletionTimestamp for shutting-down and
+    terminated only) and garbagecollection/controller.go Reconcile (those two skipped)."""
+    states = ["running", "stopping", "stopped", "shutting-down", "terminated"]
+    instances = [_instance(f"aws:///z1/i-{s}", name="deleted-claim", state=s) for s in states]
+    found = orphan_instances(instances, [], now=1000.0)
+    assert [i.state for i in found] == ["running", "stopping", "stopped"]
+
+
+class _Unserved:
+    """A custom-object API answering 404 to its list (``CustomObjects.list``: served=False)."""
+
+    path = "apis/karpenter.sh/v1/nodeclaims"
+
+    async def list(self) -> ObjectList:
+        return ObjectList((), "", served=False)
+
+
+async def test_a_gc_pass_whose_claim_list_is_not_served_collects_nothing() -> None:
+    """aws garbagecollection/controller.go Reconcile and core garbagecollection/controller.go
+    Reconcile: an error listing the NodeClaims (or Nodes) returns before anything is collected."""
+    cloud = _fake()
+    cloud.now = lambda: 0.0  # launched at the epoch: far older than the 30 s grace
+    for n in ("a", "b"):
+        await cloud.create(NodeClaimSpec(name=n))
+    gc = GarbageCollector(cloud=cloud, claims=_Unserved(), nodes=_Unserved(), clock=SystemClock())  # type: ignore[arg-type]
+    await gc.run_pass()
+    assert len(cloud.launched) == 2 and gc.skipped == 1 and gc.last_pass is not None
 
 
 def test_lost_claims_are_registered_without_instance_and_without_a_ready_node() -> None:
