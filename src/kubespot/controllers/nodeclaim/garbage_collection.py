@@ -4,8 +4,9 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
 ``pkg/controllers/nodeclaim/garbagecollection/controller.go`` ``Reconcile``).
 
 - The cloud's instances are listed first, then the NodeClaims and Nodes (so an instance launched
-  between the reads is not taken for an orphan). An instance not shutting down or terminated (a stopped one is collected, as aws), whose provider id
-  no NodeClaim has, launched more than ``min_age`` (30 s) ago → ``cloud.delete`` and its Node (if
+  between the reads is not taken for an orphan). An instance not shutting down or terminated (a
+  stopped one is collected, as aws), whose provider id no NodeClaim has, launched more than
+  ``min_age`` (30 s) ago → ``cloud.delete`` and its Node (if
   any) deleted, its finalizer released. **kubespot spares** an instance tagged with the name of a
   NodeClaim that exists and is not yet launched: its launch's status write was lost, and the
   claim's next launch returns that very instance (docs/designs/launching.md §3: no double launch).
@@ -14,6 +15,9 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
   (reason ``garbage_collected``) unless its Node is still Ready (the kubelet is alive).
 - A pass whose NodeClaim or Node list is not served (404) collects nothing (aws and core
   ``Reconcile`` return a list error before collecting): an empty answer is not "no claims".
+- A deleting Node holding ``karpenter.sh/termination`` whose provider id no NodeClaim has and
+  whose instance the cloud does not know has its finalizer removed (the node termination path of
+  core ``node/termination/controller.go`` ``finalize`` for a Node without a claim).
 - Passes every ``intervals[0]`` seconds for the first ``intervals[1]`` passes, then every
   ``intervals[2]`` (aws: 10 s for 20 passes, then 2 min).
 """
@@ -45,8 +49,8 @@ from .objects import (
     node_provider_id,
     node_ready,
     provider_id,
-    resource_version,
 )
+from .termination import release_node
 
 __all__ = ["GarbageCollector", "lost_claims", "orphan_instances"]
 
@@ -150,7 +154,11 @@ class GarbageCollector:
             log.warning(
                 "nodeclaim garbage collection: %s not served; nothing collected this pass",
                 " and ".join(
-                    p for p, ok in ((self._claims.path, claim_list.served), (self._nodes.path, node_list.served))
+                    p
+                    for p, ok in (
+                        (self._claims.path, claim_list.served),
+                        (self._nodes.path, node_list.served),
+                    )
                     if not ok
                 ),
             )
@@ -179,23 +187,39 @@ class GarbageCollector:
                 provider_id(claim),
             )
             await self._claims.delete(name(claim))
+        await self._release_stranded(nodes, claims)
         self.last_pass = self._clock.now()
 
     async def _delete_node(self, node: Obj) -> None:
         """The Node of a terminated instance: deleted, its finalizer released (nothing is left to
-        drain: the instance is gone)."""
-        node_name = name(node)
-        await self._nodes.delete(node_name)
-        if TERMINATION_FINALIZER not in finalizers(node):
-            return
-        current = await self._nodes.get(node_name)
-        if current is None:
-            return
-        kept = [f for f in finalizers(current) if f != TERMINATION_FINALIZER]
+        drain: the instance is gone). A conflict is left to the next pass."""
         try:
-            await self._nodes.patch(
-                node_name, {"metadata": {"finalizers": kept, "resourceVersion": resource_version(current)}}
-            )
+            await release_node(self._nodes, node)
         except KubeError as err:
-            if err.code not in (404, 409):
+            if err.code != 409:
                 raise
+
+    async def _release_stranded(self, nodes: Sequence[Obj], claims: Sequence[Obj]) -> None:
+        """Deleting Nodes holding ``karpenter.sh/termination`` that no NodeClaim has the provider id
+        of and whose instance the cloud no longer knows: nobody else would ever release them (a
+        claim that lost its Registered write, a claim finalizer removed by hand). Core
+        node/termination/controller.go finalize handles a Node without a NodeClaim too."""
+        claimed = {provider_id(c) for c in claims} - {""}
+        for node in nodes:
+            pid = node_provider_id(node)
+            if (
+                not deleting(node)
+                or TERMINATION_FINALIZER not in finalizers(node)
+                or not pid
+                or pid in claimed
+            ):
+                continue
+            try:
+                await self._cloud.get(pid)
+            except NodeClaimNotFound:
+                log.info(
+                    "nodeclaim garbage collection: releasing node %s (no NodeClaim, instance %s gone)",
+                    name(node),
+                    pid,
+                )
+                await self._delete_node(node)

@@ -51,13 +51,22 @@ from .objects import (
     is_true,
     meta,
     name,
+    node_provider_id,
+    node_ready,
     provider_id,
     resource_version,
     set_conditions,
     uid,
 )
 
-__all__ = ["TERMINATION_TIMESTAMP", "Events", "Terminator", "drain_deadline", "termination_time"]
+__all__ = [
+    "TERMINATION_TIMESTAMP",
+    "Events",
+    "Terminator",
+    "drain_deadline",
+    "release_node",
+    "termination_time",
+]
 
 #: When the pods of a deleted claim with a ``terminationGracePeriod`` must be gone (RFC 3339).
 TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
@@ -196,11 +205,34 @@ class Terminator:
         log.info("nodeclaim %s: deleted (instance %s)", name(claim), pid or "never launched")
         return None
 
+    async def _instance_gone(self, node: Obj, claim: Obj) -> bool:
+        """The Node is not Ready and the cloud no longer knows its instance: nothing is left to
+        drain (a reclaimed spot instance, its kubelet dead)."""
+        if node_ready(node):
+            return False
+        pid = node_provider_id(node) or provider_id(claim)
+        if not pid:
+            return False
+        try:
+            await self._cloud.get(pid)
+        except NodeClaimNotFound:
+            return True
+        return False
+
     async def _retire(self, claim: Obj, node: Obj) -> None:
         """Cordon, drain, delete the Node and release its finalizer. A Node deleted first (by
         hand: its finalizer holds it) is drained all the same, as Karpenter's node termination
-        controller drains a deleted Node."""
+        controller drains a deleted Node. A NotReady Node whose instance is gone is not drained
+        (core node/termination/controller.go finalize: evicting from a dead kubelet only leaves
+        pods Terminating until the deadline); it is deleted at once and the pod garbage collector
+        deletes its pods, as for any Node that disappears."""
         node_name = name(node)
+        if await self._instance_gone(node, claim):
+            log.info(
+                "nodeclaim %s: node %s is NotReady and its instance gone; not drained", name(claim), node_name
+            )
+            await release_node(self._nodes, node)
+            return
         try:
             await self._kube.cordon(node_name)
         except KubeError as err:
@@ -228,16 +260,23 @@ class Terminator:
             )
         else:
             log.info("nodeclaim %s: node %s drained (%s)", name(claim), node_name, counts)
-        if not deleting(node):
-            await self._nodes.delete(node_name)
-        current = await self._nodes.get(node_name)
-        if current is None or TERMINATION_FINALIZER not in finalizers(current):
-            return
-        kept = [f for f in finalizers(current) if f != TERMINATION_FINALIZER]
-        try:
-            await self._nodes.patch(
-                node_name, {"metadata": {"finalizers": kept, "resourceVersion": resource_version(current)}}
-            )
-        except KubeError as err:
-            if err.code != 404:
-                raise
+        await release_node(self._nodes, node)
+
+
+async def release_node(nodes: CustomObjects, node: Obj) -> None:
+    """Delete ``node`` (unless it is being deleted already) and remove its
+    ``karpenter.sh/termination`` finalizer (core node/termination/controller.go removeFinalizer)."""
+    node_name = name(node)
+    if not deleting(node):
+        await nodes.delete(node_name)
+    current = await nodes.get(node_name)
+    if current is None or TERMINATION_FINALIZER not in finalizers(current):
+        return
+    kept = [f for f in finalizers(current) if f != TERMINATION_FINALIZER]
+    try:
+        await nodes.patch(
+            node_name, {"metadata": {"finalizers": kept, "resourceVersion": resource_version(current)}}
+        )
+    except KubeError as err:
+        if err.code != 404:
+            raise

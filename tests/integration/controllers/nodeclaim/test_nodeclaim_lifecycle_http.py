@@ -32,6 +32,7 @@ from nodeclaim_world import (
 from kubespot.config.launch import LaunchSettings
 from kubespot.controllers.nodeclaim.objects import NODECLAIMS
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
+from kubespot.sim.kubesim.controllers.kubelet import kubelet_of
 from kubespot.sim.kubesim.testing import pdb as pdb_body
 from kubespot.sim.kubesim.testing import pod as pod_body
 from kubespot.sim.kubesim.testing import until
@@ -364,3 +365,34 @@ async def test_a_launch_that_keeps_failing_times_out_and_the_claim_is_deleted() 
         await env.until(CLAIM, is_("Launched", "Unknown"))
         await env.until(CLAIM, gone, within=3.0)
         assert env.cloud.launched == {} and env.loop.errors.get("launch", 0) >= 1
+
+
+async def test_a_reclaimed_spot_node_is_not_drained_and_goes_at_once() -> None:
+    """core node/termination/controller.go finalize (the Node NotReady and CloudProvider.Get
+    NodeClaimNotFound: removeFinalizer without a drain), core garbagecollection/controller.go
+    Reconcile (the claim deleted), then kubernetes pkg/controller/podgc/gc_controller.go
+    gcOrphaned for the pods of the vanished Node. The drain's voluntary_timeout is 1 h here."""
+    async with running(node_monitor_grace_seconds=0.5) as env:
+        claim, node = await ready_claim(env)
+        pod = pod_body("db-0", namespace=None, node=node, grace=30)
+        await env.call("POST", "/api/v1/namespaces/default/pods", pod)
+        await env.until(
+            "/api/v1/namespaces/default/pods/db-0",
+            lambda p: (p or {}).get("status", {}).get("phase") == "Running",
+        )
+        env.cloud.launched.pop(claim["status"]["providerID"])
+        kubelet_of(env.sim.controllers).stop_node(node)
+        await env.until(CLAIM, gone, within=4.0)
+        await env.until(f"/api/v1/nodes/{node}", gone, within=1.0)
+        await env.until("/api/v1/namespaces/default/pods/db-0", gone, within=2.0)
+
+
+async def test_a_deleting_node_without_claim_or_instance_loses_its_finalizer() -> None:
+    """core node/termination/controller.go finalize (a Node with the termination finalizer is
+    finalized without a NodeClaim: its instance gone, removeFinalizer)."""
+    async with running(gc_min_age=0.2) as env:
+        await env.create_node("ip-10-0-7-7", "aws:///z1/i-vanished", taints=[])
+        finalizer = {"metadata": {"finalizers": ["karpenter.sh/termination"]}}
+        await env.call("PATCH", "/api/v1/nodes/ip-10-0-7-7", finalizer)
+        await env.call("DELETE", "/api/v1/nodes/ip-10-0-7-7")
+        await env.until("/api/v1/nodes/ip-10-0-7-7", gone, within=2.0)
