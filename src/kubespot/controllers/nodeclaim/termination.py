@@ -61,6 +61,7 @@ from .objects import (
 
 __all__ = [
     "TERMINATION_TIMESTAMP",
+    "DrainRefused",
     "Events",
     "Terminator",
     "drain_deadline",
@@ -117,13 +118,25 @@ def termination_time(claim: Obj) -> datetime | None:
 
 
 def drain_deadline(claim: Obj, settings: DrainSettings, now: datetime) -> tuple[DrainSettings, datetime]:
-    """The drain's settings and deadline for a deleted ``claim`` (see the module's step 1)."""
+    """The drain's settings and deadline for a deleted ``claim`` (see the module's step 1).
+
+    The node is going whatever the pods hold, so the drain never refuses (core
+    node/termination/terminator Drain evicts emptyDir pods too): emptyDir pods are evicted (their
+    data dies with the instance anyway) and DaemonSet pods are left to end with the instance
+    (Karpenter evicts them in its last groups; kubespot's engine leaves them, as they serve the
+    node to the end). The operator's ``DELETE_LOCAL_DATA``/``IGNORE_DAEMON_SETS`` are for the
+    interruption drains, where a refusal leaves the node as it is."""
+    settings = dataclasses.replace(settings, delete_local_data=True, ignore_daemon_sets=True)
     ends = termination_time(claim)
     if ends is not None:
         return settings, ends
     return dataclasses.replace(settings, pdb_deadline_action="keep"), now + timedelta(
         seconds=settings.voluntary_timeout
     )
+
+
+class DrainRefused(Exception):
+    """The drain evicted nothing (it refused): the instance must not be terminated as if drained."""
 
 
 class Terminator:
@@ -249,9 +262,14 @@ class Terminator:
             recorder=self._recorder,
         )
         counts = ", ".join(f"{k} {v}" for k, v in sorted(result.counts().items())) or "no pods"
-        if result.refused or not result.sent_away:
-            # The claim is going whatever the drain says (as Karpenter's finalizer goes on once its
-            # grace period ends): what could not leave ends with the instance.
+        if result.refused:
+            # A refusal evicts nothing, not even what may leave: never taken for a drain (the loop
+            # retries with backoff). drain_deadline's settings make it unreachable.
+            raise DrainRefused(f"drain of node {node_name} refused ({counts})")
+        if not result.sent_away:
+            # The deadline came first. The claim is going whatever the drain says (as Karpenter's
+            # finalizer goes on once its grace period ends): what could not leave ends with the
+            # instance.
             log.warning(
                 "nodeclaim %s: node %s not fully drained (%s); terminating anyway",
                 name(claim),

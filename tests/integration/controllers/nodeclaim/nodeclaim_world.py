@@ -147,7 +147,12 @@ def gone(obj: Obj | None) -> bool:
 
 
 def make_loop(
-    kube: KubeClient, cloud: CloudProvider, settings: LaunchSettings, **kwargs: Any
+    kube: KubeClient,
+    cloud: CloudProvider,
+    settings: LaunchSettings,
+    *,
+    drain: DrainSettings | None = None,
+    **kwargs: Any,
 ) -> NodeClaimLoop:
     claims, nodes = CustomObjects(kube, NODECLAIMS), CustomObjects(kube, NODES)
     clock = SystemClock()
@@ -157,7 +162,7 @@ def make_loop(
         claims=claims,
         nodes=nodes,
         cloud=cloud,
-        drain=DrainSettings(retry_backoff_base=0.05, retry_backoff_cap=0.2),
+        drain=drain or DrainSettings(retry_backoff_base=0.05, retry_backoff_cap=0.2),
         clock=clock,
         recorder=recorder,
         events=recorder,
@@ -186,9 +191,11 @@ async def running(
     gc_min_age: float = 30.0,
     cloud: CloudProvider | None = None,
     unavailable: UnavailableOfferings | None = None,
+    drain: DrainSettings | None = None,
     **controllers: Any,
 ) -> AsyncIterator[Env]:
-    """The world for a test; ``controllers`` change kubesim's (``scheduler=True``...)."""
+    """The world for a test; ``drain`` the Terminator's drain settings; ``controllers`` change
+    kubesim's (``scheduler=True``...)."""
     settings = settings or LaunchSettings()
     async with (
         KubeSim(controllers=dataclasses.replace(FAST, **controllers)) as sim,
@@ -203,7 +210,7 @@ async def running(
             unavailable = UnavailableOfferings(SystemClock())
         if cloud is None:
             cloud = FakeCloud([fake_type("m5.large", 2, 8, od=0.096, spot=0.04)], unavailable=unavailable)
-        loop = make_loop(kube, cloud, settings)
+        loop = make_loop(kube, cloud, settings, drain=drain)
         gc = GarbageCollector(
             cloud=cloud,
             claims=CustomObjects(kube, NODECLAIMS),

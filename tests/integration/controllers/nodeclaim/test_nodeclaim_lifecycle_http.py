@@ -29,6 +29,7 @@ from nodeclaim_world import (
     running,
 )
 
+from kubespot.config.drain import DrainSettings
 from kubespot.config.launch import LaunchSettings
 from kubespot.controllers.nodeclaim.objects import NODECLAIMS
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
@@ -396,3 +397,37 @@ async def test_a_deleting_node_without_claim_or_instance_loses_its_finalizer() -
         await env.call("PATCH", "/api/v1/nodes/ip-10-0-7-7", finalizer)
         await env.call("DELETE", "/api/v1/nodes/ip-10-0-7-7")
         await env.until("/api/v1/nodes/ip-10-0-7-7", gone, within=2.0)
+
+
+async def test_drain_settings_that_refuse_do_not_stop_the_termination_drain() -> None:
+    """core node/termination/terminator/terminator.go Drain (emptyDir pods are evicted like any
+    other; evictions respect PodDisruptionBudgets) and node/termination/controller.go finalize
+    (the instance is kept while the drain goes on). Settings that make kubectl-style drains refuse
+    (DELETE_LOCAL_DATA=false) do not apply to a NodeClaim's termination (docs/controller.md)."""
+    strict = DrainSettings(delete_local_data=False, retry_backoff_base=0.05, retry_backoff_cap=0.2)
+    async with running(drain=strict) as env:
+        _, node = await ready_claim(env)
+        labels = {"app": "web"}
+        cache = pod_body("cache", namespace=None, node=node, grace=0)
+        cache["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        for body in (pod_body("web", namespace=None, node=node, labels=labels, grace=0), cache):
+            await env.call("POST", "/api/v1/namespaces/default/pods", body)
+        for pod in ("web", "cache"):
+            await env.until(
+                f"/api/v1/namespaces/default/pods/{pod}",
+                lambda p: (p or {}).get("status", {}).get("phase") == "Running",
+            )
+        budget = pdb_body("web", namespace="default", selector={"matchLabels": labels}, min_available=1)
+        await env.call("POST", "/apis/policy/v1/namespaces/default/poddisruptionbudgets", budget)
+        await env.until(
+            "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web",
+            lambda b: (b or {}).get("status", {}).get("currentHealthy") == 1,
+        )
+        await env.call("DELETE", CLAIM)
+        await env.until("/api/v1/namespaces/default/pods/cache", gone)  # evicted, not refused
+        await asyncio.sleep(0.3)
+        assert await env.get("/api/v1/namespaces/default/pods/web") is not None  # its budget holds
+        assert len(env.cloud.launched) == 1  # not terminated as if drained
+        await env.call("DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web")
+        await env.until(CLAIM, gone)
+        assert env.cloud.launched == {}

@@ -424,3 +424,17 @@ def test_drain_deadline_follows_the_termination_grace_period() -> None:
     assert (
         deadline == T0 + timedelta(seconds=settings.voluntary_timeout) and got.pdb_deadline_action == "keep"
     )
+
+
+def test_the_termination_drain_never_refuses_whatever_the_drain_settings() -> None:
+    """core node/termination/terminator/terminator.go Drain (every evictable pod is evicted, emptyDir
+    or not; nothing makes the drain refuse). DaemonSet pods are left to the instance
+    (docs/controller.md, NodeClaim termination)."""
+    strict = DrainSettings(delete_local_data=False, ignore_daemon_sets=False)
+    got, _ = drain_deadline(claim(), strict, T0)
+    assert got.delete_local_data and got.ignore_daemon_sets
+    c = claim()
+    c["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    c["spec"]["terminationGracePeriod"] = "10m"
+    got, _ = drain_deadline(c, strict, T0)
+    assert got.delete_local_data and got.ignore_daemon_sets
