@@ -107,6 +107,8 @@ PROVISIONING_RULES = [
         "verbs": ["list"],
     },
     {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list"]},
+    # The NodeClaim termination's wait for volumes to detach.
+    {"apiGroups": ["storage.k8s.io"], "resources": ["volumeattachments"], "verbs": ["list"]},
 ]
 
 

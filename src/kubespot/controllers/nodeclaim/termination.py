@@ -15,6 +15,11 @@ by kubespot's drain engine (where Karpenter's node termination controller drains
    are handled by ``drain.pdb_deadline_action``, as Karpenter deletes them at that time); without
    one, ``drain.voluntary_timeout`` from now with budgets kept to the end (Karpenter waits for
    them for ever).
+   A NotReady Node whose instance the cloud no longer knows (a reclaimed spot node) is not
+   drained: deleted and released at once (core ``node/termination/controller.go`` ``finalize``).
+   Then, while VolumeAttachments of PersistentVolumes name the claim's Node, a look again
+   ``volume_recheck`` seconds later (1 s), at most until the termination time or
+   ``deletionTimestamp + drain.voluntary_timeout`` (``volumes``, core ``awaitVolumeDetachment``).
 2. A provider id: ``cloud.delete`` until it answers ``NodeClaimNotFound``; meanwhile
    ``InstanceTerminating=True`` and a look again ``recheck`` seconds later (Karpenter: 5 s).
 3. The claim's finalizer is removed last. A claim deleted before it launched has no provider id
@@ -58,6 +63,7 @@ from .objects import (
     set_conditions,
     uid,
 )
+from .volumes import attached_volumes
 
 __all__ = [
     "TERMINATION_TIMESTAMP",
@@ -154,6 +160,7 @@ class Terminator:
         recorder: DrainEvents | None = None,
         events: Events | None = None,
         recheck: float = 5.0,
+        volume_recheck: float = 1.0,
     ) -> None:
         self._kube = kube
         self._claims = claims
@@ -164,6 +171,7 @@ class Terminator:
         self._recorder = recorder
         self._events = events
         self.recheck = recheck
+        self.volume_recheck = volume_recheck
 
     async def finalize(
         self, claim: Obj, nodes: Sequence[Obj], on_stored: Callable[[Obj], None]
@@ -194,8 +202,11 @@ class Terminator:
                     warning=True,
                 )
         if is_true(claim, REGISTERED):
+            dead = False
             for node in nodes:
-                await self._retire(claim, node)
+                dead = await self._retire(claim, node) or dead
+            if not dead and (wait := await self._volumes_attached(claim)):
+                return wait
         pid = provider_id(claim)
         if pid:
             try:
@@ -232,26 +243,54 @@ class Terminator:
             return True
         return False
 
-    async def _retire(self, claim: Obj, node: Obj) -> None:
+    async def _volumes_attached(self, claim: Obj) -> float | None:
+        """Seconds until the volumes of the claim's Node are looked at again while some are still
+        attached (None: none, or the wait is over). Bounded by the termination time, else
+        ``deletionTimestamp + drain.voluntary_timeout`` (Karpenter bounds it by the grace period
+        only, and waits for ever without one)."""
+        node_name = str((claim.get("status") or {}).get("nodeName") or "")
+        if not node_name:
+            return None
+        attached = await attached_volumes(self._kube, node_name)
+        if not attached:
+            return None
+        ends = termination_time(claim)
+        if ends is None:
+            stamp = meta(claim).get("deletionTimestamp")
+            deleted = _time(stamp) if isinstance(stamp, str) else None
+            ends = (deleted or self._clock.now()) + timedelta(seconds=self._drain.voluntary_timeout)
+        if self._clock.now() >= ends:
+            log.warning(
+                "nodeclaim %s: volumes %s still attached to %s at the deadline; terminating anyway",
+                name(claim),
+                ", ".join(attached),
+                node_name,
+            )
+            return None
+        log.info("nodeclaim %s: waiting for volumes %s to detach", name(claim), ", ".join(attached))
+        return self.volume_recheck
+
+    async def _retire(self, claim: Obj, node: Obj) -> bool:
         """Cordon, drain, delete the Node and release its finalizer. A Node deleted first (by
         hand: its finalizer holds it) is drained all the same, as Karpenter's node termination
         controller drains a deleted Node. A NotReady Node whose instance is gone is not drained
         (core node/termination/controller.go finalize: evicting from a dead kubelet only leaves
         pods Terminating until the deadline); it is deleted at once and the pod garbage collector
-        deletes its pods, as for any Node that disappears."""
+        deletes its pods, as for any Node that disappears. True when the Node was dead (no volume
+        detach to wait for then: core finalize removes the finalizer at once)."""
         node_name = name(node)
         if await self._instance_gone(node, claim):
             log.info(
                 "nodeclaim %s: node %s is NotReady and its instance gone; not drained", name(claim), node_name
             )
             await release_node(self._nodes, node)
-            return
+            return True
         try:
             await self._kube.cordon(node_name)
         except KubeError as err:
             if err.code != 404:
                 raise
-            return
+            return False
         settings, deadline = drain_deadline(claim, self._drain, self._clock.now())
         result = await drain_node(
             node_name,
@@ -279,6 +318,7 @@ class Terminator:
         else:
             log.info("nodeclaim %s: node %s drained (%s)", name(claim), node_name, counts)
         await release_node(self._nodes, node)
+        return False
 
 
 async def release_node(nodes: CustomObjects, node: Obj) -> None:

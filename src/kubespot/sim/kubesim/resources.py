@@ -120,6 +120,9 @@ BUILTIN: tuple[ResourceType, ...] = (
     _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",), _STATUS),
     _rt("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), _STATUS),
     _rt("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),
+    # Stored as written (no attach/detach controller runs): what a node's termination waits on
+    # (Karpenter's awaitVolumeDetachment lists them by spec.nodeName).
+    _rt("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, (), _STATUS),
     _rt(
         "apps",
         "v1",

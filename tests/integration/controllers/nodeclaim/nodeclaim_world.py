@@ -167,6 +167,7 @@ def make_loop(
         recorder=recorder,
         events=recorder,
         recheck=0.1,
+        volume_recheck=0.1,
     )
     return NodeClaimLoop(
         claims=claims,

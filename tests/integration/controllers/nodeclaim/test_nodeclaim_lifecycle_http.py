@@ -431,3 +431,50 @@ async def test_drain_settings_that_refuse_do_not_stop_the_termination_drain() ->
         await env.call("DELETE", "/apis/policy/v1/namespaces/default/poddisruptionbudgets/web")
         await env.until(CLAIM, gone)
         assert env.cloud.launched == {}
+
+
+def _attachment(name: str, node: str, pv: str | None) -> Obj:
+    source = {"persistentVolumeName": pv} if pv else {"inlineVolumeSpec": {}}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": node, "source": source},
+    }
+
+
+async def test_the_instance_waits_for_the_nodes_volumes_to_detach(env: Env) -> None:
+    """core node/termination/controller.go finalize awaitVolumeDetachment (VolumeAttachments with
+    the Node's spec.nodeName, pkg/utils/node GetVolumeAttachments; those without a
+    persistentVolumeName dropped, filterVolumeAttachments) before awaitInstanceTermination. No
+    attach/detach controller runs in kubesim: the attachment is deleted by hand."""
+    _, node = await ready_claim(env)
+    attachments = "/apis/storage.k8s.io/v1/volumeattachments"
+    await env.call("POST", attachments, _attachment("csi-db", node, "pv-db"))
+    await env.call("POST", attachments, _attachment("csi-inline", node, None))
+    await env.call("POST", attachments, _attachment("csi-other", "ip-10-9-9-9", "pv-other"))
+    await env.call("DELETE", CLAIM)
+    await env.until(f"/api/v1/nodes/{node}", gone)  # drained and released first
+    await asyncio.sleep(0.4)
+    assert len(env.cloud.launched) == 1 and await env.get(CLAIM) is not None
+    await env.call("DELETE", f"{attachments}/csi-db")  # the attach/detach controller detached it
+    await env.until(CLAIM, gone, within=3.0)
+    assert env.cloud.launched == {}
+
+
+async def test_volumes_still_attached_at_the_termination_time_do_not_hold_the_instance(env: Env) -> None:
+    """core node/termination/controller.go awaitVolumeDetachment: once the termination grace
+    period has elapsed (hasTerminationGracePeriodElapsed) the instance is terminated anyway."""
+    await env.create_claim(terminationGracePeriod="1s")
+    claim = await env.until(CLAIM, is_("Launched", "True"))
+    assert claim is not None
+    await env.create_node("ip-10-0-0-1", claim["status"]["providerID"])
+    await env.until(CLAIM, is_("Ready", "True"))
+    await env.call(
+        "POST", "/apis/storage.k8s.io/v1/volumeattachments", _attachment("csi-db", "ip-10-0-0-1", "pv-db")
+    )
+    await env.call("DELETE", CLAIM)
+    # Held at most until deletionTimestamp (whole seconds) + 1 s, not drain.voluntary_timeout (1 h).
+    await env.until(CLAIM, gone, within=3.0)
+    assert env.cloud.launched == {}
+    assert await env.get("/apis/storage.k8s.io/v1/volumeattachments/csi-db") is not None
