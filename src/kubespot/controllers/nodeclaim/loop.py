@@ -357,6 +357,11 @@ class NodeClaimLoop:
                 fresh = await self._reread(claim)
                 if fresh is None:
                     return None
+                if deleting(fresh):
+                    # Deleted meanwhile: the finalizer's turn, never a launch or a status write on
+                    # it (core lifecycle/controller.go Reconcile routes a deleting claim to
+                    # finalize). Due again at once, the task then runs the termination.
+                    return 0.0
                 claim = fresh
         raise AssertionError("unreachable")  # pragma: no cover
 
