@@ -2,9 +2,11 @@
 Karpenter's launch step (kubernetes-sigs/karpenter ``pkg/controllers/nodeclaim/lifecycle/launch.go``
 ``Launch.Reconcile``, ``launchNodeClaim``, ``PopulateNodeClaimDetails``; events in ``events.go``).
 
-- Success: labels are the cloud's overlaid by the NodeClaim's own (its own win), annotations the
-  NodeClaim's overlaid by the cloud's, ``status.providerID``, ``imageID``, ``capacity``,
-  ``allocatable``; ``Launched=True``.
+- Success: labels are the cloud's overlaid by the NodeClaim's own (its own win), the NodeClaim's
+  annotations kept as they are, ``status.providerID``, ``imageID``, ``capacity``, ``allocatable``;
+  ``Launched=True``. Karpenter also overlays the cloud's annotations (aws returns the
+  ``karpenter.k8s.aws/ec2nodeclass-hash`` ones, for drift); ``CloudNodeClaim`` carries none, as
+  kubespot has no drift detection, so there is nothing to overlay.
 - ``InsufficientCapacityError``: Warning event ``InsufficientCapacityError`` ("NodeClaim <name>
   event: <error>", cut at 300 characters) and the NodeClaim is deleted (the cloud has marked the
   pools; the provisioner plans its pods again). ``NodeClassNotReadyError``: deleted.

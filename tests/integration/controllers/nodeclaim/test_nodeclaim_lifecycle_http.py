@@ -143,8 +143,9 @@ async def test_deleting_a_claim_drains_its_node_then_terminates_the_instance(env
 
 async def test_a_pod_disruption_budget_holds_the_termination_until_it_allows(env: Env) -> None:
     """core lifecycle/controller.go finalize waits for the Node (node/termination awaitDrain:
-    evictions respect PodDisruptionBudgets; without a terminationGracePeriod for as long as they
-    refuse); the instance is not terminated meanwhile."""
+    evictions respect PodDisruptionBudgets); the instance is not terminated meanwhile. Karpenter
+    waits for ever without a terminationGracePeriod; kubespot holds at most drain.voluntary_timeout
+    (1 h here) and then terminates (docs/designs/launching.md §4): this test only covers the hold."""
     _, node = await ready_claim(env)
     labels = {"app": "db"}
     await env.call(
