@@ -14,7 +14,8 @@ by kubespot's drain engine (where Karpenter's node termination controller drains
    ``deletionTimestamp`` + ``spec.terminationGracePeriod`` when set (pods a budget still blocks then
    are handled by ``drain.pdb_deadline_action``, as Karpenter deletes them at that time); without
    one, ``drain.voluntary_timeout`` from now with budgets kept to the end (Karpenter waits for
-   them for ever).
+   them for ever). The drain never refuses (``drain_deadline``: emptyDir pods evicted, DaemonSet
+   pods left to the instance); a refusal would be an error retried, never taken for a drain.
    A NotReady Node whose instance the cloud no longer knows (a reclaimed spot node) is not
    drained: deleted and released at once (core ``node/termination/controller.go`` ``finalize``).
    Then, while VolumeAttachments of PersistentVolumes name the claim's Node, a look again
