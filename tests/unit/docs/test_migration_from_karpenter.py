@@ -1,0 +1,107 @@
+"""docs/migration-from-karpenter.md §2 (running kubespot instead of Karpenter) says what the code does:
+Karpenter's NodeClaims are kubespot's to manage, Karpenter's instances are found by the tags both
+launch with and count as managed by the queue processor, kubespot's NodeClaims carry its own hash
+version, and no NodePool hash annotation is written; the page's links lead to files and headings.
+
+Sources: core ``pkg/utils/nodeclaim`` ``IsManaged``; aws ``pkg/utils/utils.go`` ``GetTags`` and
+``pkg/providers/instance/instance.go`` ``List`` (the launch tags and the listing's filters); core
+``pkg/controllers/nodeclaim/disruption/drift.go`` ``areStaticFieldsDrifted`` and
+``pkg/controllers/nodepool/hash/controller.go`` (why the version is not ``v3``,
+docs/designs/launching.md §2b).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import MappingProxyType
+
+from kubespot.aws import fleet
+from kubespot.aws.ec2 import InstanceInfo
+from kubespot.controllers.nodeclaim.objects import managed
+from kubespot.controllers.provisioning.nodeclaim_template import HASH_VERSION, HASH_VERSION_ANNOTATION
+
+ROOT = Path(__file__).resolve().parents[3]
+DOC = ROOT / "docs" / "migration-from-karpenter.md"
+SRC = ROOT / "src" / "kubespot"
+
+#: A NodeClaim as Karpenter v1 writes it (its NodePool's template, its hash version ``v3``).
+KARPENTERS_CLAIM = {
+    "apiVersion": "karpenter.sh/v1",
+    "kind": "NodeClaim",
+    "metadata": {
+        "name": "general-x7k2p",
+        "labels": {"karpenter.sh/nodepool": "general"},
+        "annotations": {"karpenter.sh/nodepool-hash": "6821555240594823858", HASH_VERSION_ANNOTATION: "v3"},
+        "finalizers": ["karpenter.sh/termination"],
+    },
+    "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}},
+}
+
+
+def section(number: int) -> str:
+    text = DOC.read_text()
+    start = text.index(f"\n## {number}. ")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_karpenters_nodeclaims_are_kubespots_to_manage() -> None:
+    """``IsManaged``: any claim of an EC2NodeClass, whoever created it; another provider's is not."""
+    assert managed(KARPENTERS_CLAIM)
+    aks = {"group": "karpenter.azure.com", "kind": "AKSNodeClass", "name": "default"}
+    other = {**KARPENTERS_CLAIM, "spec": {"nodeClassRef": aks}}
+    assert not managed(other)
+    assert "`IsManaged`" in section(2)
+
+
+def test_karpenters_instances_are_found_and_handled() -> None:
+    """The tags both launch with (aws ``GetTags``) include every key kubespot lists instances by
+    (``instance.go`` ``List``), and an instance with them is managed by the queue processor without
+    NTH's tag."""
+    tags = fleet.launch_tags(
+        cluster="prod", nodepool="general", nodeclass="default", nodeclaim="general-x7k2p"
+    )
+    for key in ("karpenter.sh/nodepool", "karpenter.k8s.aws/ec2nodeclass", "eks:eks-cluster-name"):
+        assert key in tags and f"`{key}`" in section(2), key
+    # Karpenter tags the NodeClaim's name only after registration: leave it out.
+    karpenters = {k: v for k, v in tags.items() if k != "karpenter.sh/nodeclaim"}
+    info = InstanceInfo(
+        "i-0123", "ip-10-0-0-1.ec2.internal", "eu-west-1a", "running", MappingProxyType(karpenters)
+    )
+    assert info.is_managed("aws-node-termination-handler/managed", "prod")
+    assert not info.is_managed("aws-node-termination-handler/managed", "other-cluster")
+
+
+def test_the_hash_version_is_kubespots_own() -> None:
+    """kubespot stamps its NodeClaims with ``kubespot-1``, never Karpenter's ``v3``; the page says
+    the same value."""
+    assert HASH_VERSION == "kubespot-1"
+    assert f"`karpenter.sh/nodepool-hash-version: {HASH_VERSION}`" in section(2)
+
+
+def test_no_nodepool_hash_annotation_is_written() -> None:
+    """The page says kubespot writes no hash annotation on NodePools: only the NodeClaim template
+    names the hash annotations."""
+    writers = [
+        p.relative_to(SRC).as_posix()
+        for p in SRC.rglob("*.py")
+        if "nodepool-hash" in p.read_text() or "HASH_VERSION_ANNOTATION" in p.read_text()
+    ]
+    assert writers == ["controllers/provisioning/nodeclaim_template.py"]
+    assert "writes no hash annotation on NodePools" in DOC.read_text()
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_pages_links_lead_to_files_and_headings() -> None:
+    links = re.findall(r"\]\(([^)#:]+)(?:#([^)]*))?\)", DOC.read_text())
+    assert links
+    for target, anchor in links:
+        path = DOC.parent / target
+        assert path.exists(), target
+        if anchor:
+            headings = re.findall(r"^#+ (.*)$", path.read_text(), re.M)
+            assert anchor in {_slug(h) for h in headings}, (target, anchor)
