@@ -12,7 +12,6 @@ docs/designs/launching.md §2b).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from types import MappingProxyType
 
@@ -20,6 +19,7 @@ from kubespot.aws import fleet
 from kubespot.aws.ec2 import InstanceInfo
 from kubespot.controllers.nodeclaim.objects import managed
 from kubespot.controllers.provisioning.nodeclaim_template import HASH_VERSION, HASH_VERSION_ANNOTATION
+from unit.docs.doclinks import broken_links
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "migration-from-karpenter.md"
@@ -91,17 +91,6 @@ def test_no_nodepool_hash_annotation_is_written() -> None:
     assert "writes no hash annotation on NodePools" in DOC.read_text()
 
 
-def _slug(heading: str) -> str:
-    """GitHub's anchor for a heading."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
 def test_the_pages_links_lead_to_files_and_headings() -> None:
-    links = re.findall(r"\]\(([^)#:]+)(?:#([^)]*))?\)", DOC.read_text())
-    assert links
-    for target, anchor in links:
-        path = DOC.parent / target
-        assert path.exists(), target
-        if anchor:
-            headings = re.findall(r"^#+ (.*)$", path.read_text(), re.M)
-            assert anchor in {_slug(h) for h in headings}, (target, anchor)
+    count, broken = broken_links(DOC)
+    assert count and broken == []

@@ -32,6 +32,8 @@ from kubespot.controllers.nodeclaim import launch, liveness, registration
 from kubespot.controllers.provisioning import nominations
 from kubespot.controllers.provisioning.capacity_split import parse_split
 from kubespot.scheduling.api.load import load
+from kubespot.scheduling.cluster import workload_pods
+from unit.docs.doclinks import broken_links
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "provisioning.md"
@@ -144,7 +146,7 @@ def test_the_plan_command_plans_the_workload_into_the_pools(
     objects: dict[str, list[dict[str, Any]]] = {}
     for obj in plan_cli.read_manifests(args.filename):
         objects.setdefault(obj["kind"], []).append(obj)
-    objects["Pod"] = plan_cli.workload_pods(objects.pop("Deployment"))
+    objects["Pod"] = workload_pods(objects.pop("Deployment"))
     cloud = FakeCloud(
         [
             fake_type("m4.xlarge", 4, 16, 0.15, spot=0.03),  # cheapest, but generation 4
@@ -203,17 +205,6 @@ def test_the_events_reasons_and_checks_the_page_names_exist() -> None:
         assert f'"{reason}"' in aws + in_status + sources, reason
 
 
-def _slug(heading: str) -> str:
-    """GitHub's anchor for a heading."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
 def test_the_pages_links_lead_to_files_and_headings() -> None:
-    links = re.findall(r"\]\(([^)#:]+)(?:#([^)]*))?\)", DOC.read_text())
-    assert links
-    for target, anchor in links:
-        path = DOC.parent / target
-        assert path.exists(), target
-        if anchor:
-            headings = re.findall(r"^#+ (.*)$", path.read_text(), re.M)
-            assert anchor in {_slug(h) for h in headings}, (target, anchor)
+    count, broken = broken_links(DOC)
+    assert count and broken == []
