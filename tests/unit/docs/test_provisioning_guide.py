@@ -100,6 +100,7 @@ def test_the_policy_command_prints_the_launch_policy(
     launch_calls = {"ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:TerminateInstances", "iam:PassRole"}
     assert launch_calls <= actions
     assert {"ec2:DescribeSubnets", "ec2:DescribeInstanceTypes"} <= actions  # nodeclass, catalog
+    assert "eks:DescribeCluster" in actions  # the endpoint, CA bundle and CIDR the page leaves empty
     (pass_role,) = [s for s in statements if "iam:PassRole" in str(s["Action"])]
     assert pass_role["Resource"] in (
         "arn:aws:iam::123456789012:role/KarpenterNodeRole-prod",
