@@ -1,6 +1,7 @@
 """docs/migration-from-karpenter.md §2 (running kubespot instead of Karpenter) says what the code does:
 Karpenter's NodeClaims are kubespot's to manage, Karpenter's instances are found by the tags both
-launch with and count as managed by the queue processor, kubespot's NodeClaims carry its own hash
+launch with and count as managed by the queue processor, an instance Karpenter started for a claim in
+mid-launch is collected, kubespot's NodeClaims carry its own hash
 version, and no NodePool hash annotation is written; the page's links lead to files and headings.
 
 Sources: core ``pkg/utils/nodeclaim`` ``IsManaged``; aws ``pkg/utils/utils.go`` ``GetTags`` and
@@ -12,11 +13,15 @@ docs/designs/launching.md §2b).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import MappingProxyType
 
 from kubespot.aws import fleet
 from kubespot.aws.ec2 import InstanceInfo
+from kubespot.aws.instances import Instance
+from kubespot.cloud.provider import CloudNodeClaim
+from kubespot.controllers.nodeclaim.garbage_collection import orphan_instances
 from kubespot.controllers.nodeclaim.objects import managed
 from kubespot.controllers.provisioning.nodeclaim_template import HASH_VERSION, HASH_VERSION_ANNOTATION
 from unit.docs.doclinks import broken_links
@@ -70,6 +75,24 @@ def test_karpenters_instances_are_found_and_handled() -> None:
     )
     assert info.is_managed("aws-node-termination-handler/managed", "prod")
     assert not info.is_managed("aws-node-termination-handler/managed", "other-cluster")
+
+
+def test_an_instance_karpenter_started_for_a_claim_in_mid_launch_is_collected() -> None:
+    """A claim Karpenter had not marked ``Launched`` when it stopped: the instance it started has
+    Karpenter's launch tags but no ``karpenter.sh/nodeclaim`` (aws ``tagInstance`` adds it after
+    registration), so kubespot's garbage collection does not spare it for the claim, and once more
+    than 30 s old it is an orphan (aws ``garbagecollection/controller.go`` ``Reconcile``)."""
+    tags = fleet.launch_tags(cluster="prod", nodepool="general", nodeclass="default", nodeclaim="x")
+    del tags["karpenter.sh/nodeclaim"]
+    started = Instance("i-0123", "m5.large", "eu-west-1a", "running", "spot", tags=MappingProxyType(tags))
+    assert started.nodeclaim == ""
+    waiting = {**KARPENTERS_CLAIM, "status": {}}  # no providerID, no Launched=True
+    as_listed = CloudNodeClaim(started.nodeclaim, started.provider_id, "m5.large", "eu-west-1a", "spot")
+    young = dataclasses.replace(as_listed, launched_at=1000.0 - 10)
+    old = dataclasses.replace(as_listed, launched_at=1000.0 - 31)
+    assert orphan_instances([young], [waiting], now=1000.0) == []
+    assert orphan_instances([old], [waiting], now=1000.0) == [old]
+    assert "more than 30 s old" in section(2)
 
 
 def test_the_hash_version_is_kubespots_own() -> None:
