@@ -21,15 +21,15 @@ class ProvisioningSettings:
     enabled: bool = setting(
         False,
         doc=(
-            "Run the provisioning controller on the elected replica: resolve every EC2NodeClass's "
-            "subnet, security group and AMI selector terms through the EC2 and SSM APIs and write "
-            "its status (subnets, securityGroups, amis, instanceProfile, the *Ready conditions), "
-            "write each NodePool's ValidationSucceeded, NodeClassReady and Ready conditions, and "
-            "keep the instance type catalog and prices fresh. Needs the `nodeclass` and `catalog` "
-            "IAM groups (`kubespot aws policy --actions nodeclass,catalog`) and the chart's "
-            "provisioning RBAC (controller.provisioning.enabled). Off by default until kubespot "
-            "launches capacity (issue 14): a cluster running Karpenter itself must not have two "
-            "controllers writing the same status."
+            "Run kubespot's provisioner on the elected replica, in place of Karpenter: resolve "
+            "every EC2NodeClass (subnets, security groups, AMIs) and write its status, write each "
+            "NodePool's conditions and resources, keep the instance type catalog and prices fresh, "
+            "plan pending pods into NodeClaims and launch, register, garbage-collect and terminate "
+            "them (the `launch` group of settings; docs/provisioning.md). Needs the `nodeclass`, "
+            "`catalog` and `launch` IAM groups (`kubespot aws policy --actions "
+            "nodeclass,catalog,launch --cluster NAME --node-role ROLE`) and the chart's provisioning "
+            "RBAC (controller.provisioning.enabled). Off by default: with Karpenter installed, two "
+            "controllers would write the same NodeClaims and status (docs/migration-from-karpenter.md)."
         ),
         env="KUBESPOT_PROVISIONING_ENABLED",
     )
