@@ -24,6 +24,20 @@ the documentation cannot drift from what is exposed.
 | ``kubespot_managed_instances`` | gauge | capacity_type | controller: managed instances (leader only) |
 | ``kubespot_node_cleanups_total`` | counter | result | controller: Nodes of gone instances deleted |
 | ``kubespot_deregistration_seconds`` | histogram | kind | controller: fence to load balancer draining |
+| ``kubespot_nodeclaims_created_total`` | counter | nodepool, capacity_type, reason | NodeClaims created |
+| ``kubespot_launches_total`` | counter | capacity_type, instance_type, zone | controller: launches |
+| ``kubespot_launch_failures_total`` | counter | capacity_type, instance_type, zone, reason | failed pools |
+| ``kubespot_launch_fallbacks_total`` | counter | kind | controller: spot → on-demand, ICE → re-plan |
+| ``kubespot_ice_to_launch_seconds`` | histogram | capacity_type | controller: an ICE to the next launch |
+| ``kubespot_unavailable_offerings`` | gauge | capacity_type | controller: pools avoided now |
+| ``kubespot_pool_risk`` | gauge | instance_type, zone | controller: reclaim score (capped count) |
+| ``kubespot_nodeclaims`` | gauge | phase | controller: NodeClaims by lifecycle phase |
+| ``kubespot_nodeclaim_timeouts_total`` | counter | kind | controller: launch/registration timeouts |
+| ``kubespot_nodeclaims_garbage_collected_total`` | counter | kind | controller: GC deletions |
+
+The provisioning metrics (from ``kubespot_nodeclaims_created_total`` on, ``LAZY``) are registered on
+their first recording, and the capacity gauges only by ``watch_capacity``: the agent never records
+them, so they cost it neither memory nor exposition lines.
 
 Each ``Metrics`` owns its own ``CollectorRegistry``: never the process-wide default one, so tests
 and several agents in one process (the sandbox) never see each other's samples. Recording methods
@@ -42,9 +56,11 @@ from typing import Literal, ParamSpec
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 __all__ = [
+    "CAPACITY",
+    "LAZY",
     "METRICS",
     "NODE_PHASES",
     "MetricSpec",
@@ -75,6 +91,13 @@ CORDON_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5
 
 # The drain waits for deregistration: the record is meant to land within a second of the fence.
 DEREGISTRATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
+
+# An ICE is followed by a re-plan and a launch into another pool within seconds; minutes mean
+# every pool was short.
+ICE_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+
+#: At most this many ``kubespot_pool_risk`` series, the highest scores (a storm can touch hundreds).
+POOL_RISK_SERIES = 50
 
 #: The node's interruption phases, in order; ``none`` when nothing is happening to the node.
 NODE_PHASES = ("none", "pending", "fenced", "draining", "drained", "drain-failed")
@@ -209,7 +232,93 @@ METRICS: tuple[MetricSpec, ...] = (
         "deadline plus held_margin; for a lifecycle hook with heartbeats, its heartbeat horizon). "
         "Above 0 means a handling step is stuck: /healthz fails its queue check too.",
     ),
+    MetricSpec(
+        "kubespot_nodeclaims_created_total",
+        "counter",
+        ("nodepool", "capacity_type", "reason"),
+        "Controller only: NodeClaims the provisioner created, by NodePool, capacity type (the "
+        "preferred one it allows: spot when it allows spot) and reason (provisioned: for pending "
+        "pods; prespin: for pods of a node going away, before its drain).",
+    ),
+    MetricSpec(
+        "kubespot_launches_total",
+        "counter",
+        ("capacity_type", "instance_type", "zone"),
+        "Controller only: instances launched for NodeClaims, by capacity type, instance type and zone.",
+    ),
+    MetricSpec(
+        "kubespot_launch_failures_total",
+        "counter",
+        ("capacity_type", "instance_type", "zone", "reason"),
+        "Controller only: launch failures: each pool the cloud refused (EC2's error code, e.g. "
+        "InsufficientInstanceCapacity), and launches failing as a whole (empty type and zone; "
+        "reason InsufficientCapacityError or the launch condition's reason).",
+    ),
+    MetricSpec(
+        "kubespot_launch_fallbacks_total",
+        "counter",
+        ("kind",),
+        "Controller only: fallbacks, by kind (spot_to_on_demand: a NodeClaim allowing spot launched "
+        "on-demand; ice_replan: no pool had capacity, the NodeClaim was deleted and its pods re-planned).",
+    ),
+    MetricSpec(
+        "kubespot_ice_to_launch_seconds",
+        "histogram",
+        ("capacity_type",),
+        "Controller only: seconds from an insufficient-capacity failure to the next successful "
+        "launch, by the launch's capacity type.",
+        ICE_BUCKETS,
+    ),
+    MetricSpec(
+        "kubespot_unavailable_offerings",
+        "gauge",
+        ("capacity_type",),
+        "Controller only: pools (capacity type, instance type, zone) the unavailable-offerings cache "
+        "avoids now, by capacity type; a whole capacity type marked counts as one.",
+    ),
+    MetricSpec(
+        "kubespot_pool_risk",
+        "gauge",
+        ("instance_type", "zone"),
+        f"Controller only: reclaim-risk score of spot pools with a score, the {POOL_RISK_SERIES} "
+        "highest only (bounded cardinality).",
+    ),
+    MetricSpec(
+        "kubespot_nodeclaims",
+        "gauge",
+        ("phase",),
+        "Controller only: NodeClaims by lifecycle phase (pending: not launched yet; launched, "
+        "registered, initialized; deleting).",
+    ),
+    MetricSpec(
+        "kubespot_nodeclaim_timeouts_total",
+        "counter",
+        ("kind",),
+        "Controller only: NodeClaims deleted for a timeout, by kind (launch_timeout, registration_timeout).",
+    ),
+    MetricSpec(
+        "kubespot_nodeclaims_garbage_collected_total",
+        "counter",
+        ("kind",),
+        "Controller only: the NodeClaim garbage collector's deletions, by kind (orphan_instance: an "
+        "instance without a NodeClaim; lost_claim: a NodeClaim whose instance is gone).",
+    ),
 )
+
+#: Metrics registered on first use (controller only): see the module docstring.
+LAZY = frozenset(
+    {
+        "kubespot_nodeclaims_created_total",
+        "kubespot_launches_total",
+        "kubespot_launch_failures_total",
+        "kubespot_launch_fallbacks_total",
+        "kubespot_ice_to_launch_seconds",
+        "kubespot_nodeclaim_timeouts_total",
+        "kubespot_nodeclaims_garbage_collected_total",
+    }
+)
+#: Exported by ``watch_capacity`` (a collector reading the caches at scrape time).
+CAPACITY = ("kubespot_unavailable_offerings", "kubespot_pool_risk", "kubespot_nodeclaims")
 
 _SPECS = {spec.name: spec for spec in METRICS}
 
@@ -250,6 +359,30 @@ class _WithoutCreated:
             yield clean
 
 
+class _Watched:
+    """A gauge whose samples are read from the controller's state when scraped."""
+
+    def __init__(self, spec: MetricSpec, read: Callable[[], Mapping[tuple[str, ...], float]]) -> None:
+        self._spec = spec
+        self._read = read
+
+    def describe(self) -> list[Metric]:
+        return [GaugeMetricFamily(self._spec.name, self._spec.help, labels=self._spec.labels)]
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(self._spec.name, self._spec.help, labels=self._spec.labels)
+        try:
+            items = sorted(self._read().items(), key=lambda kv: (-kv[1], kv[0]))
+        except Exception:  # a scrape must not fail for one bad reader
+            _log.debug("reading %s failed", self._spec.name, exc_info=True)
+            items = []
+        if self._spec.name == "kubespot_pool_risk":
+            items = items[:POOL_RISK_SERIES]
+        for labels, value in items:
+            family.add_metric([_label(v) for v in labels], float(value))
+        yield family
+
+
 class Metrics:
     """The agent's metrics, in a registry of their own. All recording methods are cheap and never
     raise; ``render()`` gives the Prometheus text exposition."""
@@ -275,6 +408,10 @@ class Metrics:
         self._deregistration = self._histogram("kubespot_deregistration_seconds")
         self._overdue = self._gauge("kubespot_queue_messages_overdue")
         self._last_success_at: dict[str, float] = {}
+        self._lazy: dict[str, Counter | Histogram] = {}
+        self._watched: set[str] = set()
+        #: ``monotonic`` time of the first insufficient-capacity failure since the last launch.
+        self._ice_since: float | None = None
         self._phases: set[str] = set(NODE_PHASES)
         # Export every phase from the start, so dashboards see "none" = 1 before any interruption.
         self.set_node_phase(None)
@@ -293,6 +430,20 @@ class Metrics:
     def _histogram(self, name: str) -> Histogram:
         spec = _SPECS[name]
         return Histogram(spec.name, spec.help, spec.labels, registry=self.registry, buckets=spec.buckets)
+
+    def _get(self, name: str) -> Counter:
+        """The ``LAZY`` counter ``name``, registered the first time it is recorded."""
+        collector = self._lazy.get(name)
+        if not isinstance(collector, Counter):
+            collector = self._lazy[name] = self._counter(name)
+        return collector
+
+    def _get_histogram(self, name: str) -> Histogram:
+        """The ``LAZY`` histogram ``name``, registered the first time it is recorded."""
+        collector = self._lazy.get(name)
+        if not isinstance(collector, Histogram):
+            collector = self._lazy[name] = self._histogram(name)
+        return collector
 
     # -- recording -------------------------------------------------------------------------------
 
@@ -401,6 +552,63 @@ class Metrics:
     def deregistration_latency(self, seconds: float, kind: str) -> None:
         """A node's targets started draining ``seconds`` after it was fenced."""
         self._deregistration.labels(_label(kind)).observe(_duration(seconds))
+
+    # -- provisioning (controller only; registered on first use) ---------------------------------
+
+    @_never_raises
+    def nodeclaim_created(self, nodepool: str, capacity_type: str, reason: str) -> None:
+        """The provisioner created a NodeClaim (``reason``: provisioned, prespin)."""
+        counter = self._get("kubespot_nodeclaims_created_total")
+        counter.labels(_label(nodepool), _label(capacity_type), _label(reason)).inc()
+
+    @_never_raises
+    def launched(self, capacity_type: str, instance_type: str, zone: str, monotonic: float) -> None:
+        """An instance was launched for a NodeClaim at ``monotonic`` (``Clock.monotonic()``)."""
+        self._get("kubespot_launches_total").labels(
+            _label(capacity_type), _label(instance_type), _label(zone)
+        ).inc()
+        since, self._ice_since = self._ice_since, None
+        if since is not None:
+            histogram = self._get_histogram("kubespot_ice_to_launch_seconds")
+            histogram.labels(_label(capacity_type)).observe(_duration(monotonic - since))
+
+    @_never_raises
+    def launch_failure(self, capacity_type: str, instance_type: str, zone: str, reason: str) -> None:
+        """A pool refused a launch (or a launch failed as a whole: empty type and zone)."""
+        counter = self._get("kubespot_launch_failures_total")
+        counter.labels(_label(capacity_type), _label(instance_type), _label(zone), _label(reason)).inc()
+
+    @_never_raises
+    def insufficient_capacity(self, monotonic: float) -> None:
+        """A launch found no capacity: starts the ICE-to-launch clock (unless it already runs)."""
+        if self._ice_since is None:
+            self._ice_since = float(monotonic)
+
+    @_never_raises
+    def fallback(self, kind: str) -> None:
+        """A launch fell back (spot_to_on_demand, ice_replan)."""
+        self._get("kubespot_launch_fallbacks_total").labels(_label(kind)).inc()
+
+    @_never_raises
+    def nodeclaim_timeout(self, kind: str) -> None:
+        """A NodeClaim was deleted for a launch or registration timeout."""
+        self._get("kubespot_nodeclaim_timeouts_total").labels(_label(kind)).inc()
+
+    @_never_raises
+    def garbage_collected(self, kind: str, count: int = 1) -> None:
+        """The NodeClaim garbage collector deleted ``count`` things of ``kind``."""
+        if count > 0:
+            self._get("kubespot_nodeclaims_garbage_collected_total").labels(_label(kind)).inc(count)
+
+    def watch(self, name: str, read: Callable[[], Mapping[tuple[str, ...], float]]) -> None:
+        """Export gauge ``name`` (one of ``CAPACITY``) as ``read()`` says at each scrape: label
+        values → value. Read at scrape time, so nothing is kept between scrapes; a ``read`` that
+        raises exports nothing that scrape. ``kubespot_pool_risk`` keeps its ``POOL_RISK_SERIES``
+        highest values. Watching a name twice replaces nothing (the first stays)."""
+        if name not in CAPACITY or name in self._watched:
+            return
+        self._watched.add(name)
+        self.registry.register(_Watched(_SPECS[name], read))
 
     # -- reading ---------------------------------------------------------------------------------
 
