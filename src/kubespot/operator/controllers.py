@@ -295,6 +295,8 @@ def nodeclaim(shared: Shared) -> Controller | None:
         clock=shared.clock,
         recorder=shared.recorder,
         stuck_after=s.provisioning.stuck_after,
+        metrics=shared.metrics,
+        capacity=shared.capacity,
     )
     return Controller(
         "nodeclaim",

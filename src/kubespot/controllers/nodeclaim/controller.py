@@ -7,21 +7,25 @@ run on the leader only. ``checks`` is the /healthz part: ``nodeclaim`` fails whe
 dispatched for ``stuck_after``, or a reconcile (not a termination, whose drain may rightly take an
 hour) has run that long; ``nodeclaim-gc`` when no collection pass has finished for ``stuck_after``
 plus its interval. Both hold on a replica that does not lead, and during the first ``stuck_after``
-after a loop started.
+after a loop started. With ``metrics``, the lifecycle and GC count what they do, and the NodeClaims
+by phase, the unavailable offerings and the pool risk are exported at scrape time.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from kubespot.cloud.provider import CloudProvider
+from kubespot.cloud.signals import CapacitySignals
 from kubespot.config.drain import DrainSettings
 from kubespot.config.launch import LaunchSettings
 from kubespot.kube import EventRecorder, KubeClient
 from kubespot.kube.custom import CustomObjects
 from kubespot.model import Clock
 from kubespot.observability.health import Check
+from kubespot.observability.metrics import Metrics
 
 from .garbage_collection import GarbageCollector
 from .loop import NodeClaimLoop
@@ -76,6 +80,8 @@ def build(
     clock: Clock,
     recorder: EventRecorder | None,
     stuck_after: float,
+    metrics: Metrics | None = None,
+    capacity: CapacitySignals | None = None,
 ) -> NodeClaims:
     claims = CustomObjects(kube, NODECLAIMS)
     nodes = CustomObjects(kube, NODES)
@@ -97,6 +103,26 @@ def build(
         settings=launch,
         clock=clock,
         recorder=recorder,
+        metrics=metrics,
     )
-    gc = GarbageCollector(cloud=cloud, claims=claims, nodes=nodes, clock=clock)
+    gc = GarbageCollector(cloud=cloud, claims=claims, nodes=nodes, clock=clock, metrics=metrics)
+    if metrics is not None:
+        metrics.watch("kubespot_nodeclaims", loop.phases)
+        if capacity is not None:
+            metrics.watch("kubespot_unavailable_offerings", functools.partial(unavailable_gauge, capacity))
+            metrics.watch("kubespot_pool_risk", functools.partial(risk_gauge, capacity))
     return NodeClaims(loop, gc, stuck_after)
+
+
+def unavailable_gauge(capacity: CapacitySignals) -> dict[tuple[str, ...], float]:
+    """Pools the unavailable-offerings cache avoids now, by capacity type (read at scrape)."""
+    counts: dict[tuple[str, ...], float] = {}
+    for mark in capacity.unavailable:
+        key = (mark.key[0],)
+        counts[key] = counts.get(key, 0.0) + 1
+    return counts
+
+
+def risk_gauge(capacity: CapacitySignals) -> dict[tuple[str, ...], float]:
+    """Every spot pool with a reclaim score (the metric keeps the highest few)."""
+    return {(s.instance_type, s.zone): s.score for s in capacity.risk}

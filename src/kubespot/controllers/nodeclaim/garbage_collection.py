@@ -35,6 +35,7 @@ from kubespot.cloud.provider import CloudNodeClaim, CloudProvider
 from kubespot.kube import KubeError
 from kubespot.kube.custom import CustomObjects
 from kubespot.model import Clock
+from kubespot.observability.metrics import Metrics
 
 from .objects import (
     LAUNCHED,
@@ -111,8 +112,10 @@ class GarbageCollector:
         clock: Clock,
         intervals: tuple[float, int, float] = (10.0, 20, 120.0),
         min_age: float = MIN_AGE,
+        metrics: Metrics | None = None,
     ) -> None:
         self._cloud = cloud
+        self._metrics = metrics
         self._claims = claims
         self._nodes = nodes
         self._clock = clock
@@ -180,6 +183,8 @@ class GarbageCollector:
                 await self._cloud.delete(instance.provider_id)
             for node in by_pid.get(instance.provider_id, ()):
                 await self._delete_node(node)
+            if self._metrics is not None:
+                self._metrics.garbage_collected("orphan_instance")
         for claim in lost_claims(claims, instances, by_pid):
             log.info(
                 "nodeclaim garbage collection: deleting nodeclaim %s (instance %s is gone)",
@@ -187,6 +192,8 @@ class GarbageCollector:
                 provider_id(claim),
             )
             await self._claims.delete(name(claim))
+            if self._metrics is not None:
+                self._metrics.garbage_collected("lost_claim")
         await self._release_stranded(nodes, claims)
         self.last_pass = self._clock.now()
 

@@ -23,14 +23,20 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kubespot.cloud.errors import CreateError, InsufficientCapacityError, NodeClassNotReadyError
+from kubespot.cloud.errors import (
+    CreateError,
+    FailedOffering,
+    InsufficientCapacityError,
+    NodeClassNotReadyError,
+)
 from kubespot.cloud.provider import CloudNodeClaim, CloudProvider
 from kubespot.scheduling.api.conditions import Condition
 from kubespot.scheduling.api.nodeclaim import parse_nodeclaim
+from kubespot.scheduling.labels import CAPACITY_TYPE, SPOT
 
 from .objects import LAUNCHED, Obj, annotations_of, labels, name
 
-__all__ = ["LaunchOutcome", "launch", "populate", "truncate"]
+__all__ = ["LaunchOutcome", "allows_spot", "launch", "populate", "truncate"]
 
 log = logging.getLogger("kubespot.controller.nodeclaim")
 
@@ -53,6 +59,8 @@ class LaunchOutcome:
     event: tuple[str, str] | None = None
     #: ``Launched=Unknown`` with the failure's reason (the launch is retried).
     condition: Condition | None = None
+    #: The pools an insufficient-capacity failure named (for the launch-failure metric).
+    failed: tuple[FailedOffering, ...] = ()
 
 
 async def launch(cloud: CloudProvider, claim: Obj) -> LaunchOutcome:
@@ -62,7 +70,11 @@ async def launch(cloud: CloudProvider, claim: Obj) -> LaunchOutcome:
         launched = await cloud.create(spec)
     except InsufficientCapacityError as err:
         message = f"NodeClaim {name(claim)} event: {truncate(str(err))}"
-        return LaunchOutcome(delete_reason="insufficient_capacity", event=(INSUFFICIENT_CAPACITY, message))
+        return LaunchOutcome(
+            delete_reason="insufficient_capacity",
+            event=(INSUFFICIENT_CAPACITY, message),
+            failed=err.offerings,
+        )
     except NodeClassNotReadyError as err:
         log.error("nodeclaim %s: nodeclass not ready: %s", name(claim), err)
         return LaunchOutcome(delete_reason="nodeclass_not_ready")
@@ -72,6 +84,17 @@ async def launch(cloud: CloudProvider, claim: Obj) -> LaunchOutcome:
         log.exception("nodeclaim %s: launch failed", name(claim))
         return LaunchOutcome(condition=Condition(LAUNCHED, "Unknown", "LaunchFailed", truncate(str(err))))
     return LaunchOutcome(launched=launched)
+
+
+def allows_spot(claim: Obj) -> bool:
+    """The claim's requirements let it run on spot (the provisioner always writes the
+    ``karpenter.sh/capacity-type`` requirement): an on-demand launch of it is a fallback."""
+    for req in (claim.get("spec") or {}).get("requirements") or ():
+        if isinstance(req, dict) and req.get("key") == CAPACITY_TYPE:
+            values = req.get("values") or ()
+            op = req.get("operator")
+            return (op == "In" and SPOT in values) or (op == "NotIn" and SPOT not in values) or op == "Exists"
+    return True  # no capacity-type requirement: any, spot included
 
 
 def populate(claim: Obj, launched: CloudNodeClaim) -> None:

@@ -36,13 +36,16 @@ from kubespot.kube import KubeError, ObjectRef
 from kubespot.kube.custom import CustomObjects, ObjectList
 from kubespot.model import Clock
 from kubespot.model.backoff import full_jitter
+from kubespot.observability.metrics import Metrics
 from kubespot.scheduling.api.conditions import Condition
+from kubespot.scheduling.labels import ON_DEMAND
 
-from .launch import LaunchOutcome, launch, populate
+from .launch import INSUFFICIENT_CAPACITY, LaunchOutcome, allows_spot, launch, populate
 from .lifecycle import advance
-from .liveness import liveness
+from .liveness import LAUNCH_TIMEOUT, REGISTRATION_TIMEOUT, liveness
 from .objects import (
     LAUNCHED,
+    NODECLAIM_PHASES,
     TERMINATION_FINALIZER,
     Obj,
     annotations_of,
@@ -53,6 +56,7 @@ from .objects import (
     managed,
     name,
     node_provider_id,
+    phase_of,
     provider_id,
     resource_version,
     set_conditions,
@@ -95,6 +99,7 @@ class NodeClaimLoop:
         settings: LaunchSettings,
         clock: Clock,
         recorder: Events | None = None,
+        metrics: Metrics | None = None,
         retry_base: float = 1.0,
         retry_cap: float = 60.0,
         concurrency: int = 64,
@@ -108,6 +113,9 @@ class NodeClaimLoop:
         self._settings = settings
         self._clock = clock
         self._recorder = recorder
+        self._metrics = metrics
+        #: UIDs of claims whose timeout was counted (insertion-ordered, bounded).
+        self._timed_out: dict[str, None] = {}
         self._retry_base, self._retry_cap = retry_base, retry_cap
         self._slots = asyncio.Semaphore(concurrency)
         self._idle_wake = idle_wake
@@ -398,6 +406,7 @@ class NodeClaimLoop:
         if is_unknown(work, LAUNCHED):
             found = self._found.pop(key, None)
             outcome = LaunchOutcome(launched=found) if found is not None else await launch(self._cloud, work)
+            self._count_launch(work, outcome, from_cloud=found is not None)
             if outcome.delete_reason:
                 if outcome.event is not None:
                     await self._event(work, *outcome.event)
@@ -422,6 +431,7 @@ class NodeClaimLoop:
                     registration_timeout=self._settings.registration_timeout,
                 )
                 if live.delete_reason:
+                    self._count_timeout(work, live.delete_reason)
                     log.info("nodeclaim %s: deleting (%s)", key, live.delete_reason)
                     await self._claims_api.delete(key)
                     return None
@@ -465,10 +475,52 @@ class NodeClaimLoop:
             await self._event(work, reason, message)
         await self._write(claim, work)
         if step.delete_reason:
+            self._count_timeout(work, step.delete_reason)
             log.info("nodeclaim %s: deleting (%s)", key, step.delete_reason)
             await self._claims_api.delete(key)
             return None
         return step.requeue_after
+
+    def _count_launch(self, claim: Obj, outcome: LaunchOutcome, *, from_cloud: bool) -> None:
+        """The launch metrics of one attempt (aws pkg/cloudprovider/metrics: launches and failed
+        pools; an instance found already running for the claim was counted when it launched)."""
+        m = self._metrics
+        if m is None or from_cloud:
+            return
+        got = outcome.launched
+        failed = got.failed_offerings if got is not None else outcome.failed
+        for o in failed:
+            m.launch_failure(o.capacity_type, o.instance_type, o.zone, o.code)
+        if got is not None:
+            m.launched(got.capacity_type, got.instance_type, got.zone, self._clock.monotonic())
+            if got.capacity_type == ON_DEMAND and allows_spot(claim):
+                m.fallback("spot_to_on_demand")
+        elif outcome.delete_reason == "insufficient_capacity":
+            m.insufficient_capacity(self._clock.monotonic())
+            m.fallback("ice_replan")
+            if not failed:
+                m.launch_failure("", "", "", INSUFFICIENT_CAPACITY)
+        elif outcome.condition is not None:
+            m.launch_failure("", "", "", outcome.condition.reason)
+
+    def _count_timeout(self, claim: Obj, reason: str) -> None:
+        """A claim deleted for a timeout, counted once: a reconcile of a version read before the
+        delete landed decides the same again."""
+        if reason not in (LAUNCH_TIMEOUT, REGISTRATION_TIMEOUT) or self._metrics is None:
+            return
+        if uid(claim) in self._timed_out:
+            return
+        if len(self._timed_out) >= 4096:  # claims long gone: forget the oldest
+            del self._timed_out[next(iter(self._timed_out))]
+        self._timed_out[uid(claim)] = None
+        self._metrics.nodeclaim_timeout(reason)
+
+    def phases(self) -> dict[tuple[str, ...], float]:
+        """NodeClaims by lifecycle phase, for the ``kubespot_nodeclaims`` gauge (read at scrape)."""
+        counts = dict.fromkeys(NODECLAIM_PHASES, 0.0)
+        for claim in list(self.claims.values()):
+            counts[phase_of(claim)] += 1
+        return {(p,): n for p, n in counts.items()}
 
     def _stored_node(self, node: Obj) -> None:
         if name(node) in self.nodes:

@@ -36,6 +36,20 @@ DEPENDENTS = (LAUNCHED, REGISTERED, INITIALIZED)
 AWAITING = ("AwaitingReconciliation", "object is awaiting reconciliation")
 
 
+#: A NodeClaim's lifecycle phases, for the ``kubespot_nodeclaims`` gauge.
+NODECLAIM_PHASES = ("pending", "launched", "registered", "initialized", "deleting")
+
+
+def phase_of(claim: Mapping[str, Any]) -> str:
+    """The furthest lifecycle condition that is True (``deleting`` once deleted)."""
+    if deleting(claim):
+        return "deleting"
+    for type_, phase in ((INITIALIZED, "initialized"), (REGISTERED, "registered"), (LAUNCHED, "launched")):
+        if is_true(claim, type_):
+            return phase
+    return "pending"
+
+
 def _map(obj: Mapping[str, Any] | None, key: str) -> Mapping[str, Any]:
     value = obj.get(key) if isinstance(obj, Mapping) else None
     return value if isinstance(value, Mapping) else {}

@@ -1,6 +1,7 @@
 """The NodeClaim controller's test world: kubesim serving the chart's CRDs (its kubelet posting
 Node readiness and killing evicted pods, its scheduler off), a cloud (``FakeCloud`` unless given),
-the lifecycle loop and the garbage collector on sub-second timings, and HTTP helpers.
+the lifecycle loop and the garbage collector on sub-second timings (recording into ``metrics`` when
+given), and HTTP helpers.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from kubespot.controllers.nodeclaim.termination import Terminator
 from kubespot.kube import EventRecorder, KubeClient, connect
 from kubespot.kube.custom import CustomObjects
 from kubespot.model import SystemClock
+from kubespot.observability.metrics import Metrics
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.testing import node as node_body
@@ -193,6 +195,7 @@ async def running(
     cloud: CloudProvider | None = None,
     unavailable: UnavailableOfferings | None = None,
     drain: DrainSettings | None = None,
+    metrics: Metrics | None = None,
     **controllers: Any,
 ) -> AsyncIterator[Env]:
     """The world for a test; ``drain`` the Terminator's drain settings; ``controllers`` change
@@ -211,8 +214,9 @@ async def running(
             unavailable = UnavailableOfferings(SystemClock())
         if cloud is None:
             cloud = FakeCloud([fake_type("m5.large", 2, 8, od=0.096, spot=0.04)], unavailable=unavailable)
-        loop = make_loop(kube, cloud, settings, drain=drain)
+        loop = make_loop(kube, cloud, settings, drain=drain, metrics=metrics)
         gc = GarbageCollector(
+            metrics=metrics,
             cloud=cloud,
             claims=CustomObjects(kube, NODECLAIMS),
             nodes=CustomObjects(kube, NODES),
