@@ -28,6 +28,7 @@ from kubespot.kube import KubeClient, connect
 from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
 from kubespot.model import SystemClock
+from kubespot.observability.metrics import Metrics
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 
@@ -148,6 +149,7 @@ async def running(
     prespin: bool = True,
     doom: bool = False,
     controllers: ControllerConfig | None = None,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Env]:
     """kubesim with the CRDs, a class and a Ready pool, the provisioner's loops running; ``doom``
     adds the pre-spin ``DoomWatch`` (fenced or deleted nodes start a pass at once); ``controllers``:
@@ -172,6 +174,7 @@ async def running(
             unavailable=unavailable,
             retry_after=0.3,
             prespin=prespin,
+            metrics=metrics,
         )
         env = Env(sim, http, cloud, unavailable, provisioner, kube)
         await env.create(NODECLASSES, nodeclass())

@@ -275,6 +275,7 @@ def _provisioning_parts(shared: Shared) -> provisioning_parts.Provisioning:
             # The process's one cache: what the interruption handler and the launches mark, the
             # simulations avoid.
             capacity=shared.capacity,
+            metrics=shared.metrics,
         )
     assert isinstance(parts, provisioning_parts.Provisioning)
     return parts

@@ -34,6 +34,7 @@ from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
 from kubespot.model import Clock
 from kubespot.observability.health import Check
+from kubespot.observability.metrics import Metrics
 
 from .batcher import Batcher
 from .catalog_refresh import CatalogRefresh
@@ -133,6 +134,7 @@ def build(
     launch: LaunchSettings | None = None,
     recorder: EventRecorder | None = None,
     capacity: CapacitySignals | None = None,
+    metrics: Metrics | None = None,
 ) -> Provisioning:
     launch = launch or LaunchSettings()
     # The operator hands the process's one cache and risk store (``Shared.capacity``: the
@@ -166,6 +168,7 @@ def build(
         unavailable=unavailable,
         retry_after=launch.batch_max_duration,
         prespin=launch.learn_from_interruptions,
+        metrics=metrics,
     )
     return Provisioning(
         settings,

@@ -15,7 +15,9 @@ The events follow Karpenter's (kubernetes-sigs/karpenter
   nodeclaim/<name>"; one token bucket of 5 per second, burst 10, shared by every nomination, and
   an event over budget is dropped, not delayed (client-go's ``TryAccept``);
 - ``PodFailedToScheduleEvent``: Warning ``FailedScheduling``, "Failed to schedule pod, <why>";
-- both de-duplicated per (reason, pod UID), whatever the message, for the event's timeout (2
+- ``NoCompatibleInstanceTypes``: on the NodePool, Warning, "NodePool requirements filtered out all
+  compatible available instance types", de-duplicated per NodePool UID for a minute;
+- all de-duplicated per (reason, object UID), whatever the message, for the event's timeout (2
   minutes by default, 5 for ``FailedScheduling``). As in Karpenter's recorder, the de-duplication
   is checked (and armed) before the rate limit: a dropped event is not retried within the timeout.
 """
@@ -35,6 +37,9 @@ __all__ = ["Nominations"]
 
 NOMINATED = "Nominated"
 FAILED_SCHEDULING = "FailedScheduling"
+NO_COMPATIBLE_INSTANCE_TYPES = "NoCompatibleInstanceTypes"
+NO_COMPATIBLE_MESSAGE = "NodePool requirements filtered out all compatible available instance types"
+NO_COMPATIBLE_DEDUPE_SECONDS = 60.0
 #: Karpenter's recorder's default de-duplication timeout, and FailedScheduling's own.
 DEDUPE_SECONDS = 120.0
 FAILED_DEDUPE_SECONDS = 300.0
@@ -131,6 +136,19 @@ class Nominations:
         self._forget_old(now)
         for message, refs in by_message.items():
             await self._publish(refs, FAILED_SCHEDULING, message, warning=True)
+
+    async def no_compatible_instance_types(self, nodepool: Mapping[str, Any]) -> None:
+        """Warn on ``nodepool`` that its requirements leave no available instance type (Karpenter's
+        ``NoCompatibleInstanceTypes``, published when its scheduler skips the pool)."""
+        meta = _meta(nodepool)
+        uid = str(meta.get("uid") or "")
+        now = self._monotonic()
+        if self._recorder is None or not uid:
+            return
+        if not self._should_publish(NO_COMPATIBLE_INSTANCE_TYPES, uid, NO_COMPATIBLE_DEDUPE_SECONDS, now):
+            return
+        ref = ObjectRef("NodePool", str(meta.get("name") or ""), None, uid, api_version="karpenter.sh/v1")
+        await self._publish([ref], NO_COMPATIBLE_INSTANCE_TYPES, NO_COMPATIBLE_MESSAGE, warning=True)
 
     async def _publish(self, refs: list[ObjectRef], reason: str, message: str, *, warning: bool) -> None:
         if refs and self._recorder is not None:

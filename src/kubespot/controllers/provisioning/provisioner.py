@@ -50,6 +50,7 @@ from kubespot.cloud import CloudProvider, UnavailableOfferings
 from kubespot.kube import KubeClient, KubeError
 from kubespot.kube.custom import CustomObjects
 from kubespot.model import Clock
+from kubespot.observability.metrics import Metrics
 from kubespot.scheduling.api.load import load
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.api.nodepool import NodePoolSpec, parse_nodepool
@@ -62,7 +63,7 @@ from kubespot.scheduling.cluster import (
     provisionable_pods,
 )
 from kubespot.scheduling.instance_types import InstanceType
-from kubespot.scheduling.labels import CAPACITY_TYPE
+from kubespot.scheduling.labels import CAPACITY_TYPE, WELL_KNOWN
 from kubespot.scheduling.nodepool import NodePool, usable_pools
 from kubespot.scheduling.pods import PodView
 from kubespot.scheduling.simulate import Plan, PlannedClaim, PoolCapacity, simulate
@@ -114,6 +115,14 @@ class PassResult:
     plan: Plan | None = None
     #: The pass must be tried again (an API error, pods left unplanned).
     retry: bool = False
+
+
+def _compatible(pool: NodePool, t: InstanceType) -> bool:
+    """``filterInstanceTypesByRequirements`` for an empty pod: the type's labels meet the pool's
+    requirements and one of its offerings is available in them."""
+    return pool.requirements.is_compatible(t.requirements, WELL_KNOWN) and bool(
+        t.available_offerings(pool.requirements)
+    )
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -206,8 +215,10 @@ class Provisioner:
         unavailable: UnavailableOfferings | None = None,
         retry_after: float = 10.0,
         prespin: bool = True,
+        metrics: Metrics | None = None,
     ) -> None:
         self._kube = kube
+        self._metrics = metrics
         self._cloud = cloud
         self.batcher = batcher
         self.nominations = nominations
@@ -381,6 +392,9 @@ class Provisioner:
             types = await self._cloud.instance_types(pool, nodeclass)
             if self._unavailable is not None:
                 types = self._unavailable.apply(types)
+            if not any(_compatible(pool, t) for t in types):
+                # scheduling/scheduler.go NewScheduler: the pool is skipped, with a Warning on it.
+                await self.nominations.no_compatible_instance_types(pool_objs[pool.name])
             catalog[pool.name] = {t.name: t for t in types}
             capacities.append(
                 PoolCapacity(
@@ -461,6 +475,11 @@ class Provisioner:
                 result.retry = True
             else:
                 result.created.append(name)
+                if self._metrics is not None:
+                    # Pods of a node going away make it a pre-spin (launching.md §7).
+                    prespin = any(uid_of(by_key[k]) in moving for k in planned.pods if k in by_key)
+                    reason = "prespin" if prespin else "provisioned"
+                    self._metrics.nodeclaim_created(planned.pool, planned.capacity_type, reason)
 
     async def _admit(
         self, planned: list[PlannedClaim], pools: Mapping[str, NodePool], result: PassResult

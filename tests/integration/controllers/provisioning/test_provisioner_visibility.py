@@ -1,0 +1,76 @@
+"""What the provisioner makes visible: the NodeClaims it creates (a metric by NodePool, capacity type
+and reason) and the NodePool whose requirements leave no instance type (a deduplicated Warning).
+
+Sources: kubernetes-sigs/karpenter ``pkg/controllers/nodeclaim/lifecycle`` (``NodeClaimsCreatedTotal``
+with ``reason`` and ``nodepool``), ``pkg/controllers/provisioning/scheduling/scheduler.go``
+``NewScheduler`` and ``events.go`` ``NoCompatibleInstanceTypes`` (Warning on the NodePool, deduped
+per NodePool UID for a minute).
+"""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from kubespot.observability.metrics import Metrics
+from kubespot.sim.kubesim.testing import pod, until
+from support.provisioning_env import SMALL, Obj, nodepool, ready_pool, running
+
+
+def created(metrics: Metrics) -> dict[tuple[str, str, str], float]:
+    out: dict[tuple[str, str, str], float] = {}
+    for family in text_string_to_metric_families(metrics.render()[0].decode()):
+        for s in family.samples:
+            if s.name == "kubespot_nodeclaims_created_total":
+                out[(s.labels["nodepool"], s.labels["capacity_type"], s.labels["reason"])] = s.value
+    return out
+
+
+async def test_a_created_nodeclaim_is_counted_by_pool_capacity_type_and_reason() -> None:
+    """provisioner.go CreateNodeClaims → NodeClaimsCreatedTotal{reason, nodepool}: pods pending for
+    no node going away are "provisioned"; the capacity type is the claim's preferred one."""
+    metrics = Metrics()
+    async with running(metrics=metrics) as env:
+        await env.create("api/v1/namespaces/default/pods", pod("web", requests=SMALL))
+        (claim,) = await env.wait_claims(1)
+        allowed = next(
+            r["values"] for r in claim["spec"]["requirements"] if r["key"] == "karpenter.sh/capacity-type"
+        )
+        assert "spot" in allowed  # planned spot first: the cheaper
+        await until(lambda: _true(bool(created(metrics))), within=1.0, interval=0.02)
+        assert created(metrics) == {("general", "spot", "provisioned"): 1.0}
+
+
+async def test_a_nodepool_with_no_compatible_instance_type_gets_one_warning() -> None:
+    """scheduler.go NewScheduler: a pool whose requirements filter out every available instance
+    type is skipped with NoCompatibleInstanceTypes (Warning, "NodePool requirements filtered out
+    all compatible available instance types"), deduplicated for a minute per NodePool UID: passes
+    after the first publish nothing more."""
+    async with running() as env:
+        narrow = nodepool("narrow")
+        narrow["spec"]["template"]["spec"]["requirements"].append(
+            {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["no-such-type"]}
+        )
+        stored = await ready_pool(env, narrow)
+        await env.create("api/v1/namespaces/default/pods", pod("web", requests=SMALL))
+        await env.wait_claims(1)  # the general pool still serves the pod
+
+        async def warned() -> list[Obj]:
+            return await env.events("NoCompatibleInstanceTypes")
+
+        (event,) = await until(warned, within=2.0, interval=0.02)
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["kind"] == "NodePool"
+        assert event["involvedObject"]["name"] == "narrow"
+        assert event["involvedObject"]["uid"] == stored["metadata"]["uid"]
+        assert (
+            event["message"] == "NodePool requirements filtered out all compatible available instance types"
+        )
+        passes = env.provisioner.passes
+        await env.create("api/v1/namespaces/default/pods", pod("web-2", requests={"cpu": "3"}))
+        await until(lambda: _true(env.provisioner.passes > passes), within=2.0, interval=0.02)
+        (again,) = await env.events("NoCompatibleInstanceTypes")
+        assert again.get("count", 1) == 1
+
+
+async def _true(value: bool) -> bool:
+    return value
