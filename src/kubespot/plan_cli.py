@@ -307,15 +307,24 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
         except MalformedVolume as exc:
             print(f"kubespot plan: cannot plan for {exc}", file=sys.stderr)
             return 1
+    # No unavailable-offerings cache nor pool risk here: they live in the controller's memory, so
+    # the stories say the avoided offerings are not known (``scheduling.report``).
+    avoided = None
     if args.why:
-        told = pod_story_json(plan, args.why) if args.output == "json" else pod_story(plan, args.why)
+        told = (
+            pod_story_json(plan, args.why, avoided)
+            if args.output == "json"
+            else pod_story(plan, args.why, avoided)
+        )
         if told is None:
             print(f"kubespot plan: {args.why} is not a pending pod of this plan", file=sys.stderr)
             return 1
         text = told if isinstance(told, str) else orjson.dumps(told, option=orjson.OPT_INDENT_2).decode()
         out.write(text + "\n")
     elif args.output == "json":
-        out.write(orjson.dumps(plan_json(plan, conditions), option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(
+            orjson.dumps(plan_json(plan, conditions, avoided), option=orjson.OPT_INDENT_2).decode() + "\n"
+        )
     else:
         out.write(plan_text(plan, conditions) + "\n")
     return 0

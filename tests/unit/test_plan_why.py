@@ -129,6 +129,25 @@ async def test_why_tells_the_claims_types_and_the_groups_story_as_text_and_as_js
     }
 
 
+async def test_without_the_controllers_memory_the_story_says_avoided_offerings_are_not_known(
+    manifests: Path,
+) -> None:
+    """Issue 14 §2: the plan of a running cluster has no unavailable-offerings cache (aws
+    pkg/cache/unavailableofferings.go) nor pool risk: a pod bound for a new NodeClaim is told so,
+    as text and as JSON (null, not an empty list: nothing is known, not "nothing avoided")."""
+    code, text = await run("--no-cluster", "-f", str(manifests), "--why", "shop/web-plan-2")
+    assert code == 0, text
+    assert "Offerings avoided: not known here" in text
+    code, text = await run(
+        "--no-cluster", "-f", str(manifests), "--why", "shop/web-plan-2", "--output", "json"
+    )
+    assert orjson.loads(text)["avoided_offerings"] is None
+    code, text = await run("--no-cluster", "-f", str(manifests), "--output", "json")
+    assert code == 0 and orjson.loads(text)["avoided_offerings"] is None
+    code, text = await run("--no-cluster", "-f", str(manifests))
+    assert code == 0 and "avoided" not in text  # the summary only says it where it matters
+
+
 @pytest.mark.parametrize(
     ("broken", "named"),
     [

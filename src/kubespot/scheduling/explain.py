@@ -70,3 +70,23 @@ class GroupStory:
             (name, "; ".join(f"opened {self.opened[name]} NodeClaim(s)" if o == OPENED else o for o in said))
             for name, said in self.pools.items()
         ]
+
+
+# Why an offering is avoided when the plan runs with the launch path's memory (the provisioner's).
+AVOIDED_UNAVAILABLE = "unavailable"
+AVOIDED_RISK = "reclaim risk"
+
+
+@dataclass(frozen=True, slots=True)
+class AvoidedOffering:
+    """One pool (capacity type, instance type, zone; ``*`` for every one) the launch path avoids
+    now: marked unavailable (``reason`` is what marked it, ``seconds_left`` until the mark goes) or
+    ranked down for its reclaim risk (``score``, the higher the later it is tried)."""
+
+    kind: str
+    capacity_type: str
+    instance_type: str
+    zone: str
+    reason: str = ""
+    seconds_left: float | None = None
+    score: float | None = None

@@ -9,6 +9,13 @@ pool's limits), ``existing`` (each with ``pod`` and ``node``), ``unschedulable``
 ``pod`` and ``reasons``), ``cost_per_hour``, and ``nodepools`` (each pool's validation: ``name``,
 ``valid``, ``reason``, ``message``). ``--why`` with ``--output json`` prints ``pod_story_json``: the
 pod, its outcome and its group's story (existing nodes tried and refused by reason, NodePools tried).
+
+``avoided`` (the offerings the launch path avoids now, ``explain.AvoidedOffering``) is given by the
+provisioner, which plans with the unavailable-offerings cache and the pool risk; ``None`` means the
+plan ran without them (``kubespot plan`` against a running cluster cannot see the controller's
+memory), and a pod's story bound for a new NodeClaim, or unschedulable, says so. The JSON key
+``avoided_offerings`` is a list (each with ``kind``, ``capacity_type``, ``instance_type``, ``zone``
+and ``reason`` and ``seconds_left`` for a mark, ``score`` for a risk) or null when not known.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 from kubespot.model.quantity import quantity_text
 
 from .api.conditions import Condition
-from .explain import GroupStory
+from .explain import AVOIDED_UNAVAILABLE, AvoidedOffering, GroupStory
 from .simulate import Plan, PlannedClaim
 
 
@@ -27,8 +34,11 @@ def _quantity(name: str, amount: int) -> str:
     return quantity_text(name, amount)
 
 
-def plan_json(plan: Plan, pools: Mapping[str, Condition] | None = None) -> dict[str, Any]:
+def plan_json(
+    plan: Plan, pools: Mapping[str, Condition] | None = None, avoided: list[AvoidedOffering] | None = None
+) -> dict[str, Any]:
     return {
+        "avoided_offerings": avoided_json(avoided),
         "nodeclaims": [
             {
                 "nodepool": c.pool,
@@ -75,7 +85,53 @@ def _story_json(story: GroupStory) -> dict[str, Any]:
     }
 
 
-def pod_story_json(plan: Plan, pod: str) -> dict[str, Any] | None:
+#: Said when the plan ran without the launch path's memory and a launch would consult it.
+NOT_KNOWN = (
+    "Offerings avoided: not known here (kubespot plan does not see the controller's "
+    "unavailable-offerings cache nor its pool risk)."
+)
+
+
+def avoided_json(avoided: Iterable[AvoidedOffering] | None) -> list[dict[str, Any]] | None:
+    if avoided is None:
+        return None
+    out: list[dict[str, Any]] = []
+    for a in avoided:
+        entry: dict[str, Any] = {
+            "kind": a.kind,
+            "capacity_type": a.capacity_type,
+            "instance_type": a.instance_type,
+            "zone": a.zone,
+        }
+        if a.kind == AVOIDED_UNAVAILABLE:
+            entry.update(reason=a.reason, seconds_left=a.seconds_left)
+        else:
+            entry["score"] = a.score
+        out.append(entry)
+    return out
+
+
+def _avoided_line(a: AvoidedOffering) -> str:
+    pool = f"{a.capacity_type} {a.instance_type} in {a.zone}".replace("* in *", "(every pool)")
+    if a.kind == AVOIDED_UNAVAILABLE:
+        return f"    {pool}: unavailable ({a.reason}) for another {a.seconds_left:.0f} s"
+    return f"    {pool}: reclaim risk {a.score:g}, tried after safer pools"
+
+
+def _avoided_lines(avoided: list[AvoidedOffering] | None, launches: bool) -> list[str]:
+    """The story's lines on avoided offerings: only for a pod whose placement a launch decides."""
+    if not launches:
+        return []
+    if avoided is None:
+        return ["  " + NOT_KNOWN]
+    if not avoided:
+        return ["  Offerings avoided: none now."]
+    return [f"  Offerings avoided now ({len(avoided)}):", *(_avoided_line(a) for a in avoided)]
+
+
+def pod_story_json(
+    plan: Plan, pod: str, avoided: list[AvoidedOffering] | None = None
+) -> dict[str, Any] | None:
     """``pod_story`` as an object; None when the plan does not know the pod."""
     out: dict[str, Any] = {"pod": pod}
     if pod in plan.existing:
@@ -102,6 +158,8 @@ def pod_story_json(plan: Plan, pod: str) -> dict[str, Any] | None:
     story = plan.stories.get(pod)
     if story is not None:
         out["story"] = _story_json(story)
+    if out["outcome"] != "existing":
+        out["avoided_offerings"] = avoided_json(avoided)
     return out
 
 
@@ -168,7 +226,7 @@ def plan_text(plan: Plan, pools: Mapping[str, Condition] | None = None) -> str:
     return "\n".join(lines)
 
 
-def pod_story(plan: Plan, pod: str) -> str | None:
+def pod_story(plan: Plan, pod: str, avoided: list[AvoidedOffering] | None = None) -> str | None:
     """Where ``pod`` (``namespace/name``) goes and why; None when the plan does not know it."""
     story = plan.stories.get(pod)
     if pod in plan.existing:
@@ -180,8 +238,8 @@ def pod_story(plan: Plan, pod: str) -> str | None:
                 f"(${c.price_per_hour:.4f}/hour, {len(c.pods)} pods, zones {', '.join(c.zones)}): "
                 f"{c.why}. Instance types offered: {_types(c.instance_types, 10)}."
             )
-            return "\n".join([head, *_types_lines(c), *_story_lines(story)])
+            return "\n".join([head, *_types_lines(c), *_avoided_lines(avoided, True), *_story_lines(story)])
     if pod in plan.unschedulable:
         head = f"{pod} cannot be scheduled: " + "; ".join(plan.unschedulable[pod]) + "."
-        return "\n".join([head, *_story_lines(story)])
+        return "\n".join([head, *_avoided_lines(avoided, True), *_story_lines(story)])
     return None

@@ -169,6 +169,7 @@ def build(
         retry_after=launch.batch_max_duration,
         prespin=launch.learn_from_interruptions,
         metrics=metrics,
+        risk=capacity.risk,
     )
     return Provisioning(
         settings,

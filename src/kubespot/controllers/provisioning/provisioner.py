@@ -47,6 +47,8 @@ from datetime import datetime
 from typing import Any
 
 from kubespot.cloud import CloudProvider, UnavailableOfferings
+from kubespot.cloud.avoided import avoided_offerings
+from kubespot.cloud.pool_risk import PoolRisk
 from kubespot.kube import KubeClient, KubeError
 from kubespot.kube.custom import CustomObjects
 from kubespot.model import Clock
@@ -62,6 +64,7 @@ from kubespot.scheduling.cluster import (
     pool_in_use,
     provisionable_pods,
 )
+from kubespot.scheduling.explain import AvoidedOffering
 from kubespot.scheduling.instance_types import InstanceType
 from kubespot.scheduling.labels import CAPACITY_TYPE, WELL_KNOWN
 from kubespot.scheduling.nodepool import NodePool, usable_pools
@@ -216,9 +219,14 @@ class Provisioner:
         retry_after: float = 10.0,
         prespin: bool = True,
         metrics: Metrics | None = None,
+        risk: PoolRisk | None = None,
     ) -> None:
         self._kube = kube
         self._metrics = metrics
+        self._risk = risk
+        #: The last plan made and the offerings the launch path avoided then (its explanations:
+        #: ``scheduling.report``'s ``avoided``).
+        self.last_plan: tuple[Plan, list[AvoidedOffering]] | None = None
         self._cloud = cloud
         self.batcher = batcher
         self.nominations = nominations
@@ -423,6 +431,8 @@ class Provisioner:
         )
         plan.unschedulable.update(left_out)
         result.plan = plan
+        avoided = avoided_offerings(self._unavailable, self._risk)
+        self.last_plan = (plan, avoided)
         by_key = {f"{_meta(p).get('namespace') or 'default'}/{_meta(p).get('name')}": p for p in pending}
         if plan.unschedulable:
             await self.nominations.failed_to_schedule(
@@ -431,10 +441,11 @@ class Provisioner:
                 if k in by_key
             )
             log.info(
-                "provisioning: %d of %d pending pods cannot be scheduled: %s",
+                "provisioning: %d of %d pending pods cannot be scheduled: %s (%d offerings avoided now)",
                 len(plan.unschedulable),
                 len(pending),
                 "; ".join(f"{k}: {v[0]}" for k, v in list(plan.unschedulable.items())[:3] if v),
+                len(avoided),
             )
             result.retry = True
         if not plan.claims:

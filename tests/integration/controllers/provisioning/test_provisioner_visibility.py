@@ -12,6 +12,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubespot.observability.metrics import Metrics
+from kubespot.scheduling.report import pod_story
 from kubespot.sim.kubesim.testing import pod, until
 from support.provisioning_env import SMALL, Obj, nodepool, ready_pool, running
 
@@ -70,6 +71,21 @@ async def test_a_nodepool_with_no_compatible_instance_type_gets_one_warning() ->
         await until(lambda: _true(env.provisioner.passes > passes), within=2.0, interval=0.02)
         (again,) = await env.events("NoCompatibleInstanceTypes")
         assert again.get("count", 1) == 1
+
+
+async def test_the_plan_explains_the_offerings_the_launch_path_avoids() -> None:
+    """Issue 14 §2: the provisioner plans with the unavailable-offerings cache (aws
+    pkg/cache/unavailableofferings.go) and hands its marks to the plan's explanations: the pod's
+    story names the marked pool, what marked it and for how long."""
+    async with running() as env:
+        env.unavailable.mark("spot", "small", "z1", "InsufficientInstanceCapacity")
+        await env.create("api/v1/namespaces/default/pods", pod("web", requests=SMALL))
+        await env.wait_claims(1)
+        assert env.provisioner.last_plan is not None
+        plan, avoided = env.provisioner.last_plan
+        story = pod_story(plan, "default/web", avoided)
+        assert story is not None
+        assert "spot small in z1: unavailable (InsufficientInstanceCapacity) for another" in story
 
 
 async def _true(value: bool) -> bool:
