@@ -17,6 +17,10 @@ The events follow Karpenter's (kubernetes-sigs/karpenter
 - ``PodFailedToScheduleEvent``: Warning ``FailedScheduling``, "Failed to schedule pod, <why>";
 - ``NoCompatibleInstanceTypes``: on the NodePool, Warning, "NodePool requirements filtered out all
   compatible available instance types", de-duplicated per NodePool UID for a minute;
+- pre-spin (kubespot's, launching.md §7): on the new NodeClaim, Normal, reason
+  ``DisruptionLaunching`` as Karpenter's disruption controller's replacements
+  (``disruption/events/events.go`` ``Launching``), "Launching NodeClaim: Interruption, replacing
+  node(s) <names> before their drain";
 - all de-duplicated per (reason, object UID), whatever the message, for the event's timeout (2
   minutes by default, 5 for ``FailedScheduling``). As in Karpenter's recorder, the de-duplication
   is checked (and armed) before the rate limit: a dropped event is not retried within the timeout.
@@ -40,6 +44,7 @@ FAILED_SCHEDULING = "FailedScheduling"
 NO_COMPATIBLE_INSTANCE_TYPES = "NoCompatibleInstanceTypes"
 NO_COMPATIBLE_MESSAGE = "NodePool requirements filtered out all compatible available instance types"
 NO_COMPATIBLE_DEDUPE_SECONDS = 60.0
+DISRUPTION_LAUNCHING = "DisruptionLaunching"
 #: Karpenter's recorder's default de-duplication timeout, and FailedScheduling's own.
 DEDUPE_SECONDS = 120.0
 FAILED_DEDUPE_SECONDS = 300.0
@@ -149,6 +154,18 @@ class Nominations:
             return
         ref = ObjectRef("NodePool", str(meta.get("name") or ""), None, uid, api_version="karpenter.sh/v1")
         await self._publish([ref], NO_COMPATIBLE_INSTANCE_TYPES, NO_COMPATIBLE_MESSAGE, warning=True)
+
+    async def prespin_launching(self, claim: str, nodes: list[str]) -> None:
+        """Tell on NodeClaim ``claim`` that it replaces ``nodes`` (going away) before their drain."""
+        if self._recorder is None or not nodes:
+            return
+        if not self._should_publish(DISRUPTION_LAUNCHING, claim, self._dedupe, self._monotonic()):
+            return
+        message = (
+            f"Launching NodeClaim: Interruption, replacing node(s) {', '.join(nodes)} before their drain"
+        )
+        ref = ObjectRef("NodeClaim", claim, None, None, api_version="karpenter.sh/v1")
+        await self._publish([ref], DISRUPTION_LAUNCHING, message, warning=False)
 
     async def _publish(self, refs: list[ObjectRef], reason: str, message: str, *, warning: bool) -> None:
         if refs and self._recorder is not None:

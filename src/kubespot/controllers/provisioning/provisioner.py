@@ -355,6 +355,12 @@ class Provisioner:
         nodes, claims = doomed.nodes, doomed.claims
         moving = {uid_of(p) for p in doomed.moving} | doomed.held
         result.moving = len(moving)
+        # Each moving pod's going node (its planned copy is unbound): the pre-spin event names it.
+        going_from = {
+            uid: str((p.get("spec") or {}).get("nodeName") or "")
+            for p in objects["Pod"]
+            if (uid := uid_of(p)) in moving
+        }
         node_names = {str(_meta(n).get("name") or "") for n in nodes}
         in_flight = _in_flight(claims, node_names)
 
@@ -486,11 +492,14 @@ class Provisioner:
                 result.retry = True
             else:
                 result.created.append(name)
+                # Pods of a node going away make it a pre-spin (launching.md §7).
+                going = [by_key[k] for k in planned.pods if k in by_key and uid_of(by_key[k]) in moving]
                 if self._metrics is not None:
-                    # Pods of a node going away make it a pre-spin (launching.md §7).
-                    prespin = any(uid_of(by_key[k]) in moving for k in planned.pods if k in by_key)
-                    reason = "prespin" if prespin else "provisioned"
+                    reason = "prespin" if going else "provisioned"
                     self._metrics.nodeclaim_created(planned.pool, planned.capacity_type, reason)
+                doomed_names = sorted({going_from.get(uid_of(p), "") for p in going} - {""})
+                if doomed_names:
+                    await self.nominations.prespin_launching(name, doomed_names)
 
     async def _admit(
         self, planned: list[PlannedClaim], pools: Mapping[str, NodePool], result: PassResult

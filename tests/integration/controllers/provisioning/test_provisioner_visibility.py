@@ -10,6 +10,7 @@ per NodePool UID for a minute).
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
+from test_prespin_split import fence, put_node, with_workload
 
 from kubespot.observability.metrics import Metrics
 from kubespot.scheduling.report import pod_story
@@ -86,6 +87,29 @@ async def test_the_plan_explains_the_offerings_the_launch_path_avoids() -> None:
         story = pod_story(plan, "default/web", avoided)
         assert story is not None
         assert "spot small in z1: unavailable (InsufficientInstanceCapacity) for another" in story
+
+
+async def test_a_prespin_is_counted_and_told_on_the_replacement_claim() -> None:
+    """launching.md §7 (kubespot's pre-spin) with Karpenter's replacement event
+    (disruption/events/events.go Launching: Normal DisruptionLaunching "Launching NodeClaim: ..."):
+    the claim made for a fenced node's pods is counted with reason prespin and names the node."""
+    metrics = Metrics()
+    async with running(doom=True, metrics=metrics) as env:
+        await with_workload(env)
+        await put_node(env, "spot-1", fence)
+        (claim,) = await env.wait_claims(1, within=2.0)
+
+        async def told() -> list[Obj]:
+            return await env.events("DisruptionLaunching")
+
+        (event,) = await until(told, within=2.0, interval=0.02)
+        assert event["type"] == "Normal" and event["involvedObject"]["kind"] == "NodeClaim"
+        assert event["involvedObject"]["name"] == claim["metadata"]["name"]
+        assert (
+            event["message"]
+            == "Launching NodeClaim: Interruption, replacing node(s) spot-1 before their drain"
+        )
+        assert created(metrics) == {("general", "spot", "prespin"): 1.0}
 
 
 async def _true(value: bool) -> bool:
