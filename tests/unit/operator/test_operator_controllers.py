@@ -169,3 +169,17 @@ def test_the_queue_check_fails_while_a_message_is_held_past_its_bound() -> None:
     handler.overdue = lambda: ["msg-1 (node ip-10-0-0-1, 75s past)"]  # type: ignore[attr-defined]
     (check,) = interruption.checks(now)
     assert not check.ok and "1 held past their bound: msg-1" in check.detail
+
+
+def test_the_controllers_metrics_are_wired_to_the_process_state() -> None:
+    """Issue 14 §2: with provisioning on, the operator's one ``Metrics`` exports the NodeClaims by
+    phase, the process-wide unavailable offerings and the pool risk (what the interruption handler
+    marks, ``Shared.capacity``), read at scrape time."""
+    s = shared(**EVERYTHING_ON)
+    new_controllers(s)
+    s.capacity.unavailable.mark("spot", "m5.large", "us-east-1a", "InsufficientInstanceCapacity")
+    s.capacity.risk.interruption_warning("m5.large", "us-east-1a")
+    body = s.metrics.render()[0].decode()
+    assert 'kubespot_unavailable_offerings{capacity_type="spot"} 1.0' in body
+    assert 'kubespot_pool_risk{instance_type="m5.large",zone="us-east-1a"} 0.99' in body  # decaying
+    assert 'kubespot_nodeclaims{phase="pending"} 0.0' in body
