@@ -288,9 +288,11 @@ def nodeclaim(shared: Shared) -> Controller | None:
     s = shared.settings
     if not s.provisioning.enabled:
         return None
+    provisioning_ = _provisioning_parts(shared)
+    provisioner = provisioning_.provisioner
     parts = nodeclaim_parts.build(
         kube=shared.kube,
-        cloud=_provisioning_parts(shared).cloud,
+        cloud=provisioning_.cloud,
         launch=s.launch,
         drain=s.drain,
         clock=shared.clock,
@@ -298,6 +300,9 @@ def nodeclaim(shared: Shared) -> Controller | None:
         stuck_after=s.provisioning.stuck_after,
         metrics=shared.metrics,
         capacity=shared.capacity,
+        # A claim refused for insufficient capacity: its pods' replacement carries every type
+        # that fits (docs/designs/launching.md §2b, "Widened relaunch").
+        on_insufficient_capacity=provisioner.capacity_refused if provisioner is not None else None,
     )
     return Controller(
         "nodeclaim",

@@ -14,6 +14,7 @@ by phase, the unavailable offerings and the pool risk are exported at scrape tim
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -82,6 +83,7 @@ def build(
     stuck_after: float,
     metrics: Metrics | None = None,
     capacity: CapacitySignals | None = None,
+    on_insufficient_capacity: Callable[[str], None] | None = None,
 ) -> NodeClaims:
     claims = CustomObjects(kube, NODECLAIMS)
     nodes = CustomObjects(kube, NODES)
@@ -104,6 +106,7 @@ def build(
         clock=clock,
         recorder=recorder,
         metrics=metrics,
+        on_insufficient_capacity=on_insufficient_capacity,
     )
     gc = GarbageCollector(cloud=cloud, claims=claims, nodes=nodes, clock=clock, metrics=metrics)
     if metrics is not None:

@@ -36,11 +36,13 @@ from kubespot.scheduling.labels import CAPACITY_TYPE, SPOT
 
 from .objects import LAUNCHED, Obj, annotations_of, labels, name
 
-__all__ = ["LaunchOutcome", "allows_spot", "launch", "populate", "truncate"]
+__all__ = ["INSUFFICIENT", "LaunchOutcome", "allows_spot", "launch", "populate", "truncate"]
 
 log = logging.getLogger("kubespot.controller.nodeclaim")
 
 INSUFFICIENT_CAPACITY = "InsufficientCapacityError"
+#: ``LaunchOutcome.delete_reason`` of a claim no pool had capacity for.
+INSUFFICIENT = "insufficient_capacity"
 
 
 def truncate(message: str) -> str:
@@ -71,7 +73,7 @@ async def launch(cloud: CloudProvider, claim: Obj) -> LaunchOutcome:
     except InsufficientCapacityError as err:
         message = f"NodeClaim {name(claim)} event: {truncate(str(err))}"
         return LaunchOutcome(
-            delete_reason="insufficient_capacity",
+            delete_reason=INSUFFICIENT,
             event=(INSUFFICIENT_CAPACITY, message),
             failed=err.offerings,
         )

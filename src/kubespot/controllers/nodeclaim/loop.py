@@ -40,7 +40,7 @@ from kubespot.observability.metrics import Metrics
 from kubespot.scheduling.api.conditions import Condition
 from kubespot.scheduling.labels import ON_DEMAND
 
-from .launch import INSUFFICIENT_CAPACITY, LaunchOutcome, allows_spot, launch, populate
+from .launch import INSUFFICIENT, INSUFFICIENT_CAPACITY, LaunchOutcome, allows_spot, launch, populate
 from .lifecycle import advance
 from .liveness import LAUNCH_TIMEOUT, REGISTRATION_TIMEOUT, liveness
 from .objects import (
@@ -105,6 +105,7 @@ class NodeClaimLoop:
         concurrency: int = 64,
         idle_wake: float = 30.0,
         rng: Callable[[], float] = random.random,
+        on_insufficient_capacity: Callable[[str], None] | None = None,
     ) -> None:
         self._claims_api = claims
         self._nodes_api = nodes
@@ -120,6 +121,9 @@ class NodeClaimLoop:
         self._slots = asyncio.Semaphore(concurrency)
         self._idle_wake = idle_wake
         self._rng = rng
+        #: Told a claim's name before it is deleted for insufficient capacity (the operator wires
+        #: the provisioner's, whose replacement for its pods then carries every type that fits).
+        self.on_insufficient_capacity = on_insufficient_capacity
         self.claims: dict[str, Obj] = {}
         self.nodes: dict[str, Obj] = {}
         #: provider id → names of the Nodes carrying it, and of the claims that launched it.
@@ -411,6 +415,8 @@ class NodeClaimLoop:
                 if outcome.event is not None:
                     await self._event(work, *outcome.event)
                 log.info("nodeclaim %s: deleting (%s)", key, outcome.delete_reason)
+                if outcome.delete_reason == INSUFFICIENT and self.on_insufficient_capacity is not None:
+                    self.on_insufficient_capacity(key)
                 await self._claims_api.delete(key)
                 return None
             if outcome.condition is not None:

@@ -66,9 +66,10 @@ from kubespot.scheduling.cluster import (
 )
 from kubespot.scheduling.explain import AvoidedOffering
 from kubespot.scheduling.instance_types import InstanceType
-from kubespot.scheduling.labels import CAPACITY_TYPE, WELL_KNOWN
+from kubespot.scheduling.labels import CAPACITY_TYPE, SPOT, WELL_KNOWN
 from kubespot.scheduling.nodepool import NodePool, usable_pools
 from kubespot.scheduling.pods import PodView
+from kubespot.scheduling.requirements import Requirement
 from kubespot.scheduling.simulate import Plan, PlannedClaim, PoolCapacity, simulate
 from kubespot.scheduling.volumes import MalformedVolume, Volumes
 
@@ -79,6 +80,7 @@ from .nodeclaim_template import to_nodeclaim
 from .nominations import Nominations
 from .pending import is_provisionable, uid_of
 from .pod_validation import invalid_reason
+from .relaunch import RelaunchMemory, widen
 
 __all__ = ["NODECLAIMS", "PassResult", "Provisioner"]
 
@@ -248,6 +250,8 @@ class Provisioner:
         self._gone: dict[str, float] = {}
         #: What the last pass did (for tests and logs).
         self.last_result: PassResult | None = None
+        #: Claims refused for insufficient capacity and their pods: replacements go wide (§2b).
+        self.relaunch = RelaunchMemory()
 
     # -- the loops --------------------------------------------------------------------------------
 
@@ -302,9 +306,20 @@ class Provisioner:
         if len(self._gone) > 1024:
             self._gone = {k: t for k, t in self._gone.items() if now - t < 60.0}
         pods = self.nominations.release(claim)
+        wide = self.relaunch.released(claim, pods)
         if pods:
-            log.info("provisioning: nodeclaim %s is gone; re-planning its %d pods now", claim, len(pods))
+            log.info(
+                "provisioning: nodeclaim %s is gone%s; re-planning its %d pods now",
+                claim,
+                " (insufficient capacity: its replacement carries every type that fits)" if wide else "",
+                len(pods),
+            )
             self.batcher.trigger_now(f"nodeclaim/{claim}")
+
+    def capacity_refused(self, claim: str) -> None:
+        """The NodeClaim controller is deleting ``claim`` for insufficient capacity: its pods'
+        replacement claim is widened (``relaunch``). Called before the deletion is sent."""
+        self.relaunch.refused(claim)
 
     def _retry_later(self) -> None:
         if self._retry_task is not None and not self._retry_task.done():
@@ -464,15 +479,18 @@ class Provisioner:
         bodies: list[Obj] = []
         # Built in order, so the split counts the claims of this pass before the next one
         # (they are created concurrently).
-        for planned in admitted:
-            body = self._build(
+        pools_by_name = {p.name: p for p in pools}
+        for i, planned in enumerate(admitted):
+            planned, body = self._build(
                 planned,
                 specs[planned.pool],
                 str(_meta(pool_objs[planned.pool]).get("uid") or ""),
                 catalog.get(planned.pool, {}),
-                pools_by_name={p.name: p for p in pools},
+                pool=pools_by_name[planned.pool],
                 views=[view_of[k] for k in planned.pods if k in view_of],
+                wide=self.relaunch.wide(uid_of(by_key[k]) for k in planned.pods if k in by_key),
             )
+            admitted[i] = planned
             split = splits.get(planned.pool)
             if split is not None:
                 if planned.pool not in counts:
@@ -544,19 +562,34 @@ class Provisioner:
         return admitted
 
     @staticmethod
+    def _allowed_capacity(pool: NodePool, views: list[PodView]) -> Requirement:
+        """The capacity types the pool and the claim's pods allow."""
+        allowed = pool.requirements.get_or_any(CAPACITY_TYPE)
+        for view in views:
+            allowed = allowed.intersection(view.requirements.get_or_any(CAPACITY_TYPE))
+        return allowed
+
     def _build(
+        self,
         planned: PlannedClaim,
         spec: NodePoolSpec,
         pool_uid: str,
         types: Mapping[str, InstanceType],
         *,
-        pools_by_name: Mapping[str, NodePool],
+        pool: NodePool,
         views: list[PodView],
-    ) -> Obj:
-        allowed = pools_by_name[planned.pool].requirements.get_or_any(CAPACITY_TYPE)
-        for view in views:
-            allowed = allowed.intersection(view.requirements.get_or_any(CAPACITY_TYPE))
-        return to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
+        wide: bool,
+    ) -> tuple[PlannedClaim, Obj]:
+        """The NodeClaim for ``planned`` (``to_nodeclaim``); with ``wide``, the replacement of a
+        claim refused for insufficient capacity, carrying every type that fits (``relaunch.widen``)
+        in the capacity types its NodeClaim will allow (a spot claim is opened to ``allowed``)."""
+        allowed = self._allowed_capacity(pool, views)
+        if wide:
+            opened = (
+                allowed if planned.capacity_type == SPOT else planned.requirements.get_or_any(CAPACITY_TYPE)
+            )
+            planned = widen(planned, list(types.values()), opened)
+        return planned, to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
 
     async def _create(self, obj: Obj, planned: PlannedClaim, *, pods: list[Obj]) -> str | None:
         try:

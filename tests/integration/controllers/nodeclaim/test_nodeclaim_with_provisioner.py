@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from nodeclaim_world import UNREGISTERED, Env, Obj, running
+from nodeclaim_world import UNREGISTERED, Env, Obj, record_claims, running
 
-from kubespot.cloud import FakeCloud, UnavailableOfferings
+from kubespot.cloud import FakeCloud, UnavailableOfferings, fake_type
 from kubespot.controllers.nodeclaim.objects import NODECLAIMS
 from kubespot.controllers.provisioning.batcher import Batcher
 from kubespot.controllers.provisioning.nominations import Nominations
@@ -26,6 +26,7 @@ from kubespot.controllers.provisioning.provisioner import Provisioner
 from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
 from kubespot.model import SystemClock
+from kubespot.scheduling.instance_types import InstanceType
 from kubespot.sim.kubesim.testing import node as node_body
 from kubespot.sim.kubesim.testing import pod, until
 from support.provisioning_env import NODECLASSES, TYPES, nodeclass, nodepool, ready_pool
@@ -56,10 +57,10 @@ async def kubelets(env: Env) -> None:
 
 
 @contextlib.asynccontextmanager
-async def both_halves() -> AsyncIterator[tuple[Env, FakeCloud]]:
+async def both_halves(types: list[InstanceType] | None = None) -> AsyncIterator[tuple[Env, FakeCloud]]:
     clock = SystemClock()
     unavailable = UnavailableOfferings(clock)
-    cloud = FakeCloud(TYPES, unavailable=unavailable)
+    cloud = FakeCloud(TYPES if types is None else types, unavailable=unavailable)
     async with running(cloud=cloud, unavailable=unavailable, scheduler=True) as env:
         await env.create(NODECLASSES, nodeclass())
         # Ready, as the status loop leaves a pool whose class is resolved.
@@ -74,6 +75,9 @@ async def both_halves() -> AsyncIterator[tuple[Env, FakeCloud]]:
             unavailable=unavailable,
             retry_after=0.3,
         )
+        # As the operator wires them: a claim refused for insufficient capacity is told to the
+        # provisioner before it is deleted (launching.md §2b, "Widened relaunch").
+        env.loop.on_insufficient_capacity = provisioner.capacity_refused
         env.tasks += [
             asyncio.create_task(provisioner.run()),
             asyncio.create_task(provisioner.watch_claims()),
@@ -172,3 +176,48 @@ async def test_time_to_on_demand_is_one_replan_per_spot_price_band(world: tuple[
     # One failed launch per spot band, in price order, then the on-demand launch.
     assert len(ice) == 2 and len(cloud.create_calls) == 3
     assert took < 4.0, f"on-demand after {took:.2f} s"
+
+
+def _types_of(claim: Obj) -> list[str]:
+    for r in claim["spec"]["requirements"]:
+        if r["key"] == "node.kubernetes.io/instance-type":
+            return list(r["values"])
+    raise AssertionError("no instance-type requirement")
+
+
+async def test_a_relaunch_after_insufficient_capacity_carries_every_type_that_fits() -> None:
+    """launching.md §2b "Widened relaunch", as Karpenter's NodeClaims always are (core
+    scheduling/nodeclaimtemplate.go ToNodeClaim: every compatible type, cheapest first, up to 60;
+    aws instance.go filterInstanceTypes / getOverrides: one CreateFleet over all their pools).
+    Three spot bands, the two cheapest empty: the first claim carries its band only (an ordinary
+    launch) and is refused; its replacement lists every type that fits and lands in the third
+    band in one launch, where band by band it would take a second refusal and a third claim."""
+    types = [
+        fake_type("a", 2, 8, od=0.10, spot=0.03, zones=("z1",)),
+        fake_type("b", 4, 16, od=0.20, spot=0.05, zones=("z1",)),
+        fake_type("c", 4, 16, od=0.30, spot=0.07, zones=("z1",)),
+        fake_type("tiny", 1, 1, od=0.01, spot=0.005, zones=("z1",)),  # too small: never listed
+    ]
+    async with both_halves(types) as (env, cloud):
+        seen = record_claims(env)
+        cloud.capacity[("spot", "a", "z1")] = 0
+        cloud.capacity[("spot", "b", "z1")] = 0
+        await env.call(
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            pod("web", namespace=None, requests={"cpu": "1500m", "memory": "2Gi"}),
+        )
+        placed = await bound(env, "web")
+        node = await env.get(f"/api/v1/nodes/{placed['spec']['nodeName']}")
+        assert node is not None
+        labels = node["metadata"]["labels"]
+        assert labels["node.kubernetes.io/instance-type"] == "c"
+        assert labels["karpenter.sh/capacity-type"] == "spot"
+        first, second = cloud.create_calls[0], cloud.create_calls[1]
+        assert len(cloud.create_calls) == 2 and len(cloud.launched) == 1
+        by_name = {c["metadata"]["name"]: c for c in seen}
+        assert _types_of(by_name[first]) == ["a"]  # the band: an ordinary first launch
+        # Every type that holds the pod ("a" too: its on-demand pool is available), not "tiny".
+        assert sorted(_types_of(by_name[second])) == ["a", "b", "c"]
+        events = await env.call("GET", "/api/v1/namespaces/default/events")
+        assert len([e for e in events["items"] if e["reason"] == "InsufficientCapacityError"]) == 1
