@@ -140,6 +140,9 @@ class NodeClaimLoop:
         self.last_pass: datetime | None = None
         #: Reconciles that failed, by kind of failure (for tests and metrics).
         self.errors: dict[str, int] = {}
+        #: Claims this loop deleted whose deletion the watch has not brought yet: the echo of an
+        #: earlier write must not launch them again (a wasted launch call after insufficient capacity).
+        self._deleted: set[str] = set()
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -262,6 +265,7 @@ class NodeClaimLoop:
         if kind == CLAIM:
             previous = self.claims.get(key)
             if op == "DELETED":
+                self._deleted.discard(key)
                 self.claims.pop(key, None)
                 self._due.pop(key, None)
                 self._failures.pop(key, None)
@@ -324,9 +328,12 @@ class NodeClaimLoop:
             if claim is None or not managed(claim):
                 return
             if deleting(claim):
+                self._deleted.discard(key)
                 after = await self._terminator.finalize(
                     claim, self.nodes_for(provider_id(claim)), self._stored
                 )
+            elif key in self._deleted:
+                return  # its deletion is on the way: then the finalizer runs
             else:
                 async with self._slots:
                     after = await self._reconcile_fresh(claim)
@@ -409,15 +416,19 @@ class NodeClaimLoop:
         set_conditions(work, [], now)
         if is_unknown(work, LAUNCHED):
             found = self._found.pop(key, None)
+            began = self._clock.monotonic()
             outcome = LaunchOutcome(launched=found) if found is not None else await launch(self._cloud, work)
+            took = self._clock.monotonic() - began
             self._count_launch(work, outcome, from_cloud=found is not None)
             if outcome.delete_reason:
-                if outcome.event is not None:
-                    await self._event(work, *outcome.event)
-                log.info("nodeclaim %s: deleting (%s)", key, outcome.delete_reason)
+                log.info("nodeclaim %s: deleting (%s; launch call %.3f s)", key, outcome.delete_reason, took)
                 if outcome.delete_reason == INSUFFICIENT and self.on_insufficient_capacity is not None:
                     self.on_insufficient_capacity(key)
-                await self._claims_api.delete(key)
+                await self._delete(key)
+                # After the deletion: the re-plan of its pods must not wait for the event's write
+                # (Karpenter's recorder publishes in the background; launching.md §2b).
+                if outcome.event is not None:
+                    await self._event(work, *outcome.event)
                 return None
             if outcome.condition is not None:
                 set_conditions(work, [outcome.condition], self._clock.now())
@@ -447,12 +458,13 @@ class NodeClaimLoop:
             set_conditions(work, [Condition(LAUNCHED, "True", LAUNCHED)], self._clock.now())
             launched = outcome.launched
             log.info(
-                "nodeclaim %s: launched %s (%s, %s, %s)",
+                "nodeclaim %s: launched %s (%s, %s, %s) in %.3f s",
                 key,
                 launched.provider_id,
                 launched.instance_type,
                 launched.zone,
                 launched.capacity_type,
+                took,
             )
             await self._write(claim, work)
             return 0.0
@@ -462,7 +474,7 @@ class NodeClaimLoop:
             # drains the Node (Karpenter's node termination controller, finalize).
             await self._write(claim, work)
             log.info("nodeclaim %s: its node is being deleted; deleting the claim", key)
-            await self._claims_api.delete(key)
+            await self._delete(key)
             return None
         step = advance(
             work,
@@ -483,7 +495,7 @@ class NodeClaimLoop:
         if step.delete_reason:
             self._count_timeout(work, step.delete_reason)
             log.info("nodeclaim %s: deleting (%s)", key, step.delete_reason)
-            await self._claims_api.delete(key)
+            await self._delete(key)
             return None
         return step.requeue_after
 
@@ -527,6 +539,10 @@ class NodeClaimLoop:
         for claim in list(self.claims.values()):
             counts[phase_of(claim)] += 1
         return {(p,): n for p, n in counts.items()}
+
+    async def _delete(self, key: str) -> None:
+        await self._claims_api.delete(key)
+        self._deleted.add(key)
 
     def _stored_node(self, node: Obj) -> None:
         if name(node) in self.nodes:

@@ -38,20 +38,30 @@ class Batcher:
         self._now = False
         #: Why the last window closed: ``idle``, ``max`` or ``now`` (for tests and logs).
         self.last_close = ""
+        #: Seconds from the last window's first trigger to its close (a trigger that came while a
+        #: pass ran waited for it: that wait is in here too).
+        self.window = 0.0
+        self._first: float | None = None
 
     def trigger(self, key: str) -> None:
         """Open or extend the window, unless ``key`` is already in it."""
         if key in self._keys:
             return
         self._keys.add(key)
+        self._opening()
         self._armed.set()
 
     def trigger_now(self, key: str = "") -> None:
         """Close the window at once (or open and close one): a re-plan that must not wait."""
         if key:
             self._keys.add(key)
+        self._opening()
         self._now = True
         self._armed.set()
+
+    def _opening(self) -> None:
+        if self._first is None:
+            self._first = self._monotonic()
 
     @property
     def pending(self) -> bool:
@@ -76,6 +86,8 @@ class Batcher:
         else:
             self.last_close = "now"
         keys = frozenset(self._keys)
+        self.window = self._monotonic() - (opened if self._first is None else self._first)
+        self._first = None
         self._keys.clear()
         self._armed.clear()
         self._now = False

@@ -120,6 +120,9 @@ class PassResult:
     plan: Plan | None = None
     #: The pass must be tried again (an API error, pods left unplanned).
     retry: bool = False
+    #: Seconds per phase (``window``: from the batch's first trigger to the pass; ``lists``,
+    #: ``simulation``, ``creation``): where a fallback's time goes (docs/PERFORMANCE.md).
+    timings: dict[str, float] = field(default_factory=dict)
 
 
 def _compatible(pool: NodePool, t: InstanceType) -> bool:
@@ -263,7 +266,7 @@ class Provisioner:
         try:
             while True:
                 await self.batcher.wait()
-                await self.run_pass()
+                await self.run_pass(window=self.batcher.window)
         finally:
             self.started = self.last_pass = self.pass_started = None
             if self._retry_task is not None:
@@ -333,9 +336,11 @@ class Provisioner:
 
     # -- one pass ---------------------------------------------------------------------------------
 
-    async def run_pass(self) -> PassResult:
+    async def run_pass(self, *, window: float | None = None) -> PassResult:
         self.pass_started = self._clock.now()
         result = PassResult()
+        if window is not None:
+            result.timings["window"] = window
         try:
             await self._pass(result)
         except KubeError as err:
@@ -352,6 +357,20 @@ class Provisioner:
             self.passes += 1
         if result.retry:
             self._retry_later()
+        if result.created:
+            t = result.timings
+            log.info(
+                "provisioning: pass created %d nodeclaims for %d pods in %.3f s (window %s %.3f s, "
+                "lists %.3f s, simulation %.3f s, creation %.3f s)",
+                len(result.created),
+                result.pending,
+                sum(v for k, v in t.items() if k != "window"),
+                self.batcher.last_close,
+                t.get("window", 0.0),
+                t.get("lists", 0.0),
+                t.get("simulation", 0.0),
+                t.get("creation", 0.0),
+            )
         self.last_pass = self._clock.now()
         self.last_result = result
         return result
@@ -361,7 +380,9 @@ class Provisioner:
         return dict(zip(SNAPSHOT, lists, strict=True))
 
     async def _pass(self, result: PassResult) -> None:
+        started = self._clock.monotonic()
         objects = await self._snapshot()
+        result.timings["lists"] = self._clock.monotonic() - started
         all_nodes, all_claims = objects["Node"], objects["NodeClaim"]
         # Nodes going away are gone to the simulation and their pods pending (launching.md §7).
         doomed = without_doomed(
@@ -438,6 +459,7 @@ class Provisioner:
             objects["PersistentVolumeClaim"], objects["PersistentVolume"], objects["StorageClass"]
         )
         views, left_out = provisionable_pods(pending, volumes)
+        started = self._clock.monotonic()
         plan = simulate(
             views,
             existing_nodes(
@@ -454,6 +476,7 @@ class Provisioner:
         result.plan = plan
         avoided = avoided_offerings(self._unavailable, self._risk)
         self.last_plan = (plan, avoided)
+        result.timings["simulation"] = self._clock.monotonic() - started
         by_key = {f"{_meta(p).get('namespace') or 'default'}/{_meta(p).get('name')}": p for p in pending}
         if plan.unschedulable:
             await self.nominations.failed_to_schedule(
@@ -498,12 +521,14 @@ class Provisioner:
                     counts[planned.pool] = capacity_counts(planned.pool, nodes, claims)
                 narrow(body, split, counts[planned.pool])
             bodies.append(body)
+        started = self._clock.monotonic()
         outcomes = await asyncio.gather(
             *(
                 self._create(body, planned, pods=[by_key[k] for k in planned.pods if k in by_key])
                 for planned, body in zip(admitted, bodies, strict=True)
             )
         )
+        result.timings["creation"] = self._clock.monotonic() - started
         for planned, name in zip(admitted, outcomes, strict=True):
             if name is None:
                 result.refused.append((planned.pool, "create failed"))
