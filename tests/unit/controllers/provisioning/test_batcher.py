@@ -148,3 +148,15 @@ async def test_the_pending_watch_triggers_provisionable_pods_and_requeues_them()
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_window_counts_from_the_first_trigger_even_one_made_during_a_pass() -> None:
+    """kubespot's measurement of the fallback path (docs/PERFORMANCE.md): ``window`` runs from the
+    first trigger of a window, so a ``trigger_now`` that arrived while a pass ran (nobody waiting)
+    reports the time it waited for that pass, not zero (batcher.go Wait has no such figure)."""
+    batcher = Batcher(idle=5.0, max_duration=10.0)
+    batcher.trigger_now("nodeclaim/general-a")
+    await asyncio.sleep(0.1)  # a pass under way: nobody waits yet
+    keys = await batcher.wait()
+    assert keys == {"nodeclaim/general-a"} and batcher.last_close == "now"
+    assert 0.1 <= batcher.window < 1.0
