@@ -66,7 +66,7 @@ from kubespot.scheduling.cluster import (
 )
 from kubespot.scheduling.explain import AvoidedOffering
 from kubespot.scheduling.instance_types import InstanceType
-from kubespot.scheduling.labels import CAPACITY_TYPE, SPOT, WELL_KNOWN
+from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, SPOT, WELL_KNOWN
 from kubespot.scheduling.nodepool import NodePool, usable_pools
 from kubespot.scheduling.pods import PodView
 from kubespot.scheduling.requirements import Requirement
@@ -613,7 +613,10 @@ class Provisioner:
             opened = (
                 allowed if planned.capacity_type == SPOT else planned.requirements.get_or_any(CAPACITY_TYPE)
             )
-            planned = widen(planned, list(types.values()), opened)
+            named = pool.requirements.get_or_any(INSTANCE_TYPE)
+            for view in views:
+                named = named.intersection(view.requirements.get_or_any(INSTANCE_TYPE))
+            planned = widen(planned, list(types.values()), opened, named)
         return planned, to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
 
     async def _create(self, obj: Obj, planned: PlannedClaim, *, pods: list[Obj]) -> str | None:

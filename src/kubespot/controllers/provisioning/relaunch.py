@@ -15,11 +15,11 @@ band's price.
   insufficient capacity; when the provisioner sees that claim go, the pods released from it are
   remembered (``released``) for ``ttl`` seconds, and a planned claim holding any of them is widened.
   Memory only: after a restart a replacement carries the band, as any first launch.
-- ``widen``: the planned claim with every type of its pool's (already filtered) catalog that is
-  compatible with its other requirements, holds its requests, and has an available offering in its
-  zones and capacity types; exotic types only when nothing else is left, cheapest first by the
-  claim's capacity type, at most 60 keeping ``minValues``. Its zones stay the plan's (a topology rule
-  may have chosen them).
+- ``widen``: the planned claim with every type of its class's (already filtered) catalog that is
+  compatible with its other requirements and the instance types its pool and pods allow, holds its
+  requests, and has an available offering in its zones and capacity types; exotic types only when
+  nothing else is left, cheapest first by the claim's capacity type, at most 60 keeping
+  ``minValues``. Its zones stay the plan's (a topology rule may have chosen them).
 """
 
 from __future__ import annotations
@@ -92,12 +92,19 @@ def _price(
 
 
 def widen(
-    planned: PlannedClaim, types: Sequence[InstanceType], allowed_capacity: Requirement
+    planned: PlannedClaim,
+    types: Sequence[InstanceType],
+    allowed_capacity: Requirement,
+    allowed_types: Requirement | None = None,
 ) -> PlannedClaim:
     """``planned`` with every type of ``types`` its pods may use (module docstring); unchanged when
-    none is found (the catalog changed under the plan)."""
+    none is found (the catalog changed under the plan). ``allowed_types``: the instance-type
+    requirement of the pool and the pods (the plan's own was narrowed to the band, and the catalog
+    is the class's, not the pool's)."""
     reqs = Requirements(r for k, r in planned.requirements.items() if k not in (INSTANCE_TYPE, CAPACITY_TYPE))
     reqs.add(allowed_capacity)
+    if allowed_types is not None:
+        reqs.add(allowed_types)
     zones = reqs.get_or_any(ZONE)
     requests = planned.requests
     candidates: list[tuple[tuple[int, float], str, InstanceType]] = []

@@ -159,7 +159,8 @@ async def test_time_to_on_demand_is_one_replan_per_spot_price_band(world: tuple[
     claim's price band (docs/designs/provisioning.md), so each spot band costs one launch and one
     re-plan before on-demand. Measured here with two bands (small, then medium at twice the price):
     two failed launches, each re-planned at once (no batch wait), the pod on an on-demand node well
-    within the fast-fallback budget."""
+    within the fast-fallback budget. The first refusal's replacement is widened (§2b "Widened
+    relaunch") but the only spot pool left to it, medium's, is empty too: a second refusal still."""
     env, cloud = world
     for name in ("small", "medium"):
         cloud.capacity[("spot", name, "z1")] = 0

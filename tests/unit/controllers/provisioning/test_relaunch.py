@@ -89,3 +89,17 @@ def test_only_pods_of_a_refused_claim_go_wide_and_only_for_a_while() -> None:
     assert memory.wide(["uid-9", "uid-2"]) and not memory.wide(["uid-3"])
     now[0] += 10.5
     assert not memory.wide(["uid-1"])
+
+
+def test_widen_stays_within_the_instance_types_the_pool_and_pods_allow() -> None:
+    """The catalog is the EC2NodeClass's, and the plan's instance-type requirement was narrowed to
+    the band: the pool's (and pods') own requirement on ``node.kubernetes.io/instance-type`` bounds
+    the widened list, as it bounds Karpenter's (ToNodeClaim: the template's requirements)."""
+    types = [
+        fake_type("a", 2, 8, od=0.10, spot=0.03, zones=("z1",)),
+        fake_type("b", 4, 16, od=0.20, spot=0.05, zones=("z1",)),
+        fake_type("outside", 4, 16, od=0.02, spot=0.01, zones=("z1",)),
+    ]
+    allowed = Requirement.of(CAPACITY_TYPE, "In", ["spot"])
+    wide = widen(_planned(["a"], ["z1"]), types, allowed, Requirement.of(INSTANCE_TYPE, "In", ["a", "b"]))
+    assert wide.instance_types == ["a", "b"]
