@@ -20,6 +20,7 @@ Owns building that world and taking it down again, nothing about what happens in
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ Obj = dict[str, Any]
 CLUSTER = "kubespot-sandbox"
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 SERVICE_CIDR = "10.100.0.0/16"
+#: The cluster CA nodes are told (base64 PEM, as DescribeCluster returns it; nothing checks it here).
+SANDBOX_CA_BUNDLE = base64.b64encode(
+    b"-----BEGIN CERTIFICATE-----\nkubespot-sandbox\n-----END CERTIFICATE-----\n"
+).decode()
 INSTANCE_PROFILE = "KubespotSandboxNodeProfile"
 #: The types both NodePools may launch: a short list keeps the catalog, the simulation and the
 #: market's pools few, and the sizes differ enough for the bin packing to choose.
@@ -262,6 +267,9 @@ class ProvisionWorld:
             "KUBESPOT_CLUSTER_NAME": CLUSTER,
             "KUBESPOT_CLUSTER_ENDPOINT": self.api_url,
             "KUBESPOT_CLUSTER_CIDR": SERVICE_CIDR,
+            # What EKS's DescribeCluster would give once: moto has no such cluster, and without it
+            # every launch asks again (a round trip before each CreateFleet that EKS never costs).
+            "KUBESPOT_CLUSTER_CA_BUNDLE": SANDBOX_CA_BUNDLE,
             "KUBESPOT_LAUNCH_BATCH_IDLE_DURATION": num(BATCH_IDLE),
             "KUBESPOT_LAUNCH_BATCH_MAX_DURATION": num(BATCH_MAX),
             # Karpenter's 3 minutes, on the story's clock like the reclaim's two.
