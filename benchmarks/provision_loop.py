@@ -23,6 +23,12 @@ from the refusal's answer to the provisioner's next CreateFleet call (awssim's t
 ``GET /_kubespot/ec2/fleet-calls``; issue 14 §5's goal: ≤ 2 s); ``fallback_s`` beside it, from the
 first refusal to the first launch after it.
 
+``fallback_breakdown`` says where that time goes, from the controller's own log after the market ran
+dry (median and max in seconds): ``window`` (a re-plan's wait from the first trigger to its pass:
+a claim deleted while a pass runs waits for it), the pass's ``lists`` / ``simulation`` /
+``creation``, and ``launch_call`` (the NodeClaim controller's launch: the tag lookup and CreateFleet)
+of the refused and of the launched claims.
+
 ``controller_cpu_s`` is the controllers' user+system CPU seconds summed over the sizes (each size
 has its own process; per size in ``<size>.controller_cpu_s``), ``peak_rss_mib`` the largest VmHWM.
 Prints one JSON object; progress goes to stderr.
@@ -35,8 +41,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import calendar
 import json
 import os
+import re
+import statistics
 import sys
 import tempfile
 import time
@@ -68,6 +77,37 @@ def peak_rss_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+_PASS = re.compile(
+    r"window \w+ (?P<window>[\d.]+) s, lists (?P<lists>[\d.]+) s, "
+    r"simulation (?P<simulation>[\d.]+) s, creation (?P<creation>[\d.]+) s"
+)
+_LAUNCH = re.compile(r"(?:launch call (?P<refused>[\d.]+) s\))|(?:\) in (?P<launched>[\d.]+) s$)")
+
+
+def fallback_breakdown(log_path: Path, since: float) -> dict[str, dict[str, float]]:
+    """Median and max per phase of the controller's timing logs written after ``since``."""
+    phases: dict[str, list[float]] = {}
+    for line in log_path.read_text().splitlines():
+        if not line.startswith("{"):
+            continue
+        entry = json.loads(line)
+        at = calendar.timegm(time.strptime(entry["time"][:19], "%Y-%m-%dT%H:%M:%S"))
+        if at + 1 < since:
+            continue
+        message = entry.get("message", "")
+        if m := _PASS.search(message):
+            for k, v in m.groupdict().items():
+                phases.setdefault(k, []).append(float(v))
+        elif m := _LAUNCH.search(message):
+            for k, v in m.groupdict().items():
+                if v is not None:
+                    phases.setdefault(f"launch_call_{k}", []).append(float(v))
+    return {
+        k: {"median": round(statistics.median(v), 3), "max": round(max(v), 3), "n": len(v)}
+        for k, v in sorted(phases.items())
+    }
 
 
 async def wait(predicate: Any, within: float, what: str) -> None:
@@ -149,6 +189,7 @@ async def one_size(
             "fallback_p99_s": None if p99 is None else round(p99, 3),
             "fallback_s": None if fallback is None else round(fallback, 3),
             "capacity_refusals": len(next_calls),
+            "fallback_breakdown": fallback_breakdown(workdir / str(size) / "controller.log", ice_at),
             "nodeclaims": len(claims),
             "nodes": len(tracker.nodes),
             "controller_cpu_s": round(cpu, 2),
