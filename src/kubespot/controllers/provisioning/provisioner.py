@@ -357,7 +357,7 @@ class Provisioner:
             self.passes += 1
         if result.retry:
             self._retry_later()
-        if result.created:
+        if result.pending:
             t = result.timings
             log.info(
                 "provisioning: pass created %d nodeclaims for %d pods in %.3f s (window %s %.3f s, "
