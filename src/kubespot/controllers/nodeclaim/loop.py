@@ -450,7 +450,7 @@ class NodeClaimLoop:
                 if live.delete_reason:
                     self._count_timeout(work, live.delete_reason)
                     log.info("nodeclaim %s: deleting (%s)", key, live.delete_reason)
-                    await self._claims_api.delete(key)
+                    await self._delete(key)
                     return None
                 raise _Retry
             assert outcome.launched is not None
