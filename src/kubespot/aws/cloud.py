@@ -189,7 +189,7 @@ class AwsCloud:
         why = resolved.not_ready() if resolved is not None else f"EC2NodeClass {class_name!r} not resolved"
         if resolved is None or resolved.spec is None or why is not None:
             raise NodeClassNotReadyError(f"EC2NodeClass {class_name!r} is not ready: {why}")
-        spec = resolved.spec
+        spec = resolved.launch_spec or resolved.spec  # with the profile made for spec.role
         try:
             if claim.name:
                 existing = await instances.for_nodeclaim(claim.name)

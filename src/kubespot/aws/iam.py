@@ -46,6 +46,11 @@ Facts the table relies on (AWS docs, checked):
   (``AllowScopedDeletion``), so not another cluster's. The cluster and the node role(s) have no
   default: a policy with the launch group refuses to be made without them (``ValueError``) rather
   than fall back to ``*``.
+* The ``instance-profile`` group (profiles made for ``spec.role``), as ``KarpenterControllerPolicy``'s
+  ``AllowScopedInstanceProfile*Actions``: ``iam:CreateInstanceProfile`` (and ``iam:TagInstanceProfile``,
+  which tagging at creation also needs) only with this cluster's tags in the request,
+  ``iam:AddRoleToInstanceProfile``, ``RemoveRoleFromInstanceProfile`` and ``DeleteInstanceProfile``
+  only on profiles carrying them, ``iam:GetInstanceProfile`` on any profile of the account.
 
 The response actions (issue 5) are opt-in: ``controller_policy(..., actions=["loadbalancer"])``
 adds the calls of each group named (``kubespot.aws.CALL_GROUPS``), so a cluster that does not
@@ -79,6 +84,9 @@ Scope = Literal[
     "launch-tagging",
     "nodeclaim-instance",
     "pass-role",
+    "profile-read",
+    "profile-create",
+    "profile-owned",
 ]
 
 
@@ -164,6 +172,21 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     ("ec2", "TerminateInstances"): Permission("ec2:TerminateInstances", "nodeclaim-instance"),
     # The cluster's endpoint, CA and service CIDR when the launch settings leave them empty.
     ("eks", "DescribeCluster"): Permission("eks:DescribeCluster", "any"),
+    # The instance profiles made for spec.role (KarpenterControllerPolicy's
+    # AllowScopedInstanceProfile*Actions): read any profile of the account; create (and tag at
+    # creation) only with this cluster's tags in the request; re-role and delete only profiles
+    # carrying them.
+    ("iam", "GetInstanceProfile"): Permission("iam:GetInstanceProfile", "profile-read"),
+    ("iam", "CreateInstanceProfile"): Permission(
+        "iam:CreateInstanceProfile",
+        "profile-create",
+        also=(Permission("iam:TagInstanceProfile", "profile-create"),),
+    ),
+    ("iam", "AddRoleToInstanceProfile"): Permission("iam:AddRoleToInstanceProfile", "profile-owned"),
+    ("iam", "RemoveRoleFromInstanceProfile"): Permission(
+        "iam:RemoveRoleFromInstanceProfile", "profile-owned"
+    ),
+    ("iam", "DeleteInstanceProfile"): Permission("iam:DeleteInstanceProfile", "profile-owned"),
     # The summary.
     ("sns", "Publish"): Permission("sns:Publish", "sns-topic"),
     ("events", "PutEvents"): Permission("events:PutEvents", "event-bus"),
@@ -191,9 +214,18 @@ _SIDS: Mapping[Scope, str] = {
     "launch-tagging": "TagAtLaunch",
     "nodeclaim-instance": "TerminateNodeClaimInstances",
     "pass-role": "PassNodeRoleToEc2",
+    "profile-read": "ReadInstanceProfiles",
+    "profile-create": "CreateClusterInstanceProfiles",
+    "profile-owned": "ManageClusterInstanceProfiles",
 }
 #: The launch path's statements with conditions (their resources are not known in advance).
-_CONDITIONED: tuple[Scope, ...] = ("launch-tagging", "nodeclaim-instance", "pass-role")
+_CONDITIONED: tuple[Scope, ...] = (
+    "launch-tagging",
+    "nodeclaim-instance",
+    "pass-role",
+    "profile-create",
+    "profile-owned",
+)
 #: The services a node role may be passed to (both partitions' names, as Karpenter lists them).
 _EC2_SERVICES = ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]
 _NODEPOOL_TAG = "karpenter.sh/nodepool"
@@ -215,6 +247,13 @@ def _launch_conditions(scope: Scope, cluster: str) -> dict[str, Any]:
         return {
             "StringEquals": {f"aws:ResourceTag/{owned}": "owned"},
             "StringLike": {f"aws:ResourceTag/{_NODEPOOL_TAG}": "*"},
+        }
+    if scope in ("profile-create", "profile-owned"):
+        # Karpenter also pins topology.kubernetes.io/region; kubespot's policy has no region.
+        key = "aws:RequestTag" if scope == "profile-create" else "aws:ResourceTag"
+        return {
+            "StringEquals": {f"{key}/{owned}": "owned", f"{key}/eks:eks-cluster-name": cluster},
+            "StringLike": {f"{key}/karpenter.k8s.aws/ec2nodeclass": "*"},
         }
     return {"StringEquals": {"iam:PassedToService": _EC2_SERVICES}}
 
@@ -383,6 +422,9 @@ def controller_policy(
                 f"the launch calls are scoped to the cluster's tags: name the cluster (got {cluster!r})"
             )
         resources["nodeclaim-instance"] = f"arn:{partition}:ec2:*:*:instance/*"
+    account = account_id if account_id and re.fullmatch(r"\d{12}", account_id) else "*"
+    for scope in ("profile-read", "profile-create", "profile-owned"):
+        resources[scope] = f"arn:{partition}:iam::{account}:instance-profile/*"
     if "pass-role" in by_scope:
         roles = _role_arns(node_roles, account_id, partition)
         if not roles:

@@ -30,6 +30,8 @@ class ResolvedNodeClass:
     security_groups: Sequence[SecurityGroupInfo] | None = None
     #: Newest first, as ``status.amis`` (the first compatible image serves a type).
     amis: Sequence[AmiInfo] | None = None
+    #: The profile kubespot made for ``spec.role`` (``instance_profiles``); None: not (yet) made.
+    instance_profile: str | None = None
 
     @classmethod
     def in_zones(cls, zones: Iterable[str]) -> ResolvedNodeClass:
@@ -54,7 +56,22 @@ class ResolvedNodeClass:
                 self.security_groups if self.security_groups is not None else previous.security_groups
             ),
             amis=self.amis if self.amis is not None else previous.amis,
+            instance_profile=self.instance_profile or previous.instance_profile,
         )
+
+    @property
+    def profile(self) -> str | None:
+        """The instance profile instances launch with: the spec's, or the one made for its role."""
+        if self.spec is None:
+            return None
+        return self.spec.instance_profile or self.instance_profile
+
+    @property
+    def launch_spec(self) -> EC2NodeClassSpec | None:
+        """The spec with the profile launches use in ``instanceProfile``."""
+        if self.spec is None or self.spec.instance_profile or not self.instance_profile:
+            return self.spec
+        return replace(self.spec, instance_profile=self.instance_profile)
 
     def not_ready(self) -> str | None:
         """Why nothing can launch through this class (None: it can)."""
@@ -66,7 +83,7 @@ class ResolvedNodeClass:
             return "SecurityGroupSelector did not match any SecurityGroups"
         if not self.amis:
             return "AMISelector did not match any AMIs"
-        if not self.spec.instance_profile:
-            # kubespot does not create instance profiles from spec.role yet (the status says so).
+        if not self.profile:
+            # Made by the status loop (instance_profiles); not yet, or IAM refused.
             return f"the instance profile for role {self.spec.role!r} is not created"
         return None

@@ -41,7 +41,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CALLS", "CALL_GROUPS", "AwsClients", "AwsError", "Service", "pricing_endpoint_region"]
 
-Service = Literal["sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm", "eks"]
+Service = Literal[
+    "sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm", "eks", "iam"
+]
 _T = TypeVar("_T")
 
 #: The operations each part of the controller makes, as (service, OperationName): ``queue`` is the
@@ -121,6 +123,16 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
                 ("ec2", "DescribeSecurityGroups"),
                 ("ec2", "DescribeImages"),
                 ("ssm", "GetParameter"),
+            }
+        ),
+        # kubespot.aws.instance_profiles: the profile made for an EC2NodeClass's spec.role.
+        "instance-profile": frozenset(
+            {
+                ("iam", "GetInstanceProfile"),
+                ("iam", "CreateInstanceProfile"),
+                ("iam", "AddRoleToInstanceProfile"),
+                ("iam", "RemoveRoleFromInstanceProfile"),
+                ("iam", "DeleteInstanceProfile"),
             }
         ),
     }
@@ -349,6 +361,8 @@ class AwsClients:
     def client(self, service: Literal["ssm"]) -> Any: ...
     @overload
     def client(self, service: Literal["eks"]) -> Any: ...
+    @overload
+    def client(self, service: Literal["iam"]) -> Any: ...
 
     def client(self, service: Service) -> Any:
         """The (blocking) boto3 client for ``service``, built on first use. Call from a pool thread."""

@@ -91,7 +91,8 @@ def test_lifecycle_gone_is_recognised() -> None:
 def test_calls_is_the_only_door() -> None:
     assert ("sqs", "ReceiveMessage") in CALLS
     assert all(
-        service in ("sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm", "eks")
+        service
+        in ("sqs", "ec2", "autoscaling", "elbv2", "elb", "sns", "events", "pricing", "ssm", "eks", "iam")
         for service, _ in CALLS
     )
 

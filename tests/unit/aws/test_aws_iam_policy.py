@@ -207,6 +207,8 @@ def test_action_resources_are_scoped_when_given() -> None:
         "TagAtLaunch",
         "TerminateNodeClaimInstances",
         "PassNodeRoleToEc2",
+        "CreateClusterInstanceProfiles",
+        "ManageClusterInstanceProfiles",
     }
     assert all(s["Effect"] == "Allow" for s in policy["Statement"])
 
@@ -584,3 +586,40 @@ def test_policy_command_conditions(capsys: pytest.CaptureFixture[str]) -> None:
         QUEUE_ARN, actions=["isolate"], vpc_ids=[VPC], managed_tag=None, partition="aws-us-gov"
     )
     assert not any("ResourceTag" in json.dumps(s) for s in policy["Statement"])
+
+
+def test_instance_profile_actions_are_scoped_to_the_cluster_tags() -> None:
+    """As aws/karpenter-provider-aws's ``KarpenterControllerPolicy`` (getting-started
+    ``cloudformation.yaml``: ``AllowScopedInstanceProfileCreationActions``,
+    ``AllowScopedInstanceProfileTagActions``, ``AllowScopedInstanceProfileActions``,
+    ``AllowInstanceProfileReadActions``): creating (and tagging at creation) only with this
+    cluster's tags in the request, re-roling and deleting only profiles carrying them, reading any
+    profile of the account; the profile actions need the cluster named."""
+    policy = iam.controller_policy(
+        None, actions=["instance-profile"], cluster="prod", account_id="123456789012"
+    )
+    by_sid = {s["Sid"]: s for s in policy["Statement"]}
+    arn = "arn:aws:iam::123456789012:instance-profile/*"
+    create = by_sid["CreateClusterInstanceProfiles"]
+    assert set(create["Action"]) == {"iam:CreateInstanceProfile", "iam:TagInstanceProfile"}
+    assert create["Resource"] == arn
+    assert create["Condition"]["StringEquals"] == {
+        "aws:RequestTag/kubernetes.io/cluster/prod": "owned",
+        "aws:RequestTag/eks:eks-cluster-name": "prod",
+    }
+    assert create["Condition"]["StringLike"] == {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"}
+    owned = by_sid["ManageClusterInstanceProfiles"]
+    assert set(owned["Action"]) == {
+        "iam:AddRoleToInstanceProfile",
+        "iam:RemoveRoleFromInstanceProfile",
+        "iam:DeleteInstanceProfile",
+    }
+    assert owned["Condition"]["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/prod"] == "owned"
+    assert by_sid["ReadInstanceProfiles"] == {
+        "Sid": "ReadInstanceProfiles",
+        "Effect": "Allow",
+        "Action": ["iam:GetInstanceProfile"],
+        "Resource": arn,
+    }
+    with pytest.raises(ValueError, match="name the cluster"):
+        iam.controller_policy(None, actions=["instance-profile"])

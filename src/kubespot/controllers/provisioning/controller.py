@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from kubespot.aws import AwsClients
 from kubespot.aws.catalog import Catalog
 from kubespot.aws.cloud import AwsCloud
+from kubespot.aws.instance_profiles import InstanceProfiles
 from kubespot.cloud import UnavailableOfferings
 from kubespot.cloud.signals import CapacitySignals, capacity_signals
 from kubespot.config.launch import LaunchSettings
@@ -153,7 +154,12 @@ def build(
     loop = StatusLoop(
         nodeclasses=nodeclasses,
         nodepools=CustomObjects(kube, NODEPOOLS),
-        resolver=NodeClassResolver(aws, k8s_version),
+        resolver=NodeClassResolver(
+            aws,
+            k8s_version,
+            # Profiles for spec.role are scoped by the cluster's name: none without one.
+            InstanceProfiles(aws, launch.cluster_name, region) if launch.cluster_name else None,
+        ),
         settings=settings,
         clock=clock,
         on_resolved=cloud.set_resolved,

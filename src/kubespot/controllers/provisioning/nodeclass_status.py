@@ -12,8 +12,9 @@ deprecated}; none: ``AMINotFound``; an alias without images at this Kubernetes v
 condition set. A part whose resolution failed this time (AWS throttled or answered 5xx) keeps what
 the status said: the last good answer stays until a better one comes.
 
-kubespot difference: with ``spec.role`` Karpenter creates an instance profile for the role; that is
-the launch path (issue 14), so until then ``InstanceProfileReady`` is Unknown with reason
+With ``spec.role`` the profile made for the role (``kubespot.aws.instance_profiles``) is
+``status.instanceProfile``; until one is made (no cluster name configured, or IAM failed with no
+earlier profile in the status) ``InstanceProfileReady`` is Unknown with reason
 ``InstanceProfileNotCreated`` and ``Ready`` stays Unknown (never True on a profile nobody made).
 """
 
@@ -59,6 +60,8 @@ class Resolution:
     amis: Sequence[AmiInfo] | None = None
     #: Set when the AMI terms name an alias without images at this Kubernetes version.
     unsupported_alias: str | None = None
+    #: The profile made for ``spec.role`` (None: none made this pass).
+    instance_profile: str | None = None
 
 
 def _subnets(status: Obj, found: Sequence[SubnetInfo]) -> Condition:
@@ -92,16 +95,20 @@ def _amis(status: Obj, found: Sequence[AmiInfo]) -> Condition:
     return Condition(AMIS_READY, "True", AMIS_READY)
 
 
-def _instance_profile(status: Obj, spec: EC2NodeClassSpec) -> Condition:
-    if spec.instance_profile:
-        status["instanceProfile"] = spec.instance_profile
+def _instance_profile(status: Obj, spec: EC2NodeClassSpec, made: str | None) -> Condition:
+    profile = spec.instance_profile or made
+    if profile:
+        status["instanceProfile"] = profile
+        return Condition(INSTANCE_PROFILE_READY, "True", INSTANCE_PROFILE_READY)
+    if spec.role and status.get("instanceProfile"):
+        # IAM failed this pass: the profile made earlier stays (the last good answer).
         return Condition(INSTANCE_PROFILE_READY, "True", INSTANCE_PROFILE_READY)
     status.pop("instanceProfile", None)
     return Condition(
         INSTANCE_PROFILE_READY,
         "Unknown",
         "InstanceProfileNotCreated",
-        f"the instance profile for role {spec.role!r} is created when kubespot launches capacity (issue 14)",
+        f"the instance profile for role {spec.role!r} is not created yet",
     )
 
 
@@ -132,7 +139,7 @@ def nodeclass_status(
             )
         elif resolution.amis is not None:
             conditions.append(_amis(status, resolution.amis))
-        conditions.append(_instance_profile(status, spec))
+        conditions.append(_instance_profile(status, spec, resolution.instance_profile))
     status["conditions"] = merge_conditions(
         (old or {}).get("conditions"),
         conditions,

@@ -5,7 +5,9 @@ Each part (subnets, security groups, AMIs) is resolved on its own: one that fail
 Karpenter also treats as a failed reconcile) is logged with the class and the call, left None in
 the ``Resolution`` so the status keeps its last good value, and reported in ``failures`` so the
 loop retries it with backoff. An alias with no images at this Kubernetes version is not a failure
-but an answer (``UnsupportedAlias``, a False condition).
+but an answer (``UnsupportedAlias``, a False condition). A class naming ``spec.role`` gets its
+instance profile made (or its role swapped) here, as Karpenter's ``nodeclass/instanceprofile.go``;
+an IAM failure is a failed part like the others.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TypeVar
 
 from kubespot.aws import AwsClients, AwsError
 from kubespot.aws.amis import AliasNotFound, resolve_amis
+from kubespot.aws.instance_profiles import InstanceProfiles
 from kubespot.aws.security_groups import resolve_security_groups
 from kubespot.aws.subnets import resolve_subnets
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
@@ -40,11 +43,18 @@ class Resolved:
 class NodeClassResolver:
     """Resolves EC2NodeClasses with one set of AWS clients."""
 
-    def __init__(self, clients: AwsClients, k8s_version: Callable[[], Awaitable[str]]) -> None:
+    def __init__(
+        self,
+        clients: AwsClients,
+        k8s_version: Callable[[], Awaitable[str]],
+        profiles: InstanceProfiles | None = None,
+    ) -> None:
         self._clients = clients
         self._k8s_version = k8s_version
+        #: None: no cluster name to scope profiles by; a role-only class stays not ready.
+        self.profiles = profiles
 
-    async def resolve(self, spec: EC2NodeClassSpec, *, now: datetime) -> Resolved:
+    async def resolve(self, spec: EC2NodeClassSpec, *, now: datetime, uid: str = "") -> Resolved:
         failures: list[str] = []
 
         async def part(what: str, run: Callable[[], Awaitable[T]]) -> T | None:
@@ -72,4 +82,8 @@ class NodeClassResolver:
         except Exception as err:  # the version read failed (the API server): a failure like AWS's
             log.warning("EC2NodeClass %s: cannot learn the Kubernetes version: %s", spec.name, err)
             failures.append(f"Kubernetes version: {err}")
-        return Resolved(Resolution(subnets, groups, amis, unsupported), tuple(failures))
+        profile = None
+        if spec.role and self.profiles is not None:
+            profiles, role = self.profiles, spec.role
+            profile = await part("instance profile", lambda: profiles.ensure(spec.name, uid, role, spec.tags))
+        return Resolved(Resolution(subnets, groups, amis, unsupported, profile), tuple(failures))

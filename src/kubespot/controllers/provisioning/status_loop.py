@@ -70,6 +70,12 @@ def _generation(obj: Mapping[str, Any]) -> int:
     return gen if isinstance(gen, int) else 0
 
 
+def _uid(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, Mapping) else None
+    return uid if isinstance(uid, str) else ""
+
+
 def _class_of(pool: Mapping[str, Any]) -> str | None:
     """The EC2NodeClass a pool names; None when it names another kind of class (not ours)."""
     try:
@@ -276,13 +282,20 @@ class StatusLoop:
         resolution = None
         failures: tuple[str, ...] = ()
         if validation.is_true:
-            resolved = await self._resolver.resolve(spec, now=now)
+            resolved = await self._resolver.resolve(spec, now=now, uid=_uid(obj))
             resolution, failures = resolved.resolution, resolved.failures
             if self._on_resolved is not None:
                 # What launching needs; an alias without images leaves none to launch with.
                 amis = () if resolution.unsupported_alias is not None else resolution.amis
                 self._on_resolved(
-                    name, ResolvedNodeClass(spec, resolution.subnets, resolution.security_groups, amis)
+                    name,
+                    ResolvedNodeClass(
+                        spec,
+                        resolution.subnets,
+                        resolution.security_groups,
+                        amis,
+                        resolution.instance_profile,
+                    ),
                 )
         elif self._on_resolved is not None:
             self._on_resolved(name, None)  # invalid: nothing launches through it
