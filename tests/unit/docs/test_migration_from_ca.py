@@ -59,10 +59,10 @@ def test_the_pages_links_lead_to_files_and_headings() -> None:
 
 
 def test_a_converted_class_names_a_role_which_cannot_launch_yet() -> None:
-    """Step 1 of the page: the converter writes ``role`` (eksctl's ``iam.instanceRoleARN``), and a
-    class without an instance profile is not ready to launch (aws/resolved.py ``not_ready``; Karpenter
-    creates the profile, aws ``pkg/providers/instanceprofile``, kubespot not yet); with the
-    profile named it is."""
+    """Step 1 of the page: the converter writes ``role`` (eksctl's ``iam.instanceRoleARN``); the
+    class launches once the status loop has made its instance profile (aws/resolved.py
+    ``not_ready``; Karpenter makes it too, aws ``pkg/providers/instanceprofile`` ``Create``), or
+    with a profile named instead."""
     (cls,) = [d for d in yaml.safe_load_all(blocks()["converted"]) if d and d["kind"] == "EC2NodeClass"]
     assert cls["spec"]["role"] == "shop-nodes" and "instanceProfile" not in cls["spec"]
     spec = load(cls).spec
@@ -74,6 +74,9 @@ def test_a_converted_class_names_a_role_which_cannot_launch_yet() -> None:
         amis=(AmiInfo("ami-0123", "al2023", "2026-01-01T00:00:00Z", False, ()),),
     )
     assert resolved.not_ready() == "the instance profile for role 'shop-nodes' is not created"
+    made = replace(resolved, instance_profile="shop_123")
+    assert made.not_ready() is None
+    assert made.launch_spec is not None and made.launch_spec.instance_profile == "shop_123"
     with_profile = {**cls, "spec": {**cls["spec"], "instanceProfile": "shop-nodes-profile"}}
     del with_profile["spec"]["role"]
     spec = load(with_profile).spec

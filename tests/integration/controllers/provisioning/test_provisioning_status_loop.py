@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import pytest
 import yaml
 
 from kubespot.aws import AwsClients, AwsError
+from kubespot.aws.instance_profiles import InstanceProfiles, profile_name
 from kubespot.config.aws import AwsSettings
 from kubespot.config.kube import KubeSettings
 from kubespot.config.provisioning import ProvisioningSettings
@@ -40,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[4]
 CRDS = ROOT / "deploy" / "helm" / "kubespot" / "crds"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 Obj = dict[str, Any]
+CLUSTER = "prod"
 
 
 class FlakyClients(AwsClients):
@@ -169,7 +172,9 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
         loop = StatusLoop(
             nodeclasses=classes,
             nodepools=CustomObjects(kube, NODEPOOLS),
-            resolver=NodeClassResolver(aws, classes.server_version),
+            resolver=NodeClassResolver(
+                aws, classes.server_version, InstanceProfiles(aws, CLUSTER, aws_env.region)
+            ),
             settings=settings,
             clock=SystemClock(),
             on_resolved=resolved.__setitem__,
@@ -348,3 +353,34 @@ async def test_nodepool_resources_counted_and_written_with_the_conditions(env: E
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await kube.close()
+
+
+async def test_a_role_only_class_gets_its_profile_and_becomes_ready(env: Env, aws_env: MotoServer) -> None:
+    """aws/karpenter-provider-aws ``pkg/controllers/nodeclass/instanceprofile.go`` ``Reconcile``
+    and ``pkg/providers/instanceprofile/instanceprofile.go`` ``Create``: a class naming
+    ``spec.role`` gets a profile holding the role, at ``/karpenter/<region>/<cluster>/<uid>/``;
+    ``status.instanceProfile`` names it, InstanceProfileReady and Ready are True, and the cloud
+    launches with it. A role that does not exist is an IAM failure: not ready, retried."""
+    iam = aws_env.client("iam")
+    principal = {"Service": "ec2.amazonaws.com"}
+    statement = {"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}
+    trust = json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+    iam.create_role(RoleName="KarpenterNodeRole-prod", AssumeRolePolicyDocument=trust)
+    body = nodeclass("default", role="KarpenterNodeRole-prod")
+    del body["spec"]["instanceProfile"]
+    created = await env.create(NODECLASSES, body)
+    cls = await env.until(NODECLASSES, "default", is_("Ready", "True"))
+    name = profile_name(CLUSTER, aws_env.region, "default")
+    assert cls["status"]["instanceProfile"] == name
+    got = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+    assert got["Path"] == f"/karpenter/{aws_env.region}/{CLUSTER}/{created['metadata']['uid']}/"
+    assert [r["RoleName"] for r in got["Roles"]] == ["KarpenterNodeRole-prod"]
+    assert env.resolved["default"].launch_spec.instance_profile == name
+
+    missing = nodeclass("other", role="NoSuchRole")
+    del missing["spec"]["instanceProfile"]
+    await env.create(NODECLASSES, missing)
+    other = await env.until(NODECLASSES, "other", is_("SubnetsReady", "True"))
+    assert conditions(other)["InstanceProfileReady"]["status"] == "Unknown"
+    assert conditions(other)["Ready"]["status"] != "True"
+    assert env.resolved["other"].not_ready() is not None

@@ -8,6 +8,7 @@ aws/karpenter-provider-aws ``pkg/controllers/nodeclass/{subnet,securitygroup,ami
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from kubespot.aws.amis import AmiInfo
@@ -128,8 +129,8 @@ def test_transition_time_moves_only_on_change() -> None:
 
 
 def test_unknown_dependent_makes_ready_unknown_reconciling() -> None:
-    """A role instead of an instance profile: the profile is made by the launch path (issue 14), so
-    InstanceProfileReady is Unknown and Ready Unknown ReconcilingDependents, never True."""
+    """A role whose instance profile was not made (no cluster name, or IAM failed with no earlier
+    profile): InstanceProfileReady Unknown and Ready Unknown ReconcilingDependents, never True."""
     spec = EC2NodeClassSpec(
         name="r", security_group_selector_terms=SPEC.security_group_selector_terms, role="KarpenterNodeRole"
     )
@@ -235,3 +236,21 @@ def test_unsupported_alias_keeps_the_amis_status() -> None:
     status = nodeclass_status(old, SPEC, VALID, res, generation=2, now=T0 + timedelta(hours=1))
     assert status["amis"] == old["amis"]
     assert _conds(status)["AMIsReady"]["reason"] == "UnsupportedAlias"
+
+
+def test_the_profile_made_for_a_role_is_the_status_and_outlives_a_failed_pass() -> None:
+    """aws/karpenter-provider-aws ``pkg/controllers/nodeclass/instanceprofile.go`` ``Reconcile``:
+    with ``spec.role`` the profile made for it is ``status.instanceProfile`` and
+    InstanceProfileReady True; a pass whose IAM calls failed keeps it (the status keeps the last
+    good answer, as for the other parts)."""
+    spec = EC2NodeClassSpec(
+        name="r", security_group_selector_terms=SPEC.security_group_selector_terms, role="KarpenterNodeRole"
+    )
+    made = replace(GOOD, instance_profile="prod_123")
+    status = nodeclass_status(None, spec, VALID, made, generation=1, now=T0)
+    assert status["instanceProfile"] == "prod_123"
+    assert _conds(status)["InstanceProfileReady"]["status"] == "True"
+    assert _conds(status)["Ready"]["status"] == "True"
+    failed = nodeclass_status(status, spec, VALID, GOOD, generation=1, now=T0)
+    assert failed["instanceProfile"] == "prod_123"
+    assert _conds(failed)["InstanceProfileReady"]["status"] == "True"
