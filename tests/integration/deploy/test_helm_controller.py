@@ -89,7 +89,12 @@ CLEANUP_RULES_KEEP = [
 PROVISIONING_RULES = [
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["karpenter.sh"], "resources": ["nodepools/status"], "verbs": ["update"]},
-    {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses"], "verbs": ["get", "list", "watch"]},
+    # patch: the EC2NodeClass termination finalizer (nodeclass_termination.py).
+    {
+        "apiGroups": ["karpenter.k8s.aws"],
+        "resources": ["ec2nodeclasses"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
     {"apiGroups": ["karpenter.k8s.aws"], "resources": ["ec2nodeclasses/status"], "verbs": ["update"]},
     # NodeClaims: created and watched by the provisioner (issue 14); their finalizer and labels
     # patched, deleted and their status PUT by the NodeClaim controller.

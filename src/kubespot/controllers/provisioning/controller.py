@@ -41,10 +41,11 @@ from .batcher import Batcher
 from .catalog_refresh import CatalogRefresh
 from .doomed import DoomWatch
 from .k8s_version import KubernetesVersion
+from .nodeclass_termination import NodeClassTermination
 from .nodepool_counter import NodePoolCounter
 from .nominations import Nominations
 from .pending import PODS, PendingWatch
-from .provisioner import Provisioner
+from .provisioner import NODECLAIMS, Provisioner
 from .resolver import NodeClassResolver
 from .status_loop import StatusLoop
 
@@ -151,15 +152,13 @@ def build(
     k8s_version = KubernetesVersion(
         nodeclasses.server_version, clock=clock, pinned=settings.kubernetes_version
     )
+    # Profiles for spec.role are scoped by the cluster's name: none made without one.
+    profiles = InstanceProfiles(aws, launch.cluster_name, region) if launch.cluster_name else None
     loop = StatusLoop(
+        termination=NodeClassTermination(nodeclasses, CustomObjects(kube, NODECLAIMS), profiles),
         nodeclasses=nodeclasses,
         nodepools=CustomObjects(kube, NODEPOOLS),
-        resolver=NodeClassResolver(
-            aws,
-            k8s_version,
-            # Profiles for spec.role are scoped by the cluster's name: none without one.
-            InstanceProfiles(aws, launch.cluster_name, region) if launch.cluster_name else None,
-        ),
+        resolver=NodeClassResolver(aws, k8s_version, profiles),
         settings=settings,
         clock=clock,
         on_resolved=cloud.set_resolved,

@@ -19,6 +19,9 @@ are cleared when the loop stops (the lease lost), so a standby replica's check h
 lease won, again) reconciles every object once, as a controller's first list enqueues them all; a
 reconcile cancelled midway stays due. The cache holds what the watch brought: a status write's
 answer replaces the cached object only while the watch has brought nothing newer meanwhile.
+With a ``termination`` (``nodeclass_termination``) each class gets Karpenter's termination
+finalizer, and a class being deleted is finalized (its instance profile deleted once no NodeClaim
+names it) instead of resolved.
 A NodePool's ``resources`` and ``nodes`` come from the counter (``set_counts``) and are written
 by this loop with its conditions: one writer per status.
 """
@@ -44,6 +47,7 @@ from kubespot.scheduling.api.validate_nodeclass import validate_nodeclass
 
 from .capacity_split import split_validation
 from .nodeclass_status import nodeclass_status
+from .nodeclass_termination import NodeClassTermination, deleting
 from .nodepool_counter import PoolCounts, empty_counts
 from .nodepool_status import nodepool_status
 from .resolver import NodeClassResolver
@@ -101,8 +105,10 @@ class StatusLoop:
         clock: Clock,
         on_resolved: Callable[[str, ResolvedNodeClass | None], None] | None = None,
         rng: Callable[[], float] = random.random,
+        termination: NodeClassTermination | None = None,
     ) -> None:
         self._api = {CLASS: nodeclasses, POOL: nodepools}
+        self._termination = termination
         self._resolver = resolver
         self._settings = settings
         self._clock = clock
@@ -243,7 +249,7 @@ class StatusLoop:
                     self._on_resolved(name, None)
         else:
             self._objects[kind][name] = obj
-            if kind == POOL or self._resolved_gen.get(name) != _generation(obj):
+            if kind == POOL or self._resolved_gen.get(name) != _generation(obj) or deleting(obj):
                 self._due[(kind, name)] = now
         if kind == CLASS:
             # Its pools' NodeClassReady follows it (a status write of the class included).
@@ -277,6 +283,23 @@ class StatusLoop:
         name = _name(obj)
         key = (CLASS, name)
         spec, validation = validate_nodeclass(obj)
+        if self._termination is not None:
+            try:
+                if deleting(obj):
+                    if not await self._termination.finalize(obj, spec.role):
+                        # NodeClaims still use it: looked at again (NodeClaims are not watched here).
+                        self._due[key] = self._clock.monotonic() + self._settings.nodeclass_resync_interval
+                    return
+                stored = await self._termination.ensure_finalizer(obj)
+            except KubeError as err:
+                if err.code not in (404, 409):
+                    raise
+                self._retry(key)  # gone, or changed meanwhile: the watch brings the news
+                return
+            if stored is not None:
+                if self._objects[CLASS].get(name) is obj:
+                    self._objects[CLASS][name] = stored
+                obj = stored  # the status write needs the version the patch made
         now = self._clock.now()
         generation = _generation(obj)
         resolution = None

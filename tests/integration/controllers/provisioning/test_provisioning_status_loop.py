@@ -29,6 +29,8 @@ from kubespot.config.aws import AwsSettings
 from kubespot.config.kube import KubeSettings
 from kubespot.config.provisioning import ProvisioningSettings
 from kubespot.controllers.provisioning.controller import NODECLASSES, NODEPOOLS
+from kubespot.controllers.provisioning.nodeclass_termination import FINALIZER, NodeClassTermination
+from kubespot.controllers.provisioning.provisioner import NODECLAIMS
 from kubespot.controllers.provisioning.resolver import NodeClassResolver
 from kubespot.controllers.provisioning.status_loop import StatusLoop
 from kubespot.kube import connect
@@ -168,16 +170,16 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
             AwsSettings(region=aws_env.region, endpoint_url=aws_env.endpoint_url, max_attempts=1)
         )
         classes = CustomObjects(kube, NODECLASSES)
+        profiles = InstanceProfiles(aws, CLUSTER, aws_env.region)
         resolved: dict[str, Any] = {}
         loop = StatusLoop(
             nodeclasses=classes,
             nodepools=CustomObjects(kube, NODEPOOLS),
-            resolver=NodeClassResolver(
-                aws, classes.server_version, InstanceProfiles(aws, CLUSTER, aws_env.region)
-            ),
+            resolver=NodeClassResolver(aws, classes.server_version, profiles),
             settings=settings,
             clock=SystemClock(),
             on_resolved=resolved.__setitem__,
+            termination=NodeClassTermination(classes, CustomObjects(kube, NODECLAIMS), profiles),
         )
         task = asyncio.create_task(loop.run())
         try:
@@ -384,3 +386,47 @@ async def test_a_role_only_class_gets_its_profile_and_becomes_ready(env: Env, aw
     assert conditions(other)["InstanceProfileReady"]["status"] == "Unknown"
     assert conditions(other)["Ready"]["status"] != "True"
     assert env.resolved["other"].not_ready() is not None
+
+
+async def test_a_deleted_class_waits_for_its_nodeclaims_then_its_profile_goes(
+    env: Env, aws_env: MotoServer
+) -> None:
+    """aws/karpenter-provider-aws ``pkg/controllers/nodeclass/termination/controller.go``
+    ``Finalize``: every class gets ``karpenter.k8s.aws/termination``; a deleted class stays while a
+    NodeClaim's ``spec.nodeClassRef`` names it, then its role's instance profile is deleted
+    (``instanceprofile.go`` ``Delete``) and the finalizer removed, so the class goes."""
+    iam = aws_env.client("iam")
+    principal = {"Service": "ec2.amazonaws.com"}
+    statement = {"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}
+    iam.create_role(
+        RoleName="nodes",
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [statement]}),
+    )
+    body = nodeclass("default", role="nodes")
+    del body["spec"]["instanceProfile"]
+    await env.create(NODECLASSES, body)
+    cls = await env.until(NODECLASSES, "default", is_("Ready", "True"))
+    assert FINALIZER in cls["metadata"]["finalizers"]
+    profile = cls["status"]["instanceProfile"]
+    ref = {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}
+    claim = {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "metadata": {"name": "general-abcde"},
+        "spec": {"nodeClassRef": ref, "requirements": []},
+    }
+    await env.create(NODECLAIMS, claim)
+    async with env.http.delete(f"/{NODECLASSES}/default") as r:
+        assert r.status == 200, await r.text()
+    await asyncio.sleep(0.5)  # more than a resync: the loop has looked and must have waited
+    held = await env.get(NODECLASSES, "default")
+    assert held["metadata"].get("deletionTimestamp") and FINALIZER in held["metadata"]["finalizers"]
+    assert iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]["Roles"]
+    async with env.http.delete(f"/{NODECLAIMS}/general-abcde") as r:
+        assert r.status == 200, await r.text()
+    deadline = asyncio.get_running_loop().time() + 5
+    while (await env.get(NODECLASSES, "default")).get("kind") == "EC2NodeClass":
+        assert asyncio.get_running_loop().time() < deadline, "the class was not finalized"
+        await asyncio.sleep(0.02)
+    names = [p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]]
+    assert profile not in names
