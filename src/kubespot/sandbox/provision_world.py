@@ -110,7 +110,7 @@ def nodeclass() -> Obj:
             "subnetSelectorTerms": discovery,
             "securityGroupSelectorTerms": discovery,
             "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            # An instance profile rather than a role: kubespot does not create profiles from roles.
+            # An existing instance profile (a role would also do: the controller makes its profile).
             "instanceProfile": INSTANCE_PROFILE,
         },
     }

@@ -58,7 +58,7 @@ def test_the_pages_links_lead_to_files_and_headings() -> None:
     assert count and broken == []
 
 
-def test_a_converted_class_names_a_role_which_cannot_launch_yet() -> None:
+def test_a_converted_class_names_a_role_and_launches_once_its_profile_is_made() -> None:
     """Step 1 of the page: the converter writes ``role`` (eksctl's ``iam.instanceRoleARN``); the
     class launches once the status loop has made its instance profile (aws/resolved.py
     ``not_ready``; Karpenter makes it too, aws ``pkg/providers/instanceprofile`` ``Create``), or
@@ -82,4 +82,4 @@ def test_a_converted_class_names_a_role_which_cannot_launch_yet() -> None:
     spec = load(with_profile).spec
     assert isinstance(spec, EC2NodeClassSpec)
     assert replace(resolved, spec=spec).not_ready() is None
-    assert "`instanceProfile:`" in DOC.read_text()
+    assert "`instanceProfile:`" in DOC.read_text() and "`instance-profile` group" in DOC.read_text()

@@ -77,11 +77,13 @@ def test_the_split_annotation_is_the_one_described() -> None:
     assert [split.on_demand_target(n) for n in (1, 2, 3, 12)] == [1, 2, 3, 4]
 
 
-def test_the_nodeclass_example_names_an_instance_profile() -> None:
-    """The page says a class with only ``spec.role`` cannot launch yet (aws/resolved.py
-    ``not_ready``): its example must name the profile, not the role."""
+def test_the_nodeclass_example_names_the_role_whose_profile_the_policy_lets_it_make() -> None:
+    """The example names ``spec.role`` as Karpenter's getting-started EC2NodeClass does; the
+    controller makes its profile (aws/karpenter-provider-aws ``pkg/providers/instanceprofile/
+    instanceprofile.go`` ``Create``), which the page's policy line grants (``instance-profile``)."""
     (cls,) = list(yaml.safe_load_all(blocks()["nodeclass"]))
-    assert cls["spec"].get("instanceProfile") and "role" not in cls["spec"]
+    assert cls["spec"].get("role") == "KarpenterNodeRole-prod" and "instanceProfile" not in cls["spec"]
+    assert "instance-profile" in blocks()["policy"]
 
 
 def _listed(value: str | list[str]) -> list[str]:
@@ -101,6 +103,7 @@ def test_the_policy_command_prints_the_launch_policy(
     assert launch_calls <= actions
     assert {"ec2:DescribeSubnets", "ec2:DescribeInstanceTypes"} <= actions  # nodeclass, catalog
     assert "eks:DescribeCluster" in actions  # the endpoint, CA bundle and CIDR the page leaves empty
+    assert {"iam:CreateInstanceProfile", "iam:AddRoleToInstanceProfile"} <= actions  # spec.role
     (pass_role,) = [s for s in statements if "iam:PassRole" in str(s["Action"])]
     assert pass_role["Resource"] in (
         "arn:aws:iam::123456789012:role/KarpenterNodeRole-prod",
