@@ -384,3 +384,24 @@ async def test_cluster_facts_the_settings_leave_empty_come_from_eks(env: Env) ->
     text = base64.b64decode(data["UserData"]).decode()
     assert f"apiServerEndpoint: {created['endpoint']}" in text
     assert "cidr: 10.100.0.0/16" in text
+
+
+async def test_a_role_only_class_launches_with_the_profile_made_for_it(env: Env) -> None:
+    """A class naming ``spec.role`` launches with the profile the status loop made for the role
+    (aws/karpenter-provider-aws ``pkg/providers/launchtemplate/launchtemplate.go``
+    ``createLaunchTemplate``: ``IamInstanceProfile`` is ``status.instanceProfile``); without one it
+    is not ready (``NodeClassNotReadyError``)."""
+    resolved = env.cloud.resolved("default")
+    assert resolved is not None and resolved.spec is not None
+    role_only = replace(resolved.spec, instance_profile=None, role="KarpenterNodeRole-prod")
+    env.cloud.set_resolved("default", replace(resolved, spec=role_only))
+    with pytest.raises(NodeClassNotReadyError, match="KarpenterNodeRole-prod"):
+        await env.cloud.create(env.claim("general-aaaaa"))
+    env.cloud.set_resolved("default", replace(resolved, spec=role_only, instance_profile="prod_42"))
+    await env.cloud.create(env.claim("general-aaaaa"))
+    ec2 = env.aws.client("ec2")
+    (template,) = ec2.describe_launch_templates()["LaunchTemplates"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["IamInstanceProfile"]["Name"] == "prod_42"
