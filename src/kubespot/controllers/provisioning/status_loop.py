@@ -80,6 +80,12 @@ def _uid(obj: Mapping[str, Any]) -> str:
     return uid if isinstance(uid, str) else ""
 
 
+def _status_profile(obj: Mapping[str, Any]) -> str | None:
+    status = obj.get("status")
+    found = status.get("instanceProfile") if isinstance(status, Mapping) else None
+    return found if isinstance(found, str) and found else None
+
+
 def _class_of(pool: Mapping[str, Any]) -> str | None:
     """The EC2NodeClass a pool names; None when it names another kind of class (not ours)."""
     try:
@@ -310,6 +316,9 @@ class StatusLoop:
             if self._on_resolved is not None:
                 # What launching needs; an alias without images leaves none to launch with.
                 amis = () if resolution.unsupported_alias is not None else resolution.amis
+                # IAM failed this pass: the profile the status names (made before a restart;
+                # one stable name per class) still launches, as the status keeps it.
+                profile = (resolution.instance_profile or _status_profile(obj)) if spec.role else None
                 self._on_resolved(
                     name,
                     ResolvedNodeClass(
@@ -317,7 +326,7 @@ class StatusLoop:
                         resolution.subnets,
                         resolution.security_groups,
                         amis,
-                        resolution.instance_profile,
+                        profile,
                     ),
                 )
         elif self._on_resolved is not None:

@@ -362,7 +362,8 @@ async def test_a_role_only_class_gets_its_profile_and_becomes_ready(env: Env, aw
     and ``pkg/providers/instanceprofile/instanceprofile.go`` ``Create``: a class naming
     ``spec.role`` gets a profile holding the role, at ``/karpenter/<region>/<cluster>/<uid>/``;
     ``status.instanceProfile`` names it, InstanceProfileReady and Ready are True, and the cloud
-    launches with it. A role that does not exist is an IAM failure: not ready, retried."""
+    launches with it, also after a pass whose AWS calls failed. A role that does not exist is an
+    IAM failure: not ready, retried."""
     iam = aws_env.client("iam")
     principal = {"Service": "ec2.amazonaws.com"}
     statement = {"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}
@@ -378,6 +379,15 @@ async def test_a_role_only_class_gets_its_profile_and_becomes_ready(env: Env, aw
     assert got["Path"] == f"/karpenter/{aws_env.region}/{CLUSTER}/{created['metadata']['uid']}/"
     assert [r["RoleName"] for r in got["Roles"]] == ["KarpenterNodeRole-prod"]
     assert env.resolved["default"].launch_spec.instance_profile == name
+    # IAM (and EC2) failing: the profile the status names still reaches the cloud.
+    env.aws.failing = True
+    await env.patch(NODECLASSES, "default", {"spec": {"tags": {"team": "a"}}})
+    deadline = asyncio.get_running_loop().time() + 5
+    while env.resolved["default"].subnets is not None:
+        assert asyncio.get_running_loop().time() < deadline, "no failed pass"
+        await asyncio.sleep(0.02)
+    assert env.resolved["default"].instance_profile == name
+    env.aws.failing = False
 
     missing = nodeclass("other", role="NoSuchRole")
     del missing["spec"]["instanceProfile"]
