@@ -5,7 +5,8 @@ As aws/karpenter-provider-aws ``pkg/providers/instanceprofile/instanceprofile.go
 ``InstanceProfileTags``) in Karpenter v1.0-v1.5: one profile per class, named
 ``<cluster>_<hash of region and class name>`` (FNV-1a 64: ``hashstructure`` v2's default hasher
 over a string's bytes; not checked against names a live Karpenter made), under the path
-``/karpenter/<region>/<cluster>/<class uid>/``, tagged with the class's ``spec.tags`` and ``kubernetes.io/cluster/<cluster>`` = owned, ``eks:eks-cluster-name``,
+``/karpenter/<region>/<cluster>/<class uid>/``, tagged with the class's ``spec.tags`` and
+``kubernetes.io/cluster/<cluster>`` = owned, ``eks:eks-cluster-name``,
 ``karpenter.k8s.aws/ec2nodeclass`` and ``topology.kubernetes.io/region``. Its one role is the
 class's; a changed role is swapped in place. Deleted (role detached first) with the class.
 
