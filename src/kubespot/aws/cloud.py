@@ -68,6 +68,8 @@ from .userdata import USER_DATA_MAX_BYTES, USER_DATA_WARN_BYTES, ClusterInfo, Us
 __all__ = ["AwsCloud", "TypeCatalog"]
 
 log = logging.getLogger("kubespot.aws.cloud")
+#: Seconds between DescribeCluster attempts after one failed (not found, denied).
+_EKS_RETRY = 300.0
 _NOT_LAUNCHING = "AwsCloud was built without AWS clients and launch settings: it only plans"
 _LT_NOT_FOUND = "InvalidLaunchTemplateName.NotFoundException"
 #: At most this many NodeClaims' failed-fleet counts are kept (``AwsCloud._failed_fleets``).
@@ -108,6 +110,7 @@ class AwsCloud:
         self._clients = clients
         #: EKS's answer for what the launch settings leave empty (read once, on the first launch).
         self._eks: ClusterFacts | None = None
+        self._eks_failed_at: float | None = None
         self._launch = launch or LaunchSettings()
         self._clock = clock or SystemClock()
         #: Shared with the interruption handler and the provisioner (docs/designs/launching.md §2).
@@ -337,15 +340,20 @@ class AwsCloud:
 
     async def _cluster(self) -> ClusterInfo:
         """The cluster nodes join: the launch settings, with what they leave empty read once from
-        EKS (``DescribeCluster``, as Karpenter does); a failed read is retried on the next launch."""
+        EKS (``DescribeCluster``, as Karpenter does); a failed read is tried again at most every
+        ``_EKS_RETRY`` seconds, so a cluster EKS does not know costs no call per launch."""
         s = self._launch
         info = ClusterInfo(s.cluster_name, s.cluster_endpoint, s.cluster_ca_bundle, s.cluster_cidr)
         if info.endpoint and info.ca_bundle and info.cidr:
             return info
-        if self._eks is None and self._clients is not None and s.cluster_name:
+        now = self._clock.monotonic()
+        due = self._eks_failed_at is None or now - self._eks_failed_at >= _EKS_RETRY
+        if self._eks is None and self._clients is not None and s.cluster_name and due:
             try:
                 self._eks = await describe_cluster(self._clients, s.cluster_name)
+                self._eks_failed_at = None
             except AwsError as err:
+                self._eks_failed_at = now
                 log.warning("cannot describe EKS cluster %s: %s: %s", s.cluster_name, err.code, err.message)
         facts = self._eks
         if facts is None:

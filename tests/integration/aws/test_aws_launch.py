@@ -405,3 +405,17 @@ async def test_a_role_only_class_launches_with_the_profile_made_for_it(env: Env)
         "LaunchTemplateVersions"
     ][0]["LaunchTemplateData"]
     assert data["IamInstanceProfile"]["Name"] == "prod_42"
+
+
+async def test_a_cluster_eks_does_not_know_is_not_asked_about_at_every_launch(env: Env) -> None:
+    """A failed DescribeCluster (no such cluster, or not allowed) is tried again only after a
+    while: each launch of a class that then cannot launch must not cost one more EKS call."""
+    lost = AwsCloud(Types(env.aws.region), env.clients, launch=LaunchSettings(cluster_name="nope"))
+    resolved = env.cloud.resolved("default")
+    assert resolved is not None
+    lost.set_resolved("default", resolved)
+    before = env.clients.counts.get(("eks", "DescribeCluster"), 0)
+    for name in ("general-aaaaa", "general-bbbbb", "general-ccccc"):
+        with pytest.raises(NodeClassNotReadyError):  # AL2023 without a service CIDR
+            await lost.create(env.claim(name))
+    assert env.clients.counts[("eks", "DescribeCluster")] == before + 1
