@@ -153,17 +153,7 @@ async def one_size(
             log(f"{size}: bound in {bound:.1f}s, {len(claims)} NodeClaims, {len(calls)} CreateFleet calls")
 
             # The spot market runs dry; a tenth more pods must fall back to on-demand.
-            pools = (await asyncio.to_thread(aws.pool_stats))["Pools"]
-            await asyncio.to_thread(aws.set_pool_capacity, 0, capacity_type="spot")
-            for p in pools:
-                if p["CapacityType"] == "spot" and p["Used"]:
-                    await asyncio.to_thread(
-                        aws.set_pool_capacity,
-                        p["Used"],
-                        capacity_type="spot",
-                        instance_type=p["InstanceType"],
-                        zone=p["AvailabilityZone"],
-                    )
+            await pw.exhaust_spot(aws)
             ice_at = time.time()
             # Pods too large for what is left on the nodes, so each needs new capacity.
             big = deployment("shop", "batch", "3500m", "1Gi", 30)

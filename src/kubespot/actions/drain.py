@@ -49,7 +49,7 @@ from ..kube.views import (
     PodView,
 )
 from ..model.backoff import full_jitter
-from ..model.clock import Clock, SystemClock
+from ..model.clock import Clock, wait_event
 from .drain_plan import (
     Action,
     PodPlan,
@@ -271,29 +271,6 @@ async def drain_node(
     return await drain.run()
 
 
-async def _wait_event(event: asyncio.Event, seconds: float, clock: Clock) -> bool:
-    """Wait for ``event`` at most ``seconds`` on ``clock``; True if it is set."""
-    if event.is_set():
-        return True
-    if seconds <= 0:
-        return False
-    if type(clock) is SystemClock:
-        # The real clock: a timeout on the wait itself, without the two tasks below (a burst of
-        # drains has thousands of pods waiting to be gone at once).
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await event.wait()
-        return event.is_set()
-    waiter = asyncio.ensure_future(event.wait())
-    sleeper = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-        sleeper.cancel()
-    return event.is_set()
-
-
 class _Gone(asyncio.Event):
     """An ``asyncio.Event`` whose waiters are kept in a list: an empty deque costs 624 bytes, and a
     burst of drains keeps one event per pod (tens of thousands), almost all without any waiter."""
@@ -509,7 +486,7 @@ class _Drain:
         latest_start = self.deadline - timedelta(seconds=reserve)
         for plan in previous:
             seconds = (latest_start - self.clock.now()).total_seconds()
-            if not await _wait_event(gone[plan.pod.uid], seconds, self.clock):
+            if not await wait_event(gone[plan.pod.uid], seconds, self.clock):
                 log.info("%s: starting the critical tier early to keep its grace period", self.node)
                 return
 
@@ -529,13 +506,13 @@ class _Drain:
         pod = plan.pod
         res.started_at = self.clock.now()
         if plan.action is Action.WAIT:
-            if await _wait_event(gone, self.left(), self.clock):
+            if await wait_event(gone, self.left(), self.clock):
                 res.outcome, res.gone_at = Outcome.GONE, self.tracker.gone_at(pod.uid)
             return
         if self.hold is not None:
             await self._hold(plan, gone)
         if await self._evict(plan, res, gone):
-            if await _wait_event(gone, self.left(), self.clock):
+            if await wait_event(gone, self.left(), self.clock):
                 res.gone_at = self.tracker.gone_at(pod.uid)
             else:
                 log.warning("%s: %s/%s not gone by the deadline", self.node, pod.namespace, pod.name)
@@ -625,7 +602,7 @@ class _Drain:
                 left = self.left()
                 due_in = left - deadline_reserve(pod, settings=s, window=self.window)
                 bound = due_in if due_in > 0 else left
-                await _wait_event(gone, max(MIN_RETRY_SECONDS, min(pause, bound)), self.clock)
+                await wait_event(gone, max(MIN_RETRY_SECONDS, min(pause, bound)), self.clock)
                 continue
             if answer.outcome is EvictionOutcome.EVICTED:
                 res.evicted_at, res.grace_seconds = self.clock.now(), grace
@@ -670,7 +647,7 @@ class _Drain:
             attempt += 1
             # Never retry in a hot loop, whatever the jitter drew.
             wait = max(MIN_RETRY_SECONDS, wait)
-            await _wait_event(gone, wait, self.clock)
+            await wait_event(gone, wait, self.clock)
 
     async def _delete_at_deadline(
         self, plan: PodPlan, res: PodResult, left: float, answer: EvictionResult

@@ -35,3 +35,29 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
+
+
+async def wait_event(event: asyncio.Event, seconds: float, clock: Clock) -> bool:
+    """Wait for ``event`` at most ``seconds`` on ``clock``; True if it is set. Loops that sleep until
+    their next due time unless something wakes them, and waits for a pod to be gone, share it."""
+    if event.is_set():
+        return True
+    if seconds <= 0:
+        return False
+    if type(clock) is SystemClock:
+        # The real clock: a timeout on the wait itself, without the two tasks below (a burst of
+        # drains has thousands of pods waiting to be gone at once).
+        try:
+            async with asyncio.timeout(seconds):
+                await event.wait()
+        except TimeoutError:
+            pass
+        return event.is_set()
+    waiter = asyncio.ensure_future(event.wait())
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        sleeper.cancel()
+    return event.is_set()

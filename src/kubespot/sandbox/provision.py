@@ -449,17 +449,7 @@ class ProvisionSandbox(Sandbox):
         # 2. the spot market runs dry
         row["phase"] = "insufficient capacity"
         start = time.time()
-        pools = (await asyncio.to_thread(aws.pool_stats))["Pools"]
-        await asyncio.to_thread(aws.set_pool_capacity, 0, capacity_type="spot")
-        for p in pools:
-            if p["CapacityType"] == "spot" and p["Used"]:
-                await asyncio.to_thread(
-                    aws.set_pool_capacity,
-                    p["Used"],
-                    capacity_type="spot",
-                    instance_type=p["InstanceType"],
-                    zone=p["AvailabilityZone"],
-                )
+        await pw.exhaust_spot(aws)
         rec.ice_at = time.time()
         more_web, more_api = round(web * 1.2), round(api * 1.2)
         self._say(

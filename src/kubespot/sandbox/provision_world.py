@@ -327,3 +327,19 @@ class ProvisionWorld:
 def _ready(pool: Obj) -> bool:
     conditions = (pool.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+async def exhaust_spot(aws: MotoServer) -> None:
+    """The spot market runs dry: every spot pool keeps the instances it runs and has no room left
+    (new pools included), so the next spot launches answer insufficient capacity."""
+    pools = (await asyncio.to_thread(aws.pool_stats))["Pools"]
+    await asyncio.to_thread(aws.set_pool_capacity, 0, capacity_type="spot")
+    for p in pools:
+        if p["CapacityType"] == "spot" and p["Used"]:
+            await asyncio.to_thread(
+                aws.set_pool_capacity,
+                p["Used"],
+                capacity_type="spot",
+                instance_type=p["InstanceType"],
+                zone=p["AvailabilityZone"],
+            )

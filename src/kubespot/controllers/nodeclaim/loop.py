@@ -36,6 +36,7 @@ from kubespot.kube import KubeError, ObjectRef
 from kubespot.kube.custom import CustomObjects, ObjectList
 from kubespot.model import Clock
 from kubespot.model.backoff import full_jitter
+from kubespot.model.clock import wait_event
 from kubespot.observability.metrics import Metrics
 from kubespot.scheduling.api.conditions import Condition
 from kubespot.scheduling.labels import ON_DEMAND
@@ -231,13 +232,7 @@ class NodeClaimLoop:
             await asyncio.sleep(0)  # let the tasks just started run before dispatching again
             return
         self._wake.clear()
-        sleeper = asyncio.ensure_future(self._clock.sleep(delay))
-        woken = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            woken.cancel()
+        await wait_event(self._wake, delay, self._clock)
 
     def overdue(self, now: datetime, after: float) -> list[str]:
         """Claims whose reconcile (not a termination: drains may take long) has run over ``after``."""

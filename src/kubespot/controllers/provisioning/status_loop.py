@@ -42,6 +42,7 @@ from kubespot.kube import KubeError
 from kubespot.kube.custom import CustomObjects, ObjectList
 from kubespot.model import Clock
 from kubespot.model.backoff import full_jitter
+from kubespot.model.clock import wait_event
 from kubespot.scheduling.api.validate import validate_nodepool
 from kubespot.scheduling.api.validate_nodeclass import validate_nodeclass
 
@@ -207,13 +208,7 @@ class StatusLoop:
         if delay <= 0:
             return
         self._wake.clear()
-        sleeper = asyncio.ensure_future(self._clock.sleep(delay))
-        woken = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            woken.cancel()
+        await wait_event(self._wake, delay, self._clock)
 
     async def run_pass(self) -> None:
         """Reconcile every object that is due: classes first, so their pools see the new status."""
