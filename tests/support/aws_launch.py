@@ -1,6 +1,6 @@
-"""What launching through ``AwsCloud`` against moto needs in a test: the cluster's launch settings,
-a three-type catalog stand-in (``Types``) and an EC2NodeClass resolved over a VPC made in moto
-(``resolved_nodeclass``). Used by tests/integration/aws/test_aws_launch.py and the NodeClaim
+"""What launching through ``AwsCloud`` needs in a test: the cluster's launch settings, a catalog
+stand-in (``FixedCatalog``; ``Types``, three types) and an EC2NodeClass resolved over a VPC made in
+moto (``resolved_nodeclass``). Used by tests/integration/aws/test_aws_launch.py and the NodeClaim
 controller's tests over awssim.
 """
 
@@ -29,16 +29,12 @@ SETTINGS = LaunchSettings(
 )
 
 
-class Types:
-    """The catalog's place: three types in zones a and b (cheapest spot: c5.large)."""
+class FixedCatalog:
+    """The catalog's place (``aws.catalog.Catalog``'s calls): the types it is given, whatever the
+    zones, family and kubelet asked."""
 
-    def __init__(self, region: str) -> None:
-        zones = (f"{region}a", f"{region}b")
-        self.types = [
-            fake_type("c5.large", 2, 4, 0.085, 0.031, zones=zones),
-            fake_type("m5.large", 2, 8, 0.096, 0.035, zones=zones),
-            fake_type("r5.large", 2, 16, 0.126, 0.040, zones=zones),
-        ]
+    def __init__(self, types: Iterable[InstanceType]) -> None:
+        self.types = list(types)
 
     async def refresh_if_due(self) -> None:
         return None
@@ -51,6 +47,20 @@ class Types:
         kubelet: KubeletConfig | None = None,
     ) -> list[InstanceType]:
         return self.types
+
+
+class Types(FixedCatalog):
+    """Three types in zones a and b (cheapest spot: c5.large)."""
+
+    def __init__(self, region: str) -> None:
+        zones = (f"{region}a", f"{region}b")
+        super().__init__(
+            [
+                fake_type("c5.large", 2, 4, 0.085, 0.031, zones=zones),
+                fake_type("m5.large", 2, 8, 0.096, 0.035, zones=zones),
+                fake_type("r5.large", 2, 16, 0.126, 0.040, zones=zones),
+            ]
+        )
 
 
 def resolved_nodeclass(aws: MotoServer) -> tuple[ResolvedNodeClass, dict[str, str]]:

@@ -23,7 +23,7 @@ import asyncio
 import base64
 import contextlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from kubespot.sim.joiner import Ec2Reader, Joiner, JoinerConfig, KubeWriter
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 
+from .cluster import controller_config
 from .processes import AgentProcess
 from .timing import Timing, num
 
@@ -83,21 +84,10 @@ def _crd_dir() -> Path:
 
 
 def kube_config(t: Timing) -> ControllerConfig:
-    """kubesim's controllers on the story's clock (upstream's timings, compressed); Nodes become
-    Ready when the joiner says so (its ready-seconds annotation)."""
-    d = ControllerConfig()
-    return ControllerConfig(
-        pod_start_seconds=t.pod_start,
-        lease_renew_seconds=t.s(d.lease_renew_seconds),
-        node_status_seconds=t.s(d.node_status_seconds),
-        node_monitor_grace_seconds=t.s(d.node_monitor_grace_seconds),
-        pod_gc_check_seconds=t.s(d.pod_gc_check_seconds),
-        pod_gc_quarantine_seconds=t.s(d.pod_gc_quarantine_seconds),
-        node_eviction_rate=d.node_eviction_rate * t.scale,
-        secondary_node_eviction_rate=d.secondary_node_eviction_rate * t.scale,
-        node_ready_seconds=t.s(READY_SECONDS),
-        cloud_node_init_seconds=t.s(d.cloud_node_init_seconds),
-    )
+    """kubesim's controllers on the story's clock (the other scenarios' timings,
+    ``cluster.controller_config``); Nodes become Ready when the joiner says so (its ready-seconds
+    annotation), after ``READY_SECONDS`` on that clock otherwise."""
+    return replace(controller_config(t), node_ready_seconds=t.s(READY_SECONDS))
 
 
 def nodeclass() -> Obj:

@@ -10,7 +10,6 @@ after no answer (a transport error) keeps its token (docs/designs/launching.md Â
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -23,30 +22,14 @@ from kubespot.aws.session import AwsError
 from kubespot.aws.subnets import SubnetInfo
 from kubespot.cloud import CreateError, fake_type
 from kubespot.config.launch import LaunchSettings
-from kubespot.model.capacity import AMIFamily, KubeletConfig
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.api.template import NodeClassRef, TemplateSpec
-from kubespot.scheduling.instance_types import InstanceType
+from support.aws_launch import FixedCatalog
 
 ZONE = "us-east-1a"
+CATALOG = FixedCatalog([fake_type("c5.large", 2, 4, 0.085, 0.031, zones=(ZONE,))])
 UID = "0b7c1c1e-5d2a-4c52-9d0e-1f2a3b4c5d6e"
-
-
-class _Catalog:
-    types = [fake_type("c5.large", 2, 4, 0.085, 0.031, zones=(ZONE,))]
-
-    async def refresh_if_due(self) -> None:
-        return None
-
-    def instance_types(
-        self,
-        zones: Iterable[str] | None = None,
-        *,
-        family: AMIFamily = AMIFamily.AL2023,
-        kubelet: KubeletConfig | None = None,
-    ) -> list[InstanceType]:
-        return self.types
 
 
 class _Ec2:
@@ -82,7 +65,7 @@ def _cloud(ec2: _Ec2) -> AwsCloud:
         cluster_ca_bundle="Q0E=",
         cluster_cidr="10.0.0.0/16",
     )
-    cloud = AwsCloud(_Catalog(), ec2, launch=settings)  # type: ignore[arg-type]
+    cloud = AwsCloud(CATALOG, ec2, launch=settings)  # type: ignore[arg-type]
     spec = EC2NodeClassSpec(name="default", ami_family="AL2023", instance_profile="p")
     ami = AmiInfo("ami-1", "n", "2026-01-01T00:00:00Z", False, ())
     subnets = [SubnetInfo("subnet-a", ZONE, "", 100)]

@@ -8,7 +8,6 @@ zone is marked) read by ``pkg/providers/instancetype`` offering availability, so
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,34 +21,18 @@ from kubespot.aws.subnets import SubnetInfo
 from kubespot.cloud import InsufficientCapacityError, fake_type
 from kubespot.cloud.candidates import launch_capacity_type, launch_pools
 from kubespot.config.launch import LaunchSettings
-from kubespot.model.capacity import AMIFamily, KubeletConfig
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.api.template import NodeClassRef, RequirementSpec, TemplateSpec
-from kubespot.scheduling.instance_types import InstanceType
 from kubespot.scheduling.nodepool import NodePool
 from kubespot.scheduling.requirements import Requirements
+from support.aws_launch import FixedCatalog
 from support.clocks import ManualClock
 
 A, B = "us-east-1a", "us-east-1b"
 SPEC = EC2NodeClassSpec(name="default", ami_family="AL2023", instance_profile="p")
 POOL = NodePool("general", Requirements([]))
-
-
-class _Catalog:
-    types = [fake_type("c5.large", 2, 4, 0.085, 0.031, zones=(A, B))]
-
-    async def refresh_if_due(self) -> None:
-        return None
-
-    def instance_types(
-        self,
-        zones: Iterable[str] | None = None,
-        *,
-        family: AMIFamily = AMIFamily.AL2023,
-        kubelet: KubeletConfig | None = None,
-    ) -> list[InstanceType]:
-        return self.types
+CATALOG = FixedCatalog([fake_type("c5.large", 2, 4, 0.085, 0.031, zones=(A, B))])
 
 
 class _Ec2:
@@ -95,7 +78,12 @@ async def test_a_zone_out_of_addresses_is_unavailable_until_the_ttl() -> None:
         cluster_ca_bundle="Q0E=",
         cluster_cidr="10.0.0.0/16",
     )
-    cloud = AwsCloud(_Catalog(), _Ec2(), launch=settings, clock=clock)  # type: ignore[arg-type]
+    cloud = AwsCloud(
+        CATALOG,
+        _Ec2(),
+        launch=settings,
+        clock=clock,
+    )  # type: ignore[arg-type]
     subnets = [SubnetInfo("subnet-a", A, "", 3), SubnetInfo("subnet-b", B, "", 100)]
     ami = AmiInfo("ami-1", "n", "2026-01-01T00:00:00Z", False, ())
     cloud.set_resolved("default", ResolvedNodeClass(SPEC, subnets, [SecurityGroupInfo("sg-1", "n")], [ami]))

@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from joiner_world import FAST, World
+from joiner_world import World
 
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.app import KubeSim
+from support.kubesim_timings import FAST_CONTROLLERS
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ async def world_with(
 
     @contextlib.asynccontextmanager
     async def make(**changes: Any) -> AsyncIterator[World]:
-        async with KubeSim(controllers=dataclasses.replace(FAST, **changes)) as sim:
+        async with KubeSim(controllers=dataclasses.replace(FAST_CONTROLLERS, **changes)) as sim:
             world = World(aws, sim)
             try:
                 yield world

@@ -16,26 +16,11 @@ from typing import Any
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.joiner import Ec2Reader, Joiner, JoinerConfig, KubeWriter
 from kubespot.sim.kubesim.app import KubeSim
-from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.testing import condition, until
 
 Obj = dict[str, Any]
 CLUSTER = "demo"
 AMI = "ami-12c6146b"  # one of moto's built-in AMIs
-
-#: The kubesim controller timings of tests/integration/sim/kubesim/conftest.py (FAST_CONTROLLERS).
-FAST = ControllerConfig(
-    pod_start_seconds=0.05,
-    lease_renew_seconds=0.1,
-    node_status_seconds=0.2,
-    node_ready_seconds=0.05,
-    node_monitor_grace_seconds=0.6,
-    pod_gc_check_seconds=0.1,
-    pod_gc_quarantine_seconds=0.4,
-    node_eviction_rate=20.0,
-    secondary_node_eviction_rate=2.0,
-    workloads=False,
-)
 
 
 class World:

@@ -22,21 +22,10 @@ from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.controllers.kubelet import KubeletController, kubelet_of
 from kubespot.sim.kubesim.store import WatchEvent
 from kubespot.sim.kubesim.testing import condition, node, pod, until
+from support.kubesim_timings import FAST_CONTROLLERS
 
 Obj = dict[str, Any]
 
-FAST_CONTROLLERS = ControllerConfig(
-    pod_start_seconds=0.05,
-    lease_renew_seconds=0.1,
-    node_status_seconds=0.2,
-    node_ready_seconds=0.05,
-    node_monitor_grace_seconds=0.6,
-    pod_gc_check_seconds=0.1,
-    pod_gc_quarantine_seconds=0.4,
-    node_eviction_rate=20.0,
-    secondary_node_eviction_rate=2.0,
-    workloads=False,
-)
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
