@@ -23,8 +23,11 @@ The spot market (``extensions.market``, ``.fleet``, ``.reclaims``; ``Region`` / 
     Errors, Reclaimed, InterruptionBand?}], "FleetCalls", "TimeScale"}`` (``Capacity``/``Free``
     null: unlimited).
 ``GET /_kubespot/ec2/fleet-calls``
-    ``{"FleetCalls": [{"Start", "End", "Launched": [...], "Errors": [...]}]}``: every CreateFleet
+    ``{"FleetCalls": [{"Start", "End", "Launched", "Errors", "Target", "Requested"}]}``: every CreateFleet
     ``instant`` call with its times (epoch seconds), see ``extensions.market.fleet_call_log``.
+``POST /_kubespot/ec2/fleet-faults``
+    body ``{"HoldSeconds": float, "Times"? (default 1)}``: the next CreateFleet ``instant`` calls
+    launch at once and answer ``HoldSeconds`` later (``extensions.market.hold_answers``).
 ``POST /_kubespot/ec2/pool-capacity``
     body ``{"Capacity": int|null, "CapacityType"?, "InstanceType"?, "AvailabilityZone"?}`` (fnmatch
     patterns, default ``*``): the matching pools, now and later, hold that many instances.
@@ -151,6 +154,11 @@ def _market_route(environ: dict[str, Any], method: str, route: str, default_regi
             zone=str(request.get("AvailabilityZone", "*")),
         )
         return 200, {"Pools": changed}
+    if route == "fleet-faults" and method == "POST":
+        market.hold_answers(
+            account, region, float(request["HoldSeconds"]), times=int(request.get("Times", 1))
+        )
+        return 200, {"ok": True}
     if route == "reclaims" and method == "POST":
         delay = request.get("DelaySeconds")
         record = reclaims.reclaim(
@@ -187,6 +195,7 @@ def _market_route(environ: dict[str, Any], method: str, route: str, default_regi
     if route in (
         "pools",
         "fleet-calls",
+        "fleet-faults",
         "pool-capacity",
         "reclaims",
         "interruption-rates",

@@ -332,6 +332,12 @@ class MotoServer:
         """Every CreateFleet ``instant`` call with its start and end times, launches and errors."""
         return market.fleet_call_log(self.account_id, self.region)
 
+    def hold_fleet_answers(self, seconds: float, *, times: int = 1) -> None:
+        """The next ``times`` CreateFleet ``instant`` calls launch at once and answer ``seconds``
+        later (a client killed meanwhile never learns its instances); see
+        ``extensions.market.hold_answers``."""
+        market.hold_answers(self.account_id, self.region, seconds, times=times)
+
     def reclaim_spot(
         self,
         zone: str,

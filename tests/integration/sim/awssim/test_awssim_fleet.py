@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -469,3 +471,48 @@ def test_invalid_requests(aws: MotoServer) -> None:
     with pytest.raises(ClientError) as raised:
         _fleet(aws, _overrides(aws), total=0)
     assert raised.value.response["Error"]["Code"] == "InvalidParameterValue"
+
+
+def test_call_log_records_the_request_target_and_overrides(aws: MotoServer) -> None:
+    """What the call asked for, beside what it got: the target per capacity type and one entry per
+    override (the pools the caller offered EC2, its ``Priority``), so a test can tell a pool left
+    out of a request from a pool EC2 passed over."""
+    overrides = _overrides(aws, types=("m5.large",), zones=("us-east-1a", "us-east-1b"))
+    overrides[0]["Priority"] = 2.0
+    _fleet(aws, overrides, total=2)
+    (call,) = aws.fleet_call_log()
+    assert call["Target"] == {"spot": 2, "on-demand": 0}
+    assert call["Requested"] == [
+        {"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a", "Priority": 2.0},
+        {"InstanceType": "m5.large", "AvailabilityZone": "us-east-1b", "Priority": None},
+    ]
+
+
+def test_a_held_answer_launches_first_and_answers_later(aws: MotoServer) -> None:
+    """``hold_fleet_answers``: ``instant`` is synchronous (EC2 User Guide, "EC2 Fleet instant"),
+    so its instances exist, tagged from ``TagSpecifications``, before the caller has the answer; a
+    caller that dies meanwhile leaves them behind. The next call is not held (``times=1``)."""
+    aws.hold_fleet_answers(0.6)
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "karpenter.sh/nodeclaim", "Value": "held-1"}]}]
+    overrides = _overrides(aws, types=("m5.large",), zones=("us-east-1a",))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        future = pool.submit(_fleet, aws, overrides, TagSpecifications=tags)
+        deadline = started + 5.0
+        while not aws.fleet_call_log() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not future.done(), "the answer came before the hold was over"
+        found = _client(aws, "ec2").describe_instances(
+            Filters=[{"Name": "tag:karpenter.sh/nodeclaim", "Values": ["held-1"]}]
+        )["Reservations"]
+        (instance_id,) = [i["InstanceId"] for r in found for i in r["Instances"]]
+        answer = future.result(timeout=5)
+        assert time.monotonic() - started >= 0.6
+    assert answer["Instances"][0]["InstanceIds"] == [instance_id]
+    quick = time.monotonic()
+    _fleet(aws, overrides)
+    assert time.monotonic() - quick < 0.5
+    assert _admin(aws, "ec2/fleet-faults", {"HoldSeconds": 0.1, "Times": 2}) == {"ok": True}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        _admin(aws, "ec2/fleet-faults", {"HoldSeconds": -1})
+    assert refused.value.code == 400

@@ -38,7 +38,11 @@ runs out of capacity, never answers ``Errors``, ignores ``ClientToken``, leaves
   request are inconsistent with arguments used in previous request(s)." (EC2 developer guide,
   "Ensuring idempotency in Amazon EC2 API requests"; the wording as runs-on issue #251 logs it);
 - ``DescribeInstances`` learns the ``instance-lifecycle`` filter (``spot``; on-demand instances have
-  no value, as on EC2), and a terminated instance gives its slot back to its pool.
+  no value, as on EC2), and a terminated instance gives its slot back to its pool;
+- a held answer (``market.hold_answers``, a test's fault): the call launches and is logged as usual,
+  then its answer waits that many seconds. ``instant`` is synchronous ("EC2 Fleet instant": the
+  instances are launched when the answer comes), so a client that dies or times out meanwhile
+  leaves instances it never heard of, tagged from ``TagSpecifications``.
 """
 
 from __future__ import annotations
@@ -243,7 +247,9 @@ def _strategy(options: dict[str, Any], allowed: tuple[str, ...]) -> str:
     return strategy
 
 
-def _instant_fleet(self: Any) -> dict[str, Any]:
+def _instant_fleet(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Launch what the request asks for; answer (EC2's answer, what the call log records of the
+    request: the target per capacity type and the overrides' pools)."""
     backend = self.ec2_backend
     spot_options = self._get_param("SpotOptions", {}) or {}
     on_demand_options = self._get_param("OnDemandOptions", {}) or {}
@@ -293,7 +299,20 @@ def _instant_fleet(self: Any) -> dict[str, Any]:
             errors += failed
     # Drop the instance attribute ``_launch`` may have set: moto's own method again.
     fleet.__dict__.pop("get_launch_spec_counts", None)
-    return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}
+    requested = [
+        {"InstanceType": spec.instance_type, "AvailabilityZone": zone, "Priority": _priority(spec)}
+        for spec, zone in specs
+    ]
+    target = {market.SPOT: counts[market.SPOT], market.ON_DEMAND: counts[market.ON_DEMAND]}
+    return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}, {
+        "Target": target,
+        "Requested": requested,
+    }
+
+
+def _priority(spec: Any) -> float | None:
+    value = _float((spec.overrides or {}).get("Priority"))
+    return None if value == _INF else value
 
 
 def _make_create_fleet(original: Any) -> Any:
@@ -319,10 +338,15 @@ def _make_create_fleet(original: Any) -> Any:
                 return ActionResult(json.loads(json.dumps(answer)))
             state.fleet_calls += 1
             started = time.time()
-            answer = _instant_fleet(self)
-            state.call_log.append(_call_record(started, time.time(), answer))
+            answer, request = _instant_fleet(self)
+            state.call_log.append({**_call_record(started, time.time(), answer), **request})
             if token:
                 state.tokens[token] = (fingerprint, json.loads(json.dumps(answer, default=str)))
+            hold = state.answer_holds.pop(0) if state.answer_holds else 0.0
+        if hold > 0:
+            # The instances exist (DescribeInstances lists them, tagged) but the caller waits for
+            # its answer: what a client sees when it dies or times out mid-call (``hold_answers``).
+            time.sleep(hold)
         return ActionResult(answer)
 
     return create_fleet

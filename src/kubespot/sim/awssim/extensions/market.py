@@ -42,6 +42,7 @@ __all__ = [
     "Pool",
     "PoolKey",
     "free_of",
+    "hold_answers",
     "interruption_rates",
     "lock",
     "now",
@@ -151,6 +152,9 @@ class MarketState:
     #: One record per CreateFleet ``instant`` call (``fleet.py``): when it came and was answered,
     #: what it launched and which errors it carried, for latency figures (``fleet_call_log``).
     call_log: list[dict[str, Any]] = field(default_factory=list)
+    #: Seconds the next CreateFleet ``instant`` answers are held after launching, one per call
+    #: (``hold_answers``).
+    answer_holds: list[float] = field(default_factory=list)
     #: ClientToken -> (request fingerprint, answer) for CreateFleet idempotence.
     tokens: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     #: Instance id -> pool key, for instances launched by CreateFleet and not yet terminated.
@@ -325,10 +329,21 @@ def pools(account_id: str, region: str) -> dict[str, Any]:
 
 def fleet_call_log(account_id: str, region: str) -> list[dict[str, Any]]:
     """Every CreateFleet ``instant`` call so far, oldest first: ``{"Start", "End"}`` (epoch seconds),
-    ``"Launched": [{CapacityType, InstanceType, AvailabilityZone, Count}]`` and ``"Errors":
-    [{CapacityType, InstanceType, AvailabilityZone, ErrorCode}]``. Idempotent replays are not calls."""
+    ``"Launched": [{CapacityType, InstanceType, AvailabilityZone, Count}]``, ``"Errors":
+    [{CapacityType, InstanceType, AvailabilityZone, ErrorCode}]``, and what was asked: ``"Target":
+    {"spot": n, "on-demand": m}`` and ``"Requested": [{InstanceType, AvailabilityZone, Priority}]``
+    (one per override, ``Priority`` null when unset). Idempotent replays are not calls."""
     with lock:
         return [dict(c) for c in state(account_id, region).call_log]
+
+
+def hold_answers(account_id: str, region: str, seconds: float, *, times: int = 1) -> None:
+    """Hold the answers of the next ``times`` CreateFleet ``instant`` calls ``seconds`` each: the
+    instances launch (and the call is logged) at once, the caller hears of them only later."""
+    if seconds < 0 or times < 1:
+        raise ValueError(f"seconds must be >= 0 and times >= 1, not {seconds}, {times}")
+    with lock:
+        state(account_id, region).answer_holds.extend([float(seconds)] * times)
 
 
 def set_time_scale(account_id: str, region: str, scale: float) -> None:
