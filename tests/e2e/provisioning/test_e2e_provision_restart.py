@@ -12,64 +12,34 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from kubespot.sandbox.provision_world import GENERAL_POOL, ProvisionWorld
-from kubespot.sandbox.timing import Timing
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.testing import deployment, namespace, until
+from support.provision_checks import (
+    NODECLAIMS,
+    Obj,
+    condition_true,
+    log_tail,
+    started_world,
+    tagged_instances,
+)
 
-Obj = dict[str, Any]
 NAMESPACE = "restart"
-NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 #: Long enough for the test to see every launch logged and kill the controller before any answer.
 HOLD_SECONDS = 6.0
 
 
 @pytest.fixture
 async def world(moto_server: MotoServer, tmp_path: Path) -> AsyncIterator[ProvisionWorld]:
-    moto_server.reset()
-    w = ProvisionWorld(workdir=tmp_path / "world", timing=Timing(scale=30.0), aws=moto_server)
-    try:
-        await w.start()
-        await w.start_controller()
-        await catalog_loaded(w)
+    async with started_world(moto_server, tmp_path / "world", scale=30.0) as w:
         yield w
-    finally:
-        await w.stop()
-
-
-async def catalog_loaded(world: ProvisionWorld, *, within: float = 90.0) -> None:
-    """Until the controller has read the instance-type catalog (its first launch needs it)."""
-    log = world.workdir / "controller.log"
-
-    async def loaded() -> bool:
-        return "catalog refreshed" in log.read_text(errors="replace")
-
-    await until(loaded, within=within, interval=0.2)
-
-
-def _launched(claim: Obj) -> bool:
-    conditions = (claim.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Launched" and c.get("status") == "True" for c in conditions)
 
 
 def _tagged(aws: MotoServer) -> dict[str, list[str]]:
-    """NodeClaim name -> its live instances, as DescribeInstances lists them by tag."""
-    found = aws.client("ec2").describe_instances(
-        Filters=[
-            {"Name": "tag-key", "Values": ["karpenter.sh/nodeclaim"]},
-            {"Name": "instance-state-name", "Values": ["pending", "running"]},
-        ]
-    )["Reservations"]
-    out: dict[str, list[str]] = {}
-    for r in found:
-        for i in r["Instances"]:
-            tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
-            out.setdefault(tags["karpenter.sh/nodeclaim"], []).append(i["InstanceId"])
-    return out
+    return {name: [i["InstanceId"] for i in found] for name, found in tagged_instances(aws).items()}
 
 
 async def test_a_controller_killed_mid_launch_does_not_launch_again(world: ProvisionWorld) -> None:
@@ -95,7 +65,7 @@ async def test_a_controller_killed_mid_launch_does_not_launch_again(world: Provi
         return None
 
     claims = await until(every_claim_in_ec2, within=10.0)
-    assert not any(_launched(c) for c in claims), "a status was written before the kill"
+    assert not any(condition_true(c, "Launched") for c in claims), "a status was written before the kill"
     controller = world.controller
     assert controller is not None and controller.proc is not None
     controller.proc.kill()  # SIGKILL: no shutdown hook runs
@@ -109,9 +79,12 @@ async def test_a_controller_killed_mid_launch_does_not_launch_again(world: Provi
 
     async def all_launched() -> list[Obj] | None:
         now = (await world.get(NODECLAIMS))["items"]
-        return now if all(_launched(c) for c in now) and len(now) == len(names) else None
+        return now if all(condition_true(c, "Launched") for c in now) and len(now) == len(names) else None
 
-    relaunched = await until(all_launched, within=90.0)
+    try:
+        relaunched = await until(all_launched, within=60.0)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{log_tail(world)}") from None
     assert sorted(c["metadata"]["name"] for c in relaunched) == names, "the restart made new claims"
     tagged = await asyncio.to_thread(_tagged, aws)
     for claim in relaunched:
