@@ -23,7 +23,7 @@ The spot market (``extensions.market``, ``.fleet``, ``.reclaims``; ``Region`` / 
     Errors, Reclaimed, InterruptionBand?}], "FleetCalls", "TimeScale"}`` (``Capacity``/``Free``
     null: unlimited).
 ``GET /_kubespot/ec2/fleet-calls``
-    ``{"FleetCalls": [{"Start", "End", "Launched", "Errors", "Target", "Requested"}]}``: every CreateFleet
+    ``{"FleetCalls": [{"Start", "End", "Request", "Launched", "Errors"}]}``: every CreateFleet
     ``instant`` call with its times (epoch seconds), see ``extensions.market.fleet_call_log``.
 ``POST /_kubespot/ec2/fleet-faults``
     body ``{"HoldSeconds": float, "Times"? (default 1)}``: the next CreateFleet ``instant`` calls

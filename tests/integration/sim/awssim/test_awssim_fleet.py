@@ -444,6 +444,17 @@ def test_fleet_call_log_times_launches_and_errors(aws: MotoServer) -> None:
         }
     ]
     assert first["Start"] <= first["End"] <= second["Start"] <= second["End"]
+    # What was asked, so an end-to-end test can check the provisioner's request without a proxy.
+    assert first["Request"] == {
+        "Type": "instant",
+        "DefaultTargetCapacityType": "spot",
+        "TotalTargetCapacity": 1,
+        "SpotAllocationStrategy": "price-capacity-optimized",
+        "OnDemandAllocationStrategy": None,
+        "Overrides": 3,
+    }
+    assert second["Request"]["SpotAllocationStrategy"] == "lowest-price"
+    assert second["Request"]["Overrides"] == 1
     assert _admin(aws, "ec2/fleet-calls") == {"FleetCalls": calls}
 
 
@@ -481,8 +492,8 @@ def test_call_log_records_the_request_target_and_overrides(aws: MotoServer) -> N
     overrides[0]["Priority"] = 2.0
     _fleet(aws, overrides, total=2)
     (call,) = aws.fleet_call_log()
-    assert call["Target"] == {"spot": 2, "on-demand": 0}
-    assert call["Requested"] == [
+    assert call["Request"]["Target"] == {"spot": 2, "on-demand": 0}
+    assert call["Request"]["Pools"] == [
         {"InstanceType": "m5.large", "AvailabilityZone": "us-east-1a", "Priority": 2.0},
         {"InstanceType": "m5.large", "AvailabilityZone": "us-east-1b", "Priority": None},
     ]

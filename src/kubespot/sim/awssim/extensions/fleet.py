@@ -248,8 +248,8 @@ def _strategy(options: dict[str, Any], allowed: tuple[str, ...]) -> str:
 
 
 def _instant_fleet(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Launch what the request asks for; answer (EC2's answer, what the call log records of the
-    request: the target per capacity type and the overrides' pools)."""
+    """Launch what the request asks for; answer (EC2's answer, what the call log adds to the
+    request's facts: the target per capacity type and each override's pool and ``Priority``)."""
     backend = self.ec2_backend
     spot_options = self._get_param("SpotOptions", {}) or {}
     on_demand_options = self._get_param("OnDemandOptions", {}) or {}
@@ -304,10 +304,7 @@ def _instant_fleet(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         for spec, zone in specs
     ]
     target = {market.SPOT: counts[market.SPOT], market.ON_DEMAND: counts[market.ON_DEMAND]}
-    return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}, {
-        "Target": target,
-        "Requested": requested,
-    }
+    return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}, {"Target": target, "Pools": requested}
 
 
 def _priority(spec: Any) -> float | None:
@@ -338,8 +335,9 @@ def _make_create_fleet(original: Any) -> Any:
                 return ActionResult(json.loads(json.dumps(answer)))
             state.fleet_calls += 1
             started = time.time()
-            answer, request = _instant_fleet(self)
-            state.call_log.append({**_call_record(started, time.time(), answer), **request})
+            answer, pools = _instant_fleet(self)
+            request = {**_request_facts(self), **pools}
+            state.call_log.append(_call_record(started, time.time(), request, answer))
             if token:
                 state.tokens[token] = (fingerprint, json.loads(json.dumps(answer, default=str)))
             hold = state.answer_holds.pop(0) if state.answer_holds else 0.0
@@ -352,8 +350,27 @@ def _make_create_fleet(original: Any) -> Any:
     return create_fleet
 
 
-def _call_record(start: float, end: float, answer: dict[str, Any]) -> dict[str, Any]:
-    """The call log's entry for one answered call (``market.fleet_call_log``)."""
+def _request_facts(self: Any) -> dict[str, Any]:
+    """What the caller asked for, as far as a call-log reader checks it: the fleet type, the target's
+    default capacity type and total, each side's allocation strategy (None when not given) and the
+    overrides summed over every launch template config."""
+    target = self._get_param("TargetCapacitySpecification", {}) or {}
+    spot = self._get_param("SpotOptions", {}) or {}
+    on_demand = self._get_param("OnDemandOptions", {}) or {}
+    configs = self._get_param("LaunchTemplateConfigs", []) or []
+    return {
+        "Type": self._get_param("Type") or "maintain",
+        "DefaultTargetCapacityType": target.get("DefaultTargetCapacityType"),
+        "TotalTargetCapacity": int(target.get("TotalTargetCapacity") or 0),
+        "SpotAllocationStrategy": spot.get("AllocationStrategy"),
+        "OnDemandAllocationStrategy": on_demand.get("AllocationStrategy"),
+        "Overrides": sum(len(c.get("Overrides") or []) for c in configs),
+    }
+
+
+def _call_record(start: float, end: float, request: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """The call log's entry for one answered call (``market.fleet_call_log``): its times, the
+    request's facts (``_request_facts``), what launched and the errors."""
 
     def where(entry: dict[str, Any]) -> dict[str, Any]:
         overrides = (entry.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
@@ -366,6 +383,7 @@ def _call_record(start: float, end: float, answer: dict[str, Any]) -> dict[str, 
     return {
         "Start": start,
         "End": end,
+        "Request": request,
         "Launched": [{**where(i), "Count": len(i["InstanceIds"])} for i in answer["Instances"]],
         "Errors": [{**where(e), "ErrorCode": e["ErrorCode"]} for e in answer["Errors"]],
     }

@@ -330,9 +330,10 @@ def pools(account_id: str, region: str) -> dict[str, Any]:
 def fleet_call_log(account_id: str, region: str) -> list[dict[str, Any]]:
     """Every CreateFleet ``instant`` call so far, oldest first: ``{"Start", "End"}`` (epoch seconds),
     ``"Launched": [{CapacityType, InstanceType, AvailabilityZone, Count}]``, ``"Errors":
-    [{CapacityType, InstanceType, AvailabilityZone, ErrorCode}]``, and what was asked: ``"Target":
-    {"spot": n, "on-demand": m}`` and ``"Requested": [{InstanceType, AvailabilityZone, Priority}]``
-    (one per override, ``Priority`` null when unset). Idempotent replays are not calls."""
+    [{CapacityType, InstanceType, AvailabilityZone, ErrorCode}]``, and ``"Request"``: what was asked
+    (``fleet._request_facts``, with ``"Target": {"spot": n, "on-demand": m}`` and ``"Pools":
+    [{InstanceType, AvailabilityZone, Priority}]``, one per override, ``Priority`` null when unset).
+    Idempotent replays are not calls."""
     with lock:
         return [dict(c) for c in state(account_id, region).call_log]
 
