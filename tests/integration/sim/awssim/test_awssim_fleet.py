@@ -452,6 +452,11 @@ def test_fleet_call_log_times_launches_and_errors(aws: MotoServer) -> None:
         "SpotAllocationStrategy": "price-capacity-optimized",
         "OnDemandAllocationStrategy": None,
         "Overrides": 3,
+        "Target": {"spot": 1, "on-demand": 0},
+        "Pools": [
+            {"InstanceType": "m5.large", "AvailabilityZone": z, "Priority": None}
+            for z in ("us-east-1a", "us-east-1b", "us-east-1c")
+        ],
     }
     assert second["Request"]["SpotAllocationStrategy"] == "lowest-price"
     assert second["Request"]["Overrides"] == 1

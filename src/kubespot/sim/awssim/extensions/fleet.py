@@ -304,7 +304,8 @@ def _instant_fleet(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         for spec, zone in specs
     ]
     target = {market.SPOT: counts[market.SPOT], market.ON_DEMAND: counts[market.ON_DEMAND]}
-    return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}, {"Target": target, "Pools": requested}
+    answer = {"FleetId": fleet.id, "Instances": instances, "Errors": errors}
+    return answer, {"Target": target, "Pools": requested}
 
 
 def _priority(spec: Any) -> float | None:
