@@ -16,7 +16,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,6 +53,8 @@ class E2E:
 
     world: pw.ProvisionWorld
     aws: MotoServer
+    #: The controller's settings beyond the world's (``FAST_ENV`` and the module's), for a restart.
+    env: Mapping[str, str] = field(default_factory=dict)
 
     # -- failure messages ---------------------------------------------------------------------------
 
@@ -87,6 +89,25 @@ class E2E:
                     f"controller log tail:\n{self.log_tail()}"
                 )
             await asyncio.sleep(0.1)
+
+    # -- the controller process ----------------------------------------------------------------------
+
+    async def kill_controller(self) -> Path:
+        """SIGKILL the controller (no shutdown hook runs, as in a node crash or an OOM kill); its
+        log is moved aside, and its new path returned, so a restart starts a log of its own."""
+        proc = self.world.controller
+        assert proc is not None and proc.proc is not None, "no controller running"
+        proc.proc.kill()
+        await proc.proc.wait()
+        proc.proc = None
+        log = self.world.workdir / "controller.log"
+        kept = log.with_name(f"controller-killed-{proc.starts}-{int(time.time() * 1000)}.log")
+        log.rename(kept)
+        return kept
+
+    async def restart_controller(self) -> None:
+        """A new controller process with the same settings (returns once its pools are Ready)."""
+        await self.world.start_controller(self.env)
 
     # -- building a test's objects ------------------------------------------------------------------
 
@@ -214,10 +235,10 @@ async def running(workdir: Path, aws: MotoServer, env: Mapping[str, str] | None 
     controller process too) whatever happens."""
     aws.reset()
     world = pw.ProvisionWorld(workdir, Timing(SCALE), aws, nodepools=())
-    e2e = E2E(world, aws)
+    e2e = E2E(world, aws, {**FAST_ENV, **(env or {})})
     try:
         await world.start()
-        await world.start_controller({**FAST_ENV, **(env or {})})
+        await world.start_controller(e2e.env)
 
         async def catalog_read() -> bool:
             return any(m.startswith("catalog refreshed") for m in e2e.log_messages())

@@ -10,90 +10,75 @@ answer reaches the caller, and a caller that dies meanwhile never learns of them
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
+import time
 
 import pytest
 
-from kubespot.sandbox.provision_world import GENERAL_POOL, ProvisionWorld
-from kubespot.sim.awssim import MotoServer
-from kubespot.sim.kubesim.testing import deployment, namespace, until
-from support.provision_checks import (
-    NODECLAIMS,
-    Obj,
-    condition_true,
-    log_tail,
-    started_world,
-    tagged_instances,
-)
+from support.provision_e2e import E2E, Obj, condition, pool, workload
 
-NAMESPACE = "restart"
-#: Long enough for the test to see every launch logged and kill the controller before any answer.
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+TEST = "restart"
+REPLICAS = 2
+#: Long enough for the test to see every launch in EC2 and kill the controller before any answer.
 HOLD_SECONDS = 6.0
+NODECLAIM_TAG = "karpenter.sh/nodeclaim"
 
 
-@pytest.fixture
-async def world(moto_server: MotoServer, tmp_path: Path) -> AsyncIterator[ProvisionWorld]:
-    async with started_world(moto_server, tmp_path / "world", scale=30.0) as w:
-        yield w
+def _live_by_claim(e2e: E2E, nodepool: str) -> dict[str, list[str]]:
+    """NodeClaim name -> its pending or running instances, as DescribeInstances lists them by tag."""
+    out: dict[str, list[str]] = {}
+    for i in e2e.instances(nodepool):
+        if i["State"]["Name"] in ("pending", "running"):
+            tags = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+            out.setdefault(tags[NODECLAIM_TAG], []).append(i["InstanceId"])
+    return out
 
 
-def _tagged(aws: MotoServer) -> dict[str, list[str]]:
-    return {name: [i["InstanceId"] for i in found] for name, found in tagged_instances(aws).items()}
-
-
-async def test_a_controller_killed_mid_launch_does_not_launch_again(world: ProvisionWorld) -> None:
+async def test_a_controller_killed_mid_launch_does_not_launch_again(e2e: E2E) -> None:
     """kubespot's deliberate difference (docs/designs/launching.md §3) from kubernetes-sigs/karpenter
     ``pkg/controllers/nodeclaim/lifecycle/launch.go`` ``Launch.Reconcile`` (a launch kept in memory
     only) and aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollection/controller.go``
     ``Reconcile`` (the unclaimed instance terminated 30 s later, a second one launched): after the
     restart ``AwsCloud.create`` finds the instance by the tag ``karpenter.sh/nodeclaim`` (aws
     ``pkg/providers/instance/instance.go`` ``List``'s tag filters) and sends no second CreateFleet."""
-    aws = world.aws
-    await world.create("/api/v1/namespaces", namespace(NAMESPACE))
-    await asyncio.to_thread(aws.hold_fleet_answers, HOLD_SECONDS, times=10)
-    app = deployment("app", 2, namespace=NAMESPACE, requests={"cpu": "3", "memory": "4Gi"})
-    app["spec"]["template"]["spec"]["nodeSelector"] = {"karpenter.sh/nodepool": GENERAL_POOL}
-    await world.create(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", app)
+    name = f"{TEST}-pool"
+    await e2e.add_pools(pool(TEST, name, ["spot", "on-demand"]))
+    await e2e.namespace(TEST)
+    await asyncio.to_thread(e2e.aws.hold_fleet_answers, HOLD_SECONDS, times=10)
+    started = time.time()
+    # One pod per node (3 of a 4-vCPU type's CPUs each): two claims, two CreateFleet calls.
+    await e2e.deploy(TEST, workload("app", TEST, REPLICAS, cpu="3", memory="4Gi"))
 
     async def every_claim_in_ec2() -> list[Obj] | None:
-        claims = (await world.get(NODECLAIMS))["items"]
-        calls = await asyncio.to_thread(aws.fleet_call_log)
-        tagged = await asyncio.to_thread(_tagged, aws)
-        if claims and len(calls) >= len(claims) and all(c["metadata"]["name"] in tagged for c in claims):
-            return claims
-        return None
+        claims = await e2e.claims(TEST)
+        tagged = await asyncio.to_thread(_live_by_claim, e2e, name)
+        names = {c["metadata"]["name"] for c in claims}
+        return claims if claims and names <= set(tagged) else None
 
-    claims = await until(every_claim_in_ec2, within=10.0)
-    assert not any(condition_true(c, "Launched") for c in claims), "a status was written before the kill"
-    controller = world.controller
-    assert controller is not None and controller.proc is not None
-    controller.proc.kill()  # SIGKILL: no shutdown hook runs
-    await controller.proc.wait()
-    first_log = world.workdir / "controller.log"
-    first_log.rename(world.workdir / "controller-killed.log")
-    calls_before = len(await asyncio.to_thread(aws.fleet_call_log))
+    claims = await e2e.until(every_claim_in_ec2, "every NodeClaim's instance in EC2", within=HOLD_SECONDS)
+    assert not any(condition(c, "Launched") == "True" for c in claims), "a status was written before the kill"
+    killed_log = await e2e.kill_controller()
+    calls = len(e2e.fleet_calls(started))
+    assert calls == len(claims), f"{calls} CreateFleet calls for {len(claims)} claims"
 
-    await world.start_controller()
+    await e2e.restart_controller()
     names = sorted(c["metadata"]["name"] for c in claims)
 
     async def all_launched() -> list[Obj] | None:
-        now = (await world.get(NODECLAIMS))["items"]
-        return now if all(condition_true(c, "Launched") for c in now) and len(now) == len(names) else None
+        now = await e2e.claims(TEST)
+        return (
+            now if len(now) == len(names) and all(condition(c, "Launched") == "True" for c in now) else None
+        )
 
-    try:
-        relaunched = await until(all_launched, within=60.0)
-    except AssertionError as err:
-        raise AssertionError(f"{err}\n{log_tail(world)}") from None
+    relaunched = await e2e.until(all_launched, "the claims Launched after the restart", within=30)
     assert sorted(c["metadata"]["name"] for c in relaunched) == names, "the restart made new claims"
-    tagged = await asyncio.to_thread(_tagged, aws)
+    tagged = await asyncio.to_thread(_live_by_claim, e2e, name)
     for claim in relaunched:
+        # Exactly one instance per claim in EC2, and it is the claim's.
         (instance,) = tagged[claim["metadata"]["name"]]
         assert claim["status"]["providerID"].endswith(f"/{instance}")
-    assert len(await asyncio.to_thread(aws.fleet_call_log)) == calls_before, "a second CreateFleet went out"
-
-    async def bound() -> bool:
-        pods = (await world.get(f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
-        return len(pods) == 2 and all(p["spec"].get("nodeName") for p in pods)
-
-    await until(bound, within=15.0)
+    assert len(tagged) == len(names)
+    assert len(e2e.fleet_calls(started)) == calls, "a second CreateFleet went out after the restart"
+    assert "CreateFleet" in killed_log.read_text(errors="replace")  # the first run did launch them
+    await e2e.until(lambda: e2e.bound(TEST, REPLICAS), f"{REPLICAS} pods bound", within=15)
