@@ -147,9 +147,30 @@ class LaunchSettings:
         env="KUBESPOT_LAUNCH_REGISTRATION_TIMEOUT",
         unit="seconds",
     )
+    garbage_collection_interval: float = setting(
+        10.0,
+        doc=(
+            "How often the NodeClaim garbage collector looks for instances without a NodeClaim "
+            "and NodeClaims without an instance during its first 20 passes, then every 12 times "
+            "as long (aws/karpenter-provider-aws: 10 s, then 2 minutes)."
+        ),
+        env="KUBESPOT_LAUNCH_GARBAGE_COLLECTION_INTERVAL",
+        unit="seconds",
+    )
+    garbage_collection_min_age: float = setting(
+        30.0,
+        doc=(
+            "An instance of this cluster's NodePools that no NodeClaim names is terminated only "
+            "once it was launched this long ago (Karpenter's 30 s), so a launch whose NodeClaim "
+            "status is still being written is not taken for an orphan."
+        ),
+        env="KUBESPOT_LAUNCH_GARBAGE_COLLECTION_MIN_AGE",
+        unit="seconds",
+    )
 
     def __post_init__(self) -> None:
         for name in (
+            "garbage_collection_interval",
             "batch_idle_duration",
             "batch_max_duration",
             "unavailable_offerings_ttl",
@@ -159,6 +180,8 @@ class LaunchSettings:
         ):
             if not getattr(self, name) > 0:
                 raise InvalidSetting(name, "must be positive")
+        if self.garbage_collection_min_age < 0:
+            raise InvalidSetting("garbage_collection_min_age", "must not be negative")
         if self.spot_risk_weight < 0:
             raise InvalidSetting("spot_risk_weight", "must not be negative")
         if self.batch_max_duration < self.batch_idle_duration:

@@ -489,6 +489,8 @@ launch.spotRiskWeight: KUBESPOT_LAUNCH_SPOT_RISK_WEIGHT
 launch.learnFromInterruptions: KUBESPOT_LAUNCH_LEARN_FROM_INTERRUPTIONS
 launch.launchTimeout: KUBESPOT_LAUNCH_LAUNCH_TIMEOUT
 launch.registrationTimeout: KUBESPOT_LAUNCH_REGISTRATION_TIMEOUT
+launch.garbageCollectionInterval: KUBESPOT_LAUNCH_GARBAGE_COLLECTION_INTERVAL
+launch.garbageCollectionMinAge: KUBESPOT_LAUNCH_GARBAGE_COLLECTION_MIN_AGE
 {{- end -}}
 
 {{/* A controller value by its dotted path under .Values.controller ("leaderElection.enabled"). */}}

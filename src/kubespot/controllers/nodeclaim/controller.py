@@ -108,7 +108,16 @@ def build(
         metrics=metrics,
         on_insufficient_capacity=on_insufficient_capacity,
     )
-    gc = GarbageCollector(cloud=cloud, claims=claims, nodes=nodes, clock=clock, metrics=metrics)
+    every = launch.garbage_collection_interval
+    gc = GarbageCollector(
+        cloud=cloud,
+        claims=claims,
+        nodes=nodes,
+        clock=clock,
+        intervals=(every, 20, every * 12),
+        min_age=launch.garbage_collection_min_age,
+        metrics=metrics,
+    )
     if metrics is not None:
         metrics.watch("kubespot_nodeclaims", loop.phases)
         if capacity is not None:

@@ -6,7 +6,7 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
 - The cloud's instances are listed first, then the NodeClaims and Nodes (so an instance launched
   between the reads is not taken for an orphan). An instance not shutting down or terminated (a
   stopped one is collected, as aws), whose provider id no NodeClaim has, launched more than
-  ``min_age`` (30 s) ago → ``cloud.delete`` and its Node (if
+  ``min_age`` (30 s, ``launch.garbage_collection_min_age``) ago → ``cloud.delete`` and its Node (if
   any) deleted, its finalizer released. **kubespot spares** an instance tagged with the name of a
   NodeClaim that exists and is not yet launched: its launch's status write was lost, and the
   claim's next launch returns that very instance (docs/designs/launching.md §3: no double launch).
@@ -19,7 +19,8 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
   whose instance the cloud does not know has its finalizer removed (the node termination path of
   core ``node/termination/controller.go`` ``finalize`` for a Node without a claim).
 - Passes every ``intervals[0]`` seconds for the first ``intervals[1]`` passes, then every
-  ``intervals[2]`` (aws: 10 s for 20 passes, then 2 min).
+  ``intervals[2]`` (aws: 10 s for 20 passes, then 2 min; ``launch.garbage_collection_interval``
+  and 12 times it).
 """
 
 from __future__ import annotations

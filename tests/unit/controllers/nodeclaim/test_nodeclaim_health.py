@@ -65,3 +65,20 @@ async def test_a_reconcile_running_too_long_fails_the_check() -> None:
         assert loop_check.ok
     finally:
         task.cancel()
+
+
+def test_the_garbage_collectors_pace_comes_from_the_launch_settings() -> None:
+    """aws/karpenter-provider-aws pkg/controllers/nodeclaim/garbagecollection/controller.go: 10 s
+    between passes (2 min later on) and instances younger than 30 s spared, by default; the
+    settings scale both (the end-to-end tests run them on a compressed clock)."""
+    assert (parts().gc.intervals, parts().gc.min_age) == ((10.0, 20, 120.0), 30.0)
+    fast = build(
+        kube=MagicMock(),
+        cloud=FakeCloud(),
+        launch=LaunchSettings(garbage_collection_interval=0.5, garbage_collection_min_age=1.0),
+        drain=DrainSettings(),
+        clock=SystemClock(),
+        recorder=None,
+        stuck_after=60.0,
+    )
+    assert (fast.gc.intervals, fast.gc.min_age) == ((0.5, 20, 6.0), 1.0)
