@@ -256,6 +256,12 @@ class ProvisionWorld:
                 raise WorldError(f"PATCH {path}: {r.status} {await r.text()}")
             return dict(await r.json())
 
+    async def delete(self, path: str) -> None:
+        assert self._http is not None
+        async with self._http.delete(path) as r:
+            if r.status not in (200, 202):
+                raise WorldError(f"DELETE {path}: {r.status} {await r.text()}")
+
     def controller_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         t = self.timing
         return {
