@@ -105,9 +105,20 @@ class E2E:
         log.rename(kept)
         return kept
 
-    async def restart_controller(self) -> None:
-        """A new controller process with the same settings (returns once its pools are Ready)."""
+    async def restart_controller(self, *, catalog: bool = False) -> None:
+        """A new controller process with ``env`` (returns once its pools are Ready, and with
+        ``catalog`` once it has read its instance type catalog)."""
         await self.world.start_controller(self.env)
+        if catalog:
+            await self.catalog_read()
+
+    async def catalog_read(self) -> None:
+        """Until the controller has read its instance type catalog (its first launch needs it)."""
+
+        async def read() -> bool:
+            return any(m.startswith("catalog refreshed") for m in self.log_messages())
+
+        await self.until(read, "the controller's first catalog read", within=CATALOG_TIMEOUT)
 
     # -- building a test's objects ------------------------------------------------------------------
 
@@ -239,11 +250,7 @@ async def running(workdir: Path, aws: MotoServer, env: Mapping[str, str] | None 
     try:
         await world.start()
         await world.start_controller(e2e.env)
-
-        async def catalog_read() -> bool:
-            return any(m.startswith("catalog refreshed") for m in e2e.log_messages())
-
-        await e2e.until(catalog_read, "the controller's first catalog read", within=CATALOG_TIMEOUT)
+        await e2e.catalog_read()
         yield e2e
     finally:
         await world.stop()
