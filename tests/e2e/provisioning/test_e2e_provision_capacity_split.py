@@ -15,7 +15,7 @@ import pytest
 
 from support.provision_e2e import E2E, Obj, label, pool, workload
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="package")]
 
 TEST = "split"
 POOL = f"{TEST}-pool"

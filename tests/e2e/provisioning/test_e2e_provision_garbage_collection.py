@@ -4,7 +4,7 @@ was terminated out of band through the EC2 API is deleted, its Node too. Each ti
 lost capacity ran get a new NodeClaim and run again.
 
 The collector's pace (``launch.garbage_collection_interval`` / ``_min_age``: 10 s and 30 s) runs on
-the module's compressed clock like the rest of the story.
+the shared world's compressed clock like the rest of the story (``provision_e2e.SHARED_ENV``).
 """
 
 from __future__ import annotations
@@ -13,15 +13,9 @@ import asyncio
 
 import pytest
 
-from kubespot.sandbox.timing import num
-from support.provision_e2e import E2E, NODECLAIMS, SCALE, Obj, condition, pool, workload
+from support.provision_e2e import E2E, NODECLAIMS, Obj, condition, pool, workload
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
-
-CONTROLLER_ENV = {
-    "KUBESPOT_LAUNCH_GARBAGE_COLLECTION_INTERVAL": num(10.0 / SCALE),
-    "KUBESPOT_LAUNCH_GARBAGE_COLLECTION_MIN_AGE": num(30.0 / SCALE),
-}
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="package")]
 
 
 async def _one_running_claim(e2e: E2E, test: str) -> tuple[Obj, str]:

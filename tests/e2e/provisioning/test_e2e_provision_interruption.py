@@ -19,7 +19,7 @@ import pytest
 
 from support.provision_e2e import E2E, Obj, label, pool, workload
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="package")]
 
 LEARN_ENV = "KUBESPOT_LAUNCH_LEARN_FROM_INTERRUPTIONS"
 
@@ -81,13 +81,22 @@ async def test_twin_without_learning_offers_the_reclaimed_pool_again(e2e: E2E) -
     the handler and the provisioner share nothing, as Karpenter's provisioner beside NTH, which
     has no ``markUnavailableOfferings``): the drain still moves the pods, and the next CreateFleet
     offers the reclaimed pool to EC2 again."""
+    shared = dict(e2e.env)
+    await _restart(e2e, {**shared, LEARN_ENV: "false"})
+    try:
+        test = "itn-twin"
+        (itype, zone), calls, _ = await _reclaim_and_relaunch(e2e, test)
+        offered = _spot_pools(calls[0])
+        assert (itype, zone) in offered, f"the reclaimed pool {itype}/{zone} was left out: {sorted(offered)}"
+        assert not any("the provisioner learns of its spot pool" in m for m in e2e.log_messages())
+    finally:
+        await e2e.finish()
+        await _restart(e2e, shared)  # the shared world's settings for the tests after this one
+
+
+async def _restart(e2e: E2E, env: dict[str, str]) -> None:
     controller = e2e.world.controller
     assert controller is not None
     await controller.stop()
-    e2e.env = {**e2e.env, LEARN_ENV: "false"}
+    e2e.env = env
     await e2e.restart_controller(catalog=True)
-    test = "itn-twin"
-    (itype, zone), calls, _ = await _reclaim_and_relaunch(e2e, test)
-    offered = _spot_pools(calls[0])
-    assert (itype, zone) in offered, f"the reclaimed pool {itype}/{zone} was left out: {sorted(offered)}"
-    assert not any("the provisioner learns of its spot pool" in m for m in e2e.log_messages())

@@ -13,9 +13,9 @@ import time
 import pytest
 
 from support.kube_history import recording
-from support.provision_e2e import E2E, NODECLAIMS, Obj, label, pool, workload
+from support.provision_e2e import E2E, NODECLAIMS, TEST_LABEL, Obj, label, pool, workload
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="package")]
 
 TEST = "prespin"
 PODS = f"/api/v1/namespaces/{TEST}/pods"
@@ -66,7 +66,9 @@ async def test_a_spot_warning_gets_the_replacement_launched_during_the_drain(e2e
     new_claims = [
         e
         for e in history.of(NODECLAIMS)
-        if e[1] == "ADDED" and e[2]["metadata"]["name"] != first["metadata"]["name"]
+        if e[1] == "ADDED"
+        and e[2]["metadata"]["name"] != first["metadata"]["name"]
+        and label(e[2], TEST_LABEL) == TEST
     ]
     assert len(new_claims) == 1, f"replacements: {[e[2]['metadata']['name'] for e in new_claims]}"
     created_rv, _, replacement = new_claims[0]

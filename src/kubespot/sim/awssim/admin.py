@@ -26,8 +26,9 @@ The spot market (``extensions.market``, ``.fleet``, ``.reclaims``; ``Region`` / 
     ``{"FleetCalls": [{"Start", "End", "Request", "Launched", "Errors"}]}``: every CreateFleet
     ``instant`` call with its times (epoch seconds), see ``extensions.market.fleet_call_log``.
 ``POST /_kubespot/ec2/fleet-faults``
-    body ``{"HoldSeconds": float, "Times"? (default 1)}``: the next CreateFleet ``instant`` calls
-    launch at once and answer ``HoldSeconds`` later (``extensions.market.hold_answers``).
+    body ``{"HoldSeconds": float, "Times"? (default 1; 0 drops the holds not used yet)}``: the next
+    CreateFleet ``instant`` calls launch at once and answer ``HoldSeconds`` later
+    (``extensions.market.hold_answers``).
 ``POST /_kubespot/ec2/pool-capacity``
     body ``{"Capacity": int|null, "CapacityType"?, "InstanceType"?, "AvailabilityZone"?}`` (fnmatch
     patterns, default ``*``): the matching pools, now and later, hold that many instances.

@@ -334,8 +334,8 @@ class MotoServer:
 
     def hold_fleet_answers(self, seconds: float, *, times: int = 1) -> None:
         """The next ``times`` CreateFleet ``instant`` calls launch at once and answer ``seconds``
-        later (a client killed meanwhile never learns its instances); see
-        ``extensions.market.hold_answers``."""
+        later (a client killed meanwhile never learns its instances); ``times=0`` drops the holds
+        not used yet. See ``extensions.market.hold_answers``."""
         market.hold_answers(self.account_id, self.region, seconds, times=times)
 
     def reclaim_spot(

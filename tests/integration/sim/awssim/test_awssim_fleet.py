@@ -528,7 +528,11 @@ def test_a_held_answer_launches_first_and_answers_later(aws: MotoServer) -> None
     quick = time.monotonic()
     _fleet(aws, overrides)
     assert time.monotonic() - quick < 0.5
-    assert _admin(aws, "ec2/fleet-faults", {"HoldSeconds": 0.1, "Times": 2}) == {"ok": True}
+    assert _admin(aws, "ec2/fleet-faults", {"HoldSeconds": 5, "Times": 2}) == {"ok": True}
+    aws.hold_fleet_answers(0, times=0)  # dropped before any call used them
+    quick = time.monotonic()
+    _fleet(aws, overrides)
+    assert time.monotonic() - quick < 0.5
     with pytest.raises(urllib.error.HTTPError) as refused:
         _admin(aws, "ec2/fleet-faults", {"HoldSeconds": -1})
     assert refused.value.code == 400

@@ -340,11 +340,15 @@ def fleet_call_log(account_id: str, region: str) -> list[dict[str, Any]]:
 
 def hold_answers(account_id: str, region: str, seconds: float, *, times: int = 1) -> None:
     """Hold the answers of the next ``times`` CreateFleet ``instant`` calls ``seconds`` each: the
-    instances launch (and the call is logged) at once, the caller hears of them only later."""
-    if seconds < 0 or times < 1:
-        raise ValueError(f"seconds must be >= 0 and times >= 1, not {seconds}, {times}")
+    instances launch (and the call is logged) at once, the caller hears of them only later.
+    ``times=0`` drops the holds not used yet."""
+    if seconds < 0 or times < 0:
+        raise ValueError(f"seconds and times must be >= 0, not {seconds}, {times}")
     with lock:
-        state(account_id, region).answer_holds.extend([float(seconds)] * times)
+        holds = state(account_id, region).answer_holds
+        if times == 0:
+            holds.clear()
+        holds.extend([float(seconds)] * times)
 
 
 def set_time_scale(account_id: str, region: str, scale: float) -> None:
