@@ -8,7 +8,8 @@ down after its last test, not at the end of the session) and its tests stay out 
   that label, so no test's pods land on another's nodes;
 - a test that changes the market keeps to instance types no other test uses: ``FALLBACK_TYPES``
   (their spot pools are emptied) belong to the fallback test; the others use ``pw.INSTANCE_TYPES``
-  without them (``SHARED_TYPES``);
+  without them (``SHARED_TYPES``); the spot reclaims of the pre-spin and interruption tests take
+  back whole pools, so those tests keep to types of their own (``m6i``/``c6i``/``m6a``);
 - each test's Deployments are scaled to zero when it ends (``E2E.finish``), so nothing it left pending
   keeps the provisioner busy.
 

@@ -22,12 +22,16 @@ from support.provision_e2e import E2E, Obj, label, pool, workload
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="package")]
 
 LEARN_ENV = "KUBESPOT_LAUNCH_LEARN_FROM_INTERRUPTIONS"
+#: The reclaim takes back every spot instance of its pool, and the learning test's mark must not
+#: reach the twin: one type each that no other test uses (none of ``SHARED_TYPES``).
+LEARN_TYPE = "m6a.large"
+TWIN_TYPE = "m6a.xlarge"
 
 
-async def _reclaim_and_relaunch(e2e: E2E, test: str) -> tuple[tuple[str, str], list[Obj], str]:
+async def _reclaim_and_relaunch(e2e: E2E, test: str, itype: str) -> tuple[tuple[str, str], list[Obj], str]:
     """A spot node for ``test``, its pool reclaimed: (its (type, zone), the CreateFleet calls made
     since the reclaim until the pods run elsewhere, the old node's name)."""
-    await e2e.add_pools(pool(test, f"{test}-pool", ["spot"]))
+    await e2e.add_pools(pool(test, f"{test}-pool", ["spot"], instance_types=(itype,)))
     await e2e.namespace(test)
     await e2e.deploy(test, workload("app", test, 1, cpu="1"))
     (placed,) = await e2e.until(lambda: e2e.bound(test, 1), "the pod bound", within=20)
@@ -63,12 +67,11 @@ async def test_a_reclaimed_spot_pool_is_left_out_of_the_next_launch(e2e: E2E) ->
     ``pkg/providers/instance/instance.go`` / ``pkg/cloudprovider/cloudprovider.go`` ``Create``
     (``filterUnavailableOfferings``: the unavailable pools are not offered to CreateFleet)."""
     test = "itn-learn"
-    (itype, zone), calls, old_node = await _reclaim_and_relaunch(e2e, test)
+    (itype, zone), calls, old_node = await _reclaim_and_relaunch(e2e, test, LEARN_TYPE)
     first = calls[0]
     offered = _spot_pools(first)
     assert (itype, zone) not in offered, f"the reclaimed pool {itype}/{zone} was offered: {sorted(offered)}"
-    # Only that pool: the same type in the other zones stays in (the provisioner's NodeClaim may
-    # allow that one type only).
+    # Only that pool: the same type in the other zones stays in (the pool has that one type).
     assert {(itype, z) for z in ("us-east-1a", "us-east-1b", "us-east-1c") if z != zone} <= offered, sorted(
         offered
     )
@@ -85,7 +88,7 @@ async def test_twin_without_learning_offers_the_reclaimed_pool_again(e2e: E2E) -
     await _restart(e2e, {**shared, LEARN_ENV: "false"})
     try:
         test = "itn-twin"
-        (itype, zone), calls, _ = await _reclaim_and_relaunch(e2e, test)
+        (itype, zone), calls, _ = await _reclaim_and_relaunch(e2e, test, TWIN_TYPE)
         offered = _spot_pools(calls[0])
         assert (itype, zone) in offered, f"the reclaimed pool {itype}/{zone} was left out: {sorted(offered)}"
         assert not any("the provisioner learns of its spot pool" in m for m in e2e.log_messages())

@@ -19,6 +19,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="package")]
 
 TEST = "prespin"
 PODS = f"/api/v1/namespaces/{TEST}/pods"
+#: The reclaim takes back every spot instance of its pool: types no other test uses (none of
+#: ``SHARED_TYPES``), so no other test's idle node is interrupted with this one's.
+TYPES = ("m6i.xlarge", "c6i.xlarge")
 
 
 def _evicted(pod: Obj, kind: str) -> bool:
@@ -33,7 +36,7 @@ async def test_a_spot_warning_gets_the_replacement_launched_during_the_drain(e2e
     the queue → the node's claim deleted, its pods drained); kubespot plans from its own fence at
     once (docs/designs/launching.md §7, ``controllers/provisioning/doomed.py``)."""
     name = f"{TEST}-pool"
-    await e2e.add_pools(pool(TEST, name, ["spot"]))
+    await e2e.add_pools(pool(TEST, name, ["spot"], instance_types=TYPES))
     await e2e.namespace(TEST)
     await e2e.deploy(TEST, workload("app", TEST, 2, cpu="1500m", memory="2Gi"))
 
