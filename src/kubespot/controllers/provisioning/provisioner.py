@@ -494,7 +494,8 @@ class Provisioner:
             result.retry = True
         if not plan.claims:
             return
-        admitted = await self._admit(plan.claims, {p.name: p for p in pools}, result)
+        limits_left: dict[str, dict[str, int]] = {}
+        admitted = await self._admit(plan.claims, {p.name: p for p in pools}, result, limits_left)
         view_of = {v.key: v for v in views}
         specs = {name: parse_nodepool(obj).spec for name, obj in pool_objs.items()}
         splits = {name: split_of(obj) for name, obj in pool_objs.items()}
@@ -512,6 +513,7 @@ class Provisioner:
                 pool=pools_by_name[planned.pool],
                 views=[view_of[k] for k in planned.pods if k in view_of],
                 wide=self.relaunch.wide(uid_of(by_key[k]) for k in planned.pods if k in by_key),
+                limits_left=limits_left.get(planned.pool),
             )
             admitted[i] = planned
             split = splits.get(planned.pool)
@@ -545,9 +547,15 @@ class Provisioner:
                     await self.nominations.prespin_launching(name, doomed_names)
 
     async def _admit(
-        self, planned: list[PlannedClaim], pools: Mapping[str, NodePool], result: PassResult
+        self,
+        planned: list[PlannedClaim],
+        pools: Mapping[str, NodePool],
+        result: PassResult,
+        left: dict[str, dict[str, int]],
     ) -> list[PlannedClaim]:
-        """The claims within their pool's limits against live usage (see the module docstring)."""
+        """The claims within their pool's limits against live usage (see the module docstring);
+        ``left`` is filled with what each limited pool's limits still leave once they are charged
+        (room a widened relaunch may use, ``_build``)."""
         if not any(pools[c.pool].limits for c in planned):
             return list(planned)
         latest_objs, nodes, claims = await asyncio.gather(
@@ -584,6 +592,9 @@ class Provisioner:
             for k, v in claim.limits_charged.items():
                 used[k] = used.get(k, 0) + v
             admitted.append(claim)
+        for name, used in usage.items():
+            if limits_of.get(name):
+                left[name] = {k: limit - used.get(k, 0) for k, limit in limits_of[name].items()}
         return admitted
 
     @staticmethod
@@ -604,10 +615,13 @@ class Provisioner:
         pool: NodePool,
         views: list[PodView],
         wide: bool,
+        limits_left: dict[str, int] | None = None,
     ) -> tuple[PlannedClaim, Obj]:
         """The NodeClaim for ``planned`` (``to_nodeclaim``); with ``wide``, the replacement of a
         claim refused for insufficient capacity, carrying every type that fits (``relaunch.widen``)
-        in the capacity types its NodeClaim will allow (a spot claim is opened to ``allowed``)."""
+        in the capacity types its NodeClaim will allow (a spot claim is opened to ``allowed``) and
+        within its charge plus what the pool's limits still leave (``limits_left``, updated with
+        the widened charge)."""
         allowed = self._allowed_capacity(pool, views)
         if wide:
             opened = (
@@ -616,7 +630,14 @@ class Provisioner:
             named = pool.requirements.get_or_any(INSTANCE_TYPE)
             for view in views:
                 named = named.intersection(view.requirements.get_or_any(INSTANCE_TYPE))
-            planned = widen(planned, list(types.values()), opened, named)
+            room = None
+            if limits_left is not None:
+                room = {k: v + planned.limits_charged.get(k, 0) for k, v in limits_left.items()}
+            charged = planned.limits_charged
+            planned = widen(planned, list(types.values()), opened, named, room)
+            if limits_left is not None:
+                for k in limits_left:
+                    limits_left[k] -= planned.limits_charged.get(k, 0) - charged.get(k, 0)
         return planned, to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
 
     async def _create(self, obj: Obj, planned: PlannedClaim, *, pods: list[Obj]) -> str | None:

@@ -103,3 +103,22 @@ def test_widen_stays_within_the_instance_types_the_pool_and_pods_allow() -> None
     allowed = Requirement.of(CAPACITY_TYPE, "In", ["spot"])
     wide = widen(_planned(["a"], ["z1"]), types, allowed, Requirement.of(INSTANCE_TYPE, "In", ["a", "b"]))
     assert wide.instance_types == ["a", "b"]
+
+
+def test_widen_drops_types_beyond_what_the_limits_leave_and_charges_the_largest_kept() -> None:
+    """Review 15a #1. Core scheduling/scheduler.go filterByRemainingResources: a type whose
+    capacity exceeds what the NodePool's limits leave is never listed; subtractMax charges the
+    claim its largest type's capacity."""
+    types = [
+        fake_type("small", 2, 8, od=0.10, spot=0.03, zones=("z1",)),
+        fake_type("mid", 4, 16, od=0.20, spot=0.05, zones=("z1",)),
+        fake_type("big", 16, 64, od=0.80, spot=0.20, zones=("z1",)),
+    ]
+    planned = _planned(["small"], ["z1"], cpu=1000)
+    planned.limits_charged = {"cpu": 2000, "nodes": 1}
+    allowed = Requirement.of(CAPACITY_TYPE, "In", ["spot", "on-demand"])
+    wide = widen(planned, types, allowed, limits_left={"cpu": 4000, "nodes": 1})
+    assert wide.instance_types == ["small", "mid"]
+    assert wide.limits_charged == {"cpu": 4000, "nodes": 1}
+    # Without limits every type that fits is listed.
+    assert widen(planned, types, allowed).instance_types == ["small", "mid", "big"]
