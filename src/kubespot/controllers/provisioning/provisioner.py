@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -521,7 +521,10 @@ class Provisioner:
                 if planned.pool not in counts:
                     # Live capacity: a doomed node is going, its replacement must not count it.
                     counts[planned.pool] = capacity_counts(planned.pool, nodes, claims)
-                narrow(body, split, counts[planned.pool])
+                chosen = narrow(body, split, counts[planned.pool])
+                if chosen is not None:
+                    # What the claim now asks for (the created-claims metric labels it so).
+                    admitted[i] = replace(planned, capacity_type=chosen)
             bodies.append(body)
         started = self._clock.monotonic()
         outcomes = await asyncio.gather(
