@@ -155,8 +155,10 @@ class Nominations:
         ref = ObjectRef("NodePool", str(meta.get("name") or ""), None, uid, api_version="karpenter.sh/v1")
         await self._publish([ref], NO_COMPATIBLE_INSTANCE_TYPES, NO_COMPATIBLE_MESSAGE, warning=True)
 
-    async def prespin_launching(self, claim: str, nodes: list[str]) -> None:
-        """Tell on NodeClaim ``claim`` that it replaces ``nodes`` (going away) before their drain."""
+    async def prespin_launching(self, claim: str, nodes: list[str], *, uid: str | None = None) -> None:
+        """Tell on NodeClaim ``claim`` (``uid``: the created claim's) that it replaces ``nodes``
+        (going away) before their drain. The UID is what ``kubectl describe`` selects the
+        object's events by (``involvedObject.uid``)."""
         if self._recorder is None or not nodes:
             return
         if not self._should_publish(DISRUPTION_LAUNCHING, claim, self._dedupe, self._monotonic()):
@@ -164,7 +166,7 @@ class Nominations:
         message = (
             f"Launching NodeClaim: Interruption, replacing node(s) {', '.join(nodes)} before their drain"
         )
-        ref = ObjectRef("NodeClaim", claim, None, None, api_version="karpenter.sh/v1")
+        ref = ObjectRef("NodeClaim", claim, None, uid or None, api_version="karpenter.sh/v1")
         await self._publish([ref], DISRUPTION_LAUNCHING, message, warning=False)
 
     async def _publish(self, refs: list[ObjectRef], reason: str, message: str, *, warning: bool) -> None:

@@ -534,11 +534,12 @@ class Provisioner:
             )
         )
         result.timings["creation"] = self._clock.monotonic() - started
-        for planned, name in zip(admitted, outcomes, strict=True):
-            if name is None:
+        for planned, outcome in zip(admitted, outcomes, strict=True):
+            if outcome is None:
                 result.refused.append((planned.pool, "create failed"))
                 result.retry = True
             else:
+                name, claim_uid = outcome
                 result.created.append(name)
                 # Pods of a node going away make it a pre-spin (launching.md §7).
                 going = [by_key[k] for k in planned.pods if k in by_key and uid_of(by_key[k]) in moving]
@@ -547,7 +548,7 @@ class Provisioner:
                     self._metrics.nodeclaim_created(planned.pool, planned.capacity_type, reason)
                 doomed_names = sorted({going_from.get(uid_of(p), "") for p in going} - {""})
                 if doomed_names:
-                    await self.nominations.prespin_launching(name, doomed_names)
+                    await self.nominations.prespin_launching(name, doomed_names, uid=claim_uid)
 
     async def _admit(
         self,
@@ -643,7 +644,8 @@ class Provisioner:
                     limits_left[k] -= planned.limits_charged.get(k, 0) - charged.get(k, 0)
         return planned, to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
 
-    async def _create(self, obj: Obj, planned: PlannedClaim, *, pods: list[Obj]) -> str | None:
+    async def _create(self, obj: Obj, planned: PlannedClaim, *, pods: list[Obj]) -> tuple[str, str] | None:
+        """The created claim's name and UID; None when the create failed."""
         try:
             stored = await self.nodeclaims.create(obj)
         except KubeError as err:
@@ -669,4 +671,4 @@ class Provisioner:
         await self.nominations.nominate(pods, name)
         if name in self._gone:
             self._released(name)  # deleted while this answer was on its way: re-plan now
-        return name
+        return name, str(_meta(stored).get("uid") or "")

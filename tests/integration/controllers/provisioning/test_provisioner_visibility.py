@@ -127,6 +127,17 @@ async def test_a_prespin_is_counted_and_told_on_the_replacement_claim() -> None:
             == "Launching NodeClaim: Interruption, replacing node(s) spot-1 before their drain"
         )
         assert created(metrics) == {("general", "spot", "prespin"): 1.0}
+        # Review 15a #7: kubectl describe (staging/src/k8s.io/kubectl/pkg/describe/describe.go
+        # searchEvents) selects an object's events by name, namespace, kind and UID; Karpenter's
+        # recorder always sets the UID (InvolvedObject: the NodeClaim).
+        meta = claim["metadata"]
+        selector = (
+            f"involvedObject.name={meta['name']},involvedObject.namespace=,"
+            f"involvedObject.kind=NodeClaim,involvedObject.uid={meta['uid']}"
+        )
+        async with env.http.get("/api/v1/events", params={"fieldSelector": selector}) as r:
+            described = [e["reason"] for e in (await r.json())["items"]]
+        assert "DisruptionLaunching" in described
 
 
 async def _true(value: bool) -> bool:
