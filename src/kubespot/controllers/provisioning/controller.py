@@ -155,7 +155,9 @@ def build(
     # Profiles for spec.role are scoped by the cluster's name: none made without one.
     profiles = InstanceProfiles(aws, launch.cluster_name, region) if launch.cluster_name else None
     loop = StatusLoop(
-        termination=NodeClassTermination(nodeclasses, CustomObjects(kube, NODECLAIMS), profiles),
+        termination=NodeClassTermination(
+            nodeclasses, CustomObjects(kube, NODECLAIMS), profiles, recorder=recorder
+        ),
         nodeclasses=nodeclasses,
         nodepools=CustomObjects(kube, NODEPOOLS),
         resolver=NodeClassResolver(aws, k8s_version, profiles),
