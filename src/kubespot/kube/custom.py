@@ -81,6 +81,16 @@ class CustomObjects:
         stored: Obj = orjson.loads(await self._kube.call(f"update {self.path}/{name}/status", send))
         return stored
 
+    async def replace(self, obj: Obj) -> Obj:
+        """PUT ``obj`` (an update carrying the ``resourceVersion`` read); the object stored.
+        ``KubeError`` 409 when it changed since, 404 when it is gone."""
+        name = (obj.get("metadata") or {}).get("name") or ""
+        send = functools.partial(
+            self._kube._send, "PUT", f"{self.path}/{name}", body=obj, content_type="application/json"
+        )
+        stored: Obj = orjson.loads(await self._kube.call(f"update {self.path}/{name}", send))
+        return stored
+
     async def get(self, name: str) -> Obj | None:
         """The object, or None when it does not exist."""
         send = functools.partial(self._kube._send, "GET", f"{self.path}/{name}")
