@@ -155,8 +155,13 @@ async def test_the_replacement_beats_a_drain_that_evicted_before_the_pass_read_t
                 name, node="spot-1", labels={"app": "web"}, owner=rs, requests=SMALL, annotations=SHUTDOWN
             )
             await env.create("api/v1/namespaces/default/pods", owned)
-        rs["spec"]["replicas"] = 2
-        async with env.http.put("/apis/apps/v1/namespaces/default/replicasets/web", json=rs) as r:
+        # A merge patch, not a PUT of the created object: kubesim's ReplicaSet controller writes its
+        # status in between (a PUT of the stale resourceVersion would get a 409).
+        async with env.http.patch(
+            "/apis/apps/v1/namespaces/default/replicasets/web",
+            json={"spec": {"replicas": 2}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        ) as r:
             assert r.status == 200, await r.text()
 
         async def running_two() -> bool:
