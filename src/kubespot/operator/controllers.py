@@ -311,6 +311,10 @@ def nodeclaim(shared: Shared) -> Controller | None:
         # A claim refused for insufficient capacity: its pods' replacement carries every type
         # that fits (docs/designs/launching.md §2b, "Widened relaunch").
         on_insufficient_capacity=provisioner.capacity_refused if provisioner is not None else None,
+        # A claim registered or timed out: its NodePool's NodeRegistrationHealthy (launching.md §4).
+        on_registration=lambda o: provisioning_.status.registration_outcome(
+            o.pool, o.pool_uid, o.registered, o.launched
+        ),
     )
     return Controller(
         "nodeclaim",

@@ -66,6 +66,7 @@ from .objects import (
     set_conditions,
     uid,
 )
+from .registration import RegistrationOutcome, outcome
 from .termination import Events, Terminator
 
 __all__ = ["NodeClaimLoop"]
@@ -110,6 +111,7 @@ class NodeClaimLoop:
         idle_wake: float = 30.0,
         rng: Callable[[], float] = random.random,
         on_insufficient_capacity: Callable[[str], None] | None = None,
+        on_registration: Callable[[RegistrationOutcome], None] | None = None,
     ) -> None:
         self._claims_api = claims
         self._nodes_api = nodes
@@ -128,6 +130,9 @@ class NodeClaimLoop:
         #: Told a claim's name before it is deleted for insufficient capacity (the operator wires
         #: the provisioner's, whose replacement for its pods then carries every type that fits).
         self.on_insufficient_capacity = on_insufficient_capacity
+        #: Told each claim that registers or times out (the operator wires the NodePool status
+        #: loop's, which keeps the pool's ``NodeRegistrationHealthy``; launching.md §4).
+        self.on_registration = on_registration
         self.claims: dict[str, Obj] = {}
         self.nodes: dict[str, Obj] = {}
         #: provider id → names of the Nodes carrying it, and of the claims that launched it.
@@ -453,6 +458,7 @@ class NodeClaimLoop:
                 )
                 if live.delete_reason:
                     self._count_timeout(work, live.delete_reason)
+                    self._registration(work, registered=False)
                     log.info("nodeclaim %s: deleting (%s)", key, live.delete_reason)
                     await self._delete(key)
                     return None
@@ -496,8 +502,11 @@ class NodeClaimLoop:
         for reason, message in step.events:
             await self._event(work, reason, message)
         await self._write(claim, work)
+        if step.registered:
+            self._registration(work, registered=True)
         if step.delete_reason:
             self._count_timeout(work, step.delete_reason)
+            self._registration(work, registered=False)
             log.info("nodeclaim %s: deleting (%s)", key, step.delete_reason)
             await self._delete(key)
             return None
@@ -531,6 +540,16 @@ class NodeClaimLoop:
         if len(self._launched) >= 4096:  # claims long gone: forget the oldest
             del self._launched[next(iter(self._launched))]
         self._launched[claim_uid] = launched
+
+    def _registration(self, claim: Obj, *, registered: bool) -> None:
+        """The claim registered, or is deleted for a timeout: its NodePool's registration health
+        learns it (core registration.go / liveness.go ``updateNodePoolRegistrationHealth``; after
+        the status write, so a conflict's retry does not count a registration twice)."""
+        if self.on_registration is None:
+            return
+        found = outcome(claim, registered)
+        if found is not None:
+            self.on_registration(found)
 
     def _count_timeout(self, claim: Obj, reason: str) -> None:
         """A claim deleted for a timeout, counted once: a reconcile of a version read before the
