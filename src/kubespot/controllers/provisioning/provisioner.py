@@ -74,7 +74,7 @@ from kubespot.scheduling.simulate import Plan, PlannedClaim, PoolCapacity, simul
 from kubespot.scheduling.volumes import MalformedVolume, Volumes
 
 from .batcher import Batcher
-from .capacity_split import capacity_counts, narrow, split_of
+from .capacity_split import Narrowing, capacity_counts, narrowing, split_of
 from .doomed import doomed_nodes, without_doomed
 from .nodeclaim_template import to_nodeclaim
 from .nominations import Nominations
@@ -501,6 +501,7 @@ class Provisioner:
         splits = {name: split_of(obj) for name, obj in pool_objs.items()}
         counts: dict[str, dict[str, int]] = {}
         bodies: list[Obj] = []
+        narrowed: list[Narrowing | None] = []
         # Built in order, so the split counts the claims of this pass before the next one
         # (they are created concurrently).
         pools_by_name = {p.name: p for p in pools}
@@ -517,14 +518,15 @@ class Provisioner:
             )
             admitted[i] = planned
             split = splits.get(planned.pool)
-            if split is not None:
-                if planned.pool not in counts:
-                    # Live capacity: a doomed node is going, its replacement must not count it.
-                    counts[planned.pool] = capacity_counts(planned.pool, nodes, claims)
-                chosen = narrow(body, split, counts[planned.pool])
-                if chosen is not None:
-                    # What the claim now asks for (the created-claims metric labels it so).
-                    admitted[i] = replace(planned, capacity_type=chosen)
+            if split is not None and planned.pool not in counts:
+                # Live capacity: a doomed node is going, its replacement must not count it.
+                counts[planned.pool] = capacity_counts(planned.pool, nodes, claims)
+            # The split's narrowing is told on the claim and its pool once it exists (§6).
+            told = narrowing(body, split, counts[planned.pool]) if split is not None else None
+            if told is not None:
+                # What the claim now asks for (the created-claims metric labels it so).
+                admitted[i] = replace(planned, capacity_type=told.capacity_type)
+            narrowed.append(told)
             bodies.append(body)
         started = self._clock.monotonic()
         outcomes = await asyncio.gather(
@@ -534,7 +536,15 @@ class Provisioner:
             )
         )
         result.timings["creation"] = self._clock.monotonic() - started
-        for planned, outcome in zip(admitted, outcomes, strict=True):
+        for planned, outcome, split_told in zip(admitted, outcomes, narrowed, strict=True):
+            if outcome is not None and split_told is not None:
+                await self.nominations.capacity_split(
+                    outcome[0],
+                    pool_objs[planned.pool],
+                    split_told.capacity_type,
+                    split_told.message,
+                    claim_uid=outcome[1],
+                )
             if outcome is None:
                 result.refused.append((planned.pool, "create failed"))
                 result.retry = True

@@ -305,6 +305,28 @@ async def test_ten_claims_of_a_split_pool_follow_base_two_and_thirty_percent() -
         assert len(claims) == 10
         kinds = [requirement(c, "karpenter.sh/capacity-type") for c in claims]
         assert sorted(k[0] for k in kinds) == ["on-demand"] * 5 + ["spot"] * 5
+        # Each narrowed claim says so (Normal CapacitySplit, kubespot's; launching.md §6): the
+        # type and why, on the NodeClaim; on the NodePool once per capacity type and timeout.
+
+        async def twelve() -> list[Obj]:
+            found = await env.events("CapacitySplit")
+            return found if len(found) >= 12 else []
+
+        told = await until(twelve, within=2.0)
+        on_claims = {
+            e["involvedObject"]["name"]: e["message"]
+            for e in told
+            if e["involvedObject"]["kind"] == "NodeClaim"
+        }
+        assert set(on_claims) == {c["metadata"]["name"] for c in claims}
+        for c in claims:
+            kind = requirement(c, "karpenter.sh/capacity-type")[0]
+            assert (
+                f"Narrowed to {kind} by kubespot.io/capacity-split (onDemandBase=2"
+                in on_claims[c["metadata"]["name"]]
+            )
+        on_pool = [e for e in told if e["involvedObject"]["kind"] == "NodePool"]
+        assert len(on_pool) == 2 and all(e["type"] == "Normal" for e in told)
 
 
 async def test_a_malformed_split_leaves_the_pool_in_use_without_a_split() -> None:
