@@ -23,8 +23,8 @@ The events follow Karpenter's (kubernetes-sigs/karpenter
   node(s) <names> before their drain";
 - the capacity split (kubespot's, launching.md §6): Normal ``CapacitySplit`` on a NodeClaim the
   split narrowed to spot or on-demand (the type and why: ``capacity_split.narrowing``), and on its
-  NodePool once per capacity type within the timeout; a token bucket of its own (5 per second,
-  burst 10), dropped over budget as ``Nominated``;
+  NodePool once per capacity type within the timeout; the NodeClaims' through a token bucket of
+  their own (5 per second, burst 10), dropped over budget as ``Nominated``;
 - all de-duplicated per (reason, object UID), whatever the message, for the event's timeout (2
   minutes by default, 5 for ``FailedScheduling``). As in Karpenter's recorder, the de-duplication
   is checked (and armed) before the rate limit: a dropped event is not retried within the timeout.
@@ -192,22 +192,20 @@ class Nominations:
         if self._recorder is None:
             return
         now = self._monotonic()
-        refs: list[ObjectRef] = []
+        due: list[ObjectRef] = []
         if self._should_publish(CAPACITY_SPLIT, f"nodeclaim/{claim}", self._dedupe, now):
-            # With its UID, or kubectl describe's field selector (involvedObject.uid) misses it.
-            refs.append(ObjectRef("NodeClaim", claim, None, claim_uid, api_version="karpenter.sh/v1"))
-        meta = _meta(nodepool)
-        uid = str(meta.get("uid") or "")
-        if uid and self._should_publish(CAPACITY_SPLIT, f"{uid}/{capacity_type}", self._dedupe, now):
-            name = str(meta.get("name") or "")
-            refs.append(ObjectRef("NodePool", name, None, uid, api_version="karpenter.sh/v1"))
-        self._forget_old(now)
-        due = []
-        for ref in refs:
             if self._split_bucket.try_acquire():
-                due.append(ref)
+                # With its UID, or kubectl describe's field selector (involvedObject.uid) misses it.
+                due.append(ObjectRef("NodeClaim", claim, None, claim_uid, api_version="karpenter.sh/v1"))
             else:
                 self.dropped += 1
+        meta = _meta(nodepool)
+        uid = str(meta.get("uid") or "")
+        # At most one per capacity type and timeout: the de-duplication is its budget.
+        if uid and self._should_publish(CAPACITY_SPLIT, f"{uid}/{capacity_type}", self._dedupe, now):
+            name = str(meta.get("name") or "")
+            due.append(ObjectRef("NodePool", name, None, uid, api_version="karpenter.sh/v1"))
+        self._forget_old(now)
         if due:
             text = f"NodeClaim {claim}: {message}"
             await self._publish(due, CAPACITY_SPLIT, text, warning=False)
