@@ -90,19 +90,24 @@ def kube_config(t: Timing) -> ControllerConfig:
     return replace(controller_config(t), node_ready_seconds=t.s(READY_SECONDS))
 
 
-def nodeclass() -> Obj:
+def nodeclass(name: str = "default", *, user_data: str | None = None) -> Obj:
+    """The world's EC2NodeClass (AL2023, the discovery-tagged subnets and group); ``user_data``
+    becomes its ``spec.userData``, merged into what the controller renders."""
     discovery = [{"tags": {"karpenter.sh/discovery": CLUSTER}}]
+    spec: Obj = {
+        "subnetSelectorTerms": discovery,
+        "securityGroupSelectorTerms": discovery,
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        # An existing instance profile (a role would also do: the controller makes its profile).
+        "instanceProfile": INSTANCE_PROFILE,
+    }
+    if user_data is not None:
+        spec["userData"] = user_data
     return {
         "apiVersion": "karpenter.k8s.aws/v1",
         "kind": "EC2NodeClass",
-        "metadata": {"name": "default"},
-        "spec": {
-            "subnetSelectorTerms": discovery,
-            "securityGroupSelectorTerms": discovery,
-            "amiSelectorTerms": [{"alias": "al2023@latest"}],
-            # An existing instance profile (a role would also do: the controller makes its profile).
-            "instanceProfile": INSTANCE_PROFILE,
-        },
+        "metadata": {"name": name},
+        "spec": spec,
     }
 
 
@@ -113,9 +118,12 @@ def nodepool(
     taints: list[Obj] | None = None,
     weight: int = 0,
     instance_types: tuple[str, ...] = INSTANCE_TYPES,
+    cpu_limit: str = "2000",
+    labels: Mapping[str, str] | None = None,
+    node_class: str = "default",
 ) -> Obj:
     spec: Obj = {
-        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class},
         "requirements": [
             {"key": "karpenter.sh/capacity-type", "operator": "In", "values": capacity_types},
             {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": list(instance_types)},
@@ -128,8 +136,10 @@ def nodepool(
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": name},
-        "spec": {"template": {"spec": spec}, "limits": {"cpu": "2000"}},
+        "spec": {"template": {"spec": spec}, "limits": {"cpu": cpu_limit}},
     }
+    if labels:
+        pool["spec"]["template"]["metadata"] = {"labels": dict(labels)}
     if weight:
         pool["spec"]["weight"] = weight
     return pool
@@ -152,6 +162,9 @@ class ProvisionWorld:
     subnets: dict[str, str] = field(default_factory=dict)
     #: The types the NodePools allow (the benchmark adds larger ones for its thousands of pods).
     instance_types: tuple[str, ...] = INSTANCE_TYPES
+    #: The NodePools to create (None: ``general`` and ``on-demand``; the end-to-end tests bring
+    #: their own, one set per test, and may start with none).
+    nodepools: tuple[Obj, ...] | None = None
 
     @property
     def kubeconfig(self) -> Path:
@@ -172,16 +185,8 @@ class ProvisionWorld:
         for path in sorted(_crd_dir().glob("*.yaml")):
             await self.create(CRD_PATH, yaml.safe_load(path.read_text()))
         await self.create("/apis/karpenter.k8s.aws/v1/ec2nodeclasses", nodeclass())
-        await self.create(
-            "/apis/karpenter.sh/v1/nodepools",
-            nodepool(GENERAL_POOL, ["spot", "on-demand"], weight=10, instance_types=self.instance_types),
-        )
-        await self.create(
-            "/apis/karpenter.sh/v1/nodepools",
-            nodepool(
-                ON_DEMAND_POOL, ["on-demand"], taints=[DEDICATED_TAINT], instance_types=self.instance_types
-            ),
-        )
+        for pool in self.default_nodepools() if self.nodepools is None else self.nodepools:
+            await self.create("/apis/karpenter.sh/v1/nodepools", pool)
         await asyncio.to_thread(self._aws_side)
         self._writer = KubeWriter(self.kubesim.url)
         self.joiner = Joiner(
@@ -196,6 +201,15 @@ class ProvisionWorld:
             ),
         )
         self._joiner_task = asyncio.ensure_future(self.joiner.run())
+
+    def default_nodepools(self) -> tuple[Obj, ...]:
+        """``general`` (spot and on-demand, weight 10) and ``on-demand`` (tainted for the database)."""
+        return (
+            nodepool(GENERAL_POOL, ["spot", "on-demand"], weight=10, instance_types=self.instance_types),
+            nodepool(
+                ON_DEMAND_POOL, ["on-demand"], taints=[DEDICATED_TAINT], instance_types=self.instance_types
+            ),
+        )
 
     def _aws_side(self) -> None:
         """VPC, subnets, security group, instance profile, queue and rules (moto, blocking calls)."""
@@ -276,7 +290,8 @@ class ProvisionWorld:
         }
 
     async def start_controller(self, extra: Mapping[str, str] | None = None) -> AgentProcess:
-        """The controller process; returns once its provisioner has written the pools' status."""
+        """The controller process; returns once its provisioner has written the status of every
+        NodePool and EC2NodeClass (Ready)."""
         proc = self.controller = AgentProcess(
             node="controller",
             env=self.controller_env(extra),
@@ -290,12 +305,14 @@ class ProvisionWorld:
         while loop.time() < deadline:
             if not proc.running:
                 raise WorldError(f"the controller exited at start; its log:\n{proc.log_tail()}")
+            classes = (await self.get("/apis/karpenter.k8s.aws/v1/ec2nodeclasses"))["items"]
             pools = (await self.get("/apis/karpenter.sh/v1/nodepools"))["items"]
-            if pools and all(_ready(p) for p in pools):
+            if all(ready(c) for c in classes) and all(ready(p) for p in pools):
                 return proc
             await asyncio.sleep(0.2)
         raise WorldError(
-            f"the NodePools were not Ready {CONTROLLER_START_TIMEOUT:.0f}s after the controller started; "
+            f"the NodePools or EC2NodeClasses were not Ready {CONTROLLER_START_TIMEOUT:.0f}s after the "
+            "controller started; "
             f"its log:\n{proc.log_tail()}"
         )
 
@@ -314,8 +331,9 @@ class ProvisionWorld:
             await self.kubesim.stop()
 
 
-def _ready(pool: Obj) -> bool:
-    conditions = (pool.get("status") or {}).get("conditions") or []
+def ready(obj: Obj) -> bool:
+    """Whether a NodePool or EC2NodeClass has the Ready condition True (the controller wrote it)."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 

@@ -442,6 +442,17 @@ def test_fleet_call_log_times_launches_and_errors(aws: MotoServer) -> None:
         }
     ]
     assert first["Start"] <= first["End"] <= second["Start"] <= second["End"]
+    # What was asked, so an end-to-end test can check the provisioner's request without a proxy.
+    assert first["Request"] == {
+        "Type": "instant",
+        "DefaultTargetCapacityType": "spot",
+        "TotalTargetCapacity": 1,
+        "SpotAllocationStrategy": "price-capacity-optimized",
+        "OnDemandAllocationStrategy": None,
+        "Overrides": 3,
+    }
+    assert second["Request"]["SpotAllocationStrategy"] == "lowest-price"
+    assert second["Request"]["Overrides"] == 1
     assert _admin(aws, "ec2/fleet-calls") == {"FleetCalls": calls}
 
 

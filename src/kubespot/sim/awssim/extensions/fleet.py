@@ -320,7 +320,7 @@ def _make_create_fleet(original: Any) -> Any:
             state.fleet_calls += 1
             started = time.time()
             answer = _instant_fleet(self)
-            state.call_log.append(_call_record(started, time.time(), answer))
+            state.call_log.append(_call_record(started, time.time(), _request_facts(self), answer))
             if token:
                 state.tokens[token] = (fingerprint, json.loads(json.dumps(answer, default=str)))
         return ActionResult(answer)
@@ -328,8 +328,27 @@ def _make_create_fleet(original: Any) -> Any:
     return create_fleet
 
 
-def _call_record(start: float, end: float, answer: dict[str, Any]) -> dict[str, Any]:
-    """The call log's entry for one answered call (``market.fleet_call_log``)."""
+def _request_facts(self: Any) -> dict[str, Any]:
+    """What the caller asked for, as far as a call-log reader checks it: the fleet type, the target's
+    default capacity type and total, each side's allocation strategy (None when not given) and the
+    overrides summed over every launch template config."""
+    target = self._get_param("TargetCapacitySpecification", {}) or {}
+    spot = self._get_param("SpotOptions", {}) or {}
+    on_demand = self._get_param("OnDemandOptions", {}) or {}
+    configs = self._get_param("LaunchTemplateConfigs", []) or []
+    return {
+        "Type": self._get_param("Type") or "maintain",
+        "DefaultTargetCapacityType": target.get("DefaultTargetCapacityType"),
+        "TotalTargetCapacity": int(target.get("TotalTargetCapacity") or 0),
+        "SpotAllocationStrategy": spot.get("AllocationStrategy"),
+        "OnDemandAllocationStrategy": on_demand.get("AllocationStrategy"),
+        "Overrides": sum(len(c.get("Overrides") or []) for c in configs),
+    }
+
+
+def _call_record(start: float, end: float, request: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """The call log's entry for one answered call (``market.fleet_call_log``): its times, the
+    request's facts (``_request_facts``), what launched and the errors."""
 
     def where(entry: dict[str, Any]) -> dict[str, Any]:
         overrides = (entry.get("LaunchTemplateAndOverrides") or {}).get("Overrides") or {}
@@ -342,6 +361,7 @@ def _call_record(start: float, end: float, answer: dict[str, Any]) -> dict[str, 
     return {
         "Start": start,
         "End": end,
+        "Request": request,
         "Launched": [{**where(i), "Count": len(i["InstanceIds"])} for i in answer["Instances"]],
         "Errors": [{**where(e), "ErrorCode": e["ErrorCode"]} for e in answer["Errors"]],
     }

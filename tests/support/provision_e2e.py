@@ -1,0 +1,228 @@
+"""The provisioning end-to-end harness (``tests/e2e/provisioning``): a ``ProvisionWorld`` (kubesim,
+awssim's spot market, the node joiner, a real ``kubespot controller`` process) on a compressed clock,
+and what a test reads from it through the wire: pods, NodeClaims, Nodes, events, the fleet call log
+and the controller's JSON log.
+
+Owns starting and stopping that world for a test module (``running``) and the tests' vocabulary.
+Tests of one module share a world, so each brings its own NodePools (``pool``: labelled with the
+test's name), its own namespace and pods selecting that label (``workload``): no test's pods can
+land on another's nodes. Every wait (``E2E.until``) fails with the controller's log tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kubespot.sandbox import provision_world as pw
+from kubespot.sandbox.timing import Timing
+from kubespot.sim.awssim import MotoServer
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+
+#: The story's clock runs 25 times faster: the node's 35 s boot takes 1.4 s, its 5 s to Ready 0.2 s.
+SCALE = 25.0
+#: Settings every provisioning end-to-end controller runs with: short batch windows (real seconds,
+#: the provisioner's own pace: Karpenter's 1 s idle / 10 s max would be most of a test), debug logs.
+FAST_ENV = {
+    "KUBESPOT_LAUNCH_BATCH_IDLE_DURATION": "0.2",
+    "KUBESPOT_LAUNCH_BATCH_MAX_DURATION": "2",
+    "KUBESPOT_OBSERVABILITY_LOG_LEVEL": "debug",
+}
+#: The NodePool template label a test's pools carry and its pods select (value: the test's name).
+TEST_LABEL = "e2e.kubespot.io/test"
+NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
+NODEPOOLS = "/apis/karpenter.sh/v1/nodepools"
+NODECLASSES = "/apis/karpenter.k8s.aws/v1/ec2nodeclasses"
+UNREGISTERED_TAINT = "karpenter.sh/unregistered"
+#: Real seconds the first catalog read may take (DescribeInstanceTypes over moto's ~1400 types, on
+#: a loaded 2-core machine); later worlds of the session read it from awssim's cache.
+CATALOG_TIMEOUT = 60.0
+
+
+@dataclass
+class E2E:
+    """One module's world and the test vocabulary over it."""
+
+    world: pw.ProvisionWorld
+    aws: MotoServer
+
+    # -- failure messages ---------------------------------------------------------------------------
+
+    def log_records(self) -> list[Obj]:
+        """The controller's JSON log records, oldest first (non-JSON lines left out)."""
+        records: list[Obj] = []
+        with contextlib.suppress(OSError):
+            for line in (self.world.workdir / "controller.log").read_text(errors="replace").splitlines():
+                if line.startswith("{"):
+                    with contextlib.suppress(ValueError):
+                        records.append(json.loads(line))
+        return records
+
+    def log_messages(self) -> list[str]:
+        return [str(r.get("message", "")) for r in self.log_records()]
+
+    def log_tail(self, lines: int = 25) -> str:
+        """The controller's last messages (time, level, message), for a failure to show."""
+        tail = self.log_records()[-lines:]
+        return "\n".join(f"{r.get('time')} {r.get('level')} {r.get('message')}" for r in tail)
+
+    async def until(self, probe: Callable[[], Awaitable[T]], what: str, *, within: float = 10.0) -> T:
+        """Poll ``probe`` until it is truthy; else fail naming ``what``, its last value and the log."""
+        deadline = time.monotonic() + within
+        while True:
+            result = await probe()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{what}: not within {within}s (last: {result!r})\n"
+                    f"controller log tail:\n{self.log_tail()}"
+                )
+            await asyncio.sleep(0.1)
+
+    # -- building a test's objects ------------------------------------------------------------------
+
+    async def add_pools(self, *pools: Obj) -> None:
+        """Create NodePools and wait until the controller has made them Ready (only Ready pools
+        are planned for)."""
+        for p in pools:
+            await self.world.create(NODEPOOLS, p)
+        names = {p["metadata"]["name"] for p in pools}
+
+        async def all_ready() -> bool:
+            items = (await self.world.get(NODEPOOLS))["items"]
+            return sum(1 for p in items if p["metadata"]["name"] in names and pw.ready(p)) == len(names)
+
+        await self.until(all_ready, f"NodePools {sorted(names)} Ready")
+
+    async def namespace(self, name: str) -> None:
+        await self.world.create("/api/v1/namespaces", {"metadata": {"name": name}})
+
+    async def deploy(self, ns: str, body: Obj) -> Obj:
+        return await self.world.create(f"/apis/apps/v1/namespaces/{ns}/deployments", body)
+
+    async def scale(self, ns: str, name: str, replicas: int) -> None:
+        path = f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
+        await self.world.patch(path, {"spec": {"replicas": replicas}})
+
+    # -- reading the world --------------------------------------------------------------------------
+
+    async def pods(self, ns: str) -> list[Obj]:
+        items = (await self.world.get(f"/api/v1/namespaces/{ns}/pods"))["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    async def bound(self, ns: str, count: int) -> list[Obj] | None:
+        """The namespace's pods when exactly ``count`` exist and all are bound, else None."""
+        pods = await self.pods(ns)
+        if len(pods) == count and all(p["spec"].get("nodeName") for p in pods):
+            return pods
+        return None
+
+    async def claims(self, test: str | None = None) -> list[Obj]:
+        """NodeClaims (of the pools labelled for ``test`` when given)."""
+        items: list[Obj] = (await self.world.get(NODECLAIMS))["items"]
+        if test is None:
+            return items
+        return [c for c in items if (c["metadata"].get("labels") or {}).get(TEST_LABEL) == test]
+
+    async def nodes(self, test: str | None = None) -> list[Obj]:
+        items: list[Obj] = (await self.world.get("/api/v1/nodes"))["items"]
+        if test is None:
+            return items
+        return [n for n in items if (n["metadata"].get("labels") or {}).get(TEST_LABEL) == test]
+
+    async def nodepool(self, name: str) -> Obj:
+        return await self.world.get(f"{NODEPOOLS}/{name}")
+
+    async def events(self, ns: str, reason: str | None = None) -> list[Obj]:
+        items: list[Obj] = (await self.world.get(f"/api/v1/namespaces/{ns}/events"))["items"]
+        return [e for e in items if reason is None or e.get("reason") == reason]
+
+    def fleet_calls(self, since: float = 0.0) -> list[Obj]:
+        """CreateFleet ``instant`` calls answered since ``since`` (epoch seconds), oldest first."""
+        return [c for c in self.aws.fleet_call_log() if c["Start"] >= since]
+
+    def instances(self, *pools: str) -> list[Obj]:
+        """The EC2 instances (any state) launched for the NodeClaims of ``pools`` (tagged
+        ``karpenter.sh/nodepool`` at launch)."""
+        ec2 = self.aws.client("ec2")
+        found = ec2.describe_instances(Filters=[{"Name": "tag:karpenter.sh/nodepool", "Values": list(pools)}])
+        return [i for r in found["Reservations"] for i in r["Instances"]]
+
+
+def pool(test: str, name: str, capacity_types: list[str], **kw: Any) -> Obj:
+    """A NodePool for ``test``: labelled ``TEST_LABEL=<test>`` (its pods select that), the world's
+    instance types and zones; ``kw`` as ``provision_world.nodepool``'s."""
+    labels = {TEST_LABEL: test, **kw.pop("labels", {})}
+    return pw.nodepool(name, capacity_types, labels=labels, **kw)
+
+
+def workload(
+    name: str, test: str, replicas: int, *, cpu: str = "500m", memory: str = "256Mi", **spec: Any
+) -> Obj:
+    """A Deployment whose pods select ``test``'s pools; ``spec`` goes into the pod spec."""
+    labels = {"app": name}
+    pod_spec: Obj = {
+        "nodeSelector": {TEST_LABEL: test},
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {"name": name, "image": f"{name}:1", "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+        ],
+        **spec,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+
+
+def condition(obj: Obj, type_: str) -> str | None:
+    """The status of ``obj``'s condition ``type_`` (None: not set)."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == type_:
+            return str(c.get("status"))
+    return None
+
+
+def taint_keys(node: Obj) -> set[str]:
+    return {str(t.get("key")) for t in node["spec"].get("taints") or []}
+
+
+def label(obj: Obj, key: str) -> str | None:
+    value = (obj["metadata"].get("labels") or {}).get(key)
+    return None if value is None else str(value)
+
+
+@contextlib.asynccontextmanager
+async def running(workdir: Path, aws: MotoServer, env: Mapping[str, str] | None = None) -> AsyncIterator[E2E]:
+    """A world with no NodePools (tests add theirs) and the controller started with ``FAST_ENV`` and
+    ``env``; returns once the controller has read its instance type catalog. Stopped (the
+    controller process too) whatever happens."""
+    aws.reset()
+    world = pw.ProvisionWorld(workdir, Timing(SCALE), aws, nodepools=())
+    e2e = E2E(world, aws)
+    try:
+        await world.start()
+        await world.start_controller({**FAST_ENV, **(env or {})})
+
+        async def catalog_read() -> bool:
+            return any(m.startswith("catalog refreshed") for m in e2e.log_messages())
+
+        await e2e.until(catalog_read, "the controller's first catalog read", within=CATALOG_TIMEOUT)
+        yield e2e
+    finally:
+        await world.stop()
