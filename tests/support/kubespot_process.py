@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 from typing import IO
 
@@ -34,3 +35,11 @@ async def spawn_kubespot(
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "kubespot", *args, env=env, stdout=stdout, stderr=stderr
     )
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for a kubespot process's metrics or probes server (the
+    process binds it a moment later: a clash is possible but rare)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -3,10 +3,10 @@ awssim's spot market, the node joiner, a real ``kubespot controller`` process) o
 and what a test reads from it through the wire: pods, NodeClaims, Nodes, events, the fleet call log
 and the controller's JSON log.
 
-Owns starting and stopping that world for a test module (``running``) and the tests' vocabulary.
-Tests of one module share a world, so each brings its own NodePools (``pool``: labelled with the
-test's name), its own namespace and pods selecting that label (``workload``): no test's pods can
-land on another's nodes. Every wait (``E2E.until``) fails with the controller's log tail.
+Owns starting and stopping that world (``running``) and the tests' vocabulary. Tests share a world
+(``tests/e2e/provisioning/conftest.py`` says how they keep out of each other's way), so each brings
+its own NodePools (``pool``: labelled with the test's name), its own namespace and pods selecting
+that label (``workload``). Every wait (``E2E.until``) fails with the controller's log tail.
 """
 
 from __future__ import annotations
@@ -15,14 +15,18 @@ import asyncio
 import contextlib
 import json
 import time
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from kubespot.sandbox import provision_world as pw
 from kubespot.sandbox.timing import Timing
 from kubespot.sim.awssim import MotoServer
+from support.kubespot_process import free_port
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -30,12 +34,23 @@ T = TypeVar("T")
 #: The story's clock runs 25 times faster: the node's 35 s boot takes 1.4 s, its 5 s to Ready 0.2 s.
 SCALE = 25.0
 #: Settings every provisioning end-to-end controller runs with: short batch windows (real seconds,
-#: the provisioner's own pace: Karpenter's 1 s idle / 10 s max would be most of a test), debug logs.
+#: the provisioner's own pace: Karpenter's 1 s idle / 10 s max would be most of a test) and a short
+#: queue long poll (the process stops within a second of SIGTERM instead of the 5 s kill).
 FAST_ENV = {
     "KUBESPOT_LAUNCH_BATCH_IDLE_DURATION": "0.2",
     "KUBESPOT_LAUNCH_BATCH_MAX_DURATION": "2",
-    "KUBESPOT_OBSERVABILITY_LOG_LEVEL": "debug",
+    "KUBESPOT_QUEUE_WAIT_TIME": "1",
 }
+#: The registration timeout of the shared world (Karpenter's 15 minutes would be 36 s at ``SCALE``):
+#: a node registers 1.4 s after its launch, and the launch call takes up to ~2 s on a loaded
+#: machine, so 8 s leaves the other tests' nodes a wide margin and keeps the timeout's test short.
+REGISTRATION_TIMEOUT = 8.0
+#: The settings of the package's shared world (``tests/e2e/provisioning/conftest.py``).
+SHARED_ENV = {"KUBESPOT_LAUNCH_REGISTRATION_TIMEOUT": str(REGISTRATION_TIMEOUT)}
+#: The instance types whose spot pools the fallback test empties; every other test keeps to
+#: ``SHARED_TYPES``, so the market and the unavailable-offerings cache look the same to them.
+FALLBACK_TYPES = ("r5.xlarge", "r5.2xlarge")
+SHARED_TYPES = tuple(t for t in pw.INSTANCE_TYPES if t not in FALLBACK_TYPES)
 #: The NodePool template label a test's pools carry and its pods select (value: the test's name).
 TEST_LABEL = "e2e.kubespot.io/test"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
@@ -53,6 +68,9 @@ class E2E:
 
     world: pw.ProvisionWorld
     aws: MotoServer
+    metrics_port: int = 0
+    #: (namespace, name) of every Deployment a test made, for ``finish``.
+    deployed: list[tuple[str, str]] = field(default_factory=list)
 
     # -- failure messages ---------------------------------------------------------------------------
 
@@ -88,6 +106,22 @@ class E2E:
                 )
             await asyncio.sleep(0.1)
 
+    async def metric(self, name: str, **labels: str) -> float:
+        """The sum of the controller's ``/metrics`` samples called ``name`` (a counter's
+        ``_total``, a histogram's ``_count``) whose labels include ``labels``."""
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+                return str(r.read().decode())
+
+        text = await asyncio.to_thread(scrape)
+        return sum(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == name and labels.items() <= sample.labels.items()
+        )
+
     # -- building a test's objects ------------------------------------------------------------------
 
     async def add_pools(self, *pools: Obj) -> None:
@@ -107,7 +141,17 @@ class E2E:
         await self.world.create("/api/v1/namespaces", {"metadata": {"name": name}})
 
     async def deploy(self, ns: str, body: Obj) -> Obj:
-        return await self.world.create(f"/apis/apps/v1/namespaces/{ns}/deployments", body)
+        created = await self.world.create(f"/apis/apps/v1/namespaces/{ns}/deployments", body)
+        self.deployed.append((ns, body["metadata"]["name"]))
+        return created
+
+    async def finish(self) -> None:
+        """Scale every Deployment made so far to zero: what a test leaves pending must not keep
+        the shared world's provisioner launching."""
+        while self.deployed:
+            ns, name = self.deployed.pop()
+            with contextlib.suppress(pw.WorldError):
+                await self.scale(ns, name, 0)
 
     async def scale(self, ns: str, name: str, replicas: int) -> None:
         path = f"/apis/apps/v1/namespaces/{ns}/deployments/{name}"
@@ -159,9 +203,10 @@ class E2E:
 
 
 def pool(test: str, name: str, capacity_types: list[str], **kw: Any) -> Obj:
-    """A NodePool for ``test``: labelled ``TEST_LABEL=<test>`` (its pods select that), the world's
-    instance types and zones; ``kw`` as ``provision_world.nodepool``'s."""
+    """A NodePool for ``test``: labelled ``TEST_LABEL=<test>`` (its pods select that),
+    ``SHARED_TYPES`` unless told, the world's zones; ``kw`` as ``provision_world.nodepool``'s."""
     labels = {TEST_LABEL: test, **kw.pop("labels", {})}
+    kw.setdefault("instance_types", SHARED_TYPES)
     return pw.nodepool(name, capacity_types, labels=labels, **kw)
 
 
@@ -214,10 +259,14 @@ async def running(workdir: Path, aws: MotoServer, env: Mapping[str, str] | None 
     controller process too) whatever happens."""
     aws.reset()
     world = pw.ProvisionWorld(workdir, Timing(SCALE), aws, nodepools=())
-    e2e = E2E(world, aws)
+    e2e = E2E(world, aws, metrics_port=free_port())
+    metrics = {
+        "KUBESPOT_OBSERVABILITY_ENABLE_PROMETHEUS_SERVER": "true",
+        "KUBESPOT_OBSERVABILITY_PROMETHEUS_SERVER_PORT": str(e2e.metrics_port),
+    }
     try:
         await world.start()
-        await world.start_controller({**FAST_ENV, **(env or {})})
+        await world.start_controller({**FAST_ENV, **metrics, **(env or {})})
 
         async def catalog_read() -> bool:
             return any(m.startswith("catalog refreshed") for m in e2e.log_messages())

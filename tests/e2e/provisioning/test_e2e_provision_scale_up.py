@@ -23,7 +23,7 @@ from support.provision_e2e import (
     workload,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="package")]
 
 TEST = "scaleup"
 REPLICAS = 6
@@ -43,7 +43,6 @@ async def test_pending_pods_get_claims_instances_and_nodes_and_are_bound(e2e: E2
     await e2e.namespace(TEST)
     started = time.time()
     await e2e.deploy(TEST, workload("web", TEST, REPLICAS, cpu="500m"))
-
     pods = await e2e.until(lambda: e2e.bound(TEST, REPLICAS), f"{REPLICAS} pods bound", within=20)
 
     claims = await e2e.claims(TEST)
