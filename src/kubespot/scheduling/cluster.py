@@ -95,6 +95,31 @@ def _with(reqs: Requirements, more: Requirements) -> Requirements:
     return out
 
 
+def claim_node_names(nodes: Iterable[Obj], nodeclaims: Iterable[Obj]) -> list[str]:
+    """Each NodeClaim's Node name, in the claims' order ("": none yet): the Node ``status.nodeName``
+    names, else the Node whose
+    ``spec.providerID`` is the claim's ``status.providerID``. Karpenter's cluster state keys a Node
+    and its NodeClaim by provider ID (``state/cluster.go`` ``UpdateNode``/``UpdateNodeClaim``), so
+    the two are one state node from the Node's registration on, before the claim's ``Registered``
+    write sets ``nodeName``; counting them apart in that window doubles the capacity."""
+    names: set[str] = set()
+    by_provider: dict[str, str] = {}
+    for n in nodes:
+        name = str((n.get("metadata") or {}).get("name") or "")
+        names.add(name)
+        provider = str((n.get("spec") or {}).get("providerID") or "")
+        if provider:
+            by_provider[provider] = name
+    out: list[str] = []
+    for claim in nodeclaims:
+        status = claim.get("status") or {}
+        name = str(status.get("nodeName") or "")
+        if name not in names:
+            name = by_provider.get(str(status.get("providerID") or ""), "")
+        out.append(name)
+    return out
+
+
 def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
     return {k: milli(v) if k == "cpu" else units(v) for k, v in (values or {}).items()}
 
@@ -148,16 +173,15 @@ def existing_nodes(
     ephemeral and startup taints (``Taints``), by its NodeClaim's taints until it registers, and
     with the NodeClaim's allocatable where the node reports none (``Allocatable``)."""
     type_allocatable = type_allocatable or {}
-    claims_by_node: dict[str, Obj] = {}
-    in_flight: list[Obj] = []
     node_list = list(nodes)
-    node_names = {str((n.get("metadata") or {}).get("name") or "") for n in node_list}
-    for claim in nodeclaims:
-        node_name = str((claim.get("status") or {}).get("nodeName") or "")
-        if node_name in node_names:
-            claims_by_node[node_name] = claim
-        elif not (claim.get("metadata") or {}).get("deletionTimestamp"):
-            in_flight.append(claim)
+    claim_list = list(nodeclaims)
+    node_of = claim_node_names(node_list, claim_list)
+    claims_by_node = {n: c for c, n in zip(claim_list, node_of, strict=True) if n}
+    in_flight = [
+        c
+        for c, n in zip(claim_list, node_of, strict=True)
+        if not n and not (c.get("metadata") or {}).get("deletionTimestamp")
+    ]
     out: dict[str, ExistingNode] = {}
     for obj in node_list:
         meta = obj.get("metadata") or {}
@@ -279,23 +303,24 @@ def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
 
 
 def pool_in_use(nodes: Iterable[Obj], pool: str, nodeclaims: Iterable[Obj] = ()) -> dict[str, int]:
-    """What the pool's nodes, and its NodeClaims without a node yet, have (their capacity, and how
-    many), counted against its limits (Karpenter's ``scheduler.go`` ``updateRemainingResources``
-    over every state node, in-flight NodeClaims included)."""
+    """What the pool's nodes, and its NodeClaims without a node yet (``claim_node_names``), have (their
+    capacity, and how many), counted against its limits (Karpenter's ``scheduler.go``
+    ``updateRemainingResources`` over every state node, in-flight NodeClaims included)."""
     used: dict[str, int] = {"nodes": 0}
-    names = set()
-    for obj in nodes:
+    node_list = list(nodes)
+    claim_list = list(nodeclaims)
+    node_of = claim_node_names(node_list, claim_list)
+    for obj in node_list:
         meta = obj.get("metadata") or {}
-        names.add(str(meta.get("name") or ""))
         if (meta.get("labels") or {}).get(NODEPOOL) != pool:
             continue
         used["nodes"] += 1
         for name, amount in _resources((obj.get("status") or {}).get("capacity")).items():
             used[name] = used.get(name, 0) + amount
-    for claim in nodeclaims:
+    for claim, node_name in zip(claim_list, node_of, strict=True):
         meta = claim.get("metadata") or {}
         status = claim.get("status") or {}
-        if (meta.get("labels") or {}).get(NODEPOOL) != pool or str(status.get("nodeName") or "") in names:
+        if (meta.get("labels") or {}).get(NODEPOOL) != pool or node_name:
             continue
         used["nodes"] += 1
         for name, amount in _resources(status.get("capacity")).items():

@@ -45,9 +45,13 @@ async def test_a_cpu_limit_stops_launches_and_leaves_the_rest_pending(e2e: E2E) 
         told = [
             e for e in await e2e.events(TEST, "FailedScheduling") if LIMIT_MESSAGE in e.get("message", "")
         ]
-        return told if len(pods) == REPLICAS and len(bound) == FITS and len(told) >= REPLICAS - FITS else None
+        pending = {p["metadata"]["name"] for p in pods} - {p["metadata"]["name"] for p in bound}
+        # kube-scheduler binds whichever pods it takes first, not always those the provisioner
+        # planned onto the claim: a pod left pending is told at the provisioner's next pass.
+        told_pods = {e["involvedObject"]["name"] for e in told}
+        return told if len(pods) == REPLICAS and len(bound) == FITS and pending <= told_pods else None
 
-    told = await e2e.until(settled, f"{FITS} pods bound, the rest told of the limit", within=20)
+    told = await e2e.until(settled, f"{FITS} pods bound, each pending one told of the limit", within=20)
 
     # Give the provisioner more passes (its batches re-trigger while pods stay pending): still one.
     for _ in range(10):
@@ -59,8 +63,10 @@ async def test_a_cpu_limit_stops_launches_and_leaves_the_rest_pending(e2e: E2E) 
     assert launched[0]["InstanceType"] == TYPE
     pending = [p for p in await e2e.pods(TEST) if not p["spec"].get("nodeName")]
     assert len(pending) == REPLICAS - FITS
-    # Each pod left pending, and only those, was told the pool's limit is why.
-    assert {e["involvedObject"]["name"] for e in told} == {p["metadata"]["name"] for p in pending}
+    # Each pod left pending was told the pool's limit is why.
+    assert {p["metadata"]["name"] for p in pending} <= {e["involvedObject"]["name"] for e in told}
     assert all(e["type"] == "Warning" and e["message"].startswith("Failed to schedule pod, ") for e in told)
     status = (await e2e.nodepool(name)).get("status") or {}
-    assert milli((status.get("resources") or {}).get("cpu", "0")) <= LIMIT_CPU * 1000
+    nodes = [(n["metadata"]["name"], n["spec"].get("providerID")) for n in await e2e.nodes(TEST)]
+    claims = [(c["metadata"]["name"], c["status"].get("providerID")) for c in await e2e.claims(TEST)]
+    assert milli((status.get("resources") or {}).get("cpu", "0")) <= LIMIT_CPU * 1000, (status, nodes, claims)

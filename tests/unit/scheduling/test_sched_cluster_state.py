@@ -143,3 +143,27 @@ def test_an_existing_node_keeps_room_for_daemonset_pods_not_yet_bound() -> None:
     bound["metadata"]["ownerReferences"] = [{"kind": "DaemonSet", "name": "agent"}]
     plan = _plan([bound, _pod("p", "2500m")], [node], daemonsets=[ds])
     assert plan.existing == {"default/p": "fresh"}
+
+
+def test_a_node_registered_before_its_claim_says_so_is_one_node_not_two() -> None:
+    """Karpenter's pkg/controllers/state/cluster.go keys a Node and its NodeClaim by provider ID
+    (``UpdateNode``, ``UpdateNodeClaim``): once the Node exists, before the NodeClaim's
+    ``Registered`` write sets ``status.nodeName``, the two are one state node. Counted apart, the
+    pool's usage doubles (found end to end: tests/e2e/provisioning/test_e2e_provision_limits.py)."""
+    pid = "aws:///z1/i-0123"
+    node = _node("ip-10-0-0-1.ec2.internal", LABELS, {"providerID": pid})
+    claim = {
+        "metadata": {"name": "default-xyz", "labels": {"karpenter.sh/nodepool": "default"}},
+        "spec": {},
+        "status": {"providerID": pid, "capacity": ROOM},  # launched, not yet Registered
+    }
+    assert pool_in_use([node], "default", [claim]) == {
+        "nodes": 1,
+        "cpu": 4000,
+        "memory": 16 << 30,
+        "pods": 110,
+    }
+    # The simulation sees the one node, with room for one 3-CPU pod, not a second in-flight claim.
+    plan = _plan([_pod("a", "3"), _pod("b", "3")], [node], nodeclaims=[claim])
+    assert list(plan.existing.values()) == [node["metadata"]["name"]]
+    assert len(plan.claims) == 1

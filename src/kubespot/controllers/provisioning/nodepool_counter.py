@@ -3,7 +3,8 @@
 As Karpenter's counter (kubernetes-sigs/karpenter ``pkg/controllers/nodepool/counter/controller.go``
 with ``state/cluster.go`` ``updateNodePoolResources`` and ``state/statenode.go`` ``Capacity``):
 the **capacity** (not allocatable) of the pool's state nodes that are not being deleted: a Node
-(labelled ``karpenter.sh/nodepool``) and its NodeClaim are one state node; until it is
+(labelled ``karpenter.sh/nodepool``) and its NodeClaim are one state node (matched by
+``nodeName`` or provider ID, ``scheduling.cluster.claim_node_names``); until it is
 initialized its capacity is the Node's with zero or missing figures taken from the NodeClaim (the
 NodeClaim's alone before the Node registers). ``resources`` always carries ``cpu``, ``memory``,
 ``pods``, ``ephemeral-storage`` and ``nodes`` (zero when none), and ``nodes`` is the count.
@@ -22,6 +23,7 @@ from typing import Any
 from kubespot.kube import KubeClient, KubeError
 from kubespot.model import Clock
 from kubespot.model.quantity import milli, quantity_text, units
+from kubespot.scheduling.cluster import claim_node_names
 from kubespot.scheduling.labels import NODEPOOL
 
 __all__ = ["BASE_RESOURCES", "NodePoolCounter", "PoolCounts", "empty_counts", "pool_counts"]
@@ -66,7 +68,9 @@ def _initialized(claim: Obj | None, node: Obj | None) -> bool:
 def pool_counts(nodes: Iterable[Obj], nodeclaims: Iterable[Obj]) -> dict[str, PoolCounts]:
     """Every NodePool's counts, by name (pools with no node are absent: they count zero)."""
     node_list = [n for n in nodes]
+    claim_list = list(nodeclaims)
     by_name = {str(_meta(n).get("name") or ""): n for n in node_list}
+    node_of = claim_node_names(node_list, claim_list)
     sums: dict[str, dict[str, int]] = {}
     counts: dict[str, int] = {}
     claimed: set[str] = set()
@@ -77,10 +81,9 @@ def pool_counts(nodes: Iterable[Obj], nodeclaims: Iterable[Obj]) -> dict[str, Po
             total[k] = total.get(k, 0) + v
         counts[pool] = counts.get(pool, 0) + 1
 
-    for claim in nodeclaims:
+    for claim, node_name in zip(claim_list, node_of, strict=True):
         meta = _meta(claim)
         pool = str((meta.get("labels") or {}).get(NODEPOOL) or "")
-        node_name = str((claim.get("status") or {}).get("nodeName") or "")
         node = by_name.get(node_name) if node_name else None
         if node is not None:
             claimed.add(node_name)

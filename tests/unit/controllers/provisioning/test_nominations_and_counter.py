@@ -188,6 +188,18 @@ def test_pool_counts_sum_capacity_of_non_deleting_state_nodes() -> None:
     assert "unmanaged" not in counts and "" not in counts
 
 
+def test_pool_counts_match_a_node_and_its_claim_by_provider_id() -> None:
+    """state/cluster.go keys a Node and its NodeClaim by provider ID: a Node registered before its
+    NodeClaim's ``Registered`` write (no ``status.nodeName`` yet) is one state node, not two."""
+    pid = "aws:///z1/i-0123"
+    registered = node("n1", "general")
+    registered["spec"] = {"providerID": pid}
+    launched = claim("c1", "general", "", {"cpu": "4"})
+    launched["status"]["providerID"] = pid
+    resources, n = pool_counts([registered], [launched])["general"]
+    assert n == 1 and resources["cpu"] == "4"
+
+
 def test_nodepool_status_carries_the_counts_with_its_conditions() -> None:
     """counter/controller.go: status.resources (base keys always present) and status.nodes, in the
     same status the readiness conditions live in."""
