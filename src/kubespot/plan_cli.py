@@ -8,7 +8,12 @@ Kubernetes settings and the instance types, offerings and prices through the EC2
 ReplicaSets, StatefulSets and Jobs to add), runs the provisioner's scheduling simulation and
 prints the plan. It writes nothing, to the cluster or to AWS. The instance types come through the
 ``CloudProvider`` (``aws.cloud.AwsCloud`` over the EC2 catalog), offered in the zones of each
-EC2NodeClass's resolved subnets when its status has them (every zone otherwise).
+EC2NodeClass's resolved subnets when its status has them (every zone otherwise). What the
+controller's launch path avoids now (unavailable offerings, risky spot pools) comes from the status
+ConfigMap the elected controller publishes (``--status-configmap``, ``cloud.avoided_status``):
+``--why`` lists them, ``--output json`` gives them as ``avoided_offerings`` with
+``avoided_offerings_source`` (the ConfigMap, its age, and why they are not known when it is absent
+or stale).
 
 Exit codes: 0 with a plan (unschedulable pods included: they are part of the answer), 1 when the
 cluster, the catalog or a file cannot be read, 2 for bad settings.
@@ -32,11 +37,14 @@ from .aws.catalog import Catalog
 from .aws.cloud import AwsCloud
 from .aws.resolved import ResolvedNodeClass
 from .cloud import CloudProvider
+from .cloud.avoided_status import DEFAULT_NAME, Published, read
 from .config import loader
 from .config.aws import AwsSettings
 from .config.kube import KubeSettings
 from .config.pricing import PricingSettings
 from .kube import KubeError, connect
+from .kube.custom import CustomObjects
+from .model.clock import SystemClock
 from .process.command import one_shot
 from .scheduling.api.conditions import Condition
 from .scheduling.api.load import load
@@ -103,6 +111,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-cluster",
         action="store_true",
         help="plan from the files alone (no existing nodes or pods)",
+    )
+    parser.add_argument(
+        "--status-configmap",
+        metavar="NAMESPACE/NAME",
+        default=f"kube-system/{DEFAULT_NAME}",
+        help=(
+            "the controller's status ConfigMap, where it publishes the offerings it avoids now "
+            "(provisioning.status_configmap in the controller's namespace; default %(default)s)"
+        ),
     )
     parser.add_argument("--config", help="settings file (YAML), as for the controller")
     parser.add_argument("--verbose", "-v", action="store_true")
@@ -247,13 +264,30 @@ async def build_plan(
     return plan, conditions
 
 
-async def _cluster(settings: KubeSettings) -> dict[str, list[Obj]]:
+async def _cluster(settings: KubeSettings, status: str) -> tuple[dict[str, list[Obj]], Published]:
+    """The cluster's objects, and what the controller's status ConfigMap ``status`` says it avoids."""
     kube = connect(settings)
     try:
         lists = await asyncio.gather(*(kube.list_objects(path) for path in CLUSTER_PATHS.values()))
+        published = await _published(CustomObjects(kube, _configmaps(status)), status)
     finally:
         await kube.close()
-    return dict(zip(CLUSTER_PATHS, lists, strict=True))
+    return dict(zip(CLUSTER_PATHS, lists, strict=True)), published
+
+
+def _configmaps(where: str) -> str:
+    namespace = where.partition("/")[0] if "/" in where else "kube-system"
+    return f"api/v1/namespaces/{namespace}/configmaps"
+
+
+async def _published(configmaps: CustomObjects, where: str) -> Published:
+    """The offerings avoided now per the ConfigMap ``where`` (not known: why, in ``why_unknown``)."""
+    name = where.rpartition("/")[2]
+    try:
+        obj = await configmaps.get(name)
+    except KubeError as exc:
+        return Published(None, None, f"cannot read the status ConfigMap {where}: {exc}")
+    return read(obj, SystemClock().now(), where)
 
 
 async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = None) -> int:
@@ -263,8 +297,12 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
     except InputError as exc:
         print(f"kubespot plan: {exc}", file=sys.stderr)
         return 1
+    published = Published(None, None, "planned without the cluster (--no-cluster)")
     try:
-        cluster = {} if args.no_cluster else await _cluster(settings.kube)
+        if args.no_cluster:
+            cluster: dict[str, list[Obj]] = {}
+        else:
+            cluster, published = await _cluster(settings.kube, args.status_configmap)
     except KubeError as exc:
         print(f"kubespot plan: cannot read the cluster: {exc}", file=sys.stderr)
         return 1
@@ -307,14 +345,14 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
         except MalformedVolume as exc:
             print(f"kubespot plan: cannot plan for {exc}", file=sys.stderr)
             return 1
-    # No unavailable-offerings cache nor pool risk here: they live in the controller's memory, so
-    # the stories say the avoided offerings are not known (``scheduling.report``).
-    avoided = None
+    # The unavailable-offerings cache and the pool risk live in the controller's memory: what it
+    # published in its status ConfigMap, when fresh; else the stories say they are not known.
+    avoided = published.avoided
     if args.why:
         told = (
-            pod_story_json(plan, args.why, avoided)
+            _with_source(pod_story_json(plan, args.why, avoided), published, args.status_configmap)
             if args.output == "json"
-            else pod_story(plan, args.why, avoided)
+            else pod_story(plan, args.why, avoided, not_known=published.why_unknown)
         )
         if told is None:
             print(f"kubespot plan: {args.why} is not a pending pod of this plan", file=sys.stderr)
@@ -323,11 +361,27 @@ async def run(args: argparse.Namespace, *, out: TextIO, stdin: TextIO | None = N
         out.write(text + "\n")
     elif args.output == "json":
         out.write(
-            orjson.dumps(plan_json(plan, conditions, avoided), option=orjson.OPT_INDENT_2).decode() + "\n"
+            orjson.dumps(
+                _with_source(plan_json(plan, conditions, avoided), published, args.status_configmap),
+                option=orjson.OPT_INDENT_2,
+            ).decode()
+            + "\n"
         )
     else:
         out.write(plan_text(plan, conditions) + "\n")
     return 0
+
+
+def _with_source(out: dict[str, Any] | None, published: Published, where: str) -> dict[str, Any] | None:
+    """``avoided_offerings_source``: the ConfigMap read, its age in seconds (null: absent), and,
+    when the offerings are not known, why."""
+    if out is not None and "avoided_offerings" in out:
+        age = None if published.age is None else round(published.age)
+        source: dict[str, Any] = {"configmap": where, "age_seconds": age}
+        if published.avoided is None:
+            source["not_known"] = published.why_unknown
+        out["avoided_offerings_source"] = source
+    return out
 
 
 def main(args: argparse.Namespace) -> int:

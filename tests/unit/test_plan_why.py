@@ -17,6 +17,7 @@ import yaml
 
 from kubespot import plan_cli
 from kubespot.cloud import FakeCloud
+from kubespot.kube import KubeError
 from support.catalog import itype
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "data" / "karpenter" / "v1" / "general-purpose.yaml"
@@ -239,6 +240,14 @@ class ClusterWithAClaim:
 
     async def list_objects(self, path: str) -> list[dict[str, Any]]:
         return [self.CLAIM] if path == "apis/karpenter.sh/v1/nodeclaims" else []
+
+    def _send(self, *args: object, **kwargs: object) -> None:
+        return None
+
+    async def call(self, what: str, send: object) -> bytes:
+        # The only single read kubespot plan makes: the controller's status ConfigMap (absent).
+        assert what.startswith("get api/v1/namespaces/kube-system/configmaps/"), what
+        raise KubeError(404, "not found")
 
     async def close(self) -> None:
         pass

@@ -15,8 +15,13 @@ __all__ = ["avoided_offerings"]
 
 
 def avoided_offerings(
-    unavailable: UnavailableOfferings | None, risk: PoolRisk | None, *, limit: int = 20
+    unavailable: UnavailableOfferings | None,
+    risk: PoolRisk | None,
+    *,
+    limit: int = 20,
+    risk_limit: int | None = None,
 ) -> list[AvoidedOffering]:
+    """``risk_limit``: at most this many risky pools (the riskiest) within ``limit``."""
     out: list[AvoidedOffering] = []
     if unavailable is not None:
         now = unavailable.clock.monotonic()
@@ -28,7 +33,8 @@ def avoided_offerings(
                 )
             )
     if risk is not None:
-        for signal in sorted(risk, key=lambda s: (-s.score, s.instance_type, s.zone)):
+        ranked = sorted(risk, key=lambda s: (-s.score, s.instance_type, s.zone))
+        for signal in ranked if risk_limit is None else ranked[:risk_limit]:
             out.append(
                 AvoidedOffering(
                     AVOIDED_RISK, SPOT, signal.instance_type, signal.zone, score=round(signal.score, 3)

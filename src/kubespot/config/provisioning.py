@@ -84,9 +84,22 @@ class ProvisioningSettings:
         env="KUBESPOT_PROVISIONING_KUBERNETES_VERSION",
     )
 
+    status_configmap: str = setting(
+        "kubespot-status",
+        doc=(
+            "Name of the ConfigMap, in the controller's own namespace, where the elected replica "
+            "publishes the offerings its launch path avoids now (unavailable marks and the "
+            "riskiest spot pools), as Cluster Autoscaler's cluster-autoscaler-status; "
+            "`kubespot plan --why` reads it."
+        ),
+        env="KUBESPOT_PROVISIONING_STATUS_CONFIGMAP",
+    )
+
     def __post_init__(self) -> None:
         for name in ("nodeclass_resync_interval", "retry_base", "retry_cap", "stuck_after"):
             if not getattr(self, name) > 0:
                 raise InvalidSetting(name, "must be positive")
+        if not self.status_configmap:
+            raise InvalidSetting("status_configmap", "must not be empty")
         if self.retry_cap < self.retry_base:
             raise InvalidSetting("retry_cap", "must be at least retry_base")

@@ -4,7 +4,8 @@ merge patches, deletes and status writes.
 For the provisioning and NodeClaim controllers, which read Karpenter's API objects, write their
 status and metadata (finalizers, labels), and delete them; the NodeClaim controller also reads and
 patches Nodes through it (``api/v1/nodes``), whose finalizers and owner references the typed node
-views leave out.
+views leave out; the provisioning controller keeps its status ConfigMap through it (a namespace's
+``api/v1/namespaces/NS/configmaps``, replaced whole with a PUT).
 Calls go through ``KubeClient`` (rate limit, retries, error hook). A status write is a PUT of the
 object to its ``/status`` subresource carrying the ``resourceVersion`` that was read, so a write
 based on a stale read fails with 409 instead of undoing someone's change (the optimistic lock
@@ -79,6 +80,16 @@ class CustomObjects:
             self._kube._send, "PUT", f"{self.path}/{name}/status", body=obj, content_type="application/json"
         )
         stored: Obj = orjson.loads(await self._kube.call(f"update {self.path}/{name}/status", send))
+        return stored
+
+    async def replace(self, obj: Obj) -> Obj:
+        """PUT ``obj`` (an update carrying the ``resourceVersion`` read); the object stored.
+        ``KubeError`` 409 when it changed since, 404 when it is gone."""
+        name = (obj.get("metadata") or {}).get("name") or ""
+        send = functools.partial(
+            self._kube._send, "PUT", f"{self.path}/{name}", body=obj, content_type="application/json"
+        )
+        stored: Obj = orjson.loads(await self._kube.call(f"update {self.path}/{name}", send))
         return stored
 
     async def get(self, name: str) -> Obj | None:

@@ -34,6 +34,7 @@ from kubespot.kube import EventRecorder, KubeClient
 from kubespot.model import Clock
 from kubespot.observability.health import Check
 from kubespot.observability.metrics import Metrics
+from kubespot.operator.leader import own_namespace
 
 #: Seconds in-flight messages get to finish at shutdown before they are left to reappear.
 DRAIN_ON_STOP = 10.0
@@ -226,7 +227,7 @@ def provisioning(shared: Shared) -> Controller | None:
     region = shared.aws.region
     parts = _provisioning_parts(shared)
     assert parts.provisioner is not None and parts.pending is not None and parts.counter is not None
-    assert parts.doom is not None
+    assert parts.doom is not None and parts.publisher is not None
 
     async def problems() -> list[str]:
         # The catalog and the selector terms are per region: without one nothing can be resolved.
@@ -247,6 +248,12 @@ def provisioning(shared: Shared) -> Controller | None:
             Runnable("nodepool-counter", parts.counter.run, leader_only=True),
             # Pre-spin: a node fenced or deleted starts a pass at once (launching.md §7).
             Runnable("doomed-nodes", parts.doom.run, leader_only=True),
+            # What the launch path avoids, for `kubespot plan --why` (the status ConfigMap).
+            *(
+                [Runnable("status-configmap", parts.publisher.run, leader_only=True)]
+                if parts.publisher
+                else []
+            ),
         ],
         problems=problems,
         checks=parts.checks,
@@ -276,6 +283,7 @@ def _provisioning_parts(shared: Shared) -> provisioning_parts.Provisioning:
             # simulations avoid.
             capacity=shared.capacity,
             metrics=shared.metrics,
+            status_namespace=own_namespace(s.pod_namespace),
         )
     assert isinstance(parts, provisioning_parts.Provisioning)
     return parts
@@ -303,6 +311,10 @@ def nodeclaim(shared: Shared) -> Controller | None:
         # A claim refused for insufficient capacity: its pods' replacement carries every type
         # that fits (docs/designs/launching.md §2b, "Widened relaunch").
         on_insufficient_capacity=provisioner.capacity_refused if provisioner is not None else None,
+        # A claim registered or timed out: its NodePool's NodeRegistrationHealthy (launching.md §4).
+        on_registration=lambda o: provisioning_.status.registration_outcome(
+            o.pool, o.pool_uid, o.registered, o.launched
+        ),
     )
     return Controller(
         "nodeclaim",

@@ -70,6 +70,11 @@ def lease_namespace(
     """The Lease's namespace: the setting, else the pod's, else the service account's, else kube-system."""
     if settings.namespace:
         return settings.namespace
+    return own_namespace(pod_namespace, sa_file=sa_file)
+
+
+def own_namespace(pod_namespace: str | None, *, sa_file: Path = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """The controller's own namespace: the pod's, else the service account's, else kube-system."""
     if pod_namespace:
         return pod_namespace
     try:

@@ -178,11 +178,13 @@ class Pricing:
             # A column within 2 % of the best one is as good for the LP: stop there.
             mip.setOptionValue("mip_rel_gap", 0.02)
             mip.setOptionValue("presolve", "off")
+            # Work, not time, bounds it (lp_solver: a plan must not depend on the machine's load).
+            mip.setOptionValue("mip_max_nodes", lp_solver.KNAPSACK_NODES)
             mip.passModel(lp)
         mip.changeColsCost(shapes, list(range(shapes)), [max(d, 0.0) for d in duals])
         mip.run()
         if mip.getModelStatus() != hs.HighsModelStatus.kOptimal:
-            raise lp_solver.SolverUnavailable("a knapsack did not solve in time")
+            raise lp_solver.SolverUnavailable("a knapsack did not solve within its work limit")
         pattern = {s: round(v) for s, v in enumerate(mip.getSolution().col_value) if round(v) > 0}
         # HiGHS's integrality tolerance: a rounded solution must still fit the node.
         if any(

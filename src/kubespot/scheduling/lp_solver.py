@@ -15,18 +15,23 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: A single LP or knapsack solve that takes this long means HiGHS is in trouble: the packing falls
-#: back to the greedy instead of waiting on it.
-SOLVE_LIMIT_S = 1.0
-#: Seconds HiGHS may spend on the integer program of the LP's fractional remainder (a few dozen
-#: nodes at most); past it the greedy packs that remainder.
-RESIDUE_LIMIT_S = 2.0
-#: Branch-and-bound nodes the integer program may explore (deterministic, unlike its time limit).
+#: Every solve is bounded by work, not time: HiGHS's ``time_limit`` is wall-clock, so a limit that
+#: binds makes the plan depend on how busy the machine is (issue 13; docs/designs/provisioning.md,
+#: "Determinism"). Simplex iterations one master LP solve may take (the benchmark's take at most 50).
+LP_ITERATIONS = 20_000
+#: Branch-and-bound nodes one pricing knapsack may explore (the benchmark's close at the root).
+KNAPSACK_NODES = 1_000
+#: Branch-and-bound nodes the integer program of the LP's remainder may explore (the benchmark's
+#: take at most a dozen; 0.2-0.8 s of CPU at 1 000 to 20 000 pods).
 MIP_NODES = 200
+#: Wall-clock seconds after which any one run is abandoned: only a guard against a solver that
+#: hangs. The runs take milliseconds (the remainder's integer program under a second of CPU), so
+#: this never binds on a working solver, however loaded the machine; the work limits above do.
+HANG_GUARD_S = 60.0
 
 
 class SolverUnavailable(Exception):
-    """The LP solver is not installed, failed, or ran past ``SOLVE_LIMIT_S``."""
+    """The LP solver is not installed, failed, or ran past its work limit (or ``HANG_GUARD_S``)."""
 
 
 def module() -> Any:
@@ -63,7 +68,7 @@ def new_solver() -> Any:
         else:
             h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.setOptionValue("time_limit", SOLVE_LIMIT_S)
+    h.setOptionValue("time_limit", HANG_GUARD_S)
     h.setOptionValue("random_seed", 0)
     h.setOptionValue("threads", 1)
     return h
@@ -76,6 +81,7 @@ class Master:
     def __init__(self, counts: Sequence[int]) -> None:
         self.hs = module()
         self.h = new_solver()
+        self.h.setOptionValue("simplex_iteration_limit", LP_ITERATIONS)
         inf = self.hs.kHighsInf
         rows = len(counts)
         self.h.addRows(rows, [float(c) for c in counts], [inf] * rows, 0, [0] * (rows + 1), [], [])
@@ -98,7 +104,7 @@ class Master:
 
     def integer(self, counts: Sequence[int]) -> list[int] | None:
         """Whole nodes per column covering ``counts`` at least cost (HiGHS's MIP within
-        ``RESIDUE_LIMIT_S``); None when it found no solution in time."""
+        ``MIP_NODES``); None when it found no solution within them."""
         hs = self.hs
         lp = hs.HighsLp()
         lp.num_col_ = len(self.columns)
@@ -120,13 +126,12 @@ class Master:
         lp.a_matrix_.value_ = values
         lp.integrality_ = [hs.HighsVarType.kInteger] * len(self.columns)
         h = new_solver()
-        # A branch-and-bound node limit, not only a time limit, so the same input gives the same
-        # plan however busy the machine is; the time limit is the guard against a slow solve.
+        # A branch-and-bound node limit, not a time limit, so the same input gives the same plan
+        # however busy the machine is (a 2 s wall-clock limit used to cut it short under load).
         h.setOptionValue("mip_max_nodes", MIP_NODES)
         # Within 1 % of the best integer plan over these columns is enough, and it comes at the
         # root node: closing the last per cent can take seconds.
         h.setOptionValue("mip_rel_gap", 0.01)
-        h.setOptionValue("time_limit", RESIDUE_LIMIT_S)
         h.passModel(lp)
         h.run()
         if h.getInfo().primal_solution_status != 2:  # kSolutionStatusFeasible

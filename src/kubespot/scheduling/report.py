@@ -11,9 +11,10 @@ pool's limits), ``existing`` (each with ``pod`` and ``node``), ``unschedulable``
 pod, its outcome and its group's story (existing nodes tried and refused by reason, NodePools tried).
 
 ``avoided`` (the offerings the launch path avoids now, ``explain.AvoidedOffering``) is given by the
-provisioner, which plans with the unavailable-offerings cache and the pool risk; ``None`` means the
-plan ran without them (``kubespot plan`` against a running cluster cannot see the controller's
-memory), and a pod's story bound for a new NodeClaim, or unschedulable, says so. The JSON key
+provisioner, which plans with the unavailable-offerings cache and the pool risk, or by
+``kubespot plan`` from the controller's status ConfigMap (``cloud.avoided_status``); ``None`` means
+they are not known (no ConfigMap, a stale one, or no cluster read), and a pod's story bound for a
+new NodeClaim, or unschedulable, says so (``not_known``: why). The JSON key
 ``avoided_offerings`` is a list (each with ``kind``, ``capacity_type``, ``instance_type``, ``zone``
 and ``reason`` and ``seconds_left`` for a mark, ``score`` for a risk) or null when not known.
 """
@@ -86,10 +87,9 @@ def _story_json(story: GroupStory) -> dict[str, Any]:
 
 
 #: Said when the plan ran without the launch path's memory and a launch would consult it.
-NOT_KNOWN = (
-    "Offerings avoided: not known here (kubespot plan does not see the controller's "
-    "unavailable-offerings cache nor its pool risk)."
-)
+NOT_KNOWN = "Offerings avoided: not known here ({why})."
+#: Why, when the caller does not say.
+NOT_READ = "the controller's unavailable-offerings cache and pool risk were not read"
 
 
 def avoided_json(avoided: Iterable[AvoidedOffering] | None) -> list[dict[str, Any]] | None:
@@ -118,12 +118,14 @@ def _avoided_line(a: AvoidedOffering) -> str:
     return f"    {pool}: reclaim risk {a.score:g}, tried after safer pools"
 
 
-def _avoided_lines(avoided: list[AvoidedOffering] | None, launches: bool) -> list[str]:
+def _avoided_lines(
+    avoided: list[AvoidedOffering] | None, launches: bool, not_known: str = NOT_READ
+) -> list[str]:
     """The story's lines on avoided offerings: only for a pod whose placement a launch decides."""
     if not launches:
         return []
     if avoided is None:
-        return ["  " + NOT_KNOWN]
+        return ["  " + NOT_KNOWN.format(why=not_known)]
     if not avoided:
         return ["  Offerings avoided: none now."]
     return [f"  Offerings avoided now ({len(avoided)}):", *(_avoided_line(a) for a in avoided)]
@@ -226,7 +228,9 @@ def plan_text(plan: Plan, pools: Mapping[str, Condition] | None = None) -> str:
     return "\n".join(lines)
 
 
-def pod_story(plan: Plan, pod: str, avoided: list[AvoidedOffering] | None = None) -> str | None:
+def pod_story(
+    plan: Plan, pod: str, avoided: list[AvoidedOffering] | None = None, *, not_known: str = NOT_READ
+) -> str | None:
     """Where ``pod`` (``namespace/name``) goes and why; None when the plan does not know it."""
     story = plan.stories.get(pod)
     if pod in plan.existing:
@@ -238,8 +242,10 @@ def pod_story(plan: Plan, pod: str, avoided: list[AvoidedOffering] | None = None
                 f"(${c.price_per_hour:.4f}/hour, {len(c.pods)} pods, zones {', '.join(c.zones)}): "
                 f"{c.why}. Instance types offered: {_types(c.instance_types, 10)}."
             )
-            return "\n".join([head, *_types_lines(c), *_avoided_lines(avoided, True), *_story_lines(story)])
+            return "\n".join(
+                [head, *_types_lines(c), *_avoided_lines(avoided, True, not_known), *_story_lines(story)]
+            )
     if pod in plan.unschedulable:
         head = f"{pod} cannot be scheduled: " + "; ".join(plan.unschedulable[pod]) + "."
-        return "\n".join([head, *_avoided_lines(avoided, True), *_story_lines(story)])
+        return "\n".join([head, *_avoided_lines(avoided, True, not_known), *_story_lines(story)])
     return None

@@ -19,7 +19,8 @@ async def test_the_heavier_pool_first_then_the_lighter_past_its_limit(e2e: E2E) 
     ``NewScheduler`` (NodePools ordered by ``spec.weight``, heaviest first: a pod goes to the first
     whose template and remaining limits fit) and ``subtractMax`` (a pool at its limit is skipped);
     pkg/apis/v1/nodepool.go ``OrderByWeight``."""
-    heavy, light = f"{TEST}-heavy", f"{TEST}-light"
+    # The lighter pool's name sorts first: a provisioner ordering pools by name, not weight, fails.
+    heavy, light = f"{TEST}-b-heavy", f"{TEST}-a-light"
     await e2e.add_pools(
         pool(TEST, heavy, ["spot", "on-demand"], instance_types=(TYPE,), cpu_limit="4", weight=50),
         pool(TEST, light, ["spot", "on-demand"], instance_types=(TYPE,), weight=10),
@@ -37,5 +38,5 @@ async def test_the_heavier_pool_first_then_the_lighter_past_its_limit(e2e: E2E) 
     assert per_pool == {heavy: 3, light: 3}, f"{per_pool}\n{e2e.log_tail()}"
     claims = await e2e.claims(TEST)
     by_pool = sorted(label(c, "karpenter.sh/nodepool") or "" for c in claims)
-    assert by_pool == [heavy, light], by_pool
+    assert by_pool == sorted([heavy, light]), by_pool
     assert len(e2e.instances(heavy)) == 1, "the heavy pool went past its 4-CPU limit"

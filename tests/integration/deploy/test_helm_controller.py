@@ -578,6 +578,43 @@ def test_lease_role_follows_leader_election(helm: str) -> None:
     assert plain_env(off)["KUBESPOT_LEADER_ELECTION_ENABLED"] == "false"
 
 
+def test_status_configmap_role_only_with_provisioning_and_only_in_the_release_namespace(helm: str) -> None:
+    """Review 15a #6. Cluster Autoscaler's chart (charts/cluster-autoscaler/templates/role.yaml)
+    grants create on configmaps and get/update on its cluster-autoscaler-status by name, in its own
+    namespace: so does kubespot's for the status ConfigMap the leader keeps, with provisioning on."""
+    status = f"{CONTROLLER}-status"
+    assert not [o for o in render(helm, sets=ON) if o["metadata"]["name"] == status]
+    objs = render(
+        helm,
+        sets={**ON, "controller.provisioning.enabled": "true", "controller.leaderElection.namespace": "ops"},
+    )
+    role = only(objs, "Role", status)
+    assert role["metadata"]["namespace"] == NS
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": ["kubespot-status"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    binding = only(objs, "RoleBinding", status)
+    assert binding["metadata"]["namespace"] == NS
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": status}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NS}]
+    named = render(
+        helm,
+        sets={
+            **ON,
+            "controller.provisioning.enabled": "true",
+            "controller.provisioning.statusConfigMap": "mine",
+        },
+    )
+    assert only(named, "Role", status)["rules"][1]["resourceNames"] == ["mine"]
+    assert plain_env(named)["KUBESPOT_PROVISIONING_STATUS_CONFIGMAP"] == "mine"
+
+
 def test_nodes_may_be_deleted_only_with_node_cleanup(helm: str) -> None:
     assert only(render(helm, sets=ON), "ClusterRole", CONTROLLER)["rules"] == CONTROLLER_RULES
     objs = render(helm, sets={**ON, "controller.nodeCleanup.enabled": "true"})
@@ -699,6 +736,7 @@ def test_rendered_env_loads_through_the_controllers_settings_loader(helm: str) -
         60.0,
     )
     assert (prov.stuck_after, prov.kubernetes_version) == (600.0, "1.31")
+    assert prov.status_configmap == "kubespot-status-prod"
     nth = load(ControllerSettings, env=_controller_env(render(helm, NTH_QUEUE)))
     assert nth.queue.delete_if_node_not_found is True
     assert nth.aws.region == "eu-west-1"

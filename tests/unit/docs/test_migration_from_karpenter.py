@@ -14,9 +14,15 @@ docs/designs/launching.md §2b).
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
+import shlex
 from pathlib import Path
 from types import MappingProxyType
 
+import pytest
+
+from kubespot import cli
 from kubespot.aws import fleet
 from kubespot.aws.ec2 import InstanceInfo
 from kubespot.aws.instances import Instance
@@ -117,3 +123,27 @@ def test_no_nodepool_hash_annotation_is_written() -> None:
 def test_the_pages_links_lead_to_files_and_headings() -> None:
     count, broken = broken_links(DOC)
     assert count and broken == []
+
+
+def test_step_one_grants_the_instance_profile_group_and_section_six_does_not_deny_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Review 15a #3. aws pkg/controllers/nodeclass/instanceprofile.go (a class's ``spec.role``
+    profile made) and the nodeclass termination's finalize (deleted with the class) need the IAM
+    calls of the ``instance-profile`` group (Karpenter's ``AllowScopedInstanceProfile*``
+    statements): the §2 step 1 command, run as written, prints them and the queue's; §6 no longer
+    says a class must name its ``instanceProfile``."""
+    (line,) = re.findall(r"`(kubespot aws policy [^`]+)`", section(2))
+    filled = line.replace("NAME", "prod").replace("ACCOUNT", "123456789012")
+    filled = filled.replace("REGION", "eu-west-1").replace("ROLE", "KarpenterNodeRole-prod")
+    assert cli.main(shlex.split(filled)[1:]) == 0
+    policy = json.loads(capsys.readouterr().out)
+    actions = {
+        a
+        for s in policy["Statement"]
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert {"iam:CreateInstanceProfile", "iam:DeleteInstanceProfile", "iam:GetInstanceProfile"} <= actions
+    assert {"ec2:CreateFleet", "sqs:ReceiveMessage"} <= actions
+    not_yet = DOC.read_text().split("\n## 6. ", 1)[1]
+    assert "spec.role" not in not_yet and "must name its `instanceProfile`" not in not_yet

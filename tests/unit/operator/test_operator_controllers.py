@@ -12,6 +12,7 @@ from kubespot.cloud.signals import capacity_signals
 from kubespot.config import loader
 from kubespot.config.controller import ControllerSettings
 from kubespot.config.launch import LaunchSettings
+from kubespot.controllers.provisioning.controller import Provisioning
 from kubespot.model.clock import SystemClock
 from kubespot.observability.metrics import Metrics
 from kubespot.operator.controllers import CONTROLLERS, Shared, new_controllers
@@ -70,7 +71,7 @@ def test_runnable_names_are_unique_across_controllers() -> None:
     """They name the operator's tasks and the leader's duties (and /healthz's "stopped: …")."""
     got = wired(**EVERYTHING_ON)
     names = [n for runnables in got.values() for n, _ in runnables]
-    assert len(names) == len(set(names)) == 15
+    assert len(names) == len(set(names)) == 16
     assert len(CONTROLLERS) == 5
 
 
@@ -90,6 +91,8 @@ def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> No
         ("nodepool-counter", True),
         # Pre-spin: a node fenced or deleted starts a pass at once (launching.md §7).
         ("doomed-nodes", True),
+        # What the launch path avoids, in the status ConfigMap (review 15a #6): the leader's.
+        ("status-configmap", True),
     ]
     assert "interruption" not in got
     (provisioning,) = [
@@ -102,6 +105,21 @@ def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> No
         ("catalog", True),
         ("provisioner", True),
     ]
+
+
+def test_the_status_configmap_goes_to_the_controllers_own_namespace() -> None:
+    """Review 15a #6, as Cluster Autoscaler's cluster-autoscaler-status (its own namespace, its
+    name a flag): the pod's namespace (not the Lease's, which may be moved), the setting's name."""
+    env = {
+        "KUBESPOT_PROVISIONING_ENABLED": "true",
+        "KUBESPOT_POD_NAMESPACE": "karpenter",
+        "KUBESPOT_LEADER_ELECTION_NAMESPACE": "ops",
+        "KUBESPOT_PROVISIONING_STATUS_CONFIGMAP": "mine",
+    }
+    (provisioning,) = [c for c in new_controllers(shared(**env)) if c.name == "provisioning"]
+    parts = provisioning.parts["provisioning"]
+    assert isinstance(parts, Provisioning) and parts.publisher is not None
+    assert parts.publisher.where == "karpenter/mine"
 
 
 def test_the_provisioner_plans_around_the_process_wide_unavailable_offerings() -> None:

@@ -266,3 +266,58 @@ def test_every_group_packed_into_new_claims_tells_of_the_claims_holding_its_pods
         assert holding
         story = plan.stories[f"default/{name}0"]
         assert story.outcomes() == [("default", f"opened {holding} NodeClaim(s)")], name
+
+
+class _StarvedClock:
+    """The ``time`` module as a starved machine shows it to the packing: the wall clock races
+    ahead 100 s at every look, while the planning thread's CPU time is the real one."""
+
+    def __init__(self) -> None:
+        import time as real
+
+        self._real = real
+        self._wall = real.monotonic()
+
+    def _tick(self) -> float:
+        self._wall += 100.0
+        return self._wall
+
+    monotonic = perf_counter = time = _tick
+
+    def thread_time(self) -> float:
+        return self._real.thread_time()
+
+    def process_time(self) -> float:
+        return self._real.process_time()
+
+
+def test_a_busy_machine_does_not_change_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13's loose end (docs/designs/provisioning.md, "Determinism"): the search's budget is
+    the planning thread's CPU time and every HiGHS run is bounded by work (iterations,
+    branch-and-bound nodes), so the same pods and types give the same plan however slowly the wall
+    clock says it went (it used to stop the column generation at a wall-clock deadline, and HiGHS
+    at a wall-clock ``time_limit``). kubespot's own rule: Karpenter's packing is first-fit
+    (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/scheduling/scheduler.go``
+    ``Solve``) and has no time budget to depend on."""
+    import random
+
+    from kubespot.scheduling import packing
+    from support.sched_problems import catalog
+
+    rng = random.Random(7)
+    types = catalog(rng)
+    shapes = [("250m", "512Mi"), ("1", "1Gi"), ("500m", "3Gi"), ("1500m", "256Mi"), ("2", "6Gi")]
+    pods = [pod(f"p{i}", *shapes[rng.randrange(len(shapes))]) for i in range(240)]
+
+    def plan() -> list[tuple[str, str, tuple[str, ...], bool]]:
+        out = simulate(pods, [], [PoolCapacity(pool(), types)])
+        assert not out.unschedulable
+        return sorted(
+            (c.instance_types[0], c.capacity_type, tuple(sorted(c.pods)), "configuration LP" in c.why)
+            for c in out.claims
+        )
+
+    quiet = plan()
+    assert any(lp for *_, lp in quiet)  # the LP packed (else there is no budget to speak of)
+    monkeypatch.setattr(packing, "time", _StarvedClock())
+    assert plan() == quiet

@@ -31,6 +31,7 @@ from kubespot.observability.metrics import Metrics
 from .garbage_collection import GarbageCollector
 from .loop import NodeClaimLoop
 from .objects import NODECLAIMS, NODES
+from .registration import RegistrationOutcome
 from .termination import Terminator
 
 __all__ = ["NODECLAIMS", "NodeClaims", "build"]
@@ -84,6 +85,7 @@ def build(
     metrics: Metrics | None = None,
     capacity: CapacitySignals | None = None,
     on_insufficient_capacity: Callable[[str], None] | None = None,
+    on_registration: Callable[[RegistrationOutcome], None] | None = None,
 ) -> NodeClaims:
     claims = CustomObjects(kube, NODECLAIMS)
     nodes = CustomObjects(kube, NODES)
@@ -107,6 +109,7 @@ def build(
         recorder=recorder,
         metrics=metrics,
         on_insufficient_capacity=on_insufficient_capacity,
+        on_registration=on_registration,
     )
     every = launch.garbage_collection_interval
     gc = GarbageCollector(

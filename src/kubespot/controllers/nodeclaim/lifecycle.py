@@ -37,6 +37,8 @@ class Step:
     events: list[tuple[str, str]] = field(default_factory=list)
     #: Liveness: delete the claim for this reason.
     delete_reason: str = ""
+    #: Registration made the claim Registered in this reconcile (its NodePool's health counts it).
+    registered: bool = False
     #: Seconds until this claim needs looking at again even if nothing changes (None: never).
     requeue_after: float | None = None
 
@@ -62,6 +64,7 @@ def advance(
             step.node_patch = (reg.node_name, reg.node_patch)
         if reg.condition.is_true:
             claim.setdefault("status", {})["nodeName"] = reg.node_name
+            step.registered = True
     set_conditions(claim, changes, now)
     if step.node_patch is None and is_true(claim, REGISTERED) and is_unknown(claim, INITIALIZED):
         init = initialize(claim, nodes)

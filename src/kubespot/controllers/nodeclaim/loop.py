@@ -15,7 +15,10 @@ the watch brought the newer object, anything else (429, 5xx, the cloud failing) 
 claim and retried with ``model.backoff.full_jitter``. The state is rebuilt from the API on every
 start (the lease won again): the first list makes every claim due, and the cloud's instances
 (``cloud.list``, by the NodeClaim name they are tagged with) give a claim whose status write was
-lost its instance back without a launch call (the cloud's idempotent launches would too). ``started`` and
+lost its instance back without a launch call (the cloud's idempotent launches would too). A launch
+whose status write failed is remembered by the claim's UID, as core ``lifecycle/launch.go``
+``Reconcile`` caches the created claim: the retry writes it without calling the cloud or counting
+the launch again. ``started`` and
 ``last_pass`` (when the dispatcher last ran) are what /healthz reads; both are cleared on stop.
 """
 
@@ -63,6 +66,7 @@ from .objects import (
     set_conditions,
     uid,
 )
+from .registration import RegistrationOutcome, outcome
 from .termination import Events, Terminator
 
 __all__ = ["NodeClaimLoop"]
@@ -107,6 +111,7 @@ class NodeClaimLoop:
         idle_wake: float = 30.0,
         rng: Callable[[], float] = random.random,
         on_insufficient_capacity: Callable[[str], None] | None = None,
+        on_registration: Callable[[RegistrationOutcome], None] | None = None,
     ) -> None:
         self._claims_api = claims
         self._nodes_api = nodes
@@ -125,6 +130,9 @@ class NodeClaimLoop:
         #: Told a claim's name before it is deleted for insufficient capacity (the operator wires
         #: the provisioner's, whose replacement for its pods then carries every type that fits).
         self.on_insufficient_capacity = on_insufficient_capacity
+        #: Told each claim that registers or times out (the operator wires the NodePool status
+        #: loop's, which keeps the pool's ``NodeRegistrationHealthy``; launching.md §4).
+        self.on_registration = on_registration
         self.claims: dict[str, Obj] = {}
         self.nodes: dict[str, Obj] = {}
         #: provider id → names of the Nodes carrying it, and of the claims that launched it.
@@ -132,6 +140,9 @@ class NodeClaimLoop:
         self._claims_by_pid: dict[str, set[str]] = {}
         #: What the cloud runs for claims not marked launched, by claim name (read at start).
         self._found: dict[str, CloudNodeClaim] = {}
+        #: What this loop launched, by claim UID (insertion-ordered, bounded): a retry after the
+        #: status write failed must neither call the cloud nor count the launch again.
+        self._launched: dict[str, CloudNodeClaim] = {}
         self._due: dict[str, float] = {}
         self._failures: dict[str, int] = {}
         #: claim → (its task, when it started).
@@ -265,6 +276,7 @@ class NodeClaimLoop:
                 self._due.pop(key, None)
                 self._failures.pop(key, None)
                 self._found.pop(key, None)
+                self._launched.pop(uid(obj), None)
             elif _newer(obj, previous):
                 self.claims[key] = obj
                 self._due[key] = now
@@ -410,11 +422,13 @@ class NodeClaimLoop:
         work: Obj = copy.deepcopy(claim)
         set_conditions(work, [], now)
         if is_unknown(work, LAUNCHED):
-            found = self._found.pop(key, None)
+            found = self._found.pop(key, None) or self._launched.get(uid(work))
             began = self._clock.monotonic()
             outcome = LaunchOutcome(launched=found) if found is not None else await launch(self._cloud, work)
             took = self._clock.monotonic() - began
             self._count_launch(work, outcome, from_cloud=found is not None)
+            if found is None and outcome.launched is not None:
+                self._remember_launch(uid(work), outcome.launched)
             if outcome.delete_reason:
                 log.info("nodeclaim %s: deleting (%s; launch call %.3f s)", key, outcome.delete_reason, took)
                 if outcome.delete_reason == INSUFFICIENT and self.on_insufficient_capacity is not None:
@@ -444,6 +458,7 @@ class NodeClaimLoop:
                 )
                 if live.delete_reason:
                     self._count_timeout(work, live.delete_reason)
+                    self._registration(work, registered=False)
                     log.info("nodeclaim %s: deleting (%s)", key, live.delete_reason)
                     await self._delete(key)
                     return None
@@ -487,8 +502,11 @@ class NodeClaimLoop:
         for reason, message in step.events:
             await self._event(work, reason, message)
         await self._write(claim, work)
+        if step.registered:
+            self._registration(work, registered=True)
         if step.delete_reason:
             self._count_timeout(work, step.delete_reason)
+            self._registration(work, registered=False)
             log.info("nodeclaim %s: deleting (%s)", key, step.delete_reason)
             await self._delete(key)
             return None
@@ -515,6 +533,23 @@ class NodeClaimLoop:
                 m.launch_failure("", "", "", INSUFFICIENT_CAPACITY)
         elif outcome.condition is not None:
             m.launch_failure("", "", "", outcome.condition.reason)
+
+    def _remember_launch(self, claim_uid: str, launched: CloudNodeClaim) -> None:
+        if not claim_uid:
+            return
+        if len(self._launched) >= 4096:  # claims long gone: forget the oldest
+            del self._launched[next(iter(self._launched))]
+        self._launched[claim_uid] = launched
+
+    def _registration(self, claim: Obj, *, registered: bool) -> None:
+        """The claim registered, or is deleted for a timeout: its NodePool's registration health
+        learns it (core registration.go / liveness.go ``updateNodePoolRegistrationHealth``; after
+        the status write, so a conflict's retry does not count a registration twice)."""
+        if self.on_registration is None:
+            return
+        found = outcome(claim, registered)
+        if found is not None:
+            self.on_registration(found)
 
     def _count_timeout(self, claim: Obj, reason: str) -> None:
         """A claim deleted for a timeout, counted once: a reconcile of a version read before the

@@ -21,6 +21,7 @@ NODES = "api/v1/nodes"
 #: On NodeClaims before launch and on their Nodes at registration; removed last.
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 REGISTERED_LABEL = "karpenter.sh/registered"
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
 INITIALIZED_LABEL = "karpenter.sh/initialized"
 DO_NOT_SYNC_TAINTS_LABEL = "karpenter.sh/do-not-sync-taints"
 UNREGISTERED_TAINT = Taint("karpenter.sh/unregistered", "NoExecute")
@@ -31,9 +32,6 @@ INITIALIZED = "Initialized"
 INSTANCE_TERMINATING = "InstanceTerminating"
 #: The root ``Ready`` is True when these are (``NodeClaim.StatusConditions``).
 DEPENDENTS = (LAUNCHED, REGISTERED, INITIALIZED)
-
-#: operatorpkg's ``SetUnknown``: what a condition says before anything has looked at it.
-AWAITING = ("AwaitingReconciliation", "object is awaiting reconciliation")
 
 
 #: A NodeClaim's lifecycle phases, for the ``kubespot_nodeclaims`` gauge.
@@ -142,13 +140,17 @@ def transition_time(obj: Mapping[str, Any], type_: str) -> datetime | None:
 
 def set_conditions(claim: Obj, changes: Sequence[Condition], now: datetime) -> None:
     """``changes`` written into ``claim``'s status as operatorpkg's condition set does: the
-    dependents that are missing start Unknown (``AwaitingReconciliation``), the root ``Ready``
-    follows them (``scheduling.api.condition_set``)."""
-    old = list(conditions(claim).values())
-    present = {c["type"] for c in old}
-    start = [Condition(t, "Unknown", *AWAITING) for t in DEPENDENTS if t not in present]
+    dependents that are missing start Unknown (``AwaitingReconciliation``, stamped with the claim's
+    creation), the root ``Ready`` follows them (``scheduling.api.condition_set``)."""
+    created = meta(claim).get("creationTimestamp")
     merged = merge_conditions(
-        old, [*start, *changes], dependents=DEPENDENTS, generation=generation(claim), now=now
+        list(conditions(claim).values()),
+        changes,
+        dependents=DEPENDENTS,
+        generation=generation(claim),
+        now=now,
+        created=created if isinstance(created, str) else None,
+        deleting=deleting(claim),
     )
     claim.setdefault("status", {})["conditions"] = merged
 

@@ -27,12 +27,15 @@ from kubespot.scheduling.taints import Taint
 
 from .objects import (
     DO_NOT_SYNC_TAINTS_LABEL,
+    LAUNCHED,
+    NODEPOOL_LABEL,
     REGISTERED,
     REGISTERED_LABEL,
     TERMINATION_FINALIZER,
     UNREGISTERED_TAINT,
     Obj,
     annotations_of,
+    conditions,
     finalizers,
     labels,
     matches,
@@ -43,7 +46,7 @@ from .objects import (
     uid,
 )
 
-__all__ = ["UNREGISTERED_TAINT_MISSING", "Registration", "register"]
+__all__ = ["UNREGISTERED_TAINT_MISSING", "Registration", "RegistrationOutcome", "outcome", "register"]
 
 UNREGISTERED_TAINT_MISSING = "UnregisteredTaintMissing"
 TAINT_MISSING_MESSAGE = (
@@ -61,6 +64,47 @@ class Registration:
     node_name: str = ""
     #: Emit ``UnregisteredTaintMissing``.
     taint_missing: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationOutcome:
+    """What the NodePool's registration health learns of one claim (core registration.go and
+    liveness.go ``updateNodePoolRegistrationHealth``): the claim registered, or it was deleted for
+    a launch or registration timeout. The NodePool is the one the claim is labelled with; it counts
+    the outcome only if it is the claim's owner (``pool_uid``)."""
+
+    pool: str
+    pool_uid: str
+    registered: bool
+    #: The claim's ``Launched`` condition (the reason a NodePool goes unhealthy with, unless it
+    #: launched and did not register: ``RegistrationFailed``).
+    launched: Condition | None = None
+
+
+def outcome(claim: Obj, registered: bool) -> RegistrationOutcome | None:
+    """The outcome to report for ``claim``; None when it names no NodePool owning it."""
+    pool = labels(claim).get(NODEPOOL_LABEL, "")
+    owners = meta(claim).get("ownerReferences")
+    pool_uid = next(
+        (
+            str(o.get("uid") or "")
+            for o in (owners if isinstance(owners, list) else ())
+            if isinstance(o, Mapping) and o.get("kind") == "NodePool"
+        ),
+        "",
+    )
+    if not pool or not pool_uid:
+        return None
+    found = conditions(claim).get(LAUNCHED)
+    launched = None
+    if found is not None:
+        launched = Condition(
+            LAUNCHED,
+            str(found.get("status") or ""),
+            str(found.get("reason") or ""),
+            str(found.get("message") or ""),
+        )
+    return RegistrationOutcome(pool, pool_uid, registered, launched)
 
 
 def _taint_dict(taint: Mapping[str, Any]) -> Obj:

@@ -18,6 +18,11 @@ offerings of its instance types), so a pool without spot, pods that need on-dema
 pools all marked unavailable keep the claim as it was. A malformed annotation is a
 ``ValidationSucceeded=False`` reason ``CapacitySplitInvalid`` (``split_validation``) and the pool
 is used without a split.
+
+``narrowing`` is ``narrow`` with what the provisioner tells of it: when a claim open to both
+capacity types is narrowed, a Normal ``CapacitySplit`` event on the NodeClaim and its NodePool
+(``Nominations.capacity_split``) says to which type and why: the split, the pool's counts before
+the claim and the on-demand target with it.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ __all__ = [
     "CAPACITY_SPLIT_INVALID",
     "SPLIT_ANNOTATION",
     "CapacitySplit",
+    "Narrowing",
     "SplitError",
     "capacity_counts",
     "narrow",
+    "narrowing",
     "parse_split",
     "split_of",
     "split_validation",
@@ -188,3 +195,41 @@ def narrow(claim: Obj, split: CapacitySplit, counts: dict[str, int]) -> str | No
             counts[want] += 1
             return want
     return None
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """A claim open to both capacity types narrowed by the split: to which type, and why."""
+
+    capacity_type: str
+    message: str
+
+
+def _describe(split: CapacitySplit) -> str:
+    return (
+        f"onDemandBase={split.on_demand_base}, onDemandPercentAboveBase={split.on_demand_percent_above_base}"
+    )
+
+
+def narrowing(claim: Obj, split: CapacitySplit, counts: dict[str, int]) -> Narrowing | None:
+    """``narrow``, and when it narrowed a claim that allowed more than one capacity type, what
+    the event says (module docstring); None when the claim was pinned already or left alone."""
+    allowed: list[str] = []
+    for req in claim["spec"]["requirements"]:
+        if req.get("key") == CAPACITY_TYPE and req.get("operator") == "In":
+            allowed = list(req.get("values") or ())
+            break
+    on_demand, spot = counts[ON_DEMAND], counts[SPOT]
+    kind = narrow(claim, split, counts)
+    if kind is None or len(allowed) < 2:
+        return None
+    total = on_demand + spot + 1
+    target = split.on_demand_target(total)
+    message = (
+        f"Narrowed to {kind} by {SPLIT_ANNOTATION} ({_describe(split)}): the NodePool runs "
+        f"{on_demand} on-demand and {spot} spot node(s); of {total} with this one, {target} should "
+        f"be on-demand"
+    )
+    if kind == SPOT:
+        message += f" and {on_demand} already are"
+    return Narrowing(kind, message)

@@ -37,6 +37,7 @@ from kubespot.model import Clock
 from kubespot.observability.health import Check
 from kubespot.observability.metrics import Metrics
 
+from .avoided_publisher import AvoidedPublisher
 from .batcher import Batcher
 from .catalog_refresh import CatalogRefresh
 from .doomed import DoomWatch
@@ -75,6 +76,8 @@ class Provisioning:
     unavailable: UnavailableOfferings | None = None
     #: Nodes turning doomed trigger a pass at once (pre-spin, launching.md §7).
     doom: DoomWatch | None = None
+    #: The status ConfigMap of what the launch path avoids (``kubespot plan --why`` reads it).
+    publisher: AvoidedPublisher | None = None
 
     def checks(self, now: datetime) -> tuple[Check, ...]:
         stuck = timedelta(seconds=self.settings.stuck_after)
@@ -137,6 +140,7 @@ def build(
     recorder: EventRecorder | None = None,
     capacity: CapacitySignals | None = None,
     metrics: Metrics | None = None,
+    status_namespace: str = "kube-system",
 ) -> Provisioning:
     launch = launch or LaunchSettings()
     # The operator hands the process's one cache and risk store (``Shared.capacity``: the
@@ -155,7 +159,9 @@ def build(
     # Profiles for spec.role are scoped by the cluster's name: none made without one.
     profiles = InstanceProfiles(aws, launch.cluster_name, region) if launch.cluster_name else None
     loop = StatusLoop(
-        termination=NodeClassTermination(nodeclasses, CustomObjects(kube, NODECLAIMS), profiles),
+        termination=NodeClassTermination(
+            nodeclasses, CustomObjects(kube, NODECLAIMS), profiles, recorder=recorder
+        ),
         nodeclasses=nodeclasses,
         nodepools=CustomObjects(kube, NODEPOOLS),
         resolver=NodeClassResolver(aws, k8s_version, profiles),
@@ -193,5 +199,13 @@ def build(
             lambda node: batcher.trigger_now(f"node/{node}"),
             clock=clock,
             fence=launch.learn_from_interruptions,
+        ),
+        publisher=AvoidedPublisher(
+            CustomObjects(kube, f"api/v1/namespaces/{status_namespace}/configmaps"),
+            settings.status_configmap,
+            status_namespace,
+            unavailable=unavailable,
+            risk=capacity.risk,
+            clock=clock,
         ),
     )

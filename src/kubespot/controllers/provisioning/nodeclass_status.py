@@ -120,6 +120,8 @@ def nodeclass_status(
     *,
     generation: int,
     now: datetime,
+    created: str | None = None,
+    deleting: bool = False,
 ) -> Obj:
     """The status to write: ``old`` updated with ``resolution`` (None: not resolved, the object is
     invalid: only ``ValidationSucceeded`` changes)."""
@@ -146,5 +148,7 @@ def nodeclass_status(
         dependents=NODECLASS_CONDITIONS,
         generation=generation,
         now=now,
+        created=created,
+        deleting=deleting,
     )
     return status

@@ -7,14 +7,16 @@ pure validator's condition), ``pkg/controllers/nodepool/readiness/controller.go`
 ``NodeClassTerminating`` "NodeClass is Terminating", False ``NodeClassReadinessUnknown`` "Node Class
 Readiness Unknown" while the class's Ready is Unknown, False with the class's own Ready reason and
 message when it is not Ready, else True) and ``pkg/apis/v1/nodepool_status.go`` (Ready = both);
-``resources`` and ``nodes`` as the counter counts them (``nodepool_counter``). Deliberate
+``resources`` and ``nodes`` as the counter counts them (``nodepool_counter``);
+``NodeRegistrationHealthy`` and ``nodeClassObservedGeneration`` as ``registration_health`` decides
+them (not a ``Ready`` dependent, as upstream). Deliberate
 difference: ``ValidationSucceeded`` False ``CapacitySplitInvalid`` (kubespot's own annotation,
 ``capacity_split``) leaves ``Ready`` to ``NodeClassReady`` alone, so the pool is still used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -57,21 +59,32 @@ def nodepool_status(
     *,
     generation: int,
     now: datetime,
+    created: str | None = None,
+    deleting: bool = False,
     counts: tuple[Mapping[str, str], int] | None = None,
+    registration: Sequence[Condition] = (),
+    class_generation: int | None = None,
 ) -> Obj:
     """The status to write: ``old`` with the two conditions and ``Ready`` set, and, when
-    ``counts`` is given, ``resources`` and ``nodes`` (``nodepool_counter``)."""
+    ``counts`` is given, ``resources`` and ``nodes`` (``nodepool_counter``). ``registration``:
+    ``NodeRegistrationHealthy`` when it changes (``registration_health``), set after the others
+    and not a ``Ready`` dependent; ``class_generation``: the class's generation, written as
+    ``nodeClassObservedGeneration`` (None: the class is not found, left as it was)."""
     status: Obj = dict(old or {})
     if counts is not None:
         status["resources"] = dict(counts[0])
         status["nodes"] = counts[1]
+    if class_generation is not None:
+        status["nodeClassObservedGeneration"] = class_generation
     status["conditions"] = merge_conditions(
         (old or {}).get("conditions"),
-        [validation, nodeclass_ready(nodeclass)],
+        [validation, nodeclass_ready(nodeclass), *registration],
         # A malformed split annotation (kubespot's, which Karpenter ignores) is reported but does
         # not stop the pool: it is used without a split (docs/designs/launching.md §6).
         dependents=(NODECLASS_READY,) if validation.reason == CAPACITY_SPLIT_INVALID else NODEPOOL_CONDITIONS,
         generation=generation,
         now=now,
+        created=created,
+        deleting=deleting,
     )
     return status

@@ -21,6 +21,10 @@ The events follow Karpenter's (kubernetes-sigs/karpenter
   ``DisruptionLaunching`` as Karpenter's disruption controller's replacements
   (``disruption/events/events.go`` ``Launching``), "Launching NodeClaim: Interruption, replacing
   node(s) <names> before their drain";
+- the capacity split (kubespot's, launching.md §6): Normal ``CapacitySplit`` on a NodeClaim the
+  split narrowed to spot or on-demand (the type and why: ``capacity_split.narrowing``), and on its
+  NodePool once per capacity type within the timeout; the NodeClaims' through a token bucket of
+  their own (5 per second, burst 10), dropped over budget as ``Nominated``;
 - all de-duplicated per (reason, object UID), whatever the message, for the event's timeout (2
   minutes by default, 5 for ``FailedScheduling``). As in Karpenter's recorder, the de-duplication
   is checked (and armed) before the rate limit: a dropped event is not retried within the timeout.
@@ -45,6 +49,7 @@ NO_COMPATIBLE_INSTANCE_TYPES = "NoCompatibleInstanceTypes"
 NO_COMPATIBLE_MESSAGE = "NodePool requirements filtered out all compatible available instance types"
 NO_COMPATIBLE_DEDUPE_SECONDS = 60.0
 DISRUPTION_LAUNCHING = "DisruptionLaunching"
+CAPACITY_SPLIT = "CapacitySplit"
 #: Karpenter's recorder's default de-duplication timeout, and FailedScheduling's own.
 DEDUPE_SECONDS = 120.0
 FAILED_DEDUPE_SECONDS = 300.0
@@ -68,6 +73,9 @@ class Nominations:
     ) -> None:
         self._recorder = recorder
         self._bucket = TokenBucket(qps=qps, burst=burst, monotonic=monotonic)
+        #: The capacity split's events: a budget of their own, so a large pass's narrowings never
+        #: take the nominations' (Karpenter gives each rate-limited event its own limiter).
+        self._split_bucket = TokenBucket(qps=qps, burst=burst, monotonic=monotonic)
         self._dedupe = dedupe
         self._monotonic = monotonic
         self._claim_of: dict[str, str] = {}
@@ -155,8 +163,10 @@ class Nominations:
         ref = ObjectRef("NodePool", str(meta.get("name") or ""), None, uid, api_version="karpenter.sh/v1")
         await self._publish([ref], NO_COMPATIBLE_INSTANCE_TYPES, NO_COMPATIBLE_MESSAGE, warning=True)
 
-    async def prespin_launching(self, claim: str, nodes: list[str]) -> None:
-        """Tell on NodeClaim ``claim`` that it replaces ``nodes`` (going away) before their drain."""
+    async def prespin_launching(self, claim: str, nodes: list[str], *, uid: str | None = None) -> None:
+        """Tell on NodeClaim ``claim`` (``uid``: the created claim's) that it replaces ``nodes``
+        (going away) before their drain. The UID is what ``kubectl describe`` selects the
+        object's events by (``involvedObject.uid``)."""
         if self._recorder is None or not nodes:
             return
         if not self._should_publish(DISRUPTION_LAUNCHING, claim, self._dedupe, self._monotonic()):
@@ -164,8 +174,41 @@ class Nominations:
         message = (
             f"Launching NodeClaim: Interruption, replacing node(s) {', '.join(nodes)} before their drain"
         )
-        ref = ObjectRef("NodeClaim", claim, None, None, api_version="karpenter.sh/v1")
+        ref = ObjectRef("NodeClaim", claim, None, uid or None, api_version="karpenter.sh/v1")
         await self._publish([ref], DISRUPTION_LAUNCHING, message, warning=False)
+
+    async def capacity_split(
+        self,
+        claim: str,
+        nodepool: Mapping[str, Any],
+        capacity_type: str,
+        message: str,
+        *,
+        claim_uid: str | None = None,
+    ) -> None:
+        """Tell on NodeClaim ``claim`` and on its NodePool that the capacity split narrowed it to
+        ``capacity_type`` (``message``: why). The claim's is published once; the pool's once per
+        capacity type within the de-duplication timeout (its first claim's counts)."""
+        if self._recorder is None:
+            return
+        now = self._monotonic()
+        due: list[ObjectRef] = []
+        if self._should_publish(CAPACITY_SPLIT, f"nodeclaim/{claim}", self._dedupe, now):
+            if self._split_bucket.try_acquire():
+                # With its UID, or kubectl describe's field selector (involvedObject.uid) misses it.
+                due.append(ObjectRef("NodeClaim", claim, None, claim_uid, api_version="karpenter.sh/v1"))
+            else:
+                self.dropped += 1
+        meta = _meta(nodepool)
+        uid = str(meta.get("uid") or "")
+        # At most one per capacity type and timeout: the de-duplication is its budget.
+        if uid and self._should_publish(CAPACITY_SPLIT, f"{uid}/{capacity_type}", self._dedupe, now):
+            name = str(meta.get("name") or "")
+            due.append(ObjectRef("NodePool", name, None, uid, api_version="karpenter.sh/v1"))
+        self._forget_old(now)
+        if due:
+            text = f"NodeClaim {claim}: {message}"
+            await self._publish(due, CAPACITY_SPLIT, text, warning=False)
 
     async def _publish(self, refs: list[ObjectRef], reason: str, message: str, *, warning: bool) -> None:
         if refs and self._recorder is not None:

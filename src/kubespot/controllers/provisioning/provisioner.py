@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -74,7 +74,7 @@ from kubespot.scheduling.simulate import Plan, PlannedClaim, PoolCapacity, simul
 from kubespot.scheduling.volumes import MalformedVolume, Volumes
 
 from .batcher import Batcher
-from .capacity_split import capacity_counts, narrow, split_of
+from .capacity_split import Narrowing, capacity_counts, narrowing, split_of
 from .doomed import doomed_nodes, without_doomed
 from .nodeclaim_template import to_nodeclaim
 from .nominations import Nominations
@@ -494,12 +494,14 @@ class Provisioner:
             result.retry = True
         if not plan.claims:
             return
-        admitted = await self._admit(plan.claims, {p.name: p for p in pools}, result)
+        limits_left: dict[str, dict[str, int]] = {}
+        admitted = await self._admit(plan.claims, {p.name: p for p in pools}, result, limits_left)
         view_of = {v.key: v for v in views}
         specs = {name: parse_nodepool(obj).spec for name, obj in pool_objs.items()}
         splits = {name: split_of(obj) for name, obj in pool_objs.items()}
         counts: dict[str, dict[str, int]] = {}
         bodies: list[Obj] = []
+        narrowed: list[Narrowing | None] = []
         # Built in order, so the split counts the claims of this pass before the next one
         # (they are created concurrently).
         pools_by_name = {p.name: p for p in pools}
@@ -512,14 +514,19 @@ class Provisioner:
                 pool=pools_by_name[planned.pool],
                 views=[view_of[k] for k in planned.pods if k in view_of],
                 wide=self.relaunch.wide(uid_of(by_key[k]) for k in planned.pods if k in by_key),
+                limits_left=limits_left.get(planned.pool),
             )
             admitted[i] = planned
             split = splits.get(planned.pool)
-            if split is not None:
-                if planned.pool not in counts:
-                    # Live capacity: a doomed node is going, its replacement must not count it.
-                    counts[planned.pool] = capacity_counts(planned.pool, nodes, claims)
-                narrow(body, split, counts[planned.pool])
+            if split is not None and planned.pool not in counts:
+                # Live capacity: a doomed node is going, its replacement must not count it.
+                counts[planned.pool] = capacity_counts(planned.pool, nodes, claims)
+            # The split's narrowing is told on the claim and its pool once it exists (§6).
+            told = narrowing(body, split, counts[planned.pool]) if split is not None else None
+            if told is not None:
+                # What the claim now asks for (the created-claims metric labels it so).
+                admitted[i] = replace(planned, capacity_type=told.capacity_type)
+            narrowed.append(told)
             bodies.append(body)
         started = self._clock.monotonic()
         outcomes = await asyncio.gather(
@@ -529,11 +536,20 @@ class Provisioner:
             )
         )
         result.timings["creation"] = self._clock.monotonic() - started
-        for planned, name in zip(admitted, outcomes, strict=True):
-            if name is None:
+        for planned, outcome, split_told in zip(admitted, outcomes, narrowed, strict=True):
+            if outcome is not None and split_told is not None:
+                await self.nominations.capacity_split(
+                    outcome[0],
+                    pool_objs[planned.pool],
+                    split_told.capacity_type,
+                    split_told.message,
+                    claim_uid=outcome[1],
+                )
+            if outcome is None:
                 result.refused.append((planned.pool, "create failed"))
                 result.retry = True
             else:
+                name, claim_uid = outcome
                 result.created.append(name)
                 # Pods of a node going away make it a pre-spin (launching.md §7).
                 going = [by_key[k] for k in planned.pods if k in by_key and uid_of(by_key[k]) in moving]
@@ -542,12 +558,18 @@ class Provisioner:
                     self._metrics.nodeclaim_created(planned.pool, planned.capacity_type, reason)
                 doomed_names = sorted({going_from.get(uid_of(p), "") for p in going} - {""})
                 if doomed_names:
-                    await self.nominations.prespin_launching(name, doomed_names)
+                    await self.nominations.prespin_launching(name, doomed_names, uid=claim_uid)
 
     async def _admit(
-        self, planned: list[PlannedClaim], pools: Mapping[str, NodePool], result: PassResult
+        self,
+        planned: list[PlannedClaim],
+        pools: Mapping[str, NodePool],
+        result: PassResult,
+        left: dict[str, dict[str, int]],
     ) -> list[PlannedClaim]:
-        """The claims within their pool's limits against live usage (see the module docstring)."""
+        """The claims within their pool's limits against live usage (see the module docstring);
+        ``left`` is filled with what each limited pool's limits still leave once they are charged
+        (room a widened relaunch may use, ``_build``)."""
         if not any(pools[c.pool].limits for c in planned):
             return list(planned)
         latest_objs, nodes, claims = await asyncio.gather(
@@ -584,6 +606,9 @@ class Provisioner:
             for k, v in claim.limits_charged.items():
                 used[k] = used.get(k, 0) + v
             admitted.append(claim)
+        for name, used in usage.items():
+            if limits_of.get(name):
+                left[name] = {k: limit - used.get(k, 0) for k, limit in limits_of[name].items()}
         return admitted
 
     @staticmethod
@@ -604,10 +629,13 @@ class Provisioner:
         pool: NodePool,
         views: list[PodView],
         wide: bool,
+        limits_left: dict[str, int] | None = None,
     ) -> tuple[PlannedClaim, Obj]:
         """The NodeClaim for ``planned`` (``to_nodeclaim``); with ``wide``, the replacement of a
         claim refused for insufficient capacity, carrying every type that fits (``relaunch.widen``)
-        in the capacity types its NodeClaim will allow (a spot claim is opened to ``allowed``)."""
+        in the capacity types its NodeClaim will allow (a spot claim is opened to ``allowed``) and
+        within its charge plus what the pool's limits still leave (``limits_left``, updated with
+        the widened charge)."""
         allowed = self._allowed_capacity(pool, views)
         if wide:
             opened = (
@@ -616,10 +644,18 @@ class Provisioner:
             named = pool.requirements.get_or_any(INSTANCE_TYPE)
             for view in views:
                 named = named.intersection(view.requirements.get_or_any(INSTANCE_TYPE))
-            planned = widen(planned, list(types.values()), opened, named)
+            room = None
+            if limits_left is not None:
+                room = {k: v + planned.limits_charged.get(k, 0) for k, v in limits_left.items()}
+            charged = planned.limits_charged
+            planned = widen(planned, list(types.values()), opened, named, room)
+            if limits_left is not None:
+                for k in limits_left:
+                    limits_left[k] -= planned.limits_charged.get(k, 0) - charged.get(k, 0)
         return planned, to_nodeclaim(planned, spec, pool_uid, types, allowed_capacity=allowed)
 
-    async def _create(self, obj: Obj, planned: PlannedClaim, *, pods: list[Obj]) -> str | None:
+    async def _create(self, obj: Obj, planned: PlannedClaim, *, pods: list[Obj]) -> tuple[str, str] | None:
+        """The created claim's name and UID; None when the create failed."""
         try:
             stored = await self.nodeclaims.create(obj)
         except KubeError as err:
@@ -645,4 +681,4 @@ class Provisioner:
         await self.nominations.nominate(pods, name)
         if name in self._gone:
             self._released(name)  # deleted while this answer was on its way: re-plan now
-        return name
+        return name, str(_meta(stored).get("uid") or "")

@@ -19,13 +19,16 @@ band's price.
   compatible with its other requirements and the instance types its pool and pods allow, holds its
   requests, and has an available offering in its zones and capacity types; exotic types only when
   nothing else is left, cheapest first by the claim's capacity type, at most 60 keeping
-  ``minValues``. Its zones stay the plan's (a topology rule may have chosen them).
+  ``minValues``. Its zones stay the plan's (a topology rule may have chosen them). A type whose
+  capacity exceeds what the pool's limits leave is dropped, as Karpenter's scheduler drops it before
+  ``ToNodeClaim`` (``scheduler.go`` ``filterByRemainingResources``); the claim is then charged its
+  largest type (``subtractMax``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from kubespot.cloud.candidates import MAX_INSTANCE_TYPES, is_exotic
@@ -96,11 +99,13 @@ def widen(
     types: Sequence[InstanceType],
     allowed_capacity: Requirement,
     allowed_types: Requirement | None = None,
+    limits_left: Mapping[str, int] | None = None,
 ) -> PlannedClaim:
     """``planned`` with every type of ``types`` its pods may use (module docstring); unchanged when
     none is found (the catalog changed under the plan). ``allowed_types``: the instance-type
     requirement of the pool and the pods (the plan's own was narrowed to the band, and the catalog
-    is the class's, not the pool's)."""
+    is the class's, not the pool's). ``limits_left``: per limited resource, what the pool's limits
+    leave this claim (its own charge included)."""
     reqs = Requirements(r for k, r in planned.requirements.items() if k not in (INSTANCE_TYPE, CAPACITY_TYPE))
     reqs.add(allowed_capacity)
     if allowed_types is not None:
@@ -112,6 +117,10 @@ def widen(
         if not reqs.is_compatible(t.requirements, WELL_KNOWN):
             continue
         if any(amount > t.allocatable.get(name, 0) for name, amount in requests.items()):
+            continue
+        if limits_left and any(
+            t.resources.capacity.get(name, 0) > left for name, left in limits_left.items() if name != "nodes"
+        ):
             continue
         key = _price(t, zones, planned.capacity_type, allowed_capacity)
         if key[1] < float("inf"):
@@ -125,9 +134,14 @@ def widen(
     names = [t.name for t in kept]
     final = Requirements(r for k, r in planned.requirements.items() if k != INSTANCE_TYPE)
     final.add(Requirement.of(INSTANCE_TYPE, "In", names))
+    charged = {
+        k: v if k == "nodes" else max(t.resources.capacity.get(k, 0) for t in kept)
+        for k, v in planned.limits_charged.items()
+    }
     return replace(
         planned,
         instance_types=names,
         requirements=final,
+        limits_charged=charged,
         why=planned.why + f"; widened to {len(names)} types after insufficient capacity",
     )

@@ -23,7 +23,10 @@ With a ``termination`` (``nodeclass_termination``) each class gets Karpenter's t
 finalizer, and a class being deleted is finalized (its instance profile deleted once no NodeClaim
 names it) instead of resolved.
 A NodePool's ``resources`` and ``nodes`` come from the counter (``set_counts``) and are written
-by this loop with its conditions: one writer per status.
+by this loop with its conditions: one writer per status. So does its ``NodeRegistrationHealthy``
+(``registration_health``): the NodeClaim controller reports each claim that registers or times out
+(``registration_outcome``, wired by the operator), and each reconcile of a pool resets the
+condition when the pool or its class changed, as Karpenter's registrationhealth controller.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from kubespot.kube.custom import CustomObjects, ObjectList
 from kubespot.model import Clock
 from kubespot.model.backoff import full_jitter
 from kubespot.model.clock import wait_event
+from kubespot.scheduling.api.conditions import Condition
 from kubespot.scheduling.api.validate import validate_nodepool
 from kubespot.scheduling.api.validate_nodeclass import validate_nodeclass
 
@@ -51,6 +55,7 @@ from .nodeclass_status import nodeclass_status
 from .nodeclass_termination import NodeClassTermination, deleting
 from .nodepool_counter import PoolCounts, empty_counts
 from .nodepool_status import nodepool_status
+from .registration_health import RegistrationHealth, health_condition
 from .resolver import NodeClassResolver
 
 __all__ = ["StatusLoop"]
@@ -79,6 +84,18 @@ def _uid(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata")
     uid = meta.get("uid") if isinstance(meta, Mapping) else None
     return uid if isinstance(uid, str) else ""
+
+
+def _lifetime(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the condition set reads of the object itself (``condition_set.merge_conditions``):
+    when it was created and whether it is being deleted."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    created = meta.get("creationTimestamp")
+    return {
+        "created": created if isinstance(created, str) else None,
+        "deleting": bool(meta.get("deletionTimestamp")),
+    }
 
 
 def _status_profile(obj: Mapping[str, Any]) -> str | None:
@@ -134,6 +151,10 @@ class StatusLoop:
         self.writes: dict[str, int] = {CLASS: 0, POOL: 0}
         #: The NodePools' resources and node counts from the counter (None until it has counted).
         self._counts: Mapping[str, PoolCounts] | None = None
+        #: Registration outcomes per NodePool UID, and the NodeRegistrationHealthy condition a
+        #: NodePool is due to get, by name (written by its next reconcile).
+        self.health = RegistrationHealth()
+        self._health_due: dict[str, Condition] = {}
 
     def set_counts(self, counts: Mapping[str, PoolCounts]) -> None:
         """The counter's figures (``nodepool_counter``): written with the conditions, by this
@@ -147,6 +168,28 @@ class StatusLoop:
             if status.get("resources") != wanted[0] or status.get("nodes") != wanted[1]:
                 self._due.setdefault((POOL, name), now)
                 self._wake.set()
+
+    def registration_outcome(
+        self, pool: str, pool_uid: str, registered: bool, launched: Condition | None = None
+    ) -> None:
+        """A NodeClaim of ``pool`` registered, or was deleted for a launch or registration timeout
+        (the NodeClaim controller; ``registration_health``). Counted only by the NodePool that
+        owns the claim (``pool_uid``); a change of its ``NodeRegistrationHealthy`` makes it due."""
+        obj = self._objects[POOL].get(pool)
+        if obj is None or _uid(obj) != pool_uid:
+            return
+        due = self._health_due.get(pool)
+        found = obj.get("status")
+        current = (
+            {"status": due.status}
+            if due is not None
+            else health_condition(found if isinstance(found, Mapping) else None)
+        )
+        change = self.health.outcome(pool_uid, registered, current, launched)
+        if change is not None:
+            self._health_due[pool] = change
+            self._due.setdefault((POOL, pool), self._clock.monotonic())
+            self._wake.set()
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -244,6 +287,9 @@ class StatusLoop:
         if op == "DELETED":
             self._objects[kind].pop(name, None)
             self._due.pop((kind, name), None)
+            if kind == POOL:
+                self.health.forget(_uid(obj))
+                self._health_due.pop(name, None)
             if kind == CLASS:
                 self._resolved_gen.pop(name, None)
                 if self._on_resolved is not None:
@@ -327,7 +373,9 @@ class StatusLoop:
         elif self._on_resolved is not None:
             self._on_resolved(name, None)  # invalid: nothing launches through it
         old = obj.get("status") if isinstance(obj.get("status"), Mapping) else None
-        status = nodeclass_status(old, spec, validation, resolution, generation=generation, now=now)
+        status = nodeclass_status(
+            old, spec, validation, resolution, generation=generation, now=now, **_lifetime(obj)
+        )
         await self._write(CLASS, obj, status)
         self._resolved_gen[name] = generation
         if failures:
@@ -349,29 +397,48 @@ class StatusLoop:
         counts = None
         if self._counts is not None:
             counts = self._counts.get(_name(obj)) or empty_counts()
+        # Karpenter's registrationhealth reconcile: reset when the pool or its class changed;
+        # otherwise what the claims' outcomes decided since the last write.
+        name = _name(obj)
+        class_generation = _generation(nodeclass) if nodeclass is not None else None
+        due = self._health_due.get(name)
+        reset = self.health.reconcile(_uid(obj), _generation(obj), old, class_generation)
+        registration = [reset] if reset is not None else [due] if due is not None else []
         status = nodepool_status(
-            old, validation, nodeclass, generation=_generation(obj), now=self._clock.now(), counts=counts
+            old,
+            validation,
+            nodeclass,
+            generation=_generation(obj),
+            now=self._clock.now(),
+            counts=counts,
+            registration=registration,
+            class_generation=class_generation,
+            **_lifetime(obj),
         )
-        await self._write(POOL, obj, status)
-        self._failures.pop((POOL, _name(obj)), None)
+        if await self._write(POOL, obj, status) and self._health_due.get(name) is due:
+            self._health_due.pop(name, None)  # written (or dropped by a reset): not due again
+        self._failures.pop((POOL, name), None)
 
-    async def _write(self, kind: str, obj: Obj, status: Obj) -> None:
+    async def _write(self, kind: str, obj: Obj, status: Obj) -> bool:
+        """``status`` stored (or already so); False when it was not (gone, or changed meanwhile:
+        retried)."""
         if status == obj.get("status"):
-            return
+            return True
         name = _name(obj)
         try:
             stored = await self._api[kind].replace_status({**obj, "status": status})
         except KubeError as err:
             if err.code == 404:
-                return  # deleted meanwhile; the watch says so
+                return False  # deleted meanwhile; the watch says so
             if err.code == 409:
                 # Changed since it was read: the watch brings the newer object; try again then.
                 log.debug("provisioning: %s %s changed meanwhile; retrying", kind, name)
                 self._retry((kind, name))
-                return
+                return False
             raise
         self.writes[kind] += 1
         # The watch may have brought a newer object (a spec edit) while the PUT was awaited: the
         # answer would hide it (and the reconcile it is due for), so it only replaces what was read.
         if _name(stored) == name and self._objects[kind].get(name) is obj:
             self._objects[kind][name] = stored
+        return True

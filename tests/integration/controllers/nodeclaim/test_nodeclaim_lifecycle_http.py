@@ -483,3 +483,43 @@ async def test_volumes_still_attached_at_the_termination_time_do_not_hold_the_in
     await env.until(CLAIM, gone, within=3.0)
     assert env.cloud.launched == {}
     assert await env.get("/apis/storage.k8s.io/v1/volumeattachments/csi-db") is not None
+
+
+OWNED = {
+    "ownerReferences": [
+        {"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "name": "general", "uid": "pool-uid"}
+    ]
+}
+
+
+async def _owned_claim(env: Env) -> list[Any]:
+    """A claim of NodePool ``general`` (owner reference with its UID); the outcomes the loop
+    reports for its pool's registration health."""
+    seen: list[Any] = []
+    env.loop.on_registration = seen.append
+    body = nodeclaim("general-abc")
+    body["metadata"].update(OWNED)
+    await env.call("POST", f"/{NODECLAIMS}", body)
+    return seen
+
+
+async def test_a_registration_is_reported_to_the_nodepools_health(env: Env) -> None:
+    """core registration.go Reconcile → updateNodePoolRegistrationHealth (the NodePool the claim is
+    labelled with and owned by learns a success, once)."""
+    seen = await _owned_claim(env)
+    claim = await env.until(CLAIM, is_("Launched", "True"))
+    assert claim is not None and not seen
+    await env.create_node("ip-10-0-0-1", claim["status"]["providerID"])
+    await env.until(CLAIM, is_("Ready", "True"))
+    assert [(o.pool, o.pool_uid, o.registered) for o in seen] == [("general", "pool-uid", True)]
+
+
+async def test_a_registration_timeout_is_reported_as_a_failure_to_register() -> None:
+    """core liveness.go Reconcile → updateNodePoolRegistrationHealth before the deletion: a
+    failure, with the claim's Launched condition (True: the pool's reason is RegistrationFailed)."""
+    async with running(LaunchSettings(registration_timeout=1.0)) as env:
+        seen = await _owned_claim(env)
+        await env.until(CLAIM, gone, within=4.0)
+        assert seen, "the timeout was not reported"
+        assert {(o.pool, o.pool_uid, o.registered) for o in seen} == {("general", "pool-uid", False)}
+        assert seen[0].launched is not None and seen[0].launched.status == "True"

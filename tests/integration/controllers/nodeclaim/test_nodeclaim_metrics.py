@@ -9,7 +9,7 @@ zone, capacity type, instance type and reason), core ``pkg/controllers/nodeclaim
 
 from __future__ import annotations
 
-from nodeclaim_world import CLAIM, gone, is_, ready_claim, running
+from nodeclaim_world import CLAIM, Obj, gone, is_, ready_claim, running
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubespot.cloud.pool_risk import PoolRisk
@@ -17,6 +17,7 @@ from kubespot.cloud.signals import CapacitySignals
 from kubespot.cloud.unavailable import UnavailableOfferings
 from kubespot.config.launch import LaunchSettings
 from kubespot.controllers.nodeclaim.controller import risk_gauge, unavailable_gauge
+from kubespot.kube import KubeError
 from kubespot.model import SystemClock
 from kubespot.observability.metrics import Metrics
 
@@ -126,3 +127,37 @@ def test_pool_risk_gauge_lists_scored_pools() -> None:
     signals = CapacitySignals(UnavailableOfferings(SystemClock()), risk)
     gauge = risk_gauge(signals)
     assert list(gauge) == [("m5.large", "z1")] and 0.99 < gauge[("m5.large", "z1")] <= 1.0
+
+
+async def test_a_launch_whose_status_write_failed_is_neither_launched_nor_counted_again() -> None:
+    """Review 15a #4. core pkg/controllers/nodeclaim/lifecycle/launch.go Reconcile: the created
+    claim is cached by UID, so a reconcile retried after the status write failed does not call
+    CloudProvider.Create again (nor count the launch twice). Spot is marked unavailable, so the
+    launch is also the spot→on-demand fallback, counted once."""
+    metrics = Metrics()
+    async with running(metrics=metrics) as env:
+        for zone in ("z1", "z2"):
+            env.unavailable.mark("spot", "m5.large", zone, reason="InsufficientInstanceCapacity")
+        api = env.loop._claims_api
+        real = api.replace_status
+        failed = [0]
+
+        async def flaky(obj: Obj) -> Obj:
+            if not failed[0]:
+                failed[0] += 1
+                raise KubeError(500, "injected: the status write after the launch failed")
+            return await real(obj)
+
+        api.replace_status = flaky  # type: ignore[method-assign]
+        await env.create_claim()
+        claim = await env.until(CLAIM, is_("Launched", "True"))
+        assert failed[0] == 1
+        assert len(env.cloud.create_calls) == 1 and len(env.cloud.launched) == 1
+        labels = claim["metadata"]["labels"]
+        assert labels["karpenter.sh/capacity-type"] == "on-demand"
+        zone = labels["topology.kubernetes.io/zone"]
+        launched = value(
+            metrics, "kubespot_launches_total", capacity_type="on-demand", instance_type="m5.large", zone=zone
+        )
+        assert launched == 1
+        assert value(metrics, "kubespot_launch_fallbacks_total", kind="spot_to_on_demand") == 1

@@ -57,14 +57,16 @@ async def kubelets(env: Env) -> None:
 
 
 @contextlib.asynccontextmanager
-async def both_halves(types: list[InstanceType] | None = None) -> AsyncIterator[tuple[Env, FakeCloud]]:
+async def both_halves(
+    types: list[InstanceType] | None = None, limits: Obj | None = None
+) -> AsyncIterator[tuple[Env, FakeCloud]]:
     clock = SystemClock()
     unavailable = UnavailableOfferings(clock)
     cloud = FakeCloud(TYPES if types is None else types, unavailable=unavailable)
     async with running(cloud=cloud, unavailable=unavailable, scheduler=True) as env:
         await env.create(NODECLASSES, nodeclass())
         # Ready, as the status loop leaves a pool whose class is resolved.
-        await ready_pool(env, nodepool())  # type: ignore[arg-type]
+        await ready_pool(env, nodepool(limits=limits))  # type: ignore[arg-type]
         batcher = Batcher(idle=0.05, max_duration=0.5)
         provisioner = Provisioner(
             kube=env.kube,
@@ -222,3 +224,30 @@ async def test_a_relaunch_after_insufficient_capacity_carries_every_type_that_fi
         assert sorted(_types_of(by_name[second])) == ["a", "b", "c"]
         events = await env.call("GET", "/api/v1/namespaces/default/events")
         assert len([e for e in events["items"] if e["reason"] == "InsufficientCapacityError"]) == 1
+
+
+async def test_a_widened_relaunch_stays_within_the_nodepool_limits() -> None:
+    """Review 15a #1. Core scheduling/scheduler.go filterByRemainingResources drops every type
+    whose capacity exceeds what the NodePool's limits leave before nodeclaimtemplate.go ToNodeClaim
+    lists the types, so a Karpenter NodeClaim never carries one. A pool limited to 4 CPUs whose
+    small spot pool is refused: the replacement lists the types within the limits (here the small
+    type again, for its on-demand pool), never the 16-CPU type EC2 would otherwise pick."""
+    types = [
+        fake_type("small", 2, 8, od=0.10, spot=0.03, zones=("z1",)),
+        fake_type("big", 16, 64, od=0.80, spot=0.20, zones=("z1",)),
+    ]
+    async with both_halves(types, limits={"cpu": "4"}) as (env, cloud):
+        seen = record_claims(env)
+        cloud.capacity[("spot", "small", "z1")] = 0
+        await env.call(
+            "POST", "/api/v1/namespaces/default/pods", pod("web", namespace=None, requests={"cpu": "1"})
+        )
+        placed = await bound(env, "web")
+        node = await env.get(f"/api/v1/nodes/{placed['spec']['nodeName']}")
+        assert node is not None
+        assert node["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "small"
+        assert node["metadata"]["labels"]["karpenter.sh/capacity-type"] == "on-demand"
+        assert len(cloud.create_calls) == 2
+        by_name = {c["metadata"]["name"]: c for c in seen}
+        assert _types_of(by_name[cloud.create_calls[1]]) == ["small"]
+        assert "big" not in {i.instance_type for i in cloud.launched.values()}

@@ -155,8 +155,13 @@ async def test_the_replacement_beats_a_drain_that_evicted_before_the_pass_read_t
                 name, node="spot-1", labels={"app": "web"}, owner=rs, requests=SMALL, annotations=SHUTDOWN
             )
             await env.create("api/v1/namespaces/default/pods", owned)
-        rs["spec"]["replicas"] = 2
-        async with env.http.put("/apis/apps/v1/namespaces/default/replicasets/web", json=rs) as r:
+        # A merge patch, not a PUT of the created object: kubesim's ReplicaSet controller writes its
+        # status in between (a PUT of the stale resourceVersion would get a 409).
+        async with env.http.patch(
+            "/apis/apps/v1/namespaces/default/replicasets/web",
+            json={"spec": {"replicas": 2}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        ) as r:
             assert r.status == 200, await r.text()
 
         async def running_two() -> bool:
@@ -300,6 +305,28 @@ async def test_ten_claims_of_a_split_pool_follow_base_two_and_thirty_percent() -
         assert len(claims) == 10
         kinds = [requirement(c, "karpenter.sh/capacity-type") for c in claims]
         assert sorted(k[0] for k in kinds) == ["on-demand"] * 5 + ["spot"] * 5
+        # Each narrowed claim says so (Normal CapacitySplit, kubespot's; launching.md §6): the
+        # type and why, on the NodeClaim; on the NodePool once per capacity type and timeout.
+
+        async def twelve() -> list[Obj]:
+            found = await env.events("CapacitySplit")
+            return found if len(found) >= 12 else []
+
+        told = await until(twelve, within=2.0)
+        on_claims = {
+            e["involvedObject"]["name"]: e["message"]
+            for e in told
+            if e["involvedObject"]["kind"] == "NodeClaim"
+        }
+        assert set(on_claims) == {c["metadata"]["name"] for c in claims}
+        for c in claims:
+            kind = requirement(c, "karpenter.sh/capacity-type")[0]
+            assert (
+                f"Narrowed to {kind} by kubespot.io/capacity-split (onDemandBase=2"
+                in on_claims[c["metadata"]["name"]]
+            )
+        on_pool = [e for e in told if e["involvedObject"]["kind"] == "NodePool"]
+        assert len(on_pool) == 2 and all(e["type"] == "Normal" for e in told)
 
 
 async def test_a_malformed_split_leaves_the_pool_in_use_without_a_split() -> None:

@@ -42,6 +42,23 @@ async def test_a_created_nodeclaim_is_counted_by_pool_capacity_type_and_reason()
         assert created(metrics) == {("general", "spot", "provisioned"): 1.0}
 
 
+async def test_a_claim_the_capacity_split_pins_on_demand_is_counted_on_demand() -> None:
+    """Review 15a #5. Core pkg/controllers/nodeclaim/lifecycle NodeClaimsCreatedTotal labels a
+    claim by what it asks for; the capacity split (kubespot's, launching.md) narrows a claim planned
+    spot to on-demand (onDemandBase=2), so the counter says on-demand, not the plan's spot."""
+    metrics = Metrics()
+    split = {"kubespot.io/capacity-split": "onDemandBase=2,onDemandPercentAboveBase=0"}
+    async with running(metrics=metrics, annotations=split) as env:
+        await env.create("api/v1/namespaces/default/pods", pod("web", requests=SMALL))
+        (claim,) = await env.wait_claims(1)
+        allowed = next(
+            r["values"] for r in claim["spec"]["requirements"] if r["key"] == "karpenter.sh/capacity-type"
+        )
+        assert allowed == ["on-demand"]
+        await until(lambda: _true(bool(created(metrics))), within=1.0, interval=0.02)
+        assert created(metrics) == {("general", "on-demand", "provisioned"): 1.0}
+
+
 async def test_a_nodepool_with_no_compatible_instance_type_gets_one_warning() -> None:
     """scheduler.go NewScheduler: a pool whose requirements filter out every available instance
     type is skipped with NoCompatibleInstanceTypes (Warning, "NodePool requirements filtered out
@@ -110,6 +127,17 @@ async def test_a_prespin_is_counted_and_told_on_the_replacement_claim() -> None:
             == "Launching NodeClaim: Interruption, replacing node(s) spot-1 before their drain"
         )
         assert created(metrics) == {("general", "spot", "prespin"): 1.0}
+        # Review 15a #7: kubectl describe (staging/src/k8s.io/kubectl/pkg/describe/describe.go
+        # searchEvents) selects an object's events by name, namespace, kind and UID; Karpenter's
+        # recorder always sets the UID (InvolvedObject: the NodeClaim).
+        meta = claim["metadata"]
+        selector = (
+            f"involvedObject.name={meta['name']},involvedObject.namespace=,"
+            f"involvedObject.kind=NodeClaim,involvedObject.uid={meta['uid']}"
+        )
+        async with env.http.get("/api/v1/events", params={"fieldSelector": selector}) as r:
+            described = [e["reason"] for e in (await r.json())["items"]]
+        assert "DisruptionLaunching" in described
 
 
 async def _true(value: bool) -> bool:

@@ -35,6 +35,7 @@ from kubespot.controllers.provisioning.resolver import NodeClassResolver
 from kubespot.controllers.provisioning.status_loop import StatusLoop
 from kubespot.kube import connect
 from kubespot.kube.custom import CustomObjects
+from kubespot.kube.events import EventRecorder
 from kubespot.model import SystemClock
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.app import KubeSim
@@ -179,7 +180,9 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
             settings=settings,
             clock=SystemClock(),
             on_resolved=resolved.__setitem__,
-            termination=NodeClassTermination(classes, CustomObjects(kube, NODECLAIMS), profiles),
+            termination=NodeClassTermination(
+                classes, CustomObjects(kube, NODECLAIMS), profiles, recorder=EventRecorder(kube=kube)
+            ),
         )
         task = asyncio.create_task(loop.run())
         try:
@@ -404,7 +407,10 @@ async def test_a_deleted_class_waits_for_its_nodeclaims_then_its_profile_goes(
     """aws/karpenter-provider-aws ``pkg/controllers/nodeclass/termination/controller.go``
     ``Finalize``: every class gets ``karpenter.k8s.aws/termination``; a deleted class stays while a
     NodeClaim's ``spec.nodeClassRef`` names it, then its role's instance profile is deleted
-    (``instanceprofile.go`` ``Delete``) and the finalizer removed, so the class goes."""
+    (``instanceprofile.go`` ``Delete``) and the finalizer removed, so the class goes. While it
+    waits, ``finalize`` publishes the Normal ``WaitingOnNodeClaimTermination`` event naming the
+    claims (``pkg/controllers/nodeclass/events.go``), once per class UID within the dedupe window,
+    found by ``kubectl describe``'s selector (kubectl ``describe.go`` ``searchEvents``)."""
     iam = aws_env.client("iam")
     principal = {"Service": "ec2.amazonaws.com"}
     statement = {"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}
@@ -432,6 +438,15 @@ async def test_a_deleted_class_waits_for_its_nodeclaims_then_its_profile_goes(
     held = await env.get(NODECLASSES, "default")
     assert held["metadata"].get("deletionTimestamp") and FINALIZER in held["metadata"]["finalizers"]
     assert iam.get_instance_profile(InstanceProfileName=profile)["InstanceProfile"]["Roles"]
+    selector = (
+        "involvedObject.name=default,involvedObject.namespace=,involvedObject.kind=EC2NodeClass,"
+        f"involvedObject.uid={held['metadata']['uid']}"
+    )
+    async with env.http.get("/api/v1/events", params={"fieldSelector": selector}) as r:
+        (event,) = [e for e in (await r.json())["items"] if e["reason"] == "WaitingOnNodeClaimTermination"]
+    assert event["type"] == "Normal"
+    assert event["message"] == "Waiting on NodeClaim termination for general-abcde"
+    assert event.get("count", 1) == 1  # looked at again every resync, published once (dedupe)
     async with env.http.delete(f"/{NODECLAIMS}/general-abcde") as r:
         assert r.status == 200, await r.text()
     deadline = asyncio.get_running_loop().time() + 5

@@ -24,6 +24,7 @@ from kubespot.controllers.provisioning.capacity_split import (
     SplitError,
     capacity_counts,
     narrow,
+    narrowing,
     parse_split,
     split_of,
     split_validation,
@@ -212,3 +213,23 @@ def test_narrow_only_to_a_capacity_type_the_claim_allows() -> None:
     counts = {"on-demand": 0, "spot": 0}
     spot_only = claim(["spot"])
     assert narrow(spot_only, base, counts) is None and counts == {"on-demand": 0, "spot": 1}
+
+
+def test_a_narrowing_says_to_which_type_and_why() -> None:
+    """kubespot's event for the split (launching.md §6; Auto Scaling's target rounded up in favour
+    of on-demand): the capacity type, the split, the pool's counts before the claim and the target
+    with it; a claim that allowed one type only is not narrowed, so nothing is told."""
+    split = CapacitySplit(2, 30)
+    counts = {"on-demand": 3, "spot": 1}
+    told = narrowing(claim(), split, counts)
+    assert told is not None and told.capacity_type == "spot"
+    assert told.message == (
+        "Narrowed to spot by kubespot.io/capacity-split (onDemandBase=2, onDemandPercentAboveBase=30): "
+        "the NodePool runs 3 on-demand and 1 spot node(s); of 5 with this one, 3 should be on-demand "
+        "and 3 already are"
+    )
+    assert counts == {"on-demand": 3, "spot": 2}
+    told = narrowing(claim(), CapacitySplit(2, 30), {"on-demand": 1, "spot": 0})
+    assert told is not None and told.capacity_type == "on-demand"
+    assert told.message.endswith("of 2 with this one, 2 should be on-demand")
+    assert narrowing(claim(["on-demand"]), split, {"on-demand": 0, "spot": 0}) is None

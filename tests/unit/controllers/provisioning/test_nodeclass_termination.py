@@ -72,3 +72,45 @@ async def test_a_class_in_use_waits_and_one_without_a_role_keeps_iam_untouched()
     assert classes.patches[-1][1]["metadata"] == {"finalizers": ["other"], "resourceVersion": "7"}
     assert await term.finalize(going, "nodes") is True
     assert profiles.deleted == ["default"]
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str | None, str, str, bool]] = []
+
+    async def record(self, ref: Any, reason: str, message: str, *, warning: bool = False) -> None:
+        self.events.append((ref.kind, ref.uid, reason, message, warning))
+
+
+async def test_a_waiting_class_gets_one_event_naming_its_claims_per_dedupe_window() -> None:
+    """Review 15a #8. aws pkg/controllers/nodeclass/events.go WaitingOnNodeClaimTerminationEvent:
+    Normal, reason WaitingOnNodeClaimTermination, "Waiting on NodeClaim termination for " and
+    utils.PrettySlice(names, 5); DedupeValues the class UID, so within the recorder's default 2
+    minutes (core pkg/events/recorder.go) a repeat is dropped."""
+    now = [0.0]
+    recorder = _Recorder()
+    going = _cls(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[FINALIZER], uid="u-1")
+    claims = _Objects([_claim("default") | {"metadata": {"name": f"c{i}"}} for i in range(7)])
+    term = NodeClassTermination(
+        _Objects(),  # type: ignore[arg-type]
+        claims,  # type: ignore[arg-type]
+        None,
+        recorder=recorder,  # type: ignore[arg-type]
+        monotonic=lambda: now[0],
+    )
+    assert await term.finalize(going, None) is False
+    assert recorder.events == [
+        (
+            "EC2NodeClass",
+            "u-1",
+            "WaitingOnNodeClaimTermination",
+            "Waiting on NodeClaim termination for c0, c1, c2, c3, c4 and 2 other(s)",
+            False,
+        )
+    ]
+    now[0] = 119.0
+    await term.finalize(going, None)
+    assert len(recorder.events) == 1
+    now[0] = 121.0
+    await term.finalize(going, None)
+    assert len(recorder.events) == 2

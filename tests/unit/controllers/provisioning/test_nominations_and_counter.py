@@ -127,6 +127,36 @@ def claim(name: str, pool: str, node_name: str = "", capacity: Obj | None = None
     }
 
 
+async def test_capacity_split_events_once_per_claim_and_per_pool_type_within_the_timeout() -> None:
+    """kubespot's CapacitySplit event (launching.md §6), de-duplicated as Karpenter's recorder
+    de-duplicates (``pkg/events/recorder.go`` ``shouldCreateEvent``: per object, for the timeout):
+    each NodeClaim once; its NodePool once per capacity type, and again after two minutes; over
+    its own budget (5/s, burst 10) a NodeClaim's event is dropped, not delayed, and the nominations' budget
+    stays whole."""
+    recorder, clock = Recorder(), Clock()
+    noms = Nominations(recorder, monotonic=clock)  # type: ignore[arg-type]
+    pool = {"metadata": {"name": "general", "uid": "pool-1"}}
+    await noms.capacity_split("general-a", pool, "on-demand", "why a")
+    await noms.capacity_split("general-a", pool, "on-demand", "why a")
+    await noms.capacity_split("general-b", pool, "on-demand", "why b")
+    await noms.capacity_split("general-c", pool, "spot", "why c")
+    assert recorder.events == [
+        ("general-a", "CapacitySplit", "NodeClaim general-a: why a"),
+        ("general", "CapacitySplit", "NodeClaim general-a: why a"),
+        ("general-b", "CapacitySplit", "NodeClaim general-b: why b"),
+        ("general-c", "CapacitySplit", "NodeClaim general-c: why c"),
+        ("general", "CapacitySplit", "NodeClaim general-c: why c"),
+    ]
+    clock.t += 121.0
+    await noms.capacity_split("general-d", pool, "on-demand", "why d")
+    assert recorder.events[-1] == ("general", "CapacitySplit", "NodeClaim general-d: why d")
+    for i in range(20):
+        await noms.capacity_split(f"x-{i}", pool, "spot", "burst")
+    assert noms.dropped == 11  # 9 tokens left of the burst: the NodeClaims past them dropped
+    await noms.nominate(pods(10), "general-a")
+    assert sum(1 for e in recorder.events if e[1] == "Nominated") == 10
+
+
 def test_pool_counts_sum_capacity_of_non_deleting_state_nodes() -> None:
     """updateNodePoolResources: capacity (not allocatable) of the pool's nodes and in-flight
     claims, deleting ones left out; a node and its NodeClaim are one state node; an uninitialized

@@ -55,7 +55,16 @@ def test_resolved_class_is_ready_with_karpenters_status_fields() -> None:
     ]
     assert status["instanceProfile"] == "KarpenterNodeProfile"
     conds = _conds(status)
-    assert list(conds) == sorted(conds)  # sorted by type
+    # operatorpkg's order: by lastTransitionTime (stable: in the order they were set), Ready last.
+    assert list(conds)[-1] == "Ready"
+    assert list(conds) == [
+        "ValidationSucceeded",
+        "SubnetsReady",
+        "SecurityGroupsReady",
+        "AMIsReady",
+        "InstanceProfileReady",
+        "Ready",
+    ]
     assert {t: c["status"] for t, c in conds.items()} == {
         "AMIsReady": "True",
         "InstanceProfileReady": "True",
@@ -153,7 +162,11 @@ def test_invalid_class_only_validation_changes() -> None:
     assert conds["Ready"]["status"] == "False" and "ValidationSucceeded=False" in str(
         conds["Ready"]["message"]
     )
-    assert "SubnetsReady" not in conds
+    # Not resolved, so never looked at: Unknown as operatorpkg's For leaves a dependent.
+    assert (conds["SubnetsReady"]["status"], conds["SubnetsReady"]["reason"]) == (
+        "Unknown",
+        "AwaitingReconciliation",
+    )
 
 
 def test_unsupported_alias_is_a_false_condition() -> None:
