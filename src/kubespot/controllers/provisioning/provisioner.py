@@ -51,6 +51,7 @@ from kubespot.cloud.avoided import avoided_offerings
 from kubespot.cloud.pool_risk import PoolRisk
 from kubespot.kube import KubeClient, KubeError
 from kubespot.kube.custom import CustomObjects
+from kubespot.kube.informer import Informer, Informers
 from kubespot.model import Clock
 from kubespot.observability.metrics import Metrics
 from kubespot.scheduling.api.load import load
@@ -89,6 +90,9 @@ log = logging.getLogger("kubespot.controller.provisioning")
 Obj = dict[str, Any]
 
 NODECLAIMS = "apis/karpenter.sh/v1/nodeclaims"
+#: Seconds a created NodeClaim's charge is kept at most when the cache never shows it launched nor
+#: gone (the launch timeout, 5 min, deletes a claim that does not launch; the cache then says so).
+CHARGE_TTL = 900.0
 #: kind -> where the API serves it: what a pass reads.
 SNAPSHOT = {
     "Pod": "api/v1/pods",
@@ -225,8 +229,20 @@ class Provisioner:
         prespin: bool = True,
         metrics: Metrics | None = None,
         risk: PoolRisk | None = None,
+        informers: Informers | None = None,
     ) -> None:
         self._kube = kube
+        #: Where a pass reads the cluster: one informer per kind (shared with the operator's other
+        #: readers of the same kinds), never a fresh LIST per pass (Karpenter's informer cache).
+        self.informers = informers if informers is not None else Informers(kube)
+        self._cache: dict[str, Informer] = {kind: self.informers.get(path) for kind, path in SNAPSHOT.items()}
+        #: NodeClaims this process created that the cache has not shown launched (nor gone) yet:
+        #: name -> (pool, what it is charged against the pool's limits, when). Karpenter puts a
+        #: created NodeClaim in its cluster state at once (``Create``: ``cluster.UpdateNodeClaim``)
+        #: for this race: a claim the cache does not show yet, or shows without its capacity, must
+        #: still count against the limits of the next pass.
+        self._charges: dict[str, tuple[str, dict[str, int], float]] = {}
+        self._cache["NodeClaim"].subscribe(self._charge_seen)
         self._metrics = metrics
         self._risk = risk
         #: The last plan made and the offerings the launch path avoided then (its explanations:
@@ -274,34 +290,39 @@ class Provisioner:
                 self._retry_task = None
 
     async def watch_claims(self) -> None:
-        """Release the pods of a NodeClaim that is deleted, and re-plan them at once."""
-        said = False
-        while True:
-            try:
-                listing = await self.nodeclaims.list()
-            except KubeError as err:
-                log.warning("provisioning: cannot list nodeclaims (retrying): %s", err)
-                await self._clock.sleep(1.0)
-                continue
-            if listing.served:
-                break
-            if not said:
-                # No CRD: a watch of an unserved path would only fail in a loop; look again later.
-                log.warning("provisioning: the API server does not serve NodeClaims (CRD not installed?)")
-                said = True
-            await self._clock.sleep(self._retry_after)
-        async for op, obj, relisted in self.nodeclaims.watch(listing.resource_version):
-            if relisted is not None:
-                live = {
-                    str(_meta(o).get("name") or "")
-                    for o in relisted.items
-                    if not _meta(o).get("deletionTimestamp")
-                }
-                gone = {c for c in self.nominations.nominated().values() if c not in live}
-                for name in gone:
-                    self._released(name)
-            elif obj is not None and (op == "DELETED" or _meta(obj).get("deletionTimestamp")):
-                self._released(str(_meta(obj).get("name") or ""))
+        """Release the pods of a NodeClaim that is deleted, and re-plan them at once: the NodeClaim
+        informer tells ``_claim_changed`` of every change (and of the claims a re-list found gone)
+        after its cache holds it, so the pass it triggers reads the deletion."""
+        unsubscribe = self._cache["NodeClaim"].subscribe(self._claim_changed)
+        try:
+            await self._cache["NodeClaim"].wait_synced()
+            await asyncio.Event().wait()
+        finally:
+            unsubscribe()
+
+    def _claim_changed(self, op: str, obj: Obj) -> None:
+        if op == "DELETED" or _meta(obj).get("deletionTimestamp"):
+            self._released(str(_meta(obj).get("name") or ""))
+
+    def _charge_seen(self, op: str, obj: Obj) -> None:
+        """The cache shows a claim this process created launched (its capacity counts now) or gone:
+        its remembered charge is no longer needed."""
+        name = str(_meta(obj).get("name") or "")
+        if name in self._charges and (op == "DELETED" or (obj.get("status") or {}).get("capacity")):
+            del self._charges[name]
+
+    def _usage(self, pool: str, nodes: Sequence[Obj], claims: Sequence[Obj]) -> dict[str, int]:
+        """What ``pool`` uses against its limits: its nodes and NodeClaims as the cache shows them,
+        the claims created here and not shown launched yet counted at their charge instead."""
+        now = self._clock.monotonic()
+        for name in [n for n, (_, _, at) in self._charges.items() if now - at > CHARGE_TTL]:
+            del self._charges[name]  # never seen launched nor gone: the launch timed out long ago
+        used = pool_in_use(nodes, pool, [c for c in claims if _meta(c).get("name") not in self._charges])
+        for charged_pool, charge, _ in self._charges.values():
+            if charged_pool == pool:
+                for k, v in charge.items():
+                    used[k] = used.get(k, 0) + v
+        return used
 
     def _released(self, claim: str) -> None:
         now = self._clock.monotonic()
@@ -375,9 +396,11 @@ class Provisioner:
         self.last_result = result
         return result
 
-    async def _snapshot(self) -> dict[str, list[Obj]]:
-        lists = await asyncio.gather(*(self._kube.list_objects(path) for path in SNAPSHOT.values()))
-        return dict(zip(SNAPSHOT, lists, strict=True))
+    async def _snapshot(self) -> dict[str, Sequence[Obj]]:
+        """Every kind a pass reads, from the informers (started here if nobody runs them; the
+        first pass waits for their first LIST, as Karpenter's waits for its cluster state's sync)."""
+        await asyncio.gather(*(informer.wait_synced() for informer in self._cache.values()))
+        return {kind: informer.items() for kind, informer in self._cache.items()}
 
     async def _pass(self, result: PassResult) -> None:
         started = self._clock.monotonic()
@@ -451,7 +474,7 @@ class Provisioner:
                     pool,
                     types,
                     daemon_overhead(daemonsets, pool),
-                    pool_in_use(all_nodes, pool.name, all_claims),
+                    self._usage(pool.name, all_nodes, all_claims),
                     daemon_ports(daemonsets, pool),
                 )
             )
@@ -572,15 +595,12 @@ class Provisioner:
         (room a widened relaunch may use, ``_build``)."""
         if not any(pools[c.pool].limits for c in planned):
             return list(planned)
-        latest_objs, nodes, claims = await asyncio.gather(
-            self._kube.list_objects(SNAPSHOT["NodePool"]),
-            self._kube.list_objects(SNAPSHOT["Node"]),
-            self._kube.list_objects(NODECLAIMS),
-        )
-        # The limits as they are now (an edit since the snapshot counts), else the snapshot's.
-        latest, _ = usable_pools(latest_objs)
+        # The cache as it is now (it moved on while the pass simulated and awaited the cloud): the
+        # limits as they are now (an edit since the snapshot counts), else the snapshot's.
+        latest, _ = usable_pools(self._cache["NodePool"].items())
+        nodes, claims = self._cache["Node"].items(), self._cache["NodeClaim"].items()
         limits_of = {p.name: p.limits for p in pools.values()} | {p.name: p.limits for p in latest}
-        usage = {name: pool_in_use(nodes, name, claims) for name in {c.pool for c in planned}}
+        usage = {name: self._usage(name, nodes, claims) for name in {c.pool for c in planned}}
         admitted: list[PlannedClaim] = []
         for claim in planned:
             limits = limits_of.get(claim.pool, {})
@@ -669,6 +689,15 @@ class Provisioner:
             )
             return None
         name = str(_meta(stored).get("name") or "")
+        seen = self._cache["NodeClaim"].get(name)
+        if not (stored.get("status") or {}).get("capacity") and not ((seen or {}).get("status") or {}).get(
+            "capacity"
+        ):
+            self._charges[name] = (
+                planned.pool,
+                {"nodes": 1, **planned.limits_charged},
+                self._clock.monotonic(),
+            )
         log.info(
             "created nodeclaim %s: nodepool %s, %d pods, requests %s, instance types %s",
             name,
