@@ -292,6 +292,12 @@ class Informers:
         finally:
             await asyncio.gather(*(i.stop() for i in self), return_exceptions=True)
 
+    @property
+    def health_limit(self) -> float:
+        """Seconds out of step after which ``/healthz`` fails: the client's watch-health limit (an
+        informer that long behind has had its watch silent or refused that long)."""
+        return self._kube.watches.health_limit
+
     def behind(self, *, monotonic: Callable[[], float] = time.monotonic) -> list[tuple[str, float]]:
         """(path, seconds) of every informer out of step with the server (its first LIST, or the
         re-list after a broken watch, not through yet), for ``/healthz``."""

@@ -79,10 +79,8 @@ class Provisioning:
     doom: DoomWatch | None = None
     #: The status ConfigMap of what the launch path avoids (``kubespot plan --why`` reads it).
     publisher: AvoidedPublisher | None = None
-    #: What the provisioner, the pending-pod watch and the DoomWatch read the cluster from, and
-    #: the silence after which one out of step with the server fails /healthz.
+    #: What the provisioner, the pending-pod watch and the DoomWatch read the cluster from.
     informers: Informers | None = None
-    informers_limit: float = 150.0
 
     def checks(self, now: datetime) -> tuple[Check, ...]:
         stuck = timedelta(seconds=self.settings.stuck_after)
@@ -118,7 +116,8 @@ class Provisioning:
         checks = (status_check, catalog_check, self._provisioner_check(now, stuck))
         if self.informers is None:
             return checks
-        return (*checks, silence("informers", self.informers.behind(), now=now, limit=self.informers_limit))
+        informers = self.informers
+        return (*checks, silence("informers", informers.behind(), now=now, limit=informers.health_limit))
 
     def _provisioner_check(self, now: datetime, stuck: timedelta) -> Check:
         p = self.provisioner
@@ -222,5 +221,4 @@ def build(
             clock=clock,
         ),
         informers=informers,
-        informers_limit=kube.watches.health_limit,
     )
