@@ -32,8 +32,8 @@ side), from the first refusal to the first launch after it.
 dry (median and max in seconds): ``window`` (a re-plan's wait from the first trigger to its pass:
 a claim deleted while a pass runs waits for it), the pass's ``lists`` (the informers' read) /
 ``prepare`` (pods sorted out, the catalog read) / ``simulation`` / ``build`` (events, limits, the
-NodeClaims built) / ``creation``, and ``launch_call`` (the NodeClaim controller's launch: the tag lookup and CreateFleet)
-of the refused and of the launched claims.
+NodeClaims built) / ``creation``, and ``launch_call`` (the NodeClaim controller's launch: the tag
+lookup and CreateFleet) of the refused and of the launched claims.
 
 ``controller_cpu_s`` is the controllers' user+system CPU seconds summed over the sizes (each size
 has its own process; per size in ``<size>.controller_cpu_s``), ``peak_rss_mib`` the largest VmHWM.
