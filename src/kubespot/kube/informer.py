@@ -141,10 +141,13 @@ class Informer:
             self._task = asyncio.create_task(self._loop(), name=f"informer {self.path}")
 
     async def stop(self) -> None:
+        """Stop following the server; until started again the cache is not in sync (a replica
+        that leads again must not plan from what it saw before)."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+        self.synced.clear()
 
     async def run(self) -> None:
         """Keep the cache current until cancelled (the task ``start`` makes, if any, is reused)."""

@@ -171,8 +171,9 @@ async def test_a_failing_list_is_retried_with_backoff_and_reported_until_it_come
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        # Cancelled with its runner: no informer left running (a replica that stops leading).
-        assert nodes._task is None
+        # Cancelled with its runner: no informer left running (a replica that stops leading), and
+        # none reads as synced until it lists again.
+        assert nodes._task is None and not nodes.synced.is_set()
 
 
 async def test_an_unserved_resource_reads_empty_until_its_crd_comes() -> None:
