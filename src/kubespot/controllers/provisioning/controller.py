@@ -167,10 +167,19 @@ def build(
         nodeclasses.server_version, clock=clock, pinned=settings.kubernetes_version
     )
     # Profiles for spec.role are scoped by the cluster's name: none made without one.
-    profiles = InstanceProfiles(aws, launch.cluster_name, region) if launch.cluster_name else None
+    profiles = (
+        InstanceProfiles(aws, launch.cluster_name, region, clock=clock) if launch.cluster_name else None
+    )
     loop = StatusLoop(
+        # The class's launch templates go with it, and idle ones are collected (templates of no
+        # cluster name: none to scope them by, none deleted).
         termination=NodeClassTermination(
-            nodeclasses, CustomObjects(kube, NODECLAIMS), profiles, recorder=recorder
+            nodeclasses,
+            CustomObjects(kube, NODECLAIMS),
+            profiles,
+            cloud.templates if launch.cluster_name else None,
+            clock=clock,
+            recorder=recorder,
         ),
         nodeclasses=nodeclasses,
         nodepools=CustomObjects(kube, NODEPOOLS),

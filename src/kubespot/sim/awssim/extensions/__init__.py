@@ -24,6 +24,7 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
   through EventBridge).
 - ``spot_request_ids``: every spot instance carries its ``SpotInstanceRequestId``.
 - ``image_lookup``: an instance launch finds its AMI by id (moto filtered every image: 18 ms each).
+- ``iam_paths``: ListInstanceProfiles honours ``PathPrefix``.
 - ``elbv2_draining``: deregistered targets are ``draining`` for the target group's deregistration
   delay, and deregistering a target that is not registered succeeds, as on AWS.
 
@@ -39,6 +40,7 @@ from kubespot.sim.awssim.extensions import (
     elbv2_draining,
     events_account,
     fleet,
+    iam_paths,
     image_lookup,
     lifecycle,
     pricing,
@@ -71,6 +73,7 @@ def install_all() -> None:
             fleet,
             image_lookup,
             spot_request_ids,
+            iam_paths,
         ):
             module.install()
             _installed.append(module.__name__.rsplit(".", 1)[-1])
