@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from tests.support.clocks import StillClock
+
 from kubespot.aws import AwsClients, AwsError
 from kubespot.aws.instance_profiles import (
     PROTECTED_TTL,
@@ -23,7 +25,6 @@ from kubespot.aws.instance_profiles import (
     legacy_profile_name,
 )
 from kubespot.sim.awssim import MotoServer
-from tests.support.clocks import StillClock
 
 CLUSTER = "prod"
 AMI = "ami-12c6146b"
@@ -158,7 +159,9 @@ async def test_collection_spares_current_protected_and_worn_profiles_only(
         MinCount=1,
         MaxCount=1,
         IamInstanceProfile={"Name": worn},
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "eks:eks-cluster-name", "Value": CLUSTER}]}],
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": "eks:eks-cluster-name", "Value": CLUSTER}]}
+        ],
     )
     iam.create_instance_profile(InstanceProfileName="other_1", Path=f"/karpenter/{aws_env.region}/other/u/")
     iam.create_instance_profile(InstanceProfileName="by-hand")

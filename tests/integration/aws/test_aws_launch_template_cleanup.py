@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from tests.support.clocks import StillClock
+
 from kubespot.aws import AwsClients
 from kubespot.aws.launch_templates import IDLE_TTL, LaunchTemplate, LaunchTemplates
 from kubespot.sim.awssim import MotoServer
-from tests.support.clocks import StillClock
 
 AMI = "ami-12c6146b"
 
@@ -40,7 +41,10 @@ async def test_a_deleted_class_takes_its_own_templates_only(clients: AwsClients,
     A template deleted is made again by the next launch (``ensure`` asks EC2 again)."""
     ec2 = aws_env.client("ec2")
     templates = LaunchTemplates(clients, cluster="prod")
-    mine = [await templates.ensure(_template("default")), await templates.ensure(_template("default", image="ami-2"))]
+    mine = [
+        await templates.ensure(_template("default")),
+        await templates.ensure(_template("default", image="ami-2")),
+    ]
     other_class = await templates.ensure(_template("gpu"))
     other_cluster = await LaunchTemplates(clients, cluster="staging").ensure(_template("default", "staging"))
     tags = [

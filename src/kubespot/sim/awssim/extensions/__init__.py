@@ -22,6 +22,8 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
   ``SpotInstanceRequestId``; ``ClientToken`` is idempotent; the ``instance-lifecycle`` filter works;
   pools and zones can be reclaimed (rebalance, interruption warning, termination two minutes later,
   through EventBridge).
+- ``run_instances``: RunInstances draws from the market's pools (``InsufficientInstanceCapacity``,
+  ``SpotMaxPriceTooLow``).
 - ``spot_request_ids``: every spot instance carries its ``SpotInstanceRequestId``.
 - ``image_lookup``: an instance launch finds its AMI by id (moto filtered every image: 18 ms each).
 - ``iam_paths``: ListInstanceProfiles honours ``PathPrefix``.
@@ -44,6 +46,7 @@ from kubespot.sim.awssim.extensions import (
     image_lookup,
     lifecycle,
     pricing,
+    run_instances,
     spot_prices,
     spot_request_ids,
     sqs_depth,
@@ -71,6 +74,7 @@ def install_all() -> None:
             ssm_amis,
             catalog_cache,
             fleet,
+            run_instances,
             image_lookup,
             spot_request_ids,
             iam_paths,
