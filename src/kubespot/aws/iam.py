@@ -427,6 +427,11 @@ def controller_policy(
                 f"the launch calls are scoped to the cluster's tags: name the cluster (got {cluster!r})"
             )
         resources["nodeclaim-instance"] = f"arn:{partition}:ec2:*:*:instance/*"
+        if "ec2:DeleteLaunchTemplate" in by_scope.get("nodeclaim-instance", ()):
+            resources["nodeclaim-instance"] = [
+                f"arn:{partition}:ec2:*:*:instance/*",
+                f"arn:{partition}:ec2:*:*:launch-template/*",
+            ]
     account = account_id if account_id and re.fullmatch(r"\d{12}", account_id) else "*"
     for scope in ("profile-read", "profile-create", "profile-owned"):
         resources[scope] = f"arn:{partition}:iam::{account}:instance-profile/*"

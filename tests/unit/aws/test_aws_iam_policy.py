@@ -265,7 +265,7 @@ def test_launch_statements_are_limited_by_conditions() -> None:
     terminate = by_sid["TerminateNodeClaimInstances"]
     # KarpenterControllerPolicy's AllowScopedDeletion: instances and launch templates alike.
     assert terminate["Action"] == ["ec2:DeleteLaunchTemplate", "ec2:TerminateInstances"]
-    assert terminate["Resource"] == "arn:aws:ec2:*:*:instance/*"
+    assert terminate["Resource"] == ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:launch-template/*"]
     assert terminate["Condition"] == {
         "StringEquals": {"aws:ResourceTag/kubernetes.io/cluster/prod": "owned"},
         "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
