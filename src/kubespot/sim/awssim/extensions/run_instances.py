@@ -99,13 +99,9 @@ def _make_run_instances(original: Any) -> Any:
                     message = fleet.ice_message(instance_type, zone, others)
                 raise EC2ClientError("InsufficientInstanceCapacity", message)
             # Under the lock: two calls on two server threads must not book one slot twice.
-            before = set(backend.reservations)
             result = original(self)
-            launched = [
-                i.id
-                for rid in set(backend.reservations) - before
-                for i in backend.reservations[rid].instances
-            ]
+            # moto answers the new Reservation (``ActionResult(new_reservation)``).
+            launched = [i.id for i in getattr(result.result, "instances", [])]
             for instance_id in launched:
                 state.instances[instance_id] = key
             held.used += len(launched)
