@@ -133,6 +133,10 @@ class InstanceProfiles:
         if name:
             self._protected[name] = self._clock.monotonic() + PROTECTED_TTL
 
+    def protecting(self) -> bool:
+        """Whether some profile is protected now (one made or given up in this process)."""
+        return any(self.is_protected(n) for n in list(self._protected))
+
     def is_protected(self, name: str) -> bool:
         until = self._protected.get(name)
         if until is None:

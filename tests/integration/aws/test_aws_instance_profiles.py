@@ -120,8 +120,9 @@ async def test_a_changed_role_gets_a_new_profile_and_the_old_one_is_left_alone(
     assert _names(aws_env) == {old, new}
     clock.mono += RECREATION_TTL
     assert await profiles.ensure("gpu", "uid-2", "nodes/new-role", {}, new) == new
+    assert profiles.protecting()
     clock.mono += PROTECTED_TTL
-    assert not profiles.is_protected(old)
+    assert not profiles.is_protected(old) and not profiles.protecting()
 
 
 async def test_a_profile_whose_role_is_missing_is_not_left_behind(

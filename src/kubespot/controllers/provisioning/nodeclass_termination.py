@@ -76,6 +76,11 @@ def _status_profile(obj: Mapping[str, Any]) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
+def _role(obj: Mapping[str, Any]) -> bool:
+    spec = obj.get("spec")
+    return isinstance(spec, Mapping) and bool(spec.get("role"))
+
+
 class NodeClassTermination:
     """Adds the finalizer to live classes, finalizes the ones being deleted, collects the rest."""
 
@@ -185,6 +190,11 @@ class NodeClassTermination:
                     log.info("provisioning: deleted idle launch templates %s", ", ".join(gone))
         if self._profiles is not None and (self._profiles_due is None or self._profiles_due <= now):
             self._profiles_due = now + COLLECT_INTERVAL
+            classes = list(classes)
+            if not any(_role(c) for c in classes) and not self._profiles.protecting():
+                # No class makes profiles and none was given up here: IAM is not asked (a policy
+                # without the instance-profile group must not log a refusal every 30 minutes).
+                return
             current = {p for p in (_status_profile(c) for c in classes) if p}
             try:
                 gone = await self._profiles.collect(current)

@@ -47,6 +47,9 @@ class _Profiles:
         self.collected.append(set(current))
         return []
 
+    def protecting(self) -> bool:
+        return False
+
 
 class _Templates:
     def __init__(self) -> None:
@@ -152,7 +155,10 @@ async def test_collection_runs_each_part_on_its_own_schedule() -> None:
     classes' status names are handed over as in use."""
     profiles, templates, clock = _Profiles(), _Templates(), _Clock()
     term = NodeClassTermination(_Objects(), _Objects(), profiles, templates, clock=clock)  # type: ignore[arg-type]
-    classes = [{"metadata": {"name": "a"}, "status": {"instanceProfile": "prod_1"}}, _cls()]
+    classes = [
+        {"metadata": {"name": "a"}, "spec": {"role": "nodes"}, "status": {"instanceProfile": "prod_1"}},
+        _cls(),
+    ]
     assert term.next_due() == clock.t
     await term.collect(classes)
     assert templates.collections == 1 and profiles.collected == [{"prod_1"}]
@@ -165,3 +171,8 @@ async def test_collection_runs_each_part_on_its_own_schedule() -> None:
     await term.collect(classes)
     assert templates.collections == 3 and len(profiles.collected) == 2
     assert NodeClassTermination(_Objects(), _Objects(), None).next_due() is None  # type: ignore[arg-type]
+    # No class names spec.role and nothing was given up here: IAM is not asked at all.
+    quiet = _Profiles()
+    term = NodeClassTermination(_Objects(), _Objects(), quiet, None, clock=clock)  # type: ignore[arg-type]
+    await term.collect([_cls()])
+    assert quiet.collected == []
