@@ -47,23 +47,12 @@ from .kube.custom import CustomObjects
 from .model.clock import SystemClock
 from .process.command import one_shot
 from .scheduling.api.conditions import Condition
-from .scheduling.api.load import load
-from .scheduling.api.nodeclass import EC2NodeClassSpec
-from .scheduling.cluster import (
-    daemon_overhead,
-    daemon_ports,
-    existing_nodes,
-    namespace_labels,
-    pool_in_use,
-    provisionable_pods,
-    workload_claims,
-    workload_pods,
-)
-from .scheduling.nodepool import usable_pools
+from .scheduling.cluster import workload_claims, workload_pods
+from .scheduling.cluster_plan import plan_cluster, pools_to_plan
 from .scheduling.pods import PodView
 from .scheduling.report import plan_json, plan_text, pod_story, pod_story_json
-from .scheduling.simulate import Plan, PoolCapacity, simulate
-from .scheduling.volumes import MalformedVolume, Volumes
+from .scheduling.simulate import Plan
+from .scheduling.volumes import MalformedVolume
 
 Obj = dict[str, Any]
 
@@ -181,17 +170,6 @@ def _readable(obj: Obj) -> None:
         ) from exc
 
 
-def _nodeclasses(objs: Iterable[Obj]) -> tuple[dict[str, EC2NodeClassSpec], dict[str, Condition]]:
-    specs: dict[str, EC2NodeClassSpec] = {}
-    conditions: dict[str, Condition] = {}
-    for obj in objs:
-        loaded = load(obj)
-        conditions[loaded.name] = loaded.condition
-        if loaded.valid and isinstance(loaded.spec, EC2NodeClassSpec):
-            specs[loaded.name] = loaded.spec
-    return specs, conditions
-
-
 def subnet_zones(nodeclasses: Iterable[Obj]) -> dict[str, set[str]]:
     """The zones of each EC2NodeClass's resolved subnets (``status.subnets``, as the provisioning
     controller or Karpenter wrote it): its NodePools are offered capacity there only, as Karpenter's
@@ -212,56 +190,12 @@ async def build_plan(
     objects: Mapping[str, list[Obj]], cloud: CloudProvider
 ) -> tuple[Plan, dict[str, Condition]]:
     """The plan for ``objects`` (by kind; workloads already expanded into pods) with the instance
-    types ``cloud`` offers each NodePool (``AwsCloud``: the EC2 catalog; ``FakeCloud`` in tests)."""
-    pools, conditions = usable_pools(objects.get("NodePool", []))
-    classes, class_conditions = _nodeclasses(objects.get("EC2NodeClass", []))
-    nodes = objects.get("Node", [])
-    nodeclaims = objects.get("NodeClaim", [])
-    daemonsets = objects.get("DaemonSet", [])
-    capacities = []
-    for pool in pools:
-        nodeclass = classes.get(pool.node_class)
-        if nodeclass is None:
-            why = class_conditions.get(pool.node_class)
-            message = (
-                f"EC2NodeClass {pool.node_class!r} is not valid: {why.message}"
-                if why is not None
-                else f"EC2NodeClass {pool.node_class!r} not found"
-            )
-            conditions[pool.name] = Condition("NodeClassReady", "False", "NodeClassNotReady", message)
-            continue
-        types = await cloud.instance_types(pool, nodeclass)
-        capacities.append(
-            PoolCapacity(
-                pool,
-                types,
-                daemon_overhead(daemonsets, pool),
-                pool_in_use(nodes, pool.name, nodeclaims),
-                daemon_ports(daemonsets, pool),
-            )
-        )
-    pods = objects.get("Pod", [])
-    volumes = Volumes.of(
-        objects.get("PersistentVolumeClaim", []),
-        objects.get("PersistentVolume", []),
-        objects.get("StorageClass", []),
-    )
-    pending, left_out = provisionable_pods(pods, volumes)
-    plan = simulate(
-        pending,
-        existing_nodes(
-            nodes,
-            pods,
-            nodeclaims=nodeclaims,
-            daemonsets=daemonsets,
-            # A NodeClaim launched without status.allocatable yet: its type's, as Karpenter reads it.
-            type_allocatable={it.name: it.allocatable for pc in capacities for it in pc.instance_types},
-        ),
-        capacities,
-        namespace_labels=namespace_labels(objects.get("Namespace", [])),
-    )
-    plan.unschedulable.update(left_out)
-    return plan, conditions
+    types ``cloud`` offers each NodePool (``AwsCloud``: the EC2 catalog; ``FakeCloud`` in tests):
+    the provisioner's own flow (``scheduling.cluster_plan``), without its in-memory state."""
+    todo = pools_to_plan(objects.get("NodePool", []), objects.get("EC2NodeClass", []))
+    types = {pool.name: await cloud.instance_types(pool, nodeclass) for pool, nodeclass in todo.pools}
+    plan, _ = plan_cluster(objects, [pool for pool, _ in todo.pools], types)
+    return plan, todo.conditions
 
 
 async def _cluster(settings: KubeSettings, status: str) -> tuple[dict[str, list[Obj]], Published]:

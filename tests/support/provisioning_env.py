@@ -25,7 +25,6 @@ from kubespot.controllers.provisioning.nominations import Nominations
 from kubespot.controllers.provisioning.pending import PODS, PendingWatch
 from kubespot.controllers.provisioning.provisioner import NODECLAIMS, Provisioner
 from kubespot.kube import KubeClient, connect
-from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
 from kubespot.model import SystemClock
 from kubespot.observability.metrics import Metrics
@@ -182,12 +181,15 @@ async def running(
         tasks = [
             asyncio.create_task(provisioner.run()),
             asyncio.create_task(provisioner.watch_claims()),
-            asyncio.create_task(PendingWatch(CustomObjects(kube, PODS), batcher.trigger, clock=clock).run()),
+            # Fed by the informer the passes read, as the operator wires it (controller.build).
+            asyncio.create_task(
+                PendingWatch(provisioner.informers.get(PODS), batcher.trigger, clock=clock).run()
+            ),
         ]
         if doom:
             watch = DoomWatch(
-                CustomObjects(kube, "api/v1/nodes"),
-                provisioner.nodeclaims,
+                provisioner.informers.get("api/v1/nodes"),
+                provisioner.informers.get(NODECLAIMS),
                 lambda node: batcher.trigger_now(f"node/{node}"),
                 clock=clock,
                 fence=prespin,
@@ -199,6 +201,7 @@ async def running(
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*(i.stop() for i in provisioner.informers))
             await kube.close()
 
 

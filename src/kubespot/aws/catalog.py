@@ -129,6 +129,11 @@ class Catalog:
         self.prices = prices or Prices(clients, region, self.settings, clock=self._clock)
         self.region = region
         self._types: dict[str, InstanceTypeInfo] = {}
+        #: ``instance_types`` answers by their arguments, until the next refresh: building every
+        #: type (over a thousand) costs a provisioning pass 0.2-0.8 s each time, and nothing they
+        #: are built from changes between refreshes (Karpenter's instance type provider caches
+        #: them too, keyed by the class and its caches' versions).
+        self._built: dict[tuple[object, ...], tuple[InstanceType, ...]] = {}
         self._spot_capable: set[str] = set()
         self._zones: dict[str, set[str]] = {}
         self._refreshed_at: float | None = None
@@ -160,6 +165,12 @@ class Catalog:
         """The types offered in any of ``zones`` (all zones when None), with their offerings there."""
         wanted = set(zones) if zones is not None else None
         kinds = tuple(capacity_types)
+        zones_key = frozenset(wanted) if wanted is not None else None
+        # The prices (and their settings' discounts) as they are now: swapping them rebuilds.
+        key = (zones_key, family, repr(kubelet), kinds, id(self.prices), id(self.prices.settings))
+        built = self._built.get(key)
+        if built is not None:
+            return list(built)
         out = []
         for name in sorted(self._types):
             info = self._types[name]
@@ -169,6 +180,7 @@ class Catalog:
                 continue
             offerings = [self._offering(name, zone, kind) for zone in where for kind in kinds]
             out.append(instance_type(info, node_resources(info, family, kubelet), offerings))
+        self._built[key] = tuple(out)
         return out
 
     def _offering(self, name: str, zone: str, capacity_type: str) -> Offering:
@@ -199,6 +211,7 @@ class Catalog:
         await asyncio.shield(self._inflight)
 
     async def _refresh(self) -> None:
+        self._built.clear()
         try:
             types = await self._describe_types()
         except AwsError as exc:
@@ -214,6 +227,8 @@ class Catalog:
         else:
             self.errors.pop("offerings", None)
         await self.prices.refresh()
+        # Built from what the refresh changed (and perhaps half-way through it): build again.
+        self._built.clear()
         self._refreshed_at = self._clock.monotonic()
 
     async def _describe_types(self) -> list[tuple[InstanceTypeInfo, bool]]:

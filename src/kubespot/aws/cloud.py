@@ -132,7 +132,11 @@ class AwsCloud:
         #: Subnets that answered InsufficientFreeAddressesInSubnet → until when they are skipped.
         self._full_subnets: dict[str, float] = {}
         self.instances = Instances(clients, self._launch.cluster_name) if clients is not None else None
-        self.templates = LaunchTemplates(clients) if clients is not None else None
+        self.templates = (
+            LaunchTemplates(clients, cluster=self._launch.cluster_name, clock=self._clock)
+            if clients is not None
+            else None
+        )
 
     # -- the EC2NodeClasses ---------------------------------------------------------------------------
 

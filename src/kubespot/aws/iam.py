@@ -170,6 +170,9 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     ),
     ("ec2", "DescribeLaunchTemplates"): Permission("ec2:DescribeLaunchTemplates", "any"),
     ("ec2", "TerminateInstances"): Permission("ec2:TerminateInstances", "nodeclaim-instance"),
+    # Launch templates carry the NodePool and cluster tags too: deleted under the same conditions
+    # (KarpenterControllerPolicy's AllowScopedDeletion covers both).
+    ("ec2", "DeleteLaunchTemplate"): Permission("ec2:DeleteLaunchTemplate", "nodeclaim-instance"),
     # The cluster's endpoint, CA and service CIDR when the launch settings leave them empty.
     ("eks", "DescribeCluster"): Permission("eks:DescribeCluster", "any"),
     # The instance profiles made for spec.role (KarpenterControllerPolicy's
@@ -177,6 +180,8 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     # creation) only with this cluster's tags in the request; re-role and delete only profiles
     # carrying them.
     ("iam", "GetInstanceProfile"): Permission("iam:GetInstanceProfile", "profile-read"),
+    # Listing takes no resource-level condition (AllowUnscopedInstanceProfileListAction): "*".
+    ("iam", "ListInstanceProfiles"): Permission("iam:ListInstanceProfiles", "profile-read"),
     ("iam", "CreateInstanceProfile"): Permission(
         "iam:CreateInstanceProfile",
         "profile-create",
@@ -422,6 +427,11 @@ def controller_policy(
                 f"the launch calls are scoped to the cluster's tags: name the cluster (got {cluster!r})"
             )
         resources["nodeclaim-instance"] = f"arn:{partition}:ec2:*:*:instance/*"
+        if "ec2:DeleteLaunchTemplate" in by_scope.get("nodeclaim-instance", ()):
+            resources["nodeclaim-instance"] = [
+                f"arn:{partition}:ec2:*:*:instance/*",
+                f"arn:{partition}:ec2:*:*:launch-template/*",
+            ]
     account = account_id if account_id and re.fullmatch(r"\d{12}", account_id) else "*"
     for scope in ("profile-read", "profile-create", "profile-owned"):
         resources[scope] = f"arn:{partition}:iam::{account}:instance-profile/*"

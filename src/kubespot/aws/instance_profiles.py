@@ -1,32 +1,66 @@
-"""The instance profile kubespot makes and owns for an EC2NodeClass that names ``spec.role``.
+"""The instance profiles kubespot makes and owns for EC2NodeClasses that name ``spec.role``.
 
-As aws/karpenter-provider-aws ``pkg/providers/instanceprofile/instanceprofile.go`` (``Create``,
-``ensureRole``, ``Delete``) and ``pkg/apis/v1/ec2nodeclass.go`` (``InstanceProfileName``,
-``InstanceProfileTags``) in Karpenter v1.0-v1.5: one profile per class, named
-``<cluster>_<hash of region and class name>`` (FNV-1a 64: ``hashstructure`` v2's default hasher
-over a string's bytes; not checked against names a live Karpenter made), under the path
-``/karpenter/<region>/<cluster>/<class uid>/``, tagged with the class's ``spec.tags`` and
-``kubernetes.io/cluster/<cluster>`` = owned, ``eks:eks-cluster-name``,
-``karpenter.k8s.aws/ec2nodeclass`` and ``topology.kubernetes.io/region``. Its one role is the
-class's; a changed role is swapped in place. Deleted (role detached first) with the class.
+As aws/karpenter-provider-aws v1.6+ (``pkg/controllers/nodeclass/instanceprofile.go``
+``Reconcile``, ``pkg/providers/instanceprofile/instanceprofile.go`` ``Create``/``ensureRole``/
+``Delete``/``ListProfiles``, ``pkg/apis/v1/ec2nodeclass.go`` ``InstanceProfileName``/
+``LegacyInstanceProfileName``/``InstanceProfileTags``, ``pkg/controllers/nodeclass/controller.go``
+``cleanupManagedInstanceProfiles`` and ``pkg/controllers/nodeclass/garbagecollection/controller.go``):
 
-kubespot difference: Karpenter v1.6+ gives each role a new randomly named profile and collects the
-old ones later; kubespot keeps v1.0's stable name (a profile a Karpenter v1.0-v1.5 made for the
-same class should be the same profile, adopted), so no collection is needed.
+- a class's profile is the one its ``status.instanceProfile`` names, kept while the role attached
+  to it is ``spec.role`` (so a class an older kubespot or Karpenter v1.0-v1.5 made, whose profile
+  has the stable name ``<cluster>_<hash of region and class name>``, keeps working);
+- otherwise (no profile yet, gone, or the role changed) a **new** profile is made, named
+  ``<cluster>_<hash of region, class name and a random UUID>`` (FNV-1a 64, ``hashstructure`` v2's
+  hasher over a string's bytes), under the path ``/karpenter/<region>/<cluster>/<class uid>/``,
+  tagged with ``spec.tags`` and the cluster's own (``kubernetes.io/cluster/<cluster>`` = owned,
+  ``eks:eks-cluster-name``, ``karpenter.k8s.aws/ec2nodeclass``, ``topology.kubernetes.io/region``),
+  the role attached; a profile made but not finished is deleted at once. The running instances keep
+  the old profile: it is never re-roled under them;
+- the name made for a (class uid, role) is remembered for ``RECREATION_TTL`` (a status write that
+  failed must not make a second one), and the new and the old profile are *protected* from
+  collection for ``PROTECTED_TTL`` (a launch under way may still name the old one);
+- ``collect`` lists the cluster's profiles by path and deletes those no class's status names, no
+  live instance of the cluster carries and that are not protected (Karpenter: every 30 minutes);
+- ``delete_class`` (the class's termination finalizer) deletes every profile under the class's
+  path and the legacy stable name.
+
+kubespot difference: Karpenter learns which profiles are in use from the NodeClaims'
+``karpenter.k8s.aws/instance-profile-name`` annotation; kubespot asks EC2 which profiles the
+cluster's live instances carry (``IamInstanceProfile``), the fact the annotation stands for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import contextlib
+import uuid
+from collections.abc import Collection, Mapping
+from typing import Any, Final
+
+from kubespot.model import Clock, SystemClock
 
 from .session import AwsClients, AwsError
 
-__all__ = ["InstanceProfiles", "profile_name", "profile_path", "profile_tags"]
+__all__ = [
+    "COLLECT_INTERVAL",
+    "PROTECTED_TTL",
+    "RECREATION_TTL",
+    "InstanceProfiles",
+    "legacy_profile_name",
+    "new_profile_name",
+    "profile_path",
+    "profile_tags",
+]
 
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
 REGION_TAG = "topology.kubernetes.io/region"
 EKS_CLUSTER_TAG = "eks:eks-cluster-name"
+#: Karpenter's ``RecreationTTL`` and ``ProtectedProfilesTTL`` (``pkg/cache/cache.go``).
+RECREATION_TTL: Final = 60.0
+PROTECTED_TTL: Final = 3600.0
+#: How often unused profiles are collected (the garbage collector's ``RequeueAfter``).
+COLLECT_INTERVAL: Final = 1800.0
+#: The states in which an instance still holds its profile.
+_LIVE: Final = ("pending", "running", "stopping", "stopped", "shutting-down")
 
 _FNV_OFFSET, _FNV_PRIME, _MASK = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
 
@@ -38,14 +72,24 @@ def _fnv1a64(text: str) -> int:
     return h
 
 
-def profile_name(cluster: str, region: str, nodeclass: str) -> str:
-    """The profile's name: stable for a class, so a restart finds the one it made."""
+def legacy_profile_name(cluster: str, region: str, nodeclass: str) -> str:
+    """The stable name Karpenter v1.0-v1.5 and kubespot before v1.6's scheme gave a class's profile
+    (not checked against names a live Karpenter made)."""
     return f"{cluster}_{_fnv1a64(region + nodeclass)}"
 
 
+def new_profile_name(cluster: str, region: str, nodeclass: str, salt: str | None = None) -> str:
+    """A fresh name for a class's profile (``InstanceProfileName``: a random UUID in the hash)."""
+    return f"{cluster}_{_fnv1a64(region + nodeclass + (salt or str(uuid.uuid4())))}"
+
+
+def _path(*segments: str) -> str:
+    return "/" + "/".join(segments) + "/"
+
+
 def profile_path(cluster: str, region: str, uid: str) -> str:
-    """The IAM path: the controller's policy scopes its profile actions to the cluster's tags."""
-    return f"/karpenter/{region}/{cluster}/{uid}/"
+    """The IAM path of a class's profiles (``FormatPath("karpenter", region, cluster, uid)``)."""
+    return _path("karpenter", region, cluster, uid)
 
 
 def profile_tags(cluster: str, region: str, nodeclass: str, custom: Mapping[str, str]) -> dict[str, str]:
@@ -63,68 +107,178 @@ def _not_found(err: AwsError) -> bool:
     return err.code == "NoSuchEntity"
 
 
-@dataclass(frozen=True, slots=True)
+def _bare(role: str) -> str:
+    """AddRoleToInstanceProfile takes a bare name: a role given with a path loses it."""
+    return role.rsplit("/", 1)[-1]
+
+
 class InstanceProfiles:
-    """Creates, re-roles and deletes the profiles of one cluster's EC2NodeClasses."""
+    """Creates, replaces, collects and deletes the profiles of one cluster's EC2NodeClasses."""
 
-    clients: AwsClients
-    cluster: str
-    region: str
+    def __init__(self, clients: AwsClients, cluster: str, region: str, *, clock: Clock | None = None) -> None:
+        self.clients = clients
+        self.cluster = cluster
+        self.region = region
+        self._clock = clock or SystemClock()
+        #: (class uid, role) -> (profile made, when): ``RecreationTTL``.
+        self._recent: dict[tuple[str, str], tuple[str, float]] = {}
+        #: Profile name -> protected until (monotonic seconds): ``protectedProfileCache``.
+        self._protected: dict[str, float] = {}
+        #: Profiles this process deleted (tests and logs).
+        self.deleted: list[str] = []
 
-    async def ensure(self, nodeclass: str, uid: str, role: str, tags: Mapping[str, str]) -> str:
-        """The class's profile with ``role`` attached (created if missing); its name."""
-        name = profile_name(self.cluster, self.region, nodeclass)
+    # -- protection -----------------------------------------------------------------------------------
+
+    def protect(self, name: str | None) -> None:
+        if name:
+            self._protected[name] = self._clock.monotonic() + PROTECTED_TTL
+
+    def protecting(self) -> bool:
+        """Whether some profile is protected now (one made or given up in this process)."""
+        return any(self.is_protected(n) for n in list(self._protected))
+
+    def is_protected(self, name: str) -> bool:
+        until = self._protected.get(name)
+        if until is None:
+            return False
+        if until <= self._clock.monotonic():
+            del self._protected[name]
+            return False
+        return True
+
+    # -- one class --------------------------------------------------------------------------------------
+
+    async def _role_of(self, name: str) -> str | None:
+        """The role attached to profile ``name`` ("" none); None when the profile does not exist."""
         try:
             found = (await self.clients.call("iam", "GetInstanceProfile", InstanceProfileName=name))[
                 "InstanceProfile"
             ]
         except AwsError as err:
-            if not _not_found(err):
-                raise
-            found = (
-                await self.clients.call(
-                    "iam",
-                    "CreateInstanceProfile",
-                    InstanceProfileName=name,
-                    Path=profile_path(self.cluster, self.region, uid),
-                    Tags=[
-                        {"Key": k, "Value": v}
-                        for k, v in sorted(profile_tags(self.cluster, self.region, nodeclass, tags).items())
-                    ],
-                )
-            )["InstanceProfile"]
-        # AddRoleToInstanceProfile takes a bare name: a role given with a path loses it.
-        role_name = role.rsplit("/", 1)[-1]
-        attached = [r.get("RoleName", "") for r in found.get("Roles", [])]
-        if attached == [role_name]:
-            return name
-        # A profile holds one role at most: a changed role is swapped.
-        for old in attached:
+            if _not_found(err):
+                return None
+            raise
+        roles = [r.get("RoleName", "") for r in found.get("Roles", [])]
+        return str(roles[0]) if roles else ""
+
+    async def ensure(
+        self, nodeclass: str, uid: str, role: str, tags: Mapping[str, str], current: str | None = None
+    ) -> str:
+        """The profile the class launches with: ``current`` (its ``status.instanceProfile``) while
+        ``role`` is attached to it, else a new one made for ``role``. Raises ``AwsError``."""
+        key = (uid, role)
+        now = self._clock.monotonic()
+        recent = self._recent.get(key)
+        old = current
+        if recent is not None and now - recent[1] < RECREATION_TTL:
+            current = recent[0]
+        if current and await self._role_of(current) == _bare(role):
+            if old and old != current:
+                self.protect(old)
+            return current
+        name = new_profile_name(self.cluster, self.region, nodeclass)
+        try:
             await self.clients.call(
-                "iam", "RemoveRoleFromInstanceProfile", InstanceProfileName=name, RoleName=old
+                "iam",
+                "CreateInstanceProfile",
+                InstanceProfileName=name,
+                Path=profile_path(self.cluster, self.region, uid),
+                Tags=[
+                    {"Key": k, "Value": v}
+                    for k, v in sorted(profile_tags(self.cluster, self.region, nodeclass, tags).items())
+                ],
             )
-        await self.clients.call(
-            "iam", "AddRoleToInstanceProfile", InstanceProfileName=name, RoleName=role_name
-        )
+            await self.clients.call(
+                "iam", "AddRoleToInstanceProfile", InstanceProfileName=name, RoleName=_bare(role)
+            )
+        except AwsError:
+            # Made but not finished (the role refused): deleted now, so a missing role cannot
+            # leave one profile behind per pass; collection is the backstop if this fails too.
+            with contextlib.suppress(AwsError):
+                await self.delete(name)
+            raise
+        self._recent[key] = (name, now)
+        # The new one until the class's status names it, the old one while launches may use it.
+        self.protect(name)
+        self.protect(old)
         return name
 
-    async def delete(self, nodeclass: str) -> bool:
-        """Delete the class's profile (its role detached first); False if there was none."""
-        name = profile_name(self.cluster, self.region, nodeclass)
+    async def delete(self, name: str) -> bool:
+        """Delete profile ``name`` (its role detached first); False if there was none."""
         try:
-            found = (await self.clients.call("iam", "GetInstanceProfile", InstanceProfileName=name))[
-                "InstanceProfile"
-            ]
-            for role in found.get("Roles", []):
+            role = await self._role_of(name)
+            if role is None:
+                return False
+            if role:
                 await self.clients.call(
-                    "iam",
-                    "RemoveRoleFromInstanceProfile",
-                    InstanceProfileName=name,
-                    RoleName=role["RoleName"],
+                    "iam", "RemoveRoleFromInstanceProfile", InstanceProfileName=name, RoleName=role
                 )
             await self.clients.call("iam", "DeleteInstanceProfile", InstanceProfileName=name)
         except AwsError as err:
             if _not_found(err):
                 return False
             raise
+        self._protected.pop(name, None)
+        self.deleted.append(name)
         return True
+
+    async def _list(self, prefix: str) -> list[str]:
+        """The names of the profiles under IAM path ``prefix``."""
+        request: dict[str, Any] = {"PathPrefix": prefix}
+        out: list[str] = []
+        while True:
+            page = await self.clients.call("iam", "ListInstanceProfiles", **request)
+            # The prefix checked again: a profile outside it is another cluster's or a person's.
+            out.extend(
+                str(p["InstanceProfileName"])
+                for p in page.get("InstanceProfiles") or []
+                if str(p.get("Path") or "/").startswith(prefix)
+            )
+            if not page.get("IsTruncated"):
+                return out
+            request["Marker"] = page["Marker"]
+
+    async def delete_class(self, nodeclass: str, uid: str) -> list[str]:
+        """Delete every profile made for the class (by path) and its legacy stable name
+        (``cleanupManagedInstanceProfiles``); the names deleted."""
+        gone = [
+            n for n in await self._list(profile_path(self.cluster, self.region, uid)) if await self.delete(n)
+        ]
+        legacy = legacy_profile_name(self.cluster, self.region, nodeclass)
+        if legacy not in gone and await self.delete(legacy):
+            gone.append(legacy)
+        return gone
+
+    # -- the cluster ------------------------------------------------------------------------------------
+
+    async def _in_use(self) -> set[str]:
+        """The profiles the cluster's live instances carry (the name: the ARN's last part)."""
+        request: dict[str, Any] = {
+            "Filters": [
+                {"Name": f"tag:{EKS_CLUSTER_TAG}", "Values": [self.cluster]},
+                {"Name": "instance-state-name", "Values": list(_LIVE)},
+            ],
+            "MaxResults": 1000,
+        }
+        out: set[str] = set()
+        while True:
+            page = await self.clients.call("ec2", "DescribeInstances", **request)
+            for reservation in page.get("Reservations") or []:
+                for raw in reservation.get("Instances") or []:
+                    arn = str((raw.get("IamInstanceProfile") or {}).get("Arn") or "")
+                    if arn:
+                        out.add(arn.rsplit("/", 1)[-1])
+            token = page.get("NextToken")
+            if not token:
+                return out
+            request["NextToken"] = token
+
+    async def collect(self, current: Collection[str]) -> list[str]:
+        """Delete the cluster's profiles (by path) that no class's status names (``current``), no
+        live instance carries and that are not protected (``cleanupInactiveProfiles``)."""
+        listed = await self._list(_path("karpenter", self.region, self.cluster))
+        candidates = [n for n in listed if n not in current and not self.is_protected(n)]
+        if not candidates:
+            return []
+        in_use = await self._in_use()
+        return [n for n in candidates if n not in in_use and await self.delete(n)]

@@ -15,7 +15,20 @@ NodeClaim's own tag is left out of them so claims of one NodePool share template
 
 ``LaunchTemplates.ensure`` is the AWS half (``ensureLaunchTemplate``): known names are not asked
 again; otherwise DescribeLaunchTemplates by name, CreateLaunchTemplate when EC2 does not know it;
-concurrent callers for one name share one check.
+concurrent callers for one name share one check. A template carries the launch tags but the
+NodeClaim's, so ``eks:eks-cluster-name`` and ``karpenter.k8s.aws/ec2nodeclass`` say whose it is:
+
+- ``delete_all`` (``DeleteAll``, called by the EC2NodeClass termination finalizer) deletes the
+  templates of one class of this cluster;
+- ``collect`` does what Karpenter's template cache does on eviction (``hydrateCache``,
+  ``cachedEvictedFunc``: every template of the cluster is known from the first look, and one not
+  used for ``IDLE_TTL``, Karpenter's ``DefaultTTL`` of one minute, is deleted), so the templates of
+  an old hash (a changed class, AMI or security group) go within a minute of their last launch.
+
+Both delete only what is named ``kubespot.io/…`` and tagged with this cluster's name (the filter
+asked of EC2, and checked again on the answer): a Karpenter beside kubespot, or another cluster in
+the account, keeps its templates. A template deleted while a launch uses it is made again
+(``forget``; the fleet is retried once).
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from kubespot.model import Clock, SystemClock
 from kubespot.model.capacity import AMIFamily
 from kubespot.model.quantity import quantity
 from kubespot.scheduling.api.nodeclaim import NodeClaimSpec
@@ -40,11 +54,12 @@ from kubespot.scheduling.taints import Taint
 
 from .amis import AmiInfo
 from .fleet import tag_list
-from .instances import NODECLAIM_TAG
+from .instances import CLUSTER_NAME_TAG, NODECLAIM_TAG, NODECLASS_TAG
 from .session import AwsClients, AwsError
 from .userdata import ClusterInfo
 
 __all__ = [
+    "IDLE_TTL",
     "PREFIX",
     "LaunchGroup",
     "LaunchTemplate",
@@ -59,6 +74,13 @@ __all__ = [
 PREFIX: Final = "kubespot.io"
 _NOT_FOUND: Final = "InvalidLaunchTemplateName.NotFoundException"
 _EXISTS: Final = "InvalidLaunchTemplateName.AlreadyExistsException"
+_GONE: Final = frozenset(
+    {_NOT_FOUND, "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateId.Malformed"}
+)
+#: A template not used for this long is deleted (Karpenter's launch template cache: ``DefaultTTL``).
+IDLE_TTL: Final = 60.0
+#: DescribeLaunchTemplates pages at most 200 (``MaxResults``).
+_PAGE: Final = 200
 _GIB: Final = 2**30
 #: ``DefaultEBS``: encrypted gp3, 20 GiB.
 _EBS: Final = {"Encrypted": True, "VolumeType": "gp3", "VolumeSize": 20}
@@ -271,14 +293,21 @@ def launch_groups(
 
 
 class LaunchTemplates:
-    """Makes sure launch templates exist, asking EC2 once per name per process."""
+    """Makes sure launch templates exist, asking EC2 once per name per process, and deletes those of
+    this cluster that a class lost or nobody used for ``IDLE_TTL``."""
 
-    def __init__(self, clients: AwsClients) -> None:
+    def __init__(self, clients: AwsClients, *, cluster: str = "", clock: Clock | None = None) -> None:
         self._clients = clients
+        self._cluster = cluster
+        self._clock = clock or SystemClock()
         self._known: set[str] = set()
         self._inflight: dict[str, asyncio.Future[None]] = {}
+        #: Template name -> when a launch last used it (or ``collect`` first saw it).
+        self._used: dict[str, float] = {}
         #: Templates this process created (tests check "created once").
         self.created: list[str] = []
+        #: Templates this process deleted (class deletion and idle collection).
+        self.deleted: list[str] = []
 
     def forget(self, names: Iterable[str]) -> None:
         """EC2 said a template is gone (deleted by hand): check again next time."""
@@ -287,6 +316,7 @@ class LaunchTemplates:
     async def ensure(self, template: LaunchTemplate) -> str:
         """The template's name, once EC2 has it. Raises ``AwsError``."""
         name = template.name
+        self._used[name] = self._clock.monotonic()
         if name in self._known:
             return name
         running = self._inflight.get(name)
@@ -323,3 +353,78 @@ class LaunchTemplates:
         except AwsError as err:
             if err.code != _EXISTS:  # another replica made it meanwhile: as good
                 raise
+
+    # -- deletion ------------------------------------------------------------------------------------
+
+    def _ours(self, template: Mapping[str, Any]) -> bool:
+        """Named by kubespot and tagged for this cluster (the filter is checked again here)."""
+        tags = {t.get("Key"): t.get("Value") for t in template.get("Tags") or []}
+        name = str(template.get("LaunchTemplateName") or "")
+        return (
+            bool(self._cluster)
+            and name.startswith(f"{PREFIX}/")
+            and tags.get(CLUSTER_NAME_TAG) == self._cluster
+        )
+
+    async def _list(self, nodeclass: str | None = None) -> list[str]:
+        """The names of this cluster's kubespot templates (of ``nodeclass`` when given)."""
+        filters = [{"Name": f"tag:{CLUSTER_NAME_TAG}", "Values": [self._cluster]}]
+        if nodeclass is not None:
+            filters.append({"Name": f"tag:{NODECLASS_TAG}", "Values": [nodeclass]})
+        request: dict[str, Any] = {"Filters": filters, "MaxResults": _PAGE}
+        out: list[str] = []
+        while True:
+            page = await self._clients.call("ec2", "DescribeLaunchTemplates", **request)
+            for found in page.get("LaunchTemplates") or []:
+                tags = {t.get("Key"): t.get("Value") for t in found.get("Tags") or []}
+                if self._ours(found) and (nodeclass is None or tags.get(NODECLASS_TAG) == nodeclass):
+                    out.append(str(found["LaunchTemplateName"]))
+            token = page.get("NextToken")
+            if not token:
+                return out
+            request["NextToken"] = token
+
+    async def _delete(self, name: str) -> None:
+        try:
+            await self._clients.call("ec2", "DeleteLaunchTemplate", LaunchTemplateName=name)
+        except AwsError as err:
+            if err.code not in _GONE:
+                raise
+        self._known.discard(name)
+        self._used.pop(name, None)
+        self.deleted.append(name)
+
+    async def delete_all(self, nodeclass: str) -> list[str]:
+        """Delete every template of ``nodeclass`` in this cluster (``DeleteAll``); their names.
+        Raises ``AwsError`` (the finalizer retries) after trying them all."""
+        if not self._cluster:
+            return []
+        names = await self._list(nodeclass)
+        failed: AwsError | None = None
+        for name in names:
+            try:
+                await self._delete(name)
+            except AwsError as err:
+                failed = err
+        if failed is not None:
+            raise failed
+        return names
+
+    async def collect(self) -> list[str]:
+        """Delete this cluster's templates no launch used for ``IDLE_TTL`` (one seen for the first
+        time counts as used now, as Karpenter's cache hydrated at start); their names."""
+        if not self._cluster:
+            return []
+        now = self._clock.monotonic()
+        names = await self._list()
+        gone: list[str] = []
+        for name in names:
+            used = self._used.setdefault(name, now)
+            if now - used >= IDLE_TTL and name not in self._inflight:
+                await self._delete(name)
+                gone.append(name)
+        # Deleted by someone else: nothing to remember.
+        for name in set(self._used) - set(names) - set(self._inflight):
+            if now - self._used[name] >= IDLE_TTL:
+                del self._used[name]
+        return gone

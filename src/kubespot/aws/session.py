@@ -109,6 +109,8 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
                 ("ec2", "CreateFleet"),
                 ("ec2", "DescribeLaunchTemplates"),
                 ("ec2", "CreateLaunchTemplate"),
+                # The templates of a deleted class, and those unused for a minute.
+                ("ec2", "DeleteLaunchTemplate"),
                 ("ec2", "DescribeInstances"),
                 ("ec2", "TerminateInstances"),
                 # kubespot.aws.eks: the endpoint, CA and service CIDR the settings leave empty.
@@ -125,10 +127,13 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
                 ("ssm", "GetParameter"),
             }
         ),
-        # kubespot.aws.instance_profiles: the profile made for an EC2NodeClass's spec.role.
+        # kubespot.aws.instance_profiles: the profile made for an EC2NodeClass's spec.role; the
+        # cluster's profiles listed (by path) to collect those no class or instance uses.
         "instance-profile": frozenset(
             {
                 ("iam", "GetInstanceProfile"),
+                ("iam", "ListInstanceProfiles"),
+                ("ec2", "DescribeInstances"),
                 ("iam", "CreateInstanceProfile"),
                 ("iam", "AddRoleToInstanceProfile"),
                 ("iam", "RemoveRoleFromInstanceProfile"),

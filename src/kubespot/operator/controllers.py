@@ -31,6 +31,7 @@ from kubespot.controllers.provisioning import controller as provisioning_parts
 from kubespot.controllers.response.response_actions import ResponseActions
 from kubespot.handling.node_index import NodeIndex
 from kubespot.kube import EventRecorder, KubeClient
+from kubespot.kube.informer import Informers
 from kubespot.model import Clock
 from kubespot.observability.health import Check
 from kubespot.observability.metrics import Metrics
@@ -254,6 +255,8 @@ def provisioning(shared: Shared) -> Controller | None:
                 if parts.publisher
                 else []
             ),
+            # The cache the passes read (issue 14: reads from watches); stopped with the lease.
+            *([Runnable("informers", parts.informers.run, leader_only=True)] if parts.informers else []),
         ],
         problems=problems,
         checks=parts.checks,
@@ -284,9 +287,20 @@ def _provisioning_parts(shared: Shared) -> provisioning_parts.Provisioning:
             capacity=shared.capacity,
             metrics=shared.metrics,
             status_namespace=own_namespace(s.pod_namespace),
+            informers=_informers(shared),
         )
     assert isinstance(parts, provisioning_parts.Provisioning)
     return parts
+
+
+def _informers(shared: Shared) -> Informers:
+    """The process's informers, one per resource path, made by the first controller that reads
+    from them and shared by every other (Karpenter's controllers share controller-runtime's)."""
+    informers = shared.built.get("informers")
+    if informers is None:
+        informers = shared.built["informers"] = Informers(shared.kube)
+    assert isinstance(informers, Informers)
+    return informers
 
 
 def nodeclaim(shared: Shared) -> Controller | None:

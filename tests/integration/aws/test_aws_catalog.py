@@ -159,3 +159,16 @@ def test_discounts_apply_to_ondemand_only(catalog: Catalog, moto_server: MotoSer
         assert by_kind["spot"].price == spot_prices.price_for("m5.large", "us-east-1a")
     finally:
         catalog.prices.settings = original
+
+
+def test_the_types_are_built_once_per_refresh(catalog: Catalog) -> None:
+    """aws/karpenter-provider-aws pkg/providers/instancetype/instancetype.go ``List``: the types are
+    cached, keyed by the class and the versions of the caches they come from, not built again for
+    every scheduling pass; a refresh of what they come from builds them again."""
+    first = catalog.instance_types(["us-east-1a"])
+    again = catalog.instance_types(["us-east-1a"])
+    assert again == first and all(a is b for a, b in zip(again, first, strict=True))
+    assert catalog.instance_types(["us-east-1b"])[0] is not first[0]  # another zone, its own answer
+    asyncio.run(catalog.refresh())
+    rebuilt = catalog.instance_types(["us-east-1a"])
+    assert rebuilt[0] is not first[0] and [t.name for t in rebuilt] == [t.name for t in first]

@@ -1,20 +1,33 @@
-"""The instance profile made for an EC2NodeClass's ``spec.role``, through boto3 against moto's IAM.
+"""The instance profiles made for EC2NodeClasses' ``spec.role``, through boto3 against moto's IAM.
 
-Sources: aws/karpenter-provider-aws ``pkg/providers/instanceprofile/instanceprofile.go``
-(``Create``: path ``/karpenter/<region>/<cluster>/<uid>/``, tags; ``ensureRole``: one role, a
-changed one swapped, a role's path dropped; ``Delete``: role removed, profile deleted, a missing
-one ignored) and ``pkg/apis/v1/ec2nodeclass.go`` (``InstanceProfileName``, ``InstanceProfileTags``).
+Sources (aws/karpenter-provider-aws, v1.6+): ``pkg/controllers/nodeclass/instanceprofile.go``
+``Reconcile`` (the status's profile kept while its role is the class's; otherwise a new profile;
+the recreation cache; old and new protected), ``pkg/providers/instanceprofile/instanceprofile.go``
+(``Create``: path ``/karpenter/<region>/<cluster>/<uid>/``, tags, a role's path dropped; ``Delete``:
+role removed, profile deleted, a missing one ignored; ``ListProfiles``), ``pkg/apis/v1/ec2nodeclass.go``
+(``InstanceProfileName`` with a random UUID, ``LegacyInstanceProfileName``, ``InstanceProfileTags``),
+``pkg/controllers/nodeclass/controller.go`` ``cleanupManagedInstanceProfiles`` and
+``pkg/controllers/nodeclass/garbagecollection/controller.go`` ``cleanupInactiveProfiles``.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
-from kubespot.aws import AwsClients
-from kubespot.aws.instance_profiles import InstanceProfiles, profile_name
+from tests.support.clocks import StillClock
+
+from kubespot.aws import AwsClients, AwsError
+from kubespot.aws.instance_profiles import (
+    PROTECTED_TTL,
+    RECREATION_TTL,
+    InstanceProfiles,
+    legacy_profile_name,
+)
 from kubespot.sim.awssim import MotoServer
 
 CLUSTER = "prod"
+AMI = "ami-12c6146b"
 TRUST = json.dumps(
     {
         "Version": "2012-10-17",
@@ -30,16 +43,26 @@ def _roles(aws: MotoServer, *names: str) -> None:
         aws.client("iam").create_role(RoleName=name, AssumeRolePolicyDocument=TRUST)
 
 
-async def test_a_role_gets_a_tagged_profile_under_the_cluster_path(
+def _names(aws: MotoServer) -> set[str]:
+    return {p["InstanceProfileName"] for p in aws.client("iam").list_instance_profiles()["InstanceProfiles"]}
+
+
+def _role_of(aws: MotoServer, name: str) -> list[str]:
+    got = aws.client("iam").get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+    return [r["RoleName"] for r in got["Roles"]]
+
+
+async def test_a_role_gets_a_fresh_tagged_profile_under_the_class_path(
     clients: AwsClients, aws_env: MotoServer
 ) -> None:
-    """``Create``: the profile is made once, at ``/karpenter/<region>/<cluster>/<uid>/``, with the
-    class's tags and the cluster's, and holds the role; a second pass changes nothing
-    (``ensureRole`` with the role already attached)."""
+    """``Reconcile`` + ``Create``: no profile yet, so one is made with a fresh name (``<cluster>_``
+    and a hash with a random UUID: not the legacy stable one), at the class's path, with the class's
+    tags and the cluster's, holding the role; given back as the status, it is kept with one
+    GetInstanceProfile and no other call."""
     _roles(aws_env, "KarpenterNodeRole-prod")
     profiles = InstanceProfiles(clients, CLUSTER, aws_env.region)
     name = await profiles.ensure("default", "uid-1", "KarpenterNodeRole-prod", {"team": "a"})
-    assert name == profile_name(CLUSTER, aws_env.region, "default") and name.startswith("prod_")
+    assert name.startswith("prod_") and name != legacy_profile_name(CLUSTER, aws_env.region, "default")
     got = aws_env.client("iam").get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
     assert got["Path"] == f"/karpenter/{aws_env.region}/{CLUSTER}/uid-1/"
     assert [r["RoleName"] for r in got["Roles"]] == ["KarpenterNodeRole-prod"]
@@ -53,32 +76,117 @@ async def test_a_role_gets_a_tagged_profile_under_the_cluster_path(
         "topology.kubernetes.io/region": aws_env.region,
     }
     before = clients.call_count("iam")
-    assert await profiles.ensure("default", "uid-1", "KarpenterNodeRole-prod", {}) == name
+    assert await profiles.ensure("default", "uid-1", "KarpenterNodeRole-prod", {}, name) == name
     assert clients.call_count("iam") == before + 1  # only the GetInstanceProfile
+    # Another process (a restart) with the status naming it: the same answer, nothing made.
+    again = InstanceProfiles(clients, CLUSTER, aws_env.region)
+    assert await again.ensure("default", "uid-1", "KarpenterNodeRole-prod", {}, name) == name
+    assert _names(aws_env) == {name}
 
 
-async def test_a_changed_role_is_swapped_and_a_path_dropped(clients: AwsClients, aws_env: MotoServer) -> None:
-    """``ensureRole``: a profile holds one role, so a changed ``spec.role`` replaces it; a role
-    given with a path is attached by its bare name (AddRoleToInstanceProfile takes no path)."""
-    _roles(aws_env, "old-role", "new-role")
-    profiles = InstanceProfiles(clients, CLUSTER, aws_env.region)
-    name = await profiles.ensure("gpu", "uid-2", "old-role", {})
-    assert await profiles.ensure("gpu", "uid-2", "nodes/new-role", {}) == name
-    got = aws_env.client("iam").get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
-    assert [r["RoleName"] for r in got["Roles"]] == ["new-role"]
-
-
-async def test_delete_detaches_the_role_and_ignores_a_missing_profile(
+async def test_an_older_kubespots_stable_profile_keeps_serving_its_class(
     clients: AwsClients, aws_env: MotoServer
 ) -> None:
-    """``Delete``: the role is removed, then the profile; none left is not an error."""
-    _roles(aws_env, "r")
+    """``Reconcile``: the status's profile is kept whatever its name while its role is the
+    class's, so a class an older kubespot (or Karpenter v1.0-v1.5) made, with the stable
+    ``LegacyInstanceProfileName``, is not given a new profile."""
+    _roles(aws_env, "nodes")
+    iam = aws_env.client("iam")
+    legacy = legacy_profile_name(CLUSTER, aws_env.region, "default")
+    iam.create_instance_profile(InstanceProfileName=legacy, Path=f"/karpenter/{aws_env.region}/{CLUSTER}/u/")
+    iam.add_role_to_instance_profile(InstanceProfileName=legacy, RoleName="nodes")
     profiles = InstanceProfiles(clients, CLUSTER, aws_env.region)
-    name = await profiles.ensure("spot", "uid-3", "r", {})
-    assert await profiles.delete("spot") is True
-    names = [
-        p["InstanceProfileName"] for p in aws_env.client("iam").list_instance_profiles()["InstanceProfiles"]
-    ]
-    assert name not in names
-    assert aws_env.client("iam").list_instance_profiles_for_role(RoleName="r")["InstanceProfiles"] == []
-    assert await profiles.delete("spot") is False
+    assert await profiles.ensure("default", "u", "nodes", {}, legacy) == legacy
+    assert _names(aws_env) == {legacy}
+
+
+async def test_a_changed_role_gets_a_new_profile_and_the_old_one_is_left_alone(
+    clients: AwsClients, aws_env: MotoServer
+) -> None:
+    """``Reconcile``: a changed ``spec.role`` makes a new profile (the running instances' one is
+    never re-roled under them); a role given with a path is attached by its bare name; the name
+    made is remembered for ``RecreationTTL`` (a status write that failed does not make a second),
+    and both profiles are protected from collection."""
+    _roles(aws_env, "old-role", "new-role")
+    clock = StillClock(datetime(2026, 1, 1, tzinfo=UTC))
+    profiles = InstanceProfiles(clients, CLUSTER, aws_env.region, clock=clock)
+    old = await profiles.ensure("gpu", "uid-2", "old-role", {})
+    new = await profiles.ensure("gpu", "uid-2", "nodes/new-role", {}, old)
+    assert new != old
+    assert _role_of(aws_env, old) == ["old-role"] and _role_of(aws_env, new) == ["new-role"]
+    assert profiles.is_protected(old) and profiles.is_protected(new)
+    # The status still names the old one (its write failed): the new one is found again.
+    assert await profiles.ensure("gpu", "uid-2", "nodes/new-role", {}, old) == new
+    assert _names(aws_env) == {old, new}
+    clock.mono += RECREATION_TTL
+    assert await profiles.ensure("gpu", "uid-2", "nodes/new-role", {}, new) == new
+    assert profiles.protecting()
+    clock.mono += PROTECTED_TTL
+    assert not profiles.is_protected(old) and not profiles.protecting()
+
+
+async def test_a_profile_whose_role_is_missing_is_not_left_behind(
+    clients: AwsClients, aws_env: MotoServer
+) -> None:
+    """``Reconcile``: when ``Create`` fails (here AddRoleToInstanceProfile: no such role) the profile
+    just made is deleted, so a missing role does not leave one profile per pass."""
+    profiles = InstanceProfiles(clients, CLUSTER, aws_env.region)
+    for _ in range(2):
+        try:
+            await profiles.ensure("default", "uid-4", "NoSuchRole", {})
+        except AwsError as err:
+            assert err.code == "NoSuchEntity"
+        else:
+            raise AssertionError("a missing role made a profile")
+    assert _names(aws_env) == set()
+
+
+async def test_collection_spares_current_protected_and_worn_profiles_only(
+    clients: AwsClients, aws_env: MotoServer
+) -> None:
+    """``cleanupInactiveProfiles``: of the cluster's profiles (listed by its path), those a class's
+    status names, those protected and those a live instance of the cluster carries stay (kubespot
+    asks EC2 instead of reading NodeClaim annotations); the rest are deleted, role detached. Another
+    cluster's profile (another path) and one outside any path are never looked at."""
+    _roles(aws_env, "nodes")
+    iam, ec2 = aws_env.client("iam"), aws_env.client("ec2")
+    clock = StillClock(datetime(2026, 1, 1, tzinfo=UTC))
+    profiles = InstanceProfiles(clients, CLUSTER, aws_env.region, clock=clock)
+    current = await profiles.ensure("a", "ua", "nodes", {})
+    worn = await profiles.ensure("b", "ub", "nodes", {})
+    idle = await profiles.ensure("c", "uc", "nodes", {})
+    ec2.run_instances(
+        ImageId=AMI,
+        MinCount=1,
+        MaxCount=1,
+        IamInstanceProfile={"Name": worn},
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": "eks:eks-cluster-name", "Value": CLUSTER}]}
+        ],
+    )
+    iam.create_instance_profile(InstanceProfileName="other_1", Path=f"/karpenter/{aws_env.region}/other/u/")
+    iam.create_instance_profile(InstanceProfileName="by-hand")
+    assert await profiles.collect({current}) == []  # all three were made just now: protected
+    clock.mono += PROTECTED_TTL
+    assert await profiles.collect({current}) == [idle]
+    assert _names(aws_env) == {current, worn, "other_1", "by-hand"}
+    assert iam.list_instance_profiles_for_role(RoleName="nodes")["InstanceProfiles"] != []
+
+
+async def test_a_deleted_class_takes_its_profiles_and_its_legacy_one(
+    clients: AwsClients, aws_env: MotoServer
+) -> None:
+    """``cleanupManagedInstanceProfiles``: every profile under the class's path, and the legacy
+    stable name, are deleted (role detached first); another class's stay; nothing left is no error."""
+    _roles(aws_env, "r", "r2")
+    iam = aws_env.client("iam")
+    profiles = InstanceProfiles(clients, CLUSTER, aws_env.region)
+    first = await profiles.ensure("spot", "uid-3", "r", {})
+    second = await profiles.ensure("spot", "uid-3", "r2", {}, first)
+    legacy = legacy_profile_name(CLUSTER, aws_env.region, "spot")
+    iam.create_instance_profile(InstanceProfileName=legacy)
+    kept = await profiles.ensure("gpu", "uid-9", "r", {})
+    assert sorted(await profiles.delete_class("spot", "uid-3")) == sorted([first, second, legacy])
+    assert _names(aws_env) == {kept}
+    assert iam.list_instance_profiles_for_role(RoleName="r2")["InstanceProfiles"] == []
+    assert await profiles.delete_class("spot", "uid-3") == []

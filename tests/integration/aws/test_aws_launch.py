@@ -84,7 +84,8 @@ async def test_launch_tags_template_and_idempotence(env: Env) -> None:
     unlimited pools), in the
     zone's roomiest subnet, tagged for the cluster, NodePool, class and claim, from a launch
     template ``kubespot.io/<hash>`` created once. Asked again (a lost status write), the claim's
-    tagged instance comes back and nothing is launched; a second claim reuses the template."""
+    tagged instance comes back and nothing is launched; a second claim reuses the template, which
+    carries the class and cluster tags ``DeleteAll`` finds it by."""
     region = env.aws.region
     first = await env.cloud.create(env.claim("general-aaaaa"))
     instance_id = first.provider_id.rsplit("/", 1)[1]
@@ -130,6 +131,11 @@ async def test_launch_tags_template_and_idempotence(env: Env) -> None:
     assert env.clients.counts[("ec2", "CreateLaunchTemplate")] == 1
     assert env.clients.counts[("ec2", "DescribeLaunchTemplates")] == 1  # known afterwards
     assert env.cloud.templates is not None and len(env.cloud.templates.created) == 1
+    # The template says whose it is, so the class's deletion finds it (launchtemplate.go DeleteAll).
+    assert _tags(templates[0])["karpenter.k8s.aws/ec2nodeclass"] == "default"
+    assert _tags(templates[0])["eks:eks-cluster-name"] == CLUSTER
+    assert await env.cloud.templates.delete_all("default") == [templates[0]["LaunchTemplateName"]]
+    assert env.aws.client("ec2").describe_launch_templates()["LaunchTemplates"] == []
 
 
 async def test_a_restarted_cloud_finds_the_instance_and_the_template(env: Env) -> None:

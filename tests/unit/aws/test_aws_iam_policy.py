@@ -145,8 +145,9 @@ def test_calls_are_the_union_of_the_groups() -> None:
             {"ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages", "ssm:GetParameter"},
         ),
         # aws/karpenter-provider-aws pkg/providers/instance/instance.go (CreateFleet, Get, List,
-        # Delete) and pkg/providers/launchtemplate/launchtemplate.go (ensureLaunchTemplate);
-        # CreateFleet is also authorized as RunInstances, CreateTags and PassRole.
+        # Delete) and pkg/providers/launchtemplate/launchtemplate.go (ensureLaunchTemplate,
+        # DeleteAll, cachedEvictedFunc); CreateFleet is also authorized as RunInstances, CreateTags
+        # and PassRole.
         (
             "launch",
             {
@@ -156,6 +157,7 @@ def test_calls_are_the_union_of_the_groups() -> None:
                 "iam:PassRole",
                 "ec2:DescribeLaunchTemplates",
                 "ec2:CreateLaunchTemplate",
+                "ec2:DeleteLaunchTemplate",
                 "ec2:DescribeInstances",
                 "ec2:TerminateInstances",
                 "eks:DescribeCluster",
@@ -261,8 +263,9 @@ def test_launch_statements_are_limited_by_conditions() -> None:
     }
     assert tagging["Condition"]["StringLike"] == {"aws:RequestTag/karpenter.sh/nodepool": "*"}
     terminate = by_sid["TerminateNodeClaimInstances"]
-    assert terminate["Action"] == ["ec2:TerminateInstances"]
-    assert terminate["Resource"] == "arn:aws:ec2:*:*:instance/*"
+    # KarpenterControllerPolicy's AllowScopedDeletion: instances and launch templates alike.
+    assert terminate["Action"] == ["ec2:DeleteLaunchTemplate", "ec2:TerminateInstances"]
+    assert terminate["Resource"] == ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:launch-template/*"]
     assert terminate["Condition"] == {
         "StringEquals": {"aws:ResourceTag/kubernetes.io/cluster/prod": "owned"},
         "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
@@ -618,7 +621,8 @@ def test_instance_profile_actions_are_scoped_to_the_cluster_tags() -> None:
     assert by_sid["ReadInstanceProfiles"] == {
         "Sid": "ReadInstanceProfiles",
         "Effect": "Allow",
-        "Action": ["iam:GetInstanceProfile"],
+        # ListInstanceProfiles (the garbage collector's ListProfiles by path) reads too.
+        "Action": ["iam:GetInstanceProfile", "iam:ListInstanceProfiles"],
         "Resource": arn,
     }
     with pytest.raises(ValueError, match="name the cluster"):

@@ -71,7 +71,7 @@ def test_runnable_names_are_unique_across_controllers() -> None:
     """They name the operator's tasks and the leader's duties (and /healthz's "stopped: …")."""
     got = wired(**EVERYTHING_ON)
     names = [n for runnables in got.values() for n, _ in runnables]
-    assert len(names) == len(set(names)) == 16
+    assert len(names) == len(set(names)) == 17
     assert len(CONTROLLERS) == 5
 
 
@@ -93,6 +93,8 @@ def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> No
         ("doomed-nodes", True),
         # What the launch path avoids, in the status ConfigMap (review 15a #6): the leader's.
         ("status-configmap", True),
+        # The informers the passes read (issue 14: reads from watches), stopped with the lease.
+        ("informers", True),
     ]
     assert "interruption" not in got
     (provisioning,) = [
@@ -104,6 +106,7 @@ def test_provisioning_runs_on_the_leader_alone_and_only_when_switched_on() -> No
         ("provisioning", True),
         ("catalog", True),
         ("provisioner", True),
+        ("informers", True),
     ]
 
 

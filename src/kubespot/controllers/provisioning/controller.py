@@ -33,8 +33,9 @@ from kubespot.config.provisioning import ProvisioningSettings
 from kubespot.kube import KubeClient
 from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
+from kubespot.kube.informer import Informers
 from kubespot.model import Clock
-from kubespot.observability.health import Check
+from kubespot.observability.health import Check, silence
 from kubespot.observability.metrics import Metrics
 
 from .avoided_publisher import AvoidedPublisher
@@ -78,6 +79,8 @@ class Provisioning:
     doom: DoomWatch | None = None
     #: The status ConfigMap of what the launch path avoids (``kubespot plan --why`` reads it).
     publisher: AvoidedPublisher | None = None
+    #: What the provisioner, the pending-pod watch and the DoomWatch read the cluster from.
+    informers: Informers | None = None
 
     def checks(self, now: datetime) -> tuple[Check, ...]:
         stuck = timedelta(seconds=self.settings.stuck_after)
@@ -110,7 +113,11 @@ class Provisioning:
             catalog_check = Check("catalog", ok, detail, refresh.last_success)
         if self.provisioner is None:
             return status_check, catalog_check
-        return status_check, catalog_check, self._provisioner_check(now, stuck)
+        checks = (status_check, catalog_check, self._provisioner_check(now, stuck))
+        if self.informers is None:
+            return checks
+        informers = self.informers
+        return (*checks, silence("informers", informers.behind(), now=now, limit=informers.health_limit))
 
     def _provisioner_check(self, now: datetime, stuck: timedelta) -> Check:
         p = self.provisioner
@@ -141,8 +148,11 @@ def build(
     capacity: CapacitySignals | None = None,
     metrics: Metrics | None = None,
     status_namespace: str = "kube-system",
+    informers: Informers | None = None,
 ) -> Provisioning:
     launch = launch or LaunchSettings()
+    # The operator hands the process's informers (shared with its other readers of those kinds).
+    informers = informers if informers is not None else Informers(kube)
     # The operator hands the process's one cache and risk store (``Shared.capacity``: the
     # interruption handler marks them); built alone (tests), the parts get their own.
     if capacity is None:
@@ -157,10 +167,19 @@ def build(
         nodeclasses.server_version, clock=clock, pinned=settings.kubernetes_version
     )
     # Profiles for spec.role are scoped by the cluster's name: none made without one.
-    profiles = InstanceProfiles(aws, launch.cluster_name, region) if launch.cluster_name else None
+    profiles = (
+        InstanceProfiles(aws, launch.cluster_name, region, clock=clock) if launch.cluster_name else None
+    )
     loop = StatusLoop(
+        # The class's launch templates go with it, and idle ones are collected (templates of no
+        # cluster name: none to scope them by, none deleted).
         termination=NodeClassTermination(
-            nodeclasses, CustomObjects(kube, NODECLAIMS), profiles, recorder=recorder
+            nodeclasses,
+            CustomObjects(kube, NODECLAIMS),
+            profiles,
+            cloud.templates if launch.cluster_name else None,
+            clock=clock,
+            recorder=recorder,
         ),
         nodeclasses=nodeclasses,
         nodepools=CustomObjects(kube, NODEPOOLS),
@@ -181,6 +200,7 @@ def build(
         prespin=launch.learn_from_interruptions,
         metrics=metrics,
         risk=capacity.risk,
+        informers=informers,
     )
     return Provisioning(
         settings,
@@ -190,12 +210,13 @@ def build(
         cloud,
         loop,
         provisioner=provisioner,
-        pending=PendingWatch(CustomObjects(kube, PODS), batcher.trigger, clock=clock, requeue=REQUEUE),
+        # Fed by the informers the passes read: a trigger always comes after the cache has the change.
+        pending=PendingWatch(informers.get(PODS), batcher.trigger, clock=clock, requeue=REQUEUE),
         counter=NodePoolCounter(kube, loop.set_counts, clock=clock),
         unavailable=unavailable,
         doom=DoomWatch(
-            CustomObjects(kube, NODES),
-            provisioner.nodeclaims,
+            informers.get(NODES),
+            informers.get(NODECLAIMS),
             lambda node: batcher.trigger_now(f"node/{node}"),
             clock=clock,
             fence=launch.learn_from_interruptions,
@@ -208,4 +229,5 @@ def build(
             risk=capacity.risk,
             clock=clock,
         ),
+        informers=informers,
     )

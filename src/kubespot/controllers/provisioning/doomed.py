@@ -26,6 +26,7 @@ from typing import Any
 from kubespot.handling.policy import KUBESPOT_TAINT_PREFIX
 from kubespot.kube import KubeError
 from kubespot.kube.custom import CustomObjects
+from kubespot.kube.informer import Informer
 from kubespot.model import Clock, Kind
 from kubespot.records.interruption import KNOWN_KINDS, STATE_ANNOTATION, Phase, StateError, decode
 
@@ -245,8 +246,8 @@ class DoomWatch:
 
     def __init__(
         self,
-        nodes: CustomObjects,
-        claims: CustomObjects,
+        nodes: CustomObjects | Informer,
+        claims: CustomObjects | Informer,
         on_doomed: Callable[[str], None],
         *,
         clock: Clock,
@@ -279,7 +280,10 @@ class DoomWatch:
                 log.warning("provisioning: cannot list %s (retrying): %s", what, err)
                 await self._clock.sleep(self._retry)
 
-    async def _follow(self, api: CustomObjects, store: dict[str, Obj], what: str) -> None:
+    async def _follow(self, api: CustomObjects | Informer, store: dict[str, Obj], what: str) -> None:
+        if isinstance(api, Informer):
+            await self._follow_informer(api, store)
+            return
         listing = await self._list(api, what)
         store.clear()
         store.update({_name(o): o for o in listing.items})
@@ -296,6 +300,27 @@ class DoomWatch:
                 else:
                     store[_name(obj)] = obj
             self._judge()
+
+    async def _follow_informer(self, api: Informer, store: dict[str, Obj]) -> None:
+        """The same from an informer the provisioner reads too: its handlers run once its cache
+        holds the change, so the pass a doomed node triggers sees it doomed."""
+
+        def changed(op: str, obj: Obj) -> None:
+            if op == "DELETED":
+                store.pop(_name(obj), None)
+            else:
+                store[_name(obj)] = obj
+            self._judge()
+
+        unsubscribe = api.subscribe(changed)
+        try:
+            await api.wait_synced()
+            store.clear()
+            store.update({_name(o): o for o in api.items()})
+            self._judge()
+            await asyncio.Event().wait()
+        finally:
+            unsubscribe()
 
     async def run(self) -> None:
         """Follow Nodes and NodeClaims until cancelled (the adapter re-lists a broken watch)."""

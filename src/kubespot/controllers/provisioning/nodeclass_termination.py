@@ -1,17 +1,21 @@
-"""An EC2NodeClass's termination finalizer: what kubespot made for a class goes with it.
+"""An EC2NodeClass's termination finalizer, and the collection of what no class uses any more.
 
-As aws/karpenter-provider-aws ``pkg/controllers/nodeclass/termination/controller.go``
-(``Finalize``) and the nodeclass controller, which adds ``karpenter.k8s.aws/termination`` to every
-class it reconciles: a class being deleted waits while a NodeClaim still names it
-(``spec.nodeClassRef.name``); then the instance profile made for its ``spec.role`` is deleted and
-the finalizer removed. The finalizer list is patched with the version it was read at, so a
-concurrent change of the list is a 409 and retried, never lost. While it waits, the class gets
-Karpenter's Normal ``WaitingOnNodeClaimTermination`` event naming the claims (aws
-``pkg/controllers/nodeclass/events.go``; at most one per class UID every 2 minutes, the recorder's
-default dedupe), so ``kubectl describe ec2nodeclass`` says what holds it.
+As aws/karpenter-provider-aws ``pkg/controllers/nodeclass/controller.go`` (``finalize``) and the
+nodeclass controller, which adds ``karpenter.k8s.aws/termination`` to every class it reconciles: a
+class being deleted waits while a NodeClaim still names it (``spec.nodeClassRef.name``); then the
+instance profiles made for it (``cleanupManagedInstanceProfiles``: by the class's IAM path, and the
+legacy stable name) and its launch templates (``launchtemplate.DeleteAll``: this cluster's, tagged
+with the class's name) are deleted and the finalizer removed. The finalizer list is patched with
+the version it was read at, so a concurrent change of the list is a 409 and retried, never lost.
+While it waits, the class gets Karpenter's Normal ``WaitingOnNodeClaimTermination`` event naming the
+claims (aws ``pkg/controllers/nodeclass/events.go``; at most one per class UID every 2 minutes, the
+recorder's default dedupe), so ``kubectl describe ec2nodeclass`` says what holds it.
 
-Not done (kubespot differs): Karpenter also deletes the class's launch templates here; kubespot's
-are shared by name across classes with the same data and stay.
+``collect`` runs on the status loop's schedule (``next_due``): launch templates no launch used for
+a minute (Karpenter's template cache eviction, ``IDLE_TTL``), checked every minute, and every
+``COLLECT_INTERVAL`` the cluster's instance profiles no class's status names and no live instance
+carries (``pkg/controllers/nodeclass/garbagecollection``). A failure is logged and tried at the
+next due time: collection never blocks a reconcile.
 """
 
 from __future__ import annotations
@@ -19,21 +23,26 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
-from kubespot.aws.instance_profiles import InstanceProfiles
+from kubespot.aws import AwsError
+from kubespot.aws.instance_profiles import COLLECT_INTERVAL, InstanceProfiles
+from kubespot.aws.launch_templates import IDLE_TTL, LaunchTemplates
 from kubespot.kube import ObjectRef
 from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
+from kubespot.model import Clock, SystemClock
 
 __all__ = ["FINALIZER", "NodeClassTermination", "deleting"]
 
 FINALIZER = "karpenter.k8s.aws/termination"
+log = logging.getLogger("kubespot.controller.provisioning")
+Obj = dict[str, Any]
 WAITING = "WaitingOnNodeClaimTermination"
 #: Karpenter's recorder drops a repeat of (reason, class UID) for this long (events/recorder.go).
 WAITING_DEDUPE_SECONDS = 120.0
-log = logging.getLogger("kubespot.controller.provisioning")
-Obj = dict[str, Any]
+#: How often idle launch templates are looked for (Karpenter's cache cleanup: every minute).
+TEMPLATES_INTERVAL: Final = IDLE_TTL
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -61,25 +70,43 @@ def _users(claims: Iterable[Obj], name: str) -> list[str]:
     return out
 
 
+def _status_profile(obj: Mapping[str, Any]) -> str | None:
+    status = obj.get("status")
+    found = status.get("instanceProfile") if isinstance(status, Mapping) else None
+    return found if isinstance(found, str) and found else None
+
+
+def _role(obj: Mapping[str, Any]) -> bool:
+    spec = obj.get("spec")
+    return isinstance(spec, Mapping) and bool(spec.get("role"))
+
+
 class NodeClassTermination:
-    """Adds the finalizer to live classes and finalizes the ones being deleted."""
+    """Adds the finalizer to live classes, finalizes the ones being deleted, collects the rest."""
 
     def __init__(
         self,
         nodeclasses: CustomObjects,
         nodeclaims: CustomObjects,
         profiles: InstanceProfiles | None,
+        templates: LaunchTemplates | None = None,
         *,
+        clock: Clock | None = None,
         recorder: EventRecorder | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._classes = nodeclasses
         self._claims = nodeclaims
         self._profiles = profiles
+        self._templates = templates
+        self._clock = clock or SystemClock()
         self._recorder = recorder
         self._monotonic = monotonic
         #: class UID → when its waiting event may be published again.
         self._quiet: dict[str, float] = {}
+        #: Monotonic times of the next collections (None: at the first pass).
+        self._templates_due: float | None = None
+        self._profiles_due: float | None = None
 
     async def ensure_finalizer(self, obj: Obj) -> Obj | None:
         """The stored class with the finalizer added; None when it had it (or is going)."""
@@ -91,7 +118,8 @@ class NodeClassTermination:
         return await self._classes.patch(str(meta.get("name", "")), patch)
 
     async def finalize(self, obj: Obj, role: str | None) -> bool:
-        """Clean up after a class being deleted; False while NodeClaims still use it."""
+        """Clean up after a class being deleted; False while NodeClaims still use it. Raises
+        ``AwsError`` when a profile or template could not be deleted (tried again later)."""
         if FINALIZER not in _finalizers(obj):
             return True
         name = str(_meta(obj).get("name", ""))
@@ -100,8 +128,17 @@ class NodeClassTermination:
             log.info("EC2NodeClass %s: waiting on NodeClaims %s before deleting", name, ", ".join(users))
             await self._waiting(obj, users)
             return False
-        if role and self._profiles is not None:
-            await self._profiles.delete(name)
+        # Only a class that makes profiles (spec.role) asks IAM: a cluster whose policy has no
+        # instance-profile group must still be able to delete its classes. A profile left by a
+        # class that went from spec.role to spec.instanceProfile is collected instead.
+        if self._profiles is not None and role:
+            gone = await self._profiles.delete_class(name, str(_meta(obj).get("uid", "")))
+            if gone:
+                log.info("EC2NodeClass %s: deleted instance profiles %s", name, ", ".join(gone))
+        if self._templates is not None:
+            gone = await self._templates.delete_all(name)
+            if gone:
+                log.info("EC2NodeClass %s: deleted launch templates %s", name, ", ".join(gone))
         patch = {
             "metadata": {
                 "finalizers": [f for f in _finalizers(obj) if f != FINALIZER],
@@ -127,3 +164,42 @@ class NodeClassTermination:
             "EC2NodeClass", str(_meta(obj).get("name", "")), None, uid, api_version="karpenter.k8s.aws/v1"
         )
         await self._recorder.record(ref, WAITING, f"Waiting on NodeClaim termination for {shown}")
+
+    # -- collection ---------------------------------------------------------------------------------
+
+    def next_due(self) -> float | None:
+        """When ``collect`` has something to do next (monotonic seconds; None: nothing to collect)."""
+        due = [
+            d if d is not None else self._clock.monotonic()
+            for d, what in ((self._templates_due, self._templates), (self._profiles_due, self._profiles))
+            if what is not None
+        ]
+        return min(due, default=None)
+
+    async def collect(self, classes: Iterable[Obj]) -> None:
+        """Delete the idle launch templates and the unused instance profiles that are due."""
+        now = self._clock.monotonic()
+        if self._templates is not None and (self._templates_due is None or self._templates_due <= now):
+            self._templates_due = now + TEMPLATES_INTERVAL
+            try:
+                gone = await self._templates.collect()
+            except AwsError as err:
+                log.warning("provisioning: cannot collect idle launch templates: %s", err)
+            else:
+                if gone:
+                    log.info("provisioning: deleted idle launch templates %s", ", ".join(gone))
+        if self._profiles is not None and (self._profiles_due is None or self._profiles_due <= now):
+            self._profiles_due = now + COLLECT_INTERVAL
+            classes = list(classes)
+            if not any(_role(c) for c in classes) and not self._profiles.protecting():
+                # No class makes profiles and none was given up here: IAM is not asked (a policy
+                # without the instance-profile group must not log a refusal every 30 minutes).
+                return
+            current = {p for p in (_status_profile(c) for c in classes) if p}
+            try:
+                gone = await self._profiles.collect(current)
+            except AwsError as err:
+                log.warning("provisioning: cannot collect unused instance profiles: %s", err)
+            else:
+                if gone:
+                    log.info("provisioning: deleted unused instance profiles %s", ", ".join(gone))

@@ -26,6 +26,7 @@ from typing import Any
 
 from kubespot.kube import KubeError
 from kubespot.kube.custom import CustomObjects
+from kubespot.kube.informer import Informer
 from kubespot.model import Clock
 
 __all__ = ["PODS", "PendingWatch", "is_provisionable"]
@@ -70,7 +71,7 @@ class PendingWatch:
 
     def __init__(
         self,
-        pods: CustomObjects,
+        pods: CustomObjects | Informer,
         on_pending: Callable[[str], None],
         *,
         clock: Clock,
@@ -101,6 +102,9 @@ class PendingWatch:
                 self._on_pending(uid)
 
     async def run(self) -> None:
+        if isinstance(self._pods, Informer):
+            await self._run_on(self._pods)
+            return
         while True:
             try:
                 listing = await self._pods.list()
@@ -120,3 +124,15 @@ class PendingWatch:
                     self._judge((obj,), deleted=op == "DELETED")
         finally:
             requeue.cancel()
+
+    async def _run_on(self, pods: Informer) -> None:
+        """The same judged from the pod informer the provisioner reads (one pod watch, not two): its
+        handlers run once its cache holds the change, so the pass a pod triggers sees that pod."""
+        unsubscribe = pods.subscribe(lambda op, obj: self._judge((obj,), deleted=op == "DELETED"))
+        try:
+            await pods.wait_synced()
+            self.waiting.clear()
+            self._judge(pods.items())
+            await self._requeue_waiting()
+        finally:
+            unsubscribe()

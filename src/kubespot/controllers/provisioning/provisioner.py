@@ -51,27 +51,22 @@ from kubespot.cloud.avoided import avoided_offerings
 from kubespot.cloud.pool_risk import PoolRisk
 from kubespot.kube import KubeClient, KubeError
 from kubespot.kube.custom import CustomObjects
+from kubespot.kube.informer import Informer, Informers
 from kubespot.model import Clock
 from kubespot.observability.metrics import Metrics
-from kubespot.scheduling.api.load import load
-from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.scheduling.api.nodepool import NodePoolSpec, parse_nodepool
 from kubespot.scheduling.cluster import (
-    daemon_overhead,
-    daemon_ports,
-    existing_nodes,
-    namespace_labels,
     pool_in_use,
-    provisionable_pods,
 )
+from kubespot.scheduling.cluster_plan import plan_cluster, pools_to_plan
 from kubespot.scheduling.explain import AvoidedOffering
 from kubespot.scheduling.instance_types import InstanceType
-from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, SPOT, WELL_KNOWN
+from kubespot.scheduling.labels import CAPACITY_TYPE, INSTANCE_TYPE, SPOT
 from kubespot.scheduling.nodepool import NodePool, usable_pools
 from kubespot.scheduling.pods import PodView
 from kubespot.scheduling.requirements import Requirement
-from kubespot.scheduling.simulate import Plan, PlannedClaim, PoolCapacity, simulate
-from kubespot.scheduling.volumes import MalformedVolume, Volumes
+from kubespot.scheduling.simulate import Plan, PlannedClaim
+from kubespot.scheduling.volumes import MalformedVolume
 
 from .batcher import Batcher
 from .capacity_split import Narrowing, capacity_counts, narrowing, split_of
@@ -89,6 +84,9 @@ log = logging.getLogger("kubespot.controller.provisioning")
 Obj = dict[str, Any]
 
 NODECLAIMS = "apis/karpenter.sh/v1/nodeclaims"
+#: Seconds a created NodeClaim's charge is kept at most when the cache never shows it launched nor
+#: gone (the launch timeout, 5 min, deletes a claim that does not launch; the cache then says so).
+CHARGE_TTL = 900.0
 #: kind -> where the API serves it: what a pass reads.
 SNAPSHOT = {
     "Pod": "api/v1/pods",
@@ -125,14 +123,6 @@ class PassResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def _compatible(pool: NodePool, t: InstanceType) -> bool:
-    """``filterInstanceTypesByRequirements`` for an empty pod: the type's labels meet the pool's
-    requirements and one of its offerings is available in them."""
-    return pool.requirements.is_compatible(t.requirements, WELL_KNOWN) and bool(
-        t.available_offerings(pool.requirements)
-    )
-
-
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
@@ -162,15 +152,6 @@ def _ready_pools(objs: Sequence[Obj]) -> list[Obj]:
     ]
 
 
-def _nodeclasses(objs: Sequence[Obj]) -> dict[str, EC2NodeClassSpec]:
-    out: dict[str, EC2NodeClassSpec] = {}
-    for obj in objs:
-        loaded = load(obj)
-        if loaded.valid and isinstance(loaded.spec, EC2NodeClassSpec):
-            out[loaded.name] = loaded.spec
-    return out
-
-
 def _in_flight(claims: Sequence[Obj], node_names: set[str]) -> dict[str, str]:
     """NodeClaim name -> the host its nominated pods count on (its node once registered, else
     the claim itself, as ``existing_nodes`` names it), for claims not deleted and not initialized."""
@@ -195,20 +176,6 @@ def _unplannable_why(pod: Mapping[str, Any]) -> str | None:
     return invalid_reason(pod)
 
 
-def _readable(pod: Mapping[str, Any]) -> bool:
-    """The simulation can read the pod's spec (requests, affinity, selectors...)."""
-    try:
-        PodView.of(pod)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return False
-    return True
-
-
-def _template_of(daemonset: Mapping[str, Any]) -> Obj:
-    template = (daemonset.get("spec") or {}).get("template") or {}
-    return {"metadata": template.get("metadata") or {}, "spec": template.get("spec") or {}}
-
-
 class Provisioner:
     """Pending pods to NodeClaims, batch by batch."""
 
@@ -225,8 +192,21 @@ class Provisioner:
         prespin: bool = True,
         metrics: Metrics | None = None,
         risk: PoolRisk | None = None,
+        informers: Informers | None = None,
     ) -> None:
         self._kube = kube
+        #: Where a pass reads the cluster: one informer per kind (shared with the operator's other
+        #: readers of the same kinds), never a fresh LIST per pass (Karpenter's informer cache).
+        self.informers = informers if informers is not None else Informers(kube)
+        self._cache: dict[str, Informer] = {kind: self.informers.get(path) for kind, path in SNAPSHOT.items()}
+        #: NodeClaims this process created that the cache has not shown launched (nor gone) yet:
+        #: name -> (pool, what it is charged against the pool's limits, when, the object stored).
+        #: Karpenter puts a created NodeClaim in its cluster state at once (``Create``:
+        #: ``cluster.UpdateNodeClaim``) for this race: a claim the cache does not show yet is still
+        #: in flight to the next pass (its pods count on it), and one not launched yet (no
+        #: capacity) still counts against its pool's limits.
+        self._charges: dict[str, tuple[str, dict[str, int], float, Obj]] = {}
+        self._cache["NodeClaim"].subscribe(self._charge_seen)
         self._metrics = metrics
         self._risk = risk
         #: The last plan made and the offerings the launch path avoided then (its explanations:
@@ -274,34 +254,39 @@ class Provisioner:
                 self._retry_task = None
 
     async def watch_claims(self) -> None:
-        """Release the pods of a NodeClaim that is deleted, and re-plan them at once."""
-        said = False
-        while True:
-            try:
-                listing = await self.nodeclaims.list()
-            except KubeError as err:
-                log.warning("provisioning: cannot list nodeclaims (retrying): %s", err)
-                await self._clock.sleep(1.0)
-                continue
-            if listing.served:
-                break
-            if not said:
-                # No CRD: a watch of an unserved path would only fail in a loop; look again later.
-                log.warning("provisioning: the API server does not serve NodeClaims (CRD not installed?)")
-                said = True
-            await self._clock.sleep(self._retry_after)
-        async for op, obj, relisted in self.nodeclaims.watch(listing.resource_version):
-            if relisted is not None:
-                live = {
-                    str(_meta(o).get("name") or "")
-                    for o in relisted.items
-                    if not _meta(o).get("deletionTimestamp")
-                }
-                gone = {c for c in self.nominations.nominated().values() if c not in live}
-                for name in gone:
-                    self._released(name)
-            elif obj is not None and (op == "DELETED" or _meta(obj).get("deletionTimestamp")):
-                self._released(str(_meta(obj).get("name") or ""))
+        """Release the pods of a NodeClaim that is deleted, and re-plan them at once: the NodeClaim
+        informer tells ``_claim_changed`` of every change (and of the claims a re-list found gone)
+        after its cache holds it, so the pass it triggers reads the deletion."""
+        unsubscribe = self._cache["NodeClaim"].subscribe(self._claim_changed)
+        try:
+            await self._cache["NodeClaim"].wait_synced()
+            await asyncio.Event().wait()
+        finally:
+            unsubscribe()
+
+    def _claim_changed(self, op: str, obj: Obj) -> None:
+        if op == "DELETED" or _meta(obj).get("deletionTimestamp"):
+            self._released(str(_meta(obj).get("name") or ""))
+
+    def _charge_seen(self, op: str, obj: Obj) -> None:
+        """The cache shows a claim this process created launched (its capacity counts now) or gone:
+        its remembered charge is no longer needed."""
+        name = str(_meta(obj).get("name") or "")
+        if name in self._charges and (op == "DELETED" or (obj.get("status") or {}).get("capacity")):
+            del self._charges[name]
+
+    def _usage(self, pool: str, nodes: Sequence[Obj], claims: Sequence[Obj]) -> dict[str, int]:
+        """What ``pool`` uses against its limits: its nodes and NodeClaims as the cache shows them,
+        the claims created here and not shown launched yet counted at their charge instead."""
+        now = self._clock.monotonic()
+        for name in [n for n, (_, _, at, _) in self._charges.items() if now - at > CHARGE_TTL]:
+            del self._charges[name]  # never seen launched nor gone: the launch timed out long ago
+        used = pool_in_use(nodes, pool, [c for c in claims if _meta(c).get("name") not in self._charges])
+        for charged_pool, charge, _, _ in self._charges.values():
+            if charged_pool == pool:
+                for k, v in charge.items():
+                    used[k] = used.get(k, 0) + v
+        return used
 
     def _released(self, claim: str) -> None:
         now = self._clock.monotonic()
@@ -361,28 +346,40 @@ class Provisioner:
             t = result.timings
             log.info(
                 "provisioning: pass created %d nodeclaims for %d pods in %.3f s (window %s %.3f s, "
-                "lists %.3f s, simulation %.3f s, creation %.3f s)",
+                "lists %.3f s, prepare %.3f s, simulation %.3f s, build %.3f s, creation %.3f s)",
                 len(result.created),
                 result.pending,
                 sum(v for k, v in t.items() if k != "window"),
                 self.batcher.last_close,
                 t.get("window", 0.0),
                 t.get("lists", 0.0),
+                t.get("prepare", 0.0),
                 t.get("simulation", 0.0),
+                t.get("build", 0.0),
                 t.get("creation", 0.0),
             )
         self.last_pass = self._clock.now()
         self.last_result = result
         return result
 
-    async def _snapshot(self) -> dict[str, list[Obj]]:
-        lists = await asyncio.gather(*(self._kube.list_objects(path) for path in SNAPSHOT.values()))
-        return dict(zip(SNAPSHOT, lists, strict=True))
+    async def _snapshot(self) -> dict[str, Sequence[Obj]]:
+        """Every kind a pass reads, from the informers (started here if nobody runs them; the
+        first pass waits for their first LIST, as Karpenter's waits for its cluster state's sync)."""
+        await asyncio.gather(*(informer.wait_synced() for informer in self._cache.values()))
+        objects: dict[str, Sequence[Obj]] = {kind: informer.items() for kind, informer in self._cache.items()}
+        claims = self._cache["NodeClaim"]
+        unseen = [obj for name, (*_, obj) in self._charges.items() if claims.get(name) is None]
+        if unseen:
+            # Created here, not brought by the watch yet: in flight all the same (Karpenter's
+            # cluster.UpdateNodeClaim after Create).
+            objects["NodeClaim"] = (*objects["NodeClaim"], *unseen)
+        return objects
 
     async def _pass(self, result: PassResult) -> None:
         started = self._clock.monotonic()
         objects = await self._snapshot()
-        result.timings["lists"] = self._clock.monotonic() - started
+        read = self._clock.monotonic()
+        result.timings["lists"] = read - started
         all_nodes, all_claims = objects["Node"], objects["NodeClaim"]
         # Nodes going away are gone to the simulation and their pods pending (launching.md §7).
         doomed = without_doomed(
@@ -430,53 +427,33 @@ class Provisioner:
             return
 
         pool_objs = {str(_meta(o).get("name") or ""): o for o in _ready_pools(objects["NodePool"])}
-        pools, _ = usable_pools(pool_objs.values())
-        classes = _nodeclasses(objects["EC2NodeClass"])
-        daemonsets = [d for d in objects["DaemonSet"] if _readable(_template_of(d))]
-        capacities: list[PoolCapacity] = []
-        catalog: dict[str, dict[str, InstanceType]] = {}
-        for pool in pools:
-            nodeclass = classes.get(pool.node_class)
-            if nodeclass is None:
-                continue  # a Ready pool's class was just deleted: the status loop will say so
-            types = await self._cloud.instance_types(pool, nodeclass)
-            if self._unavailable is not None:
-                types = self._unavailable.apply(types)
-            if not any(_compatible(pool, t) for t in types):
-                # scheduling/scheduler.go NewScheduler: the pool is skipped, with a Warning on it.
-                await self.nominations.no_compatible_instance_types(pool_objs[pool.name])
-            catalog[pool.name] = {t.name: t for t in types}
-            capacities.append(
-                PoolCapacity(
-                    pool,
-                    types,
-                    daemon_overhead(daemonsets, pool),
-                    pool_in_use(all_nodes, pool.name, all_claims),
-                    daemon_ports(daemonsets, pool),
-                )
-            )
-        volumes = Volumes.of(
-            objects["PersistentVolumeClaim"], objects["PersistentVolume"], objects["StorageClass"]
-        )
-        views, left_out = provisionable_pods(pending, volumes)
+        # A Ready pool whose class was just deleted is left out: the status loop will say so.
+        todo = pools_to_plan(pool_objs.values(), objects["EC2NodeClass"])
+        pools = [pool for pool, _ in todo.pools]
+        types = {pool.name: await self._cloud.instance_types(pool, cls) for pool, cls in todo.pools}
         started = self._clock.monotonic()
-        plan = simulate(
-            views,
-            existing_nodes(
-                nodes,
-                counted,
-                nodeclaims=claims,
-                daemonsets=daemonsets,
-                type_allocatable={n: t.allocatable for types in catalog.values() for n, t in types.items()},
-            ),
-            capacities,
-            namespace_labels=namespace_labels(objects["Namespace"]),
+        # The pods sorted out (doomed nodes, in-flight claims, events) and the catalog read.
+        result.timings["prepare"] = started - read
+        # The one planning flow ``kubespot plan`` runs too (scheduling.cluster_plan), with what only
+        # the provisioner knows as its inputs: doomed nodes gone, pods counted on in-flight claims,
+        # the claims created here charged, the pools that just refused capacity left out.
+        plan, inputs = plan_cluster(
+            {**objects, "Node": nodes, "NodeClaim": claims, "Pod": counted},
+            pools,
+            types,
+            pending=pending,
+            in_use={pool.name: self._usage(pool.name, all_nodes, all_claims) for pool in pools},
+            unavailable=self._unavailable,
         )
-        plan.unschedulable.update(left_out)
+        catalog, views = inputs.catalog, inputs.pending
+        for skipped in inputs.incompatible:
+            # scheduling/scheduler.go NewScheduler: the pool is skipped, with a Warning on it.
+            await self.nominations.no_compatible_instance_types(pool_objs[skipped])
         result.plan = plan
         avoided = avoided_offerings(self._unavailable, self._risk)
         self.last_plan = (plan, avoided)
-        result.timings["simulation"] = self._clock.monotonic() - started
+        simulated = self._clock.monotonic()
+        result.timings["simulation"] = simulated - started
         by_key = {f"{_meta(p).get('namespace') or 'default'}/{_meta(p).get('name')}": p for p in pending}
         if plan.unschedulable:
             await self.nominations.failed_to_schedule(
@@ -529,6 +506,8 @@ class Provisioner:
             narrowed.append(told)
             bodies.append(body)
         started = self._clock.monotonic()
+        # The events of unschedulable pods, the limits' re-check, the NodeClaims built.
+        result.timings["build"] = started - simulated
         outcomes = await asyncio.gather(
             *(
                 self._create(body, planned, pods=[by_key[k] for k in planned.pods if k in by_key])
@@ -572,15 +551,12 @@ class Provisioner:
         (room a widened relaunch may use, ``_build``)."""
         if not any(pools[c.pool].limits for c in planned):
             return list(planned)
-        latest_objs, nodes, claims = await asyncio.gather(
-            self._kube.list_objects(SNAPSHOT["NodePool"]),
-            self._kube.list_objects(SNAPSHOT["Node"]),
-            self._kube.list_objects(NODECLAIMS),
-        )
-        # The limits as they are now (an edit since the snapshot counts), else the snapshot's.
-        latest, _ = usable_pools(latest_objs)
+        # The cache as it is now (it moved on while the pass simulated and awaited the cloud): the
+        # limits as they are now (an edit since the snapshot counts), else the snapshot's.
+        latest, _ = usable_pools(self._cache["NodePool"].items())
+        nodes, claims = self._cache["Node"].items(), self._cache["NodeClaim"].items()
         limits_of = {p.name: p.limits for p in pools.values()} | {p.name: p.limits for p in latest}
-        usage = {name: pool_in_use(nodes, name, claims) for name in {c.pool for c in planned}}
+        usage = {name: self._usage(name, nodes, claims) for name in {c.pool for c in planned}}
         admitted: list[PlannedClaim] = []
         for claim in planned:
             limits = limits_of.get(claim.pool, {})
@@ -669,6 +645,11 @@ class Provisioner:
             )
             return None
         name = str(_meta(stored).get("name") or "")
+        seen = self._cache["NodeClaim"].get(name) or stored
+        if not (seen.get("status") or {}).get("capacity"):
+            # Until the cache shows it launched (or gone): see ``_charges``.
+            charge = {"nodes": 1, **planned.limits_charged}
+            self._charges[name] = (planned.pool, charge, self._clock.monotonic(), stored)
         log.info(
             "created nodeclaim %s: nodepool %s, %d pods, requests %s, instance types %s",
             name,

@@ -6,8 +6,10 @@ Karpenter also treats as a failed reconcile) is logged with the class and the ca
 the ``Resolution`` so the status keeps its last good value, and reported in ``failures`` so the
 loop retries it with backoff. An alias with no images at this Kubernetes version is not a failure
 but an answer (``UnsupportedAlias``, a False condition). A class naming ``spec.role`` gets its
-instance profile made (or its role swapped) here, as Karpenter's ``nodeclass/instanceprofile.go``;
-an IAM failure is a failed part like the others.
+instance profile made here (a new one when its role changed), as Karpenter's
+``nodeclass/instanceprofile.go``; an IAM failure is a failed part like the others. A class that
+names ``spec.instanceProfile`` instead protects the profile its status named from collection
+(``Reconcile``'s else branch: a role given up for a profile of one's own).
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ class NodeClassResolver:
         #: None: no cluster name to scope profiles by; a role-only class stays not ready.
         self.profiles = profiles
 
-    async def resolve(self, spec: EC2NodeClassSpec, *, now: datetime, uid: str = "") -> Resolved:
+    async def resolve(
+        self, spec: EC2NodeClassSpec, *, now: datetime, uid: str = "", profile: str | None = None
+    ) -> Resolved:
+        """``profile``: the class's ``status.instanceProfile`` (kept while its role is the class's)."""
         failures: list[str] = []
 
         async def part(what: str, run: Callable[[], Awaitable[T]]) -> T | None:
@@ -82,8 +87,12 @@ class NodeClassResolver:
         except Exception as err:  # the version read failed (the API server): a failure like AWS's
             log.warning("EC2NodeClass %s: cannot learn the Kubernetes version: %s", spec.name, err)
             failures.append(f"Kubernetes version: {err}")
-        profile = None
+        made = None
         if spec.role and self.profiles is not None:
             profiles, role = self.profiles, spec.role
-            profile = await part("instance profile", lambda: profiles.ensure(spec.name, uid, role, spec.tags))
-        return Resolved(Resolution(subnets, groups, amis, unsupported, profile), tuple(failures))
+            made = await part(
+                "instance profile", lambda: profiles.ensure(spec.name, uid, role, spec.tags, profile)
+            )
+        elif self.profiles is not None and profile != spec.instance_profile:
+            self.profiles.protect(profile)
+        return Resolved(Resolution(subnets, groups, amis, unsupported, made), tuple(failures))

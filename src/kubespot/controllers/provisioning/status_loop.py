@@ -20,8 +20,9 @@ lease won, again) reconciles every object once, as a controller's first list enq
 reconcile cancelled midway stays due. The cache holds what the watch brought: a status write's
 answer replaces the cached object only while the watch has brought nothing newer meanwhile.
 With a ``termination`` (``nodeclass_termination``) each class gets Karpenter's termination
-finalizer, and a class being deleted is finalized (its instance profile deleted once no NodeClaim
-names it) instead of resolved.
+finalizer, a class being deleted is finalized (its instance profiles and launch templates deleted
+once no NodeClaim names it) instead of resolved, and after each pass the idle launch templates
+and unused instance profiles that are due are collected (the loop wakes for them).
 A NodePool's ``resources`` and ``nodes`` come from the counter (``set_counts``) and are written
 by this loop with its conditions: one writer per status. So does its ``NodeRegistrationHealthy``
 (``registration_health``): the NodeClaim controller reports each claim that registers or times out
@@ -247,6 +248,9 @@ class StatusLoop:
     async def _wait(self) -> None:
         now = self._clock.monotonic()
         soonest = min(self._due.values(), default=now + self._settings.nodeclass_resync_interval)
+        collect = self._termination.next_due() if self._termination is not None else None
+        if collect is not None:
+            soonest = min(soonest, collect)
         delay = max(0.0, min(soonest - now, self._settings.nodeclass_resync_interval))
         if delay <= 0:
             return
@@ -268,6 +272,8 @@ class StatusLoop:
             except Exception:  # one object must never stop the others: logged, retried later
                 log.exception("provisioning: reconciling %s %s failed", *key)
                 self._retry(key)
+        if self._termination is not None:
+            await self._termination.collect(self._objects[CLASS].values())
         self.last_pass = self._clock.now()
 
     # -- what changed -----------------------------------------------------------------------------
@@ -352,13 +358,15 @@ class StatusLoop:
         resolution = None
         failures: tuple[str, ...] = ()
         if validation.is_true:
-            resolved = await self._resolver.resolve(spec, now=now, uid=_uid(obj))
+            resolved = await self._resolver.resolve(
+                spec, now=now, uid=_uid(obj), profile=_status_profile(obj)
+            )
             resolution, failures = resolved.resolution, resolved.failures
             if self._on_resolved is not None:
                 # What launching needs; an alias without images leaves none to launch with.
                 amis = () if resolution.unsupported_alias is not None else resolution.amis
-                # IAM failed this pass: the profile the status names (made before a restart;
-                # one stable name per class) still launches, as the status keeps it.
+                # IAM failed this pass: the profile the status names (made before a restart)
+                # still launches, as the status keeps it.
                 profile = (resolution.instance_profile or _status_profile(obj)) if spec.role else None
                 self._on_resolved(
                     name,

@@ -23,7 +23,6 @@ from kubespot.controllers.provisioning.batcher import Batcher
 from kubespot.controllers.provisioning.nominations import Nominations
 from kubespot.controllers.provisioning.pending import PODS, PendingWatch
 from kubespot.controllers.provisioning.provisioner import Provisioner
-from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
 from kubespot.model import SystemClock
 from kubespot.scheduling.instance_types import InstanceType
@@ -84,7 +83,8 @@ async def both_halves(
             asyncio.create_task(provisioner.run()),
             asyncio.create_task(provisioner.watch_claims()),
             asyncio.create_task(
-                PendingWatch(CustomObjects(env.kube, PODS), batcher.trigger, clock=clock).run()
+                # Fed by the informer the passes read, as the operator wires it (controller.build).
+                PendingWatch(provisioner.informers.get(PODS), batcher.trigger, clock=clock).run()
             ),
             asyncio.create_task(kubelets(env)),
         ]

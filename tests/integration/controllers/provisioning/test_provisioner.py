@@ -292,3 +292,33 @@ async def test_a_pod_with_a_restricted_key_is_left_out_and_does_not_strand_other
     assert "restricted" in event["message"], event["message"]
     await asyncio.sleep(0.1)
     assert len(await env.claims()) == 1
+
+
+async def test_a_claim_the_cache_has_not_shown_yet_still_counts_against_the_limits() -> None:
+    """provisioner.go Create puts the NodeClaim it created in the cluster state at once
+    (``cluster.UpdateNodeClaim``: "avoid eventual consistency delay races with our watcher"), so
+    the next pass counts it even before the informer brings it. Here the NodeClaim watch is silent
+    (half-open) before the first claim is created: the second pod's claim would take the pool over
+    its cpu limit (2 cpu charged + 4 > 4) and is not created; the cache alone would let it through."""
+    async with running(limits={"cpu": "4"}) as env:
+        provisioner = env.provisioner
+        await provisioner._cache["NodeClaim"].wait_synced()
+        env.sim.faults.add(FaultRule(verb="watch", resource="nodeclaims", stall_watch_after_s=0))
+        env.sim.store.drop_watches()
+        await env.create("api/v1/namespaces/default/pods", pod("a", requests={"cpu": "1", "memory": "1Gi"}))
+        (first,) = await env.wait_claims(1)
+        assert requirement(first, "node.kubernetes.io/instance-type")[0] == "small"
+        assert len(provisioner._cache["NodeClaim"]) == 0  # the cache has not seen it
+        await env.create("api/v1/namespaces/default/pods", pod("b", requests={"cpu": "3", "memory": "1Gi"}))
+
+        async def b_judged() -> bool:
+            last = provisioner.last_result
+            return (
+                last is not None
+                and last.plan is not None
+                and (bool(last.refused) or "default/b" in last.plan.unschedulable)
+            )
+
+        await until(b_judged, within=3.0, interval=0.02)
+        assert [c["metadata"]["name"] for c in await env.claims()] == [first["metadata"]["name"]]
+        assert first["metadata"]["name"] in provisioner._charges

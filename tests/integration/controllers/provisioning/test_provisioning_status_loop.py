@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from kubespot.aws import AwsClients, AwsError
-from kubespot.aws.instance_profiles import InstanceProfiles, profile_name
+from kubespot.aws.instance_profiles import InstanceProfiles
+from kubespot.aws.launch_templates import LaunchTemplates
 from kubespot.config.aws import AwsSettings
 from kubespot.config.kube import KubeSettings
 from kubespot.config.provisioning import ProvisioningSettings
@@ -181,7 +182,11 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
             clock=SystemClock(),
             on_resolved=resolved.__setitem__,
             termination=NodeClassTermination(
-                classes, CustomObjects(kube, NODECLAIMS), profiles, recorder=EventRecorder(kube=kube)
+                classes,
+                CustomObjects(kube, NODECLAIMS),
+                profiles,
+                LaunchTemplates(aws, cluster=CLUSTER),
+                recorder=EventRecorder(kube=kube),
             ),
         )
         task = asyncio.create_task(loop.run())
@@ -376,8 +381,8 @@ async def test_a_role_only_class_gets_its_profile_and_becomes_ready(env: Env, aw
     del body["spec"]["instanceProfile"]
     created = await env.create(NODECLASSES, body)
     cls = await env.until(NODECLASSES, "default", is_("Ready", "True"))
-    name = profile_name(CLUSTER, aws_env.region, "default")
-    assert cls["status"]["instanceProfile"] == name
+    name = cls["status"]["instanceProfile"]
+    assert name.startswith(f"{CLUSTER}_")
     got = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
     assert got["Path"] == f"/karpenter/{aws_env.region}/{CLUSTER}/{created['metadata']['uid']}/"
     assert [r["RoleName"] for r in got["Roles"]] == ["KarpenterNodeRole-prod"]
@@ -401,16 +406,60 @@ async def test_a_role_only_class_gets_its_profile_and_becomes_ready(env: Env, aw
     assert env.resolved["other"].not_ready() is not None
 
 
+def _launch_template(aws_env: MotoServer, name: str, nodeclass: str) -> None:
+    tags = [
+        {"Key": "eks:eks-cluster-name", "Value": CLUSTER},
+        {"Key": "karpenter.k8s.aws/ec2nodeclass", "Value": nodeclass},
+    ]
+    aws_env.client("ec2").create_launch_template(
+        LaunchTemplateName=name,
+        LaunchTemplateData={"ImageId": "ami-12c6146b"},
+        TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags}],
+    )
+
+
+async def test_a_changed_role_gets_a_new_profile_in_the_status(env: Env, aws_env: MotoServer) -> None:
+    """aws/karpenter-provider-aws ``pkg/controllers/nodeclass/instanceprofile.go`` ``Reconcile``
+    (v1.6+): a changed ``spec.role`` makes a new profile, which the status and the launches name;
+    the old one keeps its role for the instances running with it (collected later)."""
+    iam = aws_env.client("iam")
+    principal = {"Service": "ec2.amazonaws.com"}
+    statement = {"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}
+    trust = json.dumps({"Version": "2012-10-17", "Statement": [statement]})
+    for role in ("old-nodes", "new-nodes"):
+        iam.create_role(RoleName=role, AssumeRolePolicyDocument=trust)
+    body = nodeclass("default", role="old-nodes")
+    del body["spec"]["instanceProfile"]
+    await env.create(NODECLASSES, body)
+    old = (await env.until(NODECLASSES, "default", is_("Ready", "True")))["status"]["instanceProfile"]
+    await env.patch(NODECLASSES, "default", {"spec": {"role": "new-nodes"}})
+    cls = await env.until(NODECLASSES, "default", lambda o: o["status"].get("instanceProfile") != old)
+    new = cls["status"]["instanceProfile"]
+    assert new.startswith(f"{CLUSTER}_") and conditions(cls)["Ready"]["status"] == "True"
+    roles = {
+        n: [
+            r["RoleName"] for r in iam.get_instance_profile(InstanceProfileName=n)["InstanceProfile"]["Roles"]
+        ]
+        for n in (old, new)
+    }
+    assert roles == {old: ["old-nodes"], new: ["new-nodes"]}
+    assert env.resolved["default"].launch_spec.instance_profile == new
+
+
 async def test_a_deleted_class_waits_for_its_nodeclaims_then_its_profile_goes(
     env: Env, aws_env: MotoServer
 ) -> None:
-    """aws/karpenter-provider-aws ``pkg/controllers/nodeclass/termination/controller.go``
-    ``Finalize``: every class gets ``karpenter.k8s.aws/termination``; a deleted class stays while a
-    NodeClaim's ``spec.nodeClassRef`` names it, then its role's instance profile is deleted
-    (``instanceprofile.go`` ``Delete``) and the finalizer removed, so the class goes. While it
-    waits, ``finalize`` publishes the Normal ``WaitingOnNodeClaimTermination`` event naming the
-    claims (``pkg/controllers/nodeclass/events.go``), once per class UID within the dedupe window,
-    found by ``kubectl describe``'s selector (kubectl ``describe.go`` ``searchEvents``)."""
+    """aws/karpenter-provider-aws ``pkg/controllers/nodeclass/controller.go`` ``finalize``: every
+    class gets ``karpenter.k8s.aws/termination``; a deleted class stays while a NodeClaim's
+    ``spec.nodeClassRef`` names it, then its role's instance profiles are deleted
+    (``cleanupManagedInstanceProfiles``), its launch templates too (``launchtemplate.DeleteAll``:
+    this cluster's, tagged with the class; another class's stay) and the finalizer removed, so the
+    class goes. While it waits, ``finalize`` publishes the Normal ``WaitingOnNodeClaimTermination``
+    event naming the claims (``pkg/controllers/nodeclass/events.go``), once per class UID within the
+    dedupe window, found by ``kubectl describe``'s selector (kubectl ``describe.go``
+    ``searchEvents``)."""
+    _launch_template(aws_env, "kubespot.io/default-1", "default")
+    _launch_template(aws_env, "kubespot.io/gpu-1", "gpu")
     iam = aws_env.client("iam")
     principal = {"Service": "ec2.amazonaws.com"}
     statement = {"Effect": "Allow", "Principal": principal, "Action": "sts:AssumeRole"}
@@ -455,3 +504,5 @@ async def test_a_deleted_class_waits_for_its_nodeclaims_then_its_profile_goes(
         await asyncio.sleep(0.02)
     names = [p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]]
     assert profile not in names
+    templates = aws_env.client("ec2").describe_launch_templates()["LaunchTemplates"]
+    assert [t["LaunchTemplateName"] for t in templates] == ["kubespot.io/gpu-1"]

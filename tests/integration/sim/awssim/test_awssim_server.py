@@ -67,8 +67,10 @@ def test_health_route_lists_extensions(aws: MotoServer) -> None:
             "ssm_amis",
             "catalog_cache",
             "fleet",
+            "run_instances",
             "image_lookup",
             "spot_request_ids",
+            "iam_paths",
         ],
     }
 

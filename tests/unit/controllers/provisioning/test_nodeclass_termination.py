@@ -1,9 +1,12 @@
 """The EC2NodeClass termination finalizer without AWS: what is patched, and when it waits.
 
-Source: aws/karpenter-provider-aws ``pkg/controllers/nodeclass/termination/controller.go``
-``Finalize`` (NodeClaims naming the class hold it; the instance profile is deleted only for a class
-with ``spec.role``; the finalizer removed last) and the nodeclass controller adding
-``karpenter.k8s.aws/termination``.
+Source: aws/karpenter-provider-aws ``pkg/controllers/nodeclass/controller.go`` ``finalize``
+(NodeClaims naming the class hold it; ``cleanupManagedInstanceProfiles``, asked of IAM only for a
+class with ``spec.role`` here; ``launchTemplateProvider.DeleteAll``; the finalizer removed last) and
+the nodeclass controller adding ``karpenter.k8s.aws/termination``; collection on its schedule:
+``pkg/controllers/nodeclass/garbagecollection/controller.go`` ``Reconcile`` (every 30 minutes,
+``cleanupInactiveProfiles`` given the profiles the classes' status names) and
+``pkg/providers/launchtemplate/launchtemplate.go`` (the template cache's one-minute cleanup).
 """
 
 from __future__ import annotations
@@ -34,14 +37,44 @@ class _Objects:
 class _Profiles:
     def __init__(self) -> None:
         self.deleted: list[str] = []
+        self.collected: list[set[str]] = []
 
-    async def delete(self, nodeclass: str) -> bool:
+    async def delete_class(self, nodeclass: str, uid: str) -> list[str]:
+        self.deleted.append(f"{nodeclass}/{uid}")
+        return []
+
+    async def collect(self, current: set[str]) -> list[str]:
+        self.collected.append(set(current))
+        return []
+
+    def protecting(self) -> bool:
+        return False
+
+
+class _Templates:
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+        self.collections = 0
+
+    async def delete_all(self, nodeclass: str) -> list[str]:
         self.deleted.append(nodeclass)
-        return True
+        return []
+
+    async def collect(self) -> list[str]:
+        self.collections += 1
+        return []
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def monotonic(self) -> float:
+        return self.t
 
 
 def _cls(**meta: Any) -> Obj:
-    return {"metadata": {"name": "default", "resourceVersion": "7", **meta}, "spec": {}}
+    return {"metadata": {"name": "default", "uid": "u1", "resourceVersion": "7", **meta}, "spec": {}}
 
 
 def _claim(nodeclass: str) -> Obj:
@@ -60,18 +93,19 @@ async def test_the_finalizer_is_added_once_with_the_version_read() -> None:
 
 
 async def test_a_class_in_use_waits_and_one_without_a_role_keeps_iam_untouched() -> None:
-    classes, profiles = _Objects(), _Profiles()
+    classes, profiles, templates = _Objects(), _Profiles(), _Templates()
     going = _cls(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[FINALIZER, "other"])
     claims = _Objects([_claim("default"), _claim("gpu")])
-    term = NodeClassTermination(classes, claims, profiles)  # type: ignore[arg-type]
+    term = NodeClassTermination(classes, claims, profiles, templates)  # type: ignore[arg-type]
     assert await term.finalize(going, "nodes") is False
-    assert classes.patches == [] and profiles.deleted == []
+    assert classes.patches == [] and profiles.deleted == [] and templates.deleted == []
     claims.items = [_claim("gpu")]
     assert await term.finalize(going, None) is True
     assert profiles.deleted == []  # instanceProfile classes: the profile is the user's
+    assert templates.deleted == ["default"]  # the templates are kubespot's whatever the profile
     assert classes.patches[-1][1]["metadata"] == {"finalizers": ["other"], "resourceVersion": "7"}
     assert await term.finalize(going, "nodes") is True
-    assert profiles.deleted == ["default"]
+    assert profiles.deleted == ["default/u1"]  # by the class's uid: its IAM path
 
 
 class _Recorder:
@@ -114,3 +148,31 @@ async def test_a_waiting_class_gets_one_event_naming_its_claims_per_dedupe_windo
     now[0] = 121.0
     await term.finalize(going, None)
     assert len(recorder.events) == 2
+
+
+async def test_collection_runs_each_part_on_its_own_schedule() -> None:
+    """Templates every minute, profiles every 30 minutes, both at the first pass; the profiles the
+    classes' status names are handed over as in use."""
+    profiles, templates, clock = _Profiles(), _Templates(), _Clock()
+    term = NodeClassTermination(_Objects(), _Objects(), profiles, templates, clock=clock)  # type: ignore[arg-type]
+    classes = [
+        {"metadata": {"name": "a"}, "spec": {"role": "nodes"}, "status": {"instanceProfile": "prod_1"}},
+        _cls(),
+    ]
+    assert term.next_due() == clock.t
+    await term.collect(classes)
+    assert templates.collections == 1 and profiles.collected == [{"prod_1"}]
+    assert term.next_due() == clock.t + 60
+    clock.t += 60
+    await term.collect(classes)
+    await term.collect(classes)  # not due again yet
+    assert templates.collections == 2 and len(profiles.collected) == 1
+    clock.t += 1800
+    await term.collect(classes)
+    assert templates.collections == 3 and len(profiles.collected) == 2
+    assert NodeClassTermination(_Objects(), _Objects(), None).next_due() is None  # type: ignore[arg-type]
+    # No class names spec.role and nothing was given up here: IAM is not asked at all.
+    quiet = _Profiles()
+    term = NodeClassTermination(_Objects(), _Objects(), quiet, None, clock=clock)  # type: ignore[arg-type]
+    await term.collect([_cls()])
+    assert quiet.collected == []

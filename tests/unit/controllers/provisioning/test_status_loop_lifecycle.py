@@ -57,7 +57,9 @@ class Resolver:
         self.hang = False
         self.seen: list[dict[str, str]] = []
 
-    async def resolve(self, spec: EC2NodeClassSpec, *, now: datetime, uid: str = "") -> Resolved:
+    async def resolve(
+        self, spec: EC2NodeClassSpec, *, now: datetime, uid: str = "", profile: str | None = None
+    ) -> Resolved:
         self.seen.append(dict(spec.subnet_selector_terms[0].tags or {}))
         if self.hang:
             await asyncio.Event().wait()

@@ -22,8 +22,11 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
   ``SpotInstanceRequestId``; ``ClientToken`` is idempotent; the ``instance-lifecycle`` filter works;
   pools and zones can be reclaimed (rebalance, interruption warning, termination two minutes later,
   through EventBridge).
+- ``run_instances``: RunInstances draws from the market's pools (``InsufficientInstanceCapacity``,
+  ``SpotMaxPriceTooLow``).
 - ``spot_request_ids``: every spot instance carries its ``SpotInstanceRequestId``.
 - ``image_lookup``: an instance launch finds its AMI by id (moto filtered every image: 18 ms each).
+- ``iam_paths``: ListInstanceProfiles honours ``PathPrefix``.
 - ``elbv2_draining``: deregistered targets are ``draining`` for the target group's deregistration
   delay, and deregistering a target that is not registered succeeds, as on AWS.
 
@@ -39,9 +42,11 @@ from kubespot.sim.awssim.extensions import (
     elbv2_draining,
     events_account,
     fleet,
+    iam_paths,
     image_lookup,
     lifecycle,
     pricing,
+    run_instances,
     spot_prices,
     spot_request_ids,
     sqs_depth,
@@ -69,8 +74,10 @@ def install_all() -> None:
             ssm_amis,
             catalog_cache,
             fleet,
+            run_instances,
             image_lookup,
             spot_request_ids,
+            iam_paths,
         ):
             module.install()
             _installed.append(module.__name__.rsplit(".", 1)[-1])

@@ -1,10 +1,9 @@
-"""CreateFleet ``instant`` over the market's finite pools, with EC2's errors and idempotence.
+"""CreateFleet over the market's finite pools, with EC2's errors and idempotence.
 
 Stock moto 5.2.5 launches every instance from the first override whatever the strategy, never
 runs out of capacity, never answers ``Errors``, ignores ``ClientToken``, leaves
 ``SpotInstanceRequestId`` off spot instances and answers 500 to the ``instance-lifecycle`` filter
-(docs/designs/launching-research.md §2.1). This module replaces ``Fleets.create_fleet`` for
-``Type=instant`` (other types go to moto unchanged):
+(docs/designs/launching-research.md §2.1). This module replaces ``Fleets.create_fleet``:
 
 - the target is split as EC2 does: ``SpotTargetCapacity`` + ``OnDemandTargetCapacity``, the rest of
   ``TotalTargetCapacity`` of ``DefaultTargetCapacityType`` (on-demand when absent, as moto);
@@ -37,6 +36,13 @@ runs out of capacity, never answers ``Errors``, ignores ``ClientToken``, leaves
   launching; with other parameters, ``IdempotentParameterMismatch`` "Arguments on this idempotent
   request are inconsistent with arguments used in previous request(s)." (EC2 developer guide,
   "Ensuring idempotency in Amazon EC2 API requests"; the wording as runs-on issue #251 logs it);
+- ``Type=request`` and ``Type=maintain`` (moto's default, as EC2's) draw from the same pools by
+  the same placement, and answer only ``FleetId``: the API reference gives ``Instances`` and
+  ``Errors`` for ``instant`` fleets only (a ``request`` fleet's shortfall is seen in
+  DescribeFleets' fulfilled capacity). EC2 keeps trying to fill a ``request`` fleet's one-time
+  asynchronous request and replenishes a ``maintain`` fleet later; here both are placed once, at
+  creation (a known gap: nothing is launched when a pool frees up). They are not counted in
+  ``FleetCalls`` nor in the call log, which time the launch path (``instant``);
 - ``DescribeInstances`` learns the ``instance-lifecycle`` filter (``spot``; on-demand instances have
   no value, as on EC2), and a terminated instance gives its slot back to its pool;
 - a held answer (``market.hold_answers``, a test's fault): the call launches and is logged as usual,
@@ -73,7 +79,7 @@ UNFULFILLABLE = (
 )
 
 
-def _ice_message(instance_type: str, zone: str, other_zones: list[str]) -> str:
+def ice_message(instance_type: str, zone: str, other_zones: list[str]) -> str:
     text = (
         f"We currently do not have sufficient {instance_type} capacity in the Availability Zone you "
         f"requested ({zone}). Our system will be working on provisioning additional capacity."
@@ -127,7 +133,7 @@ def _offered_zones(region: str) -> dict[str, frozenset[str]]:
     return {t: frozenset(z) for t, z in zones.items()}
 
 
-def _other_zones_with_room(backend: Any, state: market.MarketState, key: market.PoolKey) -> list[str]:
+def other_zones_with_room(backend: Any, state: market.MarketState, key: market.PoolKey) -> list[str]:
     """The zones EC2's message suggests: those offering the type (all when moto does not know it)
     whose pool of the same capacity type has room."""
     capacity_type, instance_type, zone = key
@@ -227,7 +233,7 @@ def _fill(
             )
         else:
             code = "InsufficientInstanceCapacity"
-            message = _ice_message(spec.instance_type, zone, _other_zones_with_room(backend, state, key))
+            message = ice_message(spec.instance_type, zone, other_zones_with_room(backend, state, key))
         market.pool(state, *key).errors += 1
         errors.append(
             {
@@ -247,8 +253,8 @@ def _strategy(options: dict[str, Any], allowed: tuple[str, ...]) -> str:
     return strategy
 
 
-def _instant_fleet(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Launch what the request asks for; answer (EC2's answer, what the call log adds to the
+def _placed_fleet(self: Any, fleet_type: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Place what the request asks for; answer (EC2's answer, what the call log adds to the
     request's facts: the target per capacity type and each override's pool and ``Priority``)."""
     backend = self.ec2_backend
     spot_options = self._get_param("SpotOptions", {}) or {}
@@ -279,7 +285,7 @@ def _instant_fleet(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         excess_capacity_termination_policy=self._get_param("ExcessCapacityTerminationPolicy"),
         replace_unhealthy_instances=self._get_param("ReplaceUnhealthyInstances"),
         terminate_instances_with_expiration=self._get_param("TerminateInstancesWithExpiration", if_none=True),
-        fleet_type="instant",
+        fleet_type=fleet_type,
         valid_from=self._get_param("ValidFrom"),
         valid_until=self._get_param("ValidUntil"),
         tag_specifications=self._get_param("TagSpecifications", []),
@@ -304,8 +310,10 @@ def _instant_fleet(self: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         for spec, zone in specs
     ]
     target = {market.SPOT: counts[market.SPOT], market.ON_DEMAND: counts[market.ON_DEMAND]}
-    answer = {"FleetId": fleet.id, "Instances": instances, "Errors": errors}
-    return answer, {"Target": target, "Pools": requested}
+    pools = {"Target": target, "Pools": requested}
+    if fleet_type != "instant":
+        return {"FleetId": fleet.id}, pools
+    return {"FleetId": fleet.id, "Instances": instances, "Errors": errors}, pools
 
 
 def _priority(spec: Any) -> float | None:
@@ -315,9 +323,9 @@ def _priority(spec: Any) -> float | None:
 
 def _make_create_fleet(original: Any) -> Any:
     def create_fleet(self: Any) -> ActionResult:
-        if (self._get_param("Type") or "maintain") != "instant":
-            result: ActionResult = original(self)
-            return result
+        fleet_type = str(self._get_param("Type") or "maintain")
+        if fleet_type not in ("instant", "request", "maintain"):
+            raise InvalidParameterValueError(fleet_type)
         self.error_on_dryrun()
         backend = self.ec2_backend
         token = self._get_param("ClientToken")
@@ -334,14 +342,16 @@ def _make_create_fleet(original: Any) -> Any:
                         "previous request(s).",
                     )
                 return ActionResult(json.loads(json.dumps(answer)))
-            state.fleet_calls += 1
             started = time.time()
-            answer, pools = _instant_fleet(self)
-            request = {**_request_facts(self), **pools}
-            state.call_log.append(_call_record(started, time.time(), request, answer))
+            answer, pools = _placed_fleet(self, fleet_type)
+            if fleet_type == "instant":
+                state.fleet_calls += 1
+                request = {**_request_facts(self), **pools}
+                state.call_log.append(_call_record(started, time.time(), request, answer))
             if token:
                 state.tokens[token] = (fingerprint, json.loads(json.dumps(answer, default=str)))
-            hold = state.answer_holds.pop(0) if state.answer_holds else 0.0
+            held = fleet_type == "instant" and bool(state.answer_holds)
+            hold = state.answer_holds.pop(0) if held else 0.0
         if hold > 0:
             # The instances exist (DescribeInstances lists them, tagged) but the caller waits for
             # its answer: what a client sees when it dies or times out mid-call (``hold_answers``).
