@@ -11,7 +11,7 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
   NodeClaim that exists and is not yet launched: its launch's status write was lost, and the
   claim's next launch returns that very instance (docs/designs/launching.md §3: no double launch).
 - A Registered NodeClaim of an EC2NodeClass (``ListManaged``), not being deleted, whose provider id
-  the cloud does not list, is deleted
+  the cloud does not list (a stopped instance is listed: it keeps its claim), is deleted
   (reason ``garbage_collected``) unless its Node is still Ready (the kubelet is alive).
 - A pass whose NodeClaim or Node list is not served (404) collects nothing (aws and core
   ``Reconcile`` return a list error before collecting): an empty answer is not "no claims".
@@ -60,10 +60,11 @@ log = logging.getLogger("kubespot.controller.nodeclaim")
 
 #: Instances younger than this may be launches whose claim status is not written yet.
 MIN_AGE = 30.0
-_GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
-#: States an orphan is not collected in: only those already on their way out (aws
-#: cloudprovider.go instanceToNodeClaim sets a deletionTimestamp for these two only, and the GC
-#: skips those), so a stopped orphan still gets terminated (its volumes and ENIs cost money).
+#: States of an instance on its way out: an orphan in them is not collected again, and a claim whose
+#: instance is in them is lost (aws cloudprovider.go instanceToNodeClaim sets a deletionTimestamp
+#: for these two only, and both collectors skip those). A stopped orphan still gets terminated (its
+#: volumes and ENIs cost money); a stopped instance keeps its claim (the cloud still lists it: core
+#: garbagecollection Reconcile deletes only claims whose instance the cloud no longer lists).
 _TERMINATING_STATES = frozenset({"shutting-down", "terminated"})
 
 
@@ -88,7 +89,7 @@ def lost_claims(
     claims: Iterable[Obj], instances: Iterable[CloudNodeClaim], nodes: Mapping[str, Sequence[Obj]]
 ) -> list[Obj]:
     """The claims to delete: see the module's second point. ``nodes``: provider id → its Nodes."""
-    live = {i.provider_id for i in instances if i.state not in _GONE_STATES}
+    live = {i.provider_id for i in instances if i.state not in _TERMINATING_STATES}
     out = []
     for c in claims:
         pid = provider_id(c)

@@ -11,6 +11,8 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from kubespot.cloud.errors import CreateError, InsufficientCapacityError, NodeClassNotReadyError
 from kubespot.cloud.fake import FakeCloud, fake_type
 from kubespot.cloud.provider import CloudNodeClaim
@@ -399,6 +401,19 @@ def test_lost_claims_are_registered_without_instance_and_without_a_ready_node() 
     assert lost_claims([registered], [], {PID: [node(ready=True)]}) == []
     assert lost_claims([registered], [], {PID: [node(ready=False)]}) == [registered]
     assert lost_claims([registered], [_instance(PID)], {}) == []
+
+
+@pytest.mark.parametrize(
+    ("state", "lost"), [("stopping", False), ("stopped", False), ("shutting-down", True)]
+)
+def test_a_stopped_instance_keeps_its_claim(state: str, lost: bool) -> None:
+    """aws instance.go List lists pending, running, stopping and stopped instances (and
+    shutting-down ones, which cloudprovider.go instanceToNodeClaim marks deleted): a claim whose
+    instance was stopped is still listed and not garbage collected (core garbagecollection
+    Reconcile), while one shutting down is gone. Its Node is NotReady, so only the listing decides."""
+    registered = with_conditions(claim(), LAUNCHED, REGISTERED)
+    found = lost_claims([registered], [_instance(PID, state=state)], {PID: [node(ready=False)]})
+    assert found == ([registered] if lost else [])
 
 
 # -- termination -------------------------------------------------------------------------------------
