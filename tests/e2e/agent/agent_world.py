@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import signal
-import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -47,12 +46,6 @@ BASE_ENV = {
     "KUBESPOT_POD_NAME": "kubespot-agent-spot-1",
     "KUBESPOT_POD_NAMESPACE": "kube-system",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def web(name: str, replicas: int = 3, *, shutdown: float = 0.2, grace: int | None = None) -> Obj:

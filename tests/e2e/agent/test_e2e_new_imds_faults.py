@@ -19,7 +19,6 @@ from agent_world import (
     AgentProcess,
     World,
     agent_world,
-    free_port,
     has_log,
     node_events_with,
     running_uids,
@@ -31,6 +30,7 @@ from aiohttp import web as aioweb
 
 from kubespot.sim.imdssim import Fault
 from kubespot.sim.kubesim.testing import until
+from support.kubespot_process import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,6 @@ from agent_world import (
     World,
     agent_world,
     budget,
-    free_port,
     has_log,
     pod_events_with,
     running_uids,
@@ -29,6 +28,7 @@ from agent_world import (
 )
 
 from kubespot.sim.kubesim.testing import until
+from support.kubespot_process import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from agent_world import NODE, agent_world, free_port, web
+from agent_world import NODE, agent_world, web
 from nth_support import check, http_get, moved_to_spares, phase, spot_itn
 
 from kubespot.sim.kubesim.testing import until
+from support.kubespot_process import free_port
 
 pytestmark = pytest.mark.slow
 

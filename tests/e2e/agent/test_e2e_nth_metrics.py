@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from agent_world import INSTANCE, NODE, World, agent_world, free_port, web
+from agent_world import INSTANCE, NODE, World, agent_world, web
 from nth_support import (
     check,
     http_get,
@@ -27,6 +27,7 @@ from nth_support import (
 )
 
 from kubespot.sim.kubesim.testing import until
+from support.kubespot_process import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import signal
-import socket
 import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -475,12 +474,6 @@ def workload(name: str, replicas: int, *, shutdown: float = 0.2, grace: int | No
     template = obj["spec"]["template"]
     template.setdefault("metadata", {}).setdefault("annotations", {})[SHUTDOWN_SECONDS] = str(shutdown)
     return obj
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def http_get(url: str) -> str:

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_world import ControllerWorld, controller_world, free_port, http_get, metric_value
+from controller_world import ControllerWorld, controller_world, http_get, metric_value
 
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.testing import until
+from support.kubespot_process import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -18,10 +18,11 @@ from typing import Any
 
 import orjson
 import pytest
-from controller_world import controller_world, free_port
+from controller_world import controller_world
 
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.testing import until
+from support.kubespot_process import free_port
 
 pytestmark = pytest.mark.slow
 

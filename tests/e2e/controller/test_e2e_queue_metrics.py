@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from controller_world import controller_world, free_port, http_get, metric_value, spot_warning, workload
+from controller_world import controller_world, http_get, metric_value, spot_warning, workload
 
 from kubespot.sim.awssim import MotoServer
+from support.kubespot_process import free_port
 
 pytestmark = pytest.mark.slow
 
