@@ -101,7 +101,9 @@ DRAINING = ControllerConfig(
 )
 #: Long enough that the old pods are surely still terminating when the claim is looked at, on a
 #: loaded machine; the test then ends their shutdown early (the kubelet's final grace-0 delete).
-SHUTDOWN = {conventions.SHUTDOWN_SECONDS: "5"}
+SHUTDOWN = {conventions.SHUTDOWN_SECONDS: "20"}
+#: Deadlines of the waits in the drain race: conditions, so a loaded machine only makes them slower.
+GENEROUS = 15.0
 
 
 def draining_state(kind: str = "spot-itn") -> str:
@@ -122,6 +124,24 @@ async def pods_of(env: Env, prefix: str) -> list[Obj]:
     async with env.http.get("/api/v1/namespaces/default/pods") as r:
         items = (await r.json())["items"]
     return [p for p in items if p["metadata"]["name"].startswith(prefix)]
+
+
+async def two_pods(env: Env) -> list[Obj]:
+    """The ReplicaSet's two pods once it has made them (an empty list before)."""
+    pods = await pods_of(env, "web-")
+    return pods if len(pods) == 2 else []
+
+
+async def bind(env: Env, name: str, host: str) -> None:
+    """What kube-scheduler does for a pod it placed: the binding subresource (pods/binding)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name},
+        "target": {"kind": "Node", "name": host},
+    }
+    async with env.http.post(f"/api/v1/namespaces/default/pods/{name}/binding", json=body) as r:
+        assert r.status == 201, await r.text()
 
 
 async def mark_unschedulable(env: Env, obj: Obj) -> None:
@@ -147,28 +167,22 @@ async def test_the_replacement_beats_a_drain_that_evicted_before_the_pass_read_t
     NodeClaims are capacity)."""
     async with running(doom=True, idle=5.0, max_duration=10.0, controllers=DRAINING) as env:
         await env.create("api/v1/nodes", spot_node("spot-1"))
-        rs = await env.create(
-            "apis/apps/v1/namespaces/default/replicasets", replicaset("web", 0, requests=SMALL)
-        )
-        for name in ("web-a", "web-b"):
-            owned = pod(
-                name, node="spot-1", labels={"app": "web"}, owner=rs, requests=SMALL, annotations=SHUTDOWN
-            )
-            await env.create("api/v1/namespaces/default/pods", owned)
-        # A merge patch, not a PUT of the created object: kubesim's ReplicaSet controller writes its
-        # status in between (a PUT of the stale resourceVersion would get a 409).
-        async with env.http.patch(
-            "/apis/apps/v1/namespaces/default/replicasets/web",
-            json={"spec": {"replicas": 2}},
-            headers={"Content-Type": "application/merge-patch+json"},
-        ) as r:
-            assert r.status == 200, await r.text()
+        # The ReplicaSet makes its own two pods and the test binds them, as kube-scheduler would.
+        # Pods created by the test with the ReplicaSet as owner would race its controller: while it
+        # wants 0 replicas it deletes every pod it owns (replica_set.go manageReplicas), and once
+        # it wants 2 before seeing them it creates two more.
+        rs = replicaset("web", 2, requests=SMALL)
+        rs["spec"]["template"]["metadata"]["annotations"] = dict(SHUTDOWN)
+        await env.create("apis/apps/v1/namespaces/default/replicasets", rs)
+        old_names = {p["metadata"]["name"] for p in await until(lambda: two_pods(env), within=GENEROUS)}
+        for name in sorted(old_names):
+            await bind(env, name, "spot-1")
 
         async def running_two() -> bool:
             pods = await pods_of(env, "web")
             return len(pods) == 2 and all(p.get("status", {}).get("phase") == "Running" for p in pods)
 
-        await until(running_two, within=2.0, interval=0.02)
+        await until(running_two, within=GENEROUS, interval=0.02)
         await asyncio.sleep(0.1)
         assert await env.claims() == []
 
@@ -180,12 +194,10 @@ async def test_the_replacement_beats_a_drain_that_evicted_before_the_pass_read_t
             if fenced.is_set():
 
                 async def both_evicted() -> bool:
-                    old = [
-                        p for p in await pods_of(env, "web-") if p["metadata"]["name"] in ("web-a", "web-b")
-                    ]
+                    old = [p for p in await pods_of(env, "web-") if p["metadata"]["name"] in old_names]
                     return all(p["metadata"].get("deletionTimestamp") for p in old)
 
-                await until(both_evicted, within=2.0, interval=0.01)
+                await until(both_evicted, within=GENEROUS, interval=0.01)
             return await real_snapshot()
 
         provisioner._snapshot = evicted_first  # type: ignore[method-assign]
@@ -197,34 +209,32 @@ async def test_the_replacement_beats_a_drain_that_evicted_before_the_pass_read_t
                 "spot-1",
                 kube=env.kube,
                 settings=DrainSettings(safety_margin=0.5, retry_backoff_base=0.05, retry_backoff_cap=0.3),
-                deadline=datetime.now(UTC) + timedelta(seconds=20),
+                deadline=datetime.now(UTC) + timedelta(seconds=60),
                 clock=SystemClock(),
             )
         )
         try:
-            (claim,) = await env.wait_claims(1, within=1.5)
+            (claim,) = await env.wait_claims(1, within=GENEROUS)
             # The old pods are still there, terminating: the claim came while they were evicted.
-            old = [p for p in await pods_of(env, "web-") if p["metadata"]["name"] in ("web-a", "web-b")]
+            old = [p for p in await pods_of(env, "web-") if p["metadata"]["name"] in old_names]
             assert len(old) == 2 and all(p["metadata"].get("deletionTimestamp") for p in old)
             assert claim["spec"]["resources"]["requests"]["pods"] == "2"
             # Made by the pass the fence started (the window closed at once, not after 5 s idle).
             assert provisioner.batcher.last_close == "now"
-            await until(lambda: _true(provisioner.passes > passes), within=2.0, interval=0.01)
+            await until(lambda: _true(provisioner.passes > passes), within=GENEROUS, interval=0.01)
             first = provisioner.last_result
             assert first is not None and first.moving == 2 and len(first.created) == 1
             # Their containers exit: the kubelet's final delete (grace 0), and the drain is done.
-            for name in ("web-a", "web-b"):
+            for name in sorted(old_names):
                 path = f"/api/v1/namespaces/default/pods/{name}?gracePeriodSeconds=0"
                 async with env.http.delete(path) as r:
                     assert r.status in (200, 404), await r.text()
-            result = await asyncio.wait_for(drain, 5.0)
+            result = await asyncio.wait_for(drain, GENEROUS)
         finally:
             drain.cancel()
         assert result.emptied
         # kube-scheduler judges the replacements (nothing fits: the only node is cordoned).
-        replacements = [
-            p for p in await pods_of(env, "web-") if p["metadata"]["name"] not in ("web-a", "web-b")
-        ]
+        replacements = [p for p in await pods_of(env, "web-") if p["metadata"]["name"] not in old_names]
         assert len(replacements) == 2 and not any(p["spec"].get("nodeName") for p in replacements)
         for obj in replacements:
             await mark_unschedulable(env, obj)
