@@ -32,6 +32,7 @@ cluster's live instances carry (``IamInstanceProfile``), the fact the annotation
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import Collection, Mapping
 from typing import Any, Final
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 NODECLASS_TAG = "karpenter.k8s.aws/ec2nodeclass"
+log = logging.getLogger("kubespot.controller.provisioning")
 REGION_TAG = "topology.kubernetes.io/region"
 EKS_CLUSTER_TAG = "eks:eks-cluster-name"
 #: Karpenter's ``RecreationTTL`` and ``ProtectedProfilesTTL`` (``pkg/cache/cache.go``).
@@ -115,8 +117,20 @@ def _bare(role: str) -> str:
 class InstanceProfiles:
     """Creates, replaces, collects and deletes the profiles of one cluster's EC2NodeClasses."""
 
-    def __init__(self, clients: AwsClients, cluster: str, region: str, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        clients: AwsClients,
+        cluster: str,
+        region: str,
+        *,
+        clock: Clock | None = None,
+        dry_run: bool = False,
+    ) -> None:
         self.clients = clients
+        #: ``node_actions.dry_run``: only read; what would be created or deleted is logged.
+        self.dry_run = dry_run
+        #: Under dry run, (class uid, role) -> the name a profile would have been made with.
+        self._would: dict[tuple[str, str], str] = {}
         self.cluster = cluster
         self.region = region
         self._clock = clock or SystemClock()
@@ -176,6 +190,11 @@ class InstanceProfiles:
             if old and old != current:
                 self.protect(old)
             return current
+        if self.dry_run:
+            if key not in self._would:
+                self._would[key] = current or new_profile_name(self.cluster, self.region, nodeclass)
+                log.info("dry-run: would create an instance profile for class %s (role %s)", nodeclass, role)
+            return self._would[key]
         name = new_profile_name(self.cluster, self.region, nodeclass)
         try:
             await self.clients.call(
@@ -204,7 +223,11 @@ class InstanceProfiles:
         return name
 
     async def delete(self, name: str) -> bool:
-        """Delete profile ``name`` (its role detached first); False if there was none."""
+        """Delete profile ``name`` (its role detached first); False if there was none (and under
+        dry run, where it is only logged)."""
+        if self.dry_run:
+            log.info("dry-run: would delete instance profile %s", name)
+            return False
         try:
             role = await self._role_of(name)
             if role is None:

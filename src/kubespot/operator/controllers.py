@@ -288,6 +288,7 @@ def _provisioning_parts(shared: Shared) -> provisioning_parts.Provisioning:
             metrics=shared.metrics,
             status_namespace=own_namespace(s.pod_namespace),
             informers=_informers(shared),
+            dry_run=s.node_actions.dry_run,
         )
     assert isinstance(parts, provisioning_parts.Provisioning)
     return parts
@@ -329,17 +330,26 @@ def nodeclaim(shared: Shared) -> Controller | None:
         on_registration=lambda o: provisioning_.status.registration_outcome(
             o.pool, o.pool_uid, o.registered, o.launched
         ),
+        dry_run=s.node_actions.dry_run,
+    )
+    # Under dry run no lifecycle: it launches, drains and terminates (the GC only logs).
+    lifecycle = (
+        [] if s.node_actions.dry_run else [Runnable("nodeclaim-lifecycle", parts.loop.run, leader_only=True)]
     )
     return Controller(
         "nodeclaim",
         [
             # Once per cluster: two replicas launching for one NodeClaim would race (the launch is
             # idempotent, the status writes would conflict) and both would drain its Node.
-            Runnable("nodeclaim-lifecycle", parts.loop.run, leader_only=True),
+            *lifecycle,
             Runnable("nodeclaim-garbage-collection", parts.gc.run, leader_only=True),
         ],
         checks=parts.checks,
-        describe="nodeclaim: NodeClaim launch, registration, initialization, timeouts, termination, GC",
+        describe=(
+            "nodeclaim (dry run: no lifecycle, garbage collection only logged)"
+            if s.node_actions.dry_run
+            else "nodeclaim: NodeClaim launch, registration, initialization, timeouts, termination, GC"
+        ),
         parts={"nodeclaim": parts},
     )
 

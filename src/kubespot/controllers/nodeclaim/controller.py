@@ -8,7 +8,9 @@ dispatched for ``stuck_after``, or a reconcile (not a termination, whose drain m
 hour) has run that long; ``nodeclaim-gc`` when no collection pass has finished for ``stuck_after``
 plus its interval. Both hold on a replica that does not lead, and during the first ``stuck_after``
 after a loop started. With ``metrics``, the lifecycle and GC count what they do, and the NodeClaims
-by phase, the unavailable offerings and the pool risk are exported at scrape time.
+by phase, the unavailable offerings and the pool risk are exported at scrape time. Under
+``dry_run`` (``node_actions.dry_run``) the operator runs no lifecycle loop (it would launch and
+terminate instances) and the garbage collector only logs what it would collect.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ def build(
     capacity: CapacitySignals | None = None,
     on_insufficient_capacity: Callable[[str], None] | None = None,
     on_registration: Callable[[RegistrationOutcome], None] | None = None,
+    dry_run: bool = False,
 ) -> NodeClaims:
     claims = CustomObjects(kube, NODECLAIMS)
     nodes = CustomObjects(kube, NODES)
@@ -120,6 +123,7 @@ def build(
         intervals=(every, 20, every * 12),
         min_age=launch.garbage_collection_min_age,
         metrics=metrics,
+        dry_run=dry_run,
     )
     if metrics is not None:
         metrics.watch("kubespot_nodeclaims", loop.phases)

@@ -18,6 +18,8 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
 - A deleting Node holding ``karpenter.sh/termination`` whose provider id no NodeClaim has and
   whose instance the cloud does not know has its finalizer removed (the node termination path of
   core ``node/termination/controller.go`` ``finalize`` for a Node without a claim).
+- Dry run (``node_actions.dry_run``): the pass reads and decides as ever, logs what it would
+  terminate, delete or release ("dry-run: would ...") and changes nothing.
 - Passes every ``intervals[0]`` seconds for the first ``intervals[1]`` passes, then every
   ``intervals[2]`` (aws: 10 s for 20 passes, then 2 min; ``launch.garbage_collection_interval``
   and 12 times it).
@@ -115,8 +117,10 @@ class GarbageCollector:
         intervals: tuple[float, int, float] = (10.0, 20, 120.0),
         min_age: float = MIN_AGE,
         metrics: Metrics | None = None,
+        dry_run: bool = False,
     ) -> None:
         self._cloud = cloud
+        self.dry_run = dry_run
         self._metrics = metrics
         self._claims = claims
         self._nodes = nodes
@@ -175,6 +179,10 @@ class GarbageCollector:
         for n in nodes:
             by_pid.setdefault(node_provider_id(n), []).append(n)
         now = self._clock.now().timestamp()
+        if self.dry_run:
+            self._say(instances, claims, by_pid, now)
+            self.last_pass = self._clock.now()
+            return
         for instance in orphan_instances(instances, claims, now, min_age=self.min_age):
             log.info(
                 "nodeclaim garbage collection: terminating %s (%s, no NodeClaim)",
@@ -198,6 +206,28 @@ class GarbageCollector:
                 self._metrics.garbage_collected("lost_claim")
         await self._release_stranded(nodes, claims)
         self.last_pass = self._clock.now()
+
+    def _say(
+        self,
+        instances: Sequence[CloudNodeClaim],
+        claims: Sequence[Obj],
+        by_pid: Mapping[str, Sequence[Obj]],
+        now: float,
+    ) -> None:
+        """Dry run: what this pass would collect, logged; nothing terminated or deleted (the
+        stranded Nodes' release, which asks the cloud per Node, is not rehearsed)."""
+        for instance in orphan_instances(instances, claims, now, min_age=self.min_age):
+            log.info(
+                "dry-run: nodeclaim garbage collection would terminate %s (%s, no NodeClaim)",
+                instance.provider_id,
+                instance.instance_type,
+            )
+        for claim in lost_claims(claims, instances, by_pid):
+            log.info(
+                "dry-run: nodeclaim garbage collection would delete nodeclaim %s (instance %s is gone)",
+                name(claim),
+                provider_id(claim),
+            )
 
     async def _delete_node(self, node: Obj) -> None:
         """The Node of a terminated instance: deleted, its finalizer released (nothing is left to

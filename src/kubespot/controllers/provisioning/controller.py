@@ -12,7 +12,9 @@ its /healthz part: ``provisioning`` fails when the status loop has not finished 
 ``pricing.refresh_interval`` + ``stuck_after`` (none ever: ``stuck_after`` after the first
 attempt, however often it was retried); ``provisioner`` when a provisioning pass has been under
 way for longer than ``stuck_after`` (between passes it holds: a quiet cluster has nothing to
-plan). All hold on a replica that does not lead (the loops run on the leader only; a loop that
+plan). Under ``dry_run`` (``node_actions.dry_run``) the provisioner creates no NodeClaim (it says
+what it would create), no EC2NodeClass gets the termination finalizer and instance profiles are
+only read. All hold on a replica that does not lead (the loops run on the leader only; a loop that
 stops clears what the check reads) and during the first ``stuck_after`` after a loop started.
 """
 
@@ -149,6 +151,7 @@ def build(
     metrics: Metrics | None = None,
     status_namespace: str = "kube-system",
     informers: Informers | None = None,
+    dry_run: bool = False,
 ) -> Provisioning:
     launch = launch or LaunchSettings()
     # The operator hands the process's informers (shared with its other readers of those kinds).
@@ -168,12 +171,17 @@ def build(
     )
     # Profiles for spec.role are scoped by the cluster's name: none made without one.
     profiles = (
-        InstanceProfiles(aws, launch.cluster_name, region, clock=clock) if launch.cluster_name else None
+        InstanceProfiles(aws, launch.cluster_name, region, clock=clock, dry_run=dry_run)
+        if launch.cluster_name
+        else None
     )
     loop = StatusLoop(
         # The class's launch templates go with it, and idle ones are collected (templates of no
-        # cluster name: none to scope them by, none deleted).
-        termination=NodeClassTermination(
+        # cluster name: none to scope them by, none deleted). A dry run adds no finalizer (a
+        # write) and so never finalizes a class, nor collects its templates.
+        termination=None
+        if dry_run
+        else NodeClassTermination(
             nodeclasses,
             CustomObjects(kube, NODECLAIMS),
             profiles,
@@ -201,6 +209,7 @@ def build(
         metrics=metrics,
         risk=capacity.risk,
         informers=informers,
+        dry_run=dry_run,
     )
     return Provisioning(
         settings,

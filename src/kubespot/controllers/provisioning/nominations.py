@@ -25,6 +25,9 @@ The events follow Karpenter's (kubernetes-sigs/karpenter
   split narrowed to spot or on-demand (the type and why: ``capacity_split.narrowing``), and on its
   NodePool once per capacity type within the timeout; the NodeClaims' through a token bucket of
   their own (5 per second, burst 10), dropped over budget as ``Nominated``;
+- dry run (``node_actions.dry_run``): Normal ``DryRun`` on the NodePool with what would be created,
+  as the interruption half's dry-run events on its node (``controllers/response/dry_run``), once
+  per NodePool and pod set within the timeout;
 - all de-duplicated per (reason, object UID), whatever the message, for the event's timeout (2
   minutes by default, 5 for ``FailedScheduling``). As in Karpenter's recorder, the de-duplication
   is checked (and armed) before the rate limit: a dropped event is not retried within the timeout.
@@ -50,6 +53,7 @@ NO_COMPATIBLE_MESSAGE = "NodePool requirements filtered out all compatible avail
 NO_COMPATIBLE_DEDUPE_SECONDS = 60.0
 DISRUPTION_LAUNCHING = "DisruptionLaunching"
 CAPACITY_SPLIT = "CapacitySplit"
+DRY_RUN = "DryRun"
 #: Karpenter's recorder's default de-duplication timeout, and FailedScheduling's own.
 DEDUPE_SECONDS = 120.0
 FAILED_DEDUPE_SECONDS = 300.0
@@ -209,6 +213,20 @@ class Nominations:
         if due:
             text = f"NodeClaim {claim}: {message}"
             await self._publish(due, CAPACITY_SPLIT, text, warning=False)
+
+    async def dry_run(self, nodepool: Mapping[str, Any], pods: Iterable[str], message: str) -> bool:
+        """Tell on ``nodepool`` what a dry run would create for ``pods`` (their keys); False when
+        the same pool and pods were told within the timeout (nothing said)."""
+        meta = _meta(nodepool)
+        key = f"{meta.get('uid') or meta.get('name') or ''}/{','.join(sorted(pods))}"
+        now = self._monotonic()
+        if not self._should_publish(DRY_RUN, key, self._dedupe, now):
+            return False
+        self._forget_old(now)
+        uid = str(meta.get("uid") or "") or None
+        ref = ObjectRef("NodePool", str(meta.get("name") or ""), None, uid, api_version="karpenter.sh/v1")
+        await self._publish([ref], DRY_RUN, message, warning=False)
+        return True
 
     async def _publish(self, refs: list[ObjectRef], reason: str, message: str, *, warning: bool) -> None:
         if refs and self._recorder is not None:

@@ -31,6 +31,13 @@ As Karpenter's (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/provisi
 - API errors (409, 429, 5xx, a broken connection) never stop the loop: logged with the pass's
   context, and the pass is tried again ``retry_after`` later, as is one that left pods unplanned.
 
+- Dry run (``node_actions.dry_run``, ``dry_run``): the pass batches, snapshots, simulates and
+  checks limits as ever, then creates nothing and nominates nobody: each claim it would create is
+  logged ("dry-run: would create NodeClaim for N pods: ..."), counted in
+  ``kubespot_nodeclaims_created_total`` with reason ``dry_run`` and told as a Normal ``DryRun``
+  event on its NodePool, as the interruption half tells its node (``nominations.dry_run``), once
+  per NodePool and pod set within the events' timeout.
+
 ``watch_claims`` is the fast fallback (docs/designs/launching.md §2): a NodeClaim deleted (or being
 deleted) while pods were nominated to it, typically by the lifecycle controller after an
 insufficient-capacity error, releases them and closes the batcher's window at once, so the pods are
@@ -77,7 +84,7 @@ from .pending import is_provisionable, uid_of
 from .pod_validation import invalid_reason
 from .relaunch import RelaunchMemory, widen
 
-__all__ = ["NODECLAIMS", "PassResult", "Provisioner"]
+__all__ = ["NODECLAIMS", "PassResult", "Provisioner", "dry_run_summary"]
 
 log = logging.getLogger("kubespot.controller.provisioning")
 
@@ -118,6 +125,8 @@ class PassResult:
     plan: Plan | None = None
     #: The pass must be tried again (an API error, pods left unplanned).
     retry: bool = False
+    #: Under dry run, what each claim not created would have been (``dry_run_summary``).
+    would_create: list[str] = field(default_factory=list)
     #: Seconds per phase (``window``: from the batch's first trigger to the pass; ``lists``,
     #: ``simulation``, ``creation``): where a fallback's time goes (docs/PERFORMANCE.md).
     timings: dict[str, float] = field(default_factory=dict)
@@ -176,6 +185,18 @@ def _unplannable_why(pod: Mapping[str, Any]) -> str | None:
     return invalid_reason(pod)
 
 
+def dry_run_summary(planned: PlannedClaim) -> str:
+    """What a dry run says of a claim it does not create: pods, types, capacity type, zones."""
+    types = ", ".join(planned.instance_types[:5]) + (
+        f" and {len(planned.instance_types) - 5} other(s)" if len(planned.instance_types) > 5 else ""
+    )
+    zones = ", ".join(planned.zones) or "any"
+    return (
+        f"would create NodeClaim for {len(planned.pods)} pods: nodepool {planned.pool}, "
+        f"types {types}, capacity type {planned.capacity_type}, zones {zones}"
+    )
+
+
 class Provisioner:
     """Pending pods to NodeClaims, batch by batch."""
 
@@ -193,8 +214,11 @@ class Provisioner:
         metrics: Metrics | None = None,
         risk: PoolRisk | None = None,
         informers: Informers | None = None,
+        dry_run: bool = False,
     ) -> None:
         self._kube = kube
+        #: Say what would be created; create nothing (the module docstring's dry-run point).
+        self.dry_run = dry_run
         #: Where a pass reads the cluster: one informer per kind (shared with the operator's other
         #: readers of the same kinds), never a fresh LIST per pass (Karpenter's informer cache).
         self.informers = informers if informers is not None else Informers(kube)
@@ -505,6 +529,10 @@ class Provisioner:
                 admitted[i] = replace(planned, capacity_type=told.capacity_type)
             narrowed.append(told)
             bodies.append(body)
+        if self.dry_run:
+            for planned in admitted:
+                await self._would_create(planned, pool_objs[planned.pool], result)
+            return
         started = self._clock.monotonic()
         # The events of unschedulable pods, the limits' re-check, the NodeClaims built.
         result.timings["build"] = started - simulated
@@ -538,6 +566,18 @@ class Provisioner:
                 doomed_names = sorted({going_from.get(uid_of(p), "") for p in going} - {""})
                 if doomed_names:
                     await self.nominations.prespin_launching(name, doomed_names, uid=claim_uid)
+
+    async def _would_create(self, planned: PlannedClaim, pool_obj: Obj, result: PassResult) -> None:
+        """Dry run: say what the NodeClaim for ``planned`` would be; create nothing."""
+        what = dry_run_summary(planned)
+        result.would_create.append(what)
+        told = await self.nominations.dry_run(pool_obj, planned.pods, f"Dry run: {what}")
+        if told:
+            # Logged and counted once per pool and pod set within the events' timeout, as the
+            # event: a pending pod is batched again every 10 s and would repeat it.
+            log.info("dry-run: %s", what)
+            if self._metrics is not None:
+                self._metrics.nodeclaim_created(planned.pool, planned.capacity_type, "dry_run")
 
     async def _admit(
         self,
