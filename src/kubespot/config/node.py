@@ -22,9 +22,15 @@ class NodeActionSettings:
     dry_run: bool = setting(
         False,
         doc=(
-            "Log and emit Kubernetes events for what would be done (taint, cordon, evict, webhook) "
-            "and change nothing. Applies to every action, the drain included. Default false, as in "
-            "the reference handler."
+            "Log and emit Kubernetes events for what would be done and change nothing, in the "
+            "cluster or in AWS. Applies to every action: on an interrupted node taint, cordon, "
+            "evict (the drain), webhook and the controller's AWS response actions; Node clean-up; "
+            "and, with provisioning.enabled, provisioning: pending pods are batched and simulated, "
+            "each NodeClaim that would be created is logged and told as a DryRun event on its "
+            "NodePool (counted in kubespot_nodeclaims_created_total with reason dry_run), and no "
+            "NodeClaim is created, no instance launched or terminated (no NodeClaim lifecycle; "
+            "garbage collection only logs), no EC2NodeClass finalizer added and instance profiles "
+            "only read. Default false, as in the reference handler."
         ),
         env="KUBESPOT_NODE_ACTIONS_DRY_RUN",
         nth="DRY_RUN",

@@ -237,8 +237,10 @@ METRICS: tuple[MetricSpec, ...] = (
         "counter",
         ("nodepool", "capacity_type", "reason"),
         "Controller only: NodeClaims the provisioner created, by NodePool, capacity type (the "
-        "preferred one it allows: spot when it allows spot) and reason (provisioned: for pending "
-        "pods; prespin: for pods of a node going away, before its drain).",
+        "preferred one it allows: spot when it allows spot; a claim the capacity split narrowed, the "
+        "type it was narrowed to) and reason (provisioned: for pending "
+        "pods; prespin: for pods of a node going away, before its drain; dry_run: would have been "
+        "created, under node_actions.dry_run).",
     ),
     MetricSpec(
         "kubespot_launches_total",
