@@ -149,10 +149,12 @@ async def running(
     doom: bool = False,
     controllers: ControllerConfig | None = None,
     metrics: Metrics | None = None,
+    dry_run: bool = False,
 ) -> AsyncIterator[Env]:
     """kubesim with the CRDs, a class and a Ready pool, the provisioner's loops running; ``doom``
     adds the pre-spin ``DoomWatch`` (fenced or deleted nodes start a pass at once); ``controllers``:
-    kubesim's control plane (default: the scheduler only, no kubelets nor workload controllers)."""
+    kubesim's control plane (default: the scheduler only, no kubelets nor workload controllers);
+    ``dry_run``: the provisioner under ``node_actions.dry_run``."""
     controllers = controllers or ControllerConfig(kubelet=False, workloads=False)
     async with KubeSim(controllers=controllers) as sim, aiohttp.ClientSession(sim.url) as http:
         for path in sorted(CRDS.glob("*.yaml")):
@@ -174,6 +176,7 @@ async def running(
             retry_after=0.3,
             prespin=prespin,
             metrics=metrics,
+            dry_run=dry_run,
         )
         env = Env(sim, http, cloud, unavailable, provisioner, kube)
         await env.create(NODECLASSES, nodeclass())
