@@ -190,3 +190,23 @@ async def test_a_deleted_class_takes_its_profiles_and_its_legacy_one(
     assert _names(aws_env) == {kept}
     assert iam.list_instance_profiles_for_role(RoleName="r2")["InstanceProfiles"] == []
     assert await profiles.delete_class("spot", "uid-3") == []
+
+
+async def test_a_dry_run_only_reads_the_profiles(clients: AwsClients, aws_env: MotoServer) -> None:
+    """``node_actions.dry_run``: ``Reconcile``'s creation and ``Delete`` are rehearsed, not made
+    (aws-node-termination-handler pkg/node/node.go: under DryRun a decision is logged, nothing is
+    written): a class with no profile is answered the name it would get (the same on every pass),
+    a changed role makes no new profile, and nothing is deleted or collected."""
+    _roles(aws_env, "role-a", "role-b")
+    dry = InstanceProfiles(clients, CLUSTER, aws_env.region, dry_run=True)
+    would = await dry.ensure("default", "uid-1", "role-a", {})
+    assert await dry.ensure("default", "uid-1", "role-a", {}) == would
+    assert _names(aws_env) == set()
+    # One made for real: the dry run keeps answering it for its role, makes none for another,
+    # and neither deletes nor collects it.
+    made = await InstanceProfiles(clients, CLUSTER, aws_env.region).ensure("default", "uid-1", "role-a", {})
+    assert await dry.ensure("default", "uid-1", "role-a", {}, made) == made
+    await dry.ensure("default", "uid-1", "role-b", {}, made)
+    assert await dry.delete(made) is False
+    assert await dry.collect(()) == []
+    assert _names(aws_env) == {made} and _role_of(aws_env, made) == ["role-a"]

@@ -523,3 +523,29 @@ async def test_a_registration_timeout_is_reported_as_a_failure_to_register() -> 
         assert seen, "the timeout was not reported"
         assert {(o.pool, o.pool_uid, o.registered) for o in seen} == {("general", "pool-uid", False)}
         assert seen[0].launched is not None and seen[0].launched.status == "True"
+
+
+async def test_gc_under_dry_run_only_says_what_it_would_terminate(caplog: pytest.LogCaptureFixture) -> None:
+    """aws garbagecollection/controller.go garbageCollect decides as in the test above, but under
+    ``node_actions.dry_run`` (aws-node-termination-handler pkg/node/node.go: a dry run logs the
+    decision and writes nothing) the orphan is only logged: still running, its Node still there."""
+    caplog.set_level("INFO", logger="kubespot.controller.nodeclaim")
+    async with running(gc_min_age=0.2) as env:
+        env.gc.dry_run = True
+        ghost = await env.cloud.create(NodeClaimSpec(name="ghost"))
+        await env.create_node("ip-10-0-9-9", ghost.provider_id, taints=[])
+
+        async def said() -> bool:
+            return any(
+                "dry-run: nodeclaim garbage collection would terminate" in r.message for r in caplog.records
+            )
+
+        await until(said, within=5.0, interval=0.05)
+        passes = env.gc.passes
+        await until(lambda: _passes_after(env, passes + 2), within=5.0, interval=0.05)
+        assert ghost.provider_id in {c.provider_id for c in env.cloud.launched.values()}
+        assert await env.get("/api/v1/nodes/ip-10-0-9-9") is not None
+
+
+async def _passes_after(env: Env, n: int) -> bool:
+    return env.gc.passes >= n
