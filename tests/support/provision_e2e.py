@@ -57,6 +57,9 @@ SHARED_ENV = {
 #: ``SHARED_TYPES``, so the market and the unavailable-offerings cache look the same to them.
 FALLBACK_TYPES = ("r5.xlarge", "r5.2xlarge")
 SHARED_TYPES = tuple(t for t in pw.INSTANCE_TYPES if t not in FALLBACK_TYPES)
+#: The mark of a test that restarts the controller with other settings (``E2E.restarted``): the
+#: package's conftest runs those tests after the others.
+RESTARTS = "restarts_controller"
 #: The NodePool template label a test's pools carry and its pods select (value: the test's name).
 TEST_LABEL = "e2e.kubespot.io/test"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
@@ -80,6 +83,8 @@ class E2E:
     #: The controller's settings beyond the world's (``FAST_ENV``, the metrics server, the shared
     #: settings), for a restart.
     env: Mapping[str, str] = field(default_factory=dict)
+    #: The settings of the controller running now (``restarted`` may have changed them).
+    running_env: Mapping[str, str] = field(default_factory=dict)
 
     # -- failure messages ---------------------------------------------------------------------------
 
@@ -149,7 +154,9 @@ class E2E:
     async def restart_controller(self, *, catalog: bool = False) -> None:
         """A new controller process with ``env`` (returns once its pools are Ready, and with
         ``catalog`` once it has read its instance type catalog)."""
+        self.running_env = {}
         await self.world.start_controller(self.env)
+        self.running_env = dict(self.env)
         if catalog:
             await self.catalog_read()
 
@@ -160,6 +167,28 @@ class E2E:
             return any(m.startswith("catalog refreshed") for m in self.log_messages())
 
         await self.until(read, "the controller's first catalog read", within=CATALOG_TIMEOUT)
+
+    async def restarted(self, changes: Mapping[str, str]) -> None:
+        """The controller stopped and started again with ``changes`` over ``env`` (a test's twin
+        run, e.g. under dry run), once it has read its catalog. It keeps them until
+        ``as_package`` (the package's fixture, before each test) starts it with ``env`` again;
+        tests marked ``RESTARTS`` run last in the package, so it pays for one restart, not two."""
+        await self._stop_controller()
+        self.running_env = {}
+        await self.world.start_controller({**self.env, **changes})
+        self.running_env = {**self.env, **changes}
+        await self.catalog_read()
+
+    async def as_package(self) -> None:
+        """The controller with ``env`` (restarted only if it runs with other settings)."""
+        if self.running_env != self.env:
+            await self._stop_controller()
+            await self.restart_controller(catalog=True)
+
+    async def _stop_controller(self) -> None:
+        proc = self.world.controller
+        if proc is not None and proc.running:
+            await proc.stop()
 
     # -- building a test's objects ------------------------------------------------------------------
 
@@ -307,6 +336,7 @@ async def running(workdir: Path, aws: MotoServer, env: Mapping[str, str] | None 
     try:
         await world.start()
         await world.start_controller(e2e.env)
+        e2e.running_env = dict(e2e.env)
         await e2e.catalog_read()
         yield e2e
     finally:

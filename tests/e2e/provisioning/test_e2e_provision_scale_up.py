@@ -1,8 +1,8 @@
 """Scale-up end to end: pending pods → NodeClaims → CreateFleet on awssim's spot market → instances →
 Nodes registered by the joiner → pods bound, through the real controller process.
 
-kubespot has no dry run for provisioning (``node_actions.dry_run`` covers the interruption
-handling's actions only; docs/provisioning.md "Tested end to end"), so there is no dry-run twin.
+Its dry-run twin (``node_actions.dry_run``: decided, said, nothing launched) is
+``test_e2e_provision_scale_up_dry_run.py``.
 """
 
 from __future__ import annotations
