@@ -7,6 +7,7 @@ must hold for packages that do not exist yet, so a new package cannot slip past 
 from __future__ import annotations
 
 import ast
+import functools
 import shutil
 import subprocess
 import sys
@@ -57,12 +58,13 @@ def _imports(path: Path) -> list[str]:
     return out
 
 
-def _modules() -> list[tuple[Path, str, list[str]]]:
+@functools.cache  # parsed once per process: the sources do not change during a run
+def _modules() -> tuple[tuple[Path, str, list[str]], ...]:
     rows = []
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC).parts
         rows.append((path, rel[0] if len(rel) > 1 else path.stem, _imports(path)))
-    return rows
+    return tuple(rows)
 
 
 def test_simulators_and_product_never_import_each_other() -> None:
