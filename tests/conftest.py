@@ -24,6 +24,9 @@ CPU_BOUND = (
     "tests/integration/benchmarks/",
     "tests/unit/sim/kubesim/test_generator.py::test_large_cluster_counts",
 )
+#: Modules whose tests share an expensive module-scoped fixture (the catalog from moto: seconds of
+#: DescribeInstanceTypes paging): kept on one worker, so the fixture is built once, not once per worker.
+SHARED_FIXTURE = ("tests/integration/aws/test_aws_catalog.py",)
 #: Long tests not marked ``slow`` (a cold ``mypy --strict`` takes minutes of one core).
 LONG = ("tests/unit/test_code_quality.py::test_mypy_strict_on_src",)
 
@@ -33,9 +36,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith(CPU_BOUND):
             item.add_marker(pytest.mark.xdist_group("cpu"))
+        elif item.nodeid.startswith(SHARED_FIXTURE):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
     def long_first(item: pytest.Item) -> int:
-        cpu = item.get_closest_marker("xdist_group") is not None
+        cpu = item.nodeid.startswith(CPU_BOUND)
         return 0 if cpu or item.nodeid.startswith(LONG) or item.get_closest_marker("slow") else 1
 
     items.sort(key=long_first)  # stable: collection order within each class

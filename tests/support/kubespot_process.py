@@ -21,6 +21,11 @@ QUICK_ENV = {
     "KUBESPOT_OBSERVABILITY_LOG_LEVEL": "debug",
 }
 
+#: Seconds a started process (or a fresh simulated cluster) may take to come up. It costs nothing when
+#: the start is quick (the tests wait on the condition, not on the clock), and leaves room for a
+#: machine busy with the suite's other workers: a cold ``python -m kubespot`` imports boto3 and friends.
+STARTUP_WITHIN = 60.0
+
 
 def clean_environ(*prefixes: str) -> dict[str, str]:
     """This process's environment without the variables starting with ``prefixes``: a setting left in

@@ -29,7 +29,7 @@ from kubespot.sim.kubesim import conventions
 from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.testing import deployment, is_ready, node, pdb, pod, until
-from support.kubespot_process import QUICK_ENV, clean_environ, spawn_kubespot
+from support.kubespot_process import QUICK_ENV, STARTUP_WITHIN, clean_environ, spawn_kubespot
 
 Obj = dict[str, Any]
 NODE = "spot-1"
@@ -146,7 +146,7 @@ class World:
             async def up() -> bool:
                 return not agent.running or "IMDS monitor watching" in agent.text()
 
-            await until(up, within=20)
+            await until(up, within=STARTUP_WITHIN)
             assert agent.running, agent.text()
         return agent
 
@@ -243,7 +243,7 @@ async def agent_world(
                     pods = world.pods(None)
                     return bool(pods) and all(is_ready(p) for p in pods)
 
-                await until(settled, within=15)
+                await until(settled, within=STARTUP_WITHIN)
                 for i in range(spares):
                     await kube.uncordon(f"od-{i}")
             yield world

@@ -28,7 +28,7 @@ from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.conventions import SHUTDOWN_SECONDS
 from kubespot.sim.kubesim.testing import deployment, is_ready, node, until
-from support.kubespot_process import QUICK_ENV, clean_environ, spawn_kubespot
+from support.kubespot_process import QUICK_ENV, STARTUP_WITHIN, clean_environ, spawn_kubespot
 from support.moto_asg import auto_scaling_group
 
 Obj = dict[str, Any]
@@ -84,7 +84,7 @@ class ControllerWorld:
             # A controller without a queue (response actions only) says so instead of "consuming".
             return proc.returncode is not None or "consuming" in text or "running without a queue" in text
 
-        await until(up, within=30)
+        await until(up, within=STARTUP_WITHIN)
         assert proc.returncode is None, log_path.read_text(errors="replace")
         return proc
 
@@ -290,7 +290,7 @@ async def settled_world(
             pods = list(kubesim.store.list(world._rt("pods")))
             return len(pods) >= want and all(is_ready(p) for p in pods)
 
-        await until(settled, within=15)
+        await until(settled, within=STARTUP_WITHIN)
         # Spares open once the workloads sit on the first node, so a drain has somewhere to go.
         from kubespot.config.kube import KubeSettings
         from kubespot.kube import connect
