@@ -26,11 +26,11 @@ def test_provision_loop_prints_its_figures(tmp_path: Path) -> None:
         [
             sys.executable,
             str(BENCH / "provision_loop.py"),
-            *("--sizes", "20", "--time-scale", "20", "--timeout", "120", "--workdir", str(tmp_path)),
+            *("--sizes", "20", "--time-scale", "20", "--timeout", "200", "--workdir", str(tmp_path)),
         ],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=280,  # within pytest-timeout's 300 s
     )
     assert res.returncode == 0, res.stderr[-3000:]
     lines = [line for line in res.stdout.splitlines() if line.strip()]
