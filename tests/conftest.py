@@ -8,7 +8,7 @@ workers than the machine has cores. Three rules keep that short and fair on 2 co
 - CPU-bound tests share one worker (``CPU_BOUND``): the benchmark runs and the large generated cluster
   each keep a core busy for tens of seconds; two of them at once would leave nothing to the
   timing-sensitive e2e tests running beside them.
-- A module whose tests share an expensive module-scoped fixture stays on one worker (``SHARED_FIXTURE``).
+- Tests that share an expensive module- or package-scoped fixture stay on one worker (``SHARED_FIXTURE``).
 
 The groups are made by the scheduler below (``--dist loadgroup``), from node ids: xdist's own
 ``xdist_group`` mark does nothing under pytest 9.2 (xdist 3.8 appends the group to
@@ -30,9 +30,11 @@ CPU_BOUND = (
     "tests/integration/benchmarks/",
     "tests/unit/sim/kubesim/test_generator.py::test_large_cluster_counts",
 )
-#: Modules whose tests share an expensive module-scoped fixture (the catalog from moto: seconds of
-#: DescribeInstanceTypes paging): on one worker, the fixture is built once, not once per worker.
-SHARED_FIXTURE = ("tests/integration/aws/test_aws_catalog.py",)
+#: Modules and packages whose tests share an expensive module- or package-scoped fixture, by node id
+#: prefix: on one worker, the fixture is built once, not once per worker. The catalog from moto
+#: (seconds of DescribeInstanceTypes paging); the provisioning e2e world (a controller that reads
+#: the whole catalog, 10-30 s on a loaded machine).
+SHARED_FIXTURE = ("tests/integration/aws/test_aws_catalog.py", "tests/e2e/provisioning/")
 #: Long tests not marked ``slow`` (a cold ``mypy --strict`` takes minutes of one core).
 LONG = ("tests/unit/test_code_quality.py::test_mypy_strict_on_src",)
 
@@ -41,8 +43,7 @@ def worker_group(nodeid: str) -> str:
     """The unit of work a worker takes whole: a group's name, else the test itself."""
     if nodeid.startswith(CPU_BOUND):
         return "cpu"
-    module = nodeid.split("::", 1)[0]
-    return module if module in SHARED_FIXTURE else nodeid
+    return next((prefix for prefix in SHARED_FIXTURE if nodeid.startswith(prefix)), nodeid)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
