@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from moto.ec2.exceptions import EC2ClientError
+from moto.ec2.models.instance_types import InstanceType, InstanceTypeBackend
 
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.awssim.extensions import catalog_cache
@@ -23,16 +24,14 @@ TYPES = [f"m5.{s}" for s in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge",
 ]
 
 
-def test_a_repeated_request_is_replayed_and_others_answered_afresh(aws: MotoServer) -> None:
+def test_a_repeated_request_reuses_the_fragments_and_others_are_answered(aws: MotoServer) -> None:
     ec2 = aws.client("ec2")
-    # Not cleared: the session's other tests keep their answers.
-    before = len(catalog_cache._answers)
     first = ec2.describe_instance_types(InstanceTypes=TYPES)["InstanceTypes"]
-    kept = len(catalog_cache._answers)
-    assert kept in (before, before + 1)  # new, unless an earlier test asked the same
+    kept = len(catalog_cache._fragments)
+    assert kept >= len(TYPES)  # one fragment per entry (others' tests may have added theirs)
     again = ec2.describe_instance_types(InstanceTypes=TYPES)["InstanceTypes"]
     assert again == first and len(first) == len(TYPES)
-    assert len(catalog_cache._answers) == kept  # replayed, not serialised again
+    assert len(catalog_cache._fragments) == kept  # replayed, not rendered again
     (one,) = ec2.describe_instance_types(InstanceTypes=["m5.large"])["InstanceTypes"]
     assert one["VCpuInfo"]["DefaultVCpus"] == 2
     zones = ec2.describe_instance_type_offerings(
@@ -107,3 +106,72 @@ def test_only_a_token_issued_for_the_same_request_continues_it(aws: MotoServer) 
     assert _error_code(
         lambda: ec2.describe_instance_types(InstanceTypes=other, MaxResults=5, NextToken=issued)
     ) == ("InvalidNextToken")
+
+
+def _pages(ec2: Any, operation: str, **request: Any) -> list[bytes]:
+    """Every page's raw answer (the bytes moto sent), following NextToken to the end."""
+    bodies: list[bytes] = []
+
+    def keep(http_response: Any, **_: Any) -> None:
+        bodies.append(http_response.content)
+
+    ec2.meta.events.register("after-call.ec2.*", keep)
+    try:
+        token = None
+        while True:
+            extra = {"NextToken": token} if token else {}
+            token = getattr(ec2, operation)(**request, **extra).get("NextToken")
+            if not token:
+                return bodies
+    finally:
+        ec2.meta.events.unregister("after-call.ec2.*", keep)
+
+
+FILTERED = {
+    "describe_instance_types": {
+        "Filters": [{"Name": "instance-type", "Values": TYPES}],
+        "MaxResults": 5,
+    },
+    "describe_instance_type_offerings": {
+        "LocationType": "availability-zone",
+        "Filters": [{"Name": "instance-type", "Values": ["m5.large", "c5.large", "r5.large"]}],
+        "MaxResults": 5,
+    },
+}
+
+
+@pytest.mark.parametrize("operation", sorted(FILTERED))
+def test_the_fast_answer_is_byte_for_byte_moto_s_own(
+    aws: MotoServer, operation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EC2 API reference, DescribeInstanceTypes / DescribeInstanceTypeOfferings (Filters,
+    MaxResults, NextToken): every page of a filtered request, written by the fragment writer, is
+    the answer moto's own serialiser gives (moto/core/serialize.py EC2Serializer), byte for byte."""
+    ec2 = aws.client("ec2")
+    fast = _pages(ec2, operation, **FILTERED[operation])
+    assert len(fast) >= 3  # several pages, so the tokens and the last page are compared too
+    op = "".join(w.title() for w in operation.split("_"))
+    monkeypatch.setitem(catalog_cache._writers, op, None)  # moto serialises everything
+    assert _pages(ec2, operation, **FILTERED[operation]) == fast
+
+
+def test_a_change_of_moto_s_catalog_is_answered_not_masked(
+    aws: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog is moto's data (moto/ec2/models/instance_types.py InstanceTypeBackend): a type
+    whose data changes, a type added and a type removed show in the next answer, not a kept one."""
+    ec2 = aws.client("ec2")
+    request = {"Filters": [{"Name": "instance-type", "Values": ["m5.large", "m5.xlarge"]}]}
+    before = ec2.describe_instance_types(**request)["InstanceTypes"]  # type: ignore[arg-type]
+    assert sorted(t["InstanceType"] for t in before) == ["m5.large", "m5.xlarge"]
+    catalog = list(InstanceTypeBackend.instance_types)
+    large = next(t for t in catalog if t["InstanceType"] == "m5.large")
+    bigger = InstanceType("m5.large")
+    bigger["MemoryInfo"] = {"SizeInMiB": 12345}
+    changed = [bigger if t is large else t for t in catalog if t["InstanceType"] != "m5.xlarge"]
+    monkeypatch.setattr(InstanceTypeBackend, "instance_types", changed)
+    (after,) = ec2.describe_instance_types(**request)["InstanceTypes"]  # type: ignore[arg-type]
+    assert after["InstanceType"] == "m5.large" and after["MemoryInfo"]["SizeInMiB"] == 12345
+    monkeypatch.undo()
+    again = ec2.describe_instance_types(**request)["InstanceTypes"]  # type: ignore[arg-type]
+    assert again == before
