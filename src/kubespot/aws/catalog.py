@@ -166,8 +166,17 @@ class Catalog:
         wanted = set(zones) if zones is not None else None
         kinds = tuple(capacity_types)
         zones_key = frozenset(wanted) if wanted is not None else None
-        # The prices (and their settings' discounts) as they are now: swapping them rebuilds.
-        key = (zones_key, family, repr(kubelet), kinds, id(self.prices), id(self.prices.settings))
+        # The prices (and their settings' discounts) as they are now: swapping them, or a price
+        # refresh outside the catalog's own (``Prices.generation``), rebuilds.
+        key = (
+            zones_key,
+            family,
+            repr(kubelet),
+            kinds,
+            id(self.prices),
+            self.prices.generation,
+            id(self.prices.settings),
+        )
         built = self._built.get(key)
         if built is not None:
             return list(built)

@@ -100,6 +100,11 @@ class Prices:
         self._spot: dict[str, dict[str, tuple[datetime, float]]] = {}
         #: The last refresh error per kind (``ondemand``, ``spot``), cleared by a success.
         self.errors: dict[str, AwsError] = {}
+        #: Moves whenever a price may have changed: what is built from the prices is kept until then.
+        self.generation = 0
+        #: The discount per type of ``_discounts_of`` (the catalog asks for every type per build).
+        self._discounts: dict[str, float] = {}
+        self._discounts_of: PricingSettings | None = None
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -112,7 +117,15 @@ class Prices:
         price = self._ondemand.get(instance_type)
         if price is None:
             return None
-        return price * (1 - self.settings.discount_for(instance_type))
+        return price * (1 - self._discount(instance_type))
+
+    def _discount(self, instance_type: str) -> float:
+        if self._discounts_of is not self.settings:
+            self._discounts, self._discounts_of = {}, self.settings
+        found = self._discounts.get(instance_type)
+        if found is None:
+            found = self._discounts[instance_type] = self.settings.discount_for(instance_type)
+        return found
 
     def spot_price(self, instance_type: str, zone: str) -> float | None:
         """The latest spot price of ``instance_type`` in ``zone`` (None: none known, no offering)."""
@@ -157,6 +170,7 @@ class Prices:
             return False
         self._ondemand = prices
         self.ondemand_source = "pricing-api"
+        self.generation += 1
         self.errors.pop("ondemand", None)
         return True
 
@@ -182,6 +196,7 @@ class Prices:
             return False
         for name, zones in latest.items():
             self._spot.setdefault(name, {}).update(zones)
+        self.generation += 1
         self.errors.pop("spot", None)
         return True
 
