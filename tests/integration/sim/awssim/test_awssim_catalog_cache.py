@@ -17,7 +17,7 @@ from moto.ec2.exceptions import EC2ClientError
 from moto.ec2.models.instance_types import InstanceType, InstanceTypeBackend
 
 from kubespot.sim.awssim import MotoServer
-from kubespot.sim.awssim.extensions import catalog_cache
+from kubespot.sim.awssim.extensions import catalog_cache, spot_prices, xml_writer
 
 TYPES = [f"m5.{s}" for s in ("large", "xlarge", "2xlarge", "4xlarge", "8xlarge", "12xlarge")] + [
     f"c5.{s}" for s in ("large", "xlarge", "2xlarge", "4xlarge", "9xlarge", "12xlarge")
@@ -151,8 +151,12 @@ def test_the_fast_answer_is_byte_for_byte_moto_s_own(
     fast = _pages(ec2, operation, **FILTERED[operation])
     assert len(fast) >= 3  # several pages, so the tokens and the last page are compared too
     op = "".join(w.title() for w in operation.split("_"))
-    monkeypatch.setitem(catalog_cache._writers, op, None)  # moto serialises everything
-    assert _pages(ec2, operation, **FILTERED[operation]) == fast
+    field = catalog_cache._RESULT_KEYS[op]
+    xml_writer.disable(op, field)  # moto serialises everything
+    try:
+        assert _pages(ec2, operation, **FILTERED[operation]) == fast
+    finally:
+        xml_writer.enable(op, field)
 
 
 def test_a_change_of_moto_s_catalog_is_answered_not_masked(
@@ -175,3 +179,22 @@ def test_a_change_of_moto_s_catalog_is_answered_not_masked(
     monkeypatch.undo()
     again = ec2.describe_instance_types(**request)["InstanceTypes"]  # type: ignore[arg-type]
     assert again == before
+
+
+def test_the_spot_price_history_is_byte_for_byte_moto_s_own(aws: MotoServer) -> None:
+    """EC2 API reference, DescribeSpotPriceHistory (MaxResults, NextToken): the pages written by
+    ``xml_writer`` (timestamps included) are moto's serialiser's (moto/core/serialize.py
+    EC2Serializer, TimestampSerializer iso8601_zeroed), byte for byte."""
+    ec2 = aws.client("ec2")
+    request = {
+        "InstanceTypes": ["m5.large", "c5.large", "r5.large"],
+        "ProductDescriptions": [spot_prices.PRODUCT_DESCRIPTION],
+        "MaxResults": 5,
+    }
+    fast = _pages(ec2, "describe_spot_price_history", **request)
+    assert len(fast) >= 2 and b"<timestamp>" in fast[0]
+    xml_writer.disable("DescribeSpotPriceHistory", "SpotPriceHistory")
+    try:
+        assert _pages(ec2, "describe_spot_price_history", **request) == fast
+    finally:
+        xml_writer.enable("DescribeSpotPriceHistory", "SpotPriceHistory")

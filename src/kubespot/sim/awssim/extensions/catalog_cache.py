@@ -5,12 +5,11 @@ on a loaded machine, so paging the ~1 400 types took 8-10 s in every fresh proce
 the sandbox). This extension keeps moto's data and filters (the list is asked of moto on every
 request, so a change of moto's catalog shows at once) and changes only the cost of the answer:
 
-- each entry (one instance type, one offering) is rendered to its XML fragment by a writer compiled
-  once from botocore's EC2 output shape, following moto's serialiser rules (member order, location
-  names, ``item`` list members, booleans as ``true``/``false``, empty lists as empty elements); the
-  fragment is kept per entry *content*, so an entry that changes is rendered again;
+- each entry (one instance type, one offering) is rendered to its XML fragment by ``xml_writer``
+  (compiled from botocore's EC2 output shape, byte for byte moto's serialiser); the fragment is kept
+  per entry *content*, so an entry that changes is rendered again;
 - the envelope (response element, ``nextToken``, ``requestId``) is still serialised by moto, around
-  one marker entry that is then replaced by the page's fragments: byte for byte moto's answer;
+  one marker entry that is then replaced by the page's fragments (``xml_writer.Spliced``);
 - ``MaxResults`` and ``NextToken`` page the list as the EC2 API does (moto ignored them and answered
   everything at once): at most ``MaxResults`` entries, a ``NextToken`` while more follow, an
   ``InvalidNextToken`` error for a token it did not issue for this request's list, and
@@ -18,8 +17,7 @@ request, so a change of moto's catalog shows at once) and changes only the cost 
   DescribeInstanceTypes, 5-1000 for DescribeInstanceTypeOfferings; boto3 checks only the minimum).
   Without ``MaxResults`` everything comes in one answer, as before.
 
-A shape the writer does not know (map, timestamp, blob, attributes, namespaces, flattened lists:
-none is in these two outputs today) makes the extension fall back to moto's own serialiser.
+A shape the writer does not know makes the extension fall back to moto's own serialiser.
 """
 
 from __future__ import annotations
@@ -27,15 +25,13 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from collections.abc import Callable
 from typing import Any
-from xml.sax.saxutils import escape
 
-from botocore.model import ListShape, Shape, StructureShape
 from moto.core.responses import ActionResult
-from moto.core.utils import get_service_model
 from moto.ec2.exceptions import EC2ClientError, InvalidNextToken
 from moto.ec2.responses.instances import InstanceResponse
+
+from kubespot.sim.awssim.extensions import xml_writer
 
 __all__ = ["clear", "install"]
 
@@ -49,98 +45,14 @@ _PAGE_RANGE = {
     "DescribeInstanceTypes": (5, 100),
     "DescribeInstanceTypeOfferings": (5, 1000),
 }
-#: Stands in for the page's entries while moto serialises the envelope.
-_MARKER = "kubespot-catalog-cache-marker"
 _lock = threading.Lock()
 #: (operation, entry content) → the entry's XML fragment.
 _fragments: dict[tuple[str, str], str] = {}
-#: operation → the compiled entry writer (None: the shape needs moto's serialiser).
-_writers: dict[str, _Writer | None] = {}
 #: (list key, token) for every NextToken handed out: only those are accepted back.
 _issued: set[tuple[tuple[str, ...], str]] = set()
 
-_Writer = Callable[[Any, list[str]], None]
 
-
-class _Unsupported(Exception):
-    """A shape feature the writer does not render as moto would."""
-
-
-def _scalar(shape: Shape) -> Callable[[Any], str]:
-    kind = shape.type_name
-    if kind == "boolean":
-        # moto's XML serialiser: True or any value whose text is "true".
-        return lambda v: "true" if v is True or str(v).lower() == "true" else "false"
-    if kind in ("integer", "long"):
-        return lambda v: str(int(v))
-    if kind in ("float", "double"):
-        return lambda v: str(float(v))
-    if kind == "string":
-        return lambda v: escape(str(v))
-    raise _Unsupported(kind)
-
-
-def _compile(shape: Shape, name: str) -> _Writer:
-    """A writer appending ``<name>…</name>`` for a value of ``shape`` (as moto's EC2 serialiser)."""
-    ser = shape.serialization
-    if ser.get("xmlNamespace") or ser.get("xmlAttribute") or ser.get("flattened"):
-        raise _Unsupported(name)
-    open_, close, empty = f"<{name}>", f"</{name}>", f"<{name}/>"
-    if isinstance(shape, StructureShape):
-        members = [(key, _compile(m, m.serialization.get("name", key))) for key, m in shape.members.items()]
-
-        def structure(value: Any, out: list[str]) -> None:
-            parts: list[str] = []
-            for key, write in members:
-                member = value.get(key)
-                if member is not None:
-                    write(member, parts)
-            out.append(open_ + "".join(parts) + close if parts else empty)
-
-        return structure
-    if isinstance(shape, ListShape):
-        item = shape.member
-        item_name = item.serialization.get("name", "member")
-        write_item = _compile(item, item_name)
-        empty_item = f"<{item_name}/>"
-
-        def listing(value: Any, out: list[str]) -> None:
-            parts: list[str] = []
-            for entry in value:
-                write_item(entry, parts)
-                # moto drops entries that serialise to an empty structure.
-                if isinstance(item, StructureShape) and parts and parts[-1] == empty_item:
-                    parts.pop()
-            out.append(open_ + "".join(parts) + close if parts else empty)
-
-        return listing
-    text = _scalar(shape)
-
-    def scalar(value: Any, out: list[str]) -> None:
-        rendered = text(value)
-        out.append(open_ + rendered + close if rendered else empty)
-
-    return scalar
-
-
-def _writer(operation: str) -> _Writer | None:
-    with _lock:
-        if operation in _writers:
-            return _writers[operation]
-    model = get_service_model("ec2").operation_model(operation).output_shape
-    field = model.members[_RESULT_KEYS[operation]]
-    assert isinstance(field, ListShape)
-    item = field.member
-    try:
-        writer: _Writer | None = _compile(item, item.serialization.get("name", "member"))
-    except _Unsupported:
-        writer = None
-    with _lock:
-        _writers[operation] = writer
-    return writer
-
-
-def _fragment(operation: str, writer: _Writer, entry: Any) -> str:
+def _fragment(operation: str, writer: xml_writer.Writer, entry: Any) -> str:
     # The entry's content is the key (dict.__repr__: moto's InstanceType has a short __repr__).
     key = (operation, dict.__repr__(entry) if isinstance(entry, dict) else repr(entry))
     with _lock:
@@ -186,20 +98,6 @@ def _size(operation: str, param: Any) -> int | None:
     return size
 
 
-class _Spliced(ActionResult):
-    """moto serialises the envelope around one marker entry; the page's fragments replace it."""
-
-    def __init__(self, result: object, marker: str, fragments: list[str]) -> None:
-        super().__init__(result)
-        self._marker = marker
-        self._fragments = fragments
-
-    def execute_result(self, context: Any) -> Any:
-        status, headers, body = super().execute_result(context)
-        body = str(body).replace(self._marker, "".join(self._fragments), 1)
-        return status, headers, body
-
-
 def _list_key(response: Any, operation: str) -> tuple[str, ...]:
     skip = ("Action", "Version", "MaxResults", "NextToken")
     params = sorted((str(k), str(v)) for k, v in response.querystring.items() if k not in skip)
@@ -225,24 +123,21 @@ def _paged(operation: str, original: Any) -> Any:
             result["NextToken"] = _token(offset + size)
             with _lock:
                 _issued.add((list_key, result["NextToken"]))
-        writer = _writer(operation)
+        writer = xml_writer.entry_writer(operation, field)
         if writer is None or not page:
             return ActionResult(result)
         fragments = [_fragment(operation, writer, entry) for entry in page]
-        marker_entry = {"InstanceType": _MARKER}
-        marker_out: list[str] = []
-        writer(marker_entry, marker_out)
-        result[field] = [marker_entry]
-        return _Spliced(result, marker_out[0], fragments)
+        marker, marker_xml = xml_writer.marker_fragment(writer)
+        result[field] = [marker]
+        return xml_writer.Spliced(result, marker_xml, fragments)
 
     return answer
 
 
 def clear() -> None:
-    """Forget every kept fragment, writer and token (tests of moto's own behaviour)."""
+    """Forget every kept fragment and token (tests of moto's own behaviour)."""
     with _lock:
         _fragments.clear()
-        _writers.clear()
         _issued.clear()
 
 

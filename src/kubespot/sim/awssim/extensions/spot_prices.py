@@ -56,6 +56,7 @@ from moto.core.responses import ActionResult
 from moto.ec2.exceptions import InvalidNextToken
 from moto.ec2.responses import spot_instances
 
+from kubespot.sim.awssim.extensions import xml_writer
 from kubespot.sim.awssim.price_data import ONDEMAND_PRICES
 
 __all__ = [
@@ -237,7 +238,16 @@ def _make_describe(original: Any) -> Any:
         result: dict[str, Any] = {"SpotPriceHistory": page}
         if offset + size < len(records):
             result["NextToken"] = _token(offset + size)
-        return ActionResult(result)
+        # moto's serialiser took ~0.7 s per page of 1 000 records; the writer's bytes are the same.
+        writer = xml_writer.entry_writer("DescribeSpotPriceHistory", "SpotPriceHistory")
+        if writer is None or not page:
+            return ActionResult(result)
+        fragments: list[str] = []
+        for record in page:
+            writer(record, fragments)
+        marker, marker_xml = xml_writer.marker_fragment(writer)
+        result["SpotPriceHistory"] = [marker]
+        return xml_writer.Spliced(result, marker_xml, fragments)
 
     return describe_spot_price_history
 
