@@ -16,6 +16,7 @@ Each module patches one gap measured in moto 5.2.x (see ``docs/simulators/awssim
   backed by AMIs registered in moto's EC2 backend.
 - ``catalog_cache``: DescribeInstanceTypes and DescribeInstanceTypeOfferings written by a fast
   per-entry writer (moto's serialiser took ~5 ms per type: 8-10 s per process), paged by MaxResults.
+  (``xml_writer``, the writer, is a helper of it and of ``spot_prices``, not an extension.)
 - ``fleet`` (with ``market``, ``allocation``, ``reclaims``): a spot market. CreateFleet ``instant``
   honours the target split, overrides, priorities and allocation strategies over finite capacity
   pools, answering EC2's insufficient-capacity ``Errors``; spot instances carry
