@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -122,7 +123,9 @@ def set_clock(clock: Callable[[], float] | None) -> None:
     _clock = clock or time.time
 
 
+@functools.lru_cache(maxsize=65536)
 def _unit(instance_type: str, zone: str, salt: str) -> float:
+    # Pure; kept because every page of the history asks it twice per record (a hash each).
     digest = hashlib.sha256(f"{instance_type}/{zone}/{salt}".encode()).digest()
     return int.from_bytes(digest[:4], "big") / 0xFFFFFFFF
 
@@ -216,6 +219,7 @@ def _make_describe(original: Any) -> Any:
         first, last = math.floor(start / STEP_SECONDS), math.floor(end / STEP_SECONDS)
         records = []
         for step in range(first, last + 1):
+            stamp = _timestamp(step * STEP_SECONDS)
             for offering in offerings:
                 name, location = offering["InstanceType"], offering["Location"]
                 price = _step_price(name, location, step)
@@ -227,7 +231,7 @@ def _make_describe(original: Any) -> Any:
                         "ProductDescription": PRODUCT_DESCRIPTION,
                         "SpotPrice": f"{price:.6f}",
                         "AvailabilityZone": location,
-                        "Timestamp": _timestamp(step * STEP_SECONDS),
+                        "Timestamp": stamp,
                     }
                 )
         offset = _offset(self._get_param("NextToken"))
