@@ -461,13 +461,23 @@ class Provisioner:
         # The one planning flow ``kubespot plan`` runs too (scheduling.cluster_plan), with what only
         # the provisioner knows as its inputs: doomed nodes gone, pods counted on in-flight claims,
         # the claims created here charged, the pools that just refused capacity left out.
-        plan, inputs = plan_cluster(
+        # The simulation is pure and can take seconds of CPU on a big plan (the LP's searches):
+        # it runs in a worker thread so this loop keeps renewing the leader Lease, following the
+        # watches and answering /healthz meanwhile. What it reads is fixed here, on the loop: the
+        # informers replace objects rather than edit them, the pass's own lists are its own, and
+        # the unavailable offerings (which the launch path marks concurrently) are applied now.
+        unavailable = self._unavailable
+        offered = {
+            name: unavailable.apply(ts) if unavailable is not None else list(ts) for name, ts in types.items()
+        }
+        in_use = {pool.name: self._usage(pool.name, all_nodes, all_claims) for pool in pools}
+        plan, inputs = await asyncio.to_thread(
+            plan_cluster,
             {**objects, "Node": nodes, "NodeClaim": claims, "Pod": counted},
             pools,
-            types,
+            offered,
             pending=pending,
-            in_use={pool.name: self._usage(pool.name, all_nodes, all_claims) for pool in pools},
-            unavailable=self._unavailable,
+            in_use=in_use,
         )
         catalog, views = inputs.catalog, inputs.pending
         for skipped in inputs.incompatible:

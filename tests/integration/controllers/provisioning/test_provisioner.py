@@ -322,3 +322,40 @@ async def test_a_claim_the_cache_has_not_shown_yet_still_counts_against_the_limi
         await until(b_judged, within=3.0, interval=0.02)
         assert [c["metadata"]["name"] for c in await env.claims()] == [first["metadata"]["name"]]
         assert first["metadata"]["name"] in provisioner._charges
+
+
+async def test_a_long_simulation_does_not_block_the_event_loop(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 15b #1: the simulation is pure CPU work that can take seconds on a big plan; it must
+    not hold the asyncio loop that also renews the leader Lease (kubespot ``operator/leader.py``
+    ``_renew``, after client-go ``tools/leaderelection/leaderelection.go`` ``renew``: a renewal
+    missing ``renewDeadline`` drops leadership). A simulation slowed to 0.6 s on purpose: another
+    coroutine on the loop keeps ticking meanwhile, and the claim is still created."""
+    from kubespot.controllers.provisioning import provisioner as module
+
+    real = module.plan_cluster
+    slow = 0.6
+
+    def slowed(*args: object, **kwargs: object) -> object:
+        time.sleep(slow)  # stands for seconds of solver CPU: it blocks whichever thread runs it
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "plan_cluster", slowed)
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    task = asyncio.create_task(ticker())
+    try:
+        await env.create("api/v1/namespaces/default/pods", pod("slow-0", requests=SMALL))
+        await env.wait_claims(1, within=3.0)
+    finally:
+        task.cancel()
+    assert gaps and max(gaps) < slow / 2, f"the loop stalled {max(gaps):.2f} s during the simulation"
