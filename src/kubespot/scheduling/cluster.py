@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kubespot.model.quantity import milli, units
@@ -44,6 +44,8 @@ from .volumes import UnprovisionablePod, Volumes, failed_to_schedule, volume_req
 
 Obj = Mapping[str, Any]
 _TERMINAL = ("Succeeded", "Failed")
+_REGISTERED = "karpenter.sh/registered"
+_INITIALIZED = "karpenter.sh/initialized"
 
 
 def _owner_kinds(obj: Obj) -> set[str]:
@@ -120,6 +122,97 @@ def claim_node_names(nodes: Iterable[Obj], nodeclaims: Iterable[Obj]) -> list[st
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class StateNode:
+    """A Node and its NodeClaim taken as one (Karpenter's ``state/statenode.go`` ``StateNode``):
+    the claim alone before its Node exists, the Node alone when no claim owns it. What it is
+    comes from the claim until the Node can say: its labels (``Labels``) until the Node is
+    registered, and the zero or missing figures of its capacity (``Capacity``) until it is
+    initialized (a GPU node reports ``nvidia.com/gpu: 0`` until its device plugin is up)."""
+
+    node: Obj | None
+    claim: Obj | None
+
+    @property
+    def managed(self) -> bool:
+        return self.claim is not None or NODEPOOL in _labels_of(self.node)
+
+    @property
+    def registered(self) -> bool:
+        """Karpenter's ``Registered``: a managed node once its Node carries the registered label."""
+        return not self.managed or _labels_of(self.node).get(_REGISTERED) == "true"
+
+    @property
+    def initialized(self) -> bool:
+        """Karpenter's ``Initialized``: the Node's initialized label (or the claim's condition,
+        written with it)."""
+        if not self.managed or _labels_of(self.node).get(_INITIALIZED) == "true":
+            return True
+        conditions = ((self.claim or {}).get("status") or {}).get("conditions") or ()
+        return any(
+            isinstance(c, Mapping) and c.get("type") == "Initialized" and c.get("status") == "True"
+            for c in conditions
+        )
+
+    @property
+    def deleting(self) -> bool:
+        return any(
+            bool(((o or {}).get("metadata") or {}).get("deletionTimestamp")) for o in (self.node, self.claim)
+        )
+
+    def labels(self) -> Mapping[str, Any]:
+        if self.claim is not None and not self.registered:
+            return _labels_of(self.claim)
+        return _labels_of(self.node)
+
+    def capacity(self) -> dict[str, int]:
+        claimed = capacity_of(self.claim)
+        if self.node is None:
+            return claimed
+        out = capacity_of(self.node)
+        if self.claim is not None and not self.initialized:
+            for k, v in claimed.items():
+                if not out.get(k):
+                    out[k] = v
+        return out
+
+
+def _labels_of(obj: Obj | None) -> Mapping[str, Any]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+
+
+def capacity_of(obj: Obj | None) -> dict[str, int]:
+    """An object's ``status.capacity`` in milli-CPU and units; a figure nobody can read counts
+    as missing."""
+    values = ((obj or {}).get("status") or {}).get("capacity")
+    out: dict[str, int] = {}
+    if not isinstance(values, Mapping):
+        return out
+    for k, v in values.items():
+        try:
+            out[str(k)] = milli(v) if k == "cpu" else units(v)
+        except ValueError:
+            continue
+    return out
+
+
+def state_nodes(nodes: Iterable[Obj], nodeclaims: Iterable[Obj]) -> list[StateNode]:
+    """Every claim with its Node (``claim_node_names``), in the claims' order, then the Nodes no
+    claim owns: what Karpenter's cluster state holds."""
+    node_list = list(nodes)
+    claim_list = list(nodeclaims)
+    by_name = {str((n.get("metadata") or {}).get("name") or ""): n for n in node_list}
+    out: list[StateNode] = []
+    owned: set[str] = set()
+    for claim, name in zip(claim_list, claim_node_names(node_list, claim_list), strict=True):
+        node = by_name.get(name) if name else None
+        if node is not None:
+            owned.add(name)
+        out.append(StateNode(node, claim))
+    out.extend(StateNode(n, None) for name, n in by_name.items() if name not in owned)
+    return out
+
+
 def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
     return {k: milli(v) if k == "cpu" else units(v) for k, v in (values or {}).items()}
 
@@ -127,8 +220,6 @@ def _resources(values: Mapping[str, Any] | None) -> dict[str, int]:
 #: What the node lifecycle controller adds to a cordoned node (TaintNodesByCondition); the
 #: scheduler's NodeUnschedulable filter lets pods tolerating it in.
 _CORDONED = Taint("node.kubernetes.io/unschedulable", "NoSchedule")
-_REGISTERED = "karpenter.sh/registered"
-_INITIALIZED = "karpenter.sh/initialized"
 
 
 def _starting_taints(taints: Iterable[Taint], startup: Iterable[Taint]) -> tuple[Taint, ...]:
@@ -209,7 +300,13 @@ def existing_nodes(
                         allocatable[k] = v
         out[name] = ExistingNode(
             name=name,
-            requirements=Requirements.from_labels(labels),
+            # statenode.go Labels: the claim's until the Node registers (a kubelet not given the
+            # claim's labels, as with custom user data, must not lose its pool and capacity type).
+            requirements=Requirements.from_labels(
+                (own.get("metadata") or {}).get("labels") or {}
+                if own is not None and not registered
+                else labels
+            ),
             taints=taints,
             allocatable=allocatable,
             initialized=initialized,
@@ -303,27 +400,17 @@ def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
 
 
 def pool_in_use(nodes: Iterable[Obj], pool: str, nodeclaims: Iterable[Obj] = ()) -> dict[str, int]:
-    """What the pool's nodes, and its NodeClaims without a node yet (``claim_node_names``), have (their
-    capacity, and how many), counted against its limits (Karpenter's ``scheduler.go``
-    ``updateRemainingResources`` over every state node, in-flight NodeClaims included)."""
+    """What the pool's state nodes (``state_nodes``: its Nodes, and its NodeClaims without a node
+    yet) have (their capacity, and how many), counted against its limits (Karpenter's
+    ``scheduler.go`` ``updateRemainingResources`` over every state node, by its ``Labels`` and
+    ``Capacity``: a Node not registered yet is its claim's pool, and a starting node's zero
+    figures are its claim's)."""
     used: dict[str, int] = {"nodes": 0}
-    node_list = list(nodes)
-    claim_list = list(nodeclaims)
-    node_of = claim_node_names(node_list, claim_list)
-    for obj in node_list:
-        meta = obj.get("metadata") or {}
-        if (meta.get("labels") or {}).get(NODEPOOL) != pool:
+    for state in state_nodes(nodes, nodeclaims):
+        if state.labels().get(NODEPOOL) != pool:
             continue
         used["nodes"] += 1
-        for name, amount in _resources((obj.get("status") or {}).get("capacity")).items():
-            used[name] = used.get(name, 0) + amount
-    for claim, node_name in zip(claim_list, node_of, strict=True):
-        meta = claim.get("metadata") or {}
-        status = claim.get("status") or {}
-        if (meta.get("labels") or {}).get(NODEPOOL) != pool or node_name:
-            continue
-        used["nodes"] += 1
-        for name, amount in _resources(status.get("capacity")).items():
+        for name, amount in state.capacity().items():
             used[name] = used.get(name, 0) + amount
     return used
 

@@ -167,3 +167,72 @@ def test_a_node_registered_before_its_claim_says_so_is_one_node_not_two() -> Non
     plan = _plan([_pod("a", "3"), _pod("b", "3")], [node], nodeclaims=[claim])
     assert list(plan.existing.values()) == [node["metadata"]["name"]]
     assert len(plan.claims) == 1
+
+
+PID = "aws:///z1/i-0abc"
+CLAIM_LABELS = {"karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "spot"}
+
+
+def _launched(name: str = "default-abc", **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": dict(CLAIM_LABELS)},
+        "spec": {},
+        "status": {"providerID": PID, "capacity": ROOM, "allocatable": ROOM, **status},
+    }
+
+
+def test_an_unlabelled_node_matched_to_its_claim_counts_in_its_claims_pool() -> None:
+    """Review 15b #2a: Karpenter's pkg/controllers/state/statenode.go ``Labels`` takes the
+    NodeClaim's labels while the node is not ``Registered``, and ``scheduler.go``
+    ``updateRemainingResources`` charges each state node to the pool those labels name. A Node
+    its kubelet created without the claim's labels (custom user data), matched by provider ID,
+    is still the pool's: its limit counts it, and the two counters agree."""
+    from kubespot.controllers.provisioning.nodepool_counter import pool_counts
+
+    node = _node("ip-10-0-0-1", {}, {"providerID": PID})
+    claim = _launched()
+    assert pool_in_use([node], "default", [claim]) == {
+        "nodes": 1,
+        "cpu": 4000,
+        "memory": 16 << 30,
+        "pods": 110,
+    }
+    resources, n = pool_counts([node], [claim])["default"]
+    assert n == 1 and resources["cpu"] == "4"
+
+
+def test_an_unregistered_node_keeps_its_claims_labels_for_scheduling() -> None:
+    """Review 15b #2b: statenode.go ``Labels`` (the NodeClaim's until ``Registered``) feeds
+    ``existingnode.go`` ``NewExistingNode``'s requirements: a pod selecting the claim's
+    capacity type still fits the in-flight node once its unlabelled Node appears, and no second
+    claim is planned for it."""
+    node = _node("ip-10-0-0-1", {}, {"providerID": PID})
+    spot = _pod("a", "3", nodeSelector={"karpenter.sh/capacity-type": "spot"})
+    plan = _plan([spot], [node], nodeclaims=[_launched()])
+    assert plan.existing == {"default/a": "ip-10-0-0-1"}
+    assert not plan.claims
+    # Registered: the Node's own labels are the truth (here: none, so the selector no longer fits).
+    registered = _node("ip-10-0-0-1", {"karpenter.sh/registered": "true"}, {"providerID": PID})
+    plan = _plan([spot], [registered], nodeclaims=[_launched()])
+    assert plan.existing == {}
+
+
+def test_a_gpu_node_before_its_device_plugin_counts_its_claims_gpus() -> None:
+    """Review 15b #2c: statenode.go ``Capacity`` (and ``Allocatable``) fill a not yet
+    ``Initialized`` node's zero figures from its NodeClaim: a GPU node reporting
+    ``nvidia.com/gpu: 0`` until its device plugin runs counts its GPU against the pool's limits,
+    in the limit check as in the NodePool's counter."""
+    from kubespot.controllers.provisioning.nodepool_counter import pool_counts
+
+    gpu = {**ROOM, "nvidia.com/gpu": "1"}
+    claim = _launched(nodeName="ip-10-0-0-1", capacity=gpu, allocatable=gpu)
+    labels = {**LABELS, "karpenter.sh/registered": "true"}
+    starting = {**ROOM, "nvidia.com/gpu": "0"}
+    node = _node("ip-10-0-0-1", labels, {"providerID": PID}, capacity=starting, allocatable=starting)
+    assert pool_in_use([node], "default", [claim])["nvidia.com/gpu"] == 1
+    assert pool_counts([node], [claim])["default"][0]["nvidia.com/gpu"] == "1"
+    # Initialized: the Node's figures stand (a GPU that never came up is not counted).
+    ready = _node(
+        "ip-10-0-0-1", {**labels, "karpenter.sh/initialized": "true"}, {"providerID": PID}, capacity=starting
+    )
+    assert pool_in_use([ready], "default", [claim])["nvidia.com/gpu"] == 0
