@@ -359,3 +359,62 @@ async def test_a_long_simulation_does_not_block_the_event_loop(
     finally:
         task.cancel()
     assert gaps and max(gaps) < slow / 2, f"the loop stalled {max(gaps):.2f} s during the simulation"
+
+
+async def test_a_node_up_but_not_registered_is_its_claims_capacity_no_duplicate_nor_overshoot() -> None:
+    """Review 15b #2 end to end: Karpenter's pkg/controllers/state/statenode.go ``Labels`` (the
+    NodeClaim's until ``Registered``) and ``Capacity``, read by ``scheduler.go``
+    ``updateRemainingResources`` and ``existingnode.go`` ``NewExistingNode``. A launched claim's
+    Node has come up without the claim's labels (custom user data) and is matched by provider
+    ID: a pod selecting the claim's capacity type waits for it (no duplicate claim), and a pod
+    that needs a new node (on-demand) is refused by the pool's cpu limit, which that node uses."""
+    async with running(limits={"cpu": "4"}) as env:
+        provisioner = env.provisioner
+        pid, room = "aws:///z1/i-0feed", {"cpu": "4", "memory": "16Gi", "pods": "110"}
+        labels = {"karpenter.sh/nodepool": "general", "karpenter.sh/capacity-type": "spot"}
+        body = {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": "general-inflight", "labels": labels},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": [],
+            },
+        }
+        stored = await env.create(NODECLAIMS, body)
+        stored["status"] = {"providerID": pid, "capacity": room, "allocatable": room}
+        async with env.http.put(f"/{NODECLAIMS}/general-inflight/status", json=stored) as r:
+            assert r.status == 200, await r.text()
+        taints = [
+            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+        ]
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "ip-10-0-0-9", "labels": {"kubernetes.io/hostname": "ip-10-0-0-9"}},
+            "spec": {"providerID": pid, "taints": taints},
+        }
+        # As a kubelet registers: the Node created with its status (none of the claim's labels).
+        await env.create("api/v1/nodes", {**node, "status": {"capacity": room, "allocatable": room}})
+        spot = {"karpenter.sh/capacity-type": "spot"}
+        selecting = pod("a", requests={"cpu": "1", "memory": "1Gi"})
+        selecting["spec"]["nodeSelector"] = spot
+        await env.create("api/v1/namespaces/default/pods", selecting)
+        on_demand = pod("b", requests={"cpu": "1", "memory": "1Gi"})
+        on_demand["spec"]["nodeSelector"] = {"karpenter.sh/capacity-type": "on-demand"}
+        await env.create("api/v1/namespaces/default/pods", on_demand)
+
+        async def judged() -> bool:
+            last = provisioner.last_result
+            plan = last.plan if last is not None else None
+            return (
+                plan is not None
+                and plan.existing.get("default/a") == "ip-10-0-0-9"
+                and (bool(last and last.refused) or "default/b" in plan.unschedulable)
+            )
+
+        await until(judged, within=3.0, interval=0.02)
+        assert [c["metadata"]["name"] for c in await env.claims()] == ["general-inflight"]
+        async with env.http.get("/api/v1/nodes/ip-10-0-0-9") as r:
+            assert (await r.json())["status"]["capacity"]["cpu"] == "4"  # the node is as set up
