@@ -34,8 +34,11 @@ MAX_ROUNDS = 100
 #: for a pathological input: past it, the columns found so far are used (the restricted LP is
 #: always a valid plan, only a less cheap one). A 20 000-pod plan must stay within the 8 s goal
 #: with two capacity types to compare. CPU time, not wall-clock: a machine busy with other work
-#: stretches the wall clock, not the thread's CPU, so the same input gives the same plan there
-#: (the benchmark's searches end by their rounds at under 1 CPU second).
+#: stretches the wall clock much more than the thread's CPU (the benchmark's searches end by their
+#: rounds at under 1 CPU second, so their plans do not depend on load). A search this budget cuts
+#: can still differ under load (docs/designs/provisioning.md, "Determinism": a work bound is still
+#: to be tuned), and the rounding and remainder come on top: a 120-shape, 13 796-pod cohort took
+#: 9 CPU s in all, which is why the provisioner plans in a worker thread.
 TIME_BUDGET_S = 3.0
 #: Columns priced below ``price * (1 + EPSILON)`` are not worth the iteration (rounding noise).
 EPSILON = 1e-6
