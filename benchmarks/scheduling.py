@@ -16,7 +16,8 @@ references measured in the same run:
   allocatable covers the summed requests); unattainable on a real catalog (it buys CPU from tiny
   burstable types and memory from the largest memory type), reported for comparison.
 - ``ffd_cost_per_hour``: Karpenter's packing, first-fit-decreasing into NodeClaims that keep every
-  type still fitting (fewest pods first), each launched as its cheapest remaining type.
+  type still fitting (fewest pods first), each launched as its cheapest remaining type; null for
+  the diverse mix (it ignores topology, so it would stack the pods onto a few of the largest types).
 
 The "diverse" mix is Karpenter's ``makeDiversePods`` (core ``scheduling_benchmark_test.go`` since
 PR #1938, v1.3): a fifth each of generic pods, zonal and hostname topology spread (maxSkew 1,
@@ -379,9 +380,14 @@ def measure(
     }
     if topology:
         out["unschedulable"] = len(plan.unschedulable)
-    ffd_cost, ffd_nodes = ffd(pods, types)
-    out["ffd_cost_per_hour"] = round(ffd_cost, 4)
-    out["ffd_nodes"] = ffd_nodes
+    if topology:
+        # The reference packs by resources alone: without the mix's spread and (anti-)affinity it
+        # stacks hundreds of pods onto a few of the largest types, a figure nothing is compared with.
+        out["ffd_cost_per_hour"] = out["ffd_nodes"] = None
+    else:
+        ffd_cost, ffd_nodes = ffd(pods, types)
+        out["ffd_cost_per_hour"] = round(ffd_cost, 4)
+        out["ffd_nodes"] = ffd_nodes
     if lp:
         bound = configuration_lp(pods, types)
         out["lp_bound_per_hour"] = round(bound, 4)

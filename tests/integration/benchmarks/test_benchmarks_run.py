@@ -71,3 +71,5 @@ def test_scheduling_prints_its_figures_and_bounds() -> None:
     for key in ("seconds", "pods_per_s", "nodes", "cost_per_hour"):
         assert diverse[key] > 0, key
     assert diverse["lp_bound_per_hour"] <= diverse["cost_per_hour"]
+    # The FFD reference packs by resources alone: not given for a mix with topology rules.
+    assert diverse["ffd_cost_per_hour"] is None and diverse["ffd_nodes"] is None
