@@ -6,7 +6,9 @@ As Cluster Autoscaler's ``cluster-autoscaler-status`` (written by the leader int
 namespace, created when absent, updated otherwise): a task of its own on the leader, reading the
 in-memory cache and risk store only, so the provisioner never waits on it. Every ``interval``
 seconds it compares what it would write with what it last wrote and writes on change, and at least
-every ``heartbeat`` seconds (the age tells a reader whether anyone keeps it). A failed write is
+every ``heartbeat`` seconds (the age tells a reader whether anyone keeps it); what it compares
+keeps the last written end times and scores unless they moved meaningfully (``entries``), so a
+mark's wobbling seconds left or a decaying score do not rewrite it every tick. A failed write is
 logged and tried again on the next tick; a 409 (someone else wrote) reads the ConfigMap again.
 Bounded as the ``kubespot_pool_risk`` metric is: at most ``POOL_RISK_SERIES`` risky pools, and at
 most ``MAX_MARKS`` marks (the longest left first).
@@ -84,7 +86,7 @@ class AvoidedPublisher:
             self._unavailable, self._risk, limit=MAX_MARKS + POOL_RISK_SERIES, risk_limit=POOL_RISK_SERIES
         )
         now = self._clock.now()
-        data = entries(avoided, now)
+        data = entries(avoided, now, self._written)
         mono = self._clock.monotonic()
         if data == self._written and mono - self._written_at < self.heartbeat:
             return False

@@ -156,3 +156,75 @@ def test_absent_unreadable_or_stale_is_not_known_and_says_why() -> None:
         == "the status ConfigMap kube-system/kubespot-status is 181 s old: no controller keeps it now"
     )
     assert read(old, T0 + timedelta(seconds=179), where).avoided == []
+
+
+class _PhasedClock:
+    """Wall and monotonic clocks advancing together at different sub-second phases, as real ones."""
+
+    def __init__(self) -> None:
+        self.mono, self.wall = 1000.0, T0 + timedelta(microseconds=300_000)
+
+    def monotonic(self) -> float:
+        return self.mono
+
+    def now(self) -> datetime:
+        return self.wall
+
+    def tick(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall += timedelta(seconds=seconds)
+
+
+async def test_unchanged_marks_and_decaying_scores_are_not_rewritten_before_the_heartbeat() -> None:
+    """Review 15b #4: twenty live marks (made at different sub-second phases) and a decaying risk
+    score, published every 5.03 s for 100 s with nothing newly marked: written once and at the one
+    heartbeat due, not at every tick where a mark's rounded end or the score's third decimal moved.
+    A mark renewed (its end moved by minutes) and a score risen by a reclaim are written.
+    Cluster Autoscaler ``utils/status`` writes its ConfigMap once per loop; kubespot's design
+    (docs/designs/launching.md §2) writes on change plus the heartbeat."""
+    clock = _PhasedClock()
+    unavailable, risk = UnavailableOfferings(clock, ttl=180.0), PoolRisk(clock)  # type: ignore[arg-type]
+    api = _ConfigMaps()
+    publisher = AvoidedPublisher(
+        api,  # type: ignore[arg-type]
+        "kubespot-status",
+        "kube-system",
+        unavailable=unavailable,
+        risk=risk,
+        clock=clock,  # type: ignore[arg-type]
+        heartbeat=60.0,
+    )
+    risk.interruption_warning("m5.large", "z2")
+    for i in range(20):
+        unavailable.mark("spot", f"m5.{i}xlarge", "z1", reason="InsufficientInstanceCapacity")
+        clock.tick(0.37)
+    writes = 0
+    for _ in range(20):
+        writes += await publisher.publish()
+        clock.tick(5.03)
+    assert writes == 2  # the first write and the heartbeat at 60 s
+    unavailable.mark("spot", "m5.0xlarge", "z1", reason="InsufficientInstanceCapacity")  # renewed
+    assert await publisher.publish()
+    risk.interruption_warning("m5.large", "z2")
+    assert await publisher.publish()
+    assert not await publisher.publish()
+
+
+def test_a_time_without_a_zone_is_not_readable_and_says_so() -> None:
+    """Review 15b #5: a last-updated annotation or a mark's end without a zone (hand-edited, another
+    tool) is not readable, said so, never a TypeError (RFC 3339 section 5.6 requires the offset)."""
+    where = "kube-system/kubespot-status"
+    mark = AvoidedOffering(AVOIDED_UNAVAILABLE, "spot", "c5.large", "z1", "InsufficientInstanceCapacity", 120)
+    naive_annotation = configmap("kubespot-status", "kube-system", entries([mark], T0), T0)
+    naive_annotation["metadata"]["annotations"][UPDATED_ANNOTATION] = "2026-11-26T09:00:00"
+    got = read(naive_annotation, T0, where)
+    assert got.avoided is None
+    assert got.why_unknown == (
+        f"the status ConfigMap {where} is not readable: its {UPDATED_ANNOTATION} annotation"
+        " is not an RFC 3339 time with a time zone"
+    )
+    listed = entries([mark], T0)
+    listed[0]["expires"] = "2026-11-26T09:02:00"
+    got = read(configmap("kubespot-status", "kube-system", listed, T0), T0, where)
+    assert got.avoided is None
+    assert got.why_unknown.endswith("not readable: an entry's expires is not an RFC 3339 time with a time zone")
