@@ -227,4 +227,6 @@ def test_a_time_without_a_zone_is_not_readable_and_says_so() -> None:
     listed[0]["expires"] = "2026-11-26T09:02:00"
     got = read(configmap("kubespot-status", "kube-system", listed, T0), T0, where)
     assert got.avoided is None
-    assert got.why_unknown.endswith("not readable: an entry's expires is not an RFC 3339 time with a time zone")
+    assert got.why_unknown.endswith(
+        "not readable: an entry's expires is not an RFC 3339 time with a time zone"
+    )
