@@ -8,10 +8,10 @@ As aws/karpenter-provider-aws v1.6+ (``pkg/controllers/nodeclass/instanceprofile
 
 - a class's profile is the one its ``status.instanceProfile`` names, kept while the role attached
   to it is ``spec.role`` (so a class an older kubespot or Karpenter v1.0-v1.5 made, whose profile
-  has the stable name ``<cluster>_<hash of region and class name>``, keeps working);
+  has the stable name ``<cluster>_<hash of region and class name>`` and no IAM path, keeps working);
 - otherwise (no profile yet, gone, or the role changed) a **new** profile is made, named
-  ``<cluster>_<hash of region, class name and a random UUID>`` (FNV-1a 64, ``hashstructure`` v2's
-  hasher over a string's bytes), under the path ``/karpenter/<region>/<cluster>/<class uid>/``,
+  ``<cluster>_<hash of region, class name and a random UUID>``, under the path
+  ``/karpenter/<region>/<cluster>/<class uid>/`` (v1.6+; v1.0-v1.5 set no path),
   tagged with ``spec.tags`` and the cluster's own (``kubernetes.io/cluster/<cluster>`` = owned,
   ``eks:eks-cluster-name``, ``karpenter.k8s.aws/ec2nodeclass``, ``topology.kubernetes.io/region``),
   the role attached; a profile made but not finished is deleted at once. The running instances keep
@@ -23,6 +23,13 @@ As aws/karpenter-provider-aws v1.6+ (``pkg/controllers/nodeclass/instanceprofile
   live instance of the cluster carries and that are not protected (Karpenter: every 30 minutes);
 - ``delete_class`` (the class's termination finalizer) deletes every profile under the class's
   path and the legacy stable name.
+
+The hash is ``hashstructure`` v2's of the string: its default hasher is Go's ``fnv.New64()``,
+FNV-1 64 (multiply by the prime, then XOR the byte; not FNV-1a), over the string's bytes, so the
+stable name is the very one Karpenter v1.0-v1.5 gave the class.
+
+A profile found already existing is not re-tagged: Karpenter v1.0 ``Create`` added
+``eks:eks-cluster-name`` to one that lacked it, v1.5 and later (HEAD) do not.
 
 kubespot difference: Karpenter learns which profiles are in use from the NodeClaims'
 ``karpenter.k8s.aws/instance-profile-name`` annotation; kubespot asks EC2 which profiles the
@@ -67,22 +74,22 @@ _LIVE: Final = ("pending", "running", "stopping", "stopped", "shutting-down")
 _FNV_OFFSET, _FNV_PRIME, _MASK = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1
 
 
-def _fnv1a64(text: str) -> int:
+def _fnv1_64(text: str) -> int:
+    """Go's ``hash/fnv`` ``New64`` (FNV-1) over ``text``'s UTF-8 bytes."""
     h = _FNV_OFFSET
     for byte in text.encode():
-        h = ((h ^ byte) * _FNV_PRIME) & _MASK
+        h = ((h * _FNV_PRIME) & _MASK) ^ byte
     return h
 
 
 def legacy_profile_name(cluster: str, region: str, nodeclass: str) -> str:
-    """The stable name Karpenter v1.0-v1.5 and kubespot before v1.6's scheme gave a class's profile
-    (not checked against names a live Karpenter made)."""
-    return f"{cluster}_{_fnv1a64(region + nodeclass)}"
+    """The stable name Karpenter v1.0-v1.5 (``InstanceProfileName``) gave a class's profile."""
+    return f"{cluster}_{_fnv1_64(region + nodeclass)}"
 
 
 def new_profile_name(cluster: str, region: str, nodeclass: str, salt: str | None = None) -> str:
     """A fresh name for a class's profile (``InstanceProfileName``: a random UUID in the hash)."""
-    return f"{cluster}_{_fnv1a64(region + nodeclass + (salt or str(uuid.uuid4())))}"
+    return f"{cluster}_{_fnv1_64(region + nodeclass + (salt or str(uuid.uuid4())))}"
 
 
 def _path(*segments: str) -> str:
