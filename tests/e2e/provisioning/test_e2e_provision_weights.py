@@ -18,9 +18,10 @@ async def test_the_heavier_pool_first_then_the_lighter_past_its_limit(e2e: E2E) 
     """kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/scheduler.go
     ``NewScheduler`` (NodePools ordered by ``spec.weight``, heaviest first: a pod goes to the first
     whose template and remaining limits fit) and ``subtractMax`` (a pool at its limit is skipped);
-    pkg/apis/v1/nodepool.go ``OrderByWeight``."""
-    # The lighter pool's name sorts first: a provisioner ordering pools by name, not weight, fails.
-    heavy, light = f"{TEST}-b-heavy", f"{TEST}-a-light"
+    pkg/utils/nodepool/nodepool.go ``OrderByWeight`` (equal weights: name descending)."""
+    # Equal weights are ordered by name, descending: the lighter pool's name comes first that way,
+    # so a provisioner that ignores weights (review 15b #3) puts the pods on it and fails here.
+    heavy, light = f"{TEST}-a-heavy", f"{TEST}-b-light"
     await e2e.add_pools(
         pool(TEST, heavy, ["spot", "on-demand"], instance_types=(TYPE,), cpu_limit="4", weight=50),
         pool(TEST, light, ["spot", "on-demand"], instance_types=(TYPE,), weight=10),
