@@ -1,5 +1,6 @@
 """A NodePool's ``NodeRegistrationHealthy`` condition (pure): whether the nodes it launches lately
-register, as Karpenter v1.3+ keeps it.
+register, as Karpenter v1.8+ keeps it (the condition came in v1.4.0; v1.4-v1.7 had no buffer and
+went False at the first failure while it was Unknown; the 4-outcome buffer is v1.8.0's).
 
 kubernetes-sigs/karpenter:
 
@@ -23,7 +24,7 @@ kubernetes-sigs/karpenter:
   whose class is not found is left alone.
 
 The condition is not one of the NodePool's ``Ready`` dependents (``pkg/apis/v1/nodepool_status.go``
-``StatusConditions``: ``ValidationSucceeded`` and ``NodeClassReady`` only, v1.3 to HEAD), so an
+``StatusConditions``: ``ValidationSucceeded`` and ``NodeClassReady`` only, v1.4 to HEAD), so an
 unhealthy pool is still used; the RFC (``designs/noderegistrationhealthy-status-condition.md``)
 leaves deprioritising it to a later change.
 """
