@@ -8,6 +8,7 @@ types: the other tests of the shared world keep a full market.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 
@@ -21,9 +22,13 @@ TEST = "fallback"
 REPLICAS = 4
 #: Real seconds from the last refused spot call to the on-demand launch call: the claim's deletion,
 #: the batcher's window closed at once (``watch_claims``), one pass and its CreateFleet. Measured
-#: 0.8 s (2.7 s with the machine's two cores busy); the slow path this rules out, pods planned again
-#: only at the provisioner's 10 s re-trigger of pods still pending, would take over 10 s.
-FALLBACK_WITHIN = 5.0
+#: 0.8 s (2.7 s with the machine's two cores busy); the slow path, pods planned again only at the
+#: provisioner's 10 s re-trigger of pods still pending, would take over 10 s. The bound is wide for
+#: a loaded machine; the cause (the deletion closed the window) is asserted from the log besides.
+FALLBACK_WITHIN = 9.0
+#: The provisioner's log lines that show the cause (``Provisioner._released`` and its pass summary).
+GONE = re.compile(r"provisioning: nodeclaim (\S+) is gone \(insufficient capacity")
+PASS = re.compile(r"provisioning: pass created ([1-9]\d*) nodeclaims .*\(window (\w+) ")
 
 
 @pytest.fixture
@@ -78,11 +83,20 @@ async def test_spot_exhausted_falls_back_to_on_demand(e2e: E2E) -> None:
     first_launch = launched[0]
     last_refusal = max((c for c in refused if c["End"] <= first_launch["Start"]), key=lambda c: c["End"])
     fallback = first_launch["Start"] - last_refusal["End"]
+    events = await e2e.events("default", "InsufficientCapacityError")
+    refused_claims = {o["name"] for o in (e["involvedObject"] for e in events) if o["kind"] == "NodeClaim"}
     print(f"fallback: last refused spot call → on-demand launch call {fallback:.3f} s")
     assert 0 <= fallback <= FALLBACK_WITHIN, f"fallback took {fallback:.3f} s\n{e2e.log_tail()}"
+    # The cause, whatever the machine's load: the refused claim's deletion released its pods and
+    # closed the batcher's window at once ("now"), not the pending pods' 10 s re-trigger ("idle").
+    messages = e2e.log_messages()
+    gone = [i for i, m in enumerate(messages) if (g := GONE.match(m)) and g.group(1) in refused_claims]
+    assert gone, e2e.log_tail()
+    replanned = [PASS.match(m) for m in messages[gone[0] :]]
+    closes = [m.group(2) for m in replanned if m is not None]
+    assert closes and closes[0] == "now", f"re-plan window closed by {closes[:1]}\n{e2e.log_tail()}"
 
     # The product says so: a Warning event on the refused claim, and its metrics.
-    events = await e2e.events("default", "InsufficientCapacityError")
     assert any(e["involvedObject"]["kind"] == "NodeClaim" for e in events), events
     assert await e2e.metric("kubespot_launch_failures_total", capacity_type="spot") >= len(refused)
     assert await e2e.metric("kubespot_launch_fallbacks_total", kind="ice_replan") >= 1

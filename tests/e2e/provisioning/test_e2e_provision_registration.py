@@ -34,7 +34,12 @@ async def test_a_node_that_never_registers_is_given_up_and_replaced(e2e: E2E) ->
     """kubernetes-sigs/karpenter pkg/controllers/nodeclaim/lifecycle/liveness.go ``Reconcile``
     (a NodeClaim not ``Registered`` within the registration TTL after its condition was set is
     deleted) and termination.go / aws pkg/cloudprovider/cloudprovider.go ``Delete`` (its instance
-    terminated); provisioning/provisioner.go (its pods planned again onto a new NodeClaim)."""
+    terminated); provisioning/provisioner.go (its pods planned again onto a new NodeClaim).
+    Through the operator's wiring (review 15b test gap), the pool's ``NodeRegistrationHealthy``:
+    liveness.go ``updateNodePoolRegistrationHealth`` (False, reason ``RegistrationFailed``, for a
+    claim that launched, once the last-4 buffer of pkg/state/nodepoolhealth/tracker.go holds 2
+    failures: not after the first), and pkg/apis/v1/nodepool_status.go ``StatusConditions`` (not a
+    ``Ready`` dependent: the pool stays Ready)."""
     classname, name = f"{TEST}-broken", f"{TEST}-pool"
     await e2e.world.create(NODECLASSES, nodeclass(classname, user_data=BROKEN_USER_DATA))
     await e2e.add_pools(pool(TEST, name, ["on-demand"], node_class=classname))
@@ -71,3 +76,20 @@ async def test_a_node_that_never_registers_is_given_up_and_replaced(e2e: E2E) ->
     # Given up for the registration timeout, not for any other reason.
     assert f"nodeclaim {first_name}: deleting (registration_timeout)" in e2e.log_messages(), e2e.log_tail()
     assert await e2e.metric("kubespot_nodeclaim_timeouts_total", kind="registration_timeout") >= 1
+
+    # One failure of the last four: not unhealthy yet. The replacement never registers either:
+    # two of four, so the pool is reported unhealthy, and it stays Ready (still used).
+    health = condition(await e2e.nodepool(name), "NodeRegistrationHealthy")
+    assert health != "False", f"unhealthy after one failure\n{e2e.log_tail()}"
+
+    async def unhealthy() -> Obj | None:
+        got = await e2e.nodepool(name)
+        return got if condition(got, "NodeRegistrationHealthy") == "False" else None
+
+    nodepool = await e2e.until(unhealthy, "NodeRegistrationHealthy False", within=REGISTRATION_TIMEOUT + 15)
+    (health_condition,) = [
+        c for c in nodepool["status"]["conditions"] if c["type"] == "NodeRegistrationHealthy"
+    ]
+    assert health_condition["reason"] == "RegistrationFailed", health_condition
+    assert health_condition["message"] == "Failed to register node", health_condition
+    assert condition(nodepool, "Ready") == "True", nodepool["status"]
