@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -107,19 +108,26 @@ async def test_far_change_is_recorded_on_the_node_and_rearmed_after_a_restart(
 async def test_replicas_rearm_from_the_node_and_act_once(aws: MotoServer, tmp_path: Path) -> None:
     async with controller_world(aws, workload("web", 3), tmp=tmp_path, instances=3) as world:
         target = world.instances[0]
+        began = time.monotonic()
         first = await world.start_controller(KUBESPOT_IMDS_SCHEDULED_LEAD_TIME=str(LEAD))
+        one_start = time.monotonic() - began
         start, event_id = await record_far_change(world, target.instance_id, target.node_name)
         await stop(first)
 
         # Both wake at the same act_at: the state's compare-and-set lets one fence, the other follows.
-        lead = f"{lead_for(start, act_in=ACT_IN):.3f}"
-        await world.start_controller(KUBESPOT_IMDS_SCHEDULED_LEAD_TIME=lead)
-        await world.start_controller(KUBESPOT_IMDS_SCHEDULED_LEAD_TIME=lead)
+        # Both must be up and armed before act_at (a replica starting after the first one acted and
+        # removed the record has nothing to re-arm): on a machine slower still than ACT_IN allows
+        # for, act_at is set from how long the first start took, and the waits run until it.
+        lead = lead_for(start, act_in=max(ACT_IN, 3 * one_start + 3))
+        act_at = start - timedelta(seconds=round(lead, 3))
+        await world.start_controller(KUBESPOT_IMDS_SCHEDULED_LEAD_TIME=f"{lead:.3f}")
+        await world.start_controller(KUBESPOT_IMDS_SCHEDULED_LEAD_TIME=f"{lead:.3f}")
 
         async def both_armed() -> bool:
             return all(logged(world, index, "re-armed from node", event_id) for index in (1, 2))
 
-        await until(both_armed, within=ACT_IN)
+        await until(both_armed, within=max((act_at - datetime.now(tz=UTC)).total_seconds(), 1.0))
+        assert datetime.now(tz=UTC) < act_at, "the replicas armed only after act_at: no race tested"
         assert not world.fenced(target.node_name)
 
         async def done() -> bool:
@@ -127,7 +135,7 @@ async def test_replicas_rearm_from_the_node_and_act_once(aws: MotoServer, tmp_pa
             drained = state.get("phase") == "drained" and not world.pods_on(target.node_name)
             return drained and recorded(world, target.node_name) == []
 
-        await until(done, within=ACT_IN + 15)
+        await until(done, within=(act_at - datetime.now(tz=UTC)).total_seconds() + 15)
 
         await world.assert_drained_once(target.node_name)
         for other in world.instances[1:]:
