@@ -93,3 +93,15 @@ async def test_a_node_that_never_registers_is_given_up_and_replaced(e2e: E2E) ->
     assert health_condition["reason"] == "RegistrationFailed", health_condition
     assert health_condition["message"] == "Failed to register node", health_condition
     assert condition(nodepool, "Ready") == "True", nodepool["status"]
+
+    # The pods' third claim launches now: let its CreateFleet go out within this test, so the next
+    # tests of the shared world see no launch of this pool (its timeout later only terminates it).
+    earlier = {first_name} | {c["metadata"]["name"] for c in claims}
+
+    async def third_launched() -> bool:
+        return any(
+            c["metadata"]["name"] not in earlier and condition(c, "Launched") == "True"
+            for c in await e2e.claims(TEST)
+        )
+
+    await e2e.until(third_launched, "the third NodeClaim launched", within=10)
