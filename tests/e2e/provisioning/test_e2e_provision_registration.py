@@ -63,7 +63,10 @@ async def test_a_node_that_never_registers_is_given_up_and_replaced(e2e: E2E) ->
     what = f"{first_name} deleted and a new claim made"
     claims = await e2e.until(replaced, what, within=REGISTRATION_TIMEOUT + 10)
     waited = time.monotonic() - started
-    assert waited >= REGISTRATION_TIMEOUT, f"given up after {waited:.1f} s, before the timeout"
+    # The timeout runs from the Registered condition's lastTransitionTime, a metav1.Time in whole
+    # seconds (apimachinery pkg/apis/meta/v1/time.go MarshalJSON, RFC 3339 without fractions), so
+    # it may fire up to a second before TIMEOUT real seconds have passed, as Karpenter's does.
+    assert waited >= REGISTRATION_TIMEOUT - 1.0, f"given up after {waited:.1f} s, before the timeout"
     assert all(condition(c, "Registered") != "True" for c in claims)
 
     async def terminated() -> bool:
