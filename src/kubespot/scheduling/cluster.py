@@ -135,7 +135,10 @@ class StateNode:
 
     @property
     def managed(self) -> bool:
-        return self.claim is not None or NODEPOOL in _labels_of(self.node)
+        """Karpenter v1's ``Managed``: a NodeClaim owns it. A Node carrying the NodePool label but
+        no claim is not (v0.32 also went by the label): it counts as initialized and keeps its
+        taints, so a dead orphan's ``unreachable`` taint still keeps pods off it."""
+        return self.claim is not None
 
     @property
     def registered(self) -> bool:
@@ -144,15 +147,8 @@ class StateNode:
 
     @property
     def initialized(self) -> bool:
-        """Karpenter's ``Initialized``: the Node's initialized label (or the claim's condition,
-        written with it)."""
-        if not self.managed or _labels_of(self.node).get(_INITIALIZED) == "true":
-            return True
-        conditions = ((self.claim or {}).get("status") or {}).get("conditions") or ()
-        return any(
-            isinstance(c, Mapping) and c.get("type") == "Initialized" and c.get("status") == "True"
-            for c in conditions
-        )
+        """Karpenter's ``Initialized``: the Node's initialized label, whatever the claim says."""
+        return not self.managed or _labels_of(self.node).get(_INITIALIZED) == "true"
 
     @property
     def deleting(self) -> bool:
@@ -281,7 +277,7 @@ def existing_nodes(
         labels = meta.get("labels") or {}
         name = str(meta.get("name") or "")
         own = claims_by_node.get(name)
-        managed = own is not None or NODEPOOL in labels
+        managed = own is not None  # Karpenter v1's Managed (see StateNode.managed)
         initialized = not managed or labels.get(_INITIALIZED) == "true"
         claim_spec: Obj = (own.get("spec") or {}) if own is not None else {}
         registered = not managed or labels.get(_REGISTERED) == "true"
