@@ -262,15 +262,66 @@ class DoomWatch:
         self._retry = retry
         self._node_objs: dict[str, Obj] = {}
         self._claim_objs: dict[str, Obj] = {}
+        #: Claim name -> its node's name, and node name -> its claim's (the index per-event judging
+        #: reads; rebuilt by every full ``_judge``).
+        self._node_of: dict[str, str] = {}
+        self._claim_on: dict[str, str] = {}
         #: Names of the nodes doomed as last seen.
         self.doomed: set[str] = set()
 
     def _judge(self) -> None:
+        """Judge every node again (after a LIST): O(nodes + claims), once per listing."""
+        self._node_of = {
+            name: str((c.get("status") or {}).get("nodeName") or "") for name, c in self._claim_objs.items()
+        }
+        self._claim_on = {node: name for name, node in self._node_of.items() if node}
         now = doomed_nodes(self._node_objs.values(), list(self._claim_objs.values()), fence=self._fence)
         for name in sorted(now - self.doomed):
-            log.info("provisioning: node %s is going away; planning its pods now (pre-spin)", name)
-            self._on_doomed(name)
+            self._tell(name)
         self.doomed = now
+
+    def _tell(self, name: str) -> None:
+        log.info("provisioning: node %s is going away; planning its pods now (pre-spin)", name)
+        self._on_doomed(name)
+
+    def _judge_node(self, name: str) -> None:
+        """Judge one node again, from its object and its claim's (O(1)): an informer hands every
+        object of a re-list on, so judging the whole cluster per event would make a re-list
+        quadratic (Karpenter's ``state/cluster.go`` ``UpdateNode``/``UpdateNodeClaim`` are
+        constant work per event too)."""
+        node = self._node_objs.get(name) if name else None
+        if node is None:
+            self.doomed.discard(name)
+            return
+        claim = self._claim_objs.get(self._claim_on.get(name, ""))
+        if doomed_nodes((node,), () if claim is None else (claim,), fence=self._fence):
+            if name not in self.doomed:
+                self.doomed.add(name)
+                self._tell(name)
+        else:
+            self.doomed.discard(name)
+
+    def _changed(self, store: dict[str, Obj], op: str, obj: Obj) -> None:
+        """One watched object changed: store it and judge the node(s) it concerns."""
+        name = _name(obj)
+        if op == "DELETED":
+            store.pop(name, None)
+        else:
+            store[name] = obj
+        if store is self._node_objs:
+            self._judge_node(name)
+            return
+        # A claim: its node now and the node it named before (a claim's nodeName is set once, but
+        # a DELETED or a re-created claim must not leave the index pointing at it).
+        before = self._node_of.pop(name, "")
+        if before and self._claim_on.get(before) == name:
+            del self._claim_on[before]
+        after = str((obj.get("status") or {}).get("nodeName") or "") if op != "DELETED" else ""
+        if after:
+            self._node_of[name] = after
+            self._claim_on[after] = name
+        for node in {before, after} - {""}:
+            self._judge_node(node)
 
     async def _list(self, api: CustomObjects, what: str) -> Any:
         while True:
@@ -294,23 +345,16 @@ class DoomWatch:
             if relisted is not None:
                 store.clear()
                 store.update({_name(o): o for o in relisted.items})
+                self._judge()
             elif obj is not None:
-                if op == "DELETED":
-                    store.pop(_name(obj), None)
-                else:
-                    store[_name(obj)] = obj
-            self._judge()
+                self._changed(store, op, obj)
 
     async def _follow_informer(self, api: Informer, store: dict[str, Obj]) -> None:
         """The same from an informer the provisioner reads too: its handlers run once its cache
         holds the change, so the pass a doomed node triggers sees it doomed."""
 
         def changed(op: str, obj: Obj) -> None:
-            if op == "DELETED":
-                store.pop(_name(obj), None)
-            else:
-                store[_name(obj)] = obj
-            self._judge()
+            self._changed(store, op, obj)
 
         unsubscribe = api.subscribe(changed)
         try:
@@ -321,6 +365,9 @@ class DoomWatch:
             await asyncio.Event().wait()
         finally:
             unsubscribe()
+            # A replica that stops leading keeps no copy of the cluster (the informer drops its own).
+            store.clear()
+            self.doomed.clear()
 
     async def run(self) -> None:
         """Follow Nodes and NodeClaims until cancelled (the adapter re-lists a broken watch)."""

@@ -9,11 +9,13 @@ active nodes only), ``pkg/utils/pod/scheduling.go`` ``IsReschedulable``; docs/de
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, cast
 from unittest.mock import MagicMock
 
 import pytest
 
+from kubespot.controllers.provisioning import doomed
 from kubespot.controllers.provisioning.doomed import (
     FENCE_TAINTS,
     DoomWatch,
@@ -22,6 +24,7 @@ from kubespot.controllers.provisioning.doomed import (
     is_reschedulable,
     without_doomed,
 )
+from kubespot.kube.informer import Informer
 from kubespot.records.interruption import STATE_ANNOTATION
 
 Obj = dict[str, Any]
@@ -255,3 +258,56 @@ def test_the_watch_calls_once_per_node_turning_doomed() -> None:
     off._node_objs["a"] = fenced
     off._judge()
     assert called == ["a", "a", "b"]
+
+
+class _Idle:
+    """A client whose LIST never answers: the informers here are fed by hand."""
+
+    async def list_versioned(self, path: str) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_relist_costs_the_watch_constant_work_per_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """review 15c #1: an informer hands every object of a re-list to its handlers (client-go
+    ``delta_fifo.go`` ``Replace``), so the watch judges only the object changed, as Karpenter's
+    ``pkg/controllers/state/cluster.go`` ``UpdateNode``/``UpdateNodeClaim`` do constant work per
+    event: the nodes judged over one re-list of N nodes and N claims grow as N, not N²; a claim's
+    deletion still dooms its node, and its node alone."""
+    judged = [0]
+    real = doomed.doomed_nodes
+
+    def counting(nodes: Any, claims: Any, *, fence: bool = True) -> set[str]:
+        nodes = list(nodes)
+        judged[0] += len(nodes)
+        return real(nodes, claims, fence=fence)
+
+    monkeypatch.setattr(doomed, "doomed_nodes", counting)
+    n = 300
+    nodes = Informer(cast(Any, _Idle()), "api/v1/nodes")
+    claims = Informer(cast(Any, _Idle()), "apis/karpenter.sh/v1/nodeclaims")
+
+    def claim(i: int, **meta: Any) -> Obj:
+        meta = {"name": f"c{i}", "resourceVersion": "1", **meta}
+        return {"metadata": meta, "status": {"nodeName": f"n{i}"}}
+
+    nodes._replace([{"metadata": {"name": f"n{i}", "resourceVersion": "1"}, "spec": {}} for i in range(n)])
+    claims._replace([claim(i) for i in range(n)])
+    called: list[str] = []
+    watch = DoomWatch(nodes, claims, called.append, clock=MagicMock())
+    task = asyncio.create_task(watch.run())
+    try:
+        await asyncio.sleep(0.01)
+        judged[0] = 0
+        nodes._replace(list(nodes.items()))
+        claims._replace(list(claims.items()))
+        assert judged[0] <= 3 * n  # one node per node event, two per claim event at most
+        claims._apply("MODIFIED", claim(7, deletionTimestamp="x"))
+        assert called == ["n7"] and watch.doomed == {"n7"}
+        claims._apply("DELETED", claim(7))
+        nodes._apply("MODIFIED", {"metadata": {"name": "n7", "resourceVersion": "2"}, "spec": {}})
+        assert watch.doomed == set()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await nodes.stop()
+        await claims.stop()
