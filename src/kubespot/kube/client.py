@@ -565,8 +565,13 @@ class KubeClient:
                     )
                     try:
                         listing = await relist()
-                    except KubeError as list_err:
-                        log.warning("re-list of %s failed: %s", what, list_err)
+                    except Exception as list_err:  # any failure, as client-go's reflector
+                        # A garbled body (a JSON or decoding error) as much as a refused LIST: the
+                        # reflector retries every list error with backoff (reflector.go ``Run``:
+                        # ``wait.BackoffUntil``); ending here would freeze the caller's cache.
+                        log.warning(
+                            "re-list of %s failed (%s: %s); retrying", what, type(list_err).__name__, list_err
+                        )
                         continue
                     rv = getattr(listing, "resource_version", "") or None
                     yield PodEventType.RESYNC.value, None, listing

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, cast
 
 from ..model.backoff import equal_jitter
-from .client import KubeClient, KubeError
+from .client import KubeClient
 from .custom import ObjectList
 
 __all__ = ["Handler", "Informer", "Informers", "key_of"]
@@ -160,24 +160,44 @@ class Informer:
 
     async def _loop(self) -> None:
         self.behind_since = self._monotonic()
+        attempt = 0
         try:
             while True:
-                listing = await self._list_until_served()
-                self.behind_since = None
-                async for op, obj, relisted in self._kube._watch(
-                    self.path, self.path, {}, _identity, self._relist, listing.resource_version
-                ):
-                    if relisted is not None:
-                        self.behind_since = None
-                        self._replace(relisted.items)
-                        if not relisted.served:
-                            break  # the CRD was removed: list until it is back
-                    elif obj is not None:
-                        # An event: the watch resumed from the last version seen, nothing missed.
-                        self.behind_since = None
-                        self._apply(op, obj)
+                try:
+                    await self._follow()
+                except Exception as err:  # the reflector never ends (reflector.go Run)
+                    # Anything the follow did not expect (a garbled answer, a bug): the cache is not
+                    # in step until a LIST is through again, so /healthz says so meanwhile.
+                    self.behind_since = self.behind_since or self._monotonic()
+                    log.warning(
+                        "informer %s: following failed (%s: %s); listing again",
+                        self.path,
+                        type(err).__name__,
+                        err,
+                        exc_info=True,
+                    )
+                    await asyncio.sleep(equal_jitter(attempt, base=LIST_BASE, cap=LIST_CAP))
+                    attempt += 1
         finally:
             self.behind_since = None
+
+    async def _follow(self) -> None:
+        """One LIST then the WATCH (re-listing on its own after a broken one), until cancelled."""
+        while True:
+            listing = await self._list_until_served()
+            self.behind_since = None
+            async for op, obj, relisted in self._kube._watch(
+                self.path, self.path, {}, _identity, self._relist, listing.resource_version
+            ):
+                if relisted is not None:
+                    self.behind_since = None
+                    self._replace(relisted.items)
+                    if not relisted.served:
+                        break  # the CRD was removed: list until it is back
+                elif obj is not None:
+                    # An event: the watch resumed from the last version seen, nothing missed.
+                    self.behind_since = None
+                    self._apply(op, obj)
 
     async def _list_until_served(self) -> ObjectList:
         """The first LIST (or one after the CRD went away), retried with backoff until it is in;
@@ -187,8 +207,8 @@ class Informer:
         while True:
             try:
                 listing = await self._list()
-            except KubeError as err:
-                log.warning("informer %s: list failed (retrying): %s", self.path, err)
+            except Exception as err:  # a garbled answer too, as a refused one
+                log.warning("informer %s: list failed (%s: %s); retrying", self.path, type(err).__name__, err)
                 await asyncio.sleep(equal_jitter(attempt, base=LIST_BASE, cap=LIST_CAP))
                 attempt += 1
                 continue

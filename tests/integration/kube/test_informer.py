@@ -190,3 +190,37 @@ async def test_an_unserved_resource_reads_empty_until_its_crd_comes() -> None:
             assert informer.lists >= 2
         finally:
             await informer.stop()
+
+
+async def test_a_garbled_re_list_is_retried_and_reported_not_the_end_of_the_informer() -> None:
+    """review 15c #3: client-go ``reflector.go`` ``Run`` wraps ``ListAndWatch`` in
+    ``wait.BackoffUntil``, so any list error (here a body that is not JSON) is retried and never
+    ends the reflector; meanwhile the cache is out of step and /healthz's informers check says so,
+    and once the LIST answers again the change made meanwhile is in the cache."""
+    async with cluster(node("n1")) as (sim, kube):
+        informers = Informers(kube)
+        nodes = informers.get(NODES)
+        task = asyncio.create_task(informers.run())
+        try:
+            await asyncio.wait_for(nodes.synced.wait(), 2)
+            real = kube.list_versioned
+
+            async def garbled(path: str, **kw: Any) -> Any:
+                raise ValueError("unexpected character: line 1 column 1")
+
+            kube.list_versioned = garbled  # type: ignore[method-assign]
+            sim.faults.add(verb="watch", resource="nodes", error_rate=1.0, error_code=500, remaining=1)
+            sim.store.drop_watches()
+            store_create(sim, "nodes", node("n2"))
+            sim.store.compact()  # the watch cannot resume (410): only a LIST brings n2
+            await until(lambda: _true(nodes.behind_since is not None), within=2.0, interval=0.01)
+            await asyncio.sleep(0.3)
+            check = silence("informers", informers.behind(), now=datetime.now(tz=UTC), limit=0.2)
+            assert not check.ok and NODES in check.detail
+            assert nodes._task is not None and not nodes._task.done()
+            kube.list_versioned = real  # type: ignore[method-assign]
+            await until(lambda: _true(names(nodes) == {"n1", "n2"}), within=3.0, interval=0.01)
+            assert nodes.behind_since is None
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
