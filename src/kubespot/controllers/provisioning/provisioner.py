@@ -392,6 +392,8 @@ class Provisioner:
         await asyncio.gather(*(informer.wait_synced() for informer in self._cache.values()))
         objects: dict[str, Sequence[Obj]] = {kind: informer.items() for kind, informer in self._cache.items()}
         claims = self._cache["NodeClaim"]
+        for name in [n for n in self._charges if n in self._gone]:
+            del self._charges[name]  # shown deleted (or deleting): no longer in flight nor charged
         unseen = [obj for name, (*_, obj) in self._charges.items() if claims.get(name) is None]
         if unseen:
             # Created here, not brought by the watch yet: in flight all the same (Karpenter's
@@ -696,8 +698,10 @@ class Provisioner:
             return None
         name = str(_meta(stored).get("name") or "")
         seen = self._cache["NodeClaim"].get(name) or stored
-        if not (seen.get("status") or {}).get("capacity"):
-            # Until the cache shows it launched (or gone): see ``_charges``.
+        if name not in self._gone and not (seen.get("status") or {}).get("capacity"):
+            # Until the cache shows it launched (or gone): see ``_charges``. One the cache has shown
+            # deleted already (its DELETED handled before this answer) is not in flight: Karpenter's
+            # ``cluster.DeleteNodeClaim`` removes it whatever the order.
             charge = {"nodes": 1, **planned.limits_charged}
             self._charges[name] = (planned.pool, charge, self._clock.monotonic(), stored)
         log.info(

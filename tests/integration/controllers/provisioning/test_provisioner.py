@@ -418,3 +418,35 @@ async def test_a_node_up_but_not_registered_is_its_claims_capacity_no_duplicate_
         assert [c["metadata"]["name"] for c in await env.claims()] == ["general-inflight"]
         async with env.http.get("/api/v1/nodes/ip-10-0-0-9") as r:
             assert (await r.json())["status"]["capacity"]["cpu"] == "4"  # the node is as set up
+
+
+async def test_a_claim_deleted_before_its_create_answer_is_handled_is_not_kept_in_flight() -> None:
+    """review 15c #2: Karpenter's ``provisioner.go`` ``Create`` → ``cluster.UpdateNodeClaim``, and a
+    delete event removes the claim from the cluster state whatever the order
+    (``state/cluster.go`` ``DeleteNodeClaim``). A launch that fails within milliseconds gets its
+    claim deleted before the create's answer is handled: it must not stay charged nor in flight, so
+    the next pass plans its pod onto a new claim instead of the phantom."""
+    async with running() as env:
+        provisioner = env.provisioner
+        await provisioner._cache["NodeClaim"].wait_synced()
+        real_create = provisioner.nodeclaims.create
+        lost: list[str] = []
+
+        async def create_then_lose(obj: Obj) -> Obj:
+            stored = await real_create(obj)
+            if not lost:
+                name = stored["metadata"]["name"]
+                lost.append(name)
+                await env.delete_claim(name)
+                await until(lambda: _true(name in provisioner._gone), within=2.0, interval=0.01)
+            return stored
+
+        provisioner.nodeclaims.create = create_then_lose  # type: ignore[method-assign]
+        await env.create("api/v1/namespaces/default/pods", pod("web", requests=SMALL))
+
+        async def replaced() -> list[Obj]:
+            return [c for c in await env.claims() if c["metadata"]["name"] not in lost]
+
+        (claim,) = await until(replaced, within=3.0, interval=0.02)
+        assert lost and lost[0] not in provisioner._charges
+        assert claim["metadata"]["name"] != lost[0]
