@@ -141,13 +141,18 @@ class Informer:
             self._task = asyncio.create_task(self._loop(), name=f"informer {self.path}")
 
     async def stop(self) -> None:
-        """Stop following the server; until started again the cache is not in sync (a replica
-        that leads again must not plan from what it saw before)."""
+        """Stop following the server and drop the cache (a replica that stops leading keeps no copy
+        of the cluster, as a stopped controller-runtime cache is dropped with its manager); until
+        started again it is not in sync. The handlers are not told: their owners stop with it."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         self.synced.clear()
+        if self._objects:
+            self._objects = {}
+            self._changed()
+        self._items = ()
 
     async def run(self) -> None:
         """Keep the cache current until cancelled (the task ``start`` makes, if any, is reused)."""

@@ -224,3 +224,23 @@ async def test_a_garbled_re_list_is_retried_and_reported_not_the_end_of_the_info
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_replica_that_stops_leading_keeps_no_cache() -> None:
+    """review 15c #7: the informers are a leader-only runnable; cancelled (the lease lost), they
+    drop what they hold, as a stopped controller-runtime cache goes with its manager
+    (``pkg/cache/informer_cache.go``), and a new term lists afresh."""
+    async with cluster(node("n1"), node("n2")) as (_sim, kube):
+        informers = Informers(kube)
+        nodes = informers.get(NODES)
+        task = asyncio.create_task(informers.run())
+        await asyncio.wait_for(nodes.synced.wait(), 2)
+        assert names(nodes) == {"n1", "n2"}
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert len(nodes) == 0 and nodes.items() == () and nodes.get("n1") is None
+        await nodes.wait_synced()  # leading again: a fresh LIST
+        try:
+            assert names(nodes) == {"n1", "n2"} and nodes.lists == 2
+        finally:
+            await nodes.stop()

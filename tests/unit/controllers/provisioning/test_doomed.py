@@ -309,5 +309,7 @@ async def test_a_relist_costs_the_watch_constant_work_per_object(monkeypatch: py
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        # review 15c #7: stopped (the lease lost), the watch keeps no copy of the cluster.
+        assert watch._node_objs == {} and watch._claim_objs == {}
         await nodes.stop()
         await claims.stop()
