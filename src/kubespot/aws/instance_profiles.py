@@ -158,6 +158,11 @@ class InstanceProfiles:
         """Whether some profile is protected now (one made or given up in this process)."""
         return any(self.is_protected(n) for n in list(self._protected))
 
+    def rehearsed(self, name: str | None) -> bool:
+        """Whether ``name`` is a profile only a dry run named: it does not exist, so nothing may
+        report it ready nor write it to a status."""
+        return bool(name) and name in self._would.values()
+
     def is_protected(self, name: str) -> bool:
         until = self._protected.get(name)
         if until is None:
@@ -199,8 +204,13 @@ class InstanceProfiles:
             return current
         if self.dry_run:
             if key not in self._would:
-                self._would[key] = current or new_profile_name(self.cluster, self.region, nodeclass)
-                log.info("dry-run: would create an instance profile for class %s (role %s)", nodeclass, role)
+                self._would[key] = new_profile_name(self.cluster, self.region, nodeclass)
+                log.info(
+                    "dry-run: would create instance profile %s for class %s (role %s)",
+                    self._would[key],
+                    nodeclass,
+                    role,
+                )
             return self._would[key]
         name = new_profile_name(self.cluster, self.region, nodeclass)
         try:

@@ -24,6 +24,10 @@ from kubespot.aws.instance_profiles import (
     InstanceProfiles,
     legacy_profile_name,
 )
+from kubespot.controllers.provisioning.nodeclass_status import nodeclass_status
+from kubespot.controllers.provisioning.resolver import NodeClassResolver
+from kubespot.scheduling.api.conditions import validation_condition
+from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
 from kubespot.sim.awssim import MotoServer
 
 CLUSTER = "prod"
@@ -202,11 +206,40 @@ async def test_a_dry_run_only_reads_the_profiles(clients: AwsClients, aws_env: M
     would = await dry.ensure("default", "uid-1", "role-a", {})
     assert await dry.ensure("default", "uid-1", "role-a", {}) == would
     assert _names(aws_env) == set()
+    assert dry.rehearsed(would)  # review 15c #4: only rehearsed, never reported ready
     # One made for real: the dry run keeps answering it for its role, makes none for another,
     # and neither deletes nor collects it.
     made = await InstanceProfiles(clients, CLUSTER, aws_env.region).ensure("default", "uid-1", "role-a", {})
     assert await dry.ensure("default", "uid-1", "role-a", {}, made) == made
+    assert not dry.rehearsed(made)
     await dry.ensure("default", "uid-1", "role-b", {}, made)
     assert await dry.delete(made) is False
     assert await dry.collect(()) == []
     assert _names(aws_env) == {made} and _role_of(aws_env, made) == ["role-a"]
+
+
+async def test_a_dry_run_never_reports_a_rehearsed_profile_ready(
+    clients: AwsClients, aws_env: MotoServer
+) -> None:
+    """review 15c #4: Karpenter's ``pkg/controllers/nodeclass/instanceprofile.go`` ``Reconcile``
+    sets ``InstanceProfileReady`` only after ``Create`` succeeded. Under dry run no profile is made,
+    so the class's condition stays Unknown ``InstanceProfileNotCreated`` with the message naming
+    what a real run would create, and ``status.instanceProfile`` names no profile IAM lacks."""
+    _roles(aws_env, "nodes")
+
+    async def version() -> str:
+        return "1.32"
+
+    dry = InstanceProfiles(clients, CLUSTER, aws_env.region, dry_run=True)
+    resolver = NodeClassResolver(clients, version, dry)
+    spec = EC2NodeClassSpec(name="default", role="nodes")
+    resolved = await resolver.resolve(spec, now=datetime(2026, 1, 1, tzinfo=UTC), uid="uid-1")
+    would = resolved.resolution.would_create
+    assert resolved.resolution.instance_profile is None and would and dry.rehearsed(would)
+    status = nodeclass_status(
+        None, spec, validation_condition([]), resolved.resolution, generation=1, now=datetime.now(tz=UTC)
+    )
+    (cond,) = [c for c in status["conditions"] if c["type"] == "InstanceProfileReady"]
+    assert (cond["status"], cond["reason"]) == ("Unknown", "InstanceProfileNotCreated")
+    assert cond["message"] == f"dry run: would create instance profile {would} for role 'nodes'"
+    assert "instanceProfile" not in status and _names(aws_env) == set()

@@ -62,6 +62,8 @@ class Resolution:
     unsupported_alias: str | None = None
     #: The profile made for ``spec.role`` (None: none made this pass).
     instance_profile: str | None = None
+    #: Under dry run, the profile a real run would make for ``spec.role`` (not made).
+    would_create: str | None = None
 
 
 def _subnets(status: Obj, found: Sequence[SubnetInfo]) -> Condition:
@@ -95,11 +97,23 @@ def _amis(status: Obj, found: Sequence[AmiInfo]) -> Condition:
     return Condition(AMIS_READY, "True", AMIS_READY)
 
 
-def _instance_profile(status: Obj, spec: EC2NodeClassSpec, made: str | None) -> Condition:
+def _instance_profile(
+    status: Obj, spec: EC2NodeClassSpec, made: str | None, would: str | None = None
+) -> Condition:
     profile = spec.instance_profile or made
     if profile:
         status["instanceProfile"] = profile
         return Condition(INSTANCE_PROFILE_READY, "True", INSTANCE_PROFILE_READY)
+    if would:
+        # Under dry run a profile is only rehearsed: it does not exist, so the class is not ready
+        # on it (Karpenter's instanceprofile.go ``Reconcile`` sets the condition only once
+        # ``Create`` succeeded) and the status keeps what it named before (no false name).
+        return Condition(
+            INSTANCE_PROFILE_READY,
+            "Unknown",
+            "InstanceProfileNotCreated",
+            f"dry run: would create instance profile {would} for role {spec.role!r}",
+        )
     if spec.role and status.get("instanceProfile"):
         # IAM failed this pass: the profile made earlier stays (the last good answer).
         return Condition(INSTANCE_PROFILE_READY, "True", INSTANCE_PROFILE_READY)
@@ -141,7 +155,9 @@ def nodeclass_status(
             )
         elif resolution.amis is not None:
             conditions.append(_amis(status, resolution.amis))
-        conditions.append(_instance_profile(status, spec, resolution.instance_profile))
+        conditions.append(
+            _instance_profile(status, spec, resolution.instance_profile, resolution.would_create)
+        )
     status["conditions"] = merge_conditions(
         (old or {}).get("conditions"),
         conditions,

@@ -95,4 +95,7 @@ class NodeClassResolver:
             )
         elif self.profiles is not None and profile != spec.instance_profile:
             self.profiles.protect(profile)
-        return Resolved(Resolution(subnets, groups, amis, unsupported, made), tuple(failures))
+        would = None
+        if self.profiles is not None and self.profiles.rehearsed(made):
+            made, would = None, made  # a dry run's: not made, so not ready (nodeclass_status)
+        return Resolved(Resolution(subnets, groups, amis, unsupported, made, would), tuple(failures))
