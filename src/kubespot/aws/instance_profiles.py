@@ -20,7 +20,11 @@ As aws/karpenter-provider-aws v1.6+ (``pkg/controllers/nodeclass/instanceprofile
   failed must not make a second one), and the new and the old profile are *protected* from
   collection for ``PROTECTED_TTL`` (a launch under way may still name the old one);
 - ``collect`` lists the cluster's profiles by path and deletes those no class's status names, no
-  live instance of the cluster carries and that are not protected (Karpenter: every 30 minutes);
+  live instance of the cluster carries, that are not protected and that are older than an hour by
+  IAM's ``CreateDate`` (Karpenter: every 30 minutes; the age guard is kubespot's, so a Karpenter
+  running beside it, whose protection of its new profiles kubespot cannot see, loses none);
+- a profile's role, once made or read, is known for ``KNOWN_TTL`` without asking IAM each pass
+  (Karpenter's ``instanceProfileCache``), so IAM's eventual consistency cannot make a second one;
 - ``delete_class`` (the class's termination finalizer) deletes every profile under the class's
   path and the legacy stable name.
 
@@ -42,6 +46,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Collection, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from kubespot.model import Clock, SystemClock
@@ -50,8 +55,10 @@ from .session import AwsClients, AwsError
 
 __all__ = [
     "COLLECT_INTERVAL",
+    "KNOWN_TTL",
     "PROTECTED_TTL",
     "RECREATION_TTL",
+    "YOUNG",
     "InstanceProfiles",
     "legacy_profile_name",
     "new_profile_name",
@@ -68,6 +75,13 @@ RECREATION_TTL: Final = 60.0
 PROTECTED_TTL: Final = 3600.0
 #: How often unused profiles are collected (the garbage collector's ``RequeueAfter``).
 COLLECT_INTERVAL: Final = 1800.0
+#: A profile younger than this (IAM ``CreateDate``) is never collected: a Karpenter running beside
+#: kubespot (a migration) protects the profiles it makes for ``ProtectedProfilesTTL`` in its own
+#: memory, which kubespot cannot see.
+YOUNG: Final = PROTECTED_TTL
+#: How long a profile's role, once made or read here, is taken as known without asking IAM again
+#: (Karpenter's ``InstanceProfileTTL``, ``pkg/cache/cache.go``; its ``Create`` caches what it made).
+KNOWN_TTL: Final = 900.0
 #: The states in which an instance still holds its profile.
 _LIVE: Final = ("pending", "running", "stopping", "stopped", "shutting-down")
 
@@ -116,6 +130,16 @@ def _not_found(err: AwsError) -> bool:
     return err.code == "NoSuchEntity"
 
 
+def _created(value: Any) -> datetime | None:
+    """IAM's ``CreateDate`` (botocore parses it; a string is read as ISO 8601), timezone-aware."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
 def _bare(role: str) -> str:
     """AddRoleToInstanceProfile takes a bare name: a role given with a path loses it."""
     return role.rsplit("/", 1)[-1]
@@ -145,6 +169,9 @@ class InstanceProfiles:
         self._recent: dict[tuple[str, str], tuple[str, float]] = {}
         #: Profile name -> protected until (monotonic seconds): ``protectedProfileCache``.
         self._protected: dict[str, float] = {}
+        #: Profile name -> (its role's bare name, when learned): what ``ensure`` made or read, so a
+        #: pass does not ask IAM again (and IAM's eventual consistency cannot hide one just made).
+        self._known: dict[str, tuple[str, float]] = {}
         #: Profiles this process deleted (tests and logs).
         self.deleted: list[str] = []
 
@@ -187,6 +214,19 @@ class InstanceProfiles:
         roles = [r.get("RoleName", "") for r in found.get("Roles", [])]
         return str(roles[0]) if roles else ""
 
+    async def _attached(self, name: str) -> str | None:
+        """``_role_of``, from what this process made or read within ``KNOWN_TTL``."""
+        now = self._clock.monotonic()
+        known = self._known.get(name)
+        if known is not None and now - known[1] < KNOWN_TTL:
+            return known[0]
+        role = await self._role_of(name)
+        if role is None:
+            self._known.pop(name, None)
+        else:
+            self._known[name] = (role, now)
+        return role
+
     async def ensure(
         self, nodeclass: str, uid: str, role: str, tags: Mapping[str, str], current: str | None = None
     ) -> str:
@@ -198,7 +238,7 @@ class InstanceProfiles:
         old = current
         if recent is not None and now - recent[1] < RECREATION_TTL:
             current = recent[0]
-        if current and await self._role_of(current) == _bare(role):
+        if current and await self._attached(current) == _bare(role):
             if old and old != current:
                 self.protect(old)
             return current
@@ -234,6 +274,7 @@ class InstanceProfiles:
                 await self.delete(name)
             raise
         self._recent[key] = (name, now)
+        self._known[name] = (_bare(role), now)
         # The new one until the class's status names it, the old one while launches may use it.
         self.protect(name)
         self.protect(old)
@@ -259,21 +300,20 @@ class InstanceProfiles:
                 return False
             raise
         self._protected.pop(name, None)
+        self._known.pop(name, None)
         self.deleted.append(name)
         return True
 
-    async def _list(self, prefix: str) -> list[str]:
-        """The names of the profiles under IAM path ``prefix``."""
+    async def _list(self, prefix: str) -> dict[str, datetime | None]:
+        """The profiles under IAM path ``prefix``: name -> its ``CreateDate`` (None: not given)."""
         request: dict[str, Any] = {"PathPrefix": prefix}
-        out: list[str] = []
+        out: dict[str, datetime | None] = {}
         while True:
             page = await self.clients.call("iam", "ListInstanceProfiles", **request)
-            # The prefix checked again: a profile outside it is another cluster's or a person's.
-            out.extend(
-                str(p["InstanceProfileName"])
-                for p in page.get("InstanceProfiles") or []
-                if str(p.get("Path") or "/").startswith(prefix)
-            )
+            for p in page.get("InstanceProfiles") or []:
+                # The prefix checked again: a profile outside it is another cluster's or a person's.
+                if str(p.get("Path") or "/").startswith(prefix):
+                    out[str(p["InstanceProfileName"])] = _created(p.get("CreateDate"))
             if not page.get("IsTruncated"):
                 return out
             request["Marker"] = page["Marker"]
@@ -317,7 +357,12 @@ class InstanceProfiles:
         """Delete the cluster's profiles (by path) that no class's status names (``current``), no
         live instance carries and that are not protected (``cleanupInactiveProfiles``)."""
         listed = await self._list(_path("karpenter", self.region, self.cluster))
-        candidates = [n for n in listed if n not in current and not self.is_protected(n)]
+        young = self._clock.now() - timedelta(seconds=YOUNG)
+        candidates = [
+            n
+            for n, created in listed.items()
+            if n not in current and not self.is_protected(n) and (created is None or created <= young)
+        ]
         if not candidates:
             return []
         in_use = await self._in_use()

@@ -13,7 +13,7 @@ role removed, profile deleted, a missing one ignored; ``ListProfiles``), ``pkg/a
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tests.support.clocks import StillClock
 
@@ -21,6 +21,7 @@ from kubespot.aws import AwsClients, AwsError
 from kubespot.aws.instance_profiles import (
     PROTECTED_TTL,
     RECREATION_TTL,
+    YOUNG,
     InstanceProfiles,
     legacy_profile_name,
 )
@@ -61,8 +62,10 @@ async def test_a_role_gets_a_fresh_tagged_profile_under_the_class_path(
 ) -> None:
     """``Reconcile`` + ``Create``: no profile yet, so one is made with a fresh name (``<cluster>_``
     and a hash with a random UUID: not the legacy stable one), at the class's path, with the class's
-    tags and the cluster's, holding the role; given back as the status, it is kept with one
-    GetInstanceProfile and no other call."""
+    tags and the cluster's, holding the role; given back as the status, it is kept with no IAM call
+    (``Create`` puts what it made in ``instanceProfileCache``: review 15c, IAM being eventually
+    consistent, a read right after the create must not make a second one); another process asks
+    once."""
     _roles(aws_env, "KarpenterNodeRole-prod")
     profiles = InstanceProfiles(clients, CLUSTER, aws_env.region)
     name = await profiles.ensure("default", "uid-1", "KarpenterNodeRole-prod", {"team": "a"})
@@ -81,10 +84,13 @@ async def test_a_role_gets_a_fresh_tagged_profile_under_the_class_path(
     }
     before = clients.call_count("iam")
     assert await profiles.ensure("default", "uid-1", "KarpenterNodeRole-prod", {}, name) == name
-    assert clients.call_count("iam") == before + 1  # only the GetInstanceProfile
+    assert clients.call_count("iam") == before  # known: made here
     # Another process (a restart) with the status naming it: the same answer, nothing made.
     again = InstanceProfiles(clients, CLUSTER, aws_env.region)
     assert await again.ensure("default", "uid-1", "KarpenterNodeRole-prod", {}, name) == name
+    assert clients.call_count("iam") == before + 1  # one GetInstanceProfile
+    assert await again.ensure("default", "uid-1", "KarpenterNodeRole-prod", {}, name) == name
+    assert clients.call_count("iam") == before + 1  # then known
     assert _names(aws_env) == {name}
 
 
@@ -151,10 +157,12 @@ async def test_collection_spares_current_protected_and_worn_profiles_only(
     """``cleanupInactiveProfiles``: of the cluster's profiles (listed by its path), those a class's
     status names, those protected and those a live instance of the cluster carries stay (kubespot
     asks EC2 instead of reading NodeClaim annotations); the rest are deleted, role detached. Another
-    cluster's profile (another path) and one outside any path are never looked at."""
+    cluster's profile (another path) and one outside any path are never looked at. A profile
+    younger than an hour by IAM's ``CreateDate`` is never collected (review 15c: a Karpenter beside
+    kubespot protects its new profiles for ``ProtectedProfilesTTL`` in memory kubespot cannot see)."""
     _roles(aws_env, "nodes")
     iam, ec2 = aws_env.client("iam"), aws_env.client("ec2")
-    clock = StillClock(datetime(2026, 1, 1, tzinfo=UTC))
+    clock = StillClock(datetime.now(tz=UTC))
     profiles = InstanceProfiles(clients, CLUSTER, aws_env.region, clock=clock)
     current = await profiles.ensure("a", "ua", "nodes", {})
     worn = await profiles.ensure("b", "ub", "nodes", {})
@@ -170,9 +178,15 @@ async def test_collection_spares_current_protected_and_worn_profiles_only(
     )
     iam.create_instance_profile(InstanceProfileName="other_1", Path=f"/karpenter/{aws_env.region}/other/u/")
     iam.create_instance_profile(InstanceProfileName="by-hand")
-    assert await profiles.collect({current}) == []  # all three were made just now: protected
+    # Karpenter's, made just now under the cluster's path: unknown here, young.
+    iam.create_instance_profile(
+        InstanceProfileName="karpenters", Path=f"/karpenter/{aws_env.region}/{CLUSTER}/u/"
+    )
+    assert await profiles.collect({current}) == []  # all made just now: protected, or young
     clock.mono += PROTECTED_TTL
-    assert await profiles.collect({current}) == [idle]
+    assert await profiles.collect({current}) == []  # no longer protected, but younger than an hour
+    clock.t += timedelta(seconds=YOUNG + 1)
+    assert sorted(await profiles.collect({current})) == sorted([idle, "karpenters"])
     assert _names(aws_env) == {current, worn, "other_1", "by-hand"}
     assert iam.list_instance_profiles_for_role(RoleName="nodes")["InstanceProfiles"] != []
 

@@ -76,6 +76,14 @@ def _status_profile(obj: Mapping[str, Any]) -> str | None:
     return found if isinstance(found, str) and found else None
 
 
+#: IAM's answers to a call the policy does not allow.
+_REFUSED: Final = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation")
+
+
+def _refused(err: AwsError) -> bool:
+    return err.code in _REFUSED
+
+
 def _role(obj: Mapping[str, Any]) -> bool:
     spec = obj.get("spec")
     return isinstance(spec, Mapping) and bool(spec.get("role"))
@@ -107,6 +115,8 @@ class NodeClassTermination:
         #: Monotonic times of the next collections (None: at the first pass).
         self._templates_due: float | None = None
         self._profiles_due: float | None = None
+        #: Whether IAM's refusal to list profiles was logged (a policy without the group).
+        self._refusal_said = False
 
     async def ensure_finalizer(self, obj: Obj) -> Obj | None:
         """The stored class with the finalizer added; None when it had it (or is going)."""
@@ -128,11 +138,18 @@ class NodeClassTermination:
             log.info("EC2NodeClass %s: waiting on NodeClaims %s before deleting", name, ", ".join(users))
             await self._waiting(obj, users)
             return False
-        # Only a class that makes profiles (spec.role) asks IAM: a cluster whose policy has no
-        # instance-profile group must still be able to delete its classes. A profile left by a
-        # class that went from spec.role to spec.instanceProfile is collected instead.
-        if self._profiles is not None and role:
-            gone = await self._profiles.delete_class(name, str(_meta(obj).get("uid", "")))
+        # Whatever spec.role says now (Karpenter's ``finalize`` cleans up regardless of it): a class
+        # that went from spec.role to spec.instanceProfile still has its old profiles under its
+        # path. A class without a role whose profiles IAM refuses to show (a policy without the
+        # instance-profile group) is still deleted: it may never have made one.
+        if self._profiles is not None:
+            try:
+                gone = await self._profiles.delete_class(name, str(_meta(obj).get("uid", "")))
+            except AwsError as err:
+                if role or not _refused(err):
+                    raise
+                log.info("EC2NodeClass %s: its instance profiles cannot be read: %s", name, err)
+                gone = []
             if gone:
                 log.info("EC2NodeClass %s: deleted instance profiles %s", name, ", ".join(gone))
         if self._templates is not None:
@@ -190,16 +207,22 @@ class NodeClassTermination:
                     log.info("provisioning: deleted idle launch templates %s", ", ".join(gone))
         if self._profiles is not None and (self._profiles_due is None or self._profiles_due <= now):
             self._profiles_due = now + COLLECT_INTERVAL
+            # Every COLLECT_INTERVAL whatever the classes say (Karpenter's garbage collector runs
+            # unconditionally): a profile left when the last role class switched to
+            # spec.instanceProfile is collected once its protection is over. One LIST per interval.
             classes = list(classes)
-            if not any(_role(c) for c in classes) and not self._profiles.protecting():
-                # No class makes profiles and none was given up here: IAM is not asked (a policy
-                # without the instance-profile group must not log a refusal every 30 minutes).
-                return
             current = {p for p in (_status_profile(c) for c in classes) if p}
             try:
                 gone = await self._profiles.collect(current)
             except AwsError as err:
-                log.warning("provisioning: cannot collect unused instance profiles: %s", err)
+                if _refused(err) and not any(_role(c) for c in classes):
+                    # A policy without the instance-profile group, and no class needs it: said once.
+                    (log.debug if self._refusal_said else log.info)(
+                        "provisioning: instance profiles cannot be listed (%s); none collected", err
+                    )
+                    self._refusal_said = True
+                else:
+                    log.warning("provisioning: cannot collect unused instance profiles: %s", err)
             else:
                 if gone:
                     log.info("provisioning: deleted unused instance profiles %s", ", ".join(gone))

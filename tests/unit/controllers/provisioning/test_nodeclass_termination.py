@@ -1,8 +1,8 @@
 """The EC2NodeClass termination finalizer without AWS: what is patched, and when it waits.
 
 Source: aws/karpenter-provider-aws ``pkg/controllers/nodeclass/controller.go`` ``finalize``
-(NodeClaims naming the class hold it; ``cleanupManagedInstanceProfiles``, asked of IAM only for a
-class with ``spec.role`` here; ``launchTemplateProvider.DeleteAll``; the finalizer removed last) and
+(NodeClaims naming the class hold it; ``cleanupManagedInstanceProfiles``, whatever ``spec.role``
+says; ``launchTemplateProvider.DeleteAll``; the finalizer removed last) and
 the nodeclass controller adding ``karpenter.k8s.aws/termination``; collection on its schedule:
 ``pkg/controllers/nodeclass/garbagecollection/controller.go`` ``Reconcile`` (every 30 minutes,
 ``cleanupInactiveProfiles`` given the profiles the classes' status names) and
@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from kubespot.aws import AwsError
 from kubespot.controllers.provisioning.nodeclass_termination import FINALIZER, NodeClassTermination
 from kubespot.kube.custom import ObjectList
 
@@ -92,7 +95,21 @@ async def test_the_finalizer_is_added_once_with_the_version_read() -> None:
     assert len(classes.patches) == 1
 
 
-async def test_a_class_in_use_waits_and_one_without_a_role_keeps_iam_untouched() -> None:
+class _Refused(_Profiles):
+    """A policy without the instance-profile group: IAM refuses every call."""
+
+    async def delete_class(self, nodeclass: str, uid: str) -> list[str]:
+        raise AwsError("AccessDenied", "not authorized to perform: iam:ListInstanceProfiles")
+
+    async def collect(self, current: set[str]) -> list[str]:
+        raise AwsError("AccessDenied", "not authorized to perform: iam:ListInstanceProfiles")
+
+
+async def test_a_class_in_use_waits_and_its_profiles_go_whatever_its_role() -> None:
+    """review 15c #5: ``finalize`` → ``cleanupManagedInstanceProfiles`` runs regardless of
+    ``spec.role`` (a class that switched to ``spec.instanceProfile`` still has its old profiles
+    under its path); a class without a role whose profiles IAM refuses to show is still deleted
+    (it may never have made one), one with a role waits for IAM."""
     classes, profiles, templates = _Objects(), _Profiles(), _Templates()
     going = _cls(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[FINALIZER, "other"])
     claims = _Objects([_claim("default"), _claim("gpu")])
@@ -101,11 +118,13 @@ async def test_a_class_in_use_waits_and_one_without_a_role_keeps_iam_untouched()
     assert classes.patches == [] and profiles.deleted == [] and templates.deleted == []
     claims.items = [_claim("gpu")]
     assert await term.finalize(going, None) is True
-    assert profiles.deleted == []  # instanceProfile classes: the profile is the user's
+    assert profiles.deleted == ["default/u1"]  # by the class's uid: its IAM path, role or not
     assert templates.deleted == ["default"]  # the templates are kubespot's whatever the profile
     assert classes.patches[-1][1]["metadata"] == {"finalizers": ["other"], "resourceVersion": "7"}
-    assert await term.finalize(going, "nodes") is True
-    assert profiles.deleted == ["default/u1"]  # by the class's uid: its IAM path
+    refused = NodeClassTermination(_Objects(), _Objects(), _Refused(), None)  # type: ignore[arg-type]
+    assert await refused.finalize(going, None) is True
+    with pytest.raises(AwsError):
+        await refused.finalize(going, "nodes")
 
 
 class _Recorder:
@@ -171,8 +190,14 @@ async def test_collection_runs_each_part_on_its_own_schedule() -> None:
     await term.collect(classes)
     assert templates.collections == 3 and len(profiles.collected) == 2
     assert NodeClassTermination(_Objects(), _Objects(), None).next_due() is None  # type: ignore[arg-type]
-    # No class names spec.role and nothing was given up here: IAM is not asked at all.
+    # review 15c #5: no class names spec.role any more, nothing protected here: collected all the
+    # same (Karpenter's garbage collector runs unconditionally), so a profile left by the last role
+    # class that switched to spec.instanceProfile goes once its protection is over.
     quiet = _Profiles()
     term = NodeClassTermination(_Objects(), _Objects(), quiet, None, clock=clock)  # type: ignore[arg-type]
     await term.collect([_cls()])
-    assert quiet.collected == []
+    assert quiet.collected == [set()]
+    # A policy without the instance-profile group: the refusal is no error, said once.
+    term = NodeClassTermination(_Objects(), _Objects(), _Refused(), None, clock=clock)  # type: ignore[arg-type]
+    await term.collect([_cls()])
+    assert term._refusal_said
