@@ -22,6 +22,11 @@ Per instance (``_Boot``):
   it; once it is gone kubesim forgets the stopped kubelet, so a later instance given the same
   private DNS name boots a live one), as ``MonitorNodes`` does for a not-Ready node whose instance
   no longer exists (AWS's ``InstanceExistsByProviderID`` is false only for terminated instances).
+  ``keep_node`` leaves one instance's Node to the test (a slower cloud node lifecycle controller).
+
+Heartbeats stop as the machine goes down, but Ready turns Unknown only ``node_monitor_grace`` later
+(kube-controller-manager's ``--node-monitor-grace-period``, scaled; 0 by default: at once), and a
+Node is deleted only once it is not Ready, as ``MonitorNodes`` skips a Ready one.
 
 Any EC2 or Kubernetes failure (5xx, timeouts, refused connections) is logged and the step tried
 again next poll; the loop itself never ends on an error.
@@ -65,6 +70,10 @@ class JoinerConfig:
     seed: int = 0
     poll_interval: float = 1.0
     concurrency: int = 16  # steps in flight at once
+    #: Seconds from the machine going down (heartbeats stop) to its Node's Ready Unknown: the node
+    #: lifecycle controller's ``--node-monitor-grace-period`` (kube-controller-manager's default is
+    #: 50 s from v1.32, kubernetes/kubernetes#126287), scaled like the other delays; 0: at once.
+    node_monitor_grace: float = 0.0
 
 
 @dataclass
@@ -78,6 +87,7 @@ class _Boot:
     registered_at: float | None = None
     ready: bool = False
     going: bool = False  # kubelet stopped and Ready Unknown written
+    down_at: float | None = None  # wall time the kubelet stopped (the machine went down)
     stopped: bool = False  # seen stopping or stopped since it last ran
     shutdown_tainted: bool = False  # the cloud's shutdown taint written
     rebooted_at: float | None = None  # a kubelet back after a stop posted Ready False then
@@ -100,6 +110,8 @@ class Joiner:
         self.clock = clock
         self._boots: dict[str, _Boot] = {}
         self._limit = asyncio.Semaphore(config.concurrency)
+        #: Instances whose Node this joiner never deletes (``keep_node``).
+        self._kept: set[str] = set()
 
     # -- what tests and the sandbox read ----------------------------------------------------------
 
@@ -112,6 +124,12 @@ class Joiner:
         """Why the instance's kubelet refused to start (empty: it did not)."""
         boot = self._boots.get(instance_id)
         return "" if boot is None else boot.refused
+
+    def keep_node(self, instance_id: str) -> None:
+        """Never delete the instance's Node once it is terminated: a test plays a cloud node
+        lifecycle controller slower than the one it studies (the Node still goes Ready Unknown, and
+        once someone else deleted it, the joiner forgets the instance)."""
+        self._kept.add(instance_id)
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -163,7 +181,7 @@ class Joiner:
             elif boot.registered_at is None:
                 if now >= boot.due:
                     steps.append(self._register(boot))
-            elif boot.going:  # its machine started again after a stop
+            elif boot.going or boot.down_at is not None:  # its machine started again after a stop
                 if boot.rebooted_at is None:
                     if now >= boot.due:
                         steps.append(self._reboot(boot))
@@ -229,17 +247,24 @@ class Joiner:
             log.info("joiner: node %s was deleted before it became Ready", name)
         boot.ready = True
 
-    async def _machine_down(self, boot: _Boot, state: str) -> None:
-        """The kubelet is gone with its machine: heartbeats stop, Ready Unknown."""
+    async def _machine_down(self, boot: _Boot, state: str) -> bool:
+        """The kubelet is gone with its machine: heartbeats stop at once; ``node_monitor_grace``
+        later the node lifecycle controller writes Ready Unknown (``pkg/controller/nodelifecycle``
+        ``tryUpdateNodeHealth``). True once it is written."""
         name = node_name(boot.instance)
-        await self.kube.set_kubelet(name, running=False)
+        if boot.down_at is None:
+            await self.kube.set_kubelet(name, running=False)
+            boot.down_at, boot.ready, boot.rebooted_at = self.clock(), False, None
+        if self.clock() < boot.down_at + self.config.node_monitor_grace:
+            return False
         await self.kube.patch_status(name, gone_patch(self.clock()))
-        boot.going, boot.ready, boot.rebooted_at = True, False, None
+        boot.going = True
         log.info("joiner: %s is %s; node %s NotReady", boot.instance.id, state, name)
+        return True
 
     async def _shut_down(self, boot: _Boot, state: str) -> None:
-        if not boot.going:
-            await self._machine_down(boot, state)
+        if not boot.going and not await self._machine_down(boot, state):
+            return
         if state == "stopped" and not boot.shutdown_tainted:
             name = node_name(boot.instance)
             await self.kube.set_taint(name, SHUTDOWN_TAINT, present=True)
@@ -254,7 +279,7 @@ class Joiner:
             return
         # The Node was deleted while the machine was down: the kubelet registers it afresh.
         await self.kube.set_kubelet(name, running=True)
-        boot.registered_at, boot.going, boot.shutdown_tainted = None, False, False
+        boot.registered_at, boot.going, boot.shutdown_tainted, boot.down_at = None, False, False, None
         log.info("joiner: node %s of %s is gone; registering it again", name, boot.instance.id)
 
     async def _back(self, boot: _Boot) -> None:
@@ -265,6 +290,7 @@ class Joiner:
         await self.kube.patch_status(name, ready_patch(self.clock()))
         await self.kube.set_taint(name, SHUTDOWN_TAINT, present=False)
         boot.going, boot.ready, boot.rebooted_at, boot.shutdown_tainted = False, True, None, False
+        boot.down_at = None
         log.info("joiner: %s is running again; node %s Ready", boot.instance.id, name)
 
     async def _retire(self, boot: _Boot, state: str) -> None:
@@ -273,9 +299,14 @@ class Joiner:
             self._boots.pop(instance_id, None)  # never registered here: nothing to clean up
             return
         name = node_name(boot.instance)
-        if not boot.going:
-            await self._machine_down(boot, state)
-        if not await self.kube.delete_node(name):
+        # MonitorNodes deletes only a Node that is not Ready (here: once Ready Unknown is written,
+        # ``node_monitor_grace`` after the machine went down) whose instance no longer exists.
+        if not boot.going and not await self._machine_down(boot, state):
+            return
+        if instance_id in self._kept:
+            if await self.kube.patch_status(name, gone_patch(self.clock())):
+                return  # left to the test; forgotten once someone else deleted it
+        elif not await self.kube.delete_node(name):
             return  # finalizers hold it (Karpenter's): asked again next poll until it is gone
         await self.kube.set_kubelet(name, running=True)
         self._boots.pop(instance_id, None)

@@ -159,6 +159,43 @@ async def test_terminated_instance_node_goes_not_ready_then_deleted(world: World
     assert ("MODIFIED", "Unknown") in states and states[-1] == ("DELETED", None)
 
 
+async def test_a_terminated_instance_node_stays_ready_through_the_grace_then_goes(world: World) -> None:
+    """review 15c #6. pkg/controller/nodelifecycle ``tryUpdateNodeHealth``: heartbeats that stop
+    turn Ready Unknown only after ``--node-monitor-grace-period`` (50 s from v1.32, scaled here to
+    0.4 s); cloud-provider controllers/nodelifecycle ``MonitorNodes`` skips a Ready Node, so the
+    Node of a terminated instance stays until then and is deleted after."""
+    instance = world.launch(AL2023_MIME)
+    name = instance["PrivateDnsName"]
+    world.joiner(node_monitor_grace=0.4)
+    await world.until(lambda: world.ready(name) == "True")
+    world.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
+    started = time.monotonic()
+    await asyncio.sleep(0.25)
+    assert world.ready(name) == "True"  # within the grace: nobody has judged it yet
+    await world.until(lambda: world.node(name) is None, within=2.0)
+    assert time.monotonic() - started >= 0.4
+
+
+async def test_a_kept_node_is_left_to_the_test_and_forgotten_once_deleted(world: World) -> None:
+    """``keep_node``: a test plays a cloud node lifecycle controller slower than the collector it
+    studies; the Node goes Ready Unknown (``tryUpdateNodeHealth``) but is not deleted by the joiner,
+    and once someone else deletes it the joiner forgets the instance."""
+    instance = world.launch(AL2023_MIME)
+    name = instance["PrivateDnsName"]
+    joiner = world.joiner()
+    await world.until(lambda: world.ready(name) == "True")
+    joiner.keep_node(instance["InstanceId"])
+    world.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
+    await world.until(lambda: world.ready(name) == "Unknown", within=2.0)
+    await asyncio.sleep(0.3)
+    assert world.node(name) is not None
+    rt = world.sim.store.registry.lookup("", "v1", "nodes")
+    assert rt is not None
+    world.sim.store.delete(rt, None, name, grace_period_seconds=0)
+    await world.until(lambda: joiner.registered_at(instance["InstanceId"]) is None, within=2.0)
+    assert world.node(name) is None
+
+
 async def test_restricted_labels_keep_the_kubelet_from_starting(
     world: World, caplog: pytest.LogCaptureFixture
 ) -> None:
