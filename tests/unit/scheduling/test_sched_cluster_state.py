@@ -78,14 +78,17 @@ def test_a_starting_managed_node_is_judged_without_its_ephemeral_and_startup_tai
 
 
 def test_an_unmanaged_node_keeps_its_not_ready_taint() -> None:
-    """statenode.go Taints: only managed nodes (a NodeClaim or Karpenter's nodepool label) drop the
-    ephemeral taints; a node Karpenter did not launch is always initialized and judged as it is."""
-    labels = {k: v for k, v in LABELS.items() if k != "karpenter.sh/nodepool"}
-    node = _node(
-        "other", labels, {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}
-    )
-    plan = _plan([_pod("p", "1")], [node])
-    assert plan.existing == {} and len(plan.claims) == 1
+    """statenode.go Taints: only managed nodes (Karpenter v1 ``Managed``: a NodeClaim owns it) drop
+    the ephemeral taints; a node without a claim is always initialized and judged as it is, even
+    one carrying the nodepool label (an orphan whose claim is gone: a dead node's ``unreachable``
+    taint must keep pods off it, or they are planned onto it and no NodeClaim is made)."""
+    unlabelled = {k: v for k, v in LABELS.items() if k != "karpenter.sh/nodepool"}
+    for labels in (unlabelled, LABELS):
+        node = _node(
+            "other", labels, {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}]}
+        )
+        plan = _plan([_pod("p", "1")], [node])
+        assert plan.existing == {} and len(plan.claims) == 1, labels
 
 
 def test_a_nodeclaim_without_a_node_is_existing_capacity() -> None:
