@@ -473,6 +473,9 @@ class Provisioner:
             name: unavailable.apply(ts) if unavailable is not None else list(ts) for name, ts in types.items()
         }
         in_use = {pool.name: self._usage(pool.name, all_nodes, all_claims) for pool in pools}
+        # The explanation read with the offers: a mark made or expired during the simulation was
+        # not what the plan saw.
+        avoided = avoided_offerings(self._unavailable, self._risk)
         plan, inputs = await asyncio.to_thread(
             plan_cluster,
             {**objects, "Node": nodes, "NodeClaim": claims, "Pod": counted},
@@ -486,7 +489,6 @@ class Provisioner:
             # scheduling/scheduler.go NewScheduler: the pool is skipped, with a Warning on it.
             await self.nominations.no_compatible_instance_types(pool_objs[skipped])
         result.plan = plan
-        avoided = avoided_offerings(self._unavailable, self._risk)
         self.last_plan = (plan, avoided)
         simulated = self._clock.monotonic()
         result.timings["simulation"] = simulated - started
