@@ -36,9 +36,13 @@ def _sent(at: datetime) -> str:
 async def test_stale_upcoming_after_closed_does_not_rearm_the_change(aws: MotoServer, tmp_path: Path) -> None:
     async with controller_world(aws, workload("web", 2), tmp=tmp_path, instances=2) as world:
         target = world.instances[0]
+        began = datetime.now(tz=UTC)
         first = await world.start_controller(KUBESPOT_IMDS_SCHEDULED_LEAD_TIME=str(LEAD))
         now = datetime.now(tz=UTC)
-        start = (now + timedelta(seconds=LEAD + 14)).replace(microsecond=0)
+        # The act time must fall after the restart and the stale message's handling: a machine
+        # that took long to start one controller takes as long to start the next one.
+        one_start = (now - began).total_seconds()
+        start = (now + timedelta(seconds=LEAD + max(14.0, 3 * one_start + 8))).replace(microsecond=0)
         act_at = start - timedelta(seconds=LEAD)
         upcoming = health_scheduled_change([target.instance_id], start)
         upcoming["time"] = _sent(now - timedelta(minutes=2))
