@@ -6,7 +6,7 @@ holds) and one row per pod shape: buy enough nodes of each configuration to cove
 pod, at least cost. Its relaxation is solved by column generation: the restricted LP's duals price
 each pod shape, and per type a bounded integer knapsack over every requested resource (and the pod
 slots) finds the configuration worth more than the node costs. Each improving column is added and
-the LP re-solved until no type has one (or the rounds or the CPU budget end the search). The
+the LP re-solved until no type has one (or the rounds or the work budget end the search). The
 solution is then rounded down to whole nodes and re-generated for what is left while that yields
 whole nodes; the last pods go to an integer program over the columns found (a small plan is also
 solved whole that way), and each node becomes the cheapest type that holds its pods. Whatever is
@@ -18,7 +18,6 @@ problem is ``knapsack``'s; HiGHS (``lp_solver``) solves the LPs and integer prog
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,16 +29,20 @@ from .pods import PodView
 #: end of a search that neither converges nor runs out of exact rounds (the generic mix needs
 #: 20-30).
 MAX_ROUNDS = 100
-#: CPU seconds of the planning thread one cohort's search may take for one capacity type, a guard
-#: for a pathological input: past it, the columns found so far are used (the restricted LP is
-#: always a valid plan, only a less cheap one). A 20 000-pod plan must stay within the 8 s goal
-#: with two capacity types to compare. CPU time, not wall-clock: a machine busy with other work
-#: stretches the wall clock much more than the thread's CPU (the benchmark's searches end by their
-#: rounds at under 1 CPU second, so their plans do not depend on load). A search this budget cuts
-#: can still differ under load (docs/designs/provisioning.md, "Determinism": a work bound is still
-#: to be tuned), and the rounding and remainder come on top: a 120-shape, 13 796-pod cohort took
-#: 9 CPU s in all, which is why the provisioner plans in a worker thread.
-TIME_BUDGET_S = 3.0
+#: Work one cohort's search may do for one capacity type, in knapsack cells: a pricing round costs
+#: one cell per (type, shape), since the greedy knapsack prices every shape for every type and the
+#: LP it re-solves grows with them. A guard for a pathological input: past it, the columns found so
+#: far are used (the restricted LP is always a valid plan, only a less cheap one). Work, not time,
+#: so the same input gives the same plan however busy the machine (docs/designs/provisioning.md,
+#: "Determinism"): a CPU-seconds budget used to cut review 15b's 120-shape cohort at a different
+#: round under load (847 vs 839 nodes). On this machine a cell costs about 6 microseconds of CPU
+#: (LP solve included: 5.8 on the benchmark's 30 shapes x 154 types, 6.6 on that cohort's
+#: 120 x 72), so this is the 3 CPU s the old budget allowed, which a 20 000-pod plan with two
+#: capacity types to compare needs to stay within the 8 s goal. benchmarks/scheduling.py's
+#: searches end by their rounds at at most 102 000 cells (22 rounds of 30 x 154), well within it;
+#: that cohort's search is cut at round 43 of the 58 it would take (3.3 CPU s). The rounding and
+#: the remainder come on top, which is why the provisioner plans in a worker thread.
+WORK_BUDGET = 500_000
 #: Columns priced below ``price * (1 + EPSILON)`` are not worth the iteration (rounding noise).
 EPSILON = 1e-6
 #: An LP solution of at most this many nodes is also solved whole as an integer program.
@@ -105,7 +108,7 @@ def pack(
     counts: Sequence[int],
     types: Sequence[NodeType],
     *,
-    budget_s: float = TIME_BUDGET_S,
+    budget: int = WORK_BUDGET,
     exact_rounds: int = EXACT_ROUNDS,
     whole: bool = True,
 ) -> Packing:
@@ -113,11 +116,9 @@ def pack(
     as the rounded LP solution holds (none unless ``whole``: the LP's value is all that is asked).
     Raises ``SolverUnavailable`` when HiGHS cannot be used, and ``ValueError`` when no shape fits
     any type."""
-    # The planning thread's CPU time, not wall-clock (``TIME_BUDGET_S``); HiGHS runs in this
-    # thread (one thread, ``lp_solver.new_solver``), so its work counts too.
-    started = time.thread_time()
     # A quarter of the budget is kept for the rounding's own column generation.
-    deadline = started + budget_s * (0.75 if whole else 1.0)
+    reserve = budget // 4 if whole else 0
+    work = _Work(budget - reserve)
     # A shape no type holds is left out (its pods stay pending for the greedy to explain).
     counts = [
         c if any(all(t.free.get(r, 0) >= v for r, v in need.items()) for t in types) else 0
@@ -133,12 +134,12 @@ def pack(
         fits = [t for t in range(len(types)) if caps[t, s] > 0]
         for t in sorted(fits, key=lambda t: (types[t].price / caps[t, s], t))[:SEED_TYPES]:
             master.add(t, {s: int(caps[t, s])}, types[t].price)
-    bound, x, proven = _generate(master, pricing, types, deadline, exact_rounds)
+    bound, x, proven = _generate(master, pricing, types, work, exact_rounds)
     stopped = "" if proven else ", stopped early"
     note = f"configuration LP ${bound:.4f}/h over {len(master.columns)} columns{stopped}"
     if not whole:
         return Packing((), bound, proven, len(master.columns), note)
-    deadline = started + budget_s
+    work.left += reserve
     # Rounding: each configuration's count rounded down, its pods capped at what is still
     # pending; the LP re-generated for the rest (columns sized to what is left) while that buys
     # whole nodes; then the rest, a node or so per shape, by the integer program over every
@@ -146,7 +147,7 @@ def pack(
     nodes = sum(x)
     left = list(counts)
     out: list[Nodes] = []
-    while time.thread_time() < deadline:
+    while work.left > 0:
         floor = [int(v + 1e-9) for v in x]
         if not any(floor):
             break
@@ -154,7 +155,7 @@ def pack(
         if not any(left):
             break
         master.set_counts(left)
-        _, x, _ = _generate(master, Pricing(types, needs, left), types, deadline, 0)
+        _, x, _ = _generate(master, Pricing(types, needs, left), types, work, 0)
     if any(left):
         # More choice for the integer program: every type's best configuration of what is left,
         # improving or not (a node that is a poor buy in the LP can be the right last node).
@@ -181,16 +182,27 @@ def pack(
     return Packing(tuple(_downsized(out, pricing)), bound, proven, len(master.columns), note)
 
 
+class _Work:
+    """What is left of a search's ``WORK_BUDGET``, shared by its column generations."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
 def _generate(
-    master: Master, pricing: Pricing, types: Sequence[NodeType], deadline: float, exact_rounds: int
+    master: Master, pricing: Pricing, types: Sequence[NodeType], work: _Work, exact_rounds: int
 ) -> tuple[float, list[float], bool]:
     """Column generation until no type has an improving configuration (proven), the exact
-    rounds find none, or the deadline: the LP's value, its solution, and whether it is optimal."""
+    rounds find none, or the work is spent: the LP's value, its solution, and whether it is
+    optimal."""
     np = pricing.np
     value, x, duals = master.solve()
+    # A pricing round's cells (``WORK_BUDGET``): every type prices every shape.
+    cells = len(types) * len(pricing.need)
     for _ in range(MAX_ROUNDS):
-        if time.thread_time() >= deadline:
+        if work.left <= 0:
             break
+        work.left -= cells
         patterns, values = pricing.greedy(duals)
         added = 0
         for t in map(int, np.argsort(-(values - pricing.price), kind="stable")):
