@@ -268,40 +268,61 @@ def test_every_group_packed_into_new_claims_tells_of_the_claims_holding_its_pods
         assert story.outcomes() == [("default", f"opened {holding} NodeClaim(s)")], name
 
 
-class _StarvedClock:
-    """The ``time`` module as a starved machine shows it to the packing: the wall clock races
-    ahead 100 s at every look, while the planning thread's CPU time is the real one."""
-
-    def __init__(self) -> None:
-        import time as real
-
-        self._real = real
-        self._wall = real.monotonic()
-
-    def _tick(self) -> float:
-        self._wall += 100.0
-        return self._wall
-
-    monotonic = perf_counter = time = _tick
-
-    def thread_time(self) -> float:
-        return self._real.thread_time()
-
-    def process_time(self) -> float:
-        return self._real.process_time()
+#: The clocks a starved machine shows: the wall clock (another process holds the core) and the
+#: CPU clock (contention and cache misses fit less work in a CPU second) of the ``time`` module.
+CLOCKS = {
+    "wall": ("monotonic", "perf_counter", "time"),
+    "cpu": ("thread_time", "process_time"),
+}
 
 
-def test_a_busy_machine_does_not_change_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 13's loose end (docs/designs/provisioning.md, "Determinism"): the search's budget is
-    the planning thread's CPU time and every HiGHS run is bounded by work (iterations,
-    branch-and-bound nodes), so the same pods and types give the same plan however slowly the wall
-    clock says it went (it used to stop the column generation at a wall-clock deadline, and HiGHS
-    at a wall-clock ``time_limit``). kubespot's own rule: Karpenter's packing is first-fit
-    (kubernetes-sigs/karpenter ``pkg/controllers/provisioning/scheduling/scheduler.go``
-    ``Solve``) and has no time budget to depend on."""
+def _jumping(monkeypatch: pytest.MonkeyPatch, clocks: str) -> None:
+    """Makes ``clocks`` race 100 s ahead at every look, in every module that reads them."""
+    import itertools
+    import time
+
+    for name in CLOCKS[clocks]:
+        real, jumps = getattr(time, name), itertools.count(1)
+        monkeypatch.setattr(time, name, lambda real=real, jumps=jumps: real() + 100.0 * next(jumps))
+
+
+def _mixed_cohort(n: int) -> tuple[list[dict[str, int]], list[int], list[NodeType]]:
+    """``n`` shapes of a seeded mix on 24 types with irregular prices: a search of several rounds."""
     import random
 
-    from kubespot.scheduling import packing
+    rng = random.Random(7)
+    types = [
+        NodeType(
+            f"{fam}.{size}",
+            {"cpu": size * 1000 - 200, "memory": size * mem * GI // 1024, "pods": 110},
+            round(size * price * rng.uniform(0.25, 0.45), 5),
+        )
+        for fam, mem, price in (("c", 2, 0.0425), ("m", 4, 0.048), ("r", 8, 0.063))
+        for size in (2, 4, 8, 16, 32, 48, 64, 96)
+    ]
+    needs = [
+        {
+            "cpu": rng.choice([100, 250, 500, 1000, 2000, 3500]) + rng.randint(0, 99),
+            "memory": (rng.choice([128, 512, 1024, 3000, 6000]) + rng.randint(0, 99)) * GI // 1024,
+            "pods": 1,
+        }
+        for _ in range(n)
+    ]
+    return needs, [rng.randint(5, 60) for _ in range(n)], types
+
+
+@pytest.mark.parametrize("clocks", sorted(CLOCKS))
+def test_a_busy_machine_does_not_change_the_plan(monkeypatch: pytest.MonkeyPatch, clocks: str) -> None:
+    """Issue 13's loose end and review 15b (docs/designs/provisioning.md, "Determinism"): the
+    search's budget is work (``WORK_BUDGET``, knapsack cells per pricing round) and every HiGHS run
+    is bounded by work (iterations, branch-and-bound nodes), so the same pods and types give the
+    same plan however slowly the wall clock or the CPU clock says it went (the column generation
+    used to stop at a wall-clock deadline, then at a CPU-time one: 847 vs 839 nodes for one cohort
+    under load). kubespot's own rule: Karpenter's packing is first-fit (kubernetes-sigs/karpenter
+    ``pkg/controllers/provisioning/scheduling/scheduler.go`` ``Solve``) and has no time budget to
+    depend on."""
+    import random
+
     from support.sched_problems import catalog
 
     rng = random.Random(7)
@@ -319,8 +340,25 @@ def test_a_busy_machine_does_not_change_the_plan(monkeypatch: pytest.MonkeyPatch
 
     quiet = plan()
     assert any(lp for *_, lp in quiet)  # the LP packed (else there is no budget to speak of)
-    monkeypatch.setattr(packing, "time", _StarvedClock())
+    _jumping(monkeypatch, clocks)
     assert plan() == quiet
+
+
+def test_a_search_cut_by_its_work_budget_is_the_same_under_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/designs/provisioning.md "Determinism" (kubespot's own guard; Karpenter's scheduler.go
+    ``Solve`` has no solver): a search the budget cuts ends at the same pricing round whatever the
+    clocks say, so even a pathological input's plan does not depend on load. A budget of two
+    rounds' cells (a round costs one per type and shape) stops the search early with fewer columns
+    than the full one finds, and the same nodes with the CPU and wall clocks jumping."""
+    needs, counts, types = _mixed_cohort(12)
+    full = pack(needs, counts, types)
+    cut = pack(needs, counts, types, budget=2 * len(types) * len(needs) * 4 // 3)
+    assert full.columns > cut.columns and not cut.proven and "stopped early" in cut.note
+    assert sum(n.count * sum(k for _, k in n.pattern) for n in cut.nodes) <= sum(counts)
+    _jumping(monkeypatch, "cpu")
+    _jumping(monkeypatch, "wall")
+    again = pack(needs, counts, types, budget=2 * len(types) * len(needs) * 4 // 3)
+    assert (again.nodes, again.bound, again.columns) == (cut.nodes, cut.bound, cut.columns)
 
 
 def test_the_remainders_integer_program_is_bounded_by_work_not_time(monkeypatch: pytest.MonkeyPatch) -> None:
