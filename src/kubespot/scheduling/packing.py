@@ -40,7 +40,7 @@ MAX_ROUNDS = 100
 #: 120 x 72), so this is the 3 CPU s the old budget allowed, which a 20 000-pod plan with two
 #: capacity types to compare needs to stay within the 8 s goal. benchmarks/scheduling.py's
 #: searches end by their rounds at at most 102 000 cells (22 rounds of 30 x 154), well within it;
-#: that cohort's search is cut at round 43 of the 58 it would take (3.3 CPU s). The rounding and
+#: that cohort's search is cut at round 44 of the 58 it would take (3.3 CPU s). The rounding and
 #: the remainder come on top, which is why the provisioner plans in a worker thread.
 WORK_BUDGET = 500_000
 #: Columns priced below ``price * (1 + EPSILON)`` are not worth the iteration (rounding noise).
@@ -88,7 +88,7 @@ class Nodes:
 class Packing:
     """The LP's whole nodes, its value, and how it was found. ``proven``: the search ended because
     no type had an improving configuration (the exact knapsacks solved within 2 %), so ``bound``
-    is within about that of the LP's optimum; otherwise rounds or time ran out first."""
+    is within about that of the LP's optimum; otherwise the rounds or the work budget ran out first."""
 
     nodes: tuple[Nodes, ...]
     bound: float
