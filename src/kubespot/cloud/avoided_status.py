@@ -92,12 +92,7 @@ def entries(
     before = {_key(e): e for e in previous or ()}
     out: list[dict[str, Any]] = []
     for a in avoided:
-        entry: dict[str, Any] = {
-            "kind": a.kind,
-            "capacity_type": a.capacity_type,
-            "instance_type": a.instance_type,
-            "zone": a.zone,
-        }
+        entry: dict[str, Any] = a.pool_fields()
         if a.kind == AVOIDED_UNAVAILABLE:
             entry["reason"] = a.reason
             ends = now.replace(microsecond=0) + timedelta(seconds=round(a.seconds_left or 0.0))

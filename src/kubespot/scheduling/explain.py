@@ -12,6 +12,7 @@ Pure data.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # Why an instance type of a NodePool is not among a NodeClaim's types, in filter order.
 INCOMPATIBLE = "incompatible requirements"
@@ -90,3 +91,12 @@ class AvoidedOffering:
     reason: str = ""
     seconds_left: float | None = None
     score: float | None = None
+
+    def pool_fields(self) -> dict[str, Any]:
+        """What names the pool in JSON (``plan --output json``, the status ConfigMap)."""
+        return {
+            "kind": self.kind,
+            "capacity_type": self.capacity_type,
+            "instance_type": self.instance_type,
+            "zone": self.zone,
+        }

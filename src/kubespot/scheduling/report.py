@@ -97,12 +97,7 @@ def avoided_json(avoided: Iterable[AvoidedOffering] | None) -> list[dict[str, An
         return None
     out: list[dict[str, Any]] = []
     for a in avoided:
-        entry: dict[str, Any] = {
-            "kind": a.kind,
-            "capacity_type": a.capacity_type,
-            "instance_type": a.instance_type,
-            "zone": a.zone,
-        }
+        entry: dict[str, Any] = a.pool_fields()
         if a.kind == AVOIDED_UNAVAILABLE:
             entry.update(reason=a.reason, seconds_left=a.seconds_left)
         else:
