@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,9 @@ class Env:
     unavailable: UnavailableOfferings
     provisioner: Provisioner
     kube: KubeClient
+    #: The provisioner's loops, by name (``run``, ``watch_claims``, ``pending``, ``doom``): a test
+    #: cancels and restarts one to play a lost and won-back lease.
+    tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
     async def create(self, path: str, body: Obj) -> Obj:
         async with self.http.post(f"/{path}", json=body) as r:
@@ -181,14 +184,14 @@ async def running(
         env = Env(sim, http, cloud, unavailable, provisioner, kube)
         await env.create(NODECLASSES, nodeclass())
         await ready_pool(env, nodepool(limits=limits, annotations=annotations))
-        tasks = [
-            asyncio.create_task(provisioner.run()),
-            asyncio.create_task(provisioner.watch_claims()),
+        env.tasks = {
+            "run": asyncio.create_task(provisioner.run()),
+            "watch_claims": asyncio.create_task(provisioner.watch_claims()),
             # Fed by the informer the passes read, as the operator wires it (controller.build).
-            asyncio.create_task(
+            "pending": asyncio.create_task(
                 PendingWatch(provisioner.informers.get(PODS), batcher.trigger, clock=clock).run()
             ),
-        ]
+        }
         if doom:
             watch = DoomWatch(
                 provisioner.informers.get("api/v1/nodes"),
@@ -197,13 +200,13 @@ async def running(
                 clock=clock,
                 fence=prespin,
             )
-            tasks.append(asyncio.create_task(watch.run()))
+            env.tasks["doom"] = asyncio.create_task(watch.run())
         try:
             yield env
         finally:
-            for task in tasks:
+            for task in env.tasks.values():
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*env.tasks.values(), return_exceptions=True)
             await asyncio.gather(*(i.stop() for i in provisioner.informers))
             await kube.close()
 

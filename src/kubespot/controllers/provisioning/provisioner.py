@@ -276,6 +276,13 @@ class Provisioner:
             if self._retry_task is not None:
                 self._retry_task.cancel()
                 self._retry_task = None
+            # Leadership lost: the informers drop their caches, and a claim deleted before this
+            # replica leads again never comes back as a deletion from the fresh LIST. What was
+            # remembered of this term's claims must go with it, or a phantom stays in flight and
+            # charged (Karpenter exits on a lost lease and rebuilds its cluster state).
+            self._charges.clear()
+            self._gone.clear()
+            self.nominations.keep_only(())
 
     async def watch_claims(self) -> None:
         """Release the pods of a NodeClaim that is deleted, and re-plan them at once: the NodeClaim

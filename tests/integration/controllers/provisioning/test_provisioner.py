@@ -450,3 +450,30 @@ async def test_a_claim_deleted_before_its_create_answer_is_handled_is_not_kept_i
         (claim,) = await until(replaced, within=3.0, interval=0.02)
         assert lost and lost[0] not in provisioner._charges
         assert claim["metadata"]["name"] != lost[0]
+
+
+async def test_a_replica_leading_again_forgets_the_claims_of_its_last_term() -> None:
+    """Review 15e #1. The lease lost (the provisioner's loop cancelled, the informers dropping their
+    caches), the claim this replica created is deleted by the time it leads again: the fresh LIST
+    does not have it and no DELETED event comes, so nothing of the last term may keep it in flight
+    or charged. Karpenter exits on a lost lease (controller-runtime's leader election) and
+    rebuilds its cluster state (pkg/controllers/state/cluster.go) from the API: the pod gets a new
+    claim at once."""
+    async with running() as env:
+        p = env.provisioner
+        claims = p.informers.get(NODECLAIMS)
+        await claims.wait_synced()
+        await env.create("api/v1/namespaces/default/pods", pod("web", requests=SMALL))
+        (claim,) = await until(env.claims, within=3.0, interval=0.02)
+        first = claim["metadata"]["name"]
+        env.tasks["run"].cancel()  # the lease lost
+        await asyncio.gather(env.tasks["run"], return_exceptions=True)
+        await claims.stop()
+        await env.delete_claim(first)
+        env.tasks["run"] = asyncio.create_task(p.run())  # leading again: a fresh LIST
+
+        async def replaced() -> list[str]:
+            names = [c["metadata"]["name"] for c in await env.claims()]
+            return names if names and first not in names else []
+
+        assert await until(replaced, within=5.0, interval=0.05)
