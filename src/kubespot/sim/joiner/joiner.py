@@ -304,8 +304,11 @@ class Joiner:
         if not boot.going and not await self._machine_down(boot, state):
             return
         if instance_id in self._kept:
-            if await self.kube.patch_status(name, gone_patch(self.clock())):
-                return  # left to the test; forgotten once someone else deleted it
+            # Left to the test; forgotten once someone else deleted it. Only read: Ready Unknown
+            # was written once, and its lastTransitionTime must stay (tryUpdateNodeHealth moves it
+            # only on a change), or nothing measuring "not ready for X" could ever fire.
+            if await self.kube.node_exists(name):
+                return
         elif not await self.kube.delete_node(name):
             return  # finalizers hold it (Karpenter's): asked again next poll until it is gone
         await self.kube.set_kubelet(name, running=True)

@@ -79,6 +79,15 @@ class KubeWriter:
             raise self._fail(status, data, f"patch status of node {name}")
         return True
 
+    async def node_exists(self, name: str) -> bool:
+        """GET the Node: True while it exists."""
+        status, data = await self._call("GET", f"/api/v1/nodes/{name}")
+        if status == 404:
+            return False
+        if status >= 300:
+            raise self._fail(status, data, f"get node {name}")
+        return True
+
     async def set_taint(self, name: str, taint: dict[str, str], *, present: bool) -> bool:
         """Add (or update the value of) ``taint``, or remove it, matching on key and effect as
         cloud-provider's ``AddOrUpdateTaintOnNode`` / ``RemoveTaintOffNode`` do; False when the

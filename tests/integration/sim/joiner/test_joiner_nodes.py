@@ -14,6 +14,7 @@ from joiner_world import CLUSTER, World
 from userdata_samples import AL2_SCRIPT, AL2023_MIME, BOTTLEROCKET_TOML
 
 from kubespot.sim.joiner import Ec2Reader, Instance, Joiner, JoinerConfig
+from kubespot.sim.kubesim.testing import condition
 from kubespot.sim.kubesim.testing import node as node_body
 
 Obj = dict[str, Any]
@@ -187,8 +188,11 @@ async def test_a_kept_node_is_left_to_the_test_and_forgotten_once_deleted(world:
     joiner.keep_node(instance["InstanceId"])
     world.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
     await world.until(lambda: world.ready(name) == "Unknown", within=2.0)
-    await asyncio.sleep(0.3)
+    went = (condition(world.node(name), "Ready") or {}).get("lastTransitionTime")
+    await asyncio.sleep(1.2)  # several polls, across a second boundary
     assert world.node(name) is not None
+    # Written once: tryUpdateNodeHealth moves lastTransitionTime only when the status changes.
+    assert (condition(world.node(name), "Ready") or {}).get("lastTransitionTime") == went
     rt = world.sim.store.registry.lookup("", "v1", "nodes")
     assert rt is not None
     world.sim.store.delete(rt, None, name, grace_period_seconds=0)
