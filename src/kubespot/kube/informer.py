@@ -54,6 +54,9 @@ Handler = Callable[[str, Obj], None]
 #: Backoff between failed LISTs (each one already a call with the client's own retries), seconds.
 LIST_BASE = 0.5
 LIST_CAP = 10.0
+#: Failures this far apart start the re-list backoff afresh (client-go reflector.go: its backoff
+#: manager resets after 2 minutes without a failure).
+BACKOFF_RESET = 120.0
 #: Seconds between LISTs of a resource the server does not serve (its CRD not installed).
 UNSERVED_RETRY = 10.0
 
@@ -165,12 +168,16 @@ class Informer:
 
     async def _loop(self) -> None:
         self.behind_since = self._monotonic()
-        attempt = 0
+        attempt, failed_at = 0, 0.0
         try:
             while True:
                 try:
                     await self._follow()
                 except Exception as err:  # the reflector never ends (reflector.go Run)
+                    now = self._monotonic()
+                    if attempt and now - failed_at > BACKOFF_RESET:
+                        attempt = 0  # a blip after a quiet spell starts the backoff afresh
+                    failed_at = now
                     # Anything the follow did not expect (a garbled answer, a bug): the cache is not
                     # in step until a LIST is through again, so /healthz says so meanwhile.
                     self.behind_since = self.behind_since or self._monotonic()
