@@ -38,8 +38,9 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -165,7 +166,7 @@ class Joiner:
                 boot.due = (instance.launch_time if moved else now) + self.boot_time(instance.id)
                 boot.stopped = False
             boot.instance = instance
-        steps: list[Awaitable[None]] = []
+        steps: list[Coroutine[Any, Any, None]] = []
         for instance_id, boot in list(self._boots.items()):
             seen = instances.get(instance_id)
             state = seen.state if seen is not None else "gone"
@@ -198,14 +199,19 @@ class Joiner:
         rng = random.Random(f"{self.config.seed}/{instance_id}")
         return self.config.boot_delay + rng.uniform(0.0, self.config.jitter)
 
-    async def _bounded(self, step: Awaitable[None]) -> None:
-        async with self._limit:
-            try:
-                await step
-            except _RETRIED as exc:
-                log.warning("joiner: %s; retrying next poll", exc)
-            except Exception:
-                log.exception("joiner: step failed; retrying next poll")
+    async def _bounded(self, step: Coroutine[Any, Any, None]) -> None:
+        try:
+            async with self._limit:
+                try:
+                    await step
+                except _RETRIED as exc:
+                    log.warning("joiner: %s; retrying next poll", exc)
+                except Exception:
+                    log.exception("joiner: step failed; retrying next poll")
+        finally:
+            # Cancelled while waiting for its turn (the joiner stopping): the step never ran, and
+            # an unawaited coroutine would warn at garbage collection. A no-op once it ran.
+            step.close()
 
     # -- the steps ----------------------------------------------------------------------------------
 
