@@ -18,22 +18,7 @@ from kubespot.observability import (
     reference_markdown,
     report,
 )
-
-Labels = frozenset[tuple[str, str]]
-
-
-def samples(metrics: Metrics) -> dict[tuple[str, Labels], float]:
-    """Every sample in the rendered text, keyed by (sample name, labels)."""
-    body, _ = metrics.render()
-    out: dict[tuple[str, Labels], float] = {}
-    for family in text_string_to_metric_families(body.decode()):
-        for sample in family.samples:
-            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return out
-
-
-def value(metrics: Metrics, name: str, **labels: str) -> float | None:
-    return samples(metrics).get((name, frozenset(labels.items())))
+from support.metrics_scrape import samples, value
 
 
 def exercise(metrics: Metrics) -> None:

@@ -11,21 +11,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from kubespot.observability.metrics import CAPACITY, LAZY, POOL_RISK_SERIES, Metrics
-
-Labels = frozenset[tuple[str, str]]
-
-
-def samples(metrics: Metrics) -> dict[tuple[str, Labels], float]:
-    """Every sample in the rendered text, keyed by (sample name, labels)."""
-    out: dict[tuple[str, Labels], float] = {}
-    for family in text_string_to_metric_families(metrics.render()[0].decode()):
-        for sample in family.samples:
-            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return out
-
-
-def value(metrics: Metrics, name: str, **labels: str) -> float | None:
-    return samples(metrics).get((name, frozenset(labels.items())))
+from support.metrics_scrape import samples, value
 
 
 def test_agent_exposes_no_provisioning_metric_until_recorded() -> None:

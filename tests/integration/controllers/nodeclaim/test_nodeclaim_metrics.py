@@ -10,7 +10,6 @@ zone, capacity type, instance type and reason), core ``pkg/controllers/nodeclaim
 from __future__ import annotations
 
 from nodeclaim_world import CLAIM, Obj, gone, is_, ready_claim, running
-from prometheus_client.parser import text_string_to_metric_families
 
 from kubespot.cloud.pool_risk import PoolRisk
 from kubespot.cloud.signals import CapacitySignals
@@ -20,20 +19,7 @@ from kubespot.controllers.nodeclaim.controller import risk_gauge, unavailable_ga
 from kubespot.kube import KubeError
 from kubespot.model import SystemClock
 from kubespot.observability.metrics import Metrics
-
-Labels = frozenset[tuple[str, str]]
-
-
-def scrape(metrics: Metrics) -> dict[tuple[str, Labels], float]:
-    out: dict[tuple[str, Labels], float] = {}
-    for family in text_string_to_metric_families(metrics.render()[0].decode()):
-        for sample in family.samples:
-            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
-    return out
-
-
-def value(metrics: Metrics, name: str, **labels: str) -> float | None:
-    return scrape(metrics).get((name, frozenset(labels.items())))
+from support.metrics_scrape import value
 
 
 async def test_an_ice_then_an_on_demand_fallback_are_counted_and_timed() -> None:

@@ -12,21 +12,12 @@ under ``DryRun`` the decision is logged, nothing is written) and its e2e dry-run
 
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
 from test_prespin_split import a_pass_after
 
 from kubespot.observability.metrics import Metrics
 from kubespot.sim.kubesim.testing import pod, until
+from support.metrics_scrape import created
 from support.provisioning_env import SMALL, running
-
-
-def created(metrics: Metrics) -> dict[tuple[str, str, str], float]:
-    out: dict[tuple[str, str, str], float] = {}
-    for family in text_string_to_metric_families(metrics.render()[0].decode()):
-        for s in family.samples:
-            if s.name == "kubespot_nodeclaims_created_total":
-                out[(s.labels["nodepool"], s.labels["capacity_type"], s.labels["reason"])] = s.value
-    return out
 
 
 async def test_a_dry_run_plans_and_says_what_it_would_create_but_creates_no_nodeclaim() -> None:

@@ -9,22 +9,13 @@ per NodePool UID for a minute).
 
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
 from test_prespin_split import fence, put_node, with_workload
 
 from kubespot.observability.metrics import Metrics
 from kubespot.scheduling.report import pod_story
 from kubespot.sim.kubesim.testing import pod, until
+from support.metrics_scrape import created
 from support.provisioning_env import SMALL, Obj, nodepool, ready_pool, running
-
-
-def created(metrics: Metrics) -> dict[tuple[str, str, str], float]:
-    out: dict[tuple[str, str, str], float] = {}
-    for family in text_string_to_metric_families(metrics.render()[0].decode()):
-        for s in family.samples:
-            if s.name == "kubespot_nodeclaims_created_total":
-                out[(s.labels["nodepool"], s.labels["capacity_type"], s.labels["reason"])] = s.value
-    return out
 
 
 async def test_a_created_nodeclaim_is_counted_by_pool_capacity_type_and_reason() -> None:
