@@ -67,11 +67,8 @@ class NoAws:
         pass
 
 
-@pytest.fixture
-def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(plan_cli, "Catalog", FixedCatalog)
-    monkeypatch.setattr(plan_cli, "AwsCloud", FixedCloud)
-    monkeypatch.setattr(plan_cli, "AwsClients", NoAws)
+def write_manifests(tmp_path: Path) -> Path:
+    """The example NodePool and EC2NodeClass, and a Deployment whose pods need a new NodeClaim."""
     web: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -86,6 +83,14 @@ def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump_all([*yaml.safe_load_all(EXAMPLE.read_text()), web]))
     return path
+
+
+@pytest.fixture
+def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(plan_cli, "Catalog", FixedCatalog)
+    monkeypatch.setattr(plan_cli, "AwsCloud", FixedCloud)
+    monkeypatch.setattr(plan_cli, "AwsClients", NoAws)
+    return write_manifests(tmp_path)
 
 
 async def run(*argv: str) -> tuple[int, str]:

@@ -21,7 +21,6 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
-import yaml
 
 from kubespot import cli, plan_cli
 from kubespot.cloud import UnavailableOfferings
@@ -37,7 +36,7 @@ from kubespot.sim.kubesim.app import KubeSim
 from kubespot.sim.kubesim.controllers import ControllerConfig
 from kubespot.sim.kubesim.testing import until
 from support.catalog import ZONES
-from unit.test_plan_why import EXAMPLE, FixedCatalog, FixedCloud, NoAws
+from unit.test_plan_why import FixedCatalog, FixedCloud, NoAws, write_manifests
 
 CONFIGMAP = "/api/v1/namespaces/kube-system/configmaps/kubespot-status"
 #: A pod of the manifests' Deployment that goes to a new NodeClaim (tests/unit/test_plan_why.py).
@@ -81,20 +80,7 @@ async def sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[KubeSim]:
 @pytest.fixture
 def manifests(tmp_path: Path) -> Path:
     """The example NodePool and EC2NodeClass, and a Deployment whose pods need a new NodeClaim."""
-    web: dict[str, Any] = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {
-            "replicas": 3,
-            "template": {
-                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]}
-            },
-        },
-    }
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump_all([*yaml.safe_load_all(EXAMPLE.read_text()), web]))
-    return path
+    return write_manifests(tmp_path)
 
 
 async def kubespot_plan(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
