@@ -119,8 +119,9 @@ class Timing:
 
     @property
     def cleanup_within(self) -> float:
-        # Never less than a few real seconds: a restarted agent process needs ~1 s to import.
-        return max(5.0, self.s(CLEANUP_WITHIN_SECONDS))
+        # Never less than ten real seconds: a restarted agent process needs ~1 s to import on a
+        # quiet machine and several on a loaded 2-core one (5 s was seen missed there).
+        return max(10.0, self.s(CLEANUP_WITHIN_SECONDS))
 
     @property
     def lb_settle(self) -> float:

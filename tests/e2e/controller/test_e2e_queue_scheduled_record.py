@@ -147,10 +147,14 @@ async def test_closed_change_is_removed_and_withdrawn_on_every_replica(
 ) -> None:
     async with controller_world(aws, workload("web", 2), tmp=tmp_path, instances=2) as world:
         target = world.instances[0]
+        began = time.monotonic()
         await world.start_controller(KUBESPOT_IMDS_SCHEDULED_LEAD_TIME=str(LEAD))
+        one_start = time.monotonic() - began
         start, event_id = await record_far_change(world, target.instance_id, target.node_name)
-        # A second replica arms it from the node, due within seconds for it.
-        lead = lead_for(start, act_in=ACT_IN)
+        # A second replica arms it from the node, due within seconds for it: after its start, the
+        # arming, the closing message's round trip and both withdrawals, all slower on a busy
+        # machine in proportion to how long the first start took.
+        lead = lead_for(start, act_in=max(ACT_IN, 4 * one_start + 5))
         await world.start_controller(KUBESPOT_IMDS_SCHEDULED_LEAD_TIME=f"{lead:.3f}")
         act_at = start - timedelta(seconds=lead)
 

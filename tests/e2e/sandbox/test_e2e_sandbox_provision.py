@@ -61,6 +61,11 @@ def test_provision_scenario_kubespot_never_launches_into_a_reclaimed_pool(tmp_pa
     # kubespot's own instances count as managed (aws/ec2.py InstanceInfo.is_managed).
     assert kubespot["pods_lost_service"] == 0, _explain(out)
     # Spot ran dry: the provisioner fell back to on-demand after EC2's insufficient-capacity answers.
-    assert kubespot["fallback_s"] is not None and kubespot["capacity_refusals"] > 0
+    detail = {
+        k: kubespot.get(k) for k in ("capacity_refusals", "fleet_calls", "phases_s", "nodes_by_capacity_type")
+    }
+    assert kubespot["fallback_s"] is not None and kubespot["capacity_refusals"] > 0, (
+        f"{_explain(out)} {detail}"
+    )
     assert kubespot["nodes_by_capacity_type"].get("on-demand", 0) >= 2  # the database's and the fallback's
     assert (code == 0) == out["ok"]

@@ -131,3 +131,27 @@ def test_kubespot_verdict_and_top_level_ok() -> None:
     assert summary["ok"] and summary["scenario"] == "provision"
     assert not provision_summary({KUBESPOT: met, SHARES_NOTHING: missed}, time_scale=10.0)["ok"]
     assert not provision_summary({KUBESPOT: met}, time_scale=10.0)["ok"]
+
+
+def test_free_cpu_is_allocatable_less_the_bound_pods_on_live_nodes() -> None:
+    """The insufficient-capacity phase adds pods beyond this room so it always needs a launch: a
+    deleting node has no room, a terminating pod frees its share, a pod on another node none."""
+    from kubespot.sandbox.provision import free_cpu_millis
+
+    def node(name: str, cpu: str, deleting: bool = False) -> dict[str, object]:
+        meta: dict[str, object] = {"name": name}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+        return {"metadata": meta, "status": {"allocatable": {"cpu": cpu}}}
+
+    def pod(on: str, cpu: str, terminating: bool = False) -> dict[str, object]:
+        meta: dict[str, object] = {"name": f"p-{on}-{cpu}"}
+        if terminating:
+            meta["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+        container = {"resources": {"requests": {"cpu": cpu}}}
+        return {"metadata": meta, "spec": {"nodeName": on, "containers": [container]}}
+
+    nodes = [node("a", "1930m"), node("b", "2"), node("gone", "4", deleting=True)]
+    pods = [pod("a", "500m"), pod("a", "250m", terminating=True), pod("b", "1500m"), pod("gone", "1")]
+    assert free_cpu_millis(nodes, pods) == 1930 - 500 + 2000 - 1500
+    assert free_cpu_millis(nodes, [*pods, pod("b", "2")]) == 1430  # b overfull: it takes no room from a

@@ -131,8 +131,11 @@ async def test_slow_handler_keeps_its_message_hidden(aws_env: MotoServer, client
     assert calls[0].receive_count == 1
     assert leases[0].renewals >= 4 and not leases[0].lost
     assert _depth(aws_env, url) == (0, 0)
-    # Renewals are the only visibility calls, and there were few of them.
-    assert clients.counts[("sqs", "ChangeMessageVisibilityBatch")] == leases[0].renewals
+    # Renewals are the only visibility calls, and there were few of them: one per renewal, plus
+    # one that may have been out when the handler finished (not counted: its lease was gone) and
+    # any that failed on a busy machine (retried at the next tick).
+    calls_made = clients.counts[("sqs", "ChangeMessageVisibilityBatch")]
+    assert leases[0].renewals <= calls_made <= leases[0].renewals + 1 + consumer.stats.renew_errors
 
 
 async def test_renewals_are_batched_across_messages(aws_env: MotoServer, clients: AwsClients) -> None:
@@ -257,11 +260,12 @@ async def test_drain_finishes_quick_handlers_and_releases_the_rest(
         clock=SystemClock(),
     )
     task = asyncio.create_task(consumer.run())
-    await _until(lambda: len(started) == 6, 5, "six handlers")
+    await _until(lambda: len(started) == 6, 15, "six handlers")
     t0 = time.monotonic()
-    await consumer.drain(timeout=1.0)
-    await asyncio.wait_for(task, timeout=2)
-    assert time.monotonic() - t0 < 2.5
+    # 3 s: room for the quick ones' deletes on a busy machine, far from the slow ones' 60 s.
+    await consumer.drain(timeout=3.0)
+    await asyncio.wait_for(task, timeout=5)
+    assert time.monotonic() - t0 < 8
     assert consumer.stats.deleted == 3 and consumer.stats.left == 3
     assert consumer.stats.in_flight == 0
     # The three cut short are visible again at once, not after the 60 s visibility timeout.
