@@ -287,14 +287,16 @@ def _jumping(monkeypatch: pytest.MonkeyPatch, clocks: str) -> None:
 
 
 def _mixed_cohort(n: int) -> tuple[list[dict[str, int]], list[int], list[NodeType]]:
-    """``n`` shapes of a seeded mix on 24 types with irregular prices: a search of several rounds."""
+    """``n`` shapes of a seeded mix on 24 types with irregular prices: a search of several rounds.
+    The types are sized as EC2's c, m and r families are (2, 4 and 8 GiB per vCPU), so every shape
+    (128 MiB to 6 GiB) fits some type and takes part in the search."""
     import random
 
     rng = random.Random(7)
     types = [
         NodeType(
             f"{fam}.{size}",
-            {"cpu": size * 1000 - 200, "memory": size * mem * GI // 1024, "pods": 110},
+            {"cpu": size * 1000 - 200, "memory": size * mem * GI, "pods": 110},
             round(size * price * rng.uniform(0.25, 0.45), 5),
         )
         for fam, mem, price in (("c", 2, 0.0425), ("m", 4, 0.048), ("r", 8, 0.063))
@@ -349,12 +351,16 @@ def test_a_search_cut_by_its_work_budget_is_the_same_under_load(monkeypatch: pyt
     ``Solve`` has no solver): a search the budget cuts ends at the same pricing round whatever the
     clocks say, so even a pathological input's plan does not depend on load. A budget of two
     rounds' cells (a round costs one per type and shape) stops the search early with fewer columns
-    than the full one finds, and the same nodes with the CPU and wall clocks jumping."""
+    than the full one finds, and the same nodes with the CPU and wall clocks jumping. Every one
+    of the 12 shapes takes part (none is too big for every type and left out), and the cut
+    search's nodes still hold every pod."""
     needs, counts, types = _mixed_cohort(12)
-    full = pack(needs, counts, types)
+    # The full search's columns (its LP alone: the rounding's extra columns only add to them).
+    full = pack(needs, counts, types, whole=False)
     cut = pack(needs, counts, types, budget=2 * len(types) * len(needs) * 4 // 3)
-    assert full.columns > cut.columns and not cut.proven and "stopped early" in cut.note
-    assert sum(n.count * sum(k for _, k in n.pattern) for n in cut.nodes) <= sum(counts)
+    assert full.proven and full.columns > cut.columns and not cut.proven and "stopped early" in cut.note
+    assert {s for n in cut.nodes for s, _ in n.pattern} == set(range(len(needs)))
+    assert sum(n.count * sum(k for _, k in n.pattern) for n in cut.nodes) == sum(counts)
     _jumping(monkeypatch, "cpu")
     _jumping(monkeypatch, "wall")
     again = pack(needs, counts, types, budget=2 * len(types) * len(needs) * 4 // 3)
