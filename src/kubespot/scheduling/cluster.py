@@ -46,6 +46,7 @@ Obj = Mapping[str, Any]
 _TERMINAL = ("Succeeded", "Failed")
 _REGISTERED = "karpenter.sh/registered"
 _INITIALIZED = "karpenter.sh/initialized"
+_INSTANCE_TERMINATING = "InstanceTerminating"
 
 
 def _owner_kinds(obj: Obj) -> set[str]:
@@ -152,9 +153,15 @@ class StateNode:
 
     @property
     def deleting(self) -> bool:
-        return any(
-            bool(((o or {}).get("metadata") or {}).get("deletionTimestamp")) for o in (self.node, self.claim)
-        )
+        """Karpenter's ``Deleted`` (the part of ``MarkedForDeletion`` objects can say): a managed
+        node by its NodeClaim alone (being deleted, or ``InstanceTerminating`` True), a Node no
+        claim owns by its own deletion. A Node deleted before its claim (``kubectl delete node``,
+        held by its finalizer) is not deleted yet: the claim still stands for the capacity."""
+        if self.claim is not None:
+            return bool(_meta_of(self.claim).get("deletionTimestamp")) or _condition_true(
+                self.claim, _INSTANCE_TERMINATING
+            )
+        return bool(_meta_of(self.node).get("deletionTimestamp"))
 
     def labels(self) -> Mapping[str, Any]:
         if self.claim is not None and not self.registered:
@@ -173,8 +180,19 @@ class StateNode:
         return out
 
 
+def _meta_of(obj: Obj | None) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
 def _labels_of(obj: Obj | None) -> Mapping[str, Any]:
-    return ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return _meta_of(obj).get("labels") or {}
+
+
+def _condition_true(obj: Obj, type_: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or ()
+    return any(
+        isinstance(c, Mapping) and c.get("type") == type_ and c.get("status") == "True" for c in conditions
+    )
 
 
 def capacity_of(obj: Obj | None) -> dict[str, int]:
@@ -395,20 +413,39 @@ def namespace_labels(namespaces: Iterable[Obj]) -> dict[str, dict[str, str]]:
     return out
 
 
-def pool_in_use(nodes: Iterable[Obj], pool: str, nodeclaims: Iterable[Obj] = ()) -> dict[str, int]:
-    """What the pool's state nodes (``state_nodes``: its Nodes, and its NodeClaims without a node
-    yet) have (their capacity, and how many), counted against its limits (Karpenter's
-    ``scheduler.go`` ``updateRemainingResources`` over every state node, by its ``Labels`` and
-    ``Capacity``: a Node not registered yet is its claim's pool, and a starting node's zero
-    figures are its claim's)."""
-    used: dict[str, int] = {"nodes": 0}
+def pools_in_use(nodes: Iterable[Obj], nodeclaims: Iterable[Obj] = ()) -> dict[str, dict[str, int]]:
+    """Every NodePool's usage, by name: the capacity of its state nodes (``state_nodes``) that are
+    not being deleted, and how many (``nodes``); a pool with none is absent.
+
+    As Karpenter v1.11+ (``state/statenode.go`` ``Capacity``: a state node always has a capacity
+    of one node; ``state/cluster.go`` ``updateNodePoolResources``, and ``provisioner.go``
+    ``Schedule`` handing the scheduler ``nodes.Active()`` for ``scheduler.go``
+    ``updateRemainingResources``): a node being deleted (``StateNode.deleting``) counts neither in
+    the NodePool's status nor against its limits, so a pool at its limit may replace a node that is
+    going. A state node is its pool's by its ``Labels`` (a Node not registered yet: its claim's)
+    and counts its ``Capacity`` (a starting node's zero figures: its claim's).
+
+    A NodeClaim not launched yet counts as one node with no resources. Karpenter's cluster state
+    holds no such claim (it keys state nodes by provider ID), but its provisioner and its NodePool
+    counter both wait while one exists (``cluster.go`` ``Synced``), so neither acts on a figure
+    without it; kubespot waits for neither, so the limits check and ``status.nodes`` both count
+    it, the same way."""
+    out: dict[str, dict[str, int]] = {}
     for state in state_nodes(nodes, nodeclaims):
-        if state.labels().get(NODEPOOL) != pool:
+        pool = str(state.labels().get(NODEPOOL) or "")
+        if not pool or state.deleting:
             continue
+        used = out.setdefault(pool, {"nodes": 0})
         used["nodes"] += 1
         for name, amount in state.capacity().items():
-            used[name] = used.get(name, 0) + amount
-    return used
+            if name != "nodes":
+                used[name] = used.get(name, 0) + amount
+    return out
+
+
+def pool_in_use(nodes: Iterable[Obj], pool: str, nodeclaims: Iterable[Obj] = ()) -> dict[str, int]:
+    """What ``pool`` uses against its limits (``pools_in_use``)."""
+    return pools_in_use(nodes, nodeclaims).get(pool, {"nodes": 0})
 
 
 def _daemon_views(daemonsets: Iterable[Obj], pool: NodePool) -> list[PodView]:

@@ -239,3 +239,43 @@ def test_a_gpu_node_before_its_device_plugin_counts_its_claims_gpus() -> None:
         "ip-10-0-0-1", {**labels, "karpenter.sh/initialized": "true"}, {"providerID": PID}, capacity=starting
     )
     assert pool_in_use([ready], "default", [claim])["nvidia.com/gpu"] == 0
+
+
+def test_a_pool_at_its_limit_may_replace_a_node_being_deleted() -> None:
+    """Review 16 #3: Karpenter's ``provisioner.go`` ``Schedule`` hands the scheduler
+    ``nodes.Active()`` (``state/statenode.go``: not ``MarkedForDeletion``, which ``Deleted``
+    makes true for a node whose NodeClaim is being deleted), and ``scheduler.go``
+    ``calculateExistingNodeClaims`` → ``updateRemainingResources`` subtracts only those from the
+    pool's limits; ``Create``'s ``ExceededBy`` reads ``NodePoolResourcesFor``, which leaves them
+    out too (``updateNodePoolResources``). So a pool at ``limits.nodes: 2`` with one of its two
+    nodes going may launch one node, the replacement, and no more."""
+    from kubespot.scheduling.cluster_plan import plan_cluster
+
+    limited = NodePool.of(
+        {"metadata": {"name": "default"}, "spec": {"template": {"spec": {}}, "limits": {"nodes": "2"}}}
+    )
+    nodes, claims, pods = [], [], []
+    for i in (1, 2):
+        pid = f"aws:///z1/i-{i}"
+        nodes.append(_node(f"n{i}", {**LABELS, "karpenter.sh/registered": "true"}, {"providerID": pid}))
+        claims.append(
+            {
+                "metadata": {"name": f"default-{i}", "labels": dict(CLAIM_LABELS)},
+                "spec": {},
+                "status": {"providerID": pid, "nodeName": f"n{i}", "capacity": ROOM},
+            }
+        )
+        pods.append(_pod(f"bound{i}", "3", nodeName=f"n{i}"))
+    pending = [_pod("a", "3"), _pod("b", "3")]
+
+    def plan(claims: list[dict[str, Any]]) -> Any:
+        objects = {"Node": nodes, "NodeClaim": claims, "Pod": pods + pending}
+        return plan_cluster(objects, [limited], {"default": CATALOG})[0]
+
+    assert pool_in_use(nodes, "default", claims)["nodes"] == 2
+    at_limit = plan(claims)
+    assert at_limit.claims == [] and set(at_limit.unschedulable) == {"default/a", "default/b"}
+    going = {**claims[1], "metadata": {**claims[1]["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert pool_in_use(nodes, "default", [claims[0], going])["nodes"] == 1
+    replacing = plan([claims[0], going])
+    assert len(replacing.claims) == 1 and len(replacing.unschedulable) == 1

@@ -2,13 +2,15 @@
 
 As Karpenter's counter (kubernetes-sigs/karpenter ``pkg/controllers/nodepool/counter/controller.go``
 with ``state/cluster.go`` ``updateNodePoolResources`` and ``state/statenode.go`` ``Capacity``):
-the **capacity** (not allocatable) of the pool's state nodes that are not being deleted: a Node
-and its NodeClaim are one state node (``scheduling.cluster.state_nodes``, matched by ``nodeName``
-or provider ID), of the pool its labels name (the NodeClaim's until the Node is registered); until
-it is initialized its capacity is the Node's with zero or missing figures taken from the NodeClaim
-(the NodeClaim's alone before the Node exists). The provisioner's limit check counts the same
-state nodes (``scheduling.cluster.pool_in_use``). ``resources`` always carries ``cpu``, ``memory``,
-``pods``, ``ephemeral-storage`` and ``nodes`` (zero when none), and ``nodes`` is the count.
+the **capacity** (not allocatable) of the pool's state nodes that are not being deleted
+(``StateNode.deleting``, Karpenter's ``Deleted``): a Node and its NodeClaim are one state node
+(``scheduling.cluster.state_nodes``, matched by ``nodeName`` or provider ID), of the pool its
+labels name (the NodeClaim's until the Node is registered); until it is initialized its capacity
+is the Node's with zero or missing figures taken from the NodeClaim (the NodeClaim's alone before
+the Node exists), and each counts one node (v1.11+), a NodeClaim not launched yet included. The
+provisioner's limit check counts the very same (``scheduling.cluster.pools_in_use``).
+``resources`` always carries ``cpu``, ``memory``, ``pods``, ``ephemeral-storage`` and ``nodes``
+(zero when none), and ``nodes`` is the count.
 
 ``pool_counts`` is pure. ``NodePoolCounter`` lists nodes and NodeClaims every ``interval`` and
 hands the counts to the status loop (``StatusLoop.set_counts``), which writes them with the
@@ -24,8 +26,7 @@ from typing import Any
 from kubespot.kube import KubeClient, KubeError
 from kubespot.model import Clock
 from kubespot.model.quantity import quantity_text
-from kubespot.scheduling.cluster import state_nodes
-from kubespot.scheduling.labels import NODEPOOL
+from kubespot.scheduling.cluster import pools_in_use
 
 __all__ = ["BASE_RESOURCES", "NodePoolCounter", "PoolCounts", "empty_counts", "pool_counts"]
 
@@ -38,23 +39,13 @@ BASE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 
 
 def pool_counts(nodes: Iterable[Obj], nodeclaims: Iterable[Obj]) -> dict[str, PoolCounts]:
-    """Every NodePool's counts, by name (pools with no node are absent: they count zero)."""
-    sums: dict[str, dict[str, int]] = {}
-    counts: dict[str, int] = {}
-    for state in state_nodes(nodes, nodeclaims):
-        pool = str(state.labels().get(NODEPOOL) or "")
-        if not pool or state.deleting:
-            continue
-        capacity = state.capacity()
-        if state.node is None and not capacity:
-            # Karpenter's updateNodePoolResources counts a state node only once it has capacity:
-            # a claim not launched yet (or failing to launch) is not a node.
-            continue
-        total = sums.setdefault(pool, {})
-        for k, v in capacity.items():
-            total[k] = total.get(k, 0) + v
-        counts[pool] = counts.get(pool, 0) + 1
-    return {pool: _as_status(sums[pool], counts[pool]) for pool in counts}
+    """Every NodePool's counts, by name (pools with no node are absent: they count zero): the
+    usage its limits are checked against (``pools_in_use``), so ``status.nodes`` and
+    ``limits.nodes`` count the same nodes."""
+    return {
+        pool: _as_status({k: v for k, v in used.items() if k != "nodes"}, used["nodes"])
+        for pool, used in pools_in_use(nodes, nodeclaims).items()
+    }
 
 
 def _as_status(total: Mapping[str, int], count: int) -> PoolCounts:

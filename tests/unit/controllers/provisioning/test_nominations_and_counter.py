@@ -6,7 +6,7 @@ burst 10), ``pkg/events/recorder.go`` (a rate-limited event is dropped: ``TryAcc
 dedupe timeout); ``pkg/controllers/nodepool/counter/controller.go`` (the base resources, ``nodes``),
 ``pkg/controllers/state/cluster.go`` ``updateNodePoolResources`` and ``state/statenode.go``
 ``Capacity`` (capacity, not allocatable; zero figures of an uninitialized node from its NodeClaim;
-deleting nodes left out).
+one node each, v1.11+; deleting nodes left out, ``Deleted``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from kubespot.controllers.provisioning.nodepool_status import nodepool_status
 from kubespot.controllers.provisioning.nominations import Nominations
 from kubespot.kube import ObjectRef
 from kubespot.scheduling.api.conditions import Condition
+from kubespot.scheduling.cluster import pool_in_use
 
 Obj = dict[str, Any]
 
@@ -221,15 +222,55 @@ def test_nodepool_status_carries_the_counts_with_its_conditions() -> None:
     assert kept["resources"] == status["resources"] and kept["nodes"] == 1
 
 
-def test_a_claim_not_launched_is_not_counted_as_a_node() -> None:
-    """core pkg/controllers/state/cluster.go updateNodePoolResources: a state node adds to the
-    NodePool's resources (and ``nodes: 1``) only when it has capacity, so a NodeClaim that has not
-    launched yet (or keeps failing to launch: no status.capacity, no Node) is not a node."""
+def test_a_claim_not_launched_counts_in_the_status_as_in_the_limits_check() -> None:
+    """Review 16: ``status.nodes`` skipped a NodeClaim not launched yet while the ``limits.nodes``
+    check counted it. Karpenter HEAD (v1.11+): ``state/statenode.go`` ``Capacity`` gives every
+    state node ``nodes: 1`` and ``scheduler.go`` ``updateRemainingResources`` subtracts it; a claim
+    without a provider ID is no state node yet, but ``state/cluster.go`` ``Synced`` is false while
+    one exists, and both ``provisioner.go`` ``Reconcile`` and ``nodepool/counter/controller.go``
+    ``Reconcile`` wait for it, so neither acts on a figure without it. kubespot waits for neither:
+    both count it, as one node with no resources (a claim keeping on failing to launch too)."""
     claims = [
         claim("launched", "p", "", {"cpu": "2", "memory": "8Gi", "pods": "29"}),
         claim("not-yet", "p"),
         {"metadata": {"name": "bare", "labels": {"karpenter.sh/nodepool": "p"}}, "status": {}},
     ]
     resources, n = pool_counts([], claims)["p"]
-    assert n == 1 and resources["nodes"] == "1" and resources["cpu"] == "2"
-    assert "q" not in pool_counts([], [claim("only", "q")])
+    assert n == 3 and resources["nodes"] == "3" and resources["cpu"] == "2"
+    used = pool_in_use([], "p", claims)
+    assert used["nodes"] == n and used["cpu"] == 2000
+    assert pool_counts([], [claim("only", "q")])["q"] == (
+        {"cpu": "0", "memory": "0Mi", "pods": "0", "ephemeral-storage": "0Mi", "nodes": "1"},
+        1,
+    )
+
+
+def test_a_node_deleted_before_its_claim_still_counts_until_the_claim_goes() -> None:
+    """Karpenter ``state/statenode.go`` ``Deleted``: a managed node is deleted when its NodeClaim
+    is (a ``deletionTimestamp``, or ``InstanceTerminating`` True); the Node's own deletion counts
+    only for a Node no claim owns. So a Node deleted first (``kubectl delete node``, held by its
+    finalizer) still counts, in ``status.nodes`` (``updateNodePoolResources`` leaves out
+    ``MarkedForDeletion`` nodes only) and against the limits alike."""
+    gone = "2026-01-01T00:00:00Z"
+    terminating = claim("c3", "general", "n3", {"cpu": "4"})
+    terminating["status"]["conditions"] = [{"type": "InstanceTerminating", "status": "True"}]
+    nodes = [
+        node("n1", "general", deletionTimestamp=gone),  # deleted before its claim c1
+        node("n2", "general"),
+        node("n3", "general"),
+        node("orphan", "general", deletionTimestamp=gone),  # no claim: its own deletion counts
+    ]
+    claims = [
+        claim("c1", "general", "n1", {"cpu": "4"}),
+        claim("c2", "general", "n2", {"cpu": "4"}, deletionTimestamp=gone),
+        terminating,
+    ]
+    resources, n = pool_counts(nodes, claims)["general"]
+    assert n == 1 and resources["cpu"] == "4"  # n1 alone
+    assert pool_in_use(nodes, "general", claims) == {
+        "nodes": 1,
+        "cpu": 4000,
+        "memory": 16 << 30,
+        "pods": 110,
+        "ephemeral-storage": 20 << 30,
+    }
