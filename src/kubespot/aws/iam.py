@@ -50,7 +50,9 @@ Facts the table relies on (AWS docs, checked):
   ``AllowScopedInstanceProfile*Actions``: ``iam:CreateInstanceProfile`` (and ``iam:TagInstanceProfile``,
   which tagging at creation also needs) only with this cluster's tags in the request,
   ``iam:AddRoleToInstanceProfile``, ``RemoveRoleFromInstanceProfile`` and ``DeleteInstanceProfile``
-  only on profiles carrying them, ``iam:GetInstanceProfile`` on any profile of the account.
+  only on profiles carrying them, ``iam:GetInstanceProfile`` on any profile of the account;
+  ``iam:GetRole`` (the dry run's check that ``spec.role`` exists; not in Karpenter's policy, whose
+  controller has no dry run) on the node role(s) when named, else on any role of the account.
 
 The response actions (issue 5) are opt-in: ``controller_policy(..., actions=["loadbalancer"])``
 adds the calls of each group named (``kubespot.aws.CALL_GROUPS``), so a cluster that does not
@@ -87,6 +89,7 @@ Scope = Literal[
     "profile-read",
     "profile-create",
     "profile-owned",
+    "role-read",
 ]
 
 
@@ -182,6 +185,9 @@ IAM_ACTIONS: Mapping[tuple[str, str], Permission] = {
     ("iam", "GetInstanceProfile"): Permission("iam:GetInstanceProfile", "profile-read"),
     # Listing takes no resource-level condition (AllowUnscopedInstanceProfileListAction): "*".
     ("iam", "ListInstanceProfiles"): Permission("iam:ListInstanceProfiles", "profile-read"),
+    # The dry run's check that spec.role exists (a real run attaches it instead): the node role(s)
+    # when named (the only roles a launch may pass), else any role of the account.
+    ("iam", "GetRole"): Permission("iam:GetRole", "role-read"),
     ("iam", "CreateInstanceProfile"): Permission(
         "iam:CreateInstanceProfile",
         "profile-create",
@@ -222,6 +228,7 @@ _SIDS: Mapping[Scope, str] = {
     "profile-read": "ReadInstanceProfiles",
     "profile-create": "CreateClusterInstanceProfiles",
     "profile-owned": "ManageClusterInstanceProfiles",
+    "role-read": "ReadNodeRoles",
 }
 #: The launch path's statements with conditions (their resources are not known in advance).
 _CONDITIONED: tuple[Scope, ...] = (
@@ -387,6 +394,7 @@ def controller_policy(
     """
     if calls is None:
         calls = calls_for(actions, queue=queue_arn is not None)
+    node_roles = tuple(node_roles)  # read twice: PassRole's and GetRole's resources
     if queue_arn is not None and (not queue_arn.startswith("arn:") or ":sqs:" not in queue_arn):
         raise ValueError(f"not an SQS queue ARN: {queue_arn!r}")
     vpcs = tuple(dict.fromkeys(vpc_ids))
@@ -435,6 +443,9 @@ def controller_policy(
     account = account_id if account_id and re.fullmatch(r"\d{12}", account_id) else "*"
     for scope in ("profile-read", "profile-create", "profile-owned"):
         resources[scope] = f"arn:{partition}:iam::{account}:instance-profile/*"
+    named = _role_arns(node_roles, account_id, partition) if "role-read" in by_scope else []
+    any_role = f"arn:{partition}:iam::{account}:role/*"
+    resources["role-read"] = named if len(named) > 1 else named[0] if named else any_role
     if "pass-role" in by_scope:
         roles = _role_arns(node_roles, account_id, partition)
         if not roles:

@@ -26,7 +26,10 @@ As aws/karpenter-provider-aws v1.6+ (``pkg/controllers/nodeclass/instanceprofile
 - a profile's role, once made or read, is known for ``KNOWN_TTL`` without asking IAM each pass
   (Karpenter's ``instanceProfileCache``), so IAM's eventual consistency cannot make a second one;
 - ``delete_class`` (the class's termination finalizer) deletes every profile under the class's
-  path and the legacy stable name.
+  path and the legacy stable name;
+- under dry run (``node_actions.dry_run``) nothing is made or deleted; a creation is rehearsed
+  only once ``iam:GetRole`` says the role exists (a missing one is an ``AwsError`` naming it: the
+  failure a real run would meet at ``AddRoleToInstanceProfile``).
 
 The hash is ``hashstructure`` v2's of the string: its default hasher is Go's ``fnv.New64()``,
 FNV-1 64 (multiply by the prime, then XOR the byte; not FNV-1a), over the string's bytes, so the
@@ -227,6 +230,26 @@ class InstanceProfiles:
             self._known[name] = (role, now)
         return role
 
+    async def _check_role(self, nodeclass: str, role: str) -> None:
+        """Dry run: the role a real run would attach exists (``iam:GetRole``), else the creation
+        rehearsed here would fail at ``AddRoleToInstanceProfile`` (``NoSuchEntity``, the error
+        Karpenter's ``ensureRole`` caches as role-not-found): a dry run says so now, naming the
+        class and the role, instead of reporting a profile it could never make."""
+        try:
+            await self.clients.call("iam", "GetRole", RoleName=_bare(role))
+        except AwsError as err:
+            if not _not_found(err):
+                raise
+            raise AwsError(
+                err.code,
+                f"role {role!r} of EC2NodeClass {nodeclass} does not exist, so a real run could not "
+                "make its instance profile (iam:AddRoleToInstanceProfile would fail): create the "
+                "role or correct spec.role",
+                service="iam",
+                operation="GetRole",
+                status=err.status,
+            ) from err
+
     async def ensure(
         self, nodeclass: str, uid: str, role: str, tags: Mapping[str, str], current: str | None = None
     ) -> str:
@@ -243,6 +266,7 @@ class InstanceProfiles:
                 self.protect(old)
             return current
         if self.dry_run:
+            await self._check_role(nodeclass, role)
             if key not in self._would:
                 self._would[key] = new_profile_name(self.cluster, self.region, nodeclass)
                 log.info(

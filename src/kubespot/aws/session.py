@@ -128,10 +128,12 @@ CALL_GROUPS: Final[Mapping[str, frozenset[tuple[str, str]]]] = MappingProxyType(
             }
         ),
         # kubespot.aws.instance_profiles: the profile made for an EC2NodeClass's spec.role; the
-        # cluster's profiles listed (by path) to collect those no class or instance uses.
+        # cluster's profiles listed (by path) to collect those no class or instance uses; under
+        # dry run, the role checked (GetRole) instead of attached.
         "instance-profile": frozenset(
             {
                 ("iam", "GetInstanceProfile"),
+                ("iam", "GetRole"),
                 ("iam", "ListInstanceProfiles"),
                 ("ec2", "DescribeInstances"),
                 ("iam", "CreateInstanceProfile"),

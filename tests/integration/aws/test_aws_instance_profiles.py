@@ -257,3 +257,45 @@ async def test_a_dry_run_never_reports_a_rehearsed_profile_ready(
     assert (cond["status"], cond["reason"]) == ("Unknown", "InstanceProfileNotCreated")
     assert cond["message"] == f"dry run: would create instance profile {would} for role 'nodes'"
     assert "instanceProfile" not in status and _names(aws_env) == set()
+
+
+async def test_a_dry_run_checks_that_the_role_exists(clients: AwsClients, aws_env: MotoServer) -> None:
+    """Review 16 #4. A real run attaches ``spec.role`` to the profile it makes and fails when the
+    role does not exist (aws/karpenter-provider-aws ``pkg/providers/instanceprofile/instanceprofile.go``
+    ``ensureRole``: ``AddRoleToInstanceProfile`` answers ``NoSuchEntity``, which
+    ``IsRoleNotFoundError`` recognises). A dry run attaches nothing, so it asks IAM ``GetRole``
+    instead (the role's name, its path dropped, as ``ensureRole`` does): an existing role lets the
+    creation be rehearsed; a missing one is an error naming the role and the class, on every pass
+    (a role deleted after a rehearsal is found missing the next time), and the class's
+    ``InstanceProfileReady`` message says it. Nothing is created either way."""
+    _roles(aws_env, "nodes")
+    dry = InstanceProfiles(clients, CLUSTER, aws_env.region, dry_run=True)
+    before = clients.call_count("iam", "GetRole")
+    would = await dry.ensure("default", "uid-1", "/teams/nodes", {})
+    assert dry.rehearsed(would) and clients.call_count("iam", "GetRole") == before + 1
+
+    aws_env.client("iam").delete_role(RoleName="nodes")
+    try:
+        await dry.ensure("default", "uid-1", "/teams/nodes", {})
+    except AwsError as err:
+        assert (err.code, err.operation) == ("NoSuchEntity", "GetRole")
+        assert "role '/teams/nodes' of EC2NodeClass default does not exist" in str(err)
+    else:
+        raise AssertionError("a missing role was rehearsed")
+
+    async def version() -> str:
+        return "1.32"
+
+    spec = EC2NodeClassSpec(name="default", role="missing")
+    resolved = await NodeClassResolver(clients, version, dry).resolve(
+        spec, now=datetime(2026, 1, 1, tzinfo=UTC), uid="uid-2"
+    )
+    assert resolved.resolution.would_create is None and resolved.resolution.instance_profile is None
+    assert any("iam:GetRole: NoSuchEntity" in f for f in resolved.failures)
+    status = nodeclass_status(
+        None, spec, validation_condition([]), resolved.resolution, generation=1, now=datetime.now(tz=UTC)
+    )
+    (cond,) = [c for c in status["conditions"] if c["type"] == "InstanceProfileReady"]
+    assert (cond["status"], cond["reason"]) == ("Unknown", "InstanceProfileNotCreated")
+    assert "role 'missing' of EC2NodeClass default does not exist" in cond["message"]
+    assert _names(aws_env) == set()

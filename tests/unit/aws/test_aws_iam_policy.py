@@ -627,3 +627,32 @@ def test_instance_profile_actions_are_scoped_to_the_cluster_tags() -> None:
     }
     with pytest.raises(ValueError, match="name the cluster"):
         iam.controller_policy(None, actions=["instance-profile"])
+
+
+def test_the_dry_runs_role_check_reads_only_the_node_roles() -> None:
+    """Review 16 #4: the dry run's ``iam:GetRole`` (kubespot.aws.instance_profiles, in the
+    ``instance-profile`` group: it stands in for aws/karpenter-provider-aws ``ensureRole``'s
+    ``AddRoleToInstanceProfile``, which a dry run does not make) is granted on the node role(s)
+    when they are named, the only roles a launch may pass anyway, else on the account's roles;
+    Karpenter's ``KarpenterControllerPolicy`` has no such statement (its controller has no dry run)."""
+    assert ("iam", "GetRole") in iam.CONTROLLER_CALLS
+    alone = iam.controller_policy(
+        None, actions=["instance-profile"], cluster="prod", account_id="123456789012"
+    )
+    by_sid = {s["Sid"]: s for s in alone["Statement"]}
+    assert by_sid["ReadNodeRoles"] == {
+        "Sid": "ReadNodeRoles",
+        "Effect": "Allow",
+        "Action": ["iam:GetRole"],
+        "Resource": "arn:aws:iam::123456789012:role/*",
+    }
+    named = iam.controller_policy(
+        None,
+        actions=["instance-profile"],
+        cluster="prod",
+        account_id="123456789012",
+        node_roles=["KarpenterNodeRole-prod"],
+    )
+    (read,) = [s for s in named["Statement"] if s["Sid"] == "ReadNodeRoles"]
+    assert read["Resource"] == "arn:aws:iam::123456789012:role/KarpenterNodeRole-prod"
+    assert "iam:GetRole" not in iam.policy_actions(iam.controller_policy("arn:aws:sqs:us-east-1:1:q"))

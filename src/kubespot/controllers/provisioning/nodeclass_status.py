@@ -64,6 +64,8 @@ class Resolution:
     instance_profile: str | None = None
     #: Under dry run, the profile a real run would make for ``spec.role`` (not made).
     would_create: str | None = None
+    #: Why no profile came this pass (the AWS error), said in the condition's message.
+    profile_error: str | None = None
 
 
 def _subnets(status: Obj, found: Sequence[SubnetInfo]) -> Condition:
@@ -98,7 +100,7 @@ def _amis(status: Obj, found: Sequence[AmiInfo]) -> Condition:
 
 
 def _instance_profile(
-    status: Obj, spec: EC2NodeClassSpec, made: str | None, would: str | None = None
+    status: Obj, spec: EC2NodeClassSpec, made: str | None, would: str | None = None, error: str | None = None
 ) -> Condition:
     profile = spec.instance_profile or made
     if profile:
@@ -122,7 +124,7 @@ def _instance_profile(
         INSTANCE_PROFILE_READY,
         "Unknown",
         "InstanceProfileNotCreated",
-        f"the instance profile for role {spec.role!r} is not created yet",
+        f"the instance profile for role {spec.role!r} is not created yet" + (f": {error}" if error else ""),
     )
 
 
@@ -156,7 +158,9 @@ def nodeclass_status(
         elif resolution.amis is not None:
             conditions.append(_amis(status, resolution.amis))
         conditions.append(
-            _instance_profile(status, spec, resolution.instance_profile, resolution.would_create)
+            _instance_profile(
+                status, spec, resolution.instance_profile, resolution.would_create, resolution.profile_error
+            )
         )
     status["conditions"] = merge_conditions(
         (old or {}).get("conditions"),

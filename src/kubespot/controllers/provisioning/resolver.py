@@ -87,15 +87,19 @@ class NodeClassResolver:
         except Exception as err:  # the version read failed (the API server): a failure like AWS's
             log.warning("EC2NodeClass %s: cannot learn the Kubernetes version: %s", spec.name, err)
             failures.append(f"Kubernetes version: {err}")
-        made = None
+        made = profile_error = None
         if spec.role and self.profiles is not None:
-            profiles, role = self.profiles, spec.role
+            profiles, role, before = self.profiles, spec.role, len(failures)
             made = await part(
                 "instance profile", lambda: profiles.ensure(spec.name, uid, role, spec.tags, profile)
             )
+            if len(failures) > before:
+                profile_error = str(failures[before].removeprefix("instance profile: "))
         elif self.profiles is not None and profile != spec.instance_profile:
             self.profiles.protect(profile)
         would = None
         if self.profiles is not None and self.profiles.rehearsed(made):
             made, would = None, made  # a dry run's: not made, so not ready (nodeclass_status)
-        return Resolved(Resolution(subnets, groups, amis, unsupported, made, would), tuple(failures))
+        return Resolved(
+            Resolution(subnets, groups, amis, unsupported, made, would, profile_error), tuple(failures)
+        )
