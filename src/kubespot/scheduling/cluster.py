@@ -282,10 +282,10 @@ def existing_nodes(
     claim_list = list(nodeclaims)
     node_of = claim_node_names(node_list, claim_list)
     claims_by_node = {n: c for c, n in zip(claim_list, node_of, strict=True) if n}
+    # A claim being deleted (``StateNode.deleting``, which the limits go by too) takes no pods:
+    # Karpenter's provisioner hands its scheduler ``nodes.Active()`` only.
     in_flight = [
-        c
-        for c, n in zip(claim_list, node_of, strict=True)
-        if not n and not (c.get("metadata") or {}).get("deletionTimestamp")
+        c for c, n in zip(claim_list, node_of, strict=True) if not n and not StateNode(None, c).deleting
     ]
     out: dict[str, ExistingNode] = {}
     for obj in node_list:
@@ -326,8 +326,13 @@ def existing_nodes(
             initialized=initialized,
             # Going away: no room for new pods, but its pods still count for topology spread and
             # pod affinity (kube-scheduler counts every node's pods). A cordoned node is not
-            # closed: its taint keeps off the pods that do not tolerate it.
-            closed=bool(meta.get("deletionTimestamp")),
+            # closed: its taint keeps off the pods that do not tolerate it. Going away is
+            # ``StateNode.deleting`` (Karpenter's ``Deleted``: its NodeClaim being deleted), the
+            # definition the limits go by (``pools_in_use``), so a node they no longer count is
+            # never filled (``provisioner.go`` ``Schedule`` hands the scheduler ``nodes.Active()``),
+            # or a Node being deleted itself (its claim still counts it: Karpenter's termination
+            # controller taints it ``karpenter.sh/disrupted:NoSchedule`` while it drains).
+            closed=bool(meta.get("deletionTimestamp")) or StateNode(obj, own).deleting,
         )
     for claim in in_flight:
         # Launched (or launching) but not registered: Karpenter's cluster state holds it as a

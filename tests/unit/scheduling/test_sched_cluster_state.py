@@ -279,3 +279,45 @@ def test_a_pool_at_its_limit_may_replace_a_node_being_deleted() -> None:
     assert pool_in_use(nodes, "default", [claims[0], going])["nodes"] == 1
     replacing = plan([claims[0], going])
     assert len(replacing.claims) == 1 and len(replacing.unschedulable) == 1
+
+
+def test_a_node_whose_claim_is_being_deleted_takes_no_pods_since_the_limits_do_not_count_it() -> None:
+    """Review 16c #2: Karpenter's ``provisioner.go`` ``Schedule`` hands the scheduler
+    ``nodes.Active()`` (``state/statenode.go``: not ``MarkedForDeletion``, which ``Deleted``
+    makes true once the NodeClaim is being deleted): a node whose claim is going is neither a
+    placement target nor counted against the limits (``scheduler.go``
+    ``updateRemainingResources``). ``kubespot plan`` does not strip doomed nodes first as the
+    provisioner does, so ``existing_nodes`` must close such a node itself: else it would fill
+    the node the limits left out and launch past them. The Node alone being deleted (its claim
+    still counting it) is closed too: the termination controller taints it while it drains."""
+    from kubespot.scheduling.cluster_plan import plan_cluster
+
+    limited = NodePool.of(
+        {"metadata": {"name": "default"}, "spec": {"template": {"spec": {}}, "limits": {"nodes": "2"}}}
+    )
+    nodes, claims = [], []
+    for i in (1, 2):
+        pid = f"aws:///z1/i-{i}"
+        nodes.append(_node(f"n{i}", {**LABELS, "karpenter.sh/registered": "true"}, {"providerID": pid}))
+        claims.append(
+            {
+                "metadata": {"name": f"default-{i}", "labels": dict(CLAIM_LABELS)},
+                "spec": {},
+                "status": {"providerID": pid, "nodeName": f"n{i}", "capacity": ROOM},
+            }
+        )
+    claims[1]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    pods = [_pod("bound", "3", nodeName="n1"), _pod("a", "3"), _pod("b", "3")]
+    closed = {n.name: n.closed for n in existing_nodes(nodes, pods, nodeclaims=claims)}
+    assert closed == {"n1": False, "n2": True}
+    plan, _ = plan_cluster({"Node": nodes, "NodeClaim": claims, "Pod": pods}, [limited], {"default": CATALOG})
+    assert [c.pods for c in plan.claims] == [["default/a"]] and list(plan.unschedulable) == ["default/b"]
+    # InstanceTerminating True is Deleted too; a Node being deleted before its claim is closed
+    # while it still counts.
+    claims[1]["metadata"].pop("deletionTimestamp")
+    claims[1]["status"]["conditions"] = [{"type": "InstanceTerminating", "status": "True"}]
+    assert existing_nodes(nodes, pods, nodeclaims=claims)[1].closed
+    claims[1]["status"].pop("conditions")
+    nodes[1]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert existing_nodes(nodes, pods, nodeclaims=claims)[1].closed
+    assert pool_in_use(nodes, "default", claims)["nodes"] == 2
