@@ -31,7 +31,7 @@ from .cluster import (
     daemon_ports,
     existing_nodes,
     namespace_labels,
-    pool_in_use,
+    pools_in_use,
     provisionable_pods,
 )
 from .instance_types import InstanceType
@@ -146,11 +146,14 @@ def plan_cluster(
     PersistentVolume, StorageClass, Namespace) over ``pools`` with ``types`` (by pool name; a pool
     without is left out). ``pending``: the pods to plan for (default: the pending ones among
     ``objects["Pod"]``, whose bound pods fill the existing nodes either way); ``in_use``: a pool's
-    usage against its limits (default: its nodes' and NodeClaims' capacity, ``pool_in_use``)."""
+    usage against its limits (default: its nodes' and NodeClaims' capacity, ``pools_in_use``;
+    a pool missing from it uses nothing)."""
     nodes = objects.get("Node", ())
     claims = objects.get("NodeClaim", ())
     pods = objects.get("Pod", ())
     daemonsets = [d for d in objects.get("DaemonSet", ()) if _readable(d)]
+    if in_use is None:
+        in_use = pools_in_use(nodes, claims)  # once: each pool's is an index into it
     capacities: list[PoolCapacity] = []
     catalog: dict[str, dict[str, InstanceType]] = {}
     incompatible: list[str] = []
@@ -162,13 +165,12 @@ def plan_cluster(
         if not any(_compatible(pool, t) for t in planned):
             incompatible.append(pool.name)
         catalog[pool.name] = {t.name: t for t in planned}
-        used = in_use.get(pool.name) if in_use is not None else None
         capacities.append(
             PoolCapacity(
                 pool,
                 planned,
                 daemon_overhead(daemonsets, pool),
-                dict(used) if used is not None else pool_in_use(nodes, pool.name, claims),
+                dict(in_use.get(pool.name) or {"nodes": 0}),
                 daemon_ports(daemonsets, pool),
             )
         )

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kubespot.cloud import UnavailableOfferings, fake_type
 from kubespot.model import SystemClock
+from kubespot.scheduling import cluster
 from kubespot.scheduling.cluster_plan import plan_cluster, pools_to_plan
 from kubespot.sim.kubesim.testing import pod
 from support.provisioning_env import nodeclass, nodepool
@@ -70,3 +73,30 @@ def test_the_provisioner_s_inputs_usage_pending_pods_and_unavailable_offerings()
             unavailable.mark(kind, name, "z1", "test")
     plan, inputs = plan_cluster(objs, pools, {"general": TYPES}, unavailable=unavailable)
     assert not plan.claims and inputs.incompatible == ["general"]
+
+
+def test_kubespot_plan_reads_every_pool_s_usage_from_one_pass_over_the_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """provisioner.go ``Schedule`` → ``scheduler.go`` ``NewScheduler`` fills every NodePool's
+    remaining resources from one read of the cluster state (``updateRemainingResources`` over
+    ``nodes.Active()``): ``plan_cluster`` without ``in_use`` (``kubespot plan``) reads the nodes
+    once for all its pools, not once per pool (review 16c #4)."""
+    reads: list[int] = []
+    real = cluster.state_nodes
+
+    def counted(nodes: Any, nodeclaims: Any) -> list[cluster.StateNode]:
+        reads.append(1)
+        return real(nodes, nodeclaims)
+
+    monkeypatch.setattr(cluster, "state_nodes", counted)
+    names = ("general", "second", "third")
+    objs = {
+        "NodePool": [nodepool(n, limits={"cpu": "100"}) for n in names],
+        "EC2NodeClass": [nodeclass()],
+        "Pod": [pod("a", requests={"cpu": "1", "memory": "1Gi"})],
+    }
+    pools = [p for p, _ in pools_to_plan(objs["NodePool"], objs["EC2NodeClass"]).pools]
+    assert sorted(p.name for p in pools) == sorted(names)
+    plan, _ = plan_cluster(objs, pools, dict.fromkeys(names, TYPES))
+    assert len(plan.claims) == 1 and len(reads) == 1

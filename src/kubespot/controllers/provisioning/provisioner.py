@@ -62,9 +62,7 @@ from kubespot.kube.informer import Informer, Informers
 from kubespot.model import Clock
 from kubespot.observability.metrics import Metrics
 from kubespot.scheduling.api.nodepool import NodePoolSpec, parse_nodepool
-from kubespot.scheduling.cluster import (
-    pool_in_use,
-)
+from kubespot.scheduling.cluster import pools_in_use
 from kubespot.scheduling.cluster_plan import plan_cluster, pools_to_plan
 from kubespot.scheduling.explain import AvoidedOffering
 from kubespot.scheduling.instance_types import InstanceType
@@ -306,18 +304,19 @@ class Provisioner:
         if name in self._charges and (op == "DELETED" or (obj.get("status") or {}).get("capacity")):
             del self._charges[name]
 
-    def _usage(self, pool: str, nodes: Sequence[Obj], claims: Sequence[Obj]) -> dict[str, int]:
-        """What ``pool`` uses against its limits: its nodes and NodeClaims as the cache shows them,
-        the claims created here and not shown launched yet counted at their charge instead."""
+    def _usage(self, nodes: Sequence[Obj], claims: Sequence[Obj]) -> dict[str, dict[str, int]]:
+        """What each pool uses against its limits, by name (a pool absent uses nothing): its nodes
+        and NodeClaims as the cache shows them, the claims created here and not shown launched yet
+        counted at their charge instead. Every pool's at once: each count reads every node."""
         now = self._clock.monotonic()
         for name in [n for n, (_, _, at, _) in self._charges.items() if now - at > CHARGE_TTL]:
             del self._charges[name]  # never seen launched nor gone: the launch timed out long ago
-        used = pool_in_use(nodes, pool, [c for c in claims if _meta(c).get("name") not in self._charges])
-        for charged_pool, charge, _, _ in self._charges.values():
-            if charged_pool == pool:
-                for k, v in charge.items():
-                    used[k] = used.get(k, 0) + v
-        return used
+        usage = pools_in_use(nodes, [c for c in claims if _meta(c).get("name") not in self._charges])
+        for pool, charge, _, _ in self._charges.values():
+            used = usage.setdefault(pool, {"nodes": 0})
+            for k, v in charge.items():
+                used[k] = used.get(k, 0) + v
+        return usage
 
     def _released(self, claim: str) -> None:
         now = self._clock.monotonic()
@@ -479,7 +478,8 @@ class Provisioner:
         offered = {
             name: unavailable.apply(ts) if unavailable is not None else list(ts) for name, ts in types.items()
         }
-        in_use = {pool.name: self._usage(pool.name, all_nodes, all_claims) for pool in pools}
+        usage = self._usage(all_nodes, all_claims)
+        in_use = {pool.name: usage.get(pool.name, {"nodes": 0}) for pool in pools}
         # The explanation read with the offers: a mark made or expired during the simulation was
         # not what the plan saw.
         avoided = avoided_offerings(self._unavailable, self._risk)
@@ -617,14 +617,14 @@ class Provisioner:
         latest, _ = usable_pools(self._cache["NodePool"].items())
         nodes, claims = self._cache["Node"].items(), self._cache["NodeClaim"].items()
         limits_of = {p.name: p.limits for p in pools.values()} | {p.name: p.limits for p in latest}
-        usage = {name: self._usage(name, nodes, claims) for name in {c.pool for c in planned}}
+        usage = self._usage(nodes, claims)
         admitted: list[PlannedClaim] = []
         for claim in planned:
             limits = limits_of.get(claim.pool, {})
             if not limits:
                 admitted.append(claim)
                 continue
-            used = usage[claim.pool]
+            used = usage.setdefault(claim.pool, {"nodes": 0})
             over = [
                 k for k, limit in limits.items() if used.get(k, 0) + claim.limits_charged.get(k, 0) > limit
             ]
@@ -643,8 +643,9 @@ class Provisioner:
             for k, v in claim.limits_charged.items():
                 used[k] = used.get(k, 0) + v
             admitted.append(claim)
-        for name, used in usage.items():
+        for name in {c.pool for c in planned}:
             if limits_of.get(name):
+                used = usage.get(name, {})
                 left[name] = {k: limit - used.get(k, 0) for k, limit in limits_of[name].items()}
         return admitted
 
