@@ -28,8 +28,9 @@ As aws/karpenter-provider-aws v1.6+ (``pkg/controllers/nodeclass/instanceprofile
 - ``delete_class`` (the class's termination finalizer) deletes every profile under the class's
   path and the legacy stable name;
 - under dry run (``node_actions.dry_run``) nothing is made or deleted; a creation is rehearsed
-  only once ``iam:GetRole`` says the role exists (a missing one is an ``AwsError`` naming it: the
-  failure a real run would meet at ``AddRoleToInstanceProfile``).
+  unless ``iam:GetRole`` says the role does not exist (``RoleNotFound`` naming it: the failure a
+  real run would meet at ``AddRoleToInstanceProfile``); a policy without ``iam:GetRole`` only
+  skips the check (a warning, once).
 
 The hash is ``hashstructure`` v2's of the string: its default hasher is Go's ``fnv.New64()``,
 FNV-1 64 (multiply by the prime, then XOR the byte; not FNV-1a), over the string's bytes, so the
@@ -63,6 +64,7 @@ __all__ = [
     "RECREATION_TTL",
     "YOUNG",
     "InstanceProfiles",
+    "RoleNotFound",
     "legacy_profile_name",
     "new_profile_name",
     "profile_path",
@@ -148,6 +150,10 @@ def _bare(role: str) -> str:
     return role.rsplit("/", 1)[-1]
 
 
+class RoleNotFound(AwsError):
+    """Dry run: the class's ``spec.role`` does not exist (``iam:GetRole`` said ``NoSuchEntity``)."""
+
+
 class InstanceProfiles:
     """Creates, replaces, collects and deletes the profiles of one cluster's EC2NodeClasses."""
 
@@ -177,6 +183,8 @@ class InstanceProfiles:
         self._known: dict[str, tuple[str, float]] = {}
         #: Profiles this process deleted (tests and logs).
         self.deleted: list[str] = []
+        #: The error codes the dry run's role check met and warned of (once each).
+        self._unchecked: set[str] = set()
 
     # -- protection -----------------------------------------------------------------------------------
 
@@ -234,13 +242,25 @@ class InstanceProfiles:
         """Dry run: the role a real run would attach exists (``iam:GetRole``), else the creation
         rehearsed here would fail at ``AddRoleToInstanceProfile`` (``NoSuchEntity``, the error
         Karpenter's ``ensureRole`` caches as role-not-found): a dry run says so now, naming the
-        class and the role, instead of reporting a profile it could never make."""
+        class and the role (``RoleNotFound``), instead of reporting a profile it could never make.
+
+        Any other answer (``AccessDenied`` under a policy made before ``iam:GetRole`` was asked
+        for, as Karpenter's own; throttling) only means the role could not be checked: the
+        creation is rehearsed as before, with a warning once per error code naming the call."""
         try:
             await self.clients.call("iam", "GetRole", RoleName=_bare(role))
         except AwsError as err:
             if not _not_found(err):
-                raise
-            raise AwsError(
+                if err.code not in self._unchecked:
+                    self._unchecked.add(err.code)
+                    log.warning(
+                        "dry-run: cannot check that the roles of EC2NodeClasses exist (%s); instance "
+                        "profiles are rehearsed without the check (grant iam:GetRole on the node roles "
+                        "for it)",
+                        err,
+                    )
+                return
+            raise RoleNotFound(
                 err.code,
                 f"role {role!r} of EC2NodeClass {nodeclass} does not exist, so a real run could not "
                 "make its instance profile (iam:AddRoleToInstanceProfile would fail): create the "

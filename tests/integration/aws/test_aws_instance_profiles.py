@@ -13,8 +13,10 @@ role removed, profile deleted, a missing one ignored; ``ListProfiles``), ``pkg/a
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from tests.support.clocks import StillClock
 
 from kubespot.aws import AwsClients, AwsError
@@ -299,3 +301,77 @@ async def test_a_dry_run_checks_that_the_role_exists(clients: AwsClients, aws_en
     assert (cond["status"], cond["reason"]) == ("Unknown", "InstanceProfileNotCreated")
     assert "role 'missing' of EC2NodeClass default does not exist" in cond["message"]
     assert _names(aws_env) == set()
+
+
+async def test_a_dry_run_says_a_missing_role_even_when_the_status_names_a_profile(
+    clients: AwsClients, aws_env: MotoServer
+) -> None:
+    """Review 16c #1. A class whose status names the profile of its old role, its ``spec.role``
+    changed: a real run makes a profile for the new role and fails when that role does not exist
+    (aws/karpenter-provider-aws ``pkg/controllers/nodeclass/instanceprofile.go`` ``Reconcile``
+    sets ``InstanceProfileReady`` only once ``Create`` succeeded; ``instanceprofile.go``
+    ``ensureRole``: ``NoSuchEntity``). The dry run's ``GetRole`` found it missing, so the
+    condition says so and is not Ready, though the status still names the old role's profile (kept:
+    it exists). A role that exists gets the rehearsal's "would create" instead."""
+    _roles(aws_env, "old-role", "new-role")
+    old = await InstanceProfiles(clients, CLUSTER, aws_env.region).ensure("default", "uid-1", "old-role", {})
+    dry = InstanceProfiles(clients, CLUSTER, aws_env.region, dry_run=True)
+
+    async def version() -> str:
+        return "1.32"
+
+    for role, want in (
+        ("missing-role", "role 'missing-role' of EC2NodeClass default does not exist"),
+        ("new-role", "dry run: would create instance profile "),
+    ):
+        spec = EC2NodeClassSpec(name="default", role=role)
+        resolved = await NodeClassResolver(clients, version, dry).resolve(
+            spec, now=datetime(2026, 1, 1, tzinfo=UTC), uid="uid-1", profile=old
+        )
+        status = nodeclass_status(
+            {"instanceProfile": old},
+            spec,
+            validation_condition([]),
+            resolved.resolution,
+            generation=2,
+            now=datetime.now(tz=UTC),
+        )
+        (cond,) = [c for c in status["conditions"] if c["type"] == "InstanceProfileReady"]
+        assert (cond["status"], cond["reason"]) == ("Unknown", "InstanceProfileNotCreated"), role
+        assert want in cond["message"] and status["instanceProfile"] == old
+    assert _names(aws_env) == {old}
+
+
+async def test_a_dry_run_without_iam_get_role_rehearses_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Review 16c #3. Karpenter's ``KarpenterControllerPolicy`` (aws/karpenter-provider-aws
+    ``website/content/en/preview/getting-started/getting-started-with-karpenter/cloudformation.yaml``)
+    and kubespot's policies made before the dry run's role check grant no ``iam:GetRole``: IAM
+    answers ``AccessDenied`` (403). That only means the role could not be checked, so the creation
+    is rehearsed as before the check, with one warning naming the permission, not one per pass."""
+
+    class Denied:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        async def call(self, service: str, operation: str, **_: object) -> object:
+            self.calls.append(operation)
+            if operation == "GetRole":
+                raise AwsError(
+                    "AccessDenied",
+                    "User is not authorized to perform: iam:GetRole",
+                    service="iam",
+                    operation=operation,
+                    status=403,
+                )
+            raise AssertionError(operation)
+
+    clients = Denied()
+    dry = InstanceProfiles(clients, CLUSTER, "us-east-1", dry_run=True)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="kubespot.controller.provisioning"):
+        first = await dry.ensure("default", "uid-1", "KarpenterNodeRole-prod", {})
+        again = await dry.ensure("default", "uid-1", "KarpenterNodeRole-prod", {})
+    assert dry.rehearsed(first) and again == first and clients.calls == ["GetRole", "GetRole"]
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "iam:GetRole: AccessDenied" in warned[0]

@@ -66,6 +66,9 @@ class Resolution:
     would_create: str | None = None
     #: Why no profile came this pass (the AWS error), said in the condition's message.
     profile_error: str | None = None
+    #: Under dry run, ``spec.role`` does not exist (``profile_error`` says so): the class is not
+    #: ready on it, whatever profile its status names (a real run could not attach the role).
+    role_missing: bool = False
 
 
 def _subnets(status: Obj, found: Sequence[SubnetInfo]) -> Condition:
@@ -100,12 +103,27 @@ def _amis(status: Obj, found: Sequence[AmiInfo]) -> Condition:
 
 
 def _instance_profile(
-    status: Obj, spec: EC2NodeClassSpec, made: str | None, would: str | None = None, error: str | None = None
+    status: Obj,
+    spec: EC2NodeClassSpec,
+    made: str | None,
+    would: str | None = None,
+    error: str | None = None,
+    role_missing: bool = False,
 ) -> Condition:
     profile = spec.instance_profile or made
     if profile:
         status["instanceProfile"] = profile
         return Condition(INSTANCE_PROFILE_READY, "True", INSTANCE_PROFILE_READY)
+    if role_missing:
+        # Dry run, spec.role missing: a real run would fail to attach it, so the class is not
+        # ready whatever profile its status names (kept: the dry run writes no false name, and
+        # that profile, of the old role, still exists).
+        return Condition(
+            INSTANCE_PROFILE_READY,
+            "Unknown",
+            "InstanceProfileNotCreated",
+            f"the instance profile for role {spec.role!r} is not created yet: {error}",
+        )
     if would:
         # Under dry run a profile is only rehearsed: it does not exist, so the class is not ready
         # on it (Karpenter's instanceprofile.go ``Reconcile`` sets the condition only once
@@ -159,7 +177,12 @@ def nodeclass_status(
             conditions.append(_amis(status, resolution.amis))
         conditions.append(
             _instance_profile(
-                status, spec, resolution.instance_profile, resolution.would_create, resolution.profile_error
+                status,
+                spec,
+                resolution.instance_profile,
+                resolution.would_create,
+                resolution.profile_error,
+                resolution.role_missing,
             )
         )
     status["conditions"] = merge_conditions(

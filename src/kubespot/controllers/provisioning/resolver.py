@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from kubespot.aws import AwsClients, AwsError
 from kubespot.aws.amis import AliasNotFound, resolve_amis
-from kubespot.aws.instance_profiles import InstanceProfiles
+from kubespot.aws.instance_profiles import InstanceProfiles, RoleNotFound
 from kubespot.aws.security_groups import resolve_security_groups
 from kubespot.aws.subnets import resolve_subnets
 from kubespot.scheduling.api.nodeclass import EC2NodeClassSpec
@@ -88,11 +88,19 @@ class NodeClassResolver:
             log.warning("EC2NodeClass %s: cannot learn the Kubernetes version: %s", spec.name, err)
             failures.append(f"Kubernetes version: {err}")
         made = profile_error = None
+        role_missing = False
         if spec.role and self.profiles is not None:
             profiles, role, before = self.profiles, spec.role, len(failures)
-            made = await part(
-                "instance profile", lambda: profiles.ensure(spec.name, uid, role, spec.tags, profile)
-            )
+
+            async def ensure() -> str:
+                nonlocal role_missing
+                try:
+                    return await profiles.ensure(spec.name, uid, role, spec.tags, profile)
+                except RoleNotFound:
+                    role_missing = True
+                    raise
+
+            made = await part("instance profile", ensure)
             if len(failures) > before:
                 profile_error = str(failures[before].removeprefix("instance profile: "))
         elif self.profiles is not None and profile != spec.instance_profile:
@@ -101,5 +109,6 @@ class NodeClassResolver:
         if self.profiles is not None and self.profiles.rehearsed(made):
             made, would = None, made  # a dry run's: not made, so not ready (nodeclass_status)
         return Resolved(
-            Resolution(subnets, groups, amis, unsupported, made, would, profile_error), tuple(failures)
+            Resolution(subnets, groups, amis, unsupported, made, would, profile_error, role_missing),
+            tuple(failures),
         )
