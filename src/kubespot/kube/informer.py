@@ -302,8 +302,9 @@ def _identity(obj: Mapping[str, Any]) -> Obj:
 class Informers:
     """One informer per resource path, shared by every controller of a process that reads it."""
 
-    def __init__(self, kube: KubeClient) -> None:
+    def __init__(self, kube: KubeClient, *, unserved_retry: float = UNSERVED_RETRY) -> None:
         self._kube = kube
+        self._unserved_retry = unserved_retry
         self._by_path: dict[str, Informer] = {}
 
     def get(self, path: str) -> Informer:
@@ -311,7 +312,7 @@ class Informers:
         path = path.strip("/")
         found = self._by_path.get(path)
         if found is None:
-            found = self._by_path[path] = Informer(self._kube, path)
+            found = self._by_path[path] = Informer(self._kube, path, unserved_retry=self._unserved_retry)
         return found
 
     def __iter__(self) -> Iterator[Informer]:

@@ -183,7 +183,8 @@ def build(
         if dry_run
         else NodeClassTermination(
             nodeclasses,
-            CustomObjects(kube, NODECLAIMS),
+            # The claims naming a class being deleted, from the process's cache (no LIST per resync).
+            informers.get(NODECLAIMS),
             profiles,
             cloud.templates if launch.cluster_name else None,
             clock=clock,
@@ -195,6 +196,8 @@ def build(
         settings=settings,
         clock=clock,
         on_resolved=cloud.set_resolved,
+        # NodePools and EC2NodeClasses from the caches the provisioner's passes read: one watch each.
+        informers=informers,
     )
     batcher = Batcher(idle=launch.batch_idle_duration, max_duration=launch.batch_max_duration)
     provisioner = Provisioner(
@@ -221,7 +224,10 @@ def build(
         provisioner=provisioner,
         # Fed by the informers the passes read: a trigger always comes after the cache has the change.
         pending=PendingWatch(informers.get(PODS), batcher.trigger, clock=clock, requeue=REQUEUE),
-        counter=NodePoolCounter(kube, loop.set_counts, clock=clock),
+        # Counted from the same caches, not a LIST of every Node and NodeClaim every 5 s.
+        counter=NodePoolCounter(
+            informers.get(NODES), informers.get(NODECLAIMS), loop.set_counts, clock=clock
+        ),
         unavailable=unavailable,
         doom=DoomWatch(
             informers.get(NODES),

@@ -31,6 +31,7 @@ from kubespot.aws.launch_templates import IDLE_TTL, LaunchTemplates
 from kubespot.kube import ObjectRef
 from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
+from kubespot.kube.informer import Informer
 from kubespot.model import Clock, SystemClock
 
 __all__ = ["FINALIZER", "NodeClassTermination", "deleting"]
@@ -95,7 +96,7 @@ class NodeClassTermination:
     def __init__(
         self,
         nodeclasses: CustomObjects,
-        nodeclaims: CustomObjects,
+        nodeclaims: CustomObjects | Informer,
         profiles: InstanceProfiles | None,
         templates: LaunchTemplates | None = None,
         *,
@@ -133,7 +134,7 @@ class NodeClassTermination:
         if FINALIZER not in _finalizers(obj):
             return True
         name = str(_meta(obj).get("name", ""))
-        users = _users((await self._claims.list()).items, name)
+        users = _users(await self._claim_items(), name)
         if users:
             log.info("EC2NodeClass %s: waiting on NodeClaims %s before deleting", name, ", ".join(users))
             await self._waiting(obj, users)
@@ -164,6 +165,15 @@ class NodeClassTermination:
         }
         await self._classes.patch(name, patch)
         return True
+
+    async def _claim_items(self) -> Iterable[Obj]:
+        """Every NodeClaim: from the process's informer (as aws ``finalize`` lists them from
+        controller-runtime's cache) once it has synced (an empty cache before then is not "no
+        claims": the class would be finalized under claims that use it), else a LIST."""
+        if isinstance(self._claims, Informer):
+            await self._claims.wait_synced()
+            return self._claims.items()
+        return (await self._claims.list()).items
 
     async def _waiting(self, obj: Obj, users: list[str]) -> None:
         """The class's ``WaitingOnNodeClaimTermination`` event, deduplicated by its UID."""

@@ -12,25 +12,28 @@ provisioner's limit check counts the very same (``scheduling.cluster.pools_in_us
 ``resources`` always carries ``cpu``, ``memory``, ``pods``, ``ephemeral-storage`` and ``nodes``
 (zero when none), and ``nodes`` is the count.
 
-``pool_counts`` is pure. ``NodePoolCounter`` lists nodes and NodeClaims every ``interval`` and
-hands the counts to the status loop (``StatusLoop.set_counts``), which writes them with the
-conditions, so one writer owns the NodePool's status and the two never fight over its version.
+``pool_counts`` is pure. ``NodePoolCounter`` counts every ``interval`` from the process's shared
+Node and NodeClaim informers (``kube.informer``: what the provisioner's passes read; Karpenter's
+counter reads its ``state.Cluster``, fed by the same controller-runtime cache), so a tick costs the
+API server nothing, and hands the counts to the status loop (``StatusLoop.set_counts``), which
+writes them with the conditions, so one writer owns the NodePool's status and the two never fight
+over its version. A tick waits until both informers have synced: an empty cache is not "no nodes",
+and publishing zero would lower ``status.resources`` and so lift a NodePool's limit (counter
+``Reconcile`` requeues while ``cluster.Synced`` is false for the same reason).
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kubespot.kube import KubeClient, KubeError
+from kubespot.kube.informer import Informer
 from kubespot.model import Clock
 from kubespot.model.quantity import quantity_text
 from kubespot.scheduling.cluster import pools_in_use
 
 __all__ = ["BASE_RESOURCES", "NodePoolCounter", "PoolCounts", "empty_counts", "pool_counts"]
-
-log = logging.getLogger("kubespot.controller.provisioning")
 
 Obj = Mapping[str, Any]
 #: (``status.resources`` as quantities, ``status.nodes``).
@@ -60,40 +63,43 @@ def empty_counts() -> PoolCounts:
 
 
 class NodePoolCounter:
-    """Counts every ``interval`` seconds and hands each pool's counts to ``publish``."""
+    """Counts every ``interval`` seconds from the Node and NodeClaim informers and hands each pool's
+    counts to ``publish``."""
 
     def __init__(
         self,
-        kube: KubeClient,
+        nodes: Informer,
+        claims: Informer,
         publish: Callable[[Mapping[str, PoolCounts]], None],
         *,
         clock: Clock,
         interval: float = 5.0,
-        nodeclaims_path: str = "apis/karpenter.sh/v1/nodeclaims",
     ) -> None:
-        self._kube = kube
+        self._nodes = nodes
+        self._claims = claims
         self._publish = publish
         self._clock = clock
         self._interval = interval
-        self._claims_path = nodeclaims_path
         self.last_count: Mapping[str, PoolCounts] | None = None
+        #: The informers' generations ``last_count`` was counted at: unchanged caches are not
+        #: counted again (at 5 000 nodes a count is the tick's whole cost).
+        self._counted_at: tuple[int, int] | None = None
 
     async def count_once(self) -> Mapping[str, PoolCounts]:
-        nodes = await self._kube.list_objects("api/v1/nodes")
-        claims = await self._kube.list_objects(self._claims_path)
-        counts = pool_counts(nodes, claims)
-        self.last_count = counts
+        # Waits rather than skips: the informers start here if nobody runs them, and the first
+        # tick after they sync counts at once. Never a count of a cache not (or no longer) synced
+        # (leadership lost and won back: the informers were dropped and list again).
+        await asyncio.gather(self._nodes.wait_synced(), self._claims.wait_synced())
+        at = (self._nodes.generation, self._claims.generation)
+        counts = self.last_count
+        if counts is None or at != self._counted_at:
+            counts = pool_counts(self._nodes.items(), self._claims.items())
+            self.last_count, self._counted_at = counts, at
+        # Published every tick even when unchanged: a NodePool created since reads its figures.
         self._publish(counts)
         return counts
 
     async def run(self) -> None:
         while True:
-            try:
-                await self.count_once()
-            except KubeError as err:
-                log.warning(
-                    "provisioning: cannot count the NodePools' nodes (next try in %.0f s): %s",
-                    self._interval,
-                    err,
-                )
+            await self.count_once()
             await self._clock.sleep(self._interval)

@@ -4,7 +4,10 @@ Like Karpenter's nodeclass and nodepool controllers (aws/karpenter-provider-aws
 ``pkg/controllers/nodeclass/controller.go``, kubernetes-sigs/karpenter
 ``pkg/controllers/nodepool/{validation,readiness}``), in one loop on the elected replica:
 
-- a watch of each kind keeps the objects in memory; a class is resolved again when its generation
+- the objects of each kind are kept in memory from the process's shared informers (``informers``:
+  the NodePool and EC2NodeClass caches the provisioner's passes read, one LIST and one WATCH per
+  kind for the whole process, as Karpenter's controllers share controller-runtime's cache; without
+  them, built alone, from a watch of its own); a class is resolved again when its generation
   changes (its own status writes do not count) and every ``nodeclass_resync_interval``; a pool is
   reconciled when it changes and whenever its class does (its ``NodeClassReady`` follows the class);
 - the status is written (PUT to ``/status`` with the version read) only when it differs from the
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -44,6 +48,7 @@ from kubespot.aws.resolved import ResolvedNodeClass
 from kubespot.config.provisioning import ProvisioningSettings
 from kubespot.kube import KubeError
 from kubespot.kube.custom import CustomObjects, ObjectList
+from kubespot.kube.informer import Informer, Informers
 from kubespot.model import Clock
 from kubespot.model.backoff import full_jitter
 from kubespot.model.clock import wait_event
@@ -131,8 +136,14 @@ class StatusLoop:
         on_resolved: Callable[[str, ResolvedNodeClass | None], None] | None = None,
         rng: Callable[[], float] = random.random,
         termination: NodeClassTermination | None = None,
+        informers: Informers | None = None,
     ) -> None:
         self._api = {CLASS: nodeclasses, POOL: nodepools}
+        #: Where the objects are read from: the process's informers of the two paths (None: a LIST
+        #: and a WATCH of the loop's own).
+        self._cache: dict[str, Informer] | None = (
+            None if informers is None else {kind: informers.get(api.path) for kind, api in self._api.items()}
+        )
         self._termination = termination
         self._resolver = resolver
         self._settings = settings
@@ -198,24 +209,44 @@ class StatusLoop:
         self.started = self._clock.now()
         # Whatever was resolved while this replica led before may be stale now: resolve all again.
         self._resolved_gen.clear()
-        listings = {kind: await self._list(kind) for kind in (CLASS, POOL)}
-        for kind, listing in listings.items():
-            self._replace_all(kind, listing.items)
-        watches = [
-            asyncio.create_task(self._watch(kind, listing), name=f"kubespot-watch-{kind}")
-            for kind, listing in listings.items()
-        ]
+        watches: list[asyncio.Task[None]] = []
+        unsubscribe: list[Callable[[], None]] = []
         try:
+            if self._cache is None:
+                listings = {kind: await self._list(kind) for kind in (CLASS, POOL)}
+                for kind, listing in listings.items():
+                    self._replace_all(kind, listing.items)
+                watches = [
+                    asyncio.create_task(self._watch(kind, listing), name=f"kubespot-watch-{kind}")
+                    for kind, listing in listings.items()
+                ]
+            else:
+                unsubscribe = [
+                    informer.subscribe(functools.partial(self._told, kind))
+                    for kind, informer in self._cache.items()
+                ]
+                # The first pass waits for both caches: an empty one before its LIST is in is not
+                # "no objects" (a class's pools would be judged against a class not found).
+                await asyncio.gather(*(i.wait_synced() for i in self._cache.values()))
+                for kind, informer in self._cache.items():
+                    self._replace_all(kind, informer.items())
             while True:
                 await self.run_pass()
                 await self._wait()
         finally:
             self.started = self.last_pass = None
+            for stop in unsubscribe:
+                stop()
             for task in watches:
                 task.cancel()
             for task in watches:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+
+    def _told(self, kind: str, op: str, obj: Obj) -> None:
+        """An informer's change (a re-list's objects too, and those it found gone)."""
+        self._changed(kind, op, obj)
+        self._wake.set()
 
     async def _list(self, kind: str) -> ObjectList:
         attempt = 0

@@ -37,6 +37,7 @@ from kubespot.controllers.provisioning.status_loop import StatusLoop
 from kubespot.kube import connect
 from kubespot.kube.custom import CustomObjects
 from kubespot.kube.events import EventRecorder
+from kubespot.kube.informer import Informers
 from kubespot.model import SystemClock
 from kubespot.sim.awssim import MotoServer
 from kubespot.sim.kubesim.app import KubeSim
@@ -76,6 +77,9 @@ class Env:
     #: What the loop handed the cloud per class (``on_resolved``).
     resolved: dict[str, Any] = field(default_factory=dict)
     kubeconfig: str = ""
+    #: The process's informers the loop reads (``None`` never: the fixture always makes them).
+    informers: Informers | None = None
+    sim: KubeSim | None = None
 
     async def create(self, path: str, body: Obj) -> Obj:
         async with self.http.post(f"/{path}", json=body) as r:
@@ -174,6 +178,9 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
         classes = CustomObjects(kube, NODECLASSES)
         profiles = InstanceProfiles(aws, CLUSTER, aws_env.region)
         resolved: dict[str, Any] = {}
+        # The operator's wiring (controller.build): the loop reads from the process's informers; a
+        # CRD not served yet is looked for again every 0.2 s instead of 10 s.
+        informers = Informers(kube, unserved_retry=0.2)
         loop = StatusLoop(
             nodeclasses=classes,
             nodepools=CustomObjects(kube, NODEPOOLS),
@@ -183,18 +190,20 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
             on_resolved=resolved.__setitem__,
             termination=NodeClassTermination(
                 classes,
-                CustomObjects(kube, NODECLAIMS),
+                informers.get(NODECLAIMS),
                 profiles,
                 LaunchTemplates(aws, cluster=CLUSTER),
                 recorder=EventRecorder(kube=kube),
             ),
+            informers=informers,
         )
         task = asyncio.create_task(loop.run())
         try:
-            yield Env(http, loop, aws, subnets, group, resolved, str(sim.kubeconfig_path))
+            yield Env(http, loop, aws, subnets, group, resolved, str(sim.kubeconfig_path), informers, sim)
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            await asyncio.gather(*(i.stop() for i in informers))
             await aws.close()
             await kube.close()
 
@@ -342,8 +351,14 @@ async def test_nodepool_resources_counted_and_written_with_the_conditions(env: E
     stored["status"] = {"capacity": {"cpu": "2", "memory": "8Gi", "pods": "29"}}
     async with env.http.put("/apis/karpenter.sh/v1/nodeclaims/general-a/status", json=stored) as r:
         assert r.status == 200, await r.text()
-    kube = connect(KubeSettings(kubeconfig=str(env.kubeconfig)))
-    counter = NodePoolCounter(kube, env.loop.set_counts, clock=SystemClock(), interval=0.1)
+    assert env.informers is not None
+    counter = NodePoolCounter(
+        env.informers.get("api/v1/nodes"),
+        env.informers.get(NODECLAIMS),
+        env.loop.set_counts,
+        clock=SystemClock(),
+        interval=0.1,
+    )
     task = asyncio.create_task(counter.run())
     try:
         pool = await env.until(NODEPOOLS, "general", lambda o: (o.get("status") or {}).get("nodes") == 1)
@@ -362,7 +377,6 @@ async def test_nodepool_resources_counted_and_written_with_the_conditions(env: E
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await kube.close()
 
 
 async def test_a_role_only_class_gets_its_profile_and_becomes_ready(env: Env, aws_env: MotoServer) -> None:
