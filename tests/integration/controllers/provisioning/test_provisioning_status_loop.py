@@ -271,6 +271,26 @@ async def test_a_spec_change_is_resolved_at_once_and_reaches_the_pool(env: Env) 
     assert (ready["reason"], ready["message"]) == ("UnhealthyDependents", "SubnetsReady=False")
 
 
+async def test_the_loop_reads_the_shared_informers(env: Env) -> None:
+    """Karpenter's nodeclass and nodepool controllers read controller-runtime's shared cache
+    (manager.go: one informer per kind for every controller): the loop keeps no LIST or WATCH of
+    its own. With another reader of the same kinds (the provisioner's passes), over a resync (0.3 s)
+    and the loop's status writes, the API server serves one LIST and one WATCH of each kind, and
+    that reader sees what the loop wrote."""
+    assert env.informers is not None
+    await asyncio.gather(*(env.informers.get(p).wait_synced() for p in (NODEPOOLS, NODECLASSES)))
+    await env.create(NODECLASSES, nodeclass("default"))
+    await env.create(NODEPOOLS, nodepool("general", "default"))
+    await env.until(NODEPOOLS, "general", is_("Ready", "True"))
+    await asyncio.sleep(0.35)  # a resync
+    assert env.sim is not None
+    requests = env.sim.server.requests
+    for kind in ("nodepools", "ec2nodeclasses"):
+        assert (requests[f"list {kind}"], requests[f"watch {kind}"]) == (1, 1), dict(requests)
+    pool = env.informers.get(NODEPOOLS).get("general")
+    assert pool is not None and conditions(pool)["Ready"]["status"] == "True"
+
+
 async def test_garbage_gets_a_false_condition_and_the_loop_keeps_going(env: Env) -> None:
     """Objects the API server stores but no code can read (kubesim, like a cluster without the CRDs'
     schemas, accepts them): ValidationSucceeded False with a reason; the loop still serves a good
@@ -510,6 +530,9 @@ async def test_a_deleted_class_waits_for_its_nodeclaims_then_its_profile_goes(
     assert event["type"] == "Normal"
     assert event["message"] == "Waiting on NodeClaim termination for general-abcde"
     assert event.get("count", 1) == 1  # looked at again every resync, published once (dedupe)
+    # Looked at every resync, from the NodeClaim informer (aws finalize lists them from the cache):
+    # its one LIST, never one per look.
+    assert env.sim is not None and env.sim.server.requests["list nodeclaims"] == 1
     async with env.http.delete(f"/{NODECLAIMS}/general-abcde") as r:
         assert r.status == 200, await r.text()
     deadline = asyncio.get_running_loop().time() + 5
