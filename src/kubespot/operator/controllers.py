@@ -331,6 +331,8 @@ def nodeclaim(shared: Shared) -> Controller | None:
             o.pool, o.pool_uid, o.registered, o.launched
         ),
         dry_run=s.node_actions.dry_run,
+        # The caches the provisioner reads: one Node and one NodeClaim watch for the whole process.
+        informers=_informers(shared),
     )
     # Under dry run no lifecycle: it launches, drains and terminates (the GC only logs).
     lifecycle = (

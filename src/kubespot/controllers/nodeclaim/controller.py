@@ -2,8 +2,10 @@
 
 ``build`` wires the lifecycle loop (``loop.NodeClaimLoop``, with ``termination.Terminator`` for
 deleted claims) and the garbage collector over one cloud provider (the provisioning controller's:
-the operator hands it over, so both use one catalog and one ``UnavailableOfferings`` cache). Both
-run on the leader only. ``checks`` is the /healthz part: ``nodeclaim`` fails when the loop has not
+the operator hands it over, so both use one catalog and one ``UnavailableOfferings`` cache) and
+the process's shared informers (the operator's ``Informers``, which the provisioning controller
+reads too: one LIST and one WATCH of NodeClaims and of Nodes for all of them). Both run on the
+leader only. ``checks`` is the /healthz part: ``nodeclaim`` fails when the loop has not
 dispatched for ``stuck_after``, or a reconcile (not a termination, whose drain may rightly take an
 hour) has run that long; ``nodeclaim-gc`` when no collection pass has finished for ``stuck_after``
 plus its interval. Both hold on a replica that does not lead, and during the first ``stuck_after``
@@ -26,6 +28,7 @@ from kubespot.config.drain import DrainSettings
 from kubespot.config.launch import LaunchSettings
 from kubespot.kube import EventRecorder, KubeClient
 from kubespot.kube.custom import CustomObjects
+from kubespot.kube.informer import Informers
 from kubespot.model import Clock
 from kubespot.observability.health import Check
 from kubespot.observability.metrics import Metrics
@@ -89,7 +92,11 @@ def build(
     on_insufficient_capacity: Callable[[str], None] | None = None,
     on_registration: Callable[[RegistrationOutcome], None] | None = None,
     dry_run: bool = False,
+    informers: Informers | None = None,
 ) -> NodeClaims:
+    # The operator hands the process's informers (one cache per kind for all its controllers);
+    # built alone (tests), the loop gets its own.
+    informers = informers if informers is not None else Informers(kube)
     claims = CustomObjects(kube, NODECLAIMS)
     nodes = CustomObjects(kube, NODES)
     terminator = Terminator(
@@ -105,6 +112,7 @@ def build(
     loop = NodeClaimLoop(
         claims=claims,
         nodes=nodes,
+        informers=informers,
         cloud=cloud,
         terminator=terminator,
         settings=launch,

@@ -1,7 +1,13 @@
 """The NodeClaim lifecycle loop: every NodeClaim reconciled when it or its Node changes, and when a
 timeout or a retry is due, as Karpenter's lifecycle controller (kubernetes-sigs/karpenter
 ``pkg/controllers/nodeclaim/lifecycle/controller.go``: NodeClaims watched, Nodes watched and mapped
-to their claim by provider id, a per-object exponential rate limit of 1 s to 1 min).
+to their claim by provider id, a per-object exponential rate limit of 1 s to 1 min). Both kinds come
+from the process's shared informers (``kube.informer``: the caches the provisioner's passes read,
+as Karpenter's controllers share controller-runtime's): their handlers tell the loop every change,
+and of a re-list every object (what it found gone as deleted). The loop indexes the objects they
+hand over (references, never copies) by name and provider id, and keeps the newer versions its
+own writes returned until the informer brings them. It starts once both informers have synced:
+an empty cache before its first LIST is not "no claims".
 
 One reconcile of a claim not being deleted: the finalizer ``karpenter.sh/termination`` added
 (conditional on the version read) before anything is launched; launch (``launch``); after a launch
@@ -13,7 +19,7 @@ annotations (merge patch) then its status (PUT with the version read). A deleted
 Never crashes on the API: 404 ends the reconcile (the watch says the rest), 409 retries soon after
 the watch brought the newer object, anything else (429, 5xx, the cloud failing) is logged with the
 claim and retried with ``model.backoff.full_jitter``. The state is rebuilt from the API on every
-start (the lease won again): the first list makes every claim due, and the cloud's instances
+start (the lease won again): the informers' objects make every claim due, and the cloud's instances
 (``cloud.list``, by the NodeClaim name they are tagged with) give a claim whose status write was
 lost its instance back without a launch call (the cloud's idempotent launches would too). A launch
 whose status write failed is remembered by the claim's UID, as core ``lifecycle/launch.go``
@@ -27,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -36,7 +43,8 @@ from typing import Any
 from kubespot.cloud.provider import CloudNodeClaim, CloudProvider
 from kubespot.config.launch import LaunchSettings
 from kubespot.kube import KubeError, ObjectRef
-from kubespot.kube.custom import CustomObjects, ObjectList
+from kubespot.kube.custom import CustomObjects
+from kubespot.kube.informer import Informer, Informers
 from kubespot.model import Clock
 from kubespot.model.backoff import full_jitter
 from kubespot.model.clock import wait_event
@@ -99,6 +107,7 @@ class NodeClaimLoop:
         *,
         claims: CustomObjects,
         nodes: CustomObjects,
+        informers: Informers,
         cloud: CloudProvider,
         terminator: Terminator,
         settings: LaunchSettings,
@@ -113,8 +122,14 @@ class NodeClaimLoop:
         on_insufficient_capacity: Callable[[str], None] | None = None,
         on_registration: Callable[[RegistrationOutcome], None] | None = None,
     ) -> None:
+        #: Writes and the re-reads after a conflict; the objects themselves come from the informers.
         self._claims_api = claims
         self._nodes_api = nodes
+        self.informers = informers
+        self._cache: dict[str, Informer] = {
+            CLAIM: informers.get(claims.path),
+            NODE: informers.get(nodes.path),
+        }
         self._cloud = cloud
         self._terminator = terminator
         self._settings = settings
@@ -165,42 +180,32 @@ class NodeClaimLoop:
         self._by_pid.clear()
         self._claims_by_pid.clear()
         self._due.clear()
-        listings = {CLAIM: await self._list(self._claims_api), NODE: await self._list(self._nodes_api)}
-        self._found = await self._instances()
-        self._replace_all(NODE, listings[NODE].items)
-        self._replace_all(CLAIM, listings[CLAIM].items)
-        watches = [
-            asyncio.create_task(
-                self._watch(CLAIM, self._claims_api, listings[CLAIM]), name="kubespot-watch-nodeclaims"
-            ),
-            asyncio.create_task(
-                self._watch(NODE, self._nodes_api, listings[NODE]), name="kubespot-watch-nodes-nc"
-            ),
-        ]
+        unsubscribe: list[Callable[[], None]] = []
         try:
+            # Started here if nobody runs them yet (the operator's ``informers`` runnable does).
+            await asyncio.gather(*(informer.wait_synced() for informer in self._cache.values()))
+            self._found = await self._instances()
+            # Subscribed before the caches are read: nothing that changes from here on is missed,
+            # and whatever changed meanwhile is in what they hold now.
+            for kind in (NODE, CLAIM):
+                unsubscribe.append(self._cache[kind].subscribe(functools.partial(self._told, kind)))
+            self._replace_all(NODE, self._cache[NODE].items())
+            self._replace_all(CLAIM, self._cache[CLAIM].items())
             while True:
                 self._dispatch()
                 self.last_pass = self._clock.now()
                 await self._wait()
         finally:
             self.started = self.last_pass = None
-            tasks = [*watches, *(t for t, _ in self._running.values())]
+            for stop in unsubscribe:
+                stop()
+            tasks = [t for t, _ in self._running.values()]
             for task in tasks:
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             self._running.clear()
-
-    async def _list(self, api: CustomObjects) -> ObjectList:
-        attempt = 0
-        while True:
-            try:
-                return await api.list()
-            except KubeError as err:
-                log.warning("nodeclaim: cannot list %s: %s", api.path, err)
-                await self._clock.sleep(self._backoff(attempt))
-                attempt += 1
 
     async def _instances(self) -> dict[str, CloudNodeClaim]:
         """The cloud's instances by the claim name they are tagged with: a claim whose launch
@@ -213,20 +218,11 @@ class NodeClaimLoop:
             log.warning("nodeclaim: cannot list the cloud's instances at start: %s", err)
             return {}
 
-    async def _watch(self, kind: str, api: CustomObjects, listing: ObjectList) -> None:
-        while not listing.served:
-            # No CRD yet: looked for again now and then (installing it later needs no restart).
-            log.warning("nodeclaim: the API server does not serve %s (CRD not installed?)", api.path)
-            await self._clock.sleep(self._idle_wake)
-            listing = await self._list(api)
-            self._replace_all(kind, listing.items)
-            self._wake.set()
-        async for op, obj, relisted in api.watch(listing.resource_version):
-            if relisted is not None:
-                self._replace_all(kind, relisted.items)
-            elif obj is not None:
-                self._changed(kind, op, obj)
-            self._wake.set()
+    def _told(self, kind: str, op: str, obj: Obj) -> None:
+        """An informer's change: an event of its watch, or an object of a re-list (those the
+        re-list found gone as DELETED), as the loop's own watch used to bring them."""
+        self._changed(kind, op, obj)
+        self._wake.set()
 
     def _dispatch(self) -> None:
         now = self._clock.monotonic()

@@ -30,6 +30,7 @@ from kubespot.controllers.nodeclaim.objects import NODECLAIMS, NODES
 from kubespot.controllers.nodeclaim.termination import Terminator
 from kubespot.kube import EventRecorder, KubeClient, connect
 from kubespot.kube.custom import CustomObjects
+from kubespot.kube.informer import Informers
 from kubespot.model import SystemClock
 from kubespot.observability.metrics import Metrics
 from kubespot.sim.kubesim.app import KubeSim
@@ -108,13 +109,20 @@ class Env:
         return await self.call("POST", "/api/v1/nodes", body)
 
     def start_loop(self) -> None:
-        self.loop = make_loop(self.kube, self.cloud, self.settings)
+        self.loop = make_loop(self.kube, self.cloud, self.settings, informers=self.loop.informers)
         self.tasks.append(asyncio.create_task(self.loop.run()))
 
     async def stop_loop(self) -> None:
+        """The lease lost: the loop stops and the informers drop their caches (``Informers.run``
+        stops them with the leader's other duties); a new loop lists again through them."""
         task = self.tasks.pop(0)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        await stop_informers(self.loop.informers)
+
+
+async def stop_informers(informers: Informers) -> None:
+    await asyncio.gather(*(i.stop() for i in informers))
 
 
 UNREGISTERED = {"key": "karpenter.sh/unregistered", "effect": "NoExecute"}
@@ -154,8 +162,10 @@ def make_loop(
     settings: LaunchSettings,
     *,
     drain: DrainSettings | None = None,
+    informers: Informers | None = None,
     **kwargs: Any,
 ) -> NodeClaimLoop:
+    """The loop as the operator wires it, reading the process's informers (``informers``, or its own)."""
     claims, nodes = CustomObjects(kube, NODECLAIMS), CustomObjects(kube, NODES)
     clock = SystemClock()
     recorder = EventRecorder(kube=kube, component="kubespot")
@@ -174,6 +184,7 @@ def make_loop(
     return NodeClaimLoop(
         claims=claims,
         nodes=nodes,
+        informers=informers if informers is not None else Informers(kube),
         cloud=cloud,
         terminator=terminator,
         settings=settings,
@@ -232,6 +243,7 @@ async def running(
             for task in env.tasks:
                 task.cancel()
             await asyncio.gather(*env.tasks, return_exceptions=True)
+            await stop_informers(env.loop.informers)
             await kube.close()
 
 

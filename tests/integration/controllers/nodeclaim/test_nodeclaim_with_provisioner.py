@@ -75,6 +75,8 @@ async def both_halves(
             clock=clock,
             unavailable=unavailable,
             retry_after=0.3,
+            # The operator's one set of informers: the provisioner and the lifecycle loop share them.
+            informers=env.loop.informers,
         )
         # As the operator wires them: a claim refused for insufficient capacity is told to the
         # provisioner before it is deleted (launching.md §2b, "Widened relaunch").
