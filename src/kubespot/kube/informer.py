@@ -241,6 +241,9 @@ class Informer:
     async def _list(self) -> ObjectList:
         listed = await self._kube.list_versioned(self.path)
         self.lists += 1
+        # What a reader needs to tell "none" from "not served" (a CRD not installed), which reads
+        # as empty too: the NodeClaim garbage collector collects nothing on the latter.
+        self.served = listed is not None
         if listed is None:
             return ObjectList((), "", served=False)
         items, version = listed

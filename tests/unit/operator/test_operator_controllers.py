@@ -204,3 +204,32 @@ def test_the_controllers_metrics_are_wired_to_the_process_state() -> None:
     assert 'kubespot_unavailable_offerings{capacity_type="spot"} 1.0' in body
     assert 'kubespot_pool_risk{instance_type="m5.large",zone="us-east-1a"} 0.99' in body  # decaying
     assert 'kubespot_nodeclaims{phase="pending"} 0.0' in body
+
+
+def test_every_reader_of_nodes_and_nodeclaims_shares_the_process_informers() -> None:
+    """kubernetes-sigs/karpenter pkg/operator/operator.go: one controller-runtime manager whose
+    cache every controller reads. The provisioner, the NodePool counter, the status loop (NodePools,
+    EC2NodeClasses, a deleting class's NodeClaims), the NodeClaim lifecycle loop and its garbage
+    collector all read the one ``Informers`` the operator builds: one cache per resource path."""
+    from kubespot.controllers.nodeclaim.controller import NodeClaims
+    from kubespot.kube.informer import Informers
+
+    parts_in = shared(KUBESPOT_PROVISIONING_ENABLED="true")
+    built = {c.name: c for c in new_controllers(parts_in)}
+    informers = parts_in.built["informers"]
+    assert isinstance(informers, Informers)
+    provisioning = built["provisioning"].parts["provisioning"]
+    assert isinstance(provisioning, Provisioning) and provisioning.informers is informers
+    nodes, claims = informers.get("api/v1/nodes"), informers.get("apis/karpenter.sh/v1/nodeclaims")
+    counter = provisioning.counter
+    assert counter is not None and (counter._nodes, counter._claims) == (nodes, claims)
+    status = provisioning.status
+    assert status._cache is not None
+    assert status._cache["NodePool"] is informers.get("apis/karpenter.sh/v1/nodepools")
+    assert status._cache["EC2NodeClass"] is informers.get("apis/karpenter.k8s.aws/v1/ec2nodeclasses")
+    assert status._termination is not None and status._termination._claims is claims
+    nodeclaims = built["nodeclaim"].parts["nodeclaim"]
+    assert isinstance(nodeclaims, NodeClaims)
+    assert nodeclaims.loop.informers is informers
+    assert nodeclaims.loop._cache == {"NodeClaim": claims, "Node": nodes}
+    assert nodeclaims.gc._cache == (claims, nodes)

@@ -132,6 +132,7 @@ def build(
         min_age=launch.garbage_collection_min_age,
         metrics=metrics,
         dry_run=dry_run,
+        informers=informers,
     )
     if metrics is not None:
         metrics.watch("kubespot_nodeclaims", loop.phases)

@@ -13,6 +13,11 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
 - A Registered NodeClaim of an EC2NodeClass (``ListManaged``), not being deleted, whose provider id
   the cloud does not list (a stopped instance is listed: it keeps its claim), is deleted
   (reason ``garbage_collected``) unless its Node is still Ready (the kubelet is alive).
+- NodeClaims and Nodes are read from the process's shared informers (``informers``; aws and core
+  ``Reconcile`` list them through the manager's client, which reads controller-runtime's cache),
+  after the cloud's instances as upstream; a pass waits until both informers have synced (an
+  empty cache before its first LIST, or after the lease was lost and won back, is not "no
+  claims": every instance would look orphaned). Built without informers it LISTs them per pass.
 - A pass whose NodeClaim or Node list is not served (404) collects nothing (aws and core
   ``Reconcile`` return a list error before collecting): an empty answer is not "no claims".
 - A deleting Node holding ``karpenter.sh/termination`` whose provider id no NodeClaim has and
@@ -36,7 +41,8 @@ from datetime import datetime
 from kubespot.cloud.errors import NodeClaimNotFound
 from kubespot.cloud.provider import CloudNodeClaim, CloudProvider
 from kubespot.kube import KubeError
-from kubespot.kube.custom import CustomObjects
+from kubespot.kube.custom import CustomObjects, ObjectList
+from kubespot.kube.informer import Informer, Informers
 from kubespot.model import Clock
 from kubespot.observability.metrics import Metrics
 
@@ -118,8 +124,13 @@ class GarbageCollector:
         min_age: float = MIN_AGE,
         metrics: Metrics | None = None,
         dry_run: bool = False,
+        informers: Informers | None = None,
     ) -> None:
         self._cloud = cloud
+        #: Where a pass reads NodeClaims and Nodes (None: a LIST of each per pass).
+        self._cache: tuple[Informer, Informer] | None = (
+            None if informers is None else (informers.get(claims.path), informers.get(nodes.path))
+        )
         self.dry_run = dry_run
         self._metrics = metrics
         self._claims = claims
@@ -153,8 +164,7 @@ class GarbageCollector:
 
     async def run_pass(self) -> None:
         instances = await self._cloud.list()
-        claim_list = await self._claims.list()
-        node_list = await self._nodes.list()
+        claim_list, node_list = await self._read()
         if not (claim_list.served and node_list.served):
             # A 404 on a list (CRD not installed yet, an API server whose CRD informer has not
             # synced) says nothing about what exists: taking it for "no claims" would terminate
@@ -206,6 +216,17 @@ class GarbageCollector:
                 self._metrics.garbage_collected("lost_claim")
         await self._release_stranded(nodes, claims)
         self.last_pass = self._clock.now()
+
+    async def _read(self) -> tuple[ObjectList, ObjectList]:
+        """The NodeClaims and the Nodes, from the informers once both have synced."""
+        if self._cache is None:
+            return await self._claims.list(), await self._nodes.list()
+        claims, nodes = self._cache
+        await asyncio.gather(claims.wait_synced(), nodes.wait_synced())
+        return (
+            ObjectList(claims.items(), "", served=claims.served),
+            ObjectList(nodes.items(), "", served=nodes.served),
+        )
 
     def _say(
         self,

@@ -234,6 +234,7 @@ async def running(
             clock=SystemClock(),
             intervals=(0.1, 1000, 0.1),
             min_age=gc_min_age,
+            informers=loop.informers,
         )
         tasks = [asyncio.create_task(loop.run()), asyncio.create_task(gc.run())]
         env = Env(sim, http, kube, cloud, unavailable, settings, loop, gc, tasks)
