@@ -39,8 +39,17 @@ lookup and CreateFleet) of the refused and of the launched claims.
 has its own process; per size in ``<size>.controller_cpu_s``), ``peak_rss_mib`` the largest VmHWM.
 Prints one JSON object; progress goes to stderr.
 
+``--list-load NODES`` measures something else instead: the LIST load the controller puts on the API
+server of a cluster of ``NODES`` synthetic nodes (``--list-pods-per-node`` pods each) once it has
+started and gone quiet (nothing pending, no NodeClaim): after ``--list-warmup`` seconds, the LIST
+requests kubesim serves (its request counters, by resource) during ``--list-window`` seconds, as
+``list_load.lists_per_min`` (by resource) and ``list_load.total_per_min``; ``list_load.watches``
+is the WATCH requests made meanwhile, by resource. The controller reads Nodes and NodeClaims from
+its informers, so a quiet controller should list nothing.
+
     python benchmarks/provision_loop.py                      # 1 000 and 5 000 pods
     python benchmarks/provision_loop.py --sizes 100          # smoke
+    python benchmarks/provision_loop.py --list-load 1000     # LISTs per minute, 1 000 nodes
 """
 
 from __future__ import annotations
@@ -238,12 +247,57 @@ async def one_size(
         await world.stop()
 
 
+async def list_load(
+    aws: MotoServer, args: argparse.Namespace, workdir: Path, timing: Timing
+) -> dict[str, Any]:
+    """The quiet controller's LISTs per minute on a cluster of ``args.list_load`` nodes."""
+    nodes = args.list_load
+    world = pw.ProvisionWorld(
+        workdir / f"list-{nodes}",
+        timing,
+        aws,
+        existing_nodes=nodes,
+        existing_pods_per_node=args.list_pods_per_node,
+    )
+    await world.start()
+    try:
+        await world.start_controller()
+        assert world.kubesim is not None
+        requests = world.kubesim.server.requests
+        log(f"list load: {nodes} nodes, warming up {args.list_warmup:.0f}s")
+        await asyncio.sleep(args.list_warmup)
+        before = dict(requests)
+        await asyncio.sleep(args.list_window)
+        served = {k: n - before.get(k, 0) for k, n in requests.items() if n > before.get(k, 0)}
+        per_min = 60.0 / args.list_window
+        lists = {
+            k.split(" ", 1)[1]: round(n * per_min, 1) for k, n in served.items() if k.startswith("list ")
+        }
+        return {
+            "nodes": nodes,
+            "pods": nodes * args.list_pods_per_node,
+            "window_s": args.list_window,
+            "lists_per_min": dict(sorted(lists.items())),
+            "total_per_min": round(sum(lists.values()), 1),
+            "watches": {k.split(" ", 1)[1]: n for k, n in sorted(served.items()) if k.startswith("watch ")},
+        }
+    finally:
+        await world.stop()
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="provision-loop-"))
     timing = Timing(args.time_scale)
     aws = MotoServer()
     await asyncio.to_thread(aws.start)
     out: dict[str, Any] = {}
+    if args.list_load:
+        try:
+            out["list_load"] = await list_load(aws, args, workdir, timing)
+        finally:
+            await asyncio.to_thread(aws.stop)
+        out["workdir"] = str(workdir)
+        return out
     try:
         for i, size in enumerate(args.sizes):
             if i:
@@ -266,6 +320,12 @@ def main() -> int:
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="real seconds a phase may take")
     parser.add_argument("--workdir", default=None, help="where the controller logs go")
+    parser.add_argument(
+        "--list-load", type=int, default=0, help="instead: LISTs per minute of a quiet controller, N nodes"
+    )
+    parser.add_argument("--list-pods-per-node", type=int, default=2, help="pods on each synthetic node")
+    parser.add_argument("--list-warmup", type=float, default=15.0, help="seconds before counting")
+    parser.add_argument("--list-window", type=float, default=60.0, help="seconds counted")
     args = parser.parse_args()
     out = asyncio.run(main_async(args))
     print(json.dumps(out))

@@ -4,7 +4,8 @@ launches capacity for it. Used by ``kubespot sandbox --scenario provision`` and 
 
 Owns building that world and taking it down again, nothing about what happens in it:
 
-- kubesim (scheduler on, no nodes) with the chart's Karpenter CRDs, an ``EC2NodeClass`` and two
+- kubesim (scheduler on, no nodes unless ``existing_nodes`` asks for synthetic ones) with the
+  chart's Karpenter CRDs, an ``EC2NodeClass`` and two
   NodePools: ``general`` (spot and on-demand) and ``on-demand`` (on-demand only, tainted
   ``dedicated=database:NoSchedule`` so that only the database lands there);
 - awssim's ``MotoServer`` (in this process, on a thread) with its spot market: a VPC with one subnet
@@ -165,6 +166,10 @@ class ProvisionWorld:
     #: The NodePools to create (None: ``general`` and ``on-demand``; the end-to-end tests bring
     #: their own, one set per test, and may start with none).
     nodepools: tuple[Obj, ...] | None = None
+    #: Synthetic nodes (and pods on each) kubesim starts with, not the provisioner's (the
+    #: benchmark's API-load figure for a big cluster).
+    existing_nodes: int = 0
+    existing_pods_per_node: int = 0
 
     @property
     def kubeconfig(self) -> Path:
@@ -179,7 +184,12 @@ class ProvisionWorld:
         """kubesim with the CRDs and pools, the AWS side, the joiner (the controller comes apart)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         t = self.timing
-        self.kubesim = KubeSim(controllers=kube_config(t), kubeconfig_path=self.kubeconfig)
+        self.kubesim = KubeSim(
+            controllers=kube_config(t),
+            kubeconfig_path=self.kubeconfig,
+            nodes=self.existing_nodes,
+            pods_per_node=self.existing_pods_per_node,
+        )
         await self.kubesim.start()
         self._http = aiohttp.ClientSession(base_url=self.kubesim.url)
         for path in sorted(_crd_dir().glob("*.yaml")):
