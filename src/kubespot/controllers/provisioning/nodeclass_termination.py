@@ -20,6 +20,7 @@ next due time: collection never blocks a reconcile.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +43,9 @@ Obj = dict[str, Any]
 WAITING = "WaitingOnNodeClaimTermination"
 #: Karpenter's recorder drops a repeat of (reason, class UID) for this long (events/recorder.go).
 WAITING_DEDUPE_SECONDS = 120.0
+#: Seconds a deleting class's finalization waits for the NodeClaim informer's first LIST before
+#: it is left for the next look.
+CLAIMS_SYNC_WAIT = 5.0
 #: How often idle launch templates are looked for (Karpenter's cache cleanup: every minute).
 TEMPLATES_INTERVAL: Final = IDLE_TTL
 
@@ -134,7 +138,11 @@ class NodeClassTermination:
         if FINALIZER not in _finalizers(obj):
             return True
         name = str(_meta(obj).get("name", ""))
-        users = _users(await self._claim_items(), name)
+        claims = await self._claim_items()
+        if claims is None:
+            log.info("EC2NodeClass %s: NodeClaims not known yet (cache listing); deleting it later", name)
+            return False
+        users = _users(claims, name)
         if users:
             log.info("EC2NodeClass %s: waiting on NodeClaims %s before deleting", name, ", ".join(users))
             await self._waiting(obj, users)
@@ -166,12 +174,16 @@ class NodeClassTermination:
         await self._classes.patch(name, patch)
         return True
 
-    async def _claim_items(self) -> Iterable[Obj]:
+    async def _claim_items(self) -> Iterable[Obj] | None:
         """Every NodeClaim: from the process's informer (as aws ``finalize`` lists them from
-        controller-runtime's cache) once it has synced (an empty cache before then is not "no
-        claims": the class would be finalized under claims that use it), else a LIST."""
+        controller-runtime's cache) once it has synced, else a LIST. None when the informer has not
+        synced within ``CLAIMS_SYNC_WAIT``: an empty cache is not "no claims" (the class would be
+        finalized under claims that use it), and the status loop's pass must not hang on it."""
         if isinstance(self._claims, Informer):
-            await self._claims.wait_synced()
+            try:
+                await asyncio.wait_for(self._claims.wait_synced(), CLAIMS_SYNC_WAIT)
+            except TimeoutError:
+                return None
             return self._claims.items()
         return (await self._claims.list()).items
 

@@ -11,6 +11,7 @@ the nodeclass controller adding ``karpenter.k8s.aws/termination``; collection on
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -201,3 +202,36 @@ async def test_collection_runs_each_part_on_its_own_schedule() -> None:
     term = NodeClassTermination(_Objects(), _Objects(), _Refused(), None, clock=clock)  # type: ignore[arg-type]
     await term.collect([_cls()])
     assert term._refusal_said
+
+
+class _SlowList:
+    """A ``KubeClient`` whose LIST never answers (the informer stays unsynced)."""
+
+    async def list_versioned(self, path: str, **kw: Any) -> Any:
+        await asyncio.Event().wait()
+
+
+async def test_a_claim_cache_not_synced_holds_the_class_and_never_hangs_the_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aws ``finalize`` lists the NodeClaims through controller-runtime's cache, which a manager
+    reads only once synced: an empty cache is not "no claims", so the class is not finalized (its
+    profiles and templates stay, the finalizer too) and is looked at again; the wait is bounded,
+    so the status loop's pass goes on with the other objects."""
+    from kubespot.controllers.provisioning import nodeclass_termination
+    from kubespot.kube.informer import Informer
+
+    monkeypatch.setattr(nodeclass_termination, "CLAIMS_SYNC_WAIT", 0.05)
+    claims = Informer(_SlowList(), "apis/karpenter.sh/v1/nodeclaims")  # type: ignore[arg-type]
+    classes, profiles, templates = _Objects(), _Profiles(), _Templates()
+    term = NodeClassTermination(classes, claims, profiles, templates)  # type: ignore[arg-type]
+    going = _cls(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[FINALIZER])
+    try:
+        assert await asyncio.wait_for(term.finalize(going, "nodes"), 1.0) is False
+        assert classes.patches == [] and profiles.deleted == [] and templates.deleted == []
+        # Synced (empty: no claim names the class): now it is finalized.
+        claims._replace([])
+        assert await term.finalize(going, "nodes") is True
+        assert profiles.deleted == ["default/u1"] and classes.patches[-1][1]["metadata"]["finalizers"] == []
+    finally:
+        await claims.stop()
