@@ -22,8 +22,9 @@ Reads are cheap: ``items()`` hands out the stored dicts themselves (decoded once
 never copied) in a tuple rebuilt only after a change. Nobody may mutate them: a writer builds a new
 dict, as client-go's cache requires of its readers.
 
-A resource the server does not serve (a CRD not installed: 404) reads as empty and synced, and is
-listed again every ``unserved_retry`` seconds until it is served.
+A resource the server does not serve (a CRD not installed: 404) reads as empty and synced (with
+``served`` False, for readers to whom empty is not "none"), and is listed again every
+``unserved_retry`` seconds until it is served.
 
 Health (``Informers.behind``): an informer that has not been in step with the server (its first LIST
 not in, or its watch broken and the re-list not through) for longer than the limit fails

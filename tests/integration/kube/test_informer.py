@@ -186,6 +186,7 @@ async def test_an_unserved_resource_reads_empty_until_its_crd_comes() -> None:
         try:
             await asyncio.wait_for(informer.synced.wait(), 2)
             assert informer.items() == () and informer.lists >= 1
+            assert informer.served is False  # "none" and "not served" told apart (the NodeClaim GC)
             await asyncio.sleep(0.2)
             assert informer.lists >= 2
         finally:
