@@ -80,6 +80,8 @@ class Env:
     #: The process's informers the loop reads (``None`` never: the fixture always makes them).
     informers: Informers | None = None
     sim: KubeSim | None = None
+    #: The loop's task (a test stops and starts it again to play a lost and won-back lease).
+    task: asyncio.Task[None] | None = None
 
     async def create(self, path: str, body: Obj) -> Obj:
         async with self.http.post(f"/{path}", json=body) as r:
@@ -197,12 +199,13 @@ async def running(aws_env: MotoServer, *, crds: bool) -> AsyncIterator[Env]:
             ),
             informers=informers,
         )
-        task = asyncio.create_task(loop.run())
+        env = Env(http, loop, aws, subnets, group, resolved, str(sim.kubeconfig_path), informers, sim)
+        env.task = asyncio.create_task(loop.run())
         try:
-            yield Env(http, loop, aws, subnets, group, resolved, str(sim.kubeconfig_path), informers, sim)
+            yield env
         finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            env.task.cancel()
+            await asyncio.gather(env.task, return_exceptions=True)
             await asyncio.gather(*(i.stop() for i in informers))
             await aws.close()
             await kube.close()
@@ -289,6 +292,31 @@ async def test_the_loop_reads_the_shared_informers(env: Env) -> None:
         assert (requests[f"list {kind}"], requests[f"watch {kind}"]) == (1, 1), dict(requests)
     pool = env.informers.get(NODEPOOLS).get("general")
     assert pool is not None and conditions(pool)["Ready"]["status"] == "True"
+
+
+async def test_a_lease_won_back_makes_no_pass_before_the_caches_synced(env: Env) -> None:
+    """controller-runtime ``pkg/internal/controller/controller.go`` ``Start``: a controller's
+    workers start once its sources' caches have synced (``WaitForSync``). The lease lost (the loop
+    and the informers stopped, the caches dropped) and won back while the EC2NodeClass LIST is
+    slow: no pass runs on the empty cache, and the cloud is never told the class is gone (it would
+    launch nothing through it meanwhile); once listed, the loop goes on."""
+    await env.create(NODECLASSES, nodeclass("default"))
+    await env.until(NODECLASSES, "default", is_("Ready", "True"))
+    assert env.task is not None and env.informers is not None and env.sim is not None
+    assert env.resolved["default"] is not None
+    env.task.cancel()
+    await asyncio.gather(env.task, return_exceptions=True)
+    await asyncio.gather(*(i.stop() for i in env.informers))
+    env.sim.faults.add(verb="list", resource="ec2nodeclasses", latency_ms=400)
+    env.task = asyncio.create_task(env.loop.run())
+    await asyncio.sleep(0.2)
+    assert env.loop.started is not None and env.loop.last_pass is None
+    assert env.resolved["default"] is not None
+    deadline = asyncio.get_running_loop().time() + 2
+    while env.loop.last_pass is None:
+        assert asyncio.get_running_loop().time() < deadline, "no pass after the caches synced"
+        await asyncio.sleep(0.02)
+    assert env.resolved["default"] is not None
 
 
 async def test_garbage_gets_a_false_condition_and_the_loop_keeps_going(env: Env) -> None:
