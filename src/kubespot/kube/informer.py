@@ -23,8 +23,11 @@ never copied) in a tuple rebuilt only after a change. Nobody may mutate them: a 
 dict, as client-go's cache requires of its readers.
 
 A resource the server does not serve (a CRD not installed: 404) reads as empty and synced (with
-``served`` False, for readers to whom empty is not "none"), and is listed again every
-``unserved_retry`` seconds until it is served.
+``served`` False, for readers to whom empty is not "none"), and is listed again (backed off up to
+``unserved_retry`` seconds) until it is served. A re-list answered 404 after the store was filled
+keeps the store as it was and tells no handler anything (reflector.go ``list``: only a successful
+LIST replaces the store); ``served`` goes False meanwhile, so a reader that acts on an object's
+absence (NodeClaim garbage collection, an EC2NodeClass's finalization) waits.
 
 Health (``Informers.behind``): an informer that has not been in step with the server (its first LIST
 not in, or its watch broken and the re-list not through) for longer than the limit fails
@@ -97,7 +100,8 @@ class Informer:
         self._monotonic = monotonic
         #: Set once the first LIST is in (client-go's ``HasSynced``); stays set across re-lists.
         self.synced = asyncio.Event()
-        #: False while the resource is not served (its CRD not installed): read as empty.
+        #: False while the last LIST was answered 404 (a CRD not installed, or not ready yet): the
+        #: store is then empty (nothing was ever listed) or as the last served LIST left it.
         self.served = True
         #: Monotonic time since which the cache has not been in step with the server (None: in step).
         self.behind_since: float | None = None
@@ -203,18 +207,25 @@ class Informer:
                 self.path, self.path, {}, _identity, self._relist, listing.resource_version
             ):
                 if relisted is not None:
+                    if not relisted.served:
+                        # A 404 says nothing of what exists (an API server whose CRD handler is
+                        # not ready yet): the store is kept and nobody told, as a failed LIST
+                        # (reflector.go list); ``served`` False and ``behind_since`` say it.
+                        break
                     self.behind_since = None
                     self._replace(relisted.items)
-                    if not relisted.served:
-                        break  # the CRD was removed: list until it is back
                 elif obj is not None:
                     # An event: the watch resumed from the last version seen, nothing missed.
                     self.behind_since = None
                     self._apply(op, obj)
 
     async def _list_until_served(self) -> ObjectList:
-        """The first LIST (or one after the CRD went away), retried with backoff until it is in;
-        an unserved resource reads as empty and synced, and is listed again later."""
+        """The first LIST (or one after a re-list met a 404), retried with backoff until it is in.
+        Only a served LIST replaces the store (reflector.go ``list``: a failed LIST leaves it as it
+        was). A first LIST not served makes the store empty and synced (nothing was ever known, and
+        readers see ``served`` False); a later one keeps what the store holds, handlers told nothing:
+        a 404 from an API server whose CRD handler is not ready yet is no deletion of every object
+        (a CRD really deleted has its objects deleted first, and the watch brought those)."""
         attempt = 0
         said = False
         while True:
@@ -225,13 +236,18 @@ class Informer:
                 await asyncio.sleep(equal_jitter(attempt, base=LIST_BASE, cap=LIST_CAP))
                 attempt += 1
                 continue
-            self._replace(listing.items)
             if listing.served:
+                self._replace(listing.items)
                 return listing
+            if not self.synced.is_set():
+                self._replace(())
             if not said:
                 log.warning("informer %s: the API server does not serve it (CRD not installed?)", self.path)
                 said = True
-            await asyncio.sleep(self._unserved_retry)
+            # Backed off up to ``unserved_retry``: a transient 404 is over in a second, a CRD not
+            # installed costs a few cheap 404s more.
+            await asyncio.sleep(equal_jitter(attempt, base=LIST_BASE, cap=self._unserved_retry))
+            attempt += 1
 
     async def _relist(self) -> ObjectList:
         """A re-list after a broken watch (``_watch`` backs off before calling it and, when it

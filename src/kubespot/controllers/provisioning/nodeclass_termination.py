@@ -140,7 +140,7 @@ class NodeClassTermination:
         name = str(_meta(obj).get("name", ""))
         claims = await self._claim_items()
         if claims is None:
-            log.info("EC2NodeClass %s: NodeClaims not known yet (cache listing); deleting it later", name)
+            log.info("EC2NodeClass %s: NodeClaims not known (unlisted or unserved); deleting it later", name)
             return False
         users = _users(claims, name)
         if users:
@@ -177,15 +177,17 @@ class NodeClassTermination:
     async def _claim_items(self) -> Iterable[Obj] | None:
         """Every NodeClaim: from the process's informer (as aws ``finalize`` lists them from
         controller-runtime's cache) once it has synced, else a LIST. None when the informer has not
-        synced within ``CLAIMS_SYNC_WAIT``: an empty cache is not "no claims" (the class would be
-        finalized under claims that use it), and the status loop's pass must not hang on it."""
+        synced within ``CLAIMS_SYNC_WAIT`` or the last LIST was not served (404): neither is "no
+        claims" (the class would be finalized under claims that use it; aws ``finalize`` returns
+        the list error), and the status loop's pass must not hang on it."""
         if isinstance(self._claims, Informer):
             try:
                 await asyncio.wait_for(self._claims.wait_synced(), CLAIMS_SYNC_WAIT)
             except TimeoutError:
                 return None
-            return self._claims.items()
-        return (await self._claims.list()).items
+            return self._claims.items() if self._claims.served else None
+        listing = await self._claims.list()
+        return listing.items if listing.served else None
 
     async def _waiting(self, obj: Obj, users: list[str]) -> None:
         """The class's ``WaitingOnNodeClaimTermination`` event, deduplicated by its UID."""

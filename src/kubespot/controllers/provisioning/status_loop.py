@@ -271,7 +271,8 @@ class StatusLoop:
             self._wake.set()
         async for op, obj, relisted in self._api[kind].watch(listing.resource_version):
             if relisted is not None:
-                self._replace_all(kind, relisted.items)
+                if relisted.served:  # a 404 is no deletion of every object (reflector.go list)
+                    self._replace_all(kind, relisted.items)
             elif obj is not None:
                 self._changed(kind, op, obj)
             self._wake.set()

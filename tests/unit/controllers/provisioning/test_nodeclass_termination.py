@@ -235,3 +235,36 @@ async def test_a_claim_cache_not_synced_holds_the_class_and_never_hangs_the_pass
         assert profiles.deleted == ["default/u1"] and classes.patches[-1][1]["metadata"]["finalizers"] == []
     finally:
         await claims.stop()
+
+
+class _Unserved:
+    """A ``KubeClient`` whose NodeClaim LIST is answered 404 (``list_versioned`` → None)."""
+
+    async def list_versioned(self, path: str, **kw: Any) -> Any:
+        return None
+
+
+async def test_an_unserved_claim_list_holds_the_class_as_a_list_error_does() -> None:
+    """aws ``finalize`` returns the error of its NodeClaim list (a 404 included) before it deletes
+    anything: a list not served (an informer or a LIST answered 404) is not "no claims", so the
+    class keeps its profiles, templates and finalizer."""
+    from kubespot.kube.informer import Informer
+
+    going = _cls(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[FINALIZER])
+    claims = Informer(_Unserved(), "apis/karpenter.sh/v1/nodeclaims", unserved_retry=60)  # type: ignore[arg-type]
+    classes, profiles, templates = _Objects(), _Profiles(), _Templates()
+    term = NodeClassTermination(classes, claims, profiles, templates)  # type: ignore[arg-type]
+    try:
+        assert await term.finalize(going, "nodes") is False
+        assert claims.synced.is_set() and claims.served is False
+        assert classes.patches == [] and profiles.deleted == [] and templates.deleted == []
+    finally:
+        await claims.stop()
+
+    class _UnservedList(_Objects):
+        async def list(self) -> ObjectList:
+            return ObjectList((), "", served=False)
+
+    term = NodeClassTermination(classes, _UnservedList(), profiles, templates)  # type: ignore[arg-type]
+    assert await term.finalize(going, "nodes") is False
+    assert classes.patches == [] and profiles.deleted == [] and templates.deleted == []
