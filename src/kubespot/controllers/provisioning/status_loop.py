@@ -209,6 +209,9 @@ class StatusLoop:
         self.started = self._clock.now()
         # Whatever was resolved while this replica led before may be stale now: resolve all again.
         self._resolved_gen.clear()
+        # Nor is the last term's count written: another leader may have counted since. Nothing is
+        # until the counter publishes from this term's synced caches (core counter ``Reconcile``).
+        self._counts = None
         watches: list[asyncio.Task[None]] = []
         unsubscribe: list[Callable[[], None]] = []
         try:

@@ -228,6 +228,48 @@ async def test_the_counters_figures_are_written_by_the_status_loop_with_the_cond
         await stop(task)
 
 
+def _counts(n: int) -> dict[str, Any]:
+    resources = {"cpu": str(4 * n), "memory": "0Mi", "pods": "0", "ephemeral-storage": "0Mi", "nodes": str(n)}
+    return {"general": (resources, n)}
+
+
+async def test_a_lease_won_back_writes_no_count_of_the_previous_term() -> None:
+    """kubernetes-sigs/karpenter pkg/controllers/nodepool/counter/controller.go ``Reconcile``
+    writes status.resources and status.nodes only from a synced cluster state: a replica that
+    won the lease back has no count of this term until its counter publishes one, so the figures
+    another leader wrote meanwhile stay (never the previous term's, written too low)."""
+    clock = ManualClock(T0)
+    pools = Api([nodepool_obj()])
+    loop = StatusLoop(
+        nodeclasses=Api([nodeclass(1, 1)]),  # type: ignore[arg-type]
+        nodepools=pools,  # type: ignore[arg-type]
+        resolver=Resolver(),  # type: ignore[arg-type]
+        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
+        clock=clock,
+    )
+    task = asyncio.create_task(loop.run())
+    await settle()
+    loop.set_counts(_counts(1))
+    await settle()
+    assert pools.puts[-1]["status"]["nodes"] == 1
+    await stop(task)  # the lease lost; another leader counts 10 nodes meanwhile
+    grown = copy.deepcopy(pools.items[0])
+    grown["metadata"]["resourceVersion"] = "99"
+    grown["status"]["resources"], grown["status"]["nodes"] = _counts(10)["general"]
+    pools.items = [grown]
+    before = len(pools.puts)
+    task = asyncio.create_task(loop.run())  # won back; the counter has not published yet
+    try:
+        await settle()
+        assert all(p["status"]["nodes"] == 10 for p in pools.puts[before:])
+        assert all(p["status"]["resources"]["cpu"] == "40" for p in pools.puts[before:])
+        loop.set_counts(_counts(11))  # this term's first count
+        await settle()
+        assert pools.puts[-1]["status"]["nodes"] == 11
+    finally:
+        await stop(task)
+
+
 async def test_the_provisioner_check_fails_only_for_a_pass_stuck_past_its_bound() -> None:
     """Issue 14 (/healthz when a pass has not finished for too long), in the pattern of the
     provisioning check: holds on a standby and between passes (a quiet cluster plans nothing),
