@@ -123,6 +123,12 @@ class NodeClassTermination:
         #: Whether IAM's refusal to list profiles was logged (a policy without the group).
         self._refusal_said = False
 
+    @property
+    def claims_informer(self) -> Informer | None:
+        """The NodeClaim informer finalization reads (None: a LIST per look), for the status loop
+        to requeue a deleting class when a claim goes or the cache syncs."""
+        return self._claims if isinstance(self._claims, Informer) else None
+
     async def ensure_finalizer(self, obj: Obj) -> Obj | None:
         """The stored class with the finalizer added; None when it had it (or is going)."""
         if deleting(obj) or FINALIZER in _finalizers(obj):

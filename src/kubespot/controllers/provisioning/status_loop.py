@@ -24,8 +24,10 @@ reconcile cancelled midway stays due. The cache holds what the watch brought: a 
 answer replaces the cached object only while the watch has brought nothing newer meanwhile.
 With a ``termination`` (``nodeclass_termination``) each class gets Karpenter's termination
 finalizer, a class being deleted is finalized (its instance profiles and launch templates deleted
-once no NodeClaim names it) instead of resolved, and after each pass the idle launch templates
-and unused instance profiles that are due are collected (the loop wakes for them).
+once no NodeClaim names it) instead of resolved, looked at again as soon as a NodeClaim naming it
+is deleted or the NodeClaim cache syncs (aws nodeclass controller ``Register``), and after each
+pass the idle launch templates and unused instance profiles that are due are collected (the loop
+wakes for them).
 A NodePool's ``resources`` and ``nodes`` come from the counter (``set_counts``) and are written
 by this loop with its conditions: one writer per status. So does its ``NodeRegistrationHealthy``
 (``registration_health``): the NodeClaim controller reports each claim that registers or times out
@@ -214,12 +216,20 @@ class StatusLoop:
         self._counts = None
         watches: list[asyncio.Task[None]] = []
         unsubscribe: list[Callable[[], None]] = []
+        claims = self._termination.claims_informer if self._termination is not None else None
+        if claims is not None:
+            # aws nodeclass/controller.go ``Register`` watches NodeClaims and reconciles the class
+            # a deleted one names: a deleting class is finalized once its last claim goes, not a
+            # resync later; so is one that waited for the claim cache's first LIST.
+            unsubscribe.append(claims.subscribe(self._claim_told))
+            if not claims.synced.is_set():
+                watches.append(asyncio.create_task(self._when_synced(claims), name="kubespot-claims-synced"))
         try:
             if self._cache is None:
                 listings = {kind: await self._list(kind) for kind in (CLASS, POOL)}
                 for kind, listing in listings.items():
                     self._replace_all(kind, listing.items)
-                watches = [
+                watches += [
                     asyncio.create_task(self._watch(kind, listing), name=f"kubespot-watch-{kind}")
                     for kind, listing in listings.items()
                 ]
@@ -250,6 +260,28 @@ class StatusLoop:
         """An informer's change (a re-list's objects too, and those it found gone)."""
         self._changed(kind, op, obj)
         self._wake.set()
+
+    def _claim_told(self, op: str, obj: Obj) -> None:
+        """A NodeClaim deleted: the deleting class it named is due now (its last claim may be gone)."""
+        if op != "DELETED":
+            return
+        spec = obj.get("spec")
+        ref = spec.get("nodeClassRef") if isinstance(spec, Mapping) else None
+        name = ref.get("name") if isinstance(ref, Mapping) else None
+        if isinstance(name, str) and name:
+            self._requeue_deleting({name})
+
+    async def _when_synced(self, claims: Informer) -> None:
+        await claims.synced.wait()
+        self._requeue_deleting(None)
+
+    def _requeue_deleting(self, names: set[str] | None) -> None:
+        """The deleting classes among ``names`` (None: all of them) due now."""
+        now = self._clock.monotonic()
+        for name, obj in self._objects[CLASS].items():
+            if deleting(obj) and (names is None or name in names):
+                self._due[(CLASS, name)] = now
+                self._wake.set()
 
     async def _list(self, kind: str) -> ObjectList:
         attempt = 0
@@ -375,7 +407,8 @@ class StatusLoop:
             try:
                 if deleting(obj):
                     if not await self._termination.finalize(obj, spec.role):
-                        # NodeClaims still use it: looked at again (NodeClaims are not watched here).
+                        # NodeClaims still use it (or are not known yet): looked at again when
+                        # one is deleted or the claim cache syncs (``_claim_told``), else later.
                         self._due[key] = self._clock.monotonic() + self._settings.nodeclass_resync_interval
                     return
                 stored = await self._termination.ensure_finalizer(obj)

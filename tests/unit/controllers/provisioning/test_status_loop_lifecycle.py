@@ -17,6 +17,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from kubespot.aws.amis import AmiInfo
 from kubespot.aws.security_groups import SecurityGroupInfo
 from kubespot.aws.subnets import SubnetInfo
@@ -268,6 +270,104 @@ async def test_a_lease_won_back_writes_no_count_of_the_previous_term() -> None:
         assert pools.puts[-1]["status"]["nodes"] == 11
     finally:
         await stop(task)
+
+
+class _Gated:
+    """A ``KubeClient`` whose NodeClaim LIST answers ``claims`` once ``gate`` is set; its watch
+    brings nothing."""
+
+    def __init__(self, claims: list[Obj]) -> None:
+        self.gate = asyncio.Event()
+        self.claims = claims
+
+    async def list_versioned(self, path: str, **kw: Any) -> tuple[list[Obj], str]:
+        await self.gate.wait()
+        return self.claims, "5"
+
+    async def _watch(self, *args: Any, **kw: Any) -> AsyncIterator[Any]:
+        await asyncio.Event().wait()
+        yield None  # pragma: no cover - never reached
+
+
+class _Classes(Api):
+    """Classes with ``CustomObjects.patch`` (the finalizer's removal) recorded."""
+
+    def __init__(self, items: list[Obj]) -> None:
+        super().__init__(items)
+        self.patches: list[Obj] = []
+
+    async def patch(self, name: str, patch: Obj, *, subresource: str = "") -> Obj:
+        self.patches.append(patch)
+        return {
+            **copy.deepcopy(self.items[0]),
+            "metadata": {**self.items[0]["metadata"], **patch["metadata"]},
+        }
+
+
+def _finalizing(kube: _Gated) -> tuple[StatusLoop, _Classes, Any]:
+    from kubespot.controllers.provisioning.nodeclass_termination import FINALIZER, NodeClassTermination
+    from kubespot.kube.informer import Informer
+
+    going = nodeclass(1, 1)
+    going["metadata"].update(deletionTimestamp="2026-11-01T00:00:00Z", finalizers=[FINALIZER], uid="u1")
+    classes = _Classes([going])
+    claims = Informer(kube, "apis/karpenter.sh/v1/nodeclaims")  # type: ignore[arg-type]
+    term = NodeClassTermination(classes, claims, None, None, clock=ManualClock(T0))  # type: ignore[arg-type]
+    loop = StatusLoop(
+        nodeclasses=classes,  # type: ignore[arg-type]
+        nodepools=Api([]),  # type: ignore[arg-type]
+        resolver=Resolver(),  # type: ignore[arg-type]
+        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
+        clock=ManualClock(T0),
+        termination=term,
+    )
+    return loop, classes, claims
+
+
+async def test_a_deleting_class_is_finalized_as_soon_as_its_last_claim_goes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aws/karpenter-provider-aws pkg/controllers/nodeclass/controller.go ``Register`` watches
+    NodeClaims and reconciles the class a deleted one names, so ``finalize`` runs once the last
+    claim is gone (not a resync later); likewise once the claim cache syncs after the first look
+    gave up waiting for it (the manual clock never moves: no resync happens here)."""
+    from kubespot.controllers.provisioning import nodeclass_termination
+
+    monkeypatch.setattr(nodeclass_termination, "CLAIMS_SYNC_WAIT", 0.02)
+    claim = {
+        "metadata": {"name": "general-a", "resourceVersion": "3"},
+        "spec": {"nodeClassRef": {"name": "c"}},
+    }
+    kube = _Gated([claim])
+    loop, classes, claims = _finalizing(kube)
+    task = asyncio.create_task(loop.run())
+    try:
+        await asyncio.sleep(0.05)  # the first look: the claim cache not synced in time
+        assert classes.patches == []
+        kube.gate.set()
+        await asyncio.wait_for(claims.synced.wait(), 1.0)
+        await settle()
+        assert classes.patches == []  # synced, looked at again: the claim holds it
+        claims._apply("DELETED", claim)
+        await settle()
+        assert [p["metadata"]["finalizers"] for p in classes.patches] == [[]]
+    finally:
+        await stop(task)
+        await claims.stop()
+
+    kube = _Gated([])  # no claim at all: finalized as soon as the cache syncs
+    loop, classes, claims = _finalizing(kube)
+    task = asyncio.create_task(loop.run())
+    try:
+        await asyncio.sleep(0.05)
+        assert classes.patches == []
+        kube.gate.set()
+        await asyncio.wait_for(claims.synced.wait(), 1.0)
+        await settle()
+        assert [p["metadata"]["finalizers"] for p in classes.patches] == [[]]
+    finally:
+        await stop(task)
+        await claims.stop()
 
 
 async def test_the_provisioner_check_fails_only_for_a_pass_stuck_past_its_bound() -> None:
