@@ -3,9 +3,13 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
 ``Reconcile``, ``garbageCollect``; kubernetes-sigs/karpenter
 ``pkg/controllers/nodeclaim/garbagecollection/controller.go`` ``Reconcile``).
 
-- The cloud's instances are listed first, then the NodeClaims and Nodes (so an instance launched
-  between the reads is not taken for an orphan). An instance not shutting down or terminated (a
-  stopped one is collected, as aws), whose provider id no NodeClaim has, launched more than
+- The NodeClaims are read, then the cloud's instances listed, then the NodeClaims and Nodes read
+  again. Orphans are judged from the second read (aws ``Reconcile`` lists the cloud first; an
+  instance launched during the list is younger than ``min_age`` anyway), lost claims from the
+  first (core ``Reconcile`` lists the claims first: one that launched and registered while the
+  cloud list ran was not Registered then), if still there (same UID) and not being deleted.
+  An instance not shutting down or terminated (a stopped one is collected, as aws), whose
+  provider id no NodeClaim has, launched more than
   ``min_age`` (30 s, ``launch.garbage_collection_min_age``) ago → ``cloud.delete`` and its Node (if
   any) deleted, its finalizer released. **kubespot spares** an instance tagged with the name of a
   NodeClaim that exists and is not yet launched: its launch's status write was lost, and the
@@ -15,7 +19,7 @@ collectors (aws/karpenter-provider-aws ``pkg/controllers/nodeclaim/garbagecollec
   (reason ``garbage_collected``) unless its Node is still Ready (the kubelet is alive).
 - NodeClaims and Nodes are read from the process's shared informers (``informers``; aws and core
   ``Reconcile`` list them through the manager's client, which reads controller-runtime's cache),
-  after the cloud's instances as upstream; a pass waits until both informers have synced (an
+  in the order above; a pass waits until both informers have synced (an
   empty cache before its first LIST, or after the lease was lost and won back, is not "no
   claims": every instance would look orphaned). Built without informers it LISTs them per pass.
 - A pass whose NodeClaim or Node list is not served (404) collects nothing (aws and core
@@ -59,6 +63,7 @@ from .objects import (
     node_provider_id,
     node_ready,
     provider_id,
+    uid,
 )
 from .termination import release_node
 
@@ -163,9 +168,12 @@ class GarbageCollector:
             self.started = self.last_pass = None
 
     async def run_pass(self) -> None:
+        # Core ``Reconcile`` reads the NodeClaims before the cloud: a claim that launches and
+        # registers while the cloud list runs was not Registered then, so it is not taken for lost.
+        earlier = await self._read_claims()
         instances = await self._cloud.list()
         claim_list, node_list = await self._read()
-        if not (claim_list.served and node_list.served):
+        if not (earlier.served and claim_list.served and node_list.served):
             # A 404 on a list (CRD not installed yet, an API server whose CRD informer has not
             # synced) says nothing about what exists: taking it for "no claims" would terminate
             # the whole fleet. Upstream's GC returns the list error and collects nothing.
@@ -175,7 +183,7 @@ class GarbageCollector:
                 " and ".join(
                     p
                     for p, ok in (
-                        (self._claims.path, claim_list.served),
+                        (self._claims.path, earlier.served and claim_list.served),
                         (self._nodes.path, node_list.served),
                     )
                     if not ok
@@ -189,11 +197,17 @@ class GarbageCollector:
         for n in nodes:
             by_pid.setdefault(node_provider_id(n), []).append(n)
         now = self._clock.now().timestamp()
+        # The orphans from the claims read after the cloud (aws ``Reconcile``; an instance launched
+        # during the list is younger than ``min_age``); the lost claims from the earlier read, those
+        # still there (same UID) and not being deleted.
+        orphans = orphan_instances(instances, claims, now, min_age=self.min_age)
+        current = {(name(c), uid(c)) for c in claims if not deleting(c)}
+        lost = [c for c in lost_claims(earlier.items, instances, by_pid) if (name(c), uid(c)) in current]
         if self.dry_run:
-            self._say(instances, claims, by_pid, now)
+            self._say(orphans, lost)
             self.last_pass = self._clock.now()
             return
-        for instance in orphan_instances(instances, claims, now, min_age=self.min_age):
+        for instance in orphans:
             log.info(
                 "nodeclaim garbage collection: terminating %s (%s, no NodeClaim)",
                 instance.provider_id,
@@ -205,7 +219,7 @@ class GarbageCollector:
                 await self._delete_node(node)
             if self._metrics is not None:
                 self._metrics.garbage_collected("orphan_instance")
-        for claim in lost_claims(claims, instances, by_pid):
+        for claim in lost:
             log.info(
                 "nodeclaim garbage collection: deleting nodeclaim %s (instance %s is gone)",
                 name(claim),
@@ -216,6 +230,14 @@ class GarbageCollector:
                 self._metrics.garbage_collected("lost_claim")
         await self._release_stranded(nodes, claims)
         self.last_pass = self._clock.now()
+
+    async def _read_claims(self) -> ObjectList:
+        """The NodeClaims alone, from the informer once synced (else a LIST)."""
+        if self._cache is None:
+            return await self._claims.list()
+        claims = self._cache[0]
+        await claims.wait_synced()
+        return ObjectList(claims.items(), "", served=claims.served)
 
     async def _read(self) -> tuple[ObjectList, ObjectList]:
         """The NodeClaims and the Nodes, from the informers once both have synced."""
@@ -228,22 +250,16 @@ class GarbageCollector:
             ObjectList(nodes.items(), "", served=nodes.served),
         )
 
-    def _say(
-        self,
-        instances: Sequence[CloudNodeClaim],
-        claims: Sequence[Obj],
-        by_pid: Mapping[str, Sequence[Obj]],
-        now: float,
-    ) -> None:
+    def _say(self, orphans: Sequence[CloudNodeClaim], lost: Sequence[Obj]) -> None:
         """Dry run: what this pass would collect, logged; nothing terminated or deleted (the
         stranded Nodes' release, which asks the cloud per Node, is not rehearsed)."""
-        for instance in orphan_instances(instances, claims, now, min_age=self.min_age):
+        for instance in orphans:
             log.info(
                 "dry-run: nodeclaim garbage collection would terminate %s (%s, no NodeClaim)",
                 instance.provider_id,
                 instance.instance_type,
             )
-        for claim in lost_claims(claims, instances, by_pid):
+        for claim in lost:
             log.info(
                 "dry-run: nodeclaim garbage collection would delete nodeclaim %s (instance %s is gone)",
                 name(claim),

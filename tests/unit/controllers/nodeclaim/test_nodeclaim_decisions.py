@@ -7,6 +7,7 @@ it follows.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -390,6 +391,63 @@ async def test_a_gc_pass_whose_claim_list_is_not_served_collects_nothing() -> No
     gc = GarbageCollector(cloud=cloud, claims=_Unserved(), nodes=_Unserved(), clock=SystemClock())  # type: ignore[arg-type]
     await gc.run_pass()
     assert len(cloud.launched) == 2 and gc.skipped == 1 and gc.last_pass is not None
+
+
+class _Deletes:
+    """A custom-object API's path and delete (the informer path reads nothing else)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.deleted: list[str] = []
+
+    async def delete(self, name: str) -> bool:
+        self.deleted.append(name)
+        return True
+
+
+class _SlowCloud:
+    """A cloud list answered from before ``during`` ran (the claim's launch and registration)."""
+
+    def __init__(self, instances: list[CloudNodeClaim], during: Any) -> None:
+        self.instances, self.during = instances, during
+
+    async def list(self) -> list[CloudNodeClaim]:
+        snapshot = list(self.instances)
+        self.during()
+        return snapshot
+
+
+async def test_a_claim_registered_while_the_cloud_list_runs_is_not_taken_for_lost() -> None:
+    """core pkg/controllers/nodeclaim/garbagecollection/controller.go ``Reconcile`` lists the
+    NodeClaims before ``cloudProvider.List``: a claim whose instance launched and registered while
+    the list ran was not Registered in that read, so its instance missing from the list does not
+    make it lost. A claim lost in both reads is still deleted."""
+    from kubespot.kube.informer import Informers
+
+    old = with_conditions(claim(), LAUNCHED, REGISTERED)
+    old["metadata"].update(name="general-old", uid="uid-old", resourceVersion="1")
+    new = with_conditions(claim(), LAUNCHED, REGISTERED)
+    new["metadata"].update(name="general-new", uid="uid-new", resourceVersion="9")
+    new["status"]["providerID"] = "aws:///z1/i-new"
+    claims_api, nodes_api = _Deletes("apis/karpenter.sh/v1/nodeclaims"), _Deletes("api/v1/nodes")
+    informers = Informers(None)  # type: ignore[arg-type]
+    claims, nodes = informers.get(claims_api.path), informers.get(nodes_api.path)
+    claims._replace([old])
+    nodes._replace([])
+    gc = GarbageCollector(
+        cloud=_SlowCloud([], lambda: claims._apply("ADDED", new)),  # type: ignore[arg-type]
+        claims=claims_api,  # type: ignore[arg-type]
+        nodes=nodes_api,  # type: ignore[arg-type]
+        clock=SystemClock(),
+        informers=informers,
+    )
+    # Synced and "running" (no server behind them): the pass reads the caches as they are.
+    claims._task = nodes._task = asyncio.get_running_loop().create_future()  # type: ignore[assignment]
+    try:
+        await gc.run_pass()
+    finally:
+        claims._task = nodes._task = None
+    assert claims_api.deleted == ["general-old"]
 
 
 def test_lost_claims_are_registered_without_instance_and_without_a_ready_node() -> None:
