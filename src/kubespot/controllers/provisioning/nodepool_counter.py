@@ -18,8 +18,10 @@ counter reads its ``state.Cluster``, fed by the same controller-runtime cache), 
 API server nothing, and hands the counts to the status loop (``StatusLoop.set_counts``), which
 writes them with the conditions, so one writer owns the NodePool's status and the two never fight
 over its version. A tick waits until both informers have synced: an empty cache is not "no nodes",
-and publishing zero would lower ``status.resources`` and so lift a NodePool's limit (counter
-``Reconcile`` requeues while ``cluster.Synced`` is false for the same reason).
+and publishing from it would write the NodePool's ``status.resources`` and ``status.nodes`` too
+low, for ``kubectl`` and every reader of the status (core counter ``Reconcile`` requeues while
+``cluster.Synced`` is false for that reason). kubespot's own limits are checked against the
+caches (``pools_in_use``), never against the status, so the limits do not depend on it.
 """
 
 from __future__ import annotations
