@@ -343,6 +343,8 @@ class DoomWatch:
             return  # no NodeClaim CRD: nodes alone are judged
         async for op, obj, relisted in api.watch(listing.resource_version):
             if relisted is not None:
+                if not relisted.served:
+                    continue  # a 404 is no deletion of every claim (reflector.go list): kept
                 store.clear()
                 store.update({_name(o): o for o in relisted.items})
                 self._judge()

@@ -313,3 +313,47 @@ async def test_a_relist_costs_the_watch_constant_work_per_object(monkeypatch: py
         assert watch._node_objs == {} and watch._claim_objs == {}
         await nodes.stop()
         await claims.stop()
+
+
+class _Api:
+    """``CustomObjects``' list and watch: the watch breaks once and its re-list is answered as
+    ``relisted`` (a 404: not served), then brings nothing."""
+
+    def __init__(self, items: list[Obj], relisted: Any = None) -> None:
+        from kubespot.kube.custom import ObjectList
+
+        self.listing = ObjectList(tuple(items), "1")
+        self.relisted = relisted
+        self.relisted_done = asyncio.Event()
+
+    async def list(self) -> Any:
+        return self.listing
+
+    async def watch(self, rv: str) -> Any:
+        if self.relisted is not None:
+            yield "RESYNC", None, self.relisted
+        self.relisted_done.set()
+        await asyncio.Event().wait()
+
+
+async def test_a_re_list_answered_404_keeps_the_claims_that_doom_their_nodes() -> None:
+    """client-go ``reflector.go`` ``list``: a failed LIST (a 404 from an API server whose CRD
+    handler is not ready yet) leaves the store as it was, so the node whose NodeClaim is being
+    deleted stays doomed (provisioner.go ``Schedule``: nodes marked for deletion take no pods)."""
+    from kubespot.kube.custom import ObjectList
+
+    going = {
+        "metadata": {"name": "c1", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+        "status": {"nodeName": "claimed"},
+    }
+    claims = _Api([going], relisted=ObjectList((), "", served=False))
+    watch = DoomWatch(
+        cast(Any, _Api([node("claimed")])), cast(Any, claims), lambda name: None, clock=MagicMock()
+    )
+    task = asyncio.create_task(watch.run())
+    try:
+        await asyncio.wait_for(claims.relisted_done.wait(), 1.0)
+        assert watch.doomed == {"claimed"} and set(watch._claim_objs) == {"c1"}
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -370,6 +370,44 @@ async def test_a_deleting_class_is_finalized_as_soon_as_its_last_claim_goes(
         await claims.stop()
 
 
+class _Relisted(Api):
+    """A watch that breaks once and whose re-list is answered 404 (not served)."""
+
+    def __init__(self, items: list[Obj]) -> None:
+        super().__init__(items)
+        self.relisted = asyncio.Event()
+
+    async def watch(self, rv: str) -> AsyncIterator[tuple[str, Obj | None, ObjectList | None]]:
+        yield "RESYNC", None, ObjectList((), "", served=False)
+        self.relisted.set()
+        await asyncio.Event().wait()
+
+
+async def test_a_re_list_answered_404_deletes_no_class_from_the_loop() -> None:
+    """client-go ``reflector.go`` ``list``: a failed LIST (a 404 from an API server whose CRD handler
+    is not ready yet) leaves the store as it was; the loop's own watch keeps its classes and tells
+    launching nothing (a class taken for deleted would launch nothing through it)."""
+    clock = ManualClock(T0)
+    classes = _Relisted([nodeclass(1, 1)])
+    told: list[tuple[str, Any]] = []
+    loop = StatusLoop(
+        nodeclasses=classes,  # type: ignore[arg-type]
+        nodepools=Api([]),  # type: ignore[arg-type]
+        resolver=Resolver(),  # type: ignore[arg-type]
+        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
+        clock=clock,
+        on_resolved=lambda name, resolved: told.append((name, resolved)),
+    )
+    task = asyncio.create_task(loop.run())
+    try:
+        await asyncio.wait_for(classes.relisted.wait(), 1.0)
+        await settle()
+        assert "c" in loop._objects["EC2NodeClass"]
+        assert told and all(resolved is not None for _, resolved in told)
+    finally:
+        await stop(task)
+
+
 async def test_the_provisioner_check_fails_only_for_a_pass_stuck_past_its_bound() -> None:
     """Issue 14 (/healthz when a pass has not finished for too long), in the pattern of the
     provisioning check: holds on a standby and between passes (a quiet cluster plans nothing),
