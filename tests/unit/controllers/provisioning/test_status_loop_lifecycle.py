@@ -304,7 +304,7 @@ class _Classes(Api):
         }
 
 
-def _finalizing(kube: _Gated) -> tuple[StatusLoop, _Classes, Any]:
+def _finalizing(kube: Any) -> tuple[StatusLoop, _Classes, Any]:
     from kubespot.controllers.provisioning.nodeclass_termination import FINALIZER, NodeClassTermination
     from kubespot.kube.informer import Informer
 
@@ -365,6 +365,48 @@ async def test_a_deleting_class_is_finalized_as_soon_as_its_last_claim_goes(
         await asyncio.wait_for(claims.synced.wait(), 1.0)
         await settle()
         assert [p["metadata"]["finalizers"] for p in classes.patches] == [[]]
+    finally:
+        await stop(task)
+        await claims.stop()
+
+
+class _Gone404:
+    """A ``KubeClient`` whose first NodeClaim LIST holds ``claim``; the watch then breaks and every
+    re-list is answered 404 (``list_versioned`` → None)."""
+
+    def __init__(self, claim: Obj) -> None:
+        self.claim = claim
+        self.lists = 0
+        self.broken = asyncio.Event()
+
+    async def list_versioned(self, path: str, **kw: Any) -> tuple[list[Obj], str] | None:
+        self.lists += 1
+        if self.lists > 2:
+            self.broken.set()  # the LIST after the 404 re-list: that one was handled
+        return ([self.claim], "7") if self.lists == 1 else None
+
+    async def _watch(self, path: str, what: str, params: Any, decode: Any, relist: Any, rv: str) -> Any:
+        yield "", None, await relist()
+        await asyncio.Event().wait()
+
+
+async def test_a_claim_re_list_answered_404_finalizes_no_class_it_holds() -> None:
+    """client-go ``reflector.go`` ``list`` (a failed LIST leaves the store) and aws
+    ``nodeclass/controller.go`` ``finalize`` (a list error returns before anything is deleted): a
+    deleting class whose NodeClaim still runs keeps its finalizer when the claim cache's re-list
+    meets a 404, however often it is looked at."""
+    claim = {
+        "metadata": {"name": "general-a", "resourceVersion": "7"},
+        "spec": {"nodeClassRef": {"name": "c"}},
+    }
+    kube = _Gone404(claim)
+    loop, classes, claims = _finalizing(kube)
+    task = asyncio.create_task(loop.run())
+    try:
+        await asyncio.wait_for(kube.broken.wait(), 1.0)
+        loop._requeue_deleting(None)  # looked at again (a resync, a claim event)
+        await settle()
+        assert classes.patches == [] and claims.served is False and len(claims.items()) == 1
     finally:
         await stop(task)
         await claims.stop()
