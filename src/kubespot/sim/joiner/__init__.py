@@ -8,11 +8,18 @@ See docs/simulators/joiner.md.
 """
 
 from kubespot.sim.joiner.ec2 import Ec2Reader, Instance
-from kubespot.sim.joiner.joiner import Joiner, JoinerConfig
+from kubespot.sim.joiner.joiner import (
+    NODE_MONITOR_GRACE_SECONDS,
+    NODE_MONITOR_PERIOD_SECONDS,
+    Joiner,
+    JoinerConfig,
+)
 from kubespot.sim.joiner.kube import KubeError, KubeWriter
 from kubespot.sim.joiner.userdata import BootConfig, parse
 
 __all__ = [
+    "NODE_MONITOR_GRACE_SECONDS",
+    "NODE_MONITOR_PERIOD_SECONDS",
     "BootConfig",
     "Ec2Reader",
     "Instance",

@@ -2,6 +2,8 @@
 
 ``kubespot node-joiner --ec2-endpoint http://127.0.0.1:5000 --kube-url http://127.0.0.1:6443
 --cluster demo --boot-delay 5``: every running instance tagged for ``demo`` becomes a Node.
+``--time-scale X`` runs its timeline X times faster, as ``kubespot sandbox --time-scale`` does:
+every duration flag but ``--poll-interval`` (the joiner's own pace) is divided by X.
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"seconds must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time scale: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"the time scale must be a finite number > 0, got {text!r}")
     return value
 
 
@@ -57,6 +69,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=defaults.seed, help="jitter seed (default %(default)s)")
     parser.add_argument(
+        "--node-monitor-grace-period",
+        type=_seconds,
+        default=defaults.node_monitor_grace,
+        metavar="S",
+        help=(
+            "seconds from a machine going down to its Node's Ready Unknown, as kube-controller-manager's "
+            "flag of that name (default %(default)s, upstream's)"
+        ),
+    )
+    parser.add_argument(
+        "--node-monitor-period",
+        type=_seconds,
+        default=defaults.node_monitor_period,
+        metavar="S",
+        help=(
+            "seconds between the cloud node lifecycle controller's passes, which delete the Nodes of "
+            "terminated instances, as cloud-controller-manager's flag of that name (default %(default)s)"
+        ),
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=_scale,
+        default=1.0,
+        metavar="X",
+        help=(
+            "run the timeline X times faster: every duration flag but --poll-interval is divided by X "
+            "(default %(default)s: real time)"
+        ),
+    )
+    parser.add_argument(
         "--poll-interval",
         type=_seconds,
         default=defaults.poll_interval,
@@ -67,13 +109,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> JoinerConfig:
+    scale = args.time_scale
     return JoinerConfig(
         cluster=args.cluster,
-        boot_delay=args.boot_delay,
-        ready_delay=args.ready_delay,
-        jitter=args.jitter,
+        boot_delay=args.boot_delay / scale,
+        ready_delay=args.ready_delay / scale,
+        jitter=args.jitter / scale,
         seed=args.seed,
         poll_interval=max(args.poll_interval, 0.05),
+        node_monitor_grace=args.node_monitor_grace_period / scale,
+        node_monitor_period=args.node_monitor_period / scale,
     )
 
 

@@ -25,8 +25,11 @@ Per instance (``_Boot``):
   ``keep_node`` leaves one instance's Node to the test (a slower cloud node lifecycle controller).
 
 Heartbeats stop as the machine goes down, but Ready turns Unknown only ``node_monitor_grace`` later
-(kube-controller-manager's ``--node-monitor-grace-period``, scaled; 0 by default: at once), and a
-Node is deleted only once it is not Ready, as ``MonitorNodes`` skips a Ready one.
+(kube-controller-manager's ``--node-monitor-grace-period``: 50 s by default, as upstream; the sandbox
+scales it), and a Node is deleted only once it is not Ready, as ``MonitorNodes`` skips a Ready one.
+The cloud node lifecycle controller's part (the deletion, the shutdown taint) happens on its passes,
+every ``node_monitor_period`` (cloud-controller-manager's ``--node-monitor-period``, 5 s), not at
+the poll that first could.
 
 Any EC2 or Kubernetes failure (5xx, timeouts, refused connections) is logged and the step tried
 again next poll; the loop itself never ends on an error.
@@ -58,6 +61,11 @@ _DOWN = ("stopping", "stopped", "shutting-down")
 #: ``Bottlerocket.EphemeralBlockDevice``); the root device for the other families.
 _KUBELET_DEVICE = {"Bottlerocket": "/dev/xvdb"}
 
+#: kube-controller-manager's ``--node-monitor-grace-period`` default (v1.32) and
+#: cloud-controller-manager's ``--node-monitor-period`` default, in seconds of the real world.
+NODE_MONITOR_GRACE_SECONDS = 50.0
+NODE_MONITOR_PERIOD_SECONDS = 5.0
+
 #: What the joiner expects to go wrong in one step: retried next poll.
 _RETRIED = (KubeError, BotoCoreError, ClientError, LookupError, OSError)
 
@@ -74,7 +82,11 @@ class JoinerConfig:
     #: Seconds from the machine going down (heartbeats stop) to its Node's Ready Unknown: the node
     #: lifecycle controller's ``--node-monitor-grace-period`` (kube-controller-manager's default is
     #: 50 s from v1.32, kubernetes/kubernetes#126287), scaled like the other delays; 0: at once.
-    node_monitor_grace: float = 0.0
+    node_monitor_grace: float = NODE_MONITOR_GRACE_SECONDS
+    #: Seconds between the cloud node lifecycle controller's ``MonitorNodes`` passes, which delete
+    #: the Node of a terminated instance and taint a stopped one's (cloud-controller-manager's
+    #: ``--node-monitor-period``, 5 s); 0: at every poll.
+    node_monitor_period: float = NODE_MONITOR_PERIOD_SECONDS
 
 
 @dataclass
@@ -113,6 +125,8 @@ class Joiner:
         self._limit = asyncio.Semaphore(config.concurrency)
         #: Instances whose Node this joiner never deletes (``keep_node``).
         self._kept: set[str] = set()
+        #: Wall time of the cloud node lifecycle controller's next ``MonitorNodes`` pass.
+        self._next_monitor = 0.0
 
     # -- what tests and the sandbox read ----------------------------------------------------------
 
@@ -166,17 +180,22 @@ class Joiner:
                 boot.due = (instance.launch_time if moved else now) + self.boot_time(instance.id)
                 boot.stopped = False
             boot.instance = instance
+        # A MonitorNodes pass of the cloud node lifecycle controller is due: it may delete Nodes and
+        # taint stopped ones now (wait.Until's period, counted from this pass).
+        monitor = now >= self._next_monitor
+        if monitor:
+            self._next_monitor = now + self.config.node_monitor_period
         steps: list[Coroutine[Any, Any, None]] = []
         for instance_id, boot in list(self._boots.items()):
             seen = instances.get(instance_id)
             state = seen.state if seen is not None else "gone"
             if state in ("terminated", "gone"):
-                steps.append(self._retire(boot, state))
+                steps.append(self._retire(boot, state, monitor=monitor))
             elif state in _DOWN:
                 if boot.registered_at is not None and (
-                    not boot.going or (state == "stopped" and not boot.shutdown_tainted)
+                    not boot.going or (state == "stopped" and not boot.shutdown_tainted and monitor)
                 ):
-                    steps.append(self._shut_down(boot, state))
+                    steps.append(self._shut_down(boot, state, monitor=monitor))
             elif state != "running" or boot.refused:
                 continue
             elif boot.registered_at is None:
@@ -268,10 +287,10 @@ class Joiner:
         log.info("joiner: %s is %s; node %s NotReady", boot.instance.id, state, name)
         return True
 
-    async def _shut_down(self, boot: _Boot, state: str) -> None:
+    async def _shut_down(self, boot: _Boot, state: str, *, monitor: bool) -> None:
         if not boot.going and not await self._machine_down(boot, state):
             return
-        if state == "stopped" and not boot.shutdown_tainted:
+        if state == "stopped" and not boot.shutdown_tainted and monitor:
             name = node_name(boot.instance)
             await self.kube.set_taint(name, SHUTDOWN_TAINT, present=True)
             boot.shutdown_tainted = True
@@ -299,7 +318,7 @@ class Joiner:
         boot.down_at = None
         log.info("joiner: %s is running again; node %s Ready", boot.instance.id, name)
 
-    async def _retire(self, boot: _Boot, state: str) -> None:
+    async def _retire(self, boot: _Boot, state: str, *, monitor: bool) -> None:
         instance_id = boot.instance.id
         if boot.registered_at is None:
             self._boots.pop(instance_id, None)  # never registered here: nothing to clean up
@@ -309,6 +328,8 @@ class Joiner:
         # ``node_monitor_grace`` after the machine went down) whose instance no longer exists.
         if not boot.going and not await self._machine_down(boot, state):
             return
+        if not monitor:
+            return  # Ready Unknown written; the deletion waits for the next MonitorNodes pass
         if instance_id in self._kept:
             # Left to the test; forgotten once someone else deleted it. Only read: Ready Unknown
             # was written once, and its lastTransitionTime must stay (tryUpdateNodeHealth moves it

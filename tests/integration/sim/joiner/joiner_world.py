@@ -65,10 +65,19 @@ class World:
         return instance
 
     def joiner(self, *, kube_timeout: float = 2.0, ec2: Ec2Reader | None = None, **changes: Any) -> Joiner:
-        """A joiner (boot 0 s, Ready 0.1 s later, polls every 50 ms unless changed) running until the end."""
-        config = dataclasses.replace(
-            JoinerConfig(cluster=CLUSTER, boot_delay=0.0, ready_delay=0.1, poll_interval=0.05), **changes
+        """A joiner (boot 0 s, Ready 0.1 s later, polls every 50 ms, a vanished machine's Node
+        Unknown and deleted at once unless changed) running until the end. The node lifecycle
+        timings default to upstream's 50 s and 5 s; these tests study other things, and those that
+        study the timings set them (scaled)."""
+        fast = JoinerConfig(
+            cluster=CLUSTER,
+            boot_delay=0.0,
+            ready_delay=0.1,
+            poll_interval=0.05,
+            node_monitor_grace=0.0,
+            node_monitor_period=0.0,
         )
+        config = dataclasses.replace(fast, **changes)
         kube = KubeWriter(self.sim.url, timeout=kube_timeout)
         self._writers.append(kube)
         joiner = Joiner(ec2 or Ec2Reader(self.aws.endpoint_url, CLUSTER), kube, config)

@@ -13,7 +13,7 @@ from botocore.exceptions import EndpointConnectionError
 from joiner_world import CLUSTER, World
 from userdata_samples import AL2_SCRIPT, AL2023_MIME, BOTTLEROCKET_TOML
 
-from kubespot.sim.joiner import Ec2Reader, Instance, Joiner, JoinerConfig
+from kubespot.sim.joiner import Ec2Reader, Instance, Joiner, JoinerConfig, KubeWriter
 from kubespot.sim.kubesim.testing import condition
 from kubespot.sim.kubesim.testing import node as node_body
 
@@ -303,3 +303,42 @@ async def world_patch(world: World, name: str, body: Obj) -> None:
         headers = {"Content-Type": "application/merge-patch+json"}
         async with http.patch(f"{world.sim.url}/api/v1/nodes/{name}", json=body, headers=headers) as r:
             assert r.status == 200, await r.text()
+
+
+async def test_by_default_upstream_timings_unknown_after_50_s_deleted_at_the_next_5_s_pass(
+    world_with: Any,
+) -> None:
+    """``JoinerConfig``'s defaults are upstream's, on a clock the test moves: pkg/controller/
+    nodelifecycle ``tryUpdateNodeHealth`` turns Ready Unknown ``--node-monitor-grace-period`` (50 s
+    in v1.32, kubernetes/kubernetes#126287) after the heartbeats stop, and cloud-provider
+    controllers/nodelifecycle ``Run`` runs ``MonitorNodes`` every ``--node-monitor-period`` (5 s,
+    ``wait.UntilWithContext``), which deletes a not-Ready Node whose instance no longer exists at
+    its next pass, not at once."""
+    # kubesim's own node lifecycle controller kept out of the way: the joiner's timings are studied.
+    async with world_with(node_monitor_grace_seconds=600.0) as world:
+        instance = world.launch(AL2023_MIME)
+        name = instance["PrivateDnsName"]
+        base = time.time() + 1.0
+        now = [base]
+        async with KubeWriter(world.sim.url, timeout=2.0) as kube:
+            config = JoinerConfig(cluster=CLUSTER, boot_delay=0.0, ready_delay=0.0)
+            assert (config.node_monitor_grace, config.node_monitor_period) == (50.0, 5.0)
+            joiner = Joiner(Ec2Reader(world.aws.endpoint_url, CLUSTER), kube, config, clock=lambda: now[0])
+
+            async def at(offset: float) -> None:
+                now[0] = base + offset
+                await joiner.tick()
+
+            await at(0.0)  # registers; a MonitorNodes pass (the next one at +5)
+            await at(0.1)  # Ready True
+            assert world.ready(name) == "True"
+            world.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
+            await at(1.0)  # the machine is gone: its kubelet stops
+            await at(50.9)  # 49.9 s without heartbeats; a pass (the next at +55.9): nothing to do
+            assert world.ready(name) == "True"
+            await at(51.0)  # the grace is over: Ready Unknown, but no pass is due
+            assert world.ready(name) == "Unknown"
+            await at(55.8)
+            assert world.node(name) is not None
+            await at(55.9)  # the pass: not Ready, the instance terminated: deleted
+            assert world.node(name) is None
