@@ -168,6 +168,20 @@ class QueueSettings:
         unit="seconds",
     )
 
+    interruption_notice: float = setting(
+        120.0,
+        doc=(
+            "Seconds from an EC2 interruption warning's time to the instance's end, where the event "
+            "does not say when that is (a spot interruption warning never does; a Capacity "
+            "Reservation interruption warning without a usable instance-termination-time): AWS's "
+            "two minutes. The deadline of the drain is the warning's time plus this. Change it only "
+            "for a simulated EC2 that runs faster than AWS (`kubespot sandbox` sets its compressed "
+            "notice)."
+        ),
+        env="KUBESPOT_QUEUE_INTERRUPTION_NOTICE",
+        unit="seconds",
+    )
+
     held_margin: float = setting(
         60.0,
         doc=(
@@ -195,6 +209,8 @@ class QueueSettings:
             raise InvalidSetting("malformed_action", "must be leave or delete")
         if self.foreign_max_receives < 1:
             raise InvalidSetting("foreign_max_receives", "must be at least 1")
+        if not self.interruption_notice > 0:
+            raise InvalidSetting("interruption_notice", "must be positive")
         if self.describe_cache_ttl < 0:
             raise InvalidSetting("describe_cache_ttl", "must not be negative")
         if self.heartbeat_interval == 0:

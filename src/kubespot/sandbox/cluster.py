@@ -315,15 +315,16 @@ def controller_deployment() -> Obj:
 
 def controller_config(t: Timing) -> ControllerConfig:
     """kubesim's controllers on the story's clock: upstream's node-lifecycle and PodGC timings (a
-    vanished node Unknown after 50 s, its pods collected 40-60 s after its Node is deleted, NoExecute
-    tainting at 0.1 nodes/s) compressed like every other duration of the run."""
+    vanished node Unknown after 50 s or ``--node-monitor-grace-period``, its pods collected 40-60 s
+    after its Node is deleted, NoExecute tainting at 0.1 nodes/s) compressed like every other
+    duration of the run."""
     d = ControllerConfig()
     return ControllerConfig(
         pod_start_seconds=t.pod_start,
         # The kubelets' heartbeats on the same clock, or the compressed grace would outrun them.
         lease_renew_seconds=t.s(d.lease_renew_seconds),
         node_status_seconds=t.s(d.node_status_seconds),
-        node_monitor_grace_seconds=t.s(d.node_monitor_grace_seconds),
+        node_monitor_grace_seconds=t.node_monitor_grace,
         pod_gc_check_seconds=t.s(d.pod_gc_check_seconds),
         pod_gc_quarantine_seconds=t.s(d.pod_gc_quarantine_seconds),
         node_eviction_rate=d.node_eviction_rate * t.scale,

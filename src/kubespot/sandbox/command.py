@@ -28,7 +28,13 @@ from .provision_summary import PROVISION
 from .run import Options, Sandbox, SandboxError
 from .summary import REBALANCE, SCENARIOS, SCHEDULED_REBOOT, SPOT_ITN
 from .timeline import Timeline
-from .timing import DEFAULT_TIME_SCALE, LB_DEFAULT_TIME_SCALE, SAFETY_MARGIN_SECONDS, Timing
+from .timing import (
+    DEFAULT_TIME_SCALE,
+    LB_DEFAULT_TIME_SCALE,
+    NODE_MONITOR_GRACE_SECONDS,
+    SAFETY_MARGIN_SECONDS,
+    Timing,
+)
 
 DEFAULT_SPOT_NODES = 6
 #: The load-balancer scenario runs twice: fewer nodes keep it short (each still has two web pods).
@@ -71,6 +77,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "compress time X-fold: the 120 s spot notice, pod start and shutdown times, the agent's lead "
             f"and undo times (default {DEFAULT_TIME_SCALE:g}: the notice is 30 s and a run about a minute; "
             f"{LB_DEFAULT_TIME_SCALE:g} for {LOAD_BALANCER})"
+        ),
+    )
+    parser.add_argument(
+        "--node-monitor-grace-period",
+        type=float,
+        default=NODE_MONITOR_GRACE_SECONDS,
+        metavar="S",
+        help=(
+            "real-world seconds from a vanished kubelet's last heartbeat to its Node's Ready Unknown, "
+            "compressed by --time-scale like every duration (kube-controller-manager's flag; default "
+            "%(default)g, upstream's); a terminated instance's Node is deleted only after it"
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON summary instead of the live view")
@@ -123,7 +140,7 @@ def _options(args: argparse.Namespace) -> Options:
             f"--nodes {nodes} is too few: {len(scenarios)} scenario(s) need a node each, plus one spot "
             "node for their pods to move to"
         )
-    timing = Timing(scale)  # validates
+    timing = Timing(scale, story_node_monitor_grace=args.node_monitor_grace_period)  # validates
     if lb:
         if args.blocking_pdb:
             raise ValueError(f"--blocking-pdb does not apply to --scenario {LOAD_BALANCER}")
@@ -147,6 +164,7 @@ def _options(args: argparse.Namespace) -> Options:
         keep=args.keep,
         blocking_pdb=args.blocking_pdb,
         agent_env=env,
+        node_monitor_grace=args.node_monitor_grace_period,
     )
 
 
@@ -159,7 +177,7 @@ def _provision_options(args: argparse.Namespace) -> Options:
     if not 10 <= replicas <= MAX_REPLICAS:
         raise ValueError(f"--replicas must be between 10 and {MAX_REPLICAS}, got {replicas}")
     scale = args.time_scale if args.time_scale is not None else DEFAULT_TIME_SCALE
-    Timing(scale)  # validates
+    Timing(scale, story_node_monitor_grace=args.node_monitor_grace_period)  # validates
     return Options(
         scenarios=(PROVISION,),
         spot_nodes=0,
@@ -167,6 +185,7 @@ def _provision_options(args: argparse.Namespace) -> Options:
         workdir=args.workdir or Path(tempfile.mkdtemp(prefix="kubespot-sandbox-")),
         keep=args.keep,
         replicas=replicas,
+        node_monitor_grace=args.node_monitor_grace_period,
     )
 
 

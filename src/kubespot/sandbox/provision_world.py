@@ -13,7 +13,9 @@ Owns building that world and taking it down again, nothing about what happens in
   profile, and the interruption queue and its EventBridge rules as ``kubespot aws bootstrap``
   creates them (the same function does it);
 - the node joiner (in this process): each running instance tagged for the cluster becomes a Node
-  after a (scaled) boot delay and goes away when the instance terminates;
+  after a (scaled) boot delay and goes away when the instance terminates, on upstream's node
+  lifecycle timings (scaled): Ready Unknown after the node monitor grace, deleted at the cloud node
+  lifecycle controller's next pass;
 - one ``kubespot controller`` process with ``provisioning.enabled``, the queue, the cluster's name,
   endpoint and service CIDR, short batch windows and the launch settings the caller passes.
 """
@@ -208,6 +210,12 @@ class ProvisionWorld:
                 ready_delay=t.s(READY_SECONDS),
                 poll_interval=0.25,
                 concurrency=32,
+                # Upstream's node lifecycle timings on the story's clock, as kubesim's own node
+                # lifecycle controller gets them (``kube_config``): a terminated instance's Node stays
+                # Ready through the grace, then goes Unknown and is deleted at the cloud node
+                # lifecycle controller's next pass.
+                node_monitor_grace=t.node_monitor_grace,
+                node_monitor_period=t.node_monitor_period,
             ),
         )
         self._joiner_task = asyncio.ensure_future(self.joiner.run())
@@ -298,6 +306,9 @@ class ProvisionWorld:
             # The client's 50 requests/s are a rate of the story: compressed like its durations, or a
             # reclaim of a dozen nodes could not be drained inside the scaled two-minute notice.
             "KUBESPOT_KUBE_API_QPS": num(50.0 * t.scale),
+            # The market terminates a warned instance two minutes scaled after the warning: the
+            # queue processor's deadline (the warning's time plus the notice) must say the same.
+            **t.queue_env(),
             "KUBESPOT_LEADER_ELECTION_ENABLED": "false",
             "KUBESPOT_OBSERVABILITY_EMIT_KUBERNETES_EVENTS": "true",
             "KUBESPOT_OBSERVABILITY_JSON_LOGGING": "true",

@@ -27,7 +27,7 @@ from .processes import AgentProcess, ProcessGroup, UptimeFile
 from .scenarios import NodeKit, World, assign_nodes, rebalance, scheduled_reboot, spot_interruption, wait_for
 from .summary import REBALANCE, SCHEDULED_REBOOT, SPOT_ITN, ScenarioRecord, run_summary
 from .timeline import Timeline
-from .timing import Timing
+from .timing import NODE_MONITOR_GRACE_SECONDS, Timing
 
 #: Real seconds the sample cluster may take to settle, and an agent to start polling IMDS.
 SETTLE_TIMEOUT = 30.0
@@ -50,6 +50,8 @@ class Options:
     agent_env: dict[str, str] = field(default_factory=dict)
     #: The provision scenario's Deployment replicas in all (0: its default).
     replicas: int = 0
+    #: Real-world seconds of kube-controller-manager's ``--node-monitor-grace-period`` (scaled).
+    node_monitor_grace: float = NODE_MONITOR_GRACE_SECONDS
 
 
 def imds_instances(spot: list[cluster.NodeSpec]) -> list[SimInstance]:
@@ -73,7 +75,7 @@ class Sandbox:
         self, opts: Options, timeline_factory: Callable[[Callable[[], dict[str, ScenarioRecord]]], Timeline]
     ):
         self.opts = opts
-        self.timing = Timing(opts.time_scale)
+        self.timing = Timing(opts.time_scale, story_node_monitor_grace=opts.node_monitor_grace)
         self.timeline = timeline_factory(self._records)
         self.agents = ProcessGroup()
         self.agent_down: set[str] = set()

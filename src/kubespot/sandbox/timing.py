@@ -61,6 +61,14 @@ LB_REFRESH_SECONDS = 0.25
 #: a DescribeTargetHealth answer or an event-loop turn can take a few hundred milliseconds.
 SETTLE_SLACK = 1.5
 
+#: kube-controller-manager's ``--node-monitor-grace-period`` (50 s from v1.32): a vanished kubelet's
+#: Node turns Ready Unknown this long after its last heartbeat (kubesim's node lifecycle controller
+#: and the node joiner both). ``--node-monitor-grace-period`` changes it.
+NODE_MONITOR_GRACE_SECONDS = 50.0
+#: cloud-controller-manager's ``--node-monitor-period``: how often its node lifecycle controller
+#: deletes the Nodes of terminated instances (the node joiner plays it).
+NODE_MONITOR_PERIOD_SECONDS = 5.0
+
 #: The default compression: the 120 s notice becomes 30 s and a full run about a minute.
 DEFAULT_TIME_SCALE = 4.0
 #: The load-balancer scenario's: the agent keeps 30 real seconds of the notice for the drain after
@@ -76,10 +84,18 @@ class Timing:
     """Real-world durations divided by ``scale`` (all in real seconds)."""
 
     scale: float
+    #: Real-world seconds of the node monitor grace (``NODE_MONITOR_GRACE_SECONDS``), compressed
+    #: like the rest by ``node_monitor_grace``.
+    story_node_monitor_grace: float = NODE_MONITOR_GRACE_SECONDS
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.scale) and 0.5 <= self.scale <= 60):
             raise ValueError(f"time scale must be between 0.5 and 60, got {self.scale}")
+        if not (math.isfinite(self.story_node_monitor_grace) and self.story_node_monitor_grace >= 0):
+            raise ValueError(
+                f"the node monitor grace period must be a finite number of seconds >= 0, "
+                f"got {self.story_node_monitor_grace}"
+            )
 
     def s(self, story_seconds: float) -> float:
         """``story_seconds`` of the real world, compressed."""
@@ -92,6 +108,14 @@ class Timing:
     @property
     def spot_notice(self) -> float:
         return self.s(SPOT_NOTICE_SECONDS)
+
+    @property
+    def node_monitor_grace(self) -> float:
+        return self.s(self.story_node_monitor_grace)
+
+    @property
+    def node_monitor_period(self) -> float:
+        return self.s(NODE_MONITOR_PERIOD_SECONDS)
 
     @property
     def scheduled_lead(self) -> float:
@@ -146,10 +170,22 @@ class Timing:
             "KUBESPOT_IMDS_POLL_INTERVAL": num(self.poll_interval),
             "KUBESPOT_IMDS_SCHEDULED_LEAD_TIME": num(self.scheduled_lead),
             "KUBESPOT_NODE_ACTIONS_REBALANCE_UNDO_AFTER": num(self.rebalance_undo),
+            **self.drain_env(),
+        }
+
+    def drain_env(self) -> dict[str, str]:
+        """The drain's margin and retry waits, compressed: the agent's and the controller's alike."""
+        return {
             "KUBESPOT_DRAIN_SAFETY_MARGIN": num(self.s(SAFETY_MARGIN_SECONDS)),
             "KUBESPOT_DRAIN_RETRY_BACKOFF_BASE": num(self.s(RETRY_BACKOFF_BASE_SECONDS)),
             "KUBESPOT_DRAIN_RETRY_BACKOFF_CAP": num(self.s(RETRY_BACKOFF_CAP_SECONDS)),
         }
+
+    def queue_env(self) -> dict[str, str]:
+        """The controller's queue settings for a compressed EC2: an interruption warning's instance
+        ends ``spot_notice`` after the warning's time (awssim's reclaims scale it the same way), so
+        the drain's deadline is that, not AWS's two real minutes; the drain compressed too."""
+        return {"KUBESPOT_QUEUE_INTERRUPTION_NOTICE": num(self.spot_notice), **self.drain_env()}
 
 
 def num(value: float) -> str:

@@ -138,6 +138,8 @@ NOT_RENDERED = {
     "KUBESPOT_KUBE_CONTEXT",
     "KUBESPOT_WEBHOOK_URL",
     "KUBESPOT_IMDS_UPTIME_FROM_FILE",
+    # AWS's two-minute notice is fixed; the setting exists for a simulated EC2 running faster.
+    "KUBESPOT_QUEUE_INTERRUPTION_NOTICE",
 }
 #: What the chart renders for the controller whatever the values: the probes and metrics switches
 #: (it builds the probes and ports from them) and the queue and API budget.

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from kubespot.config.agent import AgentSettings
-from kubespot.config.loader import Spec, is_pairs, load, plain, specs
+from kubespot.config.loader import InvalidSetting, Spec, is_pairs, load, plain, specs
+from kubespot.config.queue import QueueSettings
 from kubespot.config.webhook import DEFAULT_TEMPLATE
 
 NTH_TEMPLATE = (
@@ -177,3 +178,13 @@ def test_alias_table_covers_every_declared_alias() -> None:
 
 def test_node_name_is_required_and_has_no_default() -> None:
     assert _by_alias()["NODE_NAME"].required
+
+
+def test_the_interruption_notice_is_aws_two_minutes_and_must_be_positive() -> None:
+    """EC2 User Guide, "Spot Instance interruption notices": two minutes; a simulated EC2 may run
+    faster (the sandbox), never in zero time."""
+    assert QueueSettings().interruption_notice == 120.0
+    assert QueueSettings(interruption_notice=12.0).interruption_notice == 12.0
+    for bad in (0.0, -1.0):
+        with pytest.raises(InvalidSetting, match="interruption_notice"):
+            QueueSettings(interruption_notice=bad)

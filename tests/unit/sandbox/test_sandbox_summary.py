@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+
 import pytest
 
-from kubespot.sandbox import cluster
+from kubespot.sandbox import cluster, command
 from kubespot.sandbox.scenarios import assign_nodes
 from kubespot.sandbox.summary import (
     REBALANCE,
@@ -213,3 +216,31 @@ def test_spot_interruption_goes_to_the_busiest_node_with_an_empty_dir_pod() -> N
     pods = {"a": [pod("1"), pod("2"), pod("3")], "b": [pod("1"), pod("2", empty_dir=True)], "c": [pod("1")]}
     assigned = assign_nodes((SPOT_ITN, REBALANCE, SCHEDULED_REBOOT), ["a", "b", "c"], lambda n: pods[n])
     assert assigned == {SPOT_ITN: "b", SCHEDULED_REBOOT: "a", REBALANCE: "c"}
+
+
+def test_node_lifecycle_timings_are_upstreams_compressed_and_the_flag_changes_the_grace(
+    tmp_path: Path,
+) -> None:
+    """kube-controller-manager's ``--node-monitor-grace-period`` (50 s in v1.32, pkg/controller/
+    nodelifecycle ``tryUpdateNodeHealth``) and cloud-controller-manager's ``--node-monitor-period``
+    (5 s, cloud-provider controllers/nodelifecycle ``Run``), compressed like every duration: kubesim's
+    node lifecycle controller gets the grace; ``--node-monitor-grace-period`` changes it (real-world
+    seconds). The queue processor's notice is the market's two minutes, compressed the same way."""
+    t = Timing(10.0)
+    assert (t.node_monitor_grace, t.node_monitor_period) == (5.0, 0.5)
+    assert cluster.controller_config(t).node_monitor_grace_seconds == 5.0
+    queue = t.queue_env()
+    assert queue["KUBESPOT_QUEUE_INTERRUPTION_NOTICE"] == "12"
+    assert queue["KUBESPOT_DRAIN_SAFETY_MARGIN"] == "0.5"
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    workdir = ["--workdir", str(tmp_path)]
+    opts = command._options(
+        parser.parse_args([*workdir, "--time-scale", "10", "--node-monitor-grace-period", "40"])
+    )
+    assert opts.node_monitor_grace == 40.0
+    provision = parser.parse_args([*workdir, "--scenario", "provision", "--node-monitor-grace-period", "20"])
+    assert command._options(provision).node_monitor_grace == 20.0
+    assert Timing(10.0, story_node_monitor_grace=20.0).node_monitor_grace == 2.0
+    with pytest.raises(ValueError, match="node monitor grace"):
+        command._options(parser.parse_args([*workdir, "--node-monitor-grace-period", "-1"]))

@@ -262,6 +262,7 @@ class QueueHandler:
                     now=self._clock.now(),
                     lead_time=timedelta(seconds=self._monitors.scheduled_lead_time),
                     node_termination_grace=timedelta(seconds=self._drain.node_termination_grace_period),
+                    notice=timedelta(seconds=self._queue.interruption_notice),
                 )
             except MessageError as err:
                 outcome = Outcome.DONE if self._queue.malformed_action == "delete" else Outcome.LEAVE

@@ -732,3 +732,21 @@ def test_fuzz_only_message_errors() -> None:
         else:
             outcomes["parsed"] += 1
     assert outcomes["parsed"] and outcomes["error"]
+
+
+def test_a_spot_warning_deadline_is_its_time_plus_the_notice() -> None:
+    """EC2 User Guide, "Spot Instance interruption notices": the warning comes two minutes before
+    the instance is interrupted, and its detail carries no time of its own, so the deadline is the
+    event's ``time`` plus two minutes; ``queue.interruption_notice`` replaces those two minutes for
+    an EC2 simulated faster (the sandbox's market: 120 s / the time scale)."""
+    body = json.dumps(sample("spot-interruption-warning"))
+    sent = at(sample("spot-interruption-warning")["time"])
+    default = the_event(parse(body))
+    assert default.deadline == sent + timedelta(minutes=2)
+    fast = the_event(
+        parse_message(
+            body, now=NOW, lead_time=LEAD, node_termination_grace=GRACE, notice=timedelta(seconds=12)
+        )
+    )
+    assert fast.deadline == sent + timedelta(seconds=12)
+    assert fast.notice_time == default.notice_time == sent  # the event's time itself is kept

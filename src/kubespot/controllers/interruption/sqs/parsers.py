@@ -36,7 +36,8 @@ import orjson
 from kubespot.controllers.interruption.sqs.errors import MessageError
 from kubespot.model import InterruptionEvent, Kind, Source, event_id
 
-#: The spot interruption warning comes two minutes before EC2 acts.
+#: The spot interruption warning comes two minutes before EC2 acts (EC2 User Guide, "Spot Instance
+#: interruption notices"); ``queue.interruption_notice`` by default.
 SPOT_WARNING = timedelta(seconds=120)
 #: State-change states after which the instance is going or gone.
 GOING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
@@ -113,6 +114,7 @@ class _Context:
     now: datetime
     lead_time: timedelta
     grace: timedelta
+    notice: timedelta = SPOT_WARNING
 
 
 def parse_message(
@@ -121,15 +123,18 @@ def parse_message(
     now: datetime,
     lead_time: timedelta,
     node_termination_grace: timedelta,
+    notice: timedelta = SPOT_WARNING,
 ) -> ParsedMessage:
     """One SQS message body to what the controller needs; raises only ``MessageError``.
 
     ``lead_time`` is how long before a Health scheduled change to act; ``node_termination_grace``
     is kept for callers and unused: an Auto Scaling termination gets no invented deadline.
+    ``notice`` is how long after an interruption warning's time the instance ends when the warning
+    does not say (``queue.interruption_notice``: AWS's two minutes unless EC2 is simulated faster).
     """
     text = _text(body)
     doc = _json_object(text, "message")
-    return _parse_doc(doc, text, _Context(now, lead_time, node_termination_grace), in_sns=False)
+    return _parse_doc(doc, text, _Context(now, lead_time, node_termination_grace, notice), in_sns=False)
 
 
 # --- shapes ----------------------------------------------------------------------------------------
@@ -249,7 +254,7 @@ def _eventbridge(doc: dict[str, Any], text: str, ctx: _Context) -> ParsedMessage
 def _spot(env: _Envelope, ctx: _Context) -> ParsedMessage:
     iid = _instance_id(env.detail, "instance-id", "spot interruption detail", env.text)
     action = _optional_string(env.detail, "instance-action", "spot interruption detail", env.text)
-    deadline = _shift(env.time, SPOT_WARNING, env.text)
+    deadline = _shift(env.time, ctx.notice, env.text)
     return env.result((_termination_warning(env, ctx, iid, action, deadline, "spot interruption"),))
 
 
@@ -278,7 +283,7 @@ def _capacity_reservation(env: _Envelope, ctx: _Context) -> ParsedMessage:
     action = _optional_string(env.detail, "instance-action", what, env.text)
     when = env.detail.get("instance-termination-time")
     warnings: tuple[str, ...] = ()
-    deadline = _shift(env.time, SPOT_WARNING, env.text)  # "2 minutes before" (the documented notice)
+    deadline = _shift(env.time, ctx.notice, env.text)  # "2 minutes before" (the documented notice)
     if isinstance(when, str) and when:
         try:
             deadline = _iso_time(when, "instance-termination-time", env.text)
