@@ -13,6 +13,8 @@ from .base import setting
 from .loader import InvalidSetting
 
 LogLevel = Literal["debug", "info", "warn", "error"]
+#: The words a level may be given as (``observability.logs.parse_level`` reads them).
+_LEVEL_WORDS = ("debug", "info", "warn", "warning", "error", "critical")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +38,15 @@ class ObservabilitySettings:
         env="KUBESPOT_OBSERVABILITY_LOG_LEVEL",
         nth="LOG_LEVEL",
         flag="--log-level",
+    )
+    logger_levels: tuple[tuple[str, str], ...] = setting(
+        (),
+        doc=(
+            "Levels of single loggers over log_level, as logger=level pairs (e.g. "
+            "`kubespot=debug,botocore=warning`): kubespot's own debug lines without the AWS SDK's "
+            "line per request, or one library's debug lines alone. A logger's children follow it."
+        ),
+        env="KUBESPOT_OBSERVABILITY_LOGGER_LEVELS",
     )
     enable_prometheus_server: bool = setting(
         False,
@@ -115,6 +126,13 @@ class ObservabilitySettings:
     )
 
     def __post_init__(self) -> None:
+        for logger, level in self.logger_levels:
+            if not logger.strip():
+                raise InvalidSetting("logger_levels", "a logger name is empty")
+            if level.strip().lower() not in _LEVEL_WORDS:
+                words = ", ".join(_LEVEL_WORDS)
+                problem = f"{logger}: unknown level {level!r}; expected one of {words}"
+                raise InvalidSetting("logger_levels", problem)
         for name in ("prometheus_server_port", "probes_server_port"):
             if not 1 <= getattr(self, name) <= 65535:
                 raise InvalidSetting(name, "must be a TCP port, 1..65535")

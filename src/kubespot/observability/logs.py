@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from types import MappingProxyType
@@ -289,10 +289,17 @@ def parse_level(level: str) -> int:
         raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(_LEVELS)}") from None
 
 
-def configure(*, json: bool, level: str, stream: TextIO | None = None) -> None:
+def configure(
+    *,
+    json: bool,
+    level: str,
+    stream: TextIO | None = None,
+    logger_levels: Iterable[tuple[str, str]] = (),
+) -> None:
     """Log to ``stream`` (default: the current ``sys.stderr``) at ``level``, as JSON or console
-    lines. Idempotent: a previous kubespot handler on the root logger is replaced, others are
-    left alone."""
+    lines; ``logger_levels`` (name, level) set single loggers (and so their children) over it.
+    Idempotent: a previous kubespot handler on the root logger is replaced, others are left
+    alone."""
     number = parse_level(level)
     root = logging.getLogger()
     for handler in list(root.handlers):
@@ -304,3 +311,6 @@ def configure(*, json: bool, level: str, stream: TextIO | None = None) -> None:
     root.setLevel(number)
     for name in _CHATTY_LOGGERS:
         logging.getLogger(name).setLevel(logging.NOTSET if number <= logging.DEBUG else logging.WARNING)
+    # After the chatty libraries' defaults: a level named for one of them wins.
+    for name, named in logger_levels:
+        logging.getLogger(name.strip()).setLevel(parse_level(named))

@@ -71,7 +71,7 @@ def main(
         print(f"kubespot {name}: {exc}", flush=True, file=sys.stderr)
         return 2
     obs = settings.observability
-    configure(json=obs.json_logging, level=obs.log_level)
+    configure(json=obs.json_logging, level=obs.log_level, logger_levels=obs.logger_levels)
     log.info(*starting(settings))
     log.info("effective configuration: %s", orjson.dumps(loader.redacted(settings)).decode())
     if targets or calls:

@@ -18,7 +18,7 @@ import pytest
 from kubespot.records.interruption import STATE_ANNOTATION, NodeState, decode
 from kubespot.sandbox import provision_world as pw
 from kubespot.sandbox.timing import NODE_MONITOR_GRACE_SECONDS, SPOT_NOTICE_SECONDS
-from support.provision_e2e import SCALE, E2E, Obj, condition, label, pool, workload
+from support.provision_e2e import E2E, SCALE, Obj, condition, label, pool, workload
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="package")]
 

@@ -235,3 +235,38 @@ def test_httpx2_request_lines_are_quiet_unless_debugging() -> None:
     assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)
     configure(json=True, level="debug", stream=io.StringIO())
     assert logging.getLogger("httpx2").isEnabledFor(logging.INFO)
+
+
+def test_logger_levels_set_single_loggers_over_the_root_level() -> None:
+    """``observability.logger_levels``: kubespot's own debug lines at an info root, the AWS SDK's
+    and aiohttp's access lines kept out (Python ``logging``: a logger's effective level is its own,
+    else its nearest ancestor's, and its children follow it)."""
+    out = io.StringIO()
+    names = ("kubespot", "botocore", "aiohttp.access")
+    try:
+        configure(
+            json=True,
+            level="info",
+            stream=out,
+            logger_levels=(("kubespot", "debug"), ("botocore", "warning"), ("aiohttp.access", "WARN")),
+        )
+        logging.getLogger("kubespot.controller.queue").debug("received %d", 3)
+        logging.getLogger("botocore.endpoint").info("sending a request")
+        logging.getLogger("aiohttp.access").info("GET /metrics 200")
+        logging.getLogger("other.library").debug("hidden at the root's info")
+        logging.getLogger("other.library").info("shown")
+        assert [line["message"] for line in json_lines(out)] == ["received 3", "shown"]
+    finally:
+        for name in names:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_logger_levels_must_name_a_logger_and_a_known_level() -> None:
+    from kubespot.config.loader import InvalidSetting
+    from kubespot.config.observability import ObservabilitySettings
+
+    given = (("kubespot", "Debug"),)
+    assert ObservabilitySettings(logger_levels=given).logger_levels == given
+    for bad in ((("", "debug"),), (("botocore", "verbose"),)):
+        with pytest.raises(InvalidSetting, match="logger_levels"):
+            ObservabilitySettings(logger_levels=bad)
