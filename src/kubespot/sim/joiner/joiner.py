@@ -18,7 +18,7 @@ Per instance (``_Boot``):
   ``LaunchTime`` when EC2 moved it, else when the joiner saw it running: moto keeps the first):
   the kubelet posts Ready False, ``ready_delay`` later kubesim's kubelet runs again, Ready True is
   posted, and the shutdown taint goes (``MonitorNodes`` removes it from a Ready Node).
-- **terminated** or gone: as above, then delete the Node (again each poll while finalizers hold
+- **terminated** or gone: as above, then delete the Node (again each pass while finalizers hold
   it; once it is gone kubesim forgets the stopped kubelet, so a later instance given the same
   private DNS name boots a live one), as ``MonitorNodes`` does for a not-Ready node whose instance
   no longer exists (AWS's ``InstanceExistsByProviderID`` is false only for terminated instances).
@@ -337,7 +337,7 @@ class Joiner:
             if await self.kube.node_exists(name):
                 return
         elif not await self.kube.delete_node(name):
-            return  # finalizers hold it (Karpenter's): asked again next poll until it is gone
+            return  # finalizers hold it (Karpenter's): asked again each pass until it is gone
         await self.kube.set_kubelet(name, running=True)
         self._boots.pop(instance_id, None)
         log.info("joiner: %s is %s; node %s deleted", instance_id, state, name)
