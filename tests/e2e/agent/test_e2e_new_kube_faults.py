@@ -81,12 +81,20 @@ async def test_concurrent_writer_taint_and_agent_fence_both_survive(tmp_path: Pa
                 await world.kube.set_annotations(NODE, {f"example.com/heartbeat-{lane}": str(i)})
 
         async def foreign_taint() -> None:
-            """Its own taint, written at the moment the agent fences (compare-and-set, retried)."""
+            """Its own taint, written at the moment the agent fences (compare-and-set, retried).
+            On a loaded machine the three writers can win every race for good (a livelock that
+            once held this test for ten minutes): after 10 s they stop, the conflicts are made
+            by then, and the taint lands; it must within 30 s."""
+            loop = asyncio.get_running_loop()
+            started = loop.time()
             while True:
                 try:
                     await world.kube.add_taint(NODE, FOREIGN)
                     return
                 except KubeError:
+                    if loop.time() - started > 10:
+                        stop.set()
+                    assert loop.time() - started < 30, "the foreign taint never landed"
                     await asyncio.sleep(0.05)
 
         # Three lanes: a write lands every ~17 ms, inside every read-to-write window of the agent.

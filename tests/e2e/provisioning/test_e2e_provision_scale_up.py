@@ -16,6 +16,7 @@ from support.provision_e2e import (
     E2E,
     TEST_LABEL,
     UNREGISTERED_TAINT,
+    Obj,
     condition,
     label,
     pool,
@@ -47,6 +48,15 @@ async def test_pending_pods_get_claims_instances_and_nodes_and_are_bound(e2e: E2
 
     claims = await e2e.claims(TEST)
     assert claims, "pods were bound without a NodeClaim"
+
+    async def initialized() -> list[Obj] | None:
+        # A pod may bind once the unregistered taint is gone, a moment before the claim's
+        # Initialized condition is written (initialization.go runs on the next reconcile).
+        now = await e2e.claims(TEST)
+        done = all(condition(c, "Initialized") == "True" for c in now)
+        return now if done and len(now) >= len(claims) else None
+
+    claims = await e2e.until(initialized, "every claim Initialized", within=20)
     nodes = {n["metadata"]["name"]: n for n in await e2e.nodes(TEST)}
     assert {p["spec"]["nodeName"] for p in pods} <= set(nodes), "a pod is bound to a node not launched here"
     for claim in claims:
