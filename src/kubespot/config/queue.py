@@ -16,6 +16,9 @@ from .loader import InvalidSetting
 
 #: The reference handler's tag marking the instances (and Auto Scaling groups) it handles.
 MANAGED_TAG = "aws-node-termination-handler/managed"
+#: EC2's spot interruption notice, in seconds: fixed by AWS (EC2 User Guide, "Spot Instance
+#: interruption notices"); the most ``interruption_notice`` may be.
+SPOT_NOTICE = 120.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,14 +172,14 @@ class QueueSettings:
     )
 
     interruption_notice: float = setting(
-        120.0,
+        SPOT_NOTICE,
         doc=(
             "Seconds from an EC2 interruption warning's time to the instance's end, where the event "
             "does not say when that is (a spot interruption warning never does; a Capacity "
             "Reservation interruption warning without a usable instance-termination-time): AWS's "
             "two minutes. The deadline of the drain is the warning's time plus this. Change it only "
             "for a simulated EC2 that runs faster than AWS (`kubespot sandbox` sets its compressed "
-            "notice)."
+            "notice); it can never exceed 120."
         ),
         env="KUBESPOT_QUEUE_INTERRUPTION_NOTICE",
         unit="seconds",
@@ -209,8 +212,14 @@ class QueueSettings:
             raise InvalidSetting("malformed_action", "must be leave or delete")
         if self.foreign_max_receives < 1:
             raise InvalidSetting("foreign_max_receives", "must be at least 1")
-        if not self.interruption_notice > 0:
-            raise InvalidSetting("interruption_notice", "must be positive")
+        if not 0 < self.interruption_notice <= SPOT_NOTICE:
+            # EC2's notice is a fixed two minutes: a longer one would let drains run past the
+            # instance's real end. The setting exists only for a simulated EC2 that runs faster.
+            raise InvalidSetting(
+                "interruption_notice",
+                f"must be positive and at most {SPOT_NOTICE:g} s (EC2's fixed two-minute notice; "
+                "a shorter one is only for a simulated EC2 that runs faster than AWS)",
+            )
         if self.describe_cache_ttl < 0:
             raise InvalidSetting("describe_cache_ttl", "must not be negative")
         if self.heartbeat_interval == 0:

@@ -188,3 +188,15 @@ def test_the_interruption_notice_is_aws_two_minutes_and_must_be_positive() -> No
     for bad in (0.0, -1.0):
         with pytest.raises(InvalidSetting, match="interruption_notice"):
             QueueSettings(interruption_notice=bad)
+
+
+def test_the_interruption_notice_is_never_longer_than_ec2s_two_minutes() -> None:
+    """EC2 User Guide, "Spot Instance interruption notices": the notice is a fixed two minutes, and
+    neither aws-node-termination-handler nor Karpenter (aws/karpenter-provider-aws
+    pkg/controllers/interruption/controller.go handleMessage) lets it be changed. A longer one would
+    let drains run past the instance's real end (pods killed hard after a full grace), and a huge
+    one cannot even be added to a warning's time."""
+    assert QueueSettings(interruption_notice=120.0).interruption_notice == 120.0
+    for bad in (120.5, 600.0, 1e12, 1e14):
+        with pytest.raises(InvalidSetting, match=r"interruption_notice.*simulated EC2"):
+            QueueSettings(interruption_notice=bad)

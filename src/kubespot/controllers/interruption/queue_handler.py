@@ -48,6 +48,7 @@ from kubespot.cloud.signals import CapacitySignals
 from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
 from kubespot.config.loadbalancer import LoadBalancerWaitSettings
+from kubespot.config.loader import InvalidSetting
 from kubespot.config.node import NodeActionSettings
 from kubespot.config.queue import QueueSettings
 from kubespot.controllers.interruption.lifecycle_hooks import HookClient, LifecycleHooks
@@ -134,6 +135,14 @@ class QueueHandler:
         self._notifier = notifier
         self._http_calls = http_calls
         self._lb_wait = loadbalancer_wait
+        # Built once: a setting too large for a duration fails here, at start-up, rather than in
+        # every message's handle().
+        self._lead_time = _duration("imds.scheduled_lead_time", monitors.scheduled_lead_time)
+        self._grace = _duration("drain.node_termination_grace_period", drain.node_termination_grace_period)
+        self._voluntary = _duration("drain.voluntary_timeout", drain.voluntary_timeout)
+        self._notice = _duration("queue.interruption_notice", queue.interruption_notice)
+        self._margin = _duration("queue.held_margin", queue.held_margin)
+        self._heartbeat_until = _duration("queue.heartbeat_until", max(queue.heartbeat_until, 0.0))
         #: Per node name, the handler of the Node object that has that name now (see ``_handler``).
         self._handlers: dict[str, NodeHandler] = {}
         #: Launch actions, and terminate actions of instances that are no node here.
@@ -162,7 +171,7 @@ class QueueHandler:
             handler_for=self._handler,
             clock=clock,
             metrics=metrics,
-            lead_time=timedelta(seconds=monitors.scheduled_lead_time),
+            lead_time=self._lead_time,
             acts=lambda event: plan_for(event, actions=actions, monitors=monitors).acts,
             dry_run=actions.dry_run,
         )
@@ -237,20 +246,21 @@ class QueueHandler:
     def _bound(self, event: InterruptionEvent, parsed: ParsedMessage) -> datetime:
         """Until when the handling of ``event`` may hold its message."""
         now = self._clock.now()
-        if event.deadline is None and voluntary(event):
-            # Nothing stops the instance: the drain is bounded by voluntary_timeout (policy).
-            ends = now + timedelta(seconds=self._drain.voluntary_timeout)
-        else:
-            ends = effective_deadline(
-                event, now=now, window=timedelta(seconds=self._drain.node_termination_grace_period)
-            )
-        if parsed.lifecycle is not None and self._queue.heartbeat_interval > 0:
-            until = self._queue.heartbeat_until
-            ends = max(ends, now + (timedelta(seconds=until) if until > 0 else LIFECYCLE_MAX))
-        # At least held_margin from now: a message that arrives late (an EC2 state change's deadline
-        # is its own time) is still handed to its node's handler, which acts on it as it can.
-        margin = timedelta(seconds=self._queue.held_margin)
-        return max(ends, now) + margin
+        try:
+            if event.deadline is None and voluntary(event):
+                # Nothing stops the instance: the drain is bounded by voluntary_timeout (policy).
+                ends = now + self._voluntary
+            else:
+                ends = effective_deadline(event, now=now, window=self._grace)
+            if parsed.lifecycle is not None and self._queue.heartbeat_interval > 0:
+                until = self._heartbeat_until if self._queue.heartbeat_until > 0 else LIFECYCLE_MAX
+                ends = max(ends, now + until)
+            # At least held_margin from now: a message that arrives late (an EC2 state change's
+            # deadline is its own time) is still handed to its node's handler, which acts on it.
+            return max(ends, now) + self._margin
+        except OverflowError:
+            # Past the last time a datetime holds: no bound in practice, and no reason to fail.
+            return datetime.max.replace(tzinfo=now.tzinfo)
 
     # --- one message ---------------------------------------------------------------------------------
 
@@ -260,9 +270,9 @@ class QueueHandler:
                 parsed = parse_message(
                     message.body,
                     now=self._clock.now(),
-                    lead_time=timedelta(seconds=self._monitors.scheduled_lead_time),
-                    node_termination_grace=timedelta(seconds=self._drain.node_termination_grace_period),
-                    notice=timedelta(seconds=self._queue.interruption_notice),
+                    lead_time=self._lead_time,
+                    node_termination_grace=self._grace,
+                    notice=self._notice,
                 )
             except MessageError as err:
                 outcome = Outcome.DONE if self._queue.malformed_action == "delete" else Outcome.LEAVE
@@ -541,6 +551,14 @@ class QueueHandler:
         log.info("lifecycle action of %s completed (CONTINUE) after the drain", action.instance_id)
         self._metrics.action("lifecycle_complete", "success")
         return True
+
+
+def _duration(name: str, seconds: float) -> timedelta:
+    """``seconds`` as a timedelta, or a settings error naming ``name`` when no timedelta holds it."""
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise InvalidSetting(name, f"{seconds:g} seconds is too long for a duration") from None
 
 
 def foreign_pause(receive_count: int, visibility_timeout: int) -> float:

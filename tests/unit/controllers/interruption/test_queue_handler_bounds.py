@@ -6,14 +6,17 @@ controller's behaviour end to end is in tests/e2e/controller/test_e2e_queue_foll
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+import pytest
 
 from kubespot.aws.sqs import QueueMessage
 from kubespot.config.drain import DrainSettings
 from kubespot.config.imds import MonitorSettings
+from kubespot.config.loader import InvalidSetting
 from kubespot.config.node import NodeActionSettings
 from kubespot.config.queue import QueueSettings
 from kubespot.controllers.interruption.queue_handler import QueueHandler
@@ -132,3 +135,42 @@ def test_only_states_with_work_left_are_resumed_at_start_up() -> None:
     assert _needs_resume(node(Phase.DRAIN_FAILED)) and _needs_resume(node(Phase.DRAINED, undo=True))
     assert not _needs_resume(node(Phase.DRAINED)) and not _needs_resume(NodeView("n"))
     assert not _needs_resume(NodeView("n", annotations={STATE_ANNOTATION: "garbage"}))
+
+
+def test_a_setting_too_large_for_a_duration_fails_at_start_up_not_per_message() -> None:
+    """aws/karpenter-provider-aws pkg/controllers/interruption/controller.go Reconcile: a message
+    the controller cannot handle is an error of that message only; a setting every message would
+    trip on must be refused once, when the handler is built, never by every message's ``handle()``."""
+    kube = FakeKube()
+    with pytest.raises(InvalidSetting, match="node_termination_grace_period"):
+        QueueHandler(
+            kube=kube,  # type: ignore[arg-type]
+            nodes=NodeIndex(kube),  # type: ignore[arg-type]
+            instances=NoInstances(),
+            lifecycle=NoLifecycle(),
+            queue=QueueSettings(),
+            monitors=MonitorSettings(),
+            actions=NodeActionSettings(),
+            drain=DrainSettings(node_termination_grace_period=10**14),
+            clock=SystemClock(),
+            metrics=Metrics(),
+        )
+
+
+async def test_a_bound_past_the_last_representable_time_holds_the_message_instead_of_failing() -> None:
+    """aws/karpenter-provider-aws pkg/controllers/interruption/controller.go Reconcile handles each
+    message on its own and never lets one fail for a reason outside it: a ``held_margin`` whose
+    bound lies past year 9999 means "hold it as long as it takes", not an OverflowError for every
+    message."""
+    now = datetime.now(tz=UTC)
+    q = handler(margin=3e11)
+    message = QueueMessage("m-3", "r-3", spot("i-0abc", now), 1, now)
+    task = asyncio.ensure_future(q.handle(message, Lease(message, 0.0, 30)))
+    await asyncio.sleep(0.2)
+    try:
+        assert not task.done(), task.exception() if task.done() else None
+        assert q.overdue() == [], "held within its (saturated) bound"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

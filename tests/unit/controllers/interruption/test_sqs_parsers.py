@@ -200,6 +200,23 @@ def test_capacity_reservation_warning_takes_its_termination_time() -> None:
         parse(bad)
 
 
+def test_a_capacity_reservation_fallback_warning_names_the_notice_it_used() -> None:
+    """EC2 User Guide, "Monitor interruptible Capacity Reservations with EventBridge and
+    CloudTrail": the warning comes two minutes ahead; where its time cannot be read the deadline is
+    the warning's time plus ``queue.interruption_notice``, and the warning says which notice that was
+    (12 s in a simulated EC2 scaled tenfold), not always "2 minutes"."""
+    doc = sample("capacity-reservation-interruption-warning")
+    for value in ("soon", 17):
+        odd = copy.deepcopy(doc)
+        odd["detail"]["instance-termination-time"] = value
+        body = json.dumps(odd)
+        fast = timedelta(seconds=12)
+        parsed = parse_message(body, now=NOW, lead_time=LEAD, node_termination_grace=GRACE, notice=fast)
+        assert parsed.warnings and all("12 s after the notice" in w for w in parsed.warnings), parsed.warnings
+        assert not any("2 minutes" in w for w in parsed.warnings)
+        assert "120 s after the notice" in parse(odd).warnings[0]
+
+
 def test_different_notices_get_different_ids() -> None:
     ids = set()
     for name in EXPECTED:

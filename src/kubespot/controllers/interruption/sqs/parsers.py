@@ -284,16 +284,15 @@ def _capacity_reservation(env: _Envelope, ctx: _Context) -> ParsedMessage:
     when = env.detail.get("instance-termination-time")
     warnings: tuple[str, ...] = ()
     deadline = _shift(env.time, ctx.notice, env.text)  # "2 minutes before" (the documented notice)
+    fallback = f"deadline taken as {ctx.notice.total_seconds():g} s after the notice"
     if isinstance(when, str) and when:
         try:
             deadline = _iso_time(when, "instance-termination-time", env.text)
         except MessageError as exc:
             # The instance is still going: act with the documented notice rather than drop it.
-            warnings = (f"{exc.reason}; deadline taken as 2 minutes after the notice",)
+            warnings = (f"{exc.reason}; {fallback}",)
     elif when is not None and when != "":
-        warnings = (
-            f"'instance-termination-time' is {_type(when)}; deadline taken as 2 minutes after the notice",
-        )
+        warnings = (f"'instance-termination-time' is {_type(when)}; {fallback}",)
     event = _termination_warning(env, ctx, iid, action, deadline, "capacity reservation interruption")
     return env.result((event,), warnings=warnings)
 
