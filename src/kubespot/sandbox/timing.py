@@ -89,8 +89,10 @@ class Timing:
     story_node_monitor_grace: float = NODE_MONITOR_GRACE_SECONDS
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.scale) and 0.5 <= self.scale <= 60):
-            raise ValueError(f"time scale must be between 0.5 and 60, got {self.scale}")
+        # At least 1: the controller's queue.interruption_notice is never longer than EC2's two
+        # minutes, so a simulated EC2 may run faster than AWS but not slower.
+        if not (math.isfinite(self.scale) and 1 <= self.scale <= 60):
+            raise ValueError(f"time scale must be between 1 and 60, got {self.scale}")
         if not (math.isfinite(self.story_node_monitor_grace) and self.story_node_monitor_grace >= 0):
             raise ValueError(
                 f"the node monitor grace period must be a finite number of seconds >= 0, "

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kubespot.config.queue import QueueSettings
+
 from kubespot.sandbox import cluster, command
 from kubespot.sandbox.scenarios import assign_nodes
 from kubespot.sandbox.summary import (
@@ -188,6 +190,19 @@ def test_timing_compresses_story_seconds_and_keeps_grace_whole() -> None:
     assert env["KUBESPOT_NODE_ACTIONS_REBALANCE_UNDO_AFTER"] == "30"
     with pytest.raises(ValueError):
         Timing(0.0)
+
+
+def test_every_time_scale_gives_the_controller_a_notice_it_accepts() -> None:
+    """EC2 User Guide, "Spot Instance interruption notices": the notice is two minutes, and the
+    controller refuses a longer ``queue.interruption_notice``; a simulated EC2 may run faster than
+    AWS, never slower, so a time scale below 1 is refused by the sandbox itself."""
+    for scale in (1.0, 4.0, 60.0):
+        env = Timing(scale).queue_env()
+        notice = float(env["KUBESPOT_QUEUE_INTERRUPTION_NOTICE"])
+        assert QueueSettings(interruption_notice=notice).interruption_notice == notice
+    for slower in (0.5, 0.99):
+        with pytest.raises(ValueError, match="between 1 and 60"):
+            Timing(slower)
 
 
 def test_sample_cluster_labels_nodes_as_users_do() -> None:
