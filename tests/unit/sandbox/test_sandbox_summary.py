@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from kubespot.config.queue import QueueSettings
-
 from kubespot.sandbox import cluster, command
 from kubespot.sandbox.scenarios import assign_nodes
 from kubespot.sandbox.summary import (

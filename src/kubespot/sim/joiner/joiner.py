@@ -26,7 +26,9 @@ Per instance (``_Boot``):
 
 Heartbeats stop as the machine goes down, but Ready turns Unknown only ``node_monitor_grace`` later
 (kube-controller-manager's ``--node-monitor-grace-period``: 50 s by default, as upstream; the sandbox
-scales it), and a Node is deleted only once it is not Ready, as ``MonitorNodes`` skips a Ready one.
+scales it), and a Node is deleted only once it is not Ready, as ``MonitorNodes`` skips a Ready one;
+a Node that never became Ready (or was back from a stop but not yet Ready) is not Ready from the
+start, so it is deleted (or tainted) at the next pass without waiting for the grace.
 The cloud node lifecycle controller's part (the deletion, the shutdown taint) happens on its passes,
 every ``node_monitor_period`` (cloud-controller-manager's ``--node-monitor-period``, 5 s), not at
 the poll that first could.
@@ -101,6 +103,7 @@ class _Boot:
     ready: bool = False
     going: bool = False  # kubelet stopped and Ready Unknown written
     down_at: float | None = None  # wall time the kubelet stopped (the machine went down)
+    down_ready: bool = False  # its Node was Ready True when the machine went down
     stopped: bool = False  # seen stopping or stopped since it last ran
     shutdown_tainted: bool = False  # the cloud's shutdown taint written
     rebooted_at: float | None = None  # a kubelet back after a stop posted Ready False then
@@ -279,6 +282,8 @@ class Joiner:
         name = node_name(boot.instance)
         if boot.down_at is None:
             await self.kube.set_kubelet(name, running=False)
+            # Ready True only once posted and not since a reboot (which posts Ready False).
+            boot.down_ready = boot.ready and boot.rebooted_at is None
             boot.down_at, boot.ready, boot.rebooted_at = self.clock(), False, None
         if self.clock() < boot.down_at + self.config.node_monitor_grace:
             return False
@@ -287,8 +292,16 @@ class Joiner:
         log.info("joiner: %s is %s; node %s NotReady", boot.instance.id, state, name)
         return True
 
+    async def _not_ready(self, boot: _Boot, state: str) -> bool:
+        """Whether ``MonitorNodes`` now sees the Node as not Ready: it skips only Ready True, which a
+        Node that was Ready keeps until Unknown is written; one that never was (Ready False, the CNI
+        not up, or back from a stop but not yet Ready) is not Ready from the start."""
+        if boot.going or await self._machine_down(boot, state):
+            return True
+        return not boot.down_ready
+
     async def _shut_down(self, boot: _Boot, state: str, *, monitor: bool) -> None:
-        if not boot.going and not await self._machine_down(boot, state):
+        if not await self._not_ready(boot, state):
             return
         if state == "stopped" and not boot.shutdown_tainted and monitor:
             name = node_name(boot.instance)
@@ -324,9 +337,9 @@ class Joiner:
             self._boots.pop(instance_id, None)  # never registered here: nothing to clean up
             return
         name = node_name(boot.instance)
-        # MonitorNodes deletes only a Node that is not Ready (here: once Ready Unknown is written,
-        # ``node_monitor_grace`` after the machine went down) whose instance no longer exists.
-        if not boot.going and not await self._machine_down(boot, state):
+        # MonitorNodes deletes only a Node that is not Ready (one that was Ready: once Ready Unknown
+        # is written, ``node_monitor_grace`` after the machine went down) whose instance is gone.
+        if not await self._not_ready(boot, state):
             return
         if not monitor:
             return  # Ready Unknown written; the deletion waits for the next MonitorNodes pass

@@ -18,6 +18,7 @@ from kubespot.sim.kubesim.testing import condition
 from kubespot.sim.kubesim.testing import node as node_body
 
 Obj = dict[str, Any]
+SHUTDOWN = {"key": "node.cloudprovider.kubernetes.io/shutdown", "effect": "NoSchedule"}
 
 
 def _taints(node: Obj | None) -> list[Obj]:
@@ -342,3 +343,42 @@ async def test_by_default_upstream_timings_unknown_after_50_s_deleted_at_the_nex
             assert world.node(name) is not None
             await at(55.9)  # the pass: not Ready, the instance terminated: deleted
             assert world.node(name) is None
+
+
+@pytest.mark.parametrize("gone", ["terminated", "stopped"])
+async def test_a_node_that_never_became_ready_is_handled_at_the_next_pass(world_with: Any, gone: str) -> None:
+    """staging/src/k8s.io/cloud-provider/controllers/nodelifecycle/node_lifecycle_controller.go
+    ``MonitorNodes`` skips only a Node whose Ready is True: a Node still Ready False (its CNI never
+    came up) whose instance is terminated is deleted at the next pass, and one whose instance is
+    stopped gets the shutdown taint then, without waiting for ``--node-monitor-grace-period`` (which
+    only decides when pkg/controller/nodelifecycle ``tryUpdateNodeHealth`` writes Unknown)."""
+    async with world_with(node_monitor_grace_seconds=600.0) as world:  # kubesim's own kept out
+        instance = world.launch(AL2023_MIME)
+        name = instance["PrivateDnsName"]
+        base = time.time() + 1.0
+        now = [base]
+        async with KubeWriter(world.sim.url, timeout=2.0) as kube:
+            config = JoinerConfig(cluster=CLUSTER, boot_delay=0.0, ready_delay=30.0)
+            joiner = Joiner(Ec2Reader(world.aws.endpoint_url, CLUSTER), kube, config, clock=lambda: now[0])
+
+            async def at(offset: float) -> None:
+                now[0] = base + offset
+                await joiner.tick()
+
+            await at(0.0)  # registers, Ready False; a MonitorNodes pass (the next one at +5)
+            assert world.ready(name) == "False"
+            if gone == "terminated":
+                world.ec2.terminate_instances(InstanceIds=[instance["InstanceId"]])
+            else:
+                world.ec2.stop_instances(InstanceIds=[instance["InstanceId"]])
+            await at(1.0)  # the machine is gone: its kubelet stops; no pass is due
+            assert world.node(name) is not None and world.ready(name) == "False"
+            await at(5.0)  # the pass: the Node is not Ready True
+            if gone == "terminated":
+                assert world.node(name) is None
+            else:
+                node = world.node(name)
+                assert node is not None and world.ready(name) == "False"
+                assert SHUTDOWN in node["spec"]["taints"]
+                await at(51.0)  # the grace is over: Unknown, and the Node stays (the instance exists)
+                assert world.ready(name) == "Unknown" and world.node(name) is not None
