@@ -87,7 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=(
             "real-world seconds from a vanished kubelet's last heartbeat to its Node's Ready Unknown, "
             "compressed by --time-scale like every duration (kube-controller-manager's flag; default "
-            "%(default)g, upstream's); a terminated instance's Node is deleted only after it"
+            "%(default)g, upstream's; at least 40, 4 kubelet lease renewals); in --scenario provision a "
+            "terminated instance's Node that was Ready is deleted only after it (the interruption "
+            "scenarios delete it when the instance terminates)"
         ),
     )
     parser.add_argument("--json", action="store_true", help="print one JSON summary instead of the live view")

@@ -116,7 +116,9 @@ async def spot_interruption(world: World, kit: NodeKit) -> ScenarioRecord:
 
 
 async def terminate(world: World, kit: NodeKit, rec: ScenarioRecord) -> None:
-    """EC2 reclaims the instance: its kubelet and agent stop, and the cloud controller deletes the Node."""
+    """EC2 reclaims the instance: its kubelet and agent stop, and its Node is deleted at once (the
+    scenarios judge the drain before the deadline; the node lifecycle timings after it, Ready
+    Unknown after the grace and the deletion at the next pass, are the provision scenario's joiner's)."""
     world.agent_down.add(kit.node)
     world.kubelet.stop_node(kit.node)
     await kit.agent.stop()

@@ -65,6 +65,13 @@ SETTLE_SLACK = 1.5
 #: Node turns Ready Unknown this long after its last heartbeat (kubesim's node lifecycle controller
 #: and the node joiner both). ``--node-monitor-grace-period`` changes it.
 NODE_MONITOR_GRACE_SECONDS = 50.0
+#: The kubelet's node lease renewal interval (upstream's 10 s; kubesim's ``lease_renew_seconds``).
+KUBELET_LEASE_RENEW_SECONDS = 10.0
+#: The shortest ``--node-monitor-grace-period`` the sandbox takes: a few renewals, as upstream asks
+#: ("must be N times more than kubelet's nodeStatusUpdateFrequency", pkg/controller/nodelifecycle/
+#: config/types.go), or healthy nodes flap Unknown and get unreachable NoExecute taints. 4 renewals
+#: is upstream's default before v1.32 (40 s).
+MIN_NODE_MONITOR_GRACE_SECONDS = 4 * KUBELET_LEASE_RENEW_SECONDS
 #: cloud-controller-manager's ``--node-monitor-period``: how often its node lifecycle controller
 #: deletes the Nodes of terminated instances (the node joiner plays it).
 NODE_MONITOR_PERIOD_SECONDS = 5.0
@@ -93,10 +100,13 @@ class Timing:
         # minutes, so a simulated EC2 may run faster than AWS but not slower.
         if not (math.isfinite(self.scale) and 1 <= self.scale <= 60):
             raise ValueError(f"time scale must be between 1 and 60, got {self.scale}")
-        if not (math.isfinite(self.story_node_monitor_grace) and self.story_node_monitor_grace >= 0):
+        grace = self.story_node_monitor_grace
+        if not (math.isfinite(grace) and grace >= MIN_NODE_MONITOR_GRACE_SECONDS):
             raise ValueError(
-                f"the node monitor grace period must be a finite number of seconds >= 0, "
-                f"got {self.story_node_monitor_grace}"
+                f"the node monitor grace period must be a finite number of seconds of at least "
+                f"{MIN_NODE_MONITOR_GRACE_SECONDS:g} (4 kubelet lease renewals of "
+                f"{KUBELET_LEASE_RENEW_SECONDS:g} s; a shorter one makes healthy nodes flap Unknown), "
+                f"got {grace:g}"
             )
 
     def s(self, story_seconds: float) -> float:

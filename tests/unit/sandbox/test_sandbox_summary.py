@@ -22,6 +22,7 @@ from kubespot.sandbox.summary import (
     scenario_summary,
 )
 from kubespot.sandbox.timing import Timing
+from kubespot.sim.kubesim.controllers import ControllerConfig
 
 T0 = 1_000_000.0
 
@@ -191,6 +192,24 @@ def test_timing_compresses_story_seconds_and_keeps_grace_whole() -> None:
         Timing(0.0)
 
 
+def test_a_node_monitor_grace_below_a_few_lease_renewals_is_refused(tmp_path: Path) -> None:
+    """pkg/controller/nodelifecycle/config/types.go ``NodeMonitorGracePeriod``: "must be N times
+    more than kubelet's nodeStatusUpdateFrequency"; below 4 of the kubelet's 10 s lease renewals
+    (kubesim's ``lease_renew_seconds``, upstream's) healthy nodes would flap Unknown and be tainted
+    unreachable, so the sandbox refuses it with a clear error, in both kinds of scenario."""
+    assert ControllerConfig().lease_renew_seconds == 10.0
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    workdir = ["--workdir", str(tmp_path)]
+    for scenario in ([], ["--scenario", "provision"]):
+        for short in ("0", "10", "39.9"):
+            args = parser.parse_args([*workdir, *scenario, "--node-monitor-grace-period", short])
+            with pytest.raises(ValueError, match="at least 40 .*lease renewals"):
+                command._options(args)
+        ok = parser.parse_args([*workdir, *scenario, "--node-monitor-grace-period", "40"])
+        assert command._options(ok).node_monitor_grace == 40.0
+
+
 def test_every_time_scale_gives_the_controller_a_notice_it_accepts() -> None:
     """EC2 User Guide, "Spot Instance interruption notices": the notice is two minutes, and the
     controller refuses a longer ``queue.interruption_notice``; a simulated EC2 may run faster than
@@ -253,8 +272,8 @@ def test_node_lifecycle_timings_are_upstreams_compressed_and_the_flag_changes_th
         parser.parse_args([*workdir, "--time-scale", "10", "--node-monitor-grace-period", "40"])
     )
     assert opts.node_monitor_grace == 40.0
-    provision = parser.parse_args([*workdir, "--scenario", "provision", "--node-monitor-grace-period", "20"])
-    assert command._options(provision).node_monitor_grace == 20.0
-    assert Timing(10.0, story_node_monitor_grace=20.0).node_monitor_grace == 2.0
+    provision = parser.parse_args([*workdir, "--scenario", "provision", "--node-monitor-grace-period", "45"])
+    assert command._options(provision).node_monitor_grace == 45.0
+    assert Timing(10.0, story_node_monitor_grace=45.0).node_monitor_grace == 4.5
     with pytest.raises(ValueError, match="node monitor grace"):
         command._options(parser.parse_args([*workdir, "--node-monitor-grace-period", "-1"]))
