@@ -204,7 +204,7 @@ def test_a_node_monitor_grace_below_a_few_lease_renewals_is_refused(tmp_path: Pa
     for scenario in ([], ["--scenario", "provision"]):
         for short in ("0", "10", "39.9"):
             args = parser.parse_args([*workdir, *scenario, "--node-monitor-grace-period", short])
-            with pytest.raises(ValueError, match="at least 40 .*lease renewals"):
+            with pytest.raises(ValueError, match=r"at least 40 .*lease renewals"):
                 command._options(args)
         ok = parser.parse_args([*workdir, *scenario, "--node-monitor-grace-period", "40"])
         assert command._options(ok).node_monitor_grace == 40.0
