@@ -103,7 +103,6 @@ class _Boot:
     ready: bool = False
     going: bool = False  # kubelet stopped and Ready Unknown written
     down_at: float | None = None  # wall time the kubelet stopped (the machine went down)
-    down_ready: bool = False  # its Node was Ready True when the machine went down
     stopped: bool = False  # seen stopping or stopped since it last ran
     shutdown_tainted: bool = False  # the cloud's shutdown taint written
     rebooted_at: float | None = None  # a kubelet back after a stop posted Ready False then
@@ -282,8 +281,6 @@ class Joiner:
         name = node_name(boot.instance)
         if boot.down_at is None:
             await self.kube.set_kubelet(name, running=False)
-            # Ready True only once posted and not since a reboot (which posts Ready False).
-            boot.down_ready = boot.ready and boot.rebooted_at is None
             boot.down_at, boot.ready, boot.rebooted_at = self.clock(), False, None
         if self.clock() < boot.down_at + self.config.node_monitor_grace:
             return False
@@ -292,18 +289,17 @@ class Joiner:
         log.info("joiner: %s is %s; node %s NotReady", boot.instance.id, state, name)
         return True
 
-    async def _not_ready(self, boot: _Boot, state: str) -> bool:
-        """Whether ``MonitorNodes`` now sees the Node as not Ready: it skips only Ready True, which a
-        Node that was Ready keeps until Unknown is written; one that never was (Ready False, the CNI
-        not up, or back from a stop but not yet Ready) is not Ready from the start."""
-        if boot.going or await self._machine_down(boot, state):
-            return True
-        return not boot.down_ready
+    async def _not_ready(self, boot: _Boot) -> bool:
+        """Whether a ``MonitorNodes`` pass sees the Node as not Ready: it skips only Ready True, read
+        from the Node (kubesim's kubelet may have posted it before the joiner did). A Node that was
+        Ready keeps it until Unknown is written; one that never was (Ready False, the CNI not up,
+        or back from a stop but not yet Ready) is not Ready from the start."""
+        return boot.going or await self.kube.ready_status(node_name(boot.instance)) != "True"
 
     async def _shut_down(self, boot: _Boot, state: str, *, monitor: bool) -> None:
-        if not await self._not_ready(boot, state):
-            return
-        if state == "stopped" and not boot.shutdown_tainted and monitor:
+        if not boot.going:
+            await self._machine_down(boot, state)
+        if state == "stopped" and not boot.shutdown_tainted and monitor and await self._not_ready(boot):
             name = node_name(boot.instance)
             await self.kube.set_taint(name, SHUTDOWN_TAINT, present=True)
             boot.shutdown_tainted = True
@@ -339,10 +335,10 @@ class Joiner:
         name = node_name(boot.instance)
         # MonitorNodes deletes only a Node that is not Ready (one that was Ready: once Ready Unknown
         # is written, ``node_monitor_grace`` after the machine went down) whose instance is gone.
-        if not await self._not_ready(boot, state):
-            return
-        if not monitor:
-            return  # Ready Unknown written; the deletion waits for the next MonitorNodes pass
+        if not boot.going:
+            await self._machine_down(boot, state)
+        if not monitor or not await self._not_ready(boot):
+            return  # the deletion waits for a MonitorNodes pass that finds the Node not Ready
         if instance_id in self._kept:
             # Left to the test; forgotten once someone else deleted it. Only read: Ready Unknown
             # was written once, and its lastTransitionTime must stay (tryUpdateNodeHealth moves it

@@ -88,6 +88,19 @@ class KubeWriter:
             raise self._fail(status, data, f"get node {name}")
         return True
 
+    async def ready_status(self, name: str) -> str | None:
+        """The Node's Ready condition status ("True", "False", "Unknown"; "Unknown" without one, as
+        cloud-provider's ``MonitorNodes`` defaults it); None when the Node is gone."""
+        status, node = await self._call("GET", f"/api/v1/nodes/{name}")
+        if status == 404:
+            return None
+        if status >= 300:
+            raise self._fail(status, node, f"get node {name}")
+        for cond in (node.get("status") or {}).get("conditions") or []:
+            if isinstance(cond, dict) and cond.get("type") == "Ready":
+                return str(cond.get("status") or "Unknown")
+        return "Unknown"
+
     async def set_taint(self, name: str, taint: dict[str, str], *, present: bool) -> bool:
         """Add (or update the value of) ``taint``, or remove it, matching on key and effect as
         cloud-provider's ``AddOrUpdateTaintOnNode`` / ``RemoveTaintOffNode`` do; False when the
