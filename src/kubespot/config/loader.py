@@ -19,6 +19,7 @@ the value came from (flag, variable, file key) and the value (``<redacted>`` for
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
 import json
@@ -257,6 +258,11 @@ def _to_bool(raw: Any, unit: str) -> bool:
     raise ValueError("expected a boolean: true/false, 1/0, yes/no")
 
 
+#: The longest duration any setting in seconds takes: ten years, far beyond any timing here and far
+#: below what Python's dates can hold after it is added to now.
+MAX_SECONDS = 10 * 365 * 24 * 3600.0
+
+
 def _seconds(text: str) -> float | None:
     m = _DURATION.fullmatch(text.strip())
     if not m or not any(m.groups()):
@@ -265,6 +271,12 @@ def _seconds(text: str) -> float | None:
 
 
 def _to_float(raw: Any, unit: str) -> float:
+    value = _number(raw, unit)
+    _within_max(value, unit)
+    return value
+
+
+def _number(raw: Any, unit: str) -> float:
     if isinstance(raw, bool):
         raise ValueError("expected a number")
     if isinstance(raw, int | float):
@@ -288,20 +300,27 @@ def _to_float(raw: Any, unit: str) -> float:
 def _to_int(raw: Any, unit: str) -> int:
     if isinstance(raw, bool):
         raise ValueError("expected a whole number")
-    if isinstance(raw, int):
-        return raw
+    whole: int | None = raw if isinstance(raw, int) else None
     if isinstance(raw, str):
+        with contextlib.suppress(ValueError):
+            whole = int(raw.strip())
+    if whole is None:
         try:
-            return int(raw.strip())
+            value = _number(raw, unit)
         except ValueError:
-            pass
-    try:
-        value = _to_float(raw, unit)
-    except ValueError:
-        value = math.nan
-    if not value.is_integer():
-        raise ValueError("expected a whole number")
-    return int(value)
+            value = math.nan
+        if not value.is_integer():
+            raise ValueError("expected a whole number")
+        whole = int(value)
+    _within_max(whole, unit)
+    return whole
+
+
+def _within_max(value: float, unit: str) -> None:
+    if unit == "seconds" and abs(value) > MAX_SECONDS:
+        # Date arithmetic on such a duration overflows (past year 9999) where the value is used,
+        # perhaps once per event: refused here, once, with the setting's name.
+        raise ValueError(f"expected a duration of at most {MAX_SECONDS:.0f} s (ten years)")
 
 
 def _to_str(raw: Any, unit: str) -> str:

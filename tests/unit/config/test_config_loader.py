@@ -163,6 +163,25 @@ def test_durations(raw: str, seconds: float) -> None:
     assert load(Root, env={**BASE, "KUBESPOT_INNER_WAIT": raw}).inner.wait == seconds
 
 
+@pytest.mark.parametrize("raw", ["1e12", "1e14", "315360001", "87600h1s"])
+def test_a_duration_past_ten_years_is_refused_at_load(raw: str) -> None:
+    """Added to now such a duration passes Python's year 9999 where it is used (a scheduled
+    event's start minus the lead, a deadline): refused once, at load, naming the setting."""
+    with pytest.raises(SettingsError, match=r"inner.wait: expected a duration of at most 315360000 s"):
+        load(Root, env={**BASE, "KUBESPOT_INNER_WAIT": raw})
+
+
+def test_the_agents_scheduled_lead_time_is_bounded() -> None:
+    """review 16e: a lead of 1e12 s overflowed the Health event's start minus it, so every
+    scheduled-change message was treated as malformed."""
+    from kubespot.config.imds import MonitorSettings
+
+    with pytest.raises(SettingsError, match="scheduled_lead_time: expected a duration of at most"):
+        load(MonitorSettings, env={"KUBESPOT_IMDS_SCHEDULED_LEAD_TIME": "1e12"})
+    ten_years = load(MonitorSettings, env={"KUBESPOT_IMDS_SCHEDULED_LEAD_TIME": "87600h"})
+    assert ten_years.scheduled_lead_time == 315360000.0  # the bound itself is a duration
+
+
 @pytest.mark.parametrize(("raw", "value"), [("-1", None), ("", None), ("none", None), ("12", 12)])
 def test_optional_numbers_take_minus_one_as_unset(raw: str, value: int | None) -> None:
     # An empty variable is unset, which is the default None too.
