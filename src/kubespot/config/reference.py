@@ -42,8 +42,8 @@ Every setting of `kubespot agent` and `kubespot controller`, generated from the 
 **Values.** Booleans: `true/false`, `1/0`, `yes/no` (any case). Choices match case-insensitively.
 Lists: a JSON array or comma-separated. Mappings: a JSON object, or `key=value` pairs separated by
 commas. Durations in seconds also take `90s`, `5m`, `1h30m`, and are at most ten years. For
-optional numbers, `-1` (NTH's "not set") and an empty value mean unset. Every invalid or missing value is reported at start-up,
-each naming the setting, where the value came from and the value.
+optional numbers, `-1` (NTH's "not set") and an empty value mean unset. Every invalid or missing
+value is reported at start-up, each naming the setting, where the value came from and the value.
 
 **Secrets** are never printed (the effective configuration logged at start-up shows `<redacted>`)
 and have no flag, since a command line is readable by every process on the node.
