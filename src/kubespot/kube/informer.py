@@ -100,9 +100,9 @@ class Informer:
         self._monotonic = monotonic
         #: Set once the first LIST is in (client-go's ``HasSynced``); stays set across re-lists.
         self.synced = asyncio.Event()
-        #: False while the last LIST was answered 404 (a CRD not installed, or not ready yet): the
-        #: store is then empty (nothing was ever listed) or as the last served LIST left it.
-        self.served = True
+        #: Set while ``served`` is True (``wait_served``).
+        self._served = asyncio.Event()
+        self._served.set()
         #: Monotonic time since which the cache has not been in step with the server (None: in step).
         self.behind_since: float | None = None
         #: LISTs made (the first and every re-list), for tests and logs.
@@ -126,6 +126,19 @@ class Informer:
     def __len__(self) -> int:
         return len(self._objects)
 
+    @property
+    def served(self) -> bool:
+        """False while the last LIST was answered 404 (a CRD not installed, or not ready yet): the
+        store is then empty (nothing was ever listed) or as the last served LIST left it."""
+        return self._served.is_set()
+
+    @served.setter
+    def served(self, value: bool) -> None:
+        if value:
+            self._served.set()
+        else:
+            self._served.clear()
+
     def subscribe(self, handler: Handler) -> Callable[[], None]:
         """Tell ``handler`` of every change from now on; returns the function that unsubscribes."""
         self._handlers.append(handler)
@@ -140,6 +153,18 @@ class Informer:
         """Start the informer if nobody runs it, and return once its first LIST is in."""
         self.start()
         await self.synced.wait()
+
+    async def wait_served(self) -> None:
+        """``wait_synced``, and then until the last LIST was served: for a reader that writes from
+        the store as a whole (a status, a count), a store filled by no served LIST (a 404: a CRD
+        not installed or its handler not ready) is not synced. controller-runtime's cache never
+        answers a read from a list that failed (``informer_cache.go``: it waits for
+        ``WaitForCacheSync``), and Karpenter's ``state.Cluster.Synced`` is false on a list error."""
+        while True:
+            await self.wait_synced()
+            await self._served.wait()
+            if self.synced.is_set():
+                return
 
     # -- running ----------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ Node and NodeClaim informers (``kube.informer``: what the provisioner's passes r
 counter reads its ``state.Cluster``, fed by the same controller-runtime cache), so a tick costs the
 API server nothing, and hands the counts to the status loop (``StatusLoop.set_counts``), which
 writes them with the conditions, so one writer owns the NodePool's status and the two never fight
-over its version. A tick waits until both informers have synced: an empty cache is not "no nodes",
+over its version. A tick waits until both informers have synced from a served LIST (a 404 is no answer): an empty cache is not "no nodes",
 and publishing from it would write the NodePool's ``status.resources`` and ``status.nodes`` too
 low, for ``kubectl`` and every reader of the status (core counter ``Reconcile`` requeues while
 ``cluster.Synced`` is false for that reason). kubespot's own limits are checked against the
@@ -90,8 +90,10 @@ class NodePoolCounter:
     async def count_once(self) -> Mapping[str, PoolCounts]:
         # Waits rather than skips: the informers start here if nobody runs them, and the first
         # tick after they sync counts at once. Never a count of a cache not (or no longer) synced
-        # (leadership lost and won back: the informers were dropped and list again).
-        await asyncio.gather(self._nodes.wait_synced(), self._claims.wait_synced())
+        # (leadership lost and won back: the informers were dropped and list again), nor of one
+        # whose last LIST was answered 404 (``wait_served``; ``state/cluster.go`` ``Synced`` is
+        # false when its NodeClaim list fails): ``{}`` would write every pool's figures as zero.
+        await asyncio.gather(self._nodes.wait_served(), self._claims.wait_served())
         at = (self._nodes.generation, self._claims.generation)
         counts = self.last_count
         if counts is None or at != self._counted_at:

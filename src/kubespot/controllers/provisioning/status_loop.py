@@ -227,20 +227,29 @@ class StatusLoop:
         try:
             if self._cache is None:
                 listings = {kind: await self._list(kind) for kind in (CLASS, POOL)}
+                served = {kind: asyncio.Event() for kind in listings}
                 for kind, listing in listings.items():
-                    self._replace_all(kind, listing.items)
+                    if listing.served:
+                        self._replace_all(kind, listing.items)
+                        served[kind].set()
                 watches += [
-                    asyncio.create_task(self._watch(kind, listing), name=f"kubespot-watch-{kind}")
+                    asyncio.create_task(self._watch(kind, listing, served[kind]), name=f"kubespot-watch-{kind}")
                     for kind, listing in listings.items()
                 ]
+                # As below: no pass before both kinds were listed by a served LIST.
+                await asyncio.gather(*(e.wait() for e in served.values()))
             else:
-                unsubscribe = [
+                unsubscribe += [
                     informer.subscribe(functools.partial(self._told, kind))
                     for kind, informer in self._cache.items()
                 ]
                 # The first pass waits for both caches: an empty one before its LIST is in is not
-                # "no objects" (a class's pools would be judged against a class not found).
-                await asyncio.gather(*(i.wait_synced() for i in self._cache.values()))
+                # "no objects" (a class's pools would be judged against a class not found). Nor is
+                # one whose LIST was answered 404 (``wait_served``): every NodePool would be written
+                # NodeClassNotFound and the last term's classes dropped from launching, where
+                # controller-runtime's cache answers no read before its list is in (its
+                # ``WaitForCacheSync``); a CRD not installed leaves the statuses unwritten.
+                await asyncio.gather(*(i.wait_served() for i in self._cache.values()))
                 for kind, informer in self._cache.items():
                     self._replace_all(kind, informer.items())
             while True:
@@ -293,7 +302,7 @@ class StatusLoop:
                 await self._clock.sleep(self._backoff(attempt))
                 attempt += 1
 
-    async def _watch(self, kind: str, listing: ObjectList) -> None:
+    async def _watch(self, kind: str, listing: ObjectList, served: asyncio.Event) -> None:
         if not listing.served:
             # No CRD: said once, then looked for again every resync (installing the chart's CRDs
             # later needs no restart); a watch of an unserved path would only fail in a loop.
@@ -303,6 +312,7 @@ class StatusLoop:
                 listing = await self._list(kind)
             log.info("provisioning: %ss are served now", kind)
             self._replace_all(kind, listing.items)
+            served.set()
             self._wake.set()
         async for op, obj, relisted in self._api[kind].watch(listing.resource_version):
             if relisted is not None:
@@ -409,7 +419,9 @@ class StatusLoop:
                     if not await self._termination.finalize(obj, spec.role):
                         # NodeClaims still use it (or are not known yet): looked at again when
                         # one is deleted or the claim cache syncs (``_claim_told``), else later.
-                        self._due[key] = self._clock.monotonic() + self._settings.nodeclass_resync_interval
+                        # A requeue that came while ``finalize`` awaited is kept (client-go
+                        # ``workqueue`` ``Add``: an item added while processing is processed again).
+                        self._due.setdefault(key, self._clock.monotonic() + self._settings.nodeclass_resync_interval)
                     return
                 stored = await self._termination.ensure_finalizer(obj)
             except KubeError as err:

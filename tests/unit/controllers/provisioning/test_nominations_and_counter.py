@@ -274,3 +274,49 @@ def test_a_node_deleted_before_its_claim_still_counts_until_the_claim_goes() -> 
         "pods": 110,
         "ephemeral-storage": 20 << 30,
     }
+
+
+async def test_the_counter_publishes_nothing_from_a_nodeclaim_list_answered_404() -> None:
+    """kubernetes-sigs/karpenter ``pkg/controllers/nodepool/counter/controller.go`` ``Reconcile``
+    requeues while ``state/cluster.go`` ``Synced`` is false, and ``Synced`` is false when its
+    NodeClaim list fails: a 404 (a CRD not installed, or its handler not ready) publishes no
+    ``{}`` (every pool's figures written as zero); once the claims are served, they are counted."""
+    import asyncio
+
+    from kubespot.controllers.provisioning.nodepool_counter import NodePoolCounter
+    from kubespot.kube.informer import Informer
+    from kubespot.model import SystemClock
+
+    claim = {
+        "metadata": {"name": "general-a", "labels": {"karpenter.sh/nodepool": "general"}},
+        "status": {"capacity": {"cpu": "4", "memory": "16Gi"}},
+    }
+
+    class Kube:
+        served = False
+
+        async def list_versioned(self, path: str, **kw: Any) -> tuple[list[Any], str] | None:
+            if "nodeclaims" in path:
+                return ([claim], "5") if self.served else None
+            return [], "5"
+
+        async def _watch(self, *args: Any, **kw: Any) -> Any:
+            await asyncio.Event().wait()
+            yield None  # pragma: no cover - never reached
+
+    kube = Kube()
+    nodes = Informer(kube, "api/v1/nodes")  # type: ignore[arg-type]
+    claims = Informer(kube, "apis/karpenter.sh/v1/nodeclaims", unserved_retry=0.01)  # type: ignore[arg-type]
+    published: list[Any] = []
+    counter = NodePoolCounter(nodes, claims, published.append, clock=SystemClock())
+    counting = asyncio.create_task(counter.count_once())
+    try:
+        await asyncio.sleep(0.05)
+        assert claims.synced.is_set() and not claims.served and published == []
+        kube.served = True
+        await asyncio.wait_for(counting, 1.0)
+        assert published[-1]["general"][1] == 1
+    finally:
+        counting.cancel()
+        await nodes.stop()
+        await claims.stop()

@@ -482,3 +482,156 @@ async def test_the_provisioner_check_fails_only_for_a_pass_stuck_past_its_bound(
     await clock.advance(2.0)
     stuck = parts.checks(clock.now())[2]
     assert not stuck.ok and "stuck" in stuck.detail
+
+
+class _Kube:
+    """A ``KubeClient`` for informers: each path's LIST answers ``lists[path]`` (None: 404); the
+    watch brings nothing."""
+
+    class watches:
+        health_limit = 60.0
+
+    def __init__(self, lists: dict[str, tuple[list[Obj], str] | None]) -> None:
+        self.lists = lists
+
+    async def list_versioned(self, path: str, **kw: Any) -> tuple[list[Obj], str] | None:
+        for part, answer in self.lists.items():
+            if part in path:
+                return answer
+        return [], "5"
+
+    async def _watch(self, *args: Any, **kw: Any) -> AsyncIterator[Any]:
+        await asyncio.Event().wait()
+        yield None  # pragma: no cover - never reached
+
+
+CLASSES = "apis/karpenter.k8s.aws/v1/ec2nodeclasses"
+POOLS = "apis/karpenter.sh/v1/nodepools"
+CLAIMS = "apis/karpenter.sh/v1/nodeclaims"
+
+
+async def test_a_class_list_answered_404_writes_no_nodepool_status_until_it_is_served() -> None:
+    """controller-runtime ``pkg/cache/informer_cache.go`` (a read waits for the informer's sync; a
+    failed LIST syncs nothing) and client-go ``reflector.go`` ``list``: an EC2NodeClass LIST answered
+    404 is no "no classes": the NodePool is not written NodeClassNotFound and no class of the last
+    term is dropped from launching; once the classes are served, the pool is reconciled."""
+    from kubespot.kube.informer import Informers
+
+    kube = _Kube({"ec2nodeclasses": None, "nodepools": ([nodepool_obj()], "5")})
+    informers = Informers(kube, unserved_retry=0.01)  # type: ignore[arg-type]
+    classes, pools = Api([]), Api([nodepool_obj()])
+    classes.path, pools.path = CLASSES, POOLS  # type: ignore[attr-defined]
+    told: list[tuple[str, bool]] = []
+    loop = StatusLoop(
+        nodeclasses=classes,  # type: ignore[arg-type]
+        nodepools=pools,  # type: ignore[arg-type]
+        resolver=Resolver(),  # type: ignore[arg-type]
+        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
+        clock=ManualClock(T0),
+        informers=informers,
+        on_resolved=lambda name, resolved: told.append((name, resolved is not None)),
+    )
+    loop._objects["EC2NodeClass"]["c"] = nodeclass(1, 1)  # known from the last term
+    task = asyncio.create_task(loop.run())
+    try:
+        await asyncio.sleep(0.05)
+        assert informers.get(CLASSES).synced.is_set() and not informers.get(CLASSES).served
+        assert pools.puts == [] and told == []
+        kube.lists["ec2nodeclasses"] = ([nodeclass(1, 1)], "6")  # the CRD's handler is ready
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if pools.puts:
+                break
+        await settle()
+        ready = {c["type"]: c["status"] for c in pools.puts[-1]["status"]["conditions"]}
+        assert ready["NodeClassReady"] == "True"
+        assert ("c", False) not in told
+    finally:
+        await stop(task)
+        for informer in informers:
+            await informer.stop()
+
+
+async def test_each_leadership_term_leaves_no_claim_handler_behind() -> None:
+    """client-go ``shared_informer.go`` ``RemoveEventHandler``: a controller that stops removes its
+    handlers; the claim handler a term subscribed (``_claim_told``) is gone when the term ends."""
+    from kubespot.controllers.provisioning.nodeclass_termination import NodeClassTermination
+    from kubespot.kube.informer import Informers
+
+    informers = Informers(_Kube({"ec2nodeclasses": ([nodeclass(1, 1)], "5")}))  # type: ignore[arg-type]
+    classes, pools = _Classes([nodeclass(1, 1)]), Api([])
+    classes.path, pools.path = CLASSES, POOLS  # type: ignore[attr-defined]
+    claims = informers.get(CLAIMS)
+    term = NodeClassTermination(classes, claims, None, None, clock=ManualClock(T0))  # type: ignore[arg-type]
+    loop = StatusLoop(
+        nodeclasses=classes,  # type: ignore[arg-type]
+        nodepools=pools,  # type: ignore[arg-type]
+        resolver=Resolver(),  # type: ignore[arg-type]
+        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
+        clock=ManualClock(T0),
+        termination=term,
+        informers=informers,
+    )
+    try:
+        for _ in range(3):
+            task = asyncio.create_task(loop.run())
+            await asyncio.sleep(0.02)
+            assert len(claims._handlers) == 1
+            await stop(task)
+            assert claims._handlers == []
+    finally:
+        for informer in informers:
+            await informer.stop()
+
+
+class _SlowRecorder:
+    """An event recorder whose write waits for ``gate`` (an Event POST in flight)."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def record(self, ref: Any, reason: str, message: str, *, warning: bool = False) -> None:
+        self.entered.set()
+        await self.gate.wait()
+
+
+async def test_a_claim_deleted_while_finalize_awaits_is_not_lost() -> None:
+    """client-go ``util/workqueue/queue.go`` ``Add`` (an item added while it is processed is
+    processed again once ``Done``) with aws ``nodeclass/controller.go`` ``Register`` (a deleted
+    NodeClaim requeues its class): the last claim going while the class's look awaits its event is
+    acted on at once, not a resync later (the manual clock never moves here)."""
+    from kubespot.controllers.provisioning.nodeclass_termination import FINALIZER, NodeClassTermination
+    from kubespot.kube.informer import Informer
+
+    claim = {"metadata": {"name": "general-a", "resourceVersion": "3"}, "spec": {"nodeClassRef": {"name": "c"}}}
+    kube = _Gated([claim])
+    kube.gate.set()
+    going = nodeclass(1, 1)
+    going["metadata"].update(deletionTimestamp="2026-11-01T00:00:00Z", finalizers=[FINALIZER], uid="u1")
+    classes = _Classes([going])
+    claims = Informer(kube, CLAIMS)  # type: ignore[arg-type]
+    recorder = _SlowRecorder()
+    clock = ManualClock(T0)
+    term = NodeClassTermination(classes, claims, None, None, clock=clock, recorder=recorder)  # type: ignore[arg-type]
+    loop = StatusLoop(
+        nodeclasses=classes,  # type: ignore[arg-type]
+        nodepools=Api([]),  # type: ignore[arg-type]
+        resolver=Resolver(),  # type: ignore[arg-type]
+        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
+        clock=clock,
+        termination=term,
+    )
+    task = asyncio.create_task(loop.run())
+    try:
+        await asyncio.wait_for(recorder.entered.wait(), 1.0)
+        claims._apply("DELETED", claim)
+        recorder.gate.set()
+        for _ in range(50):
+            await settle()
+            if classes.patches:
+                break
+        assert [p["metadata"]["finalizers"] for p in classes.patches] == [[]]
+    finally:
+        await stop(task)
+        await claims.stop()
