@@ -31,7 +31,13 @@ absence (NodeClaim garbage collection, an EC2NodeClass's finalization) waits.
 
 Health (``Informers.behind``): an informer that has not been in step with the server (its first LIST
 not in, or its watch broken and the re-list not through) for longer than the limit fails
-``/healthz``; a watch that is running but silent is the client's ``watches`` check already.
+``/healthz``; a watch that is running but silent is the client's ``watches`` check already. A LIST
+answered 404 is not "behind": the server answered, and what it says (not served) stays true until a
+CRD is installed, which no restart does. So a CRD missing at start or removed at runtime leaves the
+process running, its readers waiting (``wait_served``, ``served``) and the warning logged, and it
+goes on by itself once the CRD is served. controller-runtime refuses to start without its CRDs (its
+cache never syncs) but keeps running, its reflector logging list errors, when one goes at runtime;
+kubespot takes the latter for both, as the chart may install CRDs after the operator.
 """
 
 from __future__ import annotations
@@ -266,6 +272,9 @@ class Informer:
                 return listing
             if not self.synced.is_set():
                 self._replace(())
+            # A 404 is the server's answer, not a cache out of step with it: no /healthz failure
+            # (a restart cannot install a CRD, and readers already wait on ``served``).
+            self.behind_since = None
             if not said:
                 log.warning("informer %s: the API server does not serve it (CRD not installed?)", self.path)
                 said = True

@@ -62,10 +62,11 @@ async def test_a_re_list_answered_404_keeps_the_store_and_tells_no_handler() -> 
         told.clear()
         kube.go.set()
         await until(lambda: informer.lists >= 3, within=1.0, interval=0.001)
-        # The 404: every claim still there, nobody told of a deletion; the cache says it is behind.
+        # The 404: every claim still there, nobody told of a deletion; ``served`` says it (the
+        # server answered: not "behind", see the health test below).
         assert {o["metadata"]["name"] for o in informer.items()} == {"general-0", "general-1", "general-2"}
         assert told == [] and informer.served is False and informer.synced.is_set()
-        assert informer.behind_since is not None
+        assert informer.behind_since is None
         # Served again: that LIST is the truth, and only then is a missing claim a deleted one.
         kube.serve.set()
         await until(lambda: informer.served, within=1.0, interval=0.001)
@@ -87,4 +88,24 @@ async def test_a_first_list_answered_404_reads_empty_synced_and_not_served() -> 
         await until(lambda: informer.served, within=1.0, interval=0.001)
         assert len(informer.items()) == 1
     finally:
+        await informer.stop()
+
+
+async def test_a_crd_not_served_is_not_reported_behind_and_served_is_awaited() -> None:
+    """controller-runtime keeps a manager running while a CRD removed at runtime has its reflector's
+    LISTs fail (client-go ``reflector.go`` ``ListAndWatch`` retries with backoff, the process is not
+    restarted): a LIST answered 404 does not fail /healthz (a restart cannot install a CRD), and
+    ``wait_served`` (what the status loop and the counter wait on) returns only once it is served."""
+    kube = _Kube(None, None, None, ([_claim("general-0", "1")], "1"))
+    informer = Informer(kube, PATH, unserved_retry=0.01)  # type: ignore[arg-type]
+    served = asyncio.create_task(informer.wait_served())
+    try:
+        await until(lambda: informer.lists >= 2, within=1.0, interval=0.001)
+        assert informer.synced.is_set() and not informer.served
+        assert informer.behind_since is None and not served.done()
+        kube.serve.set()
+        await asyncio.wait_for(served, 1.0)
+        assert len(informer.items()) == 1
+    finally:
+        served.cancel()
         await informer.stop()

@@ -169,6 +169,18 @@ class StatusLoop:
         #: NodePool is due to get, by name (written by its next reconcile).
         self.health = RegistrationHealth()
         self._health_due: dict[str, Condition] = {}
+        #: The own watch's "listed by a served LIST" per kind (None: informers, or not running).
+        self._served: dict[str, asyncio.Event] | None = None
+
+    def unserved(self) -> list[str]:
+        """The kinds the first pass waits for because their LIST was answered 404 (a CRD not
+        installed): /healthz says so rather than calling the loop stuck (a restart cannot install
+        a CRD; the loop goes on by itself once it is served)."""
+        if self._cache is not None:
+            return [kind for kind, informer in self._cache.items() if not informer.served]
+        if self._served is not None:
+            return [kind for kind, event in self._served.items() if not event.is_set()]
+        return []
 
     def set_counts(self, counts: Mapping[str, PoolCounts]) -> None:
         """The counter's figures (``nodepool_counter``): written with the conditions, by this
@@ -227,7 +239,7 @@ class StatusLoop:
         try:
             if self._cache is None:
                 listings = {kind: await self._list(kind) for kind in (CLASS, POOL)}
-                served = {kind: asyncio.Event() for kind in listings}
+                served = self._served = {kind: asyncio.Event() for kind in listings}
                 for kind, listing in listings.items():
                     if listing.served:
                         self._replace_all(kind, listing.items)
@@ -257,6 +269,7 @@ class StatusLoop:
                 await self._wait()
         finally:
             self.started = self.last_pass = None
+            self._served = None
             for stop in unsubscribe:
                 stop()
             for task in watches:

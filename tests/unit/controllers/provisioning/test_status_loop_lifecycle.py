@@ -635,3 +635,44 @@ async def test_a_claim_deleted_while_finalize_awaits_is_not_lost() -> None:
     finally:
         await stop(task)
         await claims.stop()
+
+
+async def test_a_loop_waiting_for_a_crd_not_installed_is_not_reported_stuck() -> None:
+    """controller-runtime keeps running (its reflector retrying) while a CRD goes missing at
+    runtime; kubespot's loop waits for the classes to be served (see the 404 test above) and its
+    /healthz check says so instead of failing after ``stuck_after`` (a restart installs no CRD)."""
+    from kubespot.kube.informer import Informers
+
+    kube = _Kube({"ec2nodeclasses": None})
+    informers = Informers(kube, unserved_retry=0.01)  # type: ignore[arg-type]
+    classes, pools = Api([]), Api([])
+    classes.path, pools.path = CLASSES, POOLS  # type: ignore[attr-defined]
+    clock = ManualClock(T0)
+    settings = ProvisioningSettings(nodeclass_resync_interval=RESYNC, stuck_after=600.0)
+    loop = StatusLoop(
+        nodeclasses=classes,  # type: ignore[arg-type]
+        nodepools=pools,  # type: ignore[arg-type]
+        resolver=Resolver(),  # type: ignore[arg-type]
+        settings=settings,
+        clock=clock,
+        informers=informers,
+    )
+    refresh = CatalogRefresh(None, settings, clock=clock)  # type: ignore[arg-type]
+    parts = Provisioning(settings, PricingSettings(), clock, refresh, None, loop)  # type: ignore[arg-type]
+    task = asyncio.create_task(loop.run())
+    try:
+        await asyncio.sleep(0.05)
+        await clock.advance(3600.0)
+        check = parts.checks(clock.now())[0]
+        assert check.name == "provisioning" and check.ok and loop.last_pass is None
+        assert "waiting: EC2NodeClass not served" in check.detail
+        kube.lists["ec2nodeclasses"] = ([], "6")
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if loop.last_pass is not None:
+                break
+        assert loop.last_pass is not None and loop.unserved() == []
+    finally:
+        await stop(task)
+        for informer in informers:
+            await informer.stop()
