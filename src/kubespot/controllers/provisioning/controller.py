@@ -92,7 +92,9 @@ class Provisioning:
         elif loop.last_pass is None and (unserved := loop.unserved()):
             # Waiting for a CRD to be installed is no stuck loop (see ``Informer`` on health).
             waiting = ", ".join(unserved)
-            status_check = Check("provisioning", True, f"waiting: {waiting} not served (CRD not installed?)", None)
+            status_check = Check(
+                "provisioning", True, f"waiting: {waiting} not served (CRD not installed?)", None
+            )
         elif loop.last_pass is None:
             ok = now - loop.started <= stuck
             status_check = Check("provisioning", ok, "no pass finished yet", None)

@@ -50,6 +50,12 @@ CLAIMS_SYNC_WAIT = 5.0
 TEMPLATES_INTERVAL: Final = IDLE_TTL
 
 
+def _few(names: list[str]) -> str:
+    """At most five names, and how many more (aws ``events.go`` ``WaitingOnNodeClaimTermination``
+    names a few claims, not all)."""
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} other(s)" if len(names) > 5 else "")
+
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
@@ -117,6 +123,8 @@ class NodeClassTermination:
         self._monotonic = monotonic
         #: class UID → when its waiting event may be published again.
         self._quiet: dict[str, float] = {}
+        #: class UID (its name without one) → when its waiting log line may be written again.
+        self._said: dict[str, float] = {}
         #: Monotonic times of the next collections (None: at the first pass).
         self._templates_due: float | None = None
         self._profiles_due: float | None = None
@@ -150,7 +158,7 @@ class NodeClassTermination:
             return False
         users = _users(claims, name)
         if users:
-            log.info("EC2NodeClass %s: waiting on NodeClaims %s before deleting", name, ", ".join(users))
+            self._say_waiting(obj, users)
             await self._waiting(obj, users)
             return False
         # Whatever spec.role says now (Karpenter's ``finalize`` cleans up regardless of it): a class
@@ -195,6 +203,25 @@ class NodeClassTermination:
         listing = await self._claims.list()
         return listing.items if listing.served else None
 
+    def _say_waiting(self, obj: Obj, users: list[str]) -> None:
+        """The waiting log line, at most once per class every ``WAITING_DEDUPE_SECONDS`` (as the
+        event), with the count and a few names: every deleted claim makes a look (``_claim_told``),
+        and a line naming every claim at each one grew with the square of a pool's drain."""
+        meta = _meta(obj)
+        key = str(meta.get("uid") or meta.get("name") or "")
+        now = self._monotonic()
+        if self._said.get(key, 0.0) > now:
+            return
+        if len(self._said) >= 1024:
+            self._said = {k: t for k, t in self._said.items() if t > now}
+        self._said[key] = now + WAITING_DEDUPE_SECONDS
+        log.info(
+            "EC2NodeClass %s: waiting on %d NodeClaim(s) (%s) before deleting",
+            meta.get("name", ""),
+            len(users),
+            _few(users),
+        )
+
     async def _waiting(self, obj: Obj, users: list[str]) -> None:
         """The class's ``WaitingOnNodeClaimTermination`` event, deduplicated by its UID."""
         uid = str(_meta(obj).get("uid") or "")
@@ -206,7 +233,7 @@ class NodeClassTermination:
         if len(self._quiet) >= 1024:
             self._quiet = {k: t for k, t in self._quiet.items() if t > now}
         self._quiet[uid] = now + WAITING_DEDUPE_SECONDS
-        shown = ", ".join(users[:5]) + (f" and {len(users) - 5} other(s)" if len(users) > 5 else "")
+        shown = _few(users)
         ref = ObjectRef(
             "EC2NodeClass", str(_meta(obj).get("name", "")), None, uid, api_version="karpenter.k8s.aws/v1"
         )

@@ -245,7 +245,9 @@ class StatusLoop:
                         self._replace_all(kind, listing.items)
                         served[kind].set()
                 watches += [
-                    asyncio.create_task(self._watch(kind, listing, served[kind]), name=f"kubespot-watch-{kind}")
+                    asyncio.create_task(
+                        self._watch(kind, listing, served[kind]), name=f"kubespot-watch-{kind}"
+                    )
                     for kind, listing in listings.items()
                 ]
                 # As below: no pass before both kinds were listed by a served LIST.
@@ -434,7 +436,9 @@ class StatusLoop:
                         # one is deleted or the claim cache syncs (``_claim_told``), else later.
                         # A requeue that came while ``finalize`` awaited is kept (client-go
                         # ``workqueue`` ``Add``: an item added while processing is processed again).
-                        self._due.setdefault(key, self._clock.monotonic() + self._settings.nodeclass_resync_interval)
+                        self._due.setdefault(
+                            key, self._clock.monotonic() + self._settings.nodeclass_resync_interval
+                        )
                     return
                 stored = await self._termination.ensure_finalizer(obj)
             except KubeError as err:

@@ -268,3 +268,33 @@ async def test_an_unserved_claim_list_holds_the_class_as_a_list_error_does() -> 
     term = NodeClassTermination(classes, _UnservedList(), profiles, templates)  # type: ignore[arg-type]
     assert await term.finalize(going, "nodes") is False
     assert classes.patches == [] and profiles.deleted == [] and templates.deleted == []
+
+
+async def test_a_pool_drained_one_claim_at_a_time_logs_a_few_lines_not_every_name_each_look(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """aws pkg/controllers/nodeclass/controller.go ``finalize`` publishes only the deduplicated
+    ``WaitingOnNodeClaimTermination`` event (events.go: ``PrettySlice(names, 5)``); every deleted
+    claim makes a look (``Register``), so the waiting log line is written at most once per class
+    per dedupe window, with the count and at most five names: 1 000 claims going one by one log
+    one short line, not a line naming every remaining claim at each look."""
+    now = [0.0]
+    going = _cls(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[FINALIZER], uid="u-1")
+    claims = _Objects(
+        [
+            {"metadata": {"name": f"c{i:04d}"}, "spec": {"nodeClassRef": {"name": "default"}}}
+            for i in range(1000)
+        ]
+    )
+    term = NodeClassTermination(_Objects(), claims, None, monotonic=lambda: now[0])  # type: ignore[arg-type]
+    caplog.set_level("INFO", logger="kubespot.controller.provisioning")
+    while len(claims.items) > 1:
+        claims.items = claims.items[1:]
+        assert await term.finalize(going, None) is False
+    lines = [r.getMessage() for r in caplog.records if "waiting on" in r.getMessage()]
+    assert lines == [
+        "EC2NodeClass default: waiting on 999 NodeClaim(s) (c0001, c0002, c0003, c0004, c0005 and 994 other(s)) before deleting"
+    ]
+    now[0] = 121.0  # a dedupe window later: said again
+    assert await term.finalize(going, None) is False
+    assert "waiting on 1 NodeClaim(s) (c0999)" in caplog.records[-1].getMessage()

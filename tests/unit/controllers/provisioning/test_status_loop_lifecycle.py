@@ -604,7 +604,10 @@ async def test_a_claim_deleted_while_finalize_awaits_is_not_lost() -> None:
     from kubespot.controllers.provisioning.nodeclass_termination import FINALIZER, NodeClassTermination
     from kubespot.kube.informer import Informer
 
-    claim = {"metadata": {"name": "general-a", "resourceVersion": "3"}, "spec": {"nodeClassRef": {"name": "c"}}}
+    claim = {
+        "metadata": {"name": "general-a", "resourceVersion": "3"},
+        "spec": {"nodeClassRef": {"name": "c"}},
+    }
     kube = _Gated([claim])
     kube.gate.set()
     going = nodeclass(1, 1)
