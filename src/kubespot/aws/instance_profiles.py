@@ -29,8 +29,10 @@ As aws/karpenter-provider-aws v1.6+ (``pkg/controllers/nodeclass/instanceprofile
   path and the legacy stable name;
 - under dry run (``node_actions.dry_run``) nothing is made or deleted; a creation is rehearsed
   unless ``iam:GetRole`` says the role does not exist (``RoleNotFound`` naming it: the failure a
-  real run would meet at ``AddRoleToInstanceProfile``); a policy without ``iam:GetRole`` only
-  skips the check (a warning, once).
+  real run would meet at ``AddRoleToInstanceProfile``) or refuses it while answering for another
+  role (``RoleNotAllowed``: the policy does not name it, and ``iam:PassRole`` is limited to the
+  same node roles); a refusal the check cannot tell from a policy without ``iam:GetRole`` skips
+  the check (a warning per role, naming both causes).
 
 The hash is ``hashstructure`` v2's of the string: its default hasher is Go's ``fnv.New64()``,
 FNV-1 64 (multiply by the prime, then XOR the byte; not FNV-1a), over the string's bytes, so the
@@ -64,6 +66,7 @@ __all__ = [
     "RECREATION_TTL",
     "YOUNG",
     "InstanceProfiles",
+    "RoleNotAllowed",
     "RoleNotFound",
     "legacy_profile_name",
     "new_profile_name",
@@ -135,6 +138,10 @@ def _not_found(err: AwsError) -> bool:
     return err.code == "NoSuchEntity"
 
 
+#: IAM's refusals (its query API says ``AccessDenied``; ``AccessDeniedException`` from JSON APIs).
+_DENIED = frozenset({"AccessDenied", "AccessDeniedException"})
+
+
 def _created(value: Any) -> datetime | None:
     """IAM's ``CreateDate`` (botocore parses it; a string is read as ISO 8601), timezone-aware."""
     if isinstance(value, str):
@@ -152,6 +159,13 @@ def _bare(role: str) -> str:
 
 class RoleNotFound(AwsError):
     """Dry run: the class's ``spec.role`` does not exist (``iam:GetRole`` said ``NoSuchEntity``)."""
+
+
+class RoleNotAllowed(RoleNotFound):
+    """Dry run: the class's ``spec.role`` is not one the controller may use: ``iam:GetRole`` is
+    refused on it while it answered for another role, so the policy names roles and this is not
+    one of them; ``iam:PassRole`` is limited to the same node roles (``iam.controller_policy``),
+    so a real run would fail too."""
 
 
 class InstanceProfiles:
@@ -183,8 +197,11 @@ class InstanceProfiles:
         self._known: dict[str, tuple[str, float]] = {}
         #: Profiles this process deleted (tests and logs).
         self.deleted: list[str] = []
-        #: The error codes the dry run's role check met and warned of (once each).
-        self._unchecked: set[str] = set()
+        #: The (role, error code) pairs the dry run's role check could not tell and warned of.
+        self._unchecked: set[tuple[str, str]] = set()
+        #: Whether ``iam:GetRole`` answered for some role: the policy grants it, so a refusal for
+        #: another role means the policy does not name that role.
+        self._get_role_allowed = False
 
     # -- protection -----------------------------------------------------------------------------------
 
@@ -244,31 +261,63 @@ class InstanceProfiles:
         Karpenter's ``ensureRole`` caches as role-not-found): a dry run says so now, naming the
         class and the role (``RoleNotFound``), instead of reporting a profile it could never make.
 
-        Any other answer (``AccessDenied`` under a policy made before ``iam:GetRole`` was asked
-        for, as Karpenter's own; throttling) only means the role could not be checked: the
-        creation is rehearsed as before, with a warning once per error code naming the call."""
+        IAM checks authorization before existence, and kubespot's policy grants ``iam:GetRole``
+        (as ``iam:PassRole``) on the node roles only: a misspelled role is ``AccessDenied``, not
+        ``NoSuchEntity``. Once ``GetRole`` answered for some role, the policy grants it, so a
+        refusal for this one means the policy does not name it, and ``PassRole`` would refuse it in
+        a real run as well: ``RoleNotAllowed``. Before that (no role checked yet, or a policy made
+        before ``iam:GetRole`` was asked for, as Karpenter's own) the check cannot tell the two
+        apart: the creation is rehearsed, with a warning per role naming both causes."""
         try:
             await self.clients.call("iam", "GetRole", RoleName=_bare(role))
         except AwsError as err:
-            if not _not_found(err):
-                if err.code not in self._unchecked:
-                    self._unchecked.add(err.code)
+            if _not_found(err):
+                raise RoleNotFound(
+                    err.code,
+                    f"role {role!r} of EC2NodeClass {nodeclass} does not exist, so a real run could not "
+                    "make its instance profile (iam:AddRoleToInstanceProfile would fail): create the "
+                    "role or correct spec.role",
+                    service="iam",
+                    operation="GetRole",
+                    status=err.status,
+                ) from err
+            denied = err.code in _DENIED
+            if denied and self._get_role_allowed:
+                raise RoleNotAllowed(
+                    err.code,
+                    f"role {role!r} of EC2NodeClass {nodeclass} is not one the controller may use: "
+                    "iam:GetRole is refused on it but allowed on another role, so the controller's "
+                    "policy does not name it among the node roles, to which iam:PassRole is limited "
+                    "too; a real run could not attach it to an instance profile nor pass it to EC2: "
+                    "correct spec.role, or add the role to the policy (kubespot aws policy --node-role)",
+                    service="iam",
+                    operation="GetRole",
+                    status=err.status,
+                ) from err
+            if (role, err.code) not in self._unchecked:
+                self._unchecked.add((role, err.code))
+                if denied:
                     log.warning(
-                        "dry-run: cannot check that the roles of EC2NodeClasses exist (%s); instance "
-                        "profiles are rehearsed without the check (grant iam:GetRole on the node roles "
-                        "for it)",
+                        "dry-run: cannot check role %r of EC2NodeClass %s (%s): either the role is not "
+                        "one of the node roles the controller's policy names (then iam:PassRole is "
+                        "refused too and a real run would fail: correct spec.role or add the role with "
+                        "kubespot aws policy --node-role), or the policy does not grant iam:GetRole "
+                        "(made before kubespot asked for it: regenerate it); its instance profile is "
+                        "rehearsed without the check",
+                        role,
+                        nodeclass,
                         err,
                     )
-                return
-            raise RoleNotFound(
-                err.code,
-                f"role {role!r} of EC2NodeClass {nodeclass} does not exist, so a real run could not "
-                "make its instance profile (iam:AddRoleToInstanceProfile would fail): create the "
-                "role or correct spec.role",
-                service="iam",
-                operation="GetRole",
-                status=err.status,
-            ) from err
+                else:
+                    log.warning(
+                        "dry-run: cannot check role %r of EC2NodeClass %s (%s); its instance profile "
+                        "is rehearsed without the check",
+                        role,
+                        nodeclass,
+                        err,
+                    )
+            return
+        self._get_role_allowed = True
 
     async def ensure(
         self, nodeclass: str, uid: str, role: str, tags: Mapping[str, str], current: str | None = None

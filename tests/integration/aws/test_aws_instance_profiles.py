@@ -375,3 +375,49 @@ async def test_a_dry_run_without_iam_get_role_rehearses_with_one_warning(
     assert dry.rehearsed(first) and again == first and clients.calls == ["GetRole", "GetRole"]
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "iam:GetRole: AccessDenied" in warned[0]
+
+
+async def test_a_dry_run_refuses_a_role_the_policy_does_not_name(caplog: pytest.LogCaptureFixture) -> None:
+    """Review 16d #3. IAM evaluates authorization before existence (a refused ``GetRole`` says
+    nothing of the role), and kubespot's policy (``iam.controller_policy``) grants ``iam:GetRole``
+    and ``iam:PassRole`` on the node roles only: a misspelled ``spec.role`` is ``AccessDenied``. Once
+    ``GetRole`` answered for a role, a refusal for another is the policy not naming it, and a real
+    run would fail at ``AddRoleToInstanceProfile``/``PassRole`` (aws ``instanceprofile.go``
+    ``Create``): the dry run reports it as the missing role. Until then it cannot tell that from
+    a policy without ``GetRole`` and warns once per role, naming the role and both causes."""
+    from kubespot.aws.iam import controller_policy
+    from kubespot.aws.instance_profiles import RoleNotAllowed
+
+    policy = controller_policy(
+        None,
+        actions=["instance-profile"],
+        cluster="prod",
+        node_roles=["arn:aws:iam::111122223333:role/NodeRole"],
+    )
+    granted = [s["Resource"] for s in policy["Statement"] if "iam:GetRole" in s["Action"]]
+    assert granted == ["arn:aws:iam::111122223333:role/NodeRole"]
+
+    class UnderThatPolicy:
+        async def call(self, service: str, operation: str, **kw: str) -> object:
+            assert operation == "GetRole"
+            if f"arn:aws:iam::111122223333:role/{kw['RoleName']}" not in granted:
+                raise AwsError(
+                    "AccessDenied",
+                    "not authorized to perform: iam:GetRole",
+                    service="iam",
+                    operation=operation,
+                    status=403,
+                )
+            return {"Role": {"RoleName": kw["RoleName"]}}
+
+    dry = InstanceProfiles(UnderThatPolicy(), CLUSTER, "us-east-1", dry_run=True)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="kubespot.controller.provisioning"):
+        for role in ("NodeRol", "NodeRle", "NodeRol"):  # nothing answered yet: cannot tell
+            assert dry.rehearsed(await dry.ensure(f"c-{role}", f"uid-{role}", role, {}))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 2 and "'NodeRol'" in warned[0] and "'NodeRle'" in warned[1]
+    assert all("--node-role" in w and "does not grant iam:GetRole" in w for w in warned)
+    assert dry.rehearsed(await dry.ensure("good", "uid-good", "NodeRole", {}))
+    with pytest.raises(RoleNotAllowed) as refused:
+        await dry.ensure("c-NodeRol", "uid-NodeRol", "NodeRol", {})
+    assert "'NodeRol'" in str(refused.value) and "iam:PassRole" in str(refused.value)
