@@ -575,6 +575,27 @@ class KubeClient:
                         continue
                     rv = getattr(listing, "resource_version", "") or None
                     yield PodEventType.RESYNC.value, None, listing
+                    # A re-list answered 404 (``ObjectList.served`` False) has no version to watch
+                    # from: a watch without one starts "now" and misses what happened meanwhile.
+                    # client-go's reflector never watches before a successful LIST
+                    # (reflector.go ``ListAndWatch``): list again, backed off, until one is served.
+                    while getattr(listing, "served", True) is False:
+                        failures += 1
+                        await self._sleep(
+                            full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng.random)
+                        )
+                        try:
+                            listing = await relist()
+                        except Exception as list_err:
+                            log.warning(
+                                "re-list of %s failed (%s: %s); retrying",
+                                what,
+                                type(list_err).__name__,
+                                list_err,
+                            )
+                            continue
+                        rv = getattr(listing, "resource_version", "") or None
+                        yield PodEventType.RESYNC.value, None, listing
 
     async def list_nodes(self) -> NodeList:
         async def run() -> NodeList:

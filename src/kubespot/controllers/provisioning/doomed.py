@@ -344,7 +344,9 @@ class DoomWatch:
         async for op, obj, relisted in api.watch(listing.resource_version):
             if relisted is not None:
                 if not relisted.served:
-                    continue  # a 404 is no deletion of every claim (reflector.go list): kept
+                    # A 404 is no deletion of every claim (reflector.go list): kept; the client
+                    # lists again, and watches only from a served LIST's version.
+                    continue
                 store.clear()
                 store.update({_name(o): o for o in relisted.items})
                 self._judge()

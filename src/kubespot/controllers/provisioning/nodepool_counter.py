@@ -17,11 +17,11 @@ Node and NodeClaim informers (``kube.informer``: what the provisioner's passes r
 counter reads its ``state.Cluster``, fed by the same controller-runtime cache), so a tick costs the
 API server nothing, and hands the counts to the status loop (``StatusLoop.set_counts``), which
 writes them with the conditions, so one writer owns the NodePool's status and the two never fight
-over its version. A tick waits until both informers have synced from a served LIST (a 404 is no answer): an empty cache is not "no nodes",
-and publishing from it would write the NodePool's ``status.resources`` and ``status.nodes`` too
-low, for ``kubectl`` and every reader of the status (core counter ``Reconcile`` requeues while
-``cluster.Synced`` is false for that reason). kubespot's own limits are checked against the
-caches (``pools_in_use``), never against the status, so the limits do not depend on it.
+over its version. A tick waits until both informers have synced from a served LIST (a 404 is
+no answer): an empty cache is not "no nodes", and publishing from it would write the NodePool's
+``status.resources`` and ``status.nodes`` too low, for ``kubectl`` and every reader of the status
+(core counter ``Reconcile`` requeues while ``cluster.Synced`` is false, as on a list error).
+kubespot's own limits are checked against the caches (``pools_in_use``), never against the status, so the limits do not depend on it.
 """
 
 from __future__ import annotations

@@ -293,7 +293,8 @@ async def test_a_pool_drained_one_claim_at_a_time_logs_a_few_lines_not_every_nam
         assert await term.finalize(going, None) is False
     lines = [r.getMessage() for r in caplog.records if "waiting on" in r.getMessage()]
     assert lines == [
-        "EC2NodeClass default: waiting on 999 NodeClaim(s) (c0001, c0002, c0003, c0004, c0005 and 994 other(s)) before deleting"
+        "EC2NodeClass default: waiting on 999 NodeClaim(s) "
+        "(c0001, c0002, c0003, c0004, c0005 and 994 other(s)) before deleting"
     ]
     now[0] = 121.0  # a dedupe window later: said again
     assert await term.finalize(going, None) is False
