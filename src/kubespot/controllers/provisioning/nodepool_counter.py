@@ -21,7 +21,8 @@ over its version. A tick waits until both informers have synced from a served LI
 no answer): an empty cache is not "no nodes", and publishing from it would write the NodePool's
 ``status.resources`` and ``status.nodes`` too low, for ``kubectl`` and every reader of the status
 (core counter ``Reconcile`` requeues while ``cluster.Synced`` is false, as on a list error).
-kubespot's own limits are checked against the caches (``pools_in_use``), never against the status, so the limits do not depend on it.
+kubespot's own limits are checked against the caches (``pools_in_use``), never against the
+status, so the limits do not depend on it.
 """
 
 from __future__ import annotations
