@@ -580,6 +580,9 @@ class KubeClient:
                     # client-go's reflector never watches before a successful LIST
                     # (reflector.go ``ListAndWatch``): list again, backed off, until one is served.
                     while getattr(listing, "served", True) is False:
+                        # The server answered (404: a CRD not installed): no stuck watch for
+                        # /healthz, whose restart would install no CRD (see ``Informer``).
+                        watch.hear()
                         failures += 1
                         await self._sleep(
                             full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng.random)

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import copy
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -675,6 +675,9 @@ async def test_a_loop_waiting_for_a_crd_not_installed_is_not_reported_stuck() ->
             if loop.last_pass is not None:
                 break
         assert loop.last_pass is not None and loop.unserved() == []
+        # review 16f #2: the "no pass finished yet" bound runs from the moment the CRD was served,
+        # not from the term's start an hour before (the check went red at once, until the pass).
+        assert loop.started is not None and loop.started >= T0 + timedelta(seconds=3600)
     finally:
         await stop(task)
         for informer in informers:
