@@ -129,6 +129,7 @@ class Joiner:
         self._kept: set[str] = set()
         #: Wall time of the cloud node lifecycle controller's next ``MonitorNodes`` pass.
         self._next_monitor = 0.0
+        self._ready_now: asyncio.Future[dict[str, str]] | None = None
 
     # -- what tests and the sandbox read ----------------------------------------------------------
 
@@ -185,6 +186,7 @@ class Joiner:
         # A MonitorNodes pass of the cloud node lifecycle controller is due: it may delete Nodes and
         # taint stopped ones now (wait.Until's period, counted from this pass).
         monitor = now >= self._next_monitor
+        self._ready_now = None  # the Nodes' Ready as this pass reads it, when one of its steps asks
         if monitor:
             self._next_monitor = now + self.config.node_monitor_period
         steps: list[Coroutine[Any, Any, None]] = []
@@ -294,7 +296,12 @@ class Joiner:
         from the Node (kubesim's kubelet may have posted it before the joiner did). A Node that was
         Ready keeps it until Unknown is written; one that never was (Ready False, the CNI not up,
         or back from a stop but not yet Ready) is not Ready from the start."""
-        return boot.going or await self.kube.ready_status(node_name(boot.instance)) != "True"
+        if boot.going:
+            return True
+        if self._ready_now is None:  # one LIST a pass, shared by its steps
+            self._ready_now = asyncio.ensure_future(self.kube.ready_statuses())
+        statuses = await asyncio.shield(self._ready_now)
+        return statuses.get(node_name(boot.instance)) != "True"
 
     async def _shut_down(self, boot: _Boot, state: str, *, monitor: bool) -> None:
         if not boot.going:

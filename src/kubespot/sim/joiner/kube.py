@@ -88,18 +88,18 @@ class KubeWriter:
             raise self._fail(status, data, f"get node {name}")
         return True
 
-    async def ready_status(self, name: str) -> str | None:
-        """The Node's Ready condition status ("True", "False", "Unknown"; "Unknown" without one, as
-        cloud-provider's ``MonitorNodes`` defaults it); None when the Node is gone."""
-        status, node = await self._call("GET", f"/api/v1/nodes/{name}")
-        if status == 404:
-            return None
+    async def ready_statuses(self) -> dict[str, str]:
+        """Every Node's Ready condition status by name, from one LIST (``MonitorNodes`` reads its
+        informer's lister, not one GET per Node); "Unknown" for a Node without one, as
+        cloud-provider defaults it. A Node not in the map is gone."""
+        status, data = await self._call("GET", "/api/v1/nodes")
         if status >= 300:
-            raise self._fail(status, node, f"get node {name}")
-        for cond in (node.get("status") or {}).get("conditions") or []:
-            if isinstance(cond, dict) and cond.get("type") == "Ready":
-                return str(cond.get("status") or "Unknown")
-        return "Unknown"
+            raise self._fail(status, data, "list nodes")
+        return {
+            str((node.get("metadata") or {}).get("name")): _ready_of(node)
+            for node in data.get("items") or []
+            if isinstance(node, dict)
+        }
 
     async def set_taint(self, name: str, taint: dict[str, str], *, present: bool) -> bool:
         """Add (or update the value of) ``taint``, or remove it, matching on key and effect as
@@ -146,3 +146,10 @@ class KubeWriter:
         status, data = await self._call("PUT", f"/kubesim/v1/nodes/{name}/kubelet", {"running": running})
         if status >= 500:
             raise self._fail(status, data, f"set kubelet of {name} running={running}")
+
+
+def _ready_of(node: Obj) -> str:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return str(cond.get("status") or "Unknown")
+    return "Unknown"

@@ -385,3 +385,32 @@ async def test_a_node_that_never_became_ready_is_handled_at_the_next_pass(world_
                 assert SHUTDOWN in node["spec"]["taints"]
                 await at(51.0)  # the grace is over: Unknown, and the Node stays (the instance exists)
                 assert world.ready(name) == "Unknown" and world.node(name) is not None
+
+
+async def test_a_monitor_pass_reads_the_nodes_once_not_one_get_per_down_instance(world_with: Any) -> None:
+    """review 16f #3: cloud-provider ``MonitorNodes`` reads Ready from its informer's lister, so a
+    pass costs no API read per Node; the joiner reads every Node's Ready with one LIST a pass (5 000
+    instances terminated together cost 50 000 GETs over a grace before)."""
+    async with world_with(node_monitor_grace_seconds=600.0) as world:
+        instances = [world.launch(AL2023_MIME) for _ in range(3)]
+        base = time.time() + 1.0
+        now = [base]
+        async with KubeWriter(world.sim.url, timeout=2.0) as kube:
+            config = JoinerConfig(cluster=CLUSTER, boot_delay=0.0, ready_delay=30.0)
+            joiner = Joiner(Ec2Reader(world.aws.endpoint_url, CLUSTER), kube, config, clock=lambda: now[0])
+            calls: list[tuple[str, str]] = []
+            send = kube._call
+
+            async def counted(method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+                calls.append((method, path))
+                return await send(method, path, *args, **kwargs)
+
+            kube._call = counted  # type: ignore[method-assign]
+            await joiner.tick()  # registers all three, Ready False
+            world.ec2.terminate_instances(InstanceIds=[i["InstanceId"] for i in instances])
+            now[0] = base + 5.0
+            calls.clear()
+            await joiner.tick()  # the pass: three Nodes not Ready True, their instances gone
+            assert all(world.node(i["PrivateDnsName"]) is None for i in instances)
+            reads = [(m, p) for m, p in calls if m == "GET" and p.startswith("/api/v1/nodes")]
+            assert reads == [("GET", "/api/v1/nodes")], calls
