@@ -29,10 +29,9 @@ As aws/karpenter-provider-aws v1.6+ (``pkg/controllers/nodeclass/instanceprofile
   path and the legacy stable name;
 - under dry run (``node_actions.dry_run``) nothing is made or deleted; a creation is rehearsed
   unless ``iam:GetRole`` says the role does not exist (``RoleNotFound`` naming it: the failure a
-  real run would meet at ``AddRoleToInstanceProfile``) or refuses it while answering for another
-  role (``RoleNotAllowed``: the policy does not name it, and ``iam:PassRole`` is limited to the
-  same node roles); a refusal the check cannot tell from a policy without ``iam:GetRole`` skips
-  the check (a warning per role, naming both causes).
+  real run would meet at ``AddRoleToInstanceProfile``); a refusal (``AccessDenied``: a role the
+  policy does not name, or a policy without ``iam:GetRole``) skips the check with a warning per
+  role naming both causes.
 
 The hash is ``hashstructure`` v2's of the string: its default hasher is Go's ``fnv.New64()``,
 FNV-1 64 (multiply by the prime, then XOR the byte; not FNV-1a), over the string's bytes, so the
@@ -66,7 +65,6 @@ __all__ = [
     "RECREATION_TTL",
     "YOUNG",
     "InstanceProfiles",
-    "RoleNotAllowed",
     "RoleNotFound",
     "legacy_profile_name",
     "new_profile_name",
@@ -161,13 +159,6 @@ class RoleNotFound(AwsError):
     """Dry run: the class's ``spec.role`` does not exist (``iam:GetRole`` said ``NoSuchEntity``)."""
 
 
-class RoleNotAllowed(RoleNotFound):
-    """Dry run: the class's ``spec.role`` is not one the controller may use: ``iam:GetRole`` is
-    refused on it while it answered for another role, so the policy names roles and this is not
-    one of them; ``iam:PassRole`` is limited to the same node roles (``iam.controller_policy``),
-    so a real run would fail too."""
-
-
 class InstanceProfiles:
     """Creates, replaces, collects and deletes the profiles of one cluster's EC2NodeClasses."""
 
@@ -201,7 +192,6 @@ class InstanceProfiles:
         self._unchecked: set[tuple[str, str]] = set()
         #: Whether ``iam:GetRole`` answered for some role: the policy grants it, so a refusal for
         #: another role means the policy does not name that role.
-        self._get_role_allowed = False
 
     # -- protection -----------------------------------------------------------------------------------
 
@@ -263,11 +253,11 @@ class InstanceProfiles:
 
         IAM checks authorization before existence, and kubespot's policy grants ``iam:GetRole``
         (as ``iam:PassRole``) on the node roles only: a misspelled role is ``AccessDenied``, not
-        ``NoSuchEntity``. Once ``GetRole`` answered for some role, the policy grants it, so a
-        refusal for this one means the policy does not name it, and ``PassRole`` would refuse it in
-        a real run as well: ``RoleNotAllowed``. Before that (no role checked yet, or a policy made
-        before ``iam:GetRole`` was asked for, as Karpenter's own) the check cannot tell the two
-        apart: the creation is rehearsed, with a warning per role naming both causes."""
+        ``NoSuchEntity``, which a policy without ``iam:GetRole`` (made before kubespot asked for
+        it, or Karpenter's own) answers for every role. The check cannot tell the two apart, so the
+        creation is rehearsed with a warning per role naming both causes. (Inferring "not named"
+        once another role answered made the verdict depend on the order the classes were looked
+        at, and change at the next resync with nothing changed: review 16f.)"""
         try:
             await self.clients.call("iam", "GetRole", RoleName=_bare(role))
         except AwsError as err:
@@ -282,18 +272,6 @@ class InstanceProfiles:
                     status=err.status,
                 ) from err
             denied = err.code in _DENIED
-            if denied and self._get_role_allowed:
-                raise RoleNotAllowed(
-                    err.code,
-                    f"role {role!r} of EC2NodeClass {nodeclass} is not one the controller may use: "
-                    "iam:GetRole is refused on it but allowed on another role, so the controller's "
-                    "policy does not name it among the node roles, to which iam:PassRole is limited "
-                    "too; a real run could not attach it to an instance profile nor pass it to EC2: "
-                    "correct spec.role, or add the role to the policy (kubespot aws policy --node-role)",
-                    service="iam",
-                    operation="GetRole",
-                    status=err.status,
-                ) from err
             if (role, err.code) not in self._unchecked:
                 self._unchecked.add((role, err.code))
                 if denied:
@@ -317,7 +295,6 @@ class InstanceProfiles:
                         err,
                     )
             return
-        self._get_role_allowed = True
 
     async def ensure(
         self, nodeclass: str, uid: str, role: str, tags: Mapping[str, str], current: str | None = None
