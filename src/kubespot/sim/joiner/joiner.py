@@ -213,7 +213,14 @@ class Joiner:
                     steps.append(self._back(boot))
             elif not boot.ready and now >= boot.registered_at + self.config.ready_delay:
                 steps.append(self._post_ready(boot))
-        await asyncio.gather(*(self._bounded(step) for step in steps))
+        try:
+            await asyncio.gather(*(self._bounded(step) for step in steps))
+        finally:
+            # Cancelled before gather's tasks first ran (the joiner stopping): a ``_bounded`` that
+            # never started never closes its step, which would warn as never awaited. A no-op for
+            # the steps that ran.
+            for step in steps:
+                step.close()
 
     def boot_time(self, instance_id: str) -> float:
         """Seconds from the instance's LaunchTime to its registration (boot delay plus its jitter)."""
