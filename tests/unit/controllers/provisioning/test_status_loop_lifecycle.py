@@ -93,10 +93,10 @@ class Api:
         return copy.deepcopy(obj)
 
 
-def make_loop(clock: ManualClock, resolver: Resolver, classes: Api) -> StatusLoop:
+def make_loop(clock: ManualClock, resolver: Resolver, classes: Api, pools: Api | None = None) -> StatusLoop:
     return StatusLoop(
         nodeclasses=classes,  # type: ignore[arg-type]
-        nodepools=Api([]),  # type: ignore[arg-type]
+        nodepools=pools if pools is not None else Api([]),  # type: ignore[arg-type]
         resolver=resolver,  # type: ignore[arg-type]
         settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
         clock=clock,
@@ -199,13 +199,7 @@ async def test_the_counters_figures_are_written_by_the_status_loop_with_the_cond
     make the pool due, and a count that did not change writes nothing."""
     clock = ManualClock(T0)
     pools = Api([nodepool_obj()])
-    loop = StatusLoop(
-        nodeclasses=Api([nodeclass(1, 1)]),  # type: ignore[arg-type]
-        nodepools=pools,  # type: ignore[arg-type]
-        resolver=Resolver(),  # type: ignore[arg-type]
-        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
-        clock=clock,
-    )
+    loop = make_loop(clock, Resolver(), Api([nodeclass(1, 1)]), pools)
     task = asyncio.create_task(loop.run())
     try:
         await settle()
@@ -242,13 +236,7 @@ async def test_a_lease_won_back_writes_no_count_of_the_previous_term() -> None:
     another leader wrote meanwhile stay (never the previous term's, written too low)."""
     clock = ManualClock(T0)
     pools = Api([nodepool_obj()])
-    loop = StatusLoop(
-        nodeclasses=Api([nodeclass(1, 1)]),  # type: ignore[arg-type]
-        nodepools=pools,  # type: ignore[arg-type]
-        resolver=Resolver(),  # type: ignore[arg-type]
-        settings=ProvisioningSettings(nodeclass_resync_interval=RESYNC),
-        clock=clock,
-    )
+    loop = make_loop(clock, Resolver(), Api([nodeclass(1, 1)]), pools)
     task = asyncio.create_task(loop.run())
     await settle()
     loop.set_counts(_counts(1))
