@@ -121,10 +121,8 @@ class NodeClassTermination:
         self._clock = clock or SystemClock()
         self._recorder = recorder
         self._monotonic = monotonic
-        #: class UID → when its waiting event may be published again.
+        #: class UID (its name without one) → when its waiting line and event may come again.
         self._quiet: dict[str, float] = {}
-        #: class UID (its name without one) → when its waiting log line may be written again.
-        self._said: dict[str, float] = {}
         #: Monotonic times of the next collections (None: at the first pass).
         self._templates_due: float | None = None
         self._profiles_due: float | None = None
@@ -158,7 +156,6 @@ class NodeClassTermination:
             return False
         users = _users(claims, name)
         if users:
-            self._say_waiting(obj, users)
             await self._waiting(obj, users)
             return False
         # Whatever spec.role says now (Karpenter's ``finalize`` cleans up regardless of it): a class
@@ -203,39 +200,32 @@ class NodeClassTermination:
         listing = await self._claims.list()
         return listing.items if listing.served else None
 
-    def _say_waiting(self, obj: Obj, users: list[str]) -> None:
-        """The waiting log line, at most once per class every ``WAITING_DEDUPE_SECONDS`` (as the
-        event), with the count and a few names: every deleted claim makes a look (``_claim_told``),
-        and a line naming every claim at each one grew with the square of a pool's drain."""
+    async def _waiting(self, obj: Obj, users: list[str]) -> None:
+        """The waiting log line and the class's ``WaitingOnNodeClaimTermination`` event, at most
+        once per class every ``WAITING_DEDUPE_SECONDS`` (Karpenter's recorder drops a repeat of
+        (reason, class UID) that long), with the count and a few names: every deleted claim makes
+        a look (the status loop's ``_claim_told``), and a line naming every claim at each one grew
+        with the square of a pool's drain."""
         meta = _meta(obj)
-        key = str(meta.get("uid") or meta.get("name") or "")
+        uid = str(meta.get("uid") or "")
+        key = uid or str(meta.get("name") or "")
         now = self._monotonic()
-        if self._said.get(key, 0.0) > now:
+        if self._quiet.get(key, 0.0) > now:
             return
-        if len(self._said) >= 1024:
-            self._said = {k: t for k, t in self._said.items() if t > now}
-        self._said[key] = now + WAITING_DEDUPE_SECONDS
+        if len(self._quiet) >= 1024:
+            self._quiet = {k: t for k, t in self._quiet.items() if t > now}
+        self._quiet[key] = now + WAITING_DEDUPE_SECONDS
+        shown = _few(users)
         log.info(
             "EC2NodeClass %s: waiting on %d NodeClaim(s) (%s) before deleting",
             meta.get("name", ""),
             len(users),
-            _few(users),
+            shown,
         )
-
-    async def _waiting(self, obj: Obj, users: list[str]) -> None:
-        """The class's ``WaitingOnNodeClaimTermination`` event, deduplicated by its UID."""
-        uid = str(_meta(obj).get("uid") or "")
         if self._recorder is None or not uid:
             return
-        now = self._monotonic()
-        if self._quiet.get(uid, 0.0) > now:
-            return
-        if len(self._quiet) >= 1024:
-            self._quiet = {k: t for k, t in self._quiet.items() if t > now}
-        self._quiet[uid] = now + WAITING_DEDUPE_SECONDS
-        shown = _few(users)
         ref = ObjectRef(
-            "EC2NodeClass", str(_meta(obj).get("name", "")), None, uid, api_version="karpenter.k8s.aws/v1"
+            "EC2NodeClass", str(meta.get("name", "")), None, uid, api_version="karpenter.k8s.aws/v1"
         )
         await self._recorder.record(ref, WAITING, f"Waiting on NodeClaim termination for {shown}")
 
