@@ -435,15 +435,10 @@ def pools_in_use(nodes: Iterable[Obj], nodeclaims: Iterable[Obj] = ()) -> dict[s
     counter both wait while one exists (``cluster.go`` ``Synced``), so neither acts on a figure
     without it; kubespot waits for neither, so the limits check and ``status.nodes`` both count
     it, the same way."""
-    return _in_use(nodes, nodeclaims, None)
-
-
-def _in_use(nodes: Iterable[Obj], nodeclaims: Iterable[Obj], only: str | None) -> dict[str, dict[str, int]]:
-    """``pools_in_use``, of pool ``only`` alone when given (the others' capacity not computed)."""
     out: dict[str, dict[str, int]] = {}
     for state in state_nodes(nodes, nodeclaims):
         pool = str(state.labels().get(NODEPOOL) or "")
-        if not pool or (only is not None and pool != only) or state.deleting:
+        if not pool or state.deleting:
             continue
         used = out.setdefault(pool, {"nodes": 0})
         used["nodes"] += 1
@@ -454,9 +449,9 @@ def _in_use(nodes: Iterable[Obj], nodeclaims: Iterable[Obj], only: str | None) -
 
 
 def pool_in_use(nodes: Iterable[Obj], pool: str, nodeclaims: Iterable[Obj] = ()) -> dict[str, int]:
-    """What ``pool`` uses against its limits (``pools_in_use``; for several pools, call that once
-    and index it: each call reads every node)."""
-    return _in_use(nodes, nodeclaims, pool).get(pool, {"nodes": 0})
+    """What ``pool`` uses against its limits: ``pools_in_use`` indexed (for tests and one-off
+    reads; for several pools, call ``pools_in_use`` once)."""
+    return pools_in_use(nodes, nodeclaims).get(pool, {"nodes": 0})
 
 
 def _daemon_views(daemonsets: Iterable[Obj], pool: NodePool) -> list[PodView]:
