@@ -190,8 +190,6 @@ class InstanceProfiles:
         self.deleted: list[str] = []
         #: The (role, error code) pairs the dry run's role check could not tell and warned of.
         self._unchecked: set[tuple[str, str]] = set()
-        #: Whether ``iam:GetRole`` answered for some role: the policy grants it, so a refusal for
-        #: another role means the policy does not name that role.
 
     # -- protection -----------------------------------------------------------------------------------
 
