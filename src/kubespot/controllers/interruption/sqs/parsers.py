@@ -33,12 +33,13 @@ from typing import Any
 
 import orjson
 
+from kubespot.config.queue import SPOT_NOTICE
 from kubespot.controllers.interruption.sqs.errors import MessageError
 from kubespot.model import InterruptionEvent, Kind, Source, event_id
 
-#: The spot interruption warning comes two minutes before EC2 acts (EC2 User Guide, "Spot Instance
-#: interruption notices"); ``queue.interruption_notice`` by default.
-SPOT_WARNING = timedelta(seconds=120)
+#: The spot interruption warning comes two minutes before EC2 acts (``config.queue.SPOT_NOTICE``,
+#: ``queue.interruption_notice``'s default).
+SPOT_WARNING = timedelta(seconds=SPOT_NOTICE)
 #: State-change states after which the instance is going or gone.
 GOING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
 TERMINATING = "autoscaling:EC2_INSTANCE_TERMINATING"
