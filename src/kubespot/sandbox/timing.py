@@ -11,6 +11,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kubespot.sim.joiner import NODE_MONITOR_GRACE_SECONDS as NODE_MONITOR_GRACE_SECONDS
+from kubespot.sim.joiner import NODE_MONITOR_PERIOD_SECONDS as NODE_MONITOR_PERIOD_SECONDS
+
 #: EC2's notice: the spot instance-action time is two minutes after the notice appears.
 SPOT_NOTICE_SECONDS = 120.0
 #: The agent handles a scheduled event this long before NotBefore. The product default is 300 s; the
@@ -61,10 +64,12 @@ LB_REFRESH_SECONDS = 0.25
 #: a DescribeTargetHealth answer or an event-loop turn can take a few hundred milliseconds.
 SETTLE_SLACK = 1.5
 
-#: kube-controller-manager's ``--node-monitor-grace-period`` (50 s from v1.32): a vanished kubelet's
-#: Node turns Ready Unknown this long after its last heartbeat (kubesim's node lifecycle controller
-#: and the node joiner both). ``--node-monitor-grace-period`` changes it.
-NODE_MONITOR_GRACE_SECONDS = 50.0
+# kube-controller-manager's ``--node-monitor-grace-period`` (50 s from v1.32: a vanished kubelet's
+# Node turns Ready Unknown this long after its last heartbeat; kubesim's node lifecycle controller
+# and the node joiner both; the sandbox's ``--node-monitor-grace-period`` changes it) and
+# cloud-controller-manager's ``--node-monitor-period`` (5 s: how often its node lifecycle controller
+# deletes the Nodes of terminated instances; the node joiner plays it): the joiner's upstream
+# defaults, one definition.
 #: The kubelet's node lease renewal interval (upstream's 10 s; kubesim's ``lease_renew_seconds``).
 KUBELET_LEASE_RENEW_SECONDS = 10.0
 #: The shortest ``--node-monitor-grace-period`` the sandbox takes: a few renewals, as upstream asks
@@ -72,9 +77,6 @@ KUBELET_LEASE_RENEW_SECONDS = 10.0
 #: config/types.go), or healthy nodes flap Unknown and get unreachable NoExecute taints. 4 renewals
 #: is upstream's default before v1.32 (40 s).
 MIN_NODE_MONITOR_GRACE_SECONDS = 4 * KUBELET_LEASE_RENEW_SECONDS
-#: cloud-controller-manager's ``--node-monitor-period``: how often its node lifecycle controller
-#: deletes the Nodes of terminated instances (the node joiner plays it).
-NODE_MONITOR_PERIOD_SECONDS = 5.0
 
 #: The default compression: the 120 s notice becomes 30 s and a full run about a minute.
 DEFAULT_TIME_SCALE = 4.0
