@@ -528,6 +528,22 @@ class KubeClient:
         """
         rv = resource_version or None
         failures = 0
+
+        async def backed_off_relist() -> L | None:
+            """One re-list after the backoff of ``failures`` (counted here); None when it failed."""
+            nonlocal failures
+            failures += 1
+            await self._sleep(full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng.random))
+            try:
+                return await relist()
+            except Exception as list_err:  # any failure, as client-go's reflector
+                # A garbled body (a JSON or decoding error) as much as a refused LIST: the
+                # reflector retries every list error with backoff (reflector.go ``Run``:
+                # ``wait.BackoffUntil``); ending here would freeze the caller's cache.
+                kind = type(list_err).__name__
+                log.warning("re-list of %s failed (%s: %s); retrying", what, kind, list_err)
+                return None
+
         idle = self.watches.idle_timeout
         base = {**params, "watch": "true", "allowWatchBookmarks": "true"}
         base["timeoutSeconds"] = str(server_timeout(idle))
@@ -558,20 +574,9 @@ class KubeClient:
                     # The server ended the watch (its timeout): it is there; resume where it stopped.
                     watch.hear()
                 except Exception as err:  # any failure (API, transport, a garbled line): re-list, never die
-                    failures += 1
                     log.warning("watch of %s broke (%s: %s); re-listing", what, type(err).__name__, err)
-                    await self._sleep(
-                        full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng.random)
-                    )
-                    try:
-                        listing = await relist()
-                    except Exception as list_err:  # any failure, as client-go's reflector
-                        # A garbled body (a JSON or decoding error) as much as a refused LIST: the
-                        # reflector retries every list error with backoff (reflector.go ``Run``:
-                        # ``wait.BackoffUntil``); ending here would freeze the caller's cache.
-                        log.warning(
-                            "re-list of %s failed (%s: %s); retrying", what, type(list_err).__name__, list_err
-                        )
+                    listing = await backed_off_relist()
+                    if listing is None:
                         continue
                     rv = getattr(listing, "resource_version", "") or None
                     yield PodEventType.RESYNC.value, None, listing
@@ -583,20 +588,10 @@ class KubeClient:
                         # The server answered (404: a CRD not installed): no stuck watch for
                         # /healthz, whose restart would install no CRD (see ``Informer``).
                         watch.hear()
-                        failures += 1
-                        await self._sleep(
-                            full_jitter(failures, base=self._base, cap=self._cap, rng=self._rng.random)
-                        )
-                        try:
-                            listing = await relist()
-                        except Exception as list_err:
-                            log.warning(
-                                "re-list of %s failed (%s: %s); retrying",
-                                what,
-                                type(list_err).__name__,
-                                list_err,
-                            )
+                        again = await backed_off_relist()
+                        if again is None:
                             continue
+                        listing = again
                         rv = getattr(listing, "resource_version", "") or None
                         yield PodEventType.RESYNC.value, None, listing
 
